@@ -1,0 +1,204 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/lfmq/lfmq/format/dtype"
+)
+
+// File is an open safetensors file. Its methods are safe for concurrent use.
+type File struct {
+	path   string
+	header *Header
+	names  []string // sorted
+
+	mu     sync.RWMutex
+	buf    []byte // the whole file: a read-only mapping, or a heap copy
+	data   []byte // buf's data section
+	mapped bool   // whether buf must be unmapped
+}
+
+// Open opens, memory-maps and validates the safetensors file at path. A file
+// that breaks the format gives a *FormatError naming path; other failures
+// (missing file, mapping failure) are returned wrapped.
+//
+// The mapping is read-only and shared with the page cache, so opening a
+// large checkpoint costs address space, not memory. Changing or truncating
+// the file while it is open is undefined behaviour (on most systems a
+// truncated mapping faults), as it is for any memory-mapped reader.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("safetensors: %s: not a regular file", path)
+	}
+	size := st.Size()
+	if size < 8 {
+		return nil, &FormatError{File: path, Field: FieldHeaderSize,
+			Msg: fmt.Sprintf("file is %d bytes, too short for the 8-byte header size", size)}
+	}
+	// Bound the header before mapping or parsing anything.
+	var prefix [8]byte
+	if _, err := f.ReadAt(prefix[:], 0); err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	if err := checkHeaderSize(binary.LittleEndian.Uint64(prefix[:]), size); err != nil {
+		err.File = path
+		return nil, err
+	}
+	if size > math.MaxInt {
+		return nil, fmt.Errorf("safetensors: %s: %d bytes do not fit in this process's address space", path, size)
+	}
+	buf, mapped, err := load(f, int(size))
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	sf, err := newFile(path, buf)
+	if err != nil {
+		if mapped {
+			_ = unmap(buf)
+		}
+		return nil, err
+	}
+	sf.mapped = mapped
+	return sf, nil
+}
+
+// checkHeaderSize validates the header length n read from the prefix of a
+// file of size bytes (size >= 8).
+func checkHeaderSize(n uint64, size int64) *FormatError {
+	switch {
+	case n == 0:
+		return &FormatError{Field: FieldHeaderSize, Msg: "header size is 0"}
+	case n > MaxHeaderSize:
+		return &FormatError{Field: FieldHeaderSize,
+			Msg: fmt.Sprintf("header size %d exceeds the limit of %d", n, MaxHeaderSize)}
+	case n > uint64(size-8):
+		return &FormatError{Field: FieldHeaderSize,
+			Msg: fmt.Sprintf("header size %d exceeds the %d bytes after the size prefix (file truncated?)", n, size-8)}
+	}
+	return nil
+}
+
+// newFile validates buf, a whole safetensors file, and wraps it.
+func newFile(path string, buf []byte) (*File, error) {
+	if len(buf) < 8 {
+		return nil, &FormatError{File: path, Field: FieldHeaderSize,
+			Msg: fmt.Sprintf("file is %d bytes, too short for the 8-byte header size", len(buf))}
+	}
+	n := binary.LittleEndian.Uint64(buf)
+	if err := checkHeaderSize(n, int64(len(buf))); err != nil {
+		err.File = path
+		return nil, err
+	}
+	dataStart := 8 + int(n)
+	h, err := ParseHeader(buf[8:dataStart], int64(len(buf)-dataStart))
+	if err != nil {
+		if fe, ok := err.(*FormatError); ok {
+			fe.File = path
+		}
+		return nil, err
+	}
+	names := make([]string, len(h.Tensors))
+	for i, t := range h.Tensors {
+		names[i] = t.Name
+	}
+	return &File{path: path, header: h, names: names, buf: buf, data: buf[dataStart:]}, nil
+}
+
+// Path returns the path the file was opened with.
+func (f *File) Path() string { return f.path }
+
+// Names returns the names of the file's tensors, sorted.
+func (f *File) Names() []string { return slices.Clone(f.names) }
+
+// Info describes the tensor called name. The shape is the caller's copy.
+func (f *File) Info(name string) (TensorInfo, bool) {
+	t, ok := f.header.Tensor(name)
+	if ok {
+		t.Shape = slices.Clone(t.Shape)
+	}
+	return t, ok
+}
+
+// Metadata returns a copy of the header's __metadata__ (empty, not nil, if
+// the header has none).
+func (f *File) Metadata() map[string]string {
+	m := make(map[string]string, len(f.header.Metadata))
+	for k, v := range f.header.Metadata {
+		m[k] = v
+	}
+	return m
+}
+
+// Bytes returns the little-endian bytes of the tensor called name without
+// copying them. The slice aliases the file's read-only mapping: writing to it
+// faults, and it must not be used after Close. An unknown name gives a
+// *NotFoundError.
+func (f *File) Bytes(name string) ([]byte, error) {
+	t, ok := f.header.Tensor(name)
+	if !ok {
+		return nil, &NotFoundError{File: f.path, Tensor: name}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return nil, fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	// The capacity ends with the tensor, so an append cannot reach the next.
+	return f.data[t.Begin:t.End:t.End], nil
+}
+
+// Float32 returns a float32 copy of the tensor called name, which must be
+// BF16, F16, F32, I32 or U8 (see dtype.ToFloat32).
+func (f *File) Float32(name string) ([]float32, error) {
+	t, ok := f.header.Tensor(name)
+	if !ok {
+		return nil, &NotFoundError{File: f.path, Tensor: name}
+	}
+	if !t.DType.Convertible() {
+		return nil, &FormatError{File: f.path, Tensor: name, Field: FieldDType,
+			Msg: fmt.Sprintf("%s does not convert to float32", t.DType)}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return nil, fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	out := make([]float32, t.NumElements())
+	if err := dtype.ToFloat32(t.DType, f.data[t.Begin:t.End], out); err != nil {
+		// Unreachable for a validated header; kept so a bug cannot pass silently.
+		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", f.path, name, err)
+	}
+	return out, nil
+}
+
+// Close releases the mapping. Slices returned by Bytes become invalid.
+// Closing twice returns an error wrapping ErrClosed.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.buf == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	buf := f.buf
+	f.buf, f.data = nil, nil
+	if f.mapped {
+		if err := unmap(buf); err != nil {
+			return fmt.Errorf("safetensors: %s: munmap: %w", f.path, err)
+		}
+	}
+	return nil
+}
