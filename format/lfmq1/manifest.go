@@ -1,0 +1,142 @@
+// Package lfmq1 writes and reads the lfmq-1 checkpoint layout of DESIGN.md:
+// global, per-layer and per-MoE-layer safetensors files, unmodified copies of
+// the source's config and tokenizer files, and a canonical manifest.json that
+// records every tensor's format, shape and sha256, every file's sha256 and the
+// quantization settings.
+//
+// It stores and checks bytes; it does not decide which tensor gets which
+// format (quant does) and does not decode BFP tiles (format/bfp does).
+package lfmq1
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// FormatName is the value of the manifest's "format" key.
+const FormatName = "lfmq-1"
+
+// ManifestFile is the manifest's file name inside a checkpoint.
+const ManifestFile = "manifest.json"
+
+// GlobalFile holds the embedding, the final norm and the BFP8 head.
+const GlobalFile = "global.safetensors"
+
+// CopiedFiles are the source checkpoint files copied unmodified (those that
+// exist).
+var CopiedFiles = []string{
+	"config.json", "generation_config.json", "tokenizer.json",
+	"tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
+}
+
+// TensorFormat is how a tensor's values are stored.
+type TensorFormat string
+
+// The tensor formats of lfmq-1.
+const (
+	BF16 TensorFormat = "bf16"
+	F32  TensorFormat = "f32"
+	BFP8 TensorFormat = "bfp8_b"
+	BFP4 TensorFormat = "bfp4_b"
+)
+
+// IsBFP reports whether the format is a packed block floating-point format.
+func (f TensorFormat) IsBFP() bool { return f == BFP8 || f == BFP4 }
+
+// Valid reports whether f is one of the lfmq-1 tensor formats.
+func (f TensorFormat) Valid() bool { return f == BF16 || f == F32 || f == BFP8 || f == BFP4 }
+
+// LayerFile returns the name of layer i's file in a model of numLayers layers:
+// "layer-NN.safetensors", zero padded to two digits or more.
+func LayerFile(i, numLayers int) string {
+	return fmt.Sprintf("layer-%0*d.safetensors", width(numLayers), i)
+}
+
+// ExpertsFile returns the name of MoE layer i's expert file.
+func ExpertsFile(i, numLayers int) string {
+	return fmt.Sprintf("experts-%0*d.safetensors", width(numLayers), i)
+}
+
+func width(numLayers int) int {
+	w := len(fmt.Sprint(max(numLayers-1, 0)))
+	return max(w, 2)
+}
+
+// Manifest is the content of manifest.json.
+type Manifest struct {
+	Format       string          `json:"format"`
+	LfmqVersion  string          `json:"lfmq_version"`
+	CreatedBy    string          `json:"created_by"`
+	Source       Source          `json:"source"`
+	Quantization Quantization    `json:"quantization"`
+	Tensors      []TensorEntry   `json:"tensors"`
+	Files        []FileEntry     `json:"files"`
+	Metrics      json.RawMessage `json:"metrics"`
+	// MetricsSHA256 is the sha256 of the canonical JSON encoding of Metrics.
+	MetricsSHA256 string `json:"metrics_sha256"`
+}
+
+// Source identifies the checkpoint that was quantized.
+type Source struct {
+	ConfigSHA256 string      `json:"config_sha256"`
+	Files        []FileEntry `json:"files"`
+}
+
+// Quantization records how each tensor class was produced.
+type Quantization struct {
+	Experts ClassSpec `json:"experts"`
+	Dense   ClassSpec `json:"dense"`
+	Head    ClassSpec `json:"head"`
+	Kept    ClassSpec `json:"kept"`
+	// Settings holds every setting of the method (GPTQ's act order, block
+	// size, damping, calibration digest …); absent for RTN.
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// ClassSpec is the method and the formats used for one class of tensors.
+type ClassSpec struct {
+	Method  string         `json:"method"`
+	Formats []TensorFormat `json:"formats"`
+	Tensors int            `json:"tensors"`
+}
+
+// TensorEntry describes one stored tensor.
+type TensorEntry struct {
+	Name        string       `json:"name"`
+	File        string       `json:"file"`
+	Format      TensorFormat `json:"format"`
+	Shape       []int64      `json:"shape"`
+	DType       string       `json:"dtype"`
+	StoredShape []int64      `json:"stored_shape"`
+	SHA256      string       `json:"sha256"`
+}
+
+// FileEntry describes one file by its path relative to the checkpoint
+// directory, its size and its sha256.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Tensor returns the entry of the named tensor.
+func (m *Manifest) Tensor(name string) (TensorEntry, bool) {
+	i, ok := slices.BinarySearchFunc(m.Tensors, name, func(e TensorEntry, n string) int {
+		return cmpString(e.Name, n)
+	})
+	if !ok {
+		return TensorEntry{}, false
+	}
+	return m.Tensors[i], true
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

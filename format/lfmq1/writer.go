@@ -1,0 +1,264 @@
+package lfmq1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/safetensors"
+)
+
+// Tensor is one tensor to store.
+type Tensor struct {
+	Name   string
+	Format TensorFormat
+	// Shape is the logical (Hugging Face) shape.
+	Shape []int64
+	// DType and StoredShape describe Data as safetensors stores it: U8
+	// [tiles, tile_bytes] for BFP, else the element type and Shape.
+	DType       dtype.DType
+	StoredShape []int64
+	Data        []byte
+}
+
+// Writer builds a checkpoint in a temporary sibling directory and moves it
+// into place on Commit, so an interrupted run never leaves a directory that
+// looks like a checkpoint.
+type Writer struct {
+	final   string
+	tmp     string
+	tensors []TensorEntry
+	files   []FileEntry
+	names   map[string]bool
+	done    bool
+}
+
+// Create starts a checkpoint that Commit will place at dir. dir must not exist
+// or be an empty directory.
+func Create(dir string) (*Writer, error) {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("lfmq1: output directory %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("lfmq1: output directory: %w", err)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("lfmq1: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".partial-")
+	if err != nil {
+		return nil, fmt.Errorf("lfmq1: %w", err)
+	}
+	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
+}
+
+// WriteFile stores tensors in the safetensors file name (e.g. GlobalFile or
+// LayerFile(3, n)). Each BFP tensor's format and logical shape are recorded
+// in the file's __metadata__ so the file describes itself.
+func (w *Writer) WriteFile(name string, tensors []Tensor) error {
+	if err := w.checkName(name); err != nil {
+		return err
+	}
+	st := make([]safetensors.Tensor, len(tensors))
+	meta := map[string]string{"format": FormatName}
+	for i, t := range tensors {
+		if !t.Format.Valid() {
+			return fmt.Errorf("lfmq1: %s: tensor %q: unknown format %q", name, t.Name, t.Format)
+		}
+		if t.Format.IsBFP() {
+			meta["lfmq."+t.Name] = BFPMetadata(t.Format, t.Shape)
+		}
+		st[i] = safetensors.Tensor{Name: t.Name, DType: t.DType, Shape: t.StoredShape, Data: t.Data}
+		sum := sha256.Sum256(t.Data)
+		w.tensors = append(w.tensors, TensorEntry{
+			Name: t.Name, File: name, Format: t.Format, Shape: t.Shape,
+			DType: string(t.DType), StoredShape: t.StoredShape, SHA256: hex.EncodeToString(sum[:]),
+		})
+	}
+	path := filepath.Join(w.tmp, name)
+	if err := safetensors.Write(path, st, meta); err != nil {
+		return err
+	}
+	return w.recordFile(name)
+}
+
+// BFPMetadata is the __metadata__ value recorded for a BFP tensor:
+// "bfp4_b;[out,in]".
+func BFPMetadata(f TensorFormat, shape []int64) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = fmt.Sprint(d)
+	}
+	return string(f) + ";[" + strings.Join(parts, ",") + "]"
+}
+
+// CopyFile copies src unmodified into the checkpoint as name.
+func (w *Writer) CopyFile(src, name string) error {
+	if err := w.checkName(name); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	defer in.Close()
+	out, err := os.Create(filepath.Join(w.tmp, name))
+	if err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("lfmq1: copying %s: %w", src, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	return w.recordFile(name)
+}
+
+func (w *Writer) checkName(name string) error {
+	if w.done {
+		return errors.New("lfmq1: writer already committed or aborted")
+	}
+	if name == "" || name == ManifestFile || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("lfmq1: %q is not a valid checkpoint file name", name)
+	}
+	if w.names[name] {
+		return fmt.Errorf("lfmq1: file %s written twice", name)
+	}
+	w.names[name] = true
+	return nil
+}
+
+func (w *Writer) recordFile(name string) error {
+	sum, size, err := HashFile(filepath.Join(w.tmp, name))
+	if err != nil {
+		return err
+	}
+	w.files = append(w.files, FileEntry{Path: name, Size: size, SHA256: sum})
+	return nil
+}
+
+// Commit completes m with the format name, the tensor and file lists and the
+// metrics digest, writes manifest.json, and moves the checkpoint into place.
+// It returns the manifest's sha256, the checkpoint's identity.
+func (w *Writer) Commit(m *Manifest, metrics any) (string, error) {
+	if w.done {
+		return "", errors.New("lfmq1: writer already committed or aborted")
+	}
+	m.Format = FormatName
+	m.Tensors = append([]TensorEntry(nil), w.tensors...)
+	sort.Slice(m.Tensors, func(i, j int) bool { return m.Tensors[i].Name < m.Tensors[j].Name })
+	for i := 1; i < len(m.Tensors); i++ {
+		if m.Tensors[i].Name == m.Tensors[i-1].Name {
+			w.Abort()
+			return "", fmt.Errorf("lfmq1: tensor %q stored twice (%s and %s)", m.Tensors[i].Name, m.Tensors[i-1].File, m.Tensors[i].File)
+		}
+	}
+	m.Files = append([]FileEntry(nil), w.files...)
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
+	if metrics == nil {
+		metrics = map[string]any{}
+	}
+	mj, err := canonjson.Marshal(metrics)
+	if err != nil {
+		w.Abort()
+		return "", err
+	}
+	m.Metrics = mj
+	sum := sha256.Sum256(mj)
+	m.MetricsSHA256 = hex.EncodeToString(sum[:])
+	data, err := canonjson.Marshal(m)
+	if err != nil {
+		w.Abort()
+		return "", err
+	}
+	if err := writeSynced(filepath.Join(w.tmp, ManifestFile), data); err != nil {
+		w.Abort()
+		return "", err
+	}
+	if err := syncDir(w.tmp); err != nil {
+		w.Abort()
+		return "", err
+	}
+	// An empty directory left at the destination is replaced; Create refused
+	// a non-empty one.
+	if err := os.Remove(w.final); err != nil && !errors.Is(err, os.ErrNotExist) {
+		w.Abort()
+		return "", fmt.Errorf("lfmq1: replacing %s: %w", w.final, err)
+	}
+	if err := os.Rename(w.tmp, w.final); err != nil {
+		w.Abort()
+		return "", fmt.Errorf("lfmq1: %w", err)
+	}
+	w.done = true
+	if err := syncDir(filepath.Dir(filepath.Clean(w.final))); err != nil {
+		return "", err
+	}
+	msum := sha256.Sum256(data)
+	return hex.EncodeToString(msum[:]), nil
+}
+
+// Abort removes everything written so far.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	os.RemoveAll(w.tmp)
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("lfmq1: syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// HashFile returns the sha256 (lower-case hex) and size of the file at path.
+func HashFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("lfmq1: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	if err != nil {
+		return "", 0, fmt.Errorf("lfmq1: reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
