@@ -1,0 +1,418 @@
+// Package config reads an LFM2-MoE config.json (Hugging Face model_type
+// "lfm2_moe") into a validated Config, applying every default and legacy-key
+// rule of lfm2-moe.md §2.
+//
+// It knows the model's hyper-parameters and the tensor shapes they imply; it
+// does not load weights or run anything.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// LayerKind is the token mixer of a decoder layer.
+type LayerKind int
+
+const (
+	// Conv is the gated short-convolution mixer (layer_types "conv").
+	Conv LayerKind = iota
+	// Attention is grouped-query attention (layer_types "full_attention").
+	Attention
+)
+
+func (k LayerKind) String() string {
+	if k == Attention {
+		return "full_attention"
+	}
+	return "conv"
+}
+
+// Config is a validated LFM2-MoE configuration.
+type Config struct {
+	ModelType             string
+	VocabSize             int
+	HiddenSize            int
+	NumLayers             int
+	LayerKinds            []LayerKind
+	NumHeads              int
+	NumKVHeads            int
+	HeadDim               int
+	IntermediateSize      int // dense SwiGLU width (layers < NumDenseLayers)
+	MoEIntermediateSize   int // width of each routed expert
+	NumDenseLayers        int
+	NumExperts            int
+	NumExpertsPerTok      int
+	UseExpertBias         bool
+	NormTopKProb          bool
+	RoutedScalingFactor   float32
+	NormEps               float32
+	ConvLCache            int
+	ConvBias              bool
+	RopeTheta             float64
+	TieWordEmbeddings     bool
+	MaxPositionEmbeddings int
+	BOSTokenID            int
+	EOSTokenIDs           []int
+	PadTokenID            int
+}
+
+// Error reports a config.json that lfmq cannot use. Field names the JSON key.
+type Error struct {
+	File  string
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("config: %s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("config: %s: %s: %s", e.File, e.Field, e.Msg)
+}
+
+// maxConfigBytes bounds config.json; real ones are a few kilobytes.
+const maxConfigBytes = 1 << 20
+
+// Load reads dir/config.json.
+func Load(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if st.Size() > maxConfigBytes {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than the %d-byte limit", st.Size(), maxConfigBytes)}
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates a config.json held in data; name is used in
+// error messages.
+func Parse(name string, data []byte) (*Config, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, &Error{File: name, Msg: "not a JSON object: " + err.Error()}
+	}
+	p := parser{name: name, raw: raw}
+	c := &Config{}
+	c.ModelType = p.str("model_type", "")
+	if p.err == nil && c.ModelType != "lfm2_moe" {
+		if c.ModelType == "" {
+			return nil, &Error{File: name, Field: "model_type", Msg: `missing; lfmq supports "lfm2_moe"`}
+		}
+		return nil, &Error{File: name, Field: "model_type", Msg: fmt.Sprintf("%q is not supported; lfmq supports \"lfm2_moe\"", c.ModelType)}
+	}
+	c.VocabSize = p.int("vocab_size", 65536)
+	c.HiddenSize = p.int("hidden_size", 2048)
+	c.NumLayers = p.int("num_hidden_layers", -1)
+	c.NumHeads = p.int("num_attention_heads", 32)
+	c.NumKVHeads = p.int("num_key_value_heads", 8)
+	c.IntermediateSize = p.int("intermediate_size", 7168)
+	c.MoEIntermediateSize = p.int("moe_intermediate_size", 1792)
+	c.NumDenseLayers = p.int("num_dense_layers", 2)
+	c.NumExperts = p.int("num_experts", 32)
+	c.NumExpertsPerTok = p.int("num_experts_per_tok", 4)
+	c.UseExpertBias = p.bool("use_expert_bias", true)
+	c.NormTopKProb = p.bool("norm_topk_prob", true)
+	c.RoutedScalingFactor = float32(p.float("routed_scaling_factor", 1.0))
+	c.NormEps = float32(p.float("norm_eps", 1e-5))
+	c.ConvLCache = p.int("conv_L_cache", 3)
+	c.ConvBias = p.bool("conv_bias", false)
+	c.MaxPositionEmbeddings = p.int("max_position_embeddings", 128000)
+	c.BOSTokenID = p.int("bos_token_id", 1)
+	c.PadTokenID = p.int("pad_token_id", 0)
+	c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
+	if _, ok := raw["tie_word_embeddings"]; ok {
+		c.TieWordEmbeddings = p.bool("tie_word_embeddings", true)
+	} else {
+		c.TieWordEmbeddings = p.bool("tie_embedding", true)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if c.NumLayers < 0 {
+		return nil, &Error{File: name, Field: "num_hidden_layers", Msg: "missing"}
+	}
+	if err := p.layerKinds(c); err != nil {
+		return nil, err
+	}
+	if err := p.rope(c); err != nil {
+		return nil, err
+	}
+	// head_dim: the explicit key wins (LFM2.5-8B-A1B sets 64).
+	if _, ok := raw["head_dim"]; ok {
+		c.HeadDim = p.int("head_dim", 0)
+	} else if c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return c, c.validate(name)
+}
+
+func (c *Config) validate(name string) error {
+	bad := func(field, format string, args ...any) error {
+		return &Error{File: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	positive := []struct {
+		field string
+		v     int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumLayers},
+		{"num_attention_heads", c.NumHeads}, {"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim},
+		{"conv_L_cache", c.ConvLCache}, {"max_position_embeddings", c.MaxPositionEmbeddings},
+	}
+	for _, f := range positive {
+		if f.v <= 0 {
+			return bad(f.field, "must be positive, got %d", f.v)
+		}
+	}
+	if c.NumHeads%c.NumKVHeads != 0 {
+		return bad("num_key_value_heads", "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return bad("head_dim", "%d is odd; NeoX RoPE needs an even head dimension", c.HeadDim)
+	}
+	if c.NumDenseLayers < 0 || c.NumDenseLayers > c.NumLayers {
+		return bad("num_dense_layers", "%d is outside [0, %d]", c.NumDenseLayers, c.NumLayers)
+	}
+	if c.NumDenseLayers > 0 && c.IntermediateSize <= 0 {
+		return bad("intermediate_size", "must be positive, got %d", c.IntermediateSize)
+	}
+	if c.NumDenseLayers < c.NumLayers {
+		if c.NumExperts <= 0 {
+			return bad("num_experts", "must be positive, got %d", c.NumExperts)
+		}
+		if c.NumExpertsPerTok <= 0 || c.NumExpertsPerTok > c.NumExperts {
+			return bad("num_experts_per_tok", "%d is outside [1, num_experts=%d]", c.NumExpertsPerTok, c.NumExperts)
+		}
+		if c.MoEIntermediateSize <= 0 {
+			return bad("moe_intermediate_size", "must be positive, got %d", c.MoEIntermediateSize)
+		}
+	}
+	if !(c.NormEps > 0) {
+		return bad("norm_eps", "must be positive, got %g", c.NormEps)
+	}
+	if !(c.RopeTheta > 0) {
+		return bad("rope_theta", "must be positive, got %g", c.RopeTheta)
+	}
+	for _, id := range append([]int{c.BOSTokenID, c.PadTokenID}, c.EOSTokenIDs...) {
+		if id < 0 || id >= c.VocabSize {
+			return bad("bos/eos/pad_token_id", "token id %d is outside the vocabulary [0, %d)", id, c.VocabSize)
+		}
+	}
+	return nil
+}
+
+// IsMoE reports whether layer i has the routed-expert feed-forward block.
+func (c *Config) IsMoE(i int) bool { return i >= c.NumDenseLayers }
+
+// NumMoELayers returns how many layers have routed experts.
+func (c *Config) NumMoELayers() int { return c.NumLayers - c.NumDenseLayers }
+
+// KVGroup is the number of query heads that share one key/value head.
+func (c *Config) KVGroup() int { return c.NumHeads / c.NumKVHeads }
+
+type parser struct {
+	name string
+	raw  map[string]json.RawMessage
+	err  error
+}
+
+func (p *parser) fail(field, msg string) {
+	if p.err == nil {
+		p.err = &Error{File: p.name, Field: field, Msg: msg}
+	}
+}
+
+func (p *parser) get(key string) (json.RawMessage, bool) {
+	v, ok := p.raw[key]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+func (p *parser) str(key, def string) string {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		p.fail(key, "expected a string, got "+string(v))
+		return def
+	}
+	return s
+}
+
+func (p *parser) int(key string, def int) int {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	return p.intValue(key, v, def)
+}
+
+func (p *parser) intValue(key string, v json.RawMessage, def int) int {
+	var n json.Number
+	// json.Number also accepts a quoted number; config.json must not.
+	if t := bytes.TrimSpace(v); len(t) > 0 && t[0] == '"' {
+		p.fail(key, "expected an integer, got "+string(v))
+		return def
+	}
+	if err := json.Unmarshal(v, &n); err != nil {
+		p.fail(key, "expected an integer, got "+string(v))
+		return def
+	}
+	i, err := n.Int64()
+	if err != nil || i != int64(int(i)) {
+		p.fail(key, "expected an integer, got "+string(v))
+		return def
+	}
+	return int(i)
+}
+
+func (p *parser) float(key string, def float64) float64 {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil {
+		p.fail(key, "expected a number, got "+string(v))
+		return def
+	}
+	return f
+}
+
+func (p *parser) bool(key string, def bool) bool {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	var b bool
+	if err := json.Unmarshal(v, &b); err != nil {
+		p.fail(key, "expected true or false, got "+string(v))
+		return def
+	}
+	return b
+}
+
+// intOrList reads eos_token_id, which checkpoints give as an int or a list.
+func (p *parser) intOrList(key string, def []int) []int {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	trimmed := bytes.TrimSpace(v)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil || len(items) == 0 {
+			p.fail(key, "expected an integer or a non-empty list of integers, got "+string(v))
+			return def
+		}
+		out := make([]int, len(items))
+		for i, it := range items {
+			out[i] = p.intValue(key, it, 0)
+		}
+		return out
+	}
+	return []int{p.intValue(key, v, 0)}
+}
+
+func (p *parser) layerKinds(c *Config) error {
+	if v, ok := p.get("layer_types"); ok {
+		var types []string
+		if err := json.Unmarshal(v, &types); err != nil {
+			return &Error{File: p.name, Field: "layer_types", Msg: "expected a list of strings, got " + string(v)}
+		}
+		if len(types) != c.NumLayers {
+			return &Error{File: p.name, Field: "layer_types", Msg: fmt.Sprintf("has %d entries, num_hidden_layers is %d", len(types), c.NumLayers)}
+		}
+		c.LayerKinds = make([]LayerKind, len(types))
+		for i, t := range types {
+			switch t {
+			case "conv":
+				c.LayerKinds[i] = Conv
+			case "full_attention":
+				c.LayerKinds[i] = Attention
+			default:
+				return &Error{File: p.name, Field: fmt.Sprintf("layer_types[%d]", i), Msg: fmt.Sprintf("%q is neither \"conv\" nor \"full_attention\"", t)}
+			}
+		}
+		return nil
+	}
+	v, ok := p.get("full_attn_idxs")
+	if !ok {
+		return &Error{File: p.name, Field: "layer_types", Msg: "missing (and no legacy full_attn_idxs)"}
+	}
+	var idxs []int
+	if err := json.Unmarshal(v, &idxs); err != nil {
+		return &Error{File: p.name, Field: "full_attn_idxs", Msg: "expected a list of integers, got " + string(v)}
+	}
+	c.LayerKinds = make([]LayerKind, c.NumLayers)
+	for _, i := range idxs {
+		if i < 0 || i >= c.NumLayers {
+			return &Error{File: p.name, Field: "full_attn_idxs", Msg: fmt.Sprintf("index %d is outside [0, %d)", i, c.NumLayers)}
+		}
+		c.LayerKinds[i] = Attention
+	}
+	return nil
+}
+
+// rope applies the θ lookup order of lfm2-moe.md §2: rope_parameters.rope_theta,
+// then the top-level rope_theta, then 1e6; any rope_type but "default" is refused
+// because the engine implements no RoPE scaling.
+func (p *parser) rope(c *Config) error {
+	c.RopeTheta = p.float("rope_theta", 1e6)
+	if p.err != nil {
+		return p.err
+	}
+	for _, key := range []string{"rope_parameters", "rope_scaling"} {
+		v, ok := p.get(key)
+		if !ok {
+			continue
+		}
+		var rp map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rp); err != nil {
+			return &Error{File: p.name, Field: key, Msg: "expected an object, got " + string(v)}
+		}
+		sub := parser{name: p.name, raw: rp}
+		typ := sub.str("rope_type", "default")
+		if t2 := sub.str("type", ""); t2 != "" && typ == "default" {
+			typ = t2
+		}
+		if typ != "default" {
+			return &Error{File: p.name, Field: key + ".rope_type", Msg: fmt.Sprintf("%q is not supported; only \"default\" RoPE", typ)}
+		}
+		if key == "rope_parameters" {
+			c.RopeTheta = sub.float("rope_theta", c.RopeTheta)
+		}
+		if sub.err != nil {
+			var ce *Error
+			if errors.As(sub.err, &ce) {
+				ce.Field = key + "." + ce.Field
+			}
+			return sub.err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/lfmq1"
+)
+
+func tinyConfig(t *testing.T) *config.Config {
+	t.Helper()
+	c, err := config.Load("../../testdata/tiny-lfm2-moe/model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// hfTensors lists a per-expert HF checkpoint for cfg, all BF16.
+func hfTensors(cfg *config.Config) map[string]SourceTensor {
+	out := map[string]SourceTensor{}
+	for n, s := range cfg.ExpectedTensors() {
+		out[n] = SourceTensor{DType: dtype.BF16, Shape: s}
+	}
+	return out
+}
+
+func TestBuildTiny(t *testing.T) {
+	cfg := tinyConfig(t)
+	p, err := Build(cfg, hfTensors(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Entries) != 358 {
+		t.Fatalf("%d entries, want 357 source tensors + lm_head.weight", len(p.Entries))
+	}
+	files := p.Files()
+	want := []string{"experts-02.safetensors", "experts-03.safetensors", "experts-04.safetensors", "experts-05.safetensors",
+		"experts-06.safetensors", "experts-07.safetensors", "global.safetensors", "layer-00.safetensors", "layer-01.safetensors",
+		"layer-02.safetensors", "layer-03.safetensors", "layer-04.safetensors", "layer-05.safetensors", "layer-06.safetensors", "layer-07.safetensors"}
+	if fmt.Sprint(files) != fmt.Sprint(want) {
+		t.Errorf("files = %v\nwant %v", files, want)
+	}
+	cases := []struct {
+		name   string
+		class  Class
+		format lfmq1.TensorFormat
+		file   string
+		source string
+	}{
+		{"model.embed_tokens.weight", Kept, lfmq1.BF16, "global.safetensors", "model.embed_tokens.weight"},
+		{"lm_head.weight", Head, lfmq1.BFP8, "global.safetensors", "model.embed_tokens.weight"},
+		{"model.embedding_norm.weight", Kept, lfmq1.BF16, "global.safetensors", ""},
+		{"model.layers.0.conv.in_proj.weight", Dense, lfmq1.BFP8, "layer-00.safetensors", ""},
+		{"model.layers.0.conv.conv.weight", Kept, lfmq1.BF16, "layer-00.safetensors", ""},
+		{"model.layers.1.feed_forward.w2.weight", Dense, lfmq1.BFP8, "layer-01.safetensors", ""},
+		{"model.layers.2.self_attn.k_proj.weight", Dense, lfmq1.BFP8, "layer-02.safetensors", ""},
+		{"model.layers.2.self_attn.q_layernorm.weight", Kept, lfmq1.BF16, "layer-02.safetensors", ""},
+		{"model.layers.2.feed_forward.gate.weight", Kept, lfmq1.BF16, "layer-02.safetensors", ""},
+		{"model.layers.2.feed_forward.expert_bias", Kept, lfmq1.F32, "layer-02.safetensors", ""},
+		{"model.layers.7.feed_forward.experts.15.w3.weight", Experts, lfmq1.BFP4, "experts-07.safetensors", ""},
+		{"model.layers.7.ffn_norm.weight", Kept, lfmq1.BF16, "layer-07.safetensors", ""},
+	}
+	byName := map[string]Entry{}
+	for _, e := range p.Entries {
+		byName[e.Name] = e
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, ok := byName[c.name]
+			if !ok {
+				t.Fatal("not planned")
+			}
+			src := c.source
+			if src == "" {
+				src = c.name
+			}
+			if e.Class != c.class || e.Format != c.format || e.File != c.file || e.Source != src {
+				t.Errorf("got %s %s %s from %s, want %s %s %s from %s", e.Class, e.Format, e.File, e.Source, c.class, c.format, c.file, src)
+			}
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	cfg := tinyConfig(t)
+	tests := []struct {
+		name   string
+		edit   func(map[string]SourceTensor)
+		tensor string
+		msg    string
+	}{
+		{"missing", func(m map[string]SourceTensor) { delete(m, "model.layers.4.conv.out_proj.weight") },
+			"model.layers.4.conv.out_proj.weight", "missing"},
+		{"wrong shape", func(m map[string]SourceTensor) {
+			m["model.layers.2.self_attn.v_proj.weight"] = SourceTensor{DType: dtype.BF16, Shape: []int64{128, 128}}
+		}, "model.layers.2.self_attn.v_proj.weight", "shape [128 128], the config implies [64 128]"},
+		{"unknown", func(m map[string]SourceTensor) {
+			m["model.layers.0.self_attn.rotary_emb.inv_freq"] = SourceTensor{DType: dtype.F32, Shape: []int64{16}}
+		}, "model.layers.0.self_attn.rotary_emb.inv_freq", "not an LFM2-MoE tensor"},
+		{"integer weight", func(m map[string]SourceTensor) {
+			m["model.layers.0.conv.in_proj.weight"] = SourceTensor{DType: dtype.I32, Shape: []int64{384, 128}}
+		}, "model.layers.0.conv.in_proj.weight", "dtype I32"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := hfTensors(cfg)
+			tt.edit(src)
+			_, err := Build(cfg, src)
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Tensor != tt.tensor || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want a plan.Error for %s containing %q", err, tt.tensor, tt.msg)
+			}
+		})
+	}
+}
+
+func TestBuildVariants(t *testing.T) {
+	cfg := tinyConfig(t)
+	t.Run("expert_bias.weight alias and F32 kept", func(t *testing.T) {
+		src := hfTensors(cfg)
+		n := "model.layers.5.feed_forward.expert_bias"
+		src[n+".weight"] = src[n]
+		delete(src, n)
+		src["model.embedding_norm.weight"] = SourceTensor{DType: dtype.F32, Shape: []int64{128}}
+		p, err := Build(cfg, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Entries {
+			if e.Name == n && e.Source != n+".weight" {
+				t.Errorf("bias source %s", e.Source)
+			}
+			if e.Name == "model.embedding_norm.weight" && e.Format != lfmq1.F32 {
+				t.Errorf("F32 norm planned as %s", e.Format)
+			}
+		}
+	})
+	t.Run("fused experts", func(t *testing.T) {
+		src := hfTensors(cfg)
+		for i := 2; i < 8; i++ {
+			p := config.LayerPrefix(i)
+			for e := 0; e < 16; e++ {
+				for _, w := range []string{"w1", "w2", "w3"} {
+					delete(src, fmt.Sprintf("%sfeed_forward.experts.%d.%s.weight", p, e, w))
+				}
+			}
+			src[p+"feed_forward.experts.gate_up_proj"] = SourceTensor{DType: dtype.BF16, Shape: []int64{16, 256, 128}}
+			src[p+"feed_forward.experts.down_proj"] = SourceTensor{DType: dtype.BF16, Shape: []int64{16, 128, 128}}
+		}
+		p, err := Build(cfg, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range p.Entries {
+			if e.Layer == 3 && e.Expert == 9 {
+				got = append(got, fmt.Sprintf("%s<-%s[%d:%d:%d]", e.Name[len("model.layers.3.feed_forward.experts.9."):], e.Source[len("model.layers.3.feed_forward.experts."):], e.Slice.Expert, e.Slice.RowStart, e.Slice.RowEnd))
+			}
+		}
+		want := "[w1.weight<-gate_up_proj[9:0:128] w2.weight<-down_proj[9:0:128] w3.weight<-gate_up_proj[9:128:256]]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("fused plan %v\nwant %v", got, want)
+		}
+	})
+}

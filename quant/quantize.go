@@ -1,0 +1,390 @@
+package quant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/quant/plan"
+	"github.com/lfmq/lfmq/version"
+)
+
+// Method names a way of quantizing the routed experts.
+type Method string
+
+// The methods lfmq implements.
+const (
+	// RTN is the plain BFP packer: round to nearest (bfp.md §8).
+	RTN Method = "rtn"
+)
+
+// ParseMethod validates a --method value.
+func ParseMethod(s string) (Method, error) {
+	switch Method(s) {
+	case RTN:
+		return RTN, nil
+	}
+	return "", fmt.Errorf("quant: unknown method %q (available: rtn)", s)
+}
+
+// Options configures Quantize.
+type Options struct {
+	ModelDir string
+	OutDir   string
+	Method   Method
+	// Workers bounds the goroutines packing tensors; 0 means GOMAXPROCS.
+	// The output bytes do not depend on it.
+	Workers int
+	// CreatedBy is recorded in the manifest: the command line without
+	// machine paths.
+	CreatedBy string
+	// Progress, if set, is called once with the total number of tensors and
+	// then after each tensor is written.
+	Progress Progress
+}
+
+// Progress receives quantization progress.
+type Progress interface {
+	Start(total int)
+	Done(tensor string)
+}
+
+// Result summarises a finished quantization.
+type Result struct {
+	OutDir         string
+	ManifestSHA256 string
+	Tensors        int
+	Bytes          int64
+	SourceBytes    int64
+}
+
+// NonFiniteError reports a NaN or Inf in a weight to quantize; lfmq refuses
+// such tensors (bfp.md §5, project policy).
+type NonFiniteError struct {
+	Tensor string
+	Index  int
+	Value  float32
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("quant: tensor %q: element %d is %v; refusing to quantize a non-finite weight", e.Tensor, e.Index, e.Value)
+}
+
+// Quantize reads the Hugging Face checkpoint in opts.ModelDir and writes an
+// lfmq-1 checkpoint to opts.OutDir. The output bytes depend only on the
+// inputs and the method, never on Workers or scheduling.
+func Quantize(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Method == "" {
+		opts.Method = RTN
+	}
+	if _, err := ParseMethod(string(opts.Method)); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(opts.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	src, err := hf.Open(opts.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	srcTensors := map[string]plan.SourceTensor{}
+	for _, name := range src.Names() {
+		info, _ := src.Info(name)
+		srcTensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
+	}
+	p, err := plan.Build(cfg, srcTensors)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.ModelDir, err)
+	}
+	source, err := describeSource(opts.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+
+	w, err := lfmq1.Create(opts.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.Abort()
+		}
+	}()
+	if opts.Progress != nil {
+		opts.Progress.Start(len(p.Entries))
+	}
+	metrics := tensorMetrics{}
+	res := &Result{OutDir: opts.OutDir, Tensors: len(p.Entries)}
+	for _, file := range p.Files() {
+		entries := p.ByFile(file)
+		out, err := produceAll(ctx, src, entries, opts.Workers, opts.Progress)
+		if err != nil {
+			return nil, err
+		}
+		tensors := make([]lfmq1.Tensor, len(out))
+		for i, o := range out {
+			tensors[i] = o.tensor
+			if o.metric != nil {
+				metrics[o.tensor.Name] = *o.metric
+			}
+			res.Bytes += int64(len(o.tensor.Data))
+		}
+		if err := w.WriteFile(file, tensors); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range lfmq1.CopiedFiles {
+		path := filepath.Join(opts.ModelDir, name)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		if err := w.CopyFile(path, name); err != nil {
+			return nil, err
+		}
+	}
+	m := &lfmq1.Manifest{
+		LfmqVersion:  version.Version,
+		CreatedBy:    opts.CreatedBy,
+		Source:       source,
+		Quantization: quantizationSpec(p, opts.Method),
+	}
+	sum, err := w.Commit(m, map[string]any{"tensors": metrics})
+	if err != nil {
+		return nil, err
+	}
+	committed = true
+	for _, f := range source.Files {
+		res.SourceBytes += f.Size
+	}
+	res.ManifestSHA256 = sum
+	return res, nil
+}
+
+// TensorMetric is the weight-space error of one quantized tensor.
+type TensorMetric struct {
+	// RelError is ‖W − Q‖_F / ‖W‖_F.
+	RelError float64 `json:"rel_error"`
+	// Flushed is the fraction of non-zero weights that quantized to zero.
+	Flushed float64 `json:"flushed"`
+}
+
+type tensorMetrics map[string]TensorMetric
+
+type produced struct {
+	tensor lfmq1.Tensor
+	metric *TensorMetric
+}
+
+func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, workers int, prog Progress) ([]produced, error) {
+	out := make([]produced, len(entries))
+	pl := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError()
+	if workers > 0 {
+		pl = pl.WithMaxGoroutines(workers)
+	} else {
+		pl = pl.WithMaxGoroutines(max(1, runtimeProcs()))
+	}
+	for i, e := range entries {
+		pl.Go(func(ctx context.Context) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Each result goes to its own slot, so file bytes never depend
+			// on which goroutine finishes first.
+			o, err := produce(src, e)
+			if err != nil {
+				return err
+			}
+			out[i] = o
+			if prog != nil {
+				prog.Done(e.Name)
+			}
+			return nil
+		})
+	}
+	if err := pl.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func produce(src *hf.Checkpoint, e plan.Entry) (produced, error) {
+	info, ok := src.Info(e.Source)
+	if !ok {
+		return produced{}, fmt.Errorf("quant: source tensor %q vanished", e.Source)
+	}
+	t := lfmq1.Tensor{Name: e.Name, Format: e.Format, Shape: e.Shape}
+	switch e.Format {
+	case lfmq1.BF16:
+		if info.DType != dtype.BF16 {
+			return produced{}, fmt.Errorf("quant: tensor %q: planned BF16 from %s", e.Source, info.DType)
+		}
+		data, err := src.Bytes(e.Source)
+		if err != nil {
+			return produced{}, err
+		}
+		t.DType, t.StoredShape, t.Data = dtype.BF16, info.Shape, data
+		return produced{tensor: t}, nil
+	case lfmq1.F32:
+		vals, err := src.Float32(e.Source)
+		if err != nil {
+			return produced{}, err
+		}
+		data, err := dtype.FromFloat32(dtype.F32, vals)
+		if err != nil {
+			return produced{}, err
+		}
+		t.DType, t.StoredShape, t.Data = dtype.F32, info.Shape, data
+		return produced{tensor: t}, nil
+	}
+	w, err := weightValues(src, e)
+	if err != nil {
+		return produced{}, err
+	}
+	if i := firstNonFinite(w); i >= 0 {
+		return produced{}, &NonFiniteError{Tensor: e.Source, Index: i, Value: w[i]}
+	}
+	f := bfp.BFP8
+	if e.Format == lfmq1.BFP4 {
+		f = bfp.BFP4
+	}
+	outDim, inDim := int(e.Shape[0]), int(e.Shape[1])
+	packed, err := bfp.PackMatrix(f, w, outDim, inDim)
+	if err != nil {
+		return produced{}, fmt.Errorf("quant: tensor %q: %w", e.Name, err)
+	}
+	q, err := bfp.UnpackMatrix(f, packed, outDim, inDim)
+	if err != nil {
+		return produced{}, fmt.Errorf("quant: tensor %q: %w", e.Name, err)
+	}
+	m := weightError(w, q)
+	t.DType = dtype.U8
+	t.StoredShape = []int64{int64(bfp.NumTiles(outDim, inDim)), int64(f.TileBytes())}
+	t.Data = packed
+	return produced{tensor: t, metric: &m}, nil
+}
+
+// weightValues returns the planned weight as float32 [out, in], slicing a
+// fused expert tensor when the plan says so.
+func weightValues(src *hf.Checkpoint, e plan.Entry) ([]float32, error) {
+	if e.Slice == nil {
+		return src.Float32(e.Source)
+	}
+	info, _ := src.Info(e.Source)
+	raw, err := src.Bytes(e.Source)
+	if err != nil {
+		return nil, err
+	}
+	// Convert only this expert's rows: the fused tensor holds every expert.
+	rows, cols, size := info.Shape[1], info.Shape[2], int64(info.DType.Size())
+	start := (int64(e.Slice.Expert)*rows + e.Slice.RowStart) * cols
+	end := (int64(e.Slice.Expert)*rows + e.Slice.RowEnd) * cols
+	out := make([]float32, end-start)
+	if err := dtype.ToFloat32(info.DType, raw[start*size:end*size], out); err != nil {
+		return nil, fmt.Errorf("quant: tensor %q: %w", e.Source, err)
+	}
+	return out, nil
+}
+
+func firstNonFinite(w []float32) int {
+	for i, v := range w {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+func weightError(w, q []float32) TensorMetric {
+	// float64 sums: the metric is a statistic, and its digits go into the
+	// manifest, so it must not depend on float32 rounding of long sums.
+	var num, den float64
+	var nonzero, flushed int
+	for i, v := range w {
+		d := float64(v) - float64(q[i])
+		num += d * d
+		den += float64(v) * float64(v)
+		if v != 0 {
+			nonzero++
+			if q[i] == 0 {
+				flushed++
+			}
+		}
+	}
+	m := TensorMetric{}
+	if den > 0 {
+		m.RelError = math.Sqrt(num / den)
+	}
+	if nonzero > 0 {
+		m.Flushed = float64(flushed) / float64(nonzero)
+	}
+	return m
+}
+
+func quantizationSpec(p *plan.Plan, method Method) lfmq1.Quantization {
+	specs := map[plan.Class]*lfmq1.ClassSpec{
+		plan.Experts: {Method: string(method)},
+		plan.Dense:   {Method: string(RTN)},
+		plan.Head:    {Method: string(RTN)},
+		plan.Kept:    {Method: "none"},
+	}
+	for _, e := range p.Entries {
+		s := specs[e.Class]
+		s.Tensors++
+		found := false
+		for _, f := range s.Formats {
+			found = found || f == e.Format
+		}
+		if !found {
+			s.Formats = append(s.Formats, e.Format)
+		}
+	}
+	for _, s := range specs {
+		sort.Slice(s.Formats, func(i, j int) bool { return s.Formats[i] < s.Formats[j] })
+		if s.Formats == nil {
+			s.Formats = []lfmq1.TensorFormat{}
+		}
+	}
+	return lfmq1.Quantization{Experts: *specs[plan.Experts], Dense: *specs[plan.Dense], Head: *specs[plan.Head], Kept: *specs[plan.Kept]}
+}
+
+// describeSource hashes every regular file at the top of the source
+// directory (hidden files and sub-directories are not part of a checkpoint).
+func describeSource(dir string) (lfmq1.Source, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return lfmq1.Source{}, fmt.Errorf("quant: %w", err)
+	}
+	var s lfmq1.Source
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+			continue
+		}
+		sum, size, err := lfmq1.HashFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return s, err
+		}
+		s.Files = append(s.Files, lfmq1.FileEntry{Path: e.Name(), Size: size, SHA256: sum})
+		if e.Name() == "config.json" {
+			s.ConfigSHA256 = sum
+		}
+	}
+	if s.ConfigSHA256 == "" {
+		return s, errors.New("quant: source has no config.json")
+	}
+	return s, nil
+}

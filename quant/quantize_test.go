@@ -1,0 +1,290 @@
+package quant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/safetensors"
+)
+
+const tinyModel = "../testdata/tiny-lfm2-moe/model"
+
+var (
+	rtnOnce sync.Once
+	rtnDir  string
+	rtnErr  error
+)
+
+// tinyRTN quantizes the tiny model once per test binary.
+func tinyRTN(t *testing.T) string {
+	t.Helper()
+	rtnOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lfmq-quant-test-")
+		if err != nil {
+			rtnErr = err
+			return
+		}
+		rtnDir = filepath.Join(dir, "rtn")
+		_, rtnErr = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: rtnDir, Method: RTN, CreatedBy: "test"})
+	})
+	if rtnErr != nil {
+		t.Fatal(rtnErr)
+	}
+	return rtnDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rtnDir != "" {
+		os.RemoveAll(filepath.Dir(rtnDir))
+	}
+	os.Exit(code)
+}
+
+// TestQuantizeDeterministic: the same input gives the same bytes whatever the
+// number of workers and GOMAXPROCS.
+func TestQuantizeDeterministic(t *testing.T) {
+	base := tinyRTN(t)
+	other := filepath.Join(t.TempDir(), "one-worker")
+	prev := runtime.GOMAXPROCS(1)
+	_, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: other, Method: RTN, Workers: 1, CreatedBy: "test"})
+	runtime.GOMAXPROCS(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadDir(base)
+	b, _ := os.ReadDir(other)
+	if len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("file counts differ: %d vs %d", len(a), len(b))
+	}
+	for _, e := range a {
+		x, err1 := os.ReadFile(filepath.Join(base, e.Name()))
+		y, err2 := os.ReadFile(filepath.Join(other, e.Name()))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between GOMAXPROCS=%d and GOMAXPROCS=1", e.Name(), prev)
+		}
+	}
+}
+
+// expectedFormat is the plan of DESIGN.md written out independently of
+// quant/plan, so the test checks the plan rather than repeating it.
+func expectedFormat(name string) lfmq1.TensorFormat {
+	switch {
+	case regexp.MustCompile(`experts\.\d+\.w[123]\.weight$`).MatchString(name):
+		return lfmq1.BFP4
+	case regexp.MustCompile(`(conv\.(in|out)_proj|self_attn\.(q|k|v|out)_proj|feed_forward\.w[123])\.weight$`).MatchString(name),
+		name == "lm_head.weight":
+		return lfmq1.BFP8
+	case strings.HasSuffix(name, "expert_bias"):
+		return lfmq1.F32
+	}
+	return lfmq1.BF16
+}
+
+func TestManifestCoversSource(t *testing.T) {
+	dir := tinyRTN(t)
+	ck, err := lfmq1.Open(dir, lfmq1.CheckTensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	src, err := hf.Open(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	names := src.Names()
+	if len(ck.Manifest.Tensors) != len(names)+1 {
+		t.Errorf("manifest has %d tensors, want the %d source tensors plus lm_head.weight", len(ck.Manifest.Tensors), len(names))
+	}
+	seen := map[string]int{}
+	for _, e := range ck.Manifest.Tensors {
+		seen[e.Name]++
+		if want := expectedFormat(e.Name); e.Format != want {
+			t.Errorf("%s: format %s, want %s", e.Name, e.Format, want)
+		}
+	}
+	for _, n := range append(names, "lm_head.weight") {
+		if seen[n] != 1 {
+			t.Errorf("%s appears %d times in the manifest, want once", n, seen[n])
+		}
+	}
+	q := ck.Manifest.Quantization
+	if q.Experts.Method != "rtn" || q.Experts.Tensors != 6*16*3 || q.Head.Tensors != 1 {
+		t.Errorf("quantization section: %+v", q)
+	}
+	if ck.Manifest.Source.ConfigSHA256 != "4cdca50c1149f2a2fe42ad791b16982cef96fa3e48e61f95a760a6744b152e04" {
+		t.Errorf("source config sha256 %s is not the fixture's", ck.Manifest.Source.ConfigSHA256)
+	}
+	for _, f := range lfmq1.CopiedFiles {
+		a, err1 := os.ReadFile(filepath.Join(tinyModel, f))
+		b, err2 := os.ReadFile(filepath.Join(dir, f))
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s not copied unmodified (%v, %v)", f, err1, err2)
+		}
+	}
+}
+
+// TestQuantizedValues decodes every stored tensor and compares it with the
+// source: kept tensors exactly, BFP tensors within the error bands of
+// bfp.md §7 (≈1 % BFP8, ≈12 % BFP4).
+func TestQuantizedValues(t *testing.T) {
+	dir := tinyRTN(t)
+	ck, err := lfmq1.Open(dir, lfmq1.CheckStructure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	src, err := hf.Open(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	bands := map[lfmq1.TensorFormat][2]float64{lfmq1.BFP8: {0.003, 0.02}, lfmq1.BFP4: {0.08, 0.16}}
+	worst := map[lfmq1.TensorFormat]float64{}
+	for _, e := range ck.Manifest.Tensors {
+		st, err := ck.Tensor(e.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcName := e.Name
+		if e.Name == "lm_head.weight" {
+			srcName = "model.embed_tokens.weight"
+		}
+		want, err := src.Float32(srcName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Format {
+		case lfmq1.BF16:
+			raw, _ := src.Bytes(srcName)
+			if !bytes.Equal(raw, st.Data) {
+				t.Errorf("%s: kept BF16 bytes differ from the source", e.Name)
+			}
+		case lfmq1.F32:
+			got := make([]float32, len(want))
+			if err := dtype.ToFloat32(dtype.F32, st.Data, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s[%d] = %v, want %v (exact widening)", e.Name, i, got[i], want[i])
+				}
+			}
+		default:
+			f, _ := bfp.ParseFormat(string(e.Format))
+			got, err := bfp.UnpackMatrix(f, st.Data, int(e.Shape[0]), int(e.Shape[1]))
+			if err != nil {
+				t.Fatalf("%s: %v", e.Name, err)
+			}
+			var num, den float64
+			for i := range got {
+				d := float64(got[i]) - float64(want[i])
+				num += d * d
+				den += float64(want[i]) * float64(want[i])
+			}
+			rel := math.Sqrt(num / den)
+			worst[e.Format] = max(worst[e.Format], rel)
+			if b := bands[e.Format]; rel < b[0] || rel > b[1] {
+				t.Errorf("%s (%s): relative error %.4f outside [%g, %g]", e.Name, e.Format, rel, b[0], b[1])
+			}
+		}
+	}
+	t.Logf("worst relative error: BFP8 %.4f, BFP4 %.4f", worst[lfmq1.BFP8], worst[lfmq1.BFP4])
+}
+
+func TestQuantizeErrors(t *testing.T) {
+	t.Run("output exists", func(t *testing.T) {
+		out := t.TempDir()
+		os.WriteFile(filepath.Join(out, "x"), []byte("x"), 0o644)
+		_, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out})
+		if err == nil || !strings.Contains(err.Error(), "not empty") {
+			t.Fatalf("err = %v, want a refusal to overwrite", err)
+		}
+	})
+	t.Run("unknown method", func(t *testing.T) {
+		_, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: filepath.Join(t.TempDir(), "o"), Method: "awq"})
+		if err == nil || !strings.Contains(err.Error(), `"awq"`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("nan weight", func(t *testing.T) {
+		model := copyModelWith(t, func(tensors []safetensors.Tensor) []safetensors.Tensor {
+			for i := range tensors {
+				if tensors[i].Name == "model.layers.3.feed_forward.experts.5.w2.weight" {
+					// element 7 becomes a quiet NaN (BF16 0x7FC0).
+					tensors[i].Data[14], tensors[i].Data[15] = 0xC0, 0x7F
+				}
+			}
+			return tensors
+		})
+		out := filepath.Join(t.TempDir(), "o")
+		_, err := Quantize(context.Background(), Options{ModelDir: model, OutDir: out})
+		var nf *NonFiniteError
+		if !errors.As(err, &nf) || nf.Tensor != "model.layers.3.feed_forward.experts.5.w2.weight" || nf.Index != 7 {
+			t.Fatalf("err = %v, want NonFiniteError for element 7", err)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a failed quantize left %s behind", out)
+		}
+		parent, _ := os.ReadDir(filepath.Dir(out))
+		if len(parent) != 0 {
+			t.Errorf("a failed quantize left %d entries in the parent directory", len(parent))
+		}
+	})
+	t.Run("unknown tensor", func(t *testing.T) {
+		model := copyModelWith(t, func(tensors []safetensors.Tensor) []safetensors.Tensor {
+			return append(tensors, safetensors.Tensor{Name: "model.rotary_emb.inv_freq", DType: dtype.F32, Shape: []int64{2}, Data: make([]byte, 8)})
+		})
+		_, err := Quantize(context.Background(), Options{ModelDir: model, OutDir: filepath.Join(t.TempDir(), "o")})
+		if err == nil || !strings.Contains(err.Error(), "model.rotary_emb.inv_freq") {
+			t.Fatalf("err = %v, want the unknown tensor named", err)
+		}
+	})
+}
+
+// copyModelWith copies the tiny model, lets edit change its tensors, and
+// returns the new model directory.
+func copyModelWith(t *testing.T, edit func([]safetensors.Tensor) []safetensors.Tensor) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(tinyModel, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	src, err := safetensors.Open(filepath.Join(tinyModel, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var tensors []safetensors.Tensor
+	for _, n := range src.Names() {
+		info, _ := src.Info(n)
+		b, _ := src.Bytes(n)
+		tensors = append(tensors, safetensors.Tensor{Name: n, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), b...)})
+	}
+	tensors = edit(tensors)
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
