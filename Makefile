@@ -1,0 +1,61 @@
+# lfmq — build, test, demo, benchmarks, fuzzing and lint.
+# The two set-up commands are `make demo` and `make test`.
+
+GO       ?= go
+BIN      ?= bin/lfmq
+DEMO_OUT ?= demo-out
+FUZZTIME ?= 30s
+# The tests need no cgo; builds are pure Go.
+export CGO_ENABLED = 0
+
+.PHONY: all build test test-long demo bench fuzz lint sums clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/lfmq
+
+test:
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-long:
+	$(GO) test -count=1 -timeout 60m -tags long ./...
+
+# demo: quantize the tiny model in testdata/ with RTN and inspect the result.
+demo: build
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	$(BIN) quantize --model testdata/tiny-lfm2-moe/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
+	$(BIN) inspect $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	@echo
+	@echo "lfmq-1 checkpoint written to $(DEMO_OUT)/tiny-lfm2-moe-rtn"
+
+# bench: every benchmark once; see README for how to compare runs.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 60m ./...
+
+# fuzz: each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
+FUZZ_TARGETS = \
+	./format/safetensors:FuzzParseHeader \
+	./format/bfp:FuzzDecodeTile \
+	./format/bfp:FuzzEncodeRoundTrip \
+	./format/lfmq1:FuzzParseManifest
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) vet ./...
+
+# sums: rewrite SHA256SUMS after a deliberate change to any testdata/ directory.
+sums:
+	find . -path ./.git -prune -o -type f -path '*/testdata/*' -print | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+
+clean:
+	rm -rf bin $(DEMO_OUT)

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
+)
+
+// Exit codes (DESIGN.md).
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitMismatch = 3
+)
+
+// usageError marks a bad command line: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// exitCode maps an error to the process exit code in one place.
+func exitCode(err error) int {
+	var ue *usageError
+	var mm *lfmq1.MismatchError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &mm):
+		return exitMismatch
+	}
+	return exitFailure
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/quant"
+)
+
+const tinyModel = "../../testdata/tiny-lfm2-moe/model"
+
+func TestQuantizeFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    string
+		want    quantizeOptions
+		wantErr string
+	}{
+		{"all flags", "--model m --out o --method rtn --workers 3", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Workers: 3}, ""},
+		{"default method", "--model m --out o", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN}, ""},
+		{"missing model", "--out o", quantizeOptions{}, "--model is required"},
+		{"missing out", "--model m", quantizeOptions{}, "--out is required"},
+		{"bad method", "--model m --out o --method awq", quantizeOptions{}, `unknown method "awq"`},
+		{"negative workers", "--model m --out o --workers -1", quantizeOptions{}, "--workers"},
+		{"stray argument", "--model m --out o extra", quantizeOptions{}, "takes no arguments"},
+		{"unknown flag", "--model m --out o --fast", quantizeOptions{}, "unknown flag: --fast"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *quantizeOptions
+			cmd := newQuantizeCmd(ios, func(o *quantizeOptions) error { got = o; return nil })
+			root := newRootCmd(ios)
+			root.RemoveCommand(findCmd(root, "quantize"))
+			root.AddCommand(cmd)
+			root.SetArgs(append([]string{"quantize"}, strings.Fields(tt.args)...))
+			err := root.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				if exitCode(err) != exitUsage {
+					t.Errorf("exit code %d, want %d", exitCode(err), exitUsage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Model != tt.want.Model || got.Out != tt.want.Out || got.Method != tt.want.Method || got.Workers != tt.want.Workers {
+				t.Errorf("options %+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQuantizeAndInspect runs the real commands end to end on the tiny model,
+// then damages the result and checks the exit codes.
+func TestQuantizeAndInspect(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "rtn")
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out}, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout.String(), "manifest sha256") || stderr.Len() != 0 {
+		t.Errorf("quantize output:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), []string{"inspect", out}, ios); code != 0 {
+		t.Fatalf("inspect exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"model.layers.7.feed_forward.experts.15.w2.weight  bfp4_b  [128,128]  9216",
+		"lm_head.weight  bfp8_b  [8192,128]",
+		"verified against manifest",
+		"lfmq-1 checkpoint",
+	} {
+		if !strings.Contains(squeeze(stdout.String()), squeeze(want)) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+
+	ios, stdout, _ = testStreams()
+	if code := run(context.Background(), []string{"inspect", tinyModel}, ios); code != 0 {
+		t.Fatalf("inspect of the HF model: exit %d", code)
+	}
+	if !strings.Contains(squeeze(stdout.String()), "model.embed_tokens.weight  bf16  [8192,128]  2097152") {
+		t.Errorf("HF inspect output:\n%s", stdout)
+	}
+
+	damage := []struct {
+		name string
+		do   func(dir string)
+		code int
+		want string
+	}{
+		{"flipped tensor byte", func(dir string) {
+			p := filepath.Join(dir, "experts-04.safetensors")
+			b, _ := os.ReadFile(p)
+			b[len(b)-100] ^= 0x10
+			os.WriteFile(p, b, 0o644)
+		}, exitMismatch, "model.layers.4.feed_forward.experts."},
+		{"truncated file", func(dir string) {
+			p := filepath.Join(dir, "layer-03.safetensors")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o644)
+		}, exitMismatch, "layer-03.safetensors: size mismatch"},
+		{"corrupted header", func(dir string) {
+			p := filepath.Join(dir, "global.safetensors")
+			b, _ := os.ReadFile(p)
+			copy(b[8:], "[")
+			os.WriteFile(p, b, 0o644)
+		}, exitMismatch, "global.safetensors"},
+		{"manifest entry", func(dir string) {
+			p := filepath.Join(dir, "manifest.json")
+			b, _ := os.ReadFile(p)
+			s := strings.Replace(string(b), `"format": "bfp8_b"`, `"format": "bfp4_b"`, 1)
+			os.WriteFile(p, []byte(s), 0o644)
+		}, exitMismatch, "metadata mismatch"},
+	}
+	for _, d := range damage {
+		t.Run(d.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "copy")
+			copyDir(t, out, dir)
+			d.do(dir)
+			ios, _, stderr := testStreams()
+			code := run(context.Background(), []string{"inspect", dir}, ios)
+			if code == 0 {
+				t.Fatal("inspect of a damaged checkpoint exited 0")
+			}
+			if code != d.code {
+				t.Errorf("exit %d, want %d", code, d.code)
+			}
+			if !strings.Contains(stderr.String(), d.want) {
+				t.Errorf("stderr %q lacks %q", stderr, d.want)
+			}
+		})
+	}
+}
+
+func TestUsageExitCodes(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"inspect"}, {"inspect", "a", "b"}, {"quantize", "--bogus"}} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), args, ios); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
+	}
+	ios, stdout, _ := testStreams()
+	if code := run(context.Background(), []string{"version"}, ios); code != 0 || !strings.HasPrefix(stdout.String(), "lfmq ") {
+		t.Errorf("version: exit %d, %q", code, stdout)
+	}
+	ios, stdout, _ = testStreams()
+	if code := run(context.Background(), []string{"completion", "bash"}, ios); code != 0 || !strings.Contains(stdout.String(), "bash completion") {
+		t.Errorf("completion bash: exit %d", code)
+	}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"inspect", t.TempDir()}, ios); code != exitFailure || !strings.Contains(stderr.String(), "model.safetensors") {
+		t.Errorf("inspect of an empty dir: exit %d, %q", code, stderr)
+	}
+}
+
+func findCmd(root *cobra.Command, name string) *cobra.Command {
+	for _, c := range root.Commands() {
+		if c.Name() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func squeeze(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), "  ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd(ios *IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lfmq",
+		Short: "Quantize LFM2-MoE checkpoints to lfmq-1 (BFP4 experts, BFP8 dense weights)",
+		Long: `lfmq takes a BF16 LFM2-MoE checkpoint in Hugging Face layout to an lfmq-1
+checkpoint: routed experts in BFP4 (Tenstorrent bfloat4_b), attention, short-conv,
+dense-FFN and LM-head weights in BFP8, everything else kept, with a manifest that
+records every tensor's format, shape and sha256.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// A root with sub-commands and no Args rejects unknown words with a
+		// plain error; this makes them usage errors (exit 2).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{fmt.Errorf("unknown command %q for %q; run 'lfmq help'", args[0], cmd.CommandPath())}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	root.SetIn(ios.In)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())}
+	})
+	root.AddCommand(
+		newQuantizeCmd(ios, nil),
+		newInspectCmd(ios, nil),
+		newVersionCmd(ios),
+	)
+	return root
+}
+
+// noArgs is cobra.NoArgs as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return &usageError{fmt.Errorf("%s takes %d argument(s), got %d (see '%s --help')", cmd.CommandPath(), n, len(args), cmd.CommandPath())}
+		}
+		return nil
+	}
+}
+
+// requireFlags returns a usage error naming the first empty required value.
+func requireFlags(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return &usageError{errors.New("--" + pairs[i] + " is required")}
+		}
+	}
+	return nil
+}
