@@ -38,13 +38,19 @@ FUZZ_TARGETS = \
 	./format/safetensors:FuzzParseHeader \
 	./format/bfp:FuzzDecodeTile \
 	./format/bfp:FuzzEncodeRoundTrip \
-	./format/lfmq1:FuzzParseManifest
+	./format/dtype:FuzzToFloat32 \
+	./format/dtype:FuzzFloat32ToBF16 \
+	./format/lfmq1:FuzzParseManifest \
+	./engine/chat:FuzzParse \
+	./engine/chat:FuzzParseMessages \
+	./engine/tokenizer:FuzzEncodeDecode \
+	./engine/tokenizer:FuzzFromJSON
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg; \
 	done
 
 lint:
