@@ -1,6 +1,8 @@
 package bfp_test
 
 import (
+	"crypto/sha256"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -107,4 +109,21 @@ func BenchmarkUnpackMatrix(b *testing.B) {
 			reportGBs(b, 4*out*in)
 		})
 	}
+}
+
+// BenchmarkBaselineSHA256 hashes one tile's float32 bytes (4 KiB) with
+// crypto/sha256 in the same run, as a machine-independent yardstick: the
+// codec figures are reported as ratios to it, since this machine is noisy.
+func BenchmarkBaselineSHA256(b *testing.B) {
+	src := gaussianTile(1)
+	buf := make([]byte, 4*1024)
+	for i, v := range src {
+		bits := math.Float32bits(v)
+		buf[4*i], buf[4*i+1], buf[4*i+2], buf[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		sha256.Sum256(buf)
+	}
+	reportGBs(b, int64(len(buf)))
 }
