@@ -1,0 +1,83 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// reportFlops reports GFLOP/s of wall-clock time and, where the process CPU
+// time is known, "cpuGFLOP/s": flops per second of CPU time used, which is
+// the steadier figure on a loaded machine (for one goroutine it is the
+// single-core rate; for a Pool it is the rate per busy core).
+func reportFlops(b *testing.B, flopsPerOp float64, cpu time.Duration) {
+	total := flopsPerOp * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if cpu > 0 {
+		b.ReportMetric(total/cpu.Seconds()/1e9, "cpuGFLOP/s")
+	}
+}
+
+// benchShapes are LFM2-8B-A1B products, [out, in]: an expert's down
+// projection w2 (its w1/w3 are the transpose shape), attention-sized
+// 2048×2048, and the short-conv in_proj 3H×H.
+var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}}
+
+// BenchmarkMatMul runs every format, shape and batch width on one goroutine,
+// the SIMD kernels ("simd") against the Go kernels they are checked against
+// ("go"), and reports GFLOP/s (2·Out·In·batch per product) and weight bytes
+// per second.
+//
+//	go test -run '^$' -bench MatMul ./engine/kernels
+func BenchmarkMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, f := range []Format{BF16, BFP8, BFP4} {
+		for _, s := range benchShapes {
+			m := randMatrix(b, rng, f, s.out, s.in)
+			for _, batch := range []int{1, 8, 64} {
+				x := randVec(rng, batch*s.in)
+				y := make([]float32, batch*s.out)
+				for _, impl := range []string{"simd", "go"} {
+					name := fmt.Sprintf("%s/%dx%d/b%d/%s", f, s.out, s.in, batch, impl)
+					b.Run(name, func(b *testing.B) {
+						if impl == "simd" && !useSIMD {
+							b.Skip("no SIMD kernels")
+						}
+						saved := useSIMD
+						useSIMD = impl == "simd"
+						defer func() { useSIMD = saved }()
+						b.SetBytes(int64(m.WeightBytes()))
+						cpu := cpuTime()
+						for b.Loop() {
+							m.MatMul(y, x, batch)
+						}
+						reportFlops(b, 2*float64(s.out)*float64(s.in)*float64(batch), cpuTime()-cpu)
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatVecPool measures the parallel split on the conv in_proj shape.
+func BenchmarkMatVecPool(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, f := range []Format{BF16, BFP8, BFP4} {
+		m := randMatrix(b, rng, f, 6144, 2048)
+		x := randVec(rng, 2048)
+		y := make([]float32, 6144)
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads%d", f, threads), func(b *testing.B) {
+				p := NewPool(threads)
+				defer p.Close()
+				b.SetBytes(int64(m.WeightBytes()))
+				cpu := cpuTime()
+				for b.Loop() {
+					p.MatVec(m, y, x)
+				}
+				reportFlops(b, 2*6144*2048, cpuTime()-cpu)
+			})
+		}
+	}
+}

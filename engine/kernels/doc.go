@@ -1,0 +1,54 @@
+// Package kernels holds the compute kernels of lfmq's CPU engine: products of
+// a weight matrix with activation vectors over BF16, F32 and Tenstorrent
+// BFP8_b/BFP4_b weights, and the float32 vector operations of the LFM2-MoE
+// forward pass (RMSNorm, SiLU/SwiGLU, sigmoid, softmax, RoPE, the short-conv
+// causal convolution, dot and axpy).
+//
+// # Products
+//
+// A Matrix wraps the weight bytes as the checkpoint stores them, without
+// copying: BF16 and F32 in the Hugging Face layout [out, in], BFP in the
+// lfmq-1 tile layout (docs/bfp.md §8, Wᵀ [in, out] in 32×32 tiles). BFP
+// weights are decoded exactly to float32 inside the kernels, one tile row at
+// a time (or one tile, for a batch); a whole matrix is never expanded.
+// MatVec, MatMul and MatMulAdd run on the calling goroutine; the Pool
+// methods of the same names split the outputs over a fixed set of workers.
+//
+// # Determinism
+//
+// Every output element is reduced in one fixed order, with one rounding per
+// step (a fused multiply-add), so a result does not depend on the batch
+// width, on the row's position in the batch, on the thread count, or on
+// whether the SIMD or the Go kernels ran:
+//
+//   - F32/BF16 outputs are dot products over 16 lanes (element i of the
+//     16-aligned part into lane i%16), summed by a fixed pairwise tree, then
+//     the remaining elements fused in one by one.
+//   - BFP outputs are one chain over the input index, k = 0, 1, …, In−1:
+//     acc = fma(x[k], w(k, n), acc), w the exact decoded weight.
+//
+// The Go kernels use fma32, an exact emulation of a float32 fused
+// multiply-add (a plain float32(math.FMA(...)) would round twice), so the
+// AVX2 kernels and the Go kernels agree bit for bit; the tests check this on
+// every shape class, and check the Go kernels against a spec-literal
+// reference. Elementwise kernels (Exp, RoPE, RMSNorm) use only basic IEEE
+// operations with explicit roundings, so they too give the same bits on
+// every platform. The one exception is RoPE's table, built with math.Pow,
+// math.Cos and math.Sin, which are deterministic on a platform but not
+// promised identical across architectures.
+//
+// # SIMD
+//
+// On amd64 the products, Dot and Axpy use AVX2+FMA assembly when the CPU has
+// both (detected at run time); elsewhere, with the purego build tag, or on
+// older CPUs, the Go kernels run. CGO_ENABLED=0 builds always work.
+//
+// # What it is not
+//
+// The package does not read files, parse safetensors or encode BFP (package
+// format does), knows nothing of layers, experts, KV caches or batching
+// policy (package engine), and allocates no working memory a caller would
+// have to manage: products need only their inputs and outputs. Vector
+// lengths are the caller's contract: a mismatch panics, as an index out of
+// range does; weight data is validated once, by the Matrix constructors.
+package kernels

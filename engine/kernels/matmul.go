@@ -1,0 +1,182 @@
+package kernels
+
+import (
+	"fmt"
+	"sync"
+)
+
+// MatVec sets y = W·x for the first In elements of x and Out elements of y.
+// It panics if x or y is too short; the Matrix must be valid (Validate).
+func (m *Matrix) MatVec(y, x []float32) { (*Pool)(nil).mul(m, y, x, 1, false) }
+
+// MatMul sets y_b = W·x_b for b < batch, where x is [batch, In] and y is
+// [batch, Out], both row-major. Row b of y is bit-identical to MatVec of
+// row b of x, whatever batch is.
+func (m *Matrix) MatMul(y, x []float32, batch int) { (*Pool)(nil).mul(m, y, x, batch, false) }
+
+// MatMulAdd sets y_b = y_b + W·x_b for b < batch: the product is reduced on
+// its own, from zero, and added to y once, so y_b + (MatMul's row b) gives
+// the same bits. MoE layers use it to sum expert outputs.
+func (m *Matrix) MatMulAdd(y, x []float32, batch int) { (*Pool)(nil).mul(m, y, x, batch, true) }
+
+// MatVec is Matrix.MatVec with the outputs split over the Pool's goroutines.
+func (p *Pool) MatVec(m *Matrix, y, x []float32) { p.mul(m, y, x, 1, false) }
+
+// MatMul is Matrix.MatMul with the outputs split over the Pool's goroutines.
+func (p *Pool) MatMul(m *Matrix, y, x []float32, batch int) { p.mul(m, y, x, batch, false) }
+
+// MatMulAdd is Matrix.MatMulAdd with the outputs split over the Pool's
+// goroutines.
+func (p *Pool) MatMulAdd(m *Matrix, y, x []float32, batch int) { p.mul(m, y, x, batch, true) }
+
+func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
+	if batch < 0 || len(x) < batch*m.In || len(y) < batch*m.Out {
+		panic(fmt.Sprintf("kernels: %s [%d, %d] product of batch %d needs len(x) ≥ %d and len(y) ≥ %d, got %d and %d",
+			m.Format, m.Out, m.In, batch, batch*m.In, batch*m.Out, len(x), len(y)))
+	}
+	if batch == 0 || m.Out == 0 {
+		return
+	}
+	switch m.Format {
+	case F32, BF16:
+		// Units of four rows, the width of the matrix-vector kernel.
+		units := (m.Out + 3) / 4
+		if p.Threads() == 1 {
+			m.mulRows(y, x, batch, 0, m.Out, add)
+			return
+		}
+		p.Run(units, func(lo, hi int) { m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add) })
+	case BFP8, BFP4:
+		if p.Threads() == 1 {
+			m.mulCols(y, x, batch, 0, m.nTiles(), add)
+			return
+		}
+		p.Run(m.nTiles(), func(lo, hi int) { m.mulCols(y, x, batch, lo, hi, add) })
+	default:
+		panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
+	}
+}
+
+func put(y []float32, i int, v float32, add bool) {
+	if add {
+		y[i] += v
+	} else {
+		y[i] = v
+	}
+}
+
+// rowBlock is how many rows of W the batched F32/BF16 product keeps hot in
+// cache while it sweeps the batch in groups of four.
+const rowBlock = 16
+
+// mulRows computes outputs [oLo, oHi) of every batch row for F32 and BF16.
+// The kernels differ in shape (four rows against one input, or one row
+// against four inputs) but every output is one canonical dot product.
+func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
+	in, out := m.In, m.Out
+	var d [4]float32
+	vec := func(o0, o1, b int) {
+		xb := x[b*in:][:in]
+		o := o0
+		for ; o+4 <= o1; o += 4 {
+			if m.Format == BF16 {
+				dotBF16x4(&d, m.BF16[o*in:], in, xb)
+			} else {
+				dotF32x4(&d, m.F32[o*in:], in, xb)
+			}
+			for r := range 4 {
+				put(y, b*out+o+r, d[r], add)
+			}
+		}
+		for ; o < o1; o++ {
+			var v float32
+			if m.Format == BF16 {
+				v = dotBF16(m.BF16[o*in:][:in], xb)
+			} else {
+				v = dotF32(m.F32[o*in:][:in], xb)
+			}
+			put(y, b*out+o, v, add)
+		}
+	}
+	if batch < 4 {
+		for b := range batch {
+			vec(oLo, oHi, b)
+		}
+		return
+	}
+	for o0 := oLo; o0 < oHi; o0 += rowBlock {
+		o1 := min(o0+rowBlock, oHi)
+		b := 0
+		for ; b+4 <= batch; b += 4 {
+			xb := x[b*in:]
+			for o := o0; o < o1; o++ {
+				if m.Format == BF16 {
+					dotBF16b4(&d, m.BF16[o*in:][:in], xb, in)
+				} else {
+					dotF32b4(&d, m.F32[o*in:][:in], xb, in)
+				}
+				for r := range 4 {
+					put(y, (b+r)*out+o, d[r], add)
+				}
+			}
+		}
+		for ; b < batch; b++ {
+			vec(o0, o1, b)
+		}
+	}
+}
+
+// bfpScratch is one goroutine's working memory for the batched BFP product:
+// a decoded tile and the batch's accumulators for one tile column.
+type bfpScratch struct {
+	w   [TileSize * TileSize]float32
+	acc []float32
+}
+
+var bfpScratchPool = sync.Pool{New: func() any { return new(bfpScratch) }}
+
+// mulCols computes tile columns [ntLo, ntHi) (outputs 32·ntLo up to
+// 32·ntHi, cut at Out) of every batch row for BFP8 and BFP4. One batch row
+// runs the fused decode-and-accumulate column kernel; larger batches decode
+// each tile once into scratch and apply it to every batch row, three rows
+// at a time. Both reduce output n over k = 0, 1, …, In−1 with fma(x[k], w, acc),
+// so they agree bit for bit.
+func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
+	f, in, out := m.Format, m.In, m.Out
+	tb, nt := f.TileBytes(), m.nTiles()
+	rowStride := nt * tb
+	store := func(b, n0 int, col []float32) {
+		yb := y[b*out:][:out]
+		for c := range min(TileSize, out-n0) {
+			put(yb, n0+c, col[c], add)
+		}
+	}
+	if batch == 1 {
+		var col [TileSize]float32
+		for n := ntLo; n < ntHi; n++ {
+			bfpCol(f, &col, m.BFP[n*tb:], rowStride, x[:in])
+			store(0, n*TileSize, col[:])
+		}
+		return
+	}
+	s := bfpScratchPool.Get().(*bfpScratch)
+	defer bfpScratchPool.Put(s)
+	if cap(s.acc) < batch*TileSize {
+		s.acc = make([]float32, batch*TileSize)
+	}
+	acc := s.acc[:batch*TileSize]
+	kt := m.kTiles()
+	for n := ntLo; n < ntHi; n++ {
+		clear(acc)
+		for k := range kt {
+			decodeTile(f, &s.w, m.BFP[(k*nt+n)*tb:])
+			rows := min(TileSize, in-k*TileSize)
+			for b := 0; b < batch; b += 3 {
+				tileFMA(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, min(3, batch-b))
+			}
+		}
+		for b := range batch {
+			store(b, n*TileSize, acc[b*TileSize:])
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Sizes that reach every tail of the kernels: the 16-lane main loop and its
+// 0..15 tail for F32/BF16 inputs, the 4-row and 4-batch groups, and for BFP
+// partial tiles in both directions.
+var (
+	dotSizes = []int{0, 1, 15, 16, 17, 31, 32, 33, 1023, 4096}
+	bfpSizes = []int{32, 64, 96, 128, 4096}
+)
+
+func TestDotKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range dotSizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			const stride = 4099 // rows of a 4-row block, not a multiple of 16
+			wf := randVec(rng, 3*stride+n)
+			wb := randBF16(rng, 3*stride+n)
+			x := randVec(rng, 3*stride+n)
+			var got, want [4]float32
+
+			checkSame(t, "dotF32", []float32{dotF32(wf[:n], x)}, []float32{dotF32Go(wf[:n], x)})
+			checkSame(t, "dotBF16", []float32{dotBF16(wb[:n], x)}, []float32{dotBF16Go(wb[:n], x)})
+
+			dotF32x4(&got, wf, stride, x[:n])
+			dotF32x4Go(&want, wf, stride, x[:n])
+			checkSame(t, "dotF32x4", got[:], want[:])
+			dotBF16x4(&got, wb, stride, x[:n])
+			dotBF16x4Go(&want, wb, stride, x[:n])
+			checkSame(t, "dotBF16x4", got[:], want[:])
+
+			dotF32b4(&got, wf[:n], x, stride)
+			dotF32b4Go(&want, wf[:n], x, stride)
+			checkSame(t, "dotF32b4", got[:], want[:])
+			dotBF16b4(&got, wb[:n], x, stride)
+			dotBF16b4Go(&want, wb[:n], x, stride)
+			checkSame(t, "dotBF16b4", got[:], want[:])
+
+			// The 4-row kernels are four single dots, bit for bit.
+			for r := range 4 {
+				want[r] = dotBF16(wb[r*stride:][:n], x)
+			}
+			dotBF16x4(&got, wb, stride, x[:n])
+			checkSame(t, "dotBF16x4 rows", got[:], want[:])
+		})
+	}
+}
+
+func TestBFPKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, f := range []Format{BFP8, BFP4} {
+		t.Run(f.String(), func(t *testing.T) {
+			tb := f.TileBytes()
+			tiles := randTiles(rng, f, 96, 100) // 3×4 tiles
+			var got, want [TileSize * TileSize]float32
+			for tile := range 12 {
+				decodeTile(f, &got, tiles[tile*tb:])
+				decodeTileGo(f, &want, tiles[tile*tb:])
+				checkSame(t, "decodeTile", got[:], want[:])
+			}
+			for _, k := range []int{0, 1, 31, 32, 33, 64, 100} {
+				x := randVec(rng, k)
+				var c, cw [TileSize]float32
+				for n := range 3 {
+					bfpCol(f, &c, tiles[n*tb:], 3*tb, x)
+					bfpColGo(f, &cw, tiles[n*tb:], 3*tb, x)
+					checkSame(t, fmt.Sprintf("bfpCol k=%d n=%d", k, n), c[:], cw[:])
+				}
+			}
+			decodeTileGo(f, &want, tiles)
+			for _, rows := range []int{0, 1, 17, 32} {
+				for nb := 1; nb <= 3; nb++ {
+					acc, accGo := randVec(rng, 80+TileSize), make([]float32, 80+TileSize)
+					copy(accGo, acc)
+					x := randVec(rng, 100+rows)
+					tileFMA(acc, 40, &want, x, 50, rows, nb)
+					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMA rows=%d nb=%d", rows, nb), acc, accGo)
+				}
+			}
+		})
+	}
+}
+
+type shape struct{ out, in int }
+
+// matrixCases lists the formats and shapes the product tests run: every
+// dotSizes input width for F32/BF16 against output counts around the 4-row
+// group, every pair of bfpSizes for BFP, and BFP shapes that need padding.
+func matrixCases() map[Format][]shape {
+	cases := map[Format][]shape{}
+	for _, f := range []Format{F32, BF16} {
+		for _, in := range dotSizes {
+			for _, out := range []int{1, 3, 4, 5, 17, 64} {
+				cases[f] = append(cases[f], shape{out, in})
+			}
+		}
+		cases[f] = append(cases[f], shape{4096, 33}, shape{0, 5})
+	}
+	for _, f := range []Format{BFP8, BFP4} {
+		for _, out := range bfpSizes {
+			for _, in := range bfpSizes {
+				cases[f] = append(cases[f], shape{out, in})
+			}
+		}
+		cases[f] = append(cases[f], shape{1, 1}, shape{33, 45}, shape{100, 70}, shape{5, 0}, shape{0, 5})
+	}
+	return cases
+}
+
+// TestProducts checks, for every format and shape, that the SIMD path, the
+// Go path and the spec-literal reference agree bit for bit; that each row of
+// MatMul equals MatVec of that row at every batch width; that thread counts
+// do not matter; and that MatMulAdd adds the same product once.
+func TestProducts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	pool := NewPool(3)
+	defer pool.Close()
+	for f, shapes := range matrixCases() {
+		for _, s := range shapes {
+			t.Run(fmt.Sprintf("%s/%dx%d", f, s.out, s.in), func(t *testing.T) {
+				big := s.out*s.in > 1<<20
+				if big && testing.Short() {
+					t.Skip("large shape in -short mode")
+				}
+				m := randMatrix(t, rng, f, s.out, s.in)
+				batches := []int{1, 2, 3, 5, 8}
+				if big {
+					batches = []int{1, 2}
+				}
+				maxB := batches[len(batches)-1]
+				x := randVec(rng, maxB*s.in)
+
+				// One MatVec per row is the yardstick for every batch width.
+				rows := make([]float32, maxB*s.out)
+				for b := range maxB {
+					m.MatVec(rows[b*s.out:][:s.out], x[b*s.in:][:s.in])
+				}
+				ref := make([]float32, s.out)
+				refRows := 1
+				if !big {
+					refRows = maxB
+				}
+				for b := range refRows {
+					matMulRef(m, ref, x[b*s.in:], 1, false)
+					checkSame(t, fmt.Sprintf("MatVec row %d vs reference", b), rows[b*s.out:][:s.out], ref)
+				}
+
+				for _, batch := range batches {
+					want := rows[:batch*s.out]
+					y := make([]float32, batch*s.out)
+					m.MatMul(y, x, batch)
+					checkSame(t, fmt.Sprintf("MatMul batch %d", batch), y, want)
+
+					withGo(func() { m.MatMul(y, x, batch) })
+					checkSame(t, fmt.Sprintf("Go MatMul batch %d", batch), y, want)
+
+					pool.MatMul(m, y, x, batch)
+					checkSame(t, fmt.Sprintf("3-thread MatMul batch %d", batch), y, want)
+
+					base := randVec(rng, batch*s.out)
+					y2 := append([]float32(nil), base...)
+					pool.MatMulAdd(m, y2, x, batch)
+					for i := range base {
+						base[i] += want[i]
+					}
+					checkSame(t, fmt.Sprintf("MatMulAdd batch %d", batch), y2, base)
+				}
+			})
+		}
+	}
+}
+
+// TestBFPAgainstFloat64 packs Gaussian weights with the test packer and
+// compares products with a float64 evaluation of the spec's decode formula.
+// Decoding must be exact, so every weight the kernels use equals the float64
+// value; the products may differ from the float64 sum only by float32
+// accumulation error: K sequential fused steps each round once, so
+// |error| ≤ K·2^-24·Σ|x_k·w_kn| (to first order; the bound has slack).
+func TestBFPAgainstFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, f := range []Format{BFP8, BFP4} {
+		for _, s := range []shape{{64, 96}, {100, 70}, {2048, 256}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", f, s.out, s.in), func(t *testing.T) {
+				w := randVec(rng, s.out*s.in)
+				m, err := NewBFP(f, s.out, s.in, packBFP(f, s.out, s.in, w))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rel2, norm2 float64
+				for o := range s.out {
+					for i := range s.in {
+						v := decodeSpec64(f, m.BFP, s.out, o, i)
+						if got := m.At(o, i); float64(got) != v {
+							t.Fatalf("At(%d, %d) = %g, want %g", o, i, got, v)
+						}
+						d := v - float64(w[o*s.in+i])
+						rel2 += d * d
+						norm2 += float64(w[o*s.in+i]) * float64(w[o*s.in+i])
+					}
+				}
+				// Packer sanity (bfp.md §7): ≈0.73% (BFP8), ≈11.7% (BFP4).
+				rel := math.Sqrt(rel2 / norm2)
+				if lim := map[Format]float64{BFP8: 0.01, BFP4: 0.13}[f]; rel > lim {
+					t.Errorf("relative Frobenius error %.4f > %.2f", rel, lim)
+				}
+
+				const batch = 3
+				x := randVec(rng, batch*s.in)
+				y := make([]float32, batch*s.out)
+				m.MatMul(y, x, batch)
+				for b := range batch {
+					for o := range s.out {
+						var sum, abs float64
+						for i := range s.in {
+							p := float64(x[b*s.in+i]) * decodeSpec64(f, m.BFP, s.out, o, i)
+							sum += p
+							abs += math.Abs(p)
+						}
+						tol := float64(s.in)*0x1p-24*abs + 1e-30
+						if d := math.Abs(float64(y[b*s.out+o]) - sum); d > tol {
+							t.Fatalf("y[%d][%d] = %g, float64 %g, |Δ| %g > %g", b, o, y[b*s.out+o], sum, d, tol)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestBFPSpecVectors decodes the full-group example of bfp.md §6 placed as
+// group 0 of a tile: exponent 125, the listed codes, the listed values.
+func TestBFPSpecVectors(t *testing.T) {
+	decoded := []float32{0.3125, -0.1875, 0.0625, 0.125, -0.3125, 0, 0.25, -0.0625,
+		0.1875, -0.125, 0.375, 0, -0.4375, 0.3125, 0.0625, -0.125}
+	input := []float32{0.3, -0.2, 0.05, 0.11, -0.3, 0, 0.26, -0.0625,
+		0.1875, -0.15, 0.4, 0.01, -0.45, 0.33, 0.07, -0.12}
+	bfp4Bytes := []byte{0xB5, 0x21, 0x0D, 0x94, 0xA3, 0x06, 0x5F, 0xA1}
+	bfp8Codes := []byte{0x4D, 0xB3, 0x0D, 0x1C, 0xCD, 0x00, 0x43, 0x90, 0x30, 0xA6, 0x66, 0x03, 0xF3, 0x54, 0x12, 0x9F}
+
+	// Group 0 is tile row 0, columns 0..15: W[o][0] for o < 16.
+	w := make([]float32, 32*32)
+	for o, v := range input {
+		w[o*32] = v
+	}
+	for _, f := range []Format{BFP4, BFP8} {
+		tiles := packBFP(f, 32, 32, w)
+		if tiles[0] != 125 {
+			t.Errorf("%s: exponent %d, want 125", f, tiles[0])
+		}
+		if f == BFP4 {
+			checkBytes(t, "BFP4 codes", tiles[64:72], bfp4Bytes)
+		} else {
+			checkBytes(t, "BFP8 codes", tiles[64:80], bfp8Codes)
+		}
+		m, err := NewBFP(f, 32, 32, tiles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tile [TileSize * TileSize]float32
+		decodeTile(f, &tile, tiles)
+		x := make([]float32, 32)
+		x[0] = 1
+		y := make([]float32, 32)
+		m.MatVec(y, x)
+		for o := range 16 {
+			want := decoded[o]
+			if f == BFP8 {
+				want = float32(decodeSpec64(f, tiles, 32, o, 0))
+			}
+			if tile[o] != want || y[o] != want || m.At(o, 0) != want {
+				t.Errorf("%s lane %d: tile %g, MatVec %g, At %g, want %g", f, o, tile[o], y[o], m.At(o, 0), want)
+			}
+		}
+	}
+}
+
+func checkBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if string(got) != string(want) {
+		t.Errorf("%s: % X, want % X", what, got, want)
+	}
+}
+
+// TestExtremeExponents covers exponent 255 (groups that held Inf or NaN) and
+// the subnormal-scale exponents 0..6: no crash, SIMD == Go.
+func TestExtremeExponents(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, f := range []Format{BFP8, BFP4} {
+		for _, e := range []byte{0, 1, 6, 7, 254, 255} {
+			tiles := randTiles(rng, f, 64, 64)
+			for tile := range 4 {
+				for g := range 64 {
+					tiles[tile*f.TileBytes()+g] = e
+				}
+			}
+			m, err := NewBFP(f, 64, 64, tiles)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randVec(rng, 2*64)
+			y, yGo := make([]float32, 2*64), make([]float32, 2*64)
+			m.MatMul(y, x, 2)
+			withGo(func() { m.MatMul(yGo, x, 2) })
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(yGo[i]) && !(math.IsNaN(float64(y[i])) && math.IsNaN(float64(yGo[i]))) {
+					t.Fatalf("%s E=%d: y[%d] = %g, Go %g", f, e, i, y[i], yGo[i])
+				}
+			}
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		m     Matrix
+		field string
+	}{
+		{"ok f32", Matrix{Format: F32, Out: 2, In: 3, F32: make([]float32, 6)}, ""},
+		{"ok empty", Matrix{Format: BF16}, ""},
+		{"ok bfp8 padded", Matrix{Format: BFP8, Out: 33, In: 1, BFP: make([]byte, 2*1088)}, ""},
+		{"ok bfp4", Matrix{Format: BFP4, Out: 64, In: 64, BFP: make([]byte, 4*576)}, ""},
+		{"short f32", Matrix{Format: F32, Out: 2, In: 3, F32: make([]float32, 5)}, "F32"},
+		{"long bf16", Matrix{Format: BF16, Out: 2, In: 3, BF16: make([]uint16, 7)}, "BF16"},
+		{"bfp8 wrong tiles", Matrix{Format: BFP8, Out: 33, In: 1, BFP: make([]byte, 1088)}, "BFP"},
+		{"bfp4 bfp8 bytes", Matrix{Format: BFP4, Out: 32, In: 32, BFP: make([]byte, 1088)}, "BFP"},
+		{"two slices", Matrix{Format: F32, Out: 1, In: 1, F32: make([]float32, 1), BF16: make([]uint16, 1)}, "BF16"},
+		{"negative", Matrix{Format: F32, Out: -1, In: 3}, "shape"},
+		{"huge", Matrix{Format: BFP8, Out: 1 << 30, In: 1 << 30}, "shape"},
+		{"no format", Matrix{Out: 1, In: 1}, "format"},
+	}
+	for _, tc := range tests {
+		err := tc.m.Validate()
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		var me *MatrixError
+		if !errors.As(err, &me) || me.Field != tc.field || !errors.Is(err, ErrMatrix) {
+			t.Errorf("%s: error %v, want a MatrixError on %s", tc.name, err, tc.field)
+		}
+	}
+	if _, err := NewBFP(BF16, 1, 1, nil); !errors.Is(err, ErrMatrix) {
+		t.Errorf("NewBFP(BF16): %v", err)
+	}
+	if _, err := NewBFP(BFP8, 32, 32, make([]byte, 1087)); err == nil ||
+		err.Error() != "kernels: bfp8_b matrix [32, 32]: BFP has 1087 elements, want 1088" {
+		t.Errorf("NewBFP short: %v", err)
+	}
+}
+
+func TestProductPanicsOnShortVectors(t *testing.T) {
+	m, _ := NewF32(2, 3, make([]float32, 6))
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	m.MatMul(make([]float32, 4), make([]float32, 5), 2)
+}
+
+// TestProductsDoNotAllocate checks that the serial products allocate nothing
+// once warm (the batched BFP scratch comes from a sync.Pool).
+func TestProductsDoNotAllocate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, f := range []Format{F32, BF16, BFP8, BFP4} {
+		m := randMatrix(t, rng, f, 64, 96)
+		x, y := randVec(rng, 5*96), make([]float32, 5*64)
+		if n := testing.AllocsPerRun(10, func() { m.MatVec(y, x) }); n != 0 {
+			t.Errorf("%s MatVec: %v allocations", f, n)
+		}
+		if n := testing.AllocsPerRun(10, func() { m.MatMulAdd(y, x, 5) }); n != 0 {
+			t.Errorf("%s MatMulAdd: %v allocations", f, n)
+		}
+	}
+}

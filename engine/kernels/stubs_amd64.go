@@ -1,0 +1,77 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// useSIMD selects the AVX2+FMA kernels. Both extensions are needed: the
+// kernels fuse every multiply-add, which is what makes them bit-identical to
+// the fma32-based Go kernels. Tests switch it off to run the Go kernels.
+var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// Each declaration below is the AVX2 version of the Go function whose name
+// ends in Go instead of AVX (ref.go), with the same arguments and bit-identical
+// results. The dispatching wrappers in kernels.go check every length before
+// calling them: the assembly reads exactly the ranges named here and trusts
+// them.
+
+// dotF32AVX returns Σ w[i]·x[i] for i < len(w); x has at least len(w) elements.
+//
+//go:noescape
+func dotF32AVX(w, x []float32) float32
+
+// dotBF16AVX returns Σ bf16(w[i])·x[i] for i < len(w).
+//
+//go:noescape
+func dotBF16AVX(w []uint16, x []float32) float32
+
+// dotF32x4AVX sets dst[r] = Σ_i w[r*stride+i]·x[i] for r < 4, i < len(x).
+//
+//go:noescape
+func dotF32x4AVX(dst *[4]float32, w []float32, stride int, x []float32)
+
+// dotBF16x4AVX sets dst[r] = Σ_i bf16(w[r*stride+i])·x[i] for r < 4, i < len(x).
+//
+//go:noescape
+func dotBF16x4AVX(dst *[4]float32, w []uint16, stride int, x []float32)
+
+// dotF32b4AVX sets dst[b] = Σ_i w[i]·x[b*xStride+i] for b < 4, i < len(w).
+//
+//go:noescape
+func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int)
+
+// dotBF16b4AVX sets dst[b] = Σ_i bf16(w[i])·x[b*xStride+i] for b < 4, i < len(w).
+//
+//go:noescape
+func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int)
+
+// bfpCol8AVX is bfpColGo(BFP8, ...): one tile column over k < len(x), tile
+// kt at t[kt*rowStride:]; scale is &bfp8Scale.
+//
+//go:noescape
+func bfpCol8AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
+
+// bfpCol4AVX is bfpColGo(BFP4, ...); scale is &bfp4Scale.
+//
+//go:noescape
+func bfpCol4AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
+
+// decodeTile8AVX is decodeTileGo(BFP8, ...) for the 1088 bytes at t.
+//
+//go:noescape
+func decodeTile8AVX(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+
+// decodeTile4AVX is decodeTileGo(BFP4, ...) for the 576 bytes at t.
+//
+//go:noescape
+func decodeTile4AVX(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+
+// tileFMAAVX is tileFMAGo: rows ≤ 32 tile rows applied to nb ∈ {1, 2, 3} batch rows.
+//
+//go:noescape
+func tileFMAAVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int)
+
+// axpyAVX sets y[i] = fma(a, x[i], y[i]) for i < len(x); len(y) ≥ len(x).
+//
+//go:noescape
+func axpyAVX(a float32, x, y []float32)

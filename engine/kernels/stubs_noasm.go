@@ -1,0 +1,41 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// useSIMD is false where no assembly is built; it is a variable only so that
+// tests can set it on every platform.
+var useSIMD = false
+
+// The SIMD entry points forward to the Go kernels here, so that kernels.go
+// compiles everywhere; with useSIMD false they are never called.
+
+func dotF32AVX(w, x []float32) float32           { return dotF32Go(w, x) }
+func dotBF16AVX(w []uint16, x []float32) float32 { return dotBF16Go(w, x) }
+func dotF32x4AVX(dst *[4]float32, w []float32, stride int, x []float32) {
+	dotF32x4Go(dst, w, stride, x)
+}
+func dotBF16x4AVX(dst *[4]float32, w []uint16, stride int, x []float32) {
+	dotBF16x4Go(dst, w, stride, x)
+}
+func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int) {
+	dotF32b4Go(dst, w, x, xStride)
+}
+func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int) {
+	dotBF16b4Go(dst, w, x, xStride)
+}
+func bfpCol8AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, _ *[256]float32) {
+	bfpColGo(BFP8, dst, t, rowStride, x)
+}
+func bfpCol4AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, _ *[256]float32) {
+	bfpColGo(BFP4, dst, t, rowStride, x)
+}
+func decodeTile8AVX(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+	decodeTileGo(BFP8, dst, t)
+}
+func decodeTile4AVX(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+	decodeTileGo(BFP4, dst, t)
+}
+func tileFMAAVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
+}
+func axpyAVX(a float32, x, y []float32) { fmaAxpy(y[:len(x)], a, x) }

@@ -1,0 +1,326 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Vector kernels of the LFM2-MoE forward pass (docs/lfm2-moe.md §4). All
+// work in float32 with one fixed order of operations, so their results do
+// not depend on the batch, the thread count or the platform's SIMD support.
+// Lengths are the caller's contract: a mismatch is a programming error and
+// panics, like an out-of-range index.
+
+func checkLen(name string, n int, lens ...int) {
+	for _, l := range lens {
+		if l != n {
+			panic(fmt.Sprintf("kernels: %s: vector lengths differ (%d and %d)", name, n, l))
+		}
+	}
+}
+
+// Dot returns Σ x[i]·y[i] in the canonical order of every dot product in this
+// package (16 fused lanes, a fixed pairwise tree, then the tail; see ref.go).
+// It panics if the lengths differ.
+func Dot(x, y []float32) float32 {
+	checkLen("Dot", len(x), len(y))
+	return dotF32(x, y)
+}
+
+// Axpy sets y[i] = a·x[i] + y[i], each element with a single rounding (a
+// fused multiply-add), which is the same on every path. Attention sums
+// p_t·v_t over positions with it, and MoE adds g·expert(z) into the output.
+// It panics if the lengths differ.
+func Axpy(a float32, x, y []float32) {
+	checkLen("Axpy", len(x), len(y))
+	if useSIMD {
+		axpyAVX(a, x, y)
+		return
+	}
+	fmaAxpy(y, a, x)
+}
+
+// Scale sets x[i] = a·x[i].
+func Scale(a float32, x []float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+// RMSNorm sets y = w ⊙ x / sqrt(mean(x²) + eps) (docs/lfm2-moe.md §4.2),
+// with the weight used as is (not 1 + w). The mean and the reciprocal square
+// root are float32: sumsq is Dot(x, x), mean = sumsq / n, r = 1 / sqrt(mean +
+// eps) with a correctly rounded square root, and y[i] = w[i]·(x[i]·r) as two
+// rounded products, the order of the Hugging Face code. y may alias x. It
+// panics if the lengths differ.
+func RMSNorm(y, x, w []float32, eps float32) {
+	checkLen("RMSNorm", len(x), len(y), len(w))
+	r := rmsScale(x, eps)
+	for i, xi := range x {
+		y[i] = w[i] * float32(xi*r)
+	}
+}
+
+// RMSNormBF16 is RMSNorm with a BF16 weight, widened exactly.
+func RMSNormBF16(y, x []float32, w []uint16, eps float32) {
+	checkLen("RMSNormBF16", len(x), len(y), len(w))
+	r := rmsScale(x, eps)
+	for i, xi := range x {
+		y[i] = bf16(w[i]) * float32(xi*r)
+	}
+}
+
+func rmsScale(x []float32, eps float32) float32 {
+	if len(x) == 0 {
+		return 0
+	}
+	mean := dotF32(x, x) / float32(len(x))
+	// The float64 square root of a float32 rounds correctly to float32
+	// (53 ≥ 2·24 + 2), so this is IEEE float32 sqrt on every platform.
+	return 1 / float32(math.Sqrt(float64(mean+eps)))
+}
+
+// Exp returns e^x rounded to float32. It is computed in float64 with basic
+// operations only (no library call, no fused multiply-add), so it gives the
+// same bits on every platform: math.Exp does not, its amd64 assembly takes a
+// different path with FMA. The float64 result is within about 2^-52 of e^x,
+// so the float32 rounding is the correct one except when e^x lies within
+// that distance of a rounding midpoint.
+func Exp(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x > 89: // e^89 > MaxFloat32
+		return float32(math.Inf(1))
+	case x < -104: // e^-104 < 2^-150, rounds to 0
+		return 0
+	}
+	return float32(exp64(float64(x)))
+}
+
+// exp64 computes e^t for |t| ≤ 104 by e^t = 2^k · e^r, k = round(t/ln2) (ties
+// to even), r = t − k·ln2 with ln2 split in two so that k·ln2hi is exact,
+// and a degree-12 Taylor polynomial for e^r, |r| ≤ 0.3466, whose truncation
+// error is below 2^-51 relative: a few float64 ulps, far below float32
+// resolution. Each float64() conversion pins a rounding that the compiler
+// could otherwise fuse away.
+func exp64(t float64) float64 {
+	const (
+		log2e = 1.44269504088896338700e+00
+		ln2hi = 6.93147180369123816490e-01 // 32 significant bits: k·ln2hi is exact
+		ln2lo = 1.90821492927058770002e-10
+	)
+	k := math.RoundToEven(float64(t * log2e))
+	r := float64(t - float64(k*ln2hi))
+	r = float64(r - float64(k*ln2lo))
+	p := 1.0 / 479001600 // 1/12!
+	for _, c := range [...]float64{1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
+		1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
+		p = float64(float64(p*r) + c)
+	}
+	return math.Ldexp(p, int(k))
+}
+
+// Sigmoid returns 1/(1 + e^−x) in float32 (the MoE router's σ).
+func Sigmoid(x float32) float32 { return 1 / (1 + Exp(-x)) }
+
+// SiLU returns x·σ(x), computed as x / (1 + e^−x) in float32.
+func SiLU(x float32) float32 { return x / (1 + Exp(-x)) }
+
+// SigmoidVec sets y[i] = Sigmoid(x[i]). y may alias x.
+func SigmoidVec(y, x []float32) {
+	checkLen("SigmoidVec", len(x), len(y))
+	for i, v := range x {
+		y[i] = Sigmoid(v)
+	}
+}
+
+// SiLUVec sets y[i] = SiLU(x[i]). y may alias x.
+func SiLUVec(y, x []float32) {
+	checkLen("SiLUVec", len(x), len(y))
+	for i, v := range x {
+		y[i] = SiLU(v)
+	}
+}
+
+// SwiGLU sets y[i] = SiLU(gate[i])·up[i], the activation of the dense and
+// expert feed-forward blocks (docs/lfm2-moe.md §4.6). y may alias either
+// input.
+func SwiGLU(y, gate, up []float32) {
+	checkLen("SwiGLU", len(y), len(gate), len(up))
+	for i, g := range gate {
+		y[i] = SiLU(g) * up[i]
+	}
+}
+
+// Softmax replaces x by softmax(x) in float32 with max subtraction:
+// e_i = Exp(x_i − max), s = Σ e_i (16 lanes, the tree of Dot, then the
+// tail, plain additions), x_i = e_i / s. An empty x is left alone; −Inf
+// entries (masked positions) become 0. At least one entry must be finite
+// (a causal row always has its own position), else the result is NaN.
+func Softmax(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	for i, v := range x {
+		x[i] = Exp(v - m)
+	}
+	s := sum16(x)
+	for i := range x {
+		x[i] /= s
+	}
+}
+
+// sum16 sums x in the lane order of the dot products, without products.
+func sum16(x []float32) float32 {
+	var acc [lanes]float32
+	m := len(x) &^ (lanes - 1)
+	for i := 0; i < m; i += lanes {
+		for l, v := range (*[lanes]float32)(x[i:]) {
+			acc[l] += v
+		}
+	}
+	s := reduce16(&acc)
+	for _, v := range x[m:] {
+		s += v
+	}
+	return s
+}
+
+// CausalConv is the depthwise causal convolution of the short-conv block
+// (docs/lfm2-moe.md §4.4 step 3) for T tokens of H channels and kernel
+// length K ≥ 1:
+//
+//	v_t[c] = Σ_{j<K} w[c·K+j] · u_{t−K+1+j}[c]  (+ bias[c])
+//
+// u and v are [T, H] row-major (v may not alias u); w is the squeezed conv
+// weight [H, K]; bias is nil or [H]. The inputs before the first token come
+// from state, [H, K−1] with state[c·(K−1)+j] = u_{j−(K−1)}[c] (oldest first,
+// zero at the start of a sequence). On return state holds the last K−1 u
+// vectors, so a sequence can be fed in chunks of any size, one token at a
+// time included, with identical results. Each output is a chain of fused
+// multiply-adds over j = 0..K−1 starting from +0, then the bias added.
+func CausalConv(v, u, state, w, bias []float32, T, H, K int) {
+	if T < 0 || H < 0 || K < 1 || len(v) != T*H || len(u) != T*H || len(w) != H*K ||
+		len(state) != H*(K-1) || (bias != nil && len(bias) != H) {
+		panic(fmt.Sprintf("kernels: CausalConv: lengths v %d, u %d, state %d, w %d, bias %d do not fit T=%d H=%d K=%d",
+			len(v), len(u), len(state), len(w), len(bias), T, H, K))
+	}
+	h := K - 1
+	for c := range H {
+		st := state[c*h : (c+1)*h]
+		wc := w[c*K : (c+1)*K]
+		for t := range T {
+			var acc float32
+			for j, wj := range wc {
+				// Input u_{t−h+j}: from state while the index is negative.
+				var in float32
+				if i := t - h + j; i >= 0 {
+					in = u[i*H+c]
+				} else {
+					in = st[h+i]
+				}
+				acc = fma32(wj, in, acc)
+			}
+			if bias != nil {
+				acc += bias[c]
+			}
+			v[t*H+c] = acc
+		}
+		// New state: the last h inputs of the window ending at token T−1.
+		if T >= h {
+			for j := range h {
+				st[j] = u[(T-h+j)*H+c]
+			}
+		} else {
+			copy(st, st[T:])
+			for j := range T {
+				st[h-T+j] = u[j*H+c]
+			}
+		}
+	}
+}
+
+// RoPE holds the rotary position embedding of one head size (NeoX
+// half-split, docs/lfm2-moe.md §4.5 step 3) and a table of its cos/sin
+// values for positions below MaxPos. Positions beyond the table are
+// computed on the fly, with the same result.
+type RoPE struct {
+	HeadDim int       // values per head vector, even
+	MaxPos  int       // positions [0, MaxPos) come from the table
+	invFreq []float32 // HeadDim/2 inverse frequencies
+	cos     []float32 // [MaxPos, HeadDim/2]
+	sin     []float32
+}
+
+// NewRoPE precomputes the rotation for heads of headDim (even, positive)
+// with base theta for positions [0, maxPos). It follows the Hugging Face
+// rounding: the exponent 2j/d in float32, inv_freq_j = 1/θ^(2j/d) with the
+// power and the quotient rounded to float32, φ = fl32(pos·inv_freq_j) and
+// cos φ, sin φ evaluated in float64 and rounded to float32.
+func NewRoPE(headDim int, theta float64, maxPos int) (*RoPE, error) {
+	if headDim <= 0 || headDim%2 != 0 || !(theta > 1) || math.IsInf(theta, 0) || maxPos < 0 || maxPos > 1<<24 {
+		return nil, fmt.Errorf("kernels: RoPE head size %d, theta %g, positions %d: need an even positive head size, 1 < theta < Inf and 0 ≤ positions ≤ 2^24", headDim, theta, maxPos)
+	}
+	half := headDim / 2
+	r := &RoPE{HeadDim: headDim, MaxPos: maxPos, invFreq: make([]float32, half)}
+	base := float64(float32(theta))
+	for j := range half {
+		e := float32(2*j) / float32(headDim)
+		r.invFreq[j] = 1 / float32(math.Pow(base, float64(e)))
+	}
+	r.cos = make([]float32, maxPos*half)
+	r.sin = make([]float32, maxPos*half)
+	for p := range maxPos {
+		r.angles(r.cos[p*half:(p+1)*half], r.sin[p*half:(p+1)*half], p)
+	}
+	return r, nil
+}
+
+func (r *RoPE) angles(cos, sin []float32, pos int) {
+	for j, f := range r.invFreq {
+		phi := float64(float32(float32(pos) * f))
+		cos[j] = float32(math.Cos(phi))
+		sin[j] = float32(math.Sin(phi))
+	}
+}
+
+// Apply rotates one head vector z (HeadDim values) in place for position
+// pos ≥ 0: z'_j = z_j cos φ_j − z_{j+d/2} sin φ_j and z'_{j+d/2} = z_{j+d/2}
+// cos φ_j + z_j sin φ_j, each product rounded before the sum as in the
+// Hugging Face code (no fusion).
+func (r *RoPE) Apply(z []float32, pos int) {
+	half := r.HeadDim / 2
+	checkLen("RoPE.Apply", r.HeadDim, len(z))
+	var cos, sin []float32
+	if pos < r.MaxPos {
+		cos, sin = r.cos[pos*half:(pos+1)*half], r.sin[pos*half:(pos+1)*half]
+	} else {
+		var cb, sb [256]float32
+		if half <= len(cb) {
+			cos, sin = cb[:half], sb[:half]
+		} else {
+			cos, sin = make([]float32, half), make([]float32, half)
+		}
+		r.angles(cos, sin, pos)
+	}
+	lo, hi := z[:half], z[half:]
+	for j, c := range cos {
+		s := sin[j]
+		a, b := lo[j], hi[j]
+		lo[j] = float32(a*c) - float32(b*s)
+		hi[j] = float32(b*c) + float32(a*s)
+	}
+}
+
+// ApplyHeads rotates heads consecutive head vectors of z for position pos.
+func (r *RoPE) ApplyHeads(z []float32, heads, pos int) {
+	checkLen("RoPE.ApplyHeads", heads*r.HeadDim, len(z))
+	for h := range heads {
+		r.Apply(z[h*r.HeadDim:(h+1)*r.HeadDim], pos)
+	}
+}

@@ -1,0 +1,331 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestDotAxpy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range dotSizes {
+		x, y := randVec(rng, n), randVec(rng, n)
+		got := Dot(x, y)
+		var want float32
+		withGo(func() { want = Dot(x, y) })
+		checkSame(t, fmt.Sprintf("Dot n=%d", n), []float32{got}, []float32{want})
+
+		a := float32(rng.NormFloat64())
+		y1, y2 := append([]float32(nil), y...), append([]float32(nil), y...)
+		Axpy(a, x, y1)
+		withGo(func() { Axpy(a, x, y2) })
+		checkSame(t, fmt.Sprintf("Axpy n=%d", n), y1, y2)
+		for i := range y2 {
+			if w := fma32(a, x[i], y[i]); y2[i] != w {
+				t.Fatalf("Axpy n=%d: y[%d] = %g, want fma %g", n, i, y2[i], w)
+			}
+		}
+	}
+}
+
+// ulps returns the distance between two finite float32 values in units in
+// the last place.
+func ulps(a, b float32) int64 {
+	ia, ib := int64(int32(math.Float32bits(a))), int64(int32(math.Float32bits(b)))
+	if ia < 0 {
+		ia = math.MinInt32 - ia
+	}
+	if ib < 0 {
+		ib = math.MinInt32 - ib
+	}
+	d := ia - ib
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
+
+// TestExp compares Exp with math.Exp rounded to float32: both are float64
+// evaluations a few ulps from e^x, so they round to the same float32 except
+// within a few float64 ulps of a float32 midpoint, where they may differ by
+// one float32 ulp. The test allows that at a rate far below 1e-4.
+func TestExp(t *testing.T) {
+	for _, tc := range []struct{ x, want float32 }{
+		{0, 1}, {float32(math.Inf(-1)), 0}, {float32(math.Inf(1)), float32(math.Inf(1))},
+		{-200, 0}, {100, float32(math.Inf(1))}, {1, float32(math.E)},
+	} {
+		if got := Exp(tc.x); got != tc.want {
+			t.Errorf("Exp(%g) = %g, want %g", tc.x, got, tc.want)
+		}
+	}
+	if got := Exp(float32(math.NaN())); got == got {
+		t.Errorf("Exp(NaN) = %g", got)
+	}
+	rng := rand.New(rand.NewPCG(23, 24))
+	off := 0
+	const n = 1 << 20
+	for i := range n {
+		x := float32(rng.Float64()*193 - 104)
+		if i%4 == 0 {
+			x = float32(rng.NormFloat64())
+		}
+		got, want := Exp(x), float32(math.Exp(float64(x)))
+		if got != want {
+			off++
+			if ulps(got, want) > 1 {
+				t.Fatalf("Exp(%g) = %g, math.Exp gives %g", x, got, want)
+			}
+		}
+	}
+	if off > n/10000 {
+		t.Errorf("Exp differs from math.Exp by one ulp on %d of %d inputs", off, n)
+	}
+}
+
+func TestActivations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	x := randVec(rng, 1000)
+	for i := range x {
+		x[i] *= 8
+	}
+	x = append(x, 0, -90, 90, -1e30, 1e30)
+	gate, up := x, randVec(rng, len(x))
+	sig, silu, sw := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+	SigmoidVec(sig, x)
+	SiLUVec(silu, x)
+	SwiGLU(sw, gate, up)
+	for i, v := range x {
+		s64 := 1 / (1 + math.Exp(-float64(v)))
+		if d := math.Abs(float64(sig[i]) - s64); d > 2e-7*s64+1e-38 {
+			t.Errorf("Sigmoid(%g) = %g, want %g", v, sig[i], s64)
+		}
+		l64 := float64(v) * s64
+		if d := math.Abs(float64(silu[i]) - l64); d > 3e-7*math.Abs(l64)+1e-36 {
+			t.Errorf("SiLU(%g) = %g, want %g", v, silu[i], l64)
+		}
+		if sw[i] != silu[i]*up[i] {
+			t.Errorf("SwiGLU[%d] = %g, want %g", i, sw[i], silu[i]*up[i])
+		}
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, n := range dotSizes {
+		x := randVec(rng, n)
+		for i := range x {
+			x[i] *= 5
+			if i%7 == 3 {
+				x[i] = float32(math.Inf(-1)) // masked
+			}
+		}
+		if n > 0 {
+			x[0] = 3 // at least one unmasked entry
+		}
+		want := make([]float64, n)
+		var m, s float64 = math.Inf(-1), 0
+		for _, v := range x {
+			m = math.Max(m, float64(v))
+		}
+		for i, v := range x {
+			want[i] = math.Exp(float64(v) - m)
+			s += want[i]
+		}
+		Softmax(x)
+		var sum float64
+		for i, v := range x {
+			sum += float64(v)
+			if w := want[i] / s; math.Abs(float64(v)-w) > 1e-6*w+1e-12 {
+				t.Fatalf("n=%d: p[%d] = %g, want %g", n, i, v, w)
+			}
+		}
+		if n > 0 && math.Abs(sum-1) > 1e-5 {
+			t.Errorf("n=%d: probabilities sum to %g", n, sum)
+		}
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 30))
+	for _, n := range []int{1, 17, 64, 2048} {
+		x := randVec(rng, n)
+		wb := randBF16(rng, n)
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = bf16(wb[i])
+		}
+		const eps = 1e-5
+		y, yb := make([]float32, n), make([]float32, n)
+		RMSNorm(y, x, w, eps)
+		RMSNormBF16(yb, x, wb, eps)
+		checkSame(t, "RMSNormBF16", yb, y)
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		r := 1 / math.Sqrt(ss/float64(n)+eps)
+		for i := range y {
+			want := float64(w[i]) * float64(x[i]) * r
+			if d := math.Abs(float64(y[i]) - want); d > 1e-6*math.Abs(want)+1e-30 {
+				t.Fatalf("n=%d: y[%d] = %g, want %g", n, i, y[i], want)
+			}
+		}
+		// In place gives the same bits.
+		RMSNorm(x, x, w, eps)
+		checkSame(t, "RMSNorm in place", x, y)
+	}
+}
+
+func TestRoPE(t *testing.T) {
+	if _, err := NewRoPE(63, 1e6, 10); err == nil {
+		t.Error("odd head size accepted")
+	}
+	const d, theta = 64, 1e6
+	r, err := NewRoPE(d, theta, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTheFly, _ := NewRoPE(d, theta, 0)
+	for j, f := range r.invFreq {
+		want := float32(math.Pow(theta, -float64(2*j)/d))
+		if ulps(f, want) > 1 {
+			t.Errorf("inv_freq[%d] = %g, want %g", j, f, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, pos := range []int{0, 1, 99, 100, 32767} {
+		z := randVec(rng, 2*d)
+		z2 := append([]float32(nil), z...)
+		orig := append([]float32(nil), z...)
+		r.ApplyHeads(z, 2, pos)
+		onTheFly.ApplyHeads(z2, 2, pos)
+		checkSame(t, fmt.Sprintf("table vs on the fly pos %d", pos), z, z2)
+		for h := range 2 {
+			for j := range d / 2 {
+				phi := float64(float32(float32(pos) * r.invFreq[j]))
+				c, s := math.Cos(phi), math.Sin(phi)
+				a, b := float64(orig[h*d+j]), float64(orig[h*d+j+d/2])
+				wl, wh := a*c-b*s, b*c+a*s
+				if math.Abs(float64(z[h*d+j])-wl) > 1e-6 || math.Abs(float64(z[h*d+j+d/2])-wh) > 1e-6 {
+					t.Fatalf("pos %d head %d j %d: got (%g, %g), want (%g, %g)", pos, h, j, z[h*d+j], z[h*d+j+d/2], wl, wh)
+				}
+			}
+		}
+	}
+}
+
+func TestCausalConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, k := range []int{1, 2, 3, 4} {
+		const T, H = 9, 37
+		u := randVec(rng, T*H)
+		w := randVec(rng, H*k)
+		bias := randVec(rng, H)
+		state0 := randVec(rng, H*(k-1))
+
+		whole := make([]float32, T*H)
+		st := append([]float32(nil), state0...)
+		CausalConv(whole, u, st, w, bias, T, H, k)
+
+		// Independent float64 evaluation of the definition.
+		for tt := range T {
+			for c := range H {
+				var want float64
+				for j := range k {
+					i := tt - (k - 1) + j
+					var in float32
+					if i >= 0 {
+						in = u[i*H+c]
+					} else {
+						in = state0[c*(k-1)+(k-1)+i]
+					}
+					want += float64(w[c*k+j]) * float64(in)
+				}
+				want += float64(bias[c])
+				if d := math.Abs(float64(whole[tt*H+c]) - want); d > 1e-5 {
+					t.Fatalf("K=%d v[%d][%d] = %g, want %g", k, tt, c, whole[tt*H+c], want)
+				}
+			}
+		}
+		for c := range H {
+			for j := range k - 1 {
+				if st[c*(k-1)+j] != u[(T-(k-1)+j)*H+c] {
+					t.Fatalf("K=%d: state[%d][%d] is not the last inputs", k, c, j)
+				}
+			}
+		}
+
+		// Chunks of any size, one token included, give the same bits.
+		for _, chunks := range [][]int{{1, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 1, 4, 2}, {1, 8}} {
+			got := make([]float32, T*H)
+			st := append([]float32(nil), state0...)
+			t0 := 0
+			for _, n := range chunks {
+				CausalConv(got[t0*H:(t0+n)*H], u[t0*H:(t0+n)*H], st, w, bias, n, H, k)
+				t0 += n
+			}
+			checkSame(t, fmt.Sprintf("K=%d chunks %v", k, chunks), got, whole)
+		}
+	}
+}
+
+func TestPool(t *testing.T) {
+	for _, threads := range []int{1, 2, 5} {
+		p := NewPool(threads)
+		for _, n := range []int{0, 1, 3, 100} {
+			seen := make([]int32, n)
+			p.Run(n, func(lo, hi int) {
+				if lo >= hi {
+					t.Errorf("empty range [%d, %d)", lo, hi)
+				}
+				for i := lo; i < hi; i++ {
+					seen[i]++
+				}
+			})
+			for i, s := range seen {
+				if s != 1 {
+					t.Fatalf("threads %d n %d: index %d covered %d times", threads, n, i, s)
+				}
+			}
+		}
+		// Nested use does not deadlock.
+		var total int64
+		done := make(chan struct{})
+		go func() {
+			p.Run(4, func(lo, hi int) {
+				p.Run(3, func(lo, hi int) {})
+			})
+			total = 1
+			close(done)
+		}()
+		<-done
+		if total != 1 {
+			t.Fatal("nested Run did not finish")
+		}
+		// A panic reaches the caller.
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("threads %d: recovered %v", threads, r)
+				}
+			}()
+			p.Run(4, func(lo, hi int) {
+				if lo == 0 {
+					panic("boom")
+				}
+			})
+		}()
+		p.Close()
+		p.Close()
+		ran := false
+		p.Run(2, func(lo, hi int) { ran = true })
+		if !ran {
+			t.Errorf("closed pool did not run")
+		}
+	}
+	var nilPool *Pool
+	if nilPool.Threads() != 1 {
+		t.Error("nil pool threads")
+	}
+}
