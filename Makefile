@@ -17,6 +17,8 @@ build:
 
 test:
 	$(GO) test -count=1 -timeout 15m ./...
+	# The pure-Go kernel fallback must give the same bits as the assembly.
+	$(GO) test -count=1 -tags purego ./engine/kernels
 
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...

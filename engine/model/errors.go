@@ -1,0 +1,85 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/lfmq/lfmq/engine/config"
+)
+
+// The values of TensorError.Problem.
+const (
+	// ProblemMissing: the config implies the tensor, the checkpoint lacks it.
+	ProblemMissing = "missing"
+	// ProblemShape: the tensor's shape differs from the one the config implies.
+	ProblemShape = "shape"
+	// ProblemDType: the tensor's dtype or storage format cannot be used for it.
+	ProblemDType = "dtype"
+	// ProblemUnexpected: the checkpoint holds a tensor that is not part of an
+	// LFM2-MoE model with this config.
+	ProblemUnexpected = "unexpected"
+)
+
+// TensorError reports a checkpoint tensor that does not fit the model's
+// config: missing, misshapen, of an unusable dtype, or unexpected. Load joins
+// one TensorError per finding (errors.As finds the first).
+type TensorError struct {
+	Dir     string       // checkpoint directory
+	Tensor  string       // the tensor's Hugging Face name
+	Problem string       // one of the Problem constants
+	Want    config.Shape // the shape the config implies (nil for unexpected tensors)
+	Got     config.Shape // the shape found (nil when missing)
+	Detail  string       // what else is wrong, such as the dtype found
+}
+
+// Error implements error.
+func (e *TensorError) Error() string {
+	head := fmt.Sprintf("model: %s: tensor %q", e.Dir, e.Tensor)
+	switch e.Problem {
+	case ProblemMissing:
+		return fmt.Sprintf("%s: missing (expected shape %v)", head, e.Want)
+	case ProblemShape:
+		return fmt.Sprintf("%s: shape %v, the config implies %v", head, e.Got, e.Want)
+	case ProblemUnexpected:
+		return fmt.Sprintf("%s: not an LFM2-MoE tensor for this config (shape %v)", head, e.Got)
+	}
+	return fmt.Sprintf("%s: %s: %s", head, e.Problem, e.Detail)
+}
+
+// ContextError reports a Forward call that would grow a sequence past its
+// maximum context. Nothing is processed when it is returned.
+type ContextError struct {
+	Seq        int // index of the sequence in the Forward call
+	Len        int // tokens the sequence already holds
+	Add        int // tokens the call would append
+	MaxContext int // the sequence's limit
+}
+
+// Error implements error.
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("model: sequence %d: %d tokens + %d new = %d exceeds the maximum context of %d tokens",
+		e.Seq, e.Len, e.Add, e.Len+e.Add, e.MaxContext)
+}
+
+// TokenError reports a token id outside the model's vocabulary. Nothing is
+// processed when it is returned.
+type TokenError struct {
+	Seq, Index int // sequence in the Forward call and index in its tokens
+	ID         int
+	VocabSize  int
+}
+
+// Error implements error.
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("model: sequence %d, token %d: id %d is outside the vocabulary [0, %d)", e.Seq, e.Index, e.ID, e.VocabSize)
+}
+
+// InputError reports a call that cannot be carried out as asked: bad
+// options, mismatched arguments, a sequence made for another model shape,
+// an unknown weight name.
+type InputError struct {
+	What string // the argument or option at fault
+	Msg  string
+}
+
+// Error implements error.
+func (e *InputError) Error() string { return fmt.Sprintf("model: %s: %s", e.What, e.Msg) }

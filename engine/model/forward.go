@@ -1,0 +1,437 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+)
+
+// LogitsMode selects the positions whose logits Forward returns.
+type LogitsMode int
+
+const (
+	// LastLogits returns the logits of each sequence's last new token
+	// (generation). It is the zero value.
+	LastLogits LogitsMode = iota
+	// AllLogits returns the logits of every new token (scoring).
+	AllLogits
+	// NoLogits returns none and skips the head (calibration).
+	NoLogits
+)
+
+// DefaultChunkSize is the number of token rows a Forward step processes when
+// ForwardOptions.ChunkSize is 0.
+const DefaultChunkSize = 512
+
+// ForwardOptions configures Forward. The zero value returns the last
+// position's logits.
+type ForwardOptions struct {
+	// Logits selects the positions whose logits are returned.
+	Logits LogitsMode
+	// ChunkSize bounds the token rows (summed over the batch) processed per
+	// step, and so the working memory; 0 means DefaultChunkSize. Results do
+	// not depend on it.
+	ChunkSize int
+	// Observer, if set, receives activations (see Observer).
+	Observer Observer
+	// Layers, if positive, runs only the first Layers decoder layers (for
+	// calibrating layer Layers−1 without the cost of the rest). It requires
+	// NoLogits, and leaves the sequences usable only for further calls with
+	// the same Layers.
+	Layers int
+}
+
+// Forward appends tokens[i] to seqs[i] for every i, running the batch
+// together, and returns for each sequence the logits asked for, row-major
+// [positions, vocab_size]: one row (its last new token) for LastLogits,
+// len(tokens[i]) rows for AllLogits, nil for NoLogits or when tokens[i] is
+// empty.
+//
+// Prompts of any length are processed in steps of at most
+// opts.ChunkSize rows, a decode step is a call with one token per sequence;
+// either way a sequence's logits are bit-identical to running it alone, with
+// any chunk size and any thread count.
+//
+// The arguments are checked before anything runs: a token outside the
+// vocabulary (*TokenError), a sequence that would exceed its maximum context
+// (*ContextError), or mismatched or repeated arguments (*InputError) leave
+// every sequence unchanged. If ctx is cancelled, Forward returns ctx.Err()
+// between steps; each sequence then holds the tokens of the steps that
+// completed (see Sequence.Len), with consistent state.
+func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {
+	if err := m.checkForward(seqs, tokens, &opts); err != nil {
+		return nil, err
+	}
+	V := m.Config.VocabSize
+	out := make([][]float32, len(seqs))
+	total := 0
+	for i, toks := range tokens {
+		total += len(toks)
+		switch {
+		case len(toks) == 0 || opts.Logits == NoLogits:
+		case opts.Logits == AllLogits:
+			out[i] = make([]float32, len(toks)*V)
+		default:
+			out[i] = make([]float32, V)
+		}
+	}
+	chunk := opts.ChunkSize
+	if chunk <= 0 {
+		chunk = DefaultChunkSize
+	}
+	ws := m.getWorkspace(min(chunk, total))
+	defer m.workspaces.Put(ws)
+	var segs []segment
+	si, ti := 0, 0 // cursor: sequence, token index
+	for si < len(seqs) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		segs = segs[:0]
+		rows := 0
+		for si < len(seqs) && rows < chunk {
+			n := min(len(tokens[si])-ti, chunk-rows)
+			if n > 0 {
+				segs = append(segs, segment{
+					seq: si, s: seqs[si], toks: tokens[si][ti : ti+n], tok0: ti,
+					start: seqs[si].n, row0: rows, last: ti+n == len(tokens[si]),
+				})
+				rows += n
+				ti += n
+			}
+			if ti == len(tokens[si]) {
+				si, ti = si+1, 0
+			}
+		}
+		if rows > 0 {
+			m.step(ws, segs, rows, &opts, out)
+		}
+	}
+	return out, nil
+}
+
+func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOptions) error {
+	if len(seqs) != len(tokens) {
+		return &InputError{What: "Forward", Msg: fmt.Sprintf("%d sequences but %d token lists", len(seqs), len(tokens))}
+	}
+	if opts.Logits < LastLogits || opts.Logits > NoLogits {
+		return &InputError{What: "ForwardOptions.Logits", Msg: fmt.Sprintf("unknown mode %d", opts.Logits)}
+	}
+	if opts.Layers < 0 || opts.Layers > m.Config.NumLayers {
+		return &InputError{What: "ForwardOptions.Layers", Msg: fmt.Sprintf("%d is outside [0, %d]", opts.Layers, m.Config.NumLayers)}
+	}
+	if opts.Layers == m.Config.NumLayers {
+		opts.Layers = 0
+	}
+	if opts.Layers > 0 && opts.Logits != NoLogits {
+		return &InputError{What: "ForwardOptions.Layers", Msg: "a partial forward computes no logits; set Logits to NoLogits"}
+	}
+	shape := m.seqShape()
+	seen := make(map[*Sequence]bool, len(seqs))
+	for i, s := range seqs {
+		switch {
+		case s == nil:
+			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d is nil", i)}
+		case seen[s]:
+			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d appears twice in the batch", i)}
+		case s.shape != shape:
+			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was made for a model of another shape", i)}
+		case s.partial != opts.Layers:
+			if s.n > 0 {
+				return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was run with ForwardOptions.Layers=%d; this call has %d", i, s.partial, opts.Layers)}
+			}
+		}
+		seen[s] = true
+		if n := len(tokens[i]); s.n+n > s.maxContext {
+			return &ContextError{Seq: i, Len: s.n, Add: n, MaxContext: s.maxContext}
+		}
+		for j, id := range tokens[i] {
+			if id < 0 || id >= m.Config.VocabSize {
+				return &TokenError{Seq: i, Index: j, ID: id, VocabSize: m.Config.VocabSize}
+			}
+		}
+	}
+	return nil
+}
+
+// segment is the part of one sequence's tokens that a step processes.
+type segment struct {
+	seq   int       // index in Forward's seqs
+	s     *Sequence //
+	toks  []int     // the tokens
+	tok0  int       // index of toks[0] in Forward's tokens[seq]
+	start int       // absolute position of toks[0]
+	row0  int       // row of toks[0] in the step
+	last  bool      // toks ends the sequence's tokens of this call
+}
+
+// workspace holds a Forward call's activations, sized for its largest step.
+// Workspaces are recycled through Model.workspaces: a prefill chunk of the
+// 8B model needs about 100 MB of them.
+type workspace struct {
+	capRows        int
+	rows           Rows
+	h, a, out      []float32 // [R, H]
+	proj, y, u, cv []float32 // conv
+	q, k, v, o     []float32 // attention
+	ffG, ffU       []float32 // dense FFN
+	router, rScore []float32 // MoE
+	sel            []int
+	wts            []float32
+	ex, eg, eu, ey []float32
+	fin            []float32
+}
+
+// getWorkspace returns a recycled workspace of at least R rows, or a new one.
+func (m *Model) getWorkspace(R int) *workspace {
+	if ws, ok := m.workspaces.Get().(*workspace); ok && ws.capRows >= R {
+		return ws
+	}
+	return m.newWorkspace(R)
+}
+
+func (m *Model) newWorkspace(R int) *workspace {
+	c := m.Config
+	H, d := c.HiddenSize, c.HeadDim
+	ws := &workspace{
+		capRows: R,
+		rows:    Rows{Seq: make([]int, 0, R), Pos: make([]int, 0, R)},
+		h:       make([]float32, R*H), a: make([]float32, R*H), out: make([]float32, R*H),
+		fin: make([]float32, R*H),
+	}
+	var conv, attn bool
+	for _, k := range c.LayerKinds {
+		conv = conv || k == config.Conv
+		attn = attn || k == config.Attention
+	}
+	if conv {
+		ws.proj = make([]float32, R*3*H)
+		ws.y = make([]float32, R*H)
+		ws.u, ws.cv = make([]float32, R*H), make([]float32, R*H)
+	}
+	if attn {
+		ws.q, ws.o = make([]float32, R*c.NumHeads*d), make([]float32, R*c.NumHeads*d)
+		ws.k, ws.v = make([]float32, R*c.NumKVHeads*d), make([]float32, R*c.NumKVHeads*d)
+	}
+	if c.NumDenseLayers > 0 {
+		ws.ffG, ws.ffU = make([]float32, R*c.IntermediateSize), make([]float32, R*c.IntermediateSize)
+	}
+	if c.NumMoELayers() > 0 {
+		E, k, Fe := c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
+		ws.router, ws.rScore = make([]float32, R*E), make([]float32, 2*E)
+		ws.sel, ws.wts = make([]int, R*k), make([]float32, R*k)
+		ws.ex, ws.ey = make([]float32, R*k*H), make([]float32, R*k*H)
+		ws.eg, ws.eu = make([]float32, R*k*Fe), make([]float32, R*k*Fe)
+	}
+	return ws
+}
+
+// step runs every layer over the rows of segs and writes the logits asked
+// for into out.
+func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions, out [][]float32) {
+	c := m.Config
+	H := c.HiddenSize
+	obs := opts.Observer
+	rows := Rows{Seq: ws.rows.Seq[:0], Pos: ws.rows.Pos[:0]}
+	for _, sg := range segs {
+		for t := range sg.toks {
+			rows.Seq = append(rows.Seq, sg.seq)
+			rows.Pos = append(rows.Pos, sg.start+t)
+		}
+	}
+	h, a, o := ws.h[:R*H], ws.a[:R*H], ws.out[:R*H]
+	for _, sg := range segs {
+		for t, id := range sg.toks {
+			embedRow(m.embed, id, h[(sg.row0+t)*H:])
+		}
+	}
+	if obs != nil {
+		obs.Hidden(0, rows, h)
+	}
+	nl := c.NumLayers
+	if opts.Layers > 0 {
+		nl = opts.Layers
+	}
+	for l, ly := range m.layers[:nl] {
+		rmsNormRows(a, h, ly.opNorm, R, c.NormEps)
+		if ly.kind == config.Conv {
+			m.convBlock(l, ly, ws, segs, rows, a, o, obs)
+		} else {
+			m.attentionBlock(l, ly, ws, segs, rows, a, o, obs)
+		}
+		addInto(h, o)
+		rmsNormRows(a, h, ly.ffnNorm, R, c.NormEps)
+		if ly.moe {
+			m.moeBlock(l, ly, ws, rows, a, o, obs)
+		} else {
+			m.denseBlock(l, ly, ws, rows, a, o, obs)
+		}
+		addInto(h, o)
+		if obs != nil {
+			obs.Hidden(l+1, rows, h)
+		}
+	}
+	for _, sg := range segs {
+		sg.s.n += len(sg.toks)
+		sg.s.partial = opts.Layers
+	}
+	if opts.Logits == NoLogits {
+		return
+	}
+	// Final norm (model.embedding_norm, lfm2-moe.md §4.8) and head, only for
+	// the rows whose logits are returned.
+	V := c.VocabSize
+	fin := ws.fin[:0]
+	var finRows Rows
+	type span struct{ seq, fin0, n, dst int }
+	var spans []span
+	for _, sg := range segs {
+		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
+		if opts.Logits == LastLogits {
+			if !sg.last {
+				continue
+			}
+			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
+		}
+		spans = append(spans, span{seq: sg.seq, fin0: len(fin) / H, n: n, dst: dst})
+		for r := r0; r < r0+n; r++ {
+			fin = fin[:len(fin)+H]
+			kernels.RMSNorm(fin[len(fin)-H:], h[r*H:][:H], m.finalNorm, c.NormEps)
+			if obs != nil {
+				finRows.Seq = append(finRows.Seq, rows.Seq[r])
+				finRows.Pos = append(finRows.Pos, rows.Pos[r])
+			}
+		}
+	}
+	if obs != nil && len(fin) > 0 {
+		obs.Linear(-1, "lm_head.weight", finRows, fin)
+	}
+	for _, sp := range spans {
+		m.pool.MatMul(m.head, out[sp.seq][sp.dst*V:], fin[sp.fin0*H:], sp.n)
+	}
+}
+
+// convBlock is the gated short convolution (lfm2-moe.md §4.4).
+func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer) {
+	c := m.Config
+	H, K, R := c.HiddenSize, c.ConvLCache, rows.Len()
+	proj, y := ws.proj[:R*3*H], ws.y[:R*H]
+	if obs != nil {
+		obs.Linear(l, config.LayerPrefix(l)+"conv.in_proj.weight", rows, a)
+	}
+	m.pool.MatMul(ly.inProj, proj, a, R)
+	if ly.inBias != nil {
+		addBias(proj, ly.inBias, R)
+	}
+	for _, sg := range segs {
+		n := len(sg.toks)
+		u, v := ws.u[:n*H], ws.cv[:n*H]
+		for t := range n {
+			p := proj[(sg.row0+t)*3*H:][:3*H]
+			ut := u[t*H:][:H]
+			for ch := range H {
+				ut[ch] = p[ch] * p[2*H+ch] // B ⊙ x
+			}
+		}
+		// The conv state (the last K−1 u vectors) carries the window across
+		// steps, so chunked prefill and decode see the same inputs.
+		kernels.CausalConv(v, u, sg.s.layers[l].conv, ly.convW, ly.convBias, n, H, K)
+		for t := range n {
+			p := proj[(sg.row0+t)*3*H:][:3*H]
+			yt, vt := y[(sg.row0+t)*H:][:H], v[t*H:][:H]
+			for ch := range H {
+				yt[ch] = p[H+ch] * vt[ch] // C ⊙ v
+			}
+		}
+	}
+	if obs != nil {
+		obs.Linear(l, config.LayerPrefix(l)+"conv.out_proj.weight", rows, y)
+	}
+	m.pool.MatMul(ly.outProj, out, y, R)
+	if ly.outBias != nil {
+		addBias(out, ly.outBias, R)
+	}
+}
+
+// attentionBlock is grouped-query attention with per-head q/k RMSNorm and
+// NeoX RoPE (lfm2-moe.md §4.5).
+func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer) {
+	c := m.Config
+	R, d, Hq, Hkv := rows.Len(), c.HeadDim, c.NumHeads, c.NumKVHeads
+	qd, kvd := Hq*d, Hkv*d
+	q, k, v, o := ws.q[:R*qd], ws.k[:R*kvd], ws.v[:R*kvd], ws.o[:R*qd]
+	if obs != nil {
+		p := config.LayerPrefix(l)
+		obs.Linear(l, p+"self_attn.q_proj.weight", rows, a)
+		obs.Linear(l, p+"self_attn.k_proj.weight", rows, a)
+		obs.Linear(l, p+"self_attn.v_proj.weight", rows, a)
+	}
+	m.pool.MatMul(ly.q, q, a, R)
+	m.pool.MatMul(ly.k, k, a, R)
+	m.pool.MatMul(ly.v, v, a, R)
+	// Per-head RMSNorm, then RoPE at the token's absolute position.
+	for r, pos := range rows.Pos {
+		for hd := range Hq {
+			z := q[r*qd+hd*d:][:d]
+			kernels.RMSNorm(z, z, ly.qNorm, c.NormEps)
+			m.rope.Apply(z, pos)
+		}
+		for hd := range Hkv {
+			z := k[r*kvd+hd*d:][:d]
+			kernels.RMSNorm(z, z, ly.kNorm, c.NormEps)
+			m.rope.Apply(z, pos)
+		}
+	}
+	for _, sg := range segs {
+		st := &sg.s.layers[l]
+		n := len(sg.toks)
+		st.k = append(st.k, k[sg.row0*kvd:(sg.row0+n)*kvd]...)
+		st.v = append(st.v, v[sg.row0*kvd:(sg.row0+n)*kvd]...)
+	}
+	// One task per (segment, query head); each writes only its own outputs
+	// and reads keys in increasing position, so splitting the tasks over
+	// goroutines cannot change a bit.
+	scale := float32(1 / math.Sqrt(float64(d)))
+	group := c.KVGroup()
+	m.pool.Run(len(segs)*Hq, func(lo, hi int) {
+		var scratch []float32
+		for task := lo; task < hi; task++ {
+			sg, hd := &segs[task/Hq], task%Hq
+			st := &sg.s.layers[l]
+			need := sg.start + len(sg.toks)
+			if cap(scratch) < need {
+				scratch = make([]float32, need)
+			}
+			for t := range sg.toks {
+				r := sg.row0 + t
+				attendRow(o[r*qd+hd*d:][:d], q[r*qd+hd*d:][:d], st.k, st.v, kvd, hd/group*d, sg.start+t+1, scale, scratch)
+			}
+		}
+	})
+	if obs != nil {
+		obs.Linear(l, config.LayerPrefix(l)+"self_attn.out_proj.weight", rows, o)
+	}
+	m.pool.MatMul(ly.o, out, o, R)
+}
+
+// denseBlock is the SwiGLU feed-forward of the first num_dense_layers
+// layers (lfm2-moe.md §4.6).
+func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer) {
+	R, F := rows.Len(), m.Config.IntermediateSize
+	g, u := ws.ffG[:R*F], ws.ffU[:R*F]
+	if obs != nil {
+		p := config.LayerPrefix(l)
+		obs.Linear(l, p+"feed_forward.w1.weight", rows, a)
+		obs.Linear(l, p+"feed_forward.w3.weight", rows, a)
+	}
+	m.pool.MatMul(ly.w1, g, a, R)
+	m.pool.MatMul(ly.w3, u, a, R)
+	kernels.SwiGLU(g, g, u)
+	if obs != nil {
+		obs.Linear(l, config.LayerPrefix(l)+"feed_forward.w2.weight", rows, g)
+	}
+	m.pool.MatMul(ly.w2, out, g, R)
+}

@@ -1,0 +1,68 @@
+package model_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/quant"
+)
+
+// TestLFMQ1 quantizes the fixture with RTN and checks that the lfmq-1
+// checkpoint (BF16 kept tensors, BFP8 dense and head, BFP4 experts, all run
+// by the packed-tile kernels) gives the logits of the fake-quant model (the
+// BF16 checkpoint with every BFP weight decoded to float32) within 1e-4:
+// the two differ only in the kernels' summation order.
+func TestLFMQ1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rtn")
+	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := model.Load(dir, model.LoadOptions{Check: lfmq1.CheckTensors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.Format != model.SourceLFMQ1 || len(q.ManifestSHA256) != 64 {
+		t.Fatalf("format %q, manifest sha256 %q", q.Format, q.ManifestSHA256)
+	}
+	fake, err := model.Load(tinyDir, model.LoadOptions{FakeQuant: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	bf16 := tiny(t)
+	for _, p := range prompts(t) {
+		_, got := forward(t, q, p.InputIDs, model.ForwardOptions{Logits: model.AllLogits})
+		_, want := forward(t, fake, p.InputIDs, model.ForwardOptions{Logits: model.AllLogits})
+		_, orig := forward(t, bf16, p.InputIDs, model.ForwardOptions{Logits: model.AllLogits})
+		d, dq := maxAbsDiff(got, want), maxAbsDiff(want, orig)
+		t.Logf("%s: lfmq-1 vs fake-quant max |Δlogit| %.3g (quantization moved the logits by up to %.3g)", p.Name, d, dq)
+		if d > 1e-4 {
+			t.Errorf("%s: lfmq-1 and fake-quant logits differ by %.3g", p.Name, d)
+		}
+		if dq == 0 {
+			t.Errorf("%s: fake-quant logits equal the BF16 ones: nothing was substituted", p.Name)
+		}
+	}
+	// The packed-tile kernels keep batch invariance: a batch of four with
+	// decode steps against each sequence alone, and one thread against many.
+	inputs := batchInputs(t)
+	batch := runBatch(t, q, inputs, allTags, 7, 2)
+	q1, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q1.Close()
+	for i, in := range inputs {
+		alone := runBatch(t, q1, [][]int{in}, []int{i}, 0, 2)[0]
+		requireSame(t, "lfmq-1 batched vs alone on one thread", batch[i], alone)
+	}
+
+	var ie *model.InputError
+	if _, err := model.Load(dir, model.LoadOptions{FakeQuant: dir}); !errors.As(err, &ie) {
+		t.Errorf("FakeQuant on an lfmq-1 checkpoint: %v", err)
+	}
+}

@@ -1,0 +1,82 @@
+package model
+
+import (
+	"math"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+)
+
+// The per-row operations of the forward pass. The arithmetic itself (norms,
+// activations, RoPE, softmax, the causal conv) is engine/kernels', whose
+// vector kernels each have one fixed order of operations; this file only
+// arranges rows and heads. Nothing here looks at more than one token row,
+// except attention, which reads its own sequence's cache in position order.
+
+// ropeTablePositions bounds the precomputed RoPE table; positions beyond it
+// are computed on the fly by kernels.RoPE with the same bits.
+const ropeTablePositions = 16384
+
+// rmsNormRows applies kernels.RMSNorm to each row of x (rows of len(w)).
+func rmsNormRows(dst, x, w []float32, rows int, eps float32) {
+	n := len(w)
+	for r := range rows {
+		kernels.RMSNorm(dst[r*n:][:n], x[r*n:][:n], w, eps)
+	}
+}
+
+// addInto sets h += x element-wise (the residual connection).
+func addInto(h, x []float32) {
+	x = x[:len(h)]
+	for i := range h {
+		h[i] += x[i]
+	}
+}
+
+// addBias adds b to every row of x (rows of len(b)).
+func addBias(x, b []float32, rows int) {
+	n := len(b)
+	for r := range rows {
+		row := x[r*n:][:n]
+		for i, v := range b {
+			row[i] += v
+		}
+	}
+}
+
+// embedRow writes row id of the embedding table into dst.
+func embedRow(m *kernels.Matrix, id int, dst []float32) {
+	dst = dst[:m.In]
+	switch m.Format {
+	case kernels.BF16:
+		row := m.BF16[id*m.In:][:m.In]
+		for i, b := range row {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+	case kernels.F32:
+		copy(dst, m.F32[id*m.In:][:m.In])
+	default:
+		for i := range dst {
+			dst[i] = m.At(id, i)
+		}
+	}
+}
+
+// attendRow computes one query head's attention output over the first n
+// cached positions (causal: positions 0..n−1, the last being the query's
+// own, lfm2-moe.md §4.5 step 4): scores q·k_j·scale, softmax in float32
+// with the maximum subtracted, o = Σ_j p_j·v_j summed in increasing j. keys
+// and vals hold one position per stride floats, this head's d values at
+// offset off. scratch must hold n floats.
+func attendRow(o, q, keys, vals []float32, stride, off, n int, scale float32, scratch []float32) {
+	d := len(q)
+	sc := scratch[:n]
+	for j := range sc {
+		sc[j] = kernels.Dot(q, keys[j*stride+off:][:d]) * scale
+	}
+	kernels.Softmax(sc)
+	o = o[:d]
+	clear(o)
+	for j, p := range sc {
+		kernels.Axpy(p, vals[j*stride+off:][:d], o)
+	}
+}
