@@ -47,6 +47,9 @@ type Options struct {
 	// Workers bounds the goroutines packing tensors; 0 means GOMAXPROCS.
 	// The output bytes do not depend on it.
 	Workers int
+	// KeepExperts stores the routed experts unquantized (BF16), for the
+	// "BF16 experts + BFP8 dense" ablation; Method is then unused.
+	KeepExperts bool
 	// CreatedBy is recorded in the manifest: the command line without
 	// machine paths.
 	CreatedBy string
@@ -106,7 +109,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		info, _ := src.Info(name)
 		srcTensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
 	}
-	p, err := plan.Build(cfg, srcTensors)
+	p, err := plan.Build(cfg, srcTensors, plan.Options{KeepExperts: opts.KeepExperts})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opts.ModelDir, err)
 	}
@@ -161,7 +164,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		LfmqVersion:  version.Version,
 		CreatedBy:    opts.CreatedBy,
 		Source:       source,
-		Quantization: quantizationSpec(p, opts.Method),
+		Quantization: quantizationSpec(p, opts.Method, opts.KeepExperts),
 	}
 	sum, err := w.Commit(m, map[string]any{"tensors": metrics})
 	if err != nil {
@@ -238,9 +241,13 @@ func produce(src *hf.Checkpoint, e plan.Entry) (produced, error) {
 			return produced{}, err
 		}
 		t.DType, t.StoredShape, t.Data = dtype.BF16, info.Shape, data
+		if e.Slice != nil {
+			start, end := sliceSpan(info.Shape, e.Slice)
+			t.StoredShape, t.Data = e.Shape, data[2*start:2*end]
+		}
 		return produced{tensor: t}, nil
 	case lfmq1.F32:
-		vals, err := src.Float32(e.Source)
+		vals, err := weightValues(src, e)
 		if err != nil {
 			return produced{}, err
 		}
@@ -290,14 +297,22 @@ func weightValues(src *hf.Checkpoint, e plan.Entry) ([]float32, error) {
 		return nil, err
 	}
 	// Convert only this expert's rows: the fused tensor holds every expert.
-	rows, cols, size := info.Shape[1], info.Shape[2], int64(info.DType.Size())
-	start := (int64(e.Slice.Expert)*rows + e.Slice.RowStart) * cols
-	end := (int64(e.Slice.Expert)*rows + e.Slice.RowEnd) * cols
+	size := int64(info.DType.Size())
+	start, end := sliceSpan(info.Shape, e.Slice)
 	out := make([]float32, end-start)
 	if err := dtype.ToFloat32(info.DType, raw[start*size:end*size], out); err != nil {
 		return nil, fmt.Errorf("quant: tensor %q: %w", e.Source, err)
 	}
 	return out, nil
+}
+
+// sliceSpan returns the element range of a fused [E, rows, cols] tensor that
+// holds the slice's expert rows.
+func sliceSpan(shape []int64, s *plan.Slice) (start, end int64) {
+	rows, cols := shape[1], shape[2]
+	start = (int64(s.Expert)*rows + s.RowStart) * cols
+	end = (int64(s.Expert)*rows + s.RowEnd) * cols
+	return start, end
 }
 
 func firstNonFinite(w []float32) int {
@@ -335,9 +350,13 @@ func weightError(w, q []float32) TensorMetric {
 	return m
 }
 
-func quantizationSpec(p *plan.Plan, method Method) lfmq1.Quantization {
+func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quantization {
+	expertMethod := string(method)
+	if keepExperts {
+		expertMethod = "none"
+	}
 	specs := map[plan.Class]*lfmq1.ClassSpec{
-		plan.Experts: {Method: string(method)},
+		plan.Experts: {Method: expertMethod},
 		plan.Dense:   {Method: string(RTN)},
 		plan.Head:    {Method: string(RTN)},
 		plan.Kept:    {Method: "none"},

@@ -288,3 +288,41 @@ func copyModelWith(t *testing.T, edit func([]safetensors.Tensor) []safetensors.T
 	}
 	return dir
 }
+
+func TestKeepExperts(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "keep")
+	if _, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, KeepExperts: true, CreatedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := lfmq1.Open(out, lfmq1.CheckTensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	src, err := hf.Open(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if q := ck.Manifest.Quantization; q.Experts.Method != "none" || q.Dense.Formats[0] != lfmq1.BFP8 {
+		t.Errorf("quantization section %+v", q)
+	}
+	n := 0
+	for _, e := range ck.Manifest.Tensors {
+		if expectedFormat(e.Name) != lfmq1.BFP4 {
+			if e.Format != expectedFormat(e.Name) {
+				t.Errorf("%s: %s", e.Name, e.Format)
+			}
+			continue
+		}
+		n++
+		st, _ := ck.Tensor(e.Name)
+		raw, _ := src.Bytes(e.Name)
+		if e.Format != lfmq1.BF16 || !bytes.Equal(st.Data, raw) || !strings.HasPrefix(e.File, "experts-") {
+			t.Errorf("%s: kept expert is %s in %s, bytes equal %v", e.Name, e.Format, e.File, bytes.Equal(st.Data, raw))
+		}
+	}
+	if n != 288 {
+		t.Errorf("%d expert tensors, want 288", n)
+	}
+}

@@ -16,6 +16,7 @@ type quantizeOptions struct {
 	Model   string
 	Out     string
 	Method  quant.Method
+	Experts string
 	Workers int
 }
 
@@ -46,6 +47,9 @@ written depend only on the input and the method, not on --workers.`,
 				return &usageError{err}
 			}
 			opts.Method = m
+			if opts.Experts != "quantize" && opts.Experts != "keep" {
+				return &usageError{fmt.Errorf("--experts must be quantize or keep, got %q", opts.Experts)}
+			}
 			if opts.Workers < 0 {
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
 			}
@@ -58,6 +62,7 @@ written depend only on the input and the method, not on --workers.`,
 	cmd.Flags().StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint directory (required)")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
 	cmd.Flags().StringVar(&method, "method", "rtn", "quantization method for the routed experts: rtn")
+	cmd.Flags().StringVar(&opts.Experts, "experts", "quantize", "routed experts: quantize (BFP4 by --method) or keep (BF16, an ablation)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tensors packed in parallel (0 = all cores)")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
@@ -72,14 +77,13 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		prog = &barProgress{w: opts.IO}
 	}
 	res, err := quant.Quantize(cmd.Context(), quant.Options{
-		ModelDir: opts.Model,
-		OutDir:   opts.Out,
-		Method:   opts.Method,
-		Workers:  opts.Workers,
-		// Paths are left out: they are the machine's, not the checkpoint's,
-		// and the manifest must not change with where it was written.
-		CreatedBy: "lfmq quantize --method " + string(opts.Method),
-		Progress:  prog,
+		ModelDir:    opts.Model,
+		OutDir:      opts.Out,
+		Method:      opts.Method,
+		Workers:     opts.Workers,
+		KeepExperts: opts.Experts == "keep",
+		CreatedBy:   createdBy(opts),
+		Progress:    prog,
 	})
 	if err != nil {
 		return err
@@ -90,6 +94,17 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	fmt.Fprintf(opts.IO.Out, "  manifest sha256 %s\n", res.ManifestSHA256)
 	fmt.Fprintf(opts.IO.Out, "  time            %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// createdBy is the command line recorded in the manifest. Paths are left
+// out: they belong to the machine, not the checkpoint, and the manifest must
+// not change with where it was written.
+func createdBy(opts *quantizeOptions) string {
+	s := "lfmq quantize --method " + string(opts.Method)
+	if opts.Experts != "quantize" {
+		s += " --experts " + opts.Experts
+	}
+	return s
 }
 
 // barProgress draws a progress bar on the error stream of a terminal.

@@ -21,8 +21,9 @@ func TestQuantizeFlags(t *testing.T) {
 		want    quantizeOptions
 		wantErr string
 	}{
-		{"all flags", "--model m --out o --method rtn --workers 3", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Workers: 3}, ""},
-		{"default method", "--model m --out o", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN}, ""},
+		{"all flags", "--model m --out o --method rtn --workers 3 --experts keep", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Workers: 3, Experts: "keep"}, ""},
+		{"default method", "--model m --out o", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Experts: "quantize"}, ""},
+		{"bad experts", "--model m --out o --experts drop", quantizeOptions{}, "--experts must be"},
 		{"missing model", "--out o", quantizeOptions{}, "--model is required"},
 		{"missing out", "--model m", quantizeOptions{}, "--out is required"},
 		{"bad method", "--model m --out o --method awq", quantizeOptions{}, `unknown method "awq"`},
@@ -52,7 +53,7 @@ func TestQuantizeFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Model != tt.want.Model || got.Out != tt.want.Out || got.Method != tt.want.Method || got.Workers != tt.want.Workers {
+			if got.Model != tt.want.Model || got.Out != tt.want.Out || got.Method != tt.want.Method || got.Workers != tt.want.Workers || got.Experts != tt.want.Experts {
 				t.Errorf("options %+v, want %+v", *got, tt.want)
 			}
 		})

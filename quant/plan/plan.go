@@ -88,11 +88,19 @@ var (
 	}
 )
 
+// Options changes the default plan.
+type Options struct {
+	// KeepExperts stores the routed experts unquantized in their source
+	// precision (still in the experts files): the "BF16 experts + BFP8
+	// dense" ablation that isolates the cost of the expert quantization.
+	KeepExperts bool
+}
+
 // Build plans the conversion of a checkpoint with config cfg whose tensors are
 // src. Every expected tensor must be present with its expected shape (the
 // per-expert layout, or the fused transformers-v5 layout); any other tensor
 // is an error.
-func Build(cfg *config.Config, src map[string]SourceTensor) (*Plan, error) {
+func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan, error) {
 	expected := cfg.ExpectedTensors()
 	var entries []Entry
 	used := map[string]bool{}
@@ -128,6 +136,15 @@ func Build(cfg *config.Config, src map[string]SourceTensor) (*Plan, error) {
 				if err := fusedSource(cfg, layer, e.Expert, m[2], src, used, &e); err != nil {
 					return nil, err
 				}
+				if opts.KeepExperts {
+					// A slice of a fused tensor is copied out as its own
+					// tensor; F32 keeps F32 bytes, BF16 stays BF16.
+					f, err := keptFormat(name, rest, src[e.Source].DType)
+					if err != nil {
+						return nil, err
+					}
+					e.Format = f
+				}
 				entries = append(entries, e)
 				continue
 			}
@@ -158,7 +175,13 @@ func Build(cfg *config.Config, src map[string]SourceTensor) (*Plan, error) {
 		if err := checkShape(e.Source, st, shape); err != nil {
 			return nil, err
 		}
-		if e.Class == Kept {
+		if e.Class == Experts && opts.KeepExperts {
+			f, err := keptFormat(name, rest, st.DType)
+			if err != nil {
+				return nil, err
+			}
+			e.Format = f
+		} else if e.Class == Kept {
 			f, err := keptFormat(name, rest, st.DType)
 			if err != nil {
 				return nil, err

@@ -31,7 +31,7 @@ func hfTensors(cfg *config.Config) map[string]SourceTensor {
 
 func TestBuildTiny(t *testing.T) {
 	cfg := tinyConfig(t)
-	p, err := Build(cfg, hfTensors(cfg))
+	p, err := Build(cfg, hfTensors(cfg), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestBuildErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src := hfTensors(cfg)
 			tt.edit(src)
-			_, err := Build(cfg, src)
+			_, err := Build(cfg, src, Options{})
 			var pe *Error
 			if !errors.As(err, &pe) || pe.Tensor != tt.tensor || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("err = %v, want a plan.Error for %s containing %q", err, tt.tensor, tt.msg)
@@ -127,7 +127,7 @@ func TestBuildVariants(t *testing.T) {
 		src[n+".weight"] = src[n]
 		delete(src, n)
 		src["model.embedding_norm.weight"] = SourceTensor{DType: dtype.F32, Shape: []int64{128}}
-		p, err := Build(cfg, src)
+		p, err := Build(cfg, src, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestBuildVariants(t *testing.T) {
 			src[p+"feed_forward.experts.gate_up_proj"] = SourceTensor{DType: dtype.BF16, Shape: []int64{16, 256, 128}}
 			src[p+"feed_forward.experts.down_proj"] = SourceTensor{DType: dtype.BF16, Shape: []int64{16, 128, 128}}
 		}
-		p, err := Build(cfg, src)
+		p, err := Build(cfg, src, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,4 +167,24 @@ func TestBuildVariants(t *testing.T) {
 			t.Errorf("fused plan %v\nwant %v", got, want)
 		}
 	})
+}
+
+func TestBuildKeepExperts(t *testing.T) {
+	cfg := tinyConfig(t)
+	p, err := Build(cfg, hfTensors(cfg), Options{KeepExperts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range p.Entries {
+		want := lfmq1.TensorFormat("")
+		switch e.Class {
+		case Experts:
+			want = lfmq1.BF16
+		case Dense, Head:
+			want = lfmq1.BFP8
+		}
+		if want != "" && e.Format != want {
+			t.Errorf("%s: %s, want %s", e.Name, e.Format, want)
+		}
+	}
 }
