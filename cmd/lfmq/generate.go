@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/sample"
+)
+
+type generateOptions struct {
+	IO          *IOStreams
+	Model       string
+	Prompt      string
+	Chat        string
+	Tools       string
+	MaxTokens   int
+	Temperature float64
+	TopK        int
+	TopP        float64
+	MinP        float64
+	RepPenalty  float64
+	Seed        int64
+	Threads     int
+	Stats       bool
+}
+
+func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Command {
+	opts := &generateOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "generate --model DIR (--prompt TEXT | --chat JSON) [--max-tokens N]",
+		Short: "Generate text from a checkpoint (BF16 or lfmq-1) on the CPU",
+		Long: `Generate runs the engine once and streams the continuation to stdout.
+
+--prompt TEXT is tokenized as plain text: special-token strings are matched and
+BOS is added unless the text starts with it. --chat takes an OpenAI-style JSON
+array of messages (inline, or @FILE) and renders it with the checkpoint's chat
+template plus the generation prompt; text inside the messages is always
+encoded as ordinary text. --tools adds a JSON array of tool definitions.
+
+Sampling is greedy at --temperature 0 (the default); otherwise the seeded
+pipeline of the engine's sampler is used, so the same --seed gives the same
+text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
+		Example: `  lfmq generate --model ./ckpt --prompt "The quick brown fox"
+  lfmq generate --model ./ckpt --chat '[{"role":"user","content":"What does ls do?"}]' --stats
+  lfmq generate --model ./ckpt --chat @conversation.json --temperature 0.3 --min-p 0.15 --seed 7`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("model", opts.Model); err != nil {
+				return err
+			}
+			if (opts.Prompt == "") == (opts.Chat == "") {
+				return &usageError{fmt.Errorf("give exactly one of --prompt and --chat")}
+			}
+			if opts.Tools != "" && opts.Chat == "" {
+				return &usageError{fmt.Errorf("--tools needs --chat")}
+			}
+			if opts.MaxTokens < 1 {
+				return &usageError{fmt.Errorf("--max-tokens must be at least 1, got %d", opts.MaxTokens)}
+			}
+			if err := opts.params().Validate(1 << 30); err != nil {
+				return &usageError{err}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return generateRun(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Model, "model", "", "checkpoint directory, Hugging Face BF16 or lfmq-1 (required)")
+	f.StringVar(&opts.Prompt, "prompt", "", "plain-text prompt")
+	f.StringVar(&opts.Chat, "chat", "", "JSON array of chat messages, or @FILE")
+	f.StringVar(&opts.Tools, "tools", "", "JSON array of tool definitions for the chat template, or @FILE")
+	f.IntVar(&opts.MaxTokens, "max-tokens", 128, "maximum tokens to generate")
+	f.Float64Var(&opts.Temperature, "temperature", 0, "sampling temperature; 0 is greedy")
+	f.IntVar(&opts.TopK, "top-k", 0, "keep the k most likely tokens (0 = off)")
+	f.Float64Var(&opts.TopP, "top-p", 1, "nucleus sampling mass")
+	f.Float64Var(&opts.MinP, "min-p", 0, "drop tokens below min-p times the most likely one's probability")
+	f.Float64Var(&opts.RepPenalty, "repetition-penalty", 1, "penalty on tokens already in the prompt or output")
+	f.Int64Var(&opts.Seed, "seed", 0, "sampling seed")
+	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); the output does not depend on it")
+	f.BoolVar(&opts.Stats, "stats", false, "print prefill and decode tokens/s to stderr")
+	cmd.MarkFlagDirname("model")
+	return cmd
+}
+
+func (o *generateOptions) params() sample.Params {
+	p := sample.Neutral()
+	p.Temperature, p.TopK, p.TopP, p.MinP = o.Temperature, o.TopK, o.TopP, o.MinP
+	p.RepetitionPenalty, p.Seed = o.RepPenalty, uint64(o.Seed)
+	return p
+}
+
+func generateRun(cmd *cobra.Command, opts *generateOptions) error {
+	load := time.Now()
+	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	loadTime := time.Since(load)
+	var prompt []int
+	if opts.Prompt != "" {
+		prompt = s.EncodeText(opts.Prompt)
+	} else {
+		msgs, err := generate.ReadJSONArg("chat", opts.Chat)
+		if err != nil {
+			return &usageError{err}
+		}
+		var tools []byte
+		if opts.Tools != "" {
+			if tools, err = generate.ReadJSONArg("tools", opts.Tools); err != nil {
+				return &usageError{err}
+			}
+		}
+		if prompt, err = s.EncodeChat(msgs, tools, time.Now()); err != nil {
+			return err
+		}
+	}
+	res, err := s.Run(cmd.Context(), prompt, generate.Options{
+		MaxTokens: opts.MaxTokens,
+		Params:    opts.params(),
+		OnText:    func(text string) { fmt.Fprint(opts.IO.Out, text) },
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out)
+	if opts.Stats {
+		end := "max tokens"
+		switch {
+		case res.Stopped:
+			end = "stop token"
+		case res.ContextFilled:
+			end = "context full"
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
+		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
+		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
+	}
+	return nil
+}

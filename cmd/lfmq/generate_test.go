@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGenerateFlags(t *testing.T) {
+	tests := []struct {
+		name, args, wantErr string
+		check               func(*generateOptions) bool
+	}{
+		{"prompt", "--model m --prompt hi", "", func(o *generateOptions) bool {
+			return o.Prompt == "hi" && o.MaxTokens == 128 && o.Temperature == 0 && o.TopP == 1
+		}},
+		{"sampling", "--model m --chat [] --temperature 0.3 --min-p 0.15 --top-k 50 --seed 9 --max-tokens 5 --stats", "", func(o *generateOptions) bool {
+			p := o.params()
+			return p.Temperature == 0.3 && p.MinP == 0.15 && p.TopK == 50 && p.Seed == 9 && o.MaxTokens == 5 && o.Stats
+		}},
+		{"both prompts", "--model m --prompt a --chat []", "exactly one of --prompt and --chat", nil},
+		{"no prompt", "--model m", "exactly one of --prompt and --chat", nil},
+		{"no model", "--prompt a", "--model is required", nil},
+		{"tools without chat", "--model m --prompt a --tools []", "--tools needs --chat", nil},
+		{"bad temperature", "--model m --prompt a --temperature 3", "temperature", nil},
+		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *generateOptions
+			root := newRootCmd(ios)
+			root.RemoveCommand(findCmd(root, "generate"))
+			root.AddCommand(newGenerateCmd(ios, func(o *generateOptions) error { got = o; return nil }))
+			root.SetArgs(append([]string{"generate"}, strings.Fields(tt.args)...))
+			err := root.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
+					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(got) {
+				t.Errorf("options %+v", *got)
+			}
+		})
+	}
+}
+
+// TestGenerateRun: the command's output is the fixture's greedy text for
+// chat_single (reference/prompts.json), on the BF16 model and, as a smoke
+// test, on an RTN checkpoint.
+func TestGenerateRun(t *testing.T) {
+	chatFile := filepath.Join(t.TempDir(), "chat.json")
+	os.WriteFile(chatFile, []byte(`[{"role": "user", "content": "What does the ls command do?"}]`), 0o644)
+	ios, stdout, stderr := testStreams()
+	code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + chatFile, "--max-tokens", "32", "--stats"}, ios)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := "mkm - a file system. The  file  file"
+	if !strings.HasPrefix(stdout.String(), want) {
+		t.Errorf("stdout %q, want it to start with %q", stdout, want)
+	}
+	if !strings.Contains(stderr.String(), "decode  32 tokens") || !strings.Contains(stderr.String(), "tokens/s") {
+		t.Errorf("stats: %q", stderr)
+	}
+
+	out := filepath.Join(t.TempDir(), "rtn")
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", out, "--prompt", "package main", "--max-tokens", "8"}, ios); code != 0 || stdout.Len() == 0 {
+		t.Fatalf("generate on lfmq-1: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", t.TempDir(), "--prompt", "x"}, ios); code != exitFailure {
+		t.Errorf("generate on an empty dir: exit %d (%s)", code, stderr)
+	}
+}
