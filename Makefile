@@ -23,11 +23,20 @@ test:
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...
 
-# demo: quantize the tiny model in testdata/ with RTN and inspect the result.
+TINY     = testdata/tiny-lfm2-moe
+DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
+
+# demo: the pipeline as far as it exists, on the tiny model in testdata/:
+# quantize with RTN, inspect the result, generate from BF16 and lfmq-1.
 demo: build
 	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-rtn
-	$(BIN) quantize --model testdata/tiny-lfm2-moe/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
+	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
 	$(BIN) inspect $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	@echo
+	@echo "== generate, BF16 source"
+	$(BIN) generate --model $(TINY)/model --chat $(DEMO_CHAT) --max-tokens 40 --stats
+	@echo "== generate, lfmq-1 RTN"
+	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-moe-rtn --chat $(DEMO_CHAT) --max-tokens 40 --stats
 	@echo
 	@echo "lfmq-1 checkpoint written to $(DEMO_OUT)/tiny-lfm2-moe-rtn"
 

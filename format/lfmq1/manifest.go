@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // FormatName is the value of the manifest's "format" key.
@@ -123,20 +124,10 @@ type FileEntry struct {
 // Tensor returns the entry of the named tensor.
 func (m *Manifest) Tensor(name string) (TensorEntry, bool) {
 	i, ok := slices.BinarySearchFunc(m.Tensors, name, func(e TensorEntry, n string) int {
-		return cmpString(e.Name, n)
+		return strings.Compare(e.Name, n)
 	})
 	if !ok {
 		return TensorEntry{}, false
 	}
 	return m.Tensors[i], true
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
