@@ -1,5 +1,27 @@
 package quant
 
-import "runtime"
+import (
+	"os"
+	"runtime"
+)
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// executableDigest returns the sha256 of the running executable, or
+// "unknown" where it cannot be read.
+func executableDigest() string {
+	path, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	sum, _, err := hashFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	return sum
+}

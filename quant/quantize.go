@@ -28,15 +28,18 @@ type Method string
 const (
 	// RTN is the plain BFP packer: round to nearest (bfp.md §8).
 	RTN Method = "rtn"
+	// GPTQ quantizes the routed experts with GPTQ on calibration
+	// statistics (gptq.md); every other BFP tensor is RTN.
+	GPTQ Method = "gptq"
 )
 
 // ParseMethod validates a --method value.
 func ParseMethod(s string) (Method, error) {
 	switch Method(s) {
-	case RTN:
-		return RTN, nil
+	case RTN, GPTQ:
+		return Method(s), nil
 	}
-	return "", fmt.Errorf("quant: unknown method %q (available: rtn)", s)
+	return "", fmt.Errorf("quant: unknown method %q (available: gptq, rtn)", s)
 }
 
 // Options configures Quantize.
@@ -44,8 +47,9 @@ type Options struct {
 	ModelDir string
 	OutDir   string
 	Method   Method
-	// Workers bounds the goroutines packing tensors; 0 means GOMAXPROCS.
-	// The output bytes do not depend on it.
+	// Workers bounds the goroutines packing tensors, accumulating
+	// statistics and solving experts, and the engine's threads; 0 means
+	// GOMAXPROCS. The output bytes do not depend on it.
 	Workers int
 	// KeepExperts stores the routed experts unquantized (BF16), for the
 	// "BF16 experts + BFP8 dense" ablation; Method is then unused.
@@ -54,8 +58,12 @@ type Options struct {
 	// machine paths.
 	CreatedBy string
 	// Progress, if set, is called once with the total number of tensors and
-	// then after each tensor is written.
+	// then after each tensor is written. A GPTQ run also reports its stages
+	// to a Progress that implements StageProgress.
 	Progress Progress
+	// GPTQ holds the settings of Method GPTQ (start from
+	// DefaultGPTQOptions); unused otherwise.
+	GPTQ GPTQOptions
 }
 
 // Progress receives quantization progress.
@@ -71,6 +79,9 @@ type Result struct {
 	Tensors        int
 	Bytes          int64
 	SourceBytes    int64
+	// GPTQ reports a GPTQ run's per-layer metrics, timings and warnings;
+	// nil for other methods.
+	GPTQ *GPTQReport
 }
 
 // NonFiniteError reports a NaN or Inf in a weight to quantize; lfmq refuses
@@ -87,7 +98,15 @@ func (e *NonFiniteError) Error() string {
 
 // Quantize reads the Hugging Face checkpoint in opts.ModelDir and writes an
 // lfmq-1 checkpoint to opts.OutDir. The output bytes depend only on the
-// inputs and the method, never on Workers or scheduling.
+// inputs, the method and its settings, never on Workers, GOMAXPROCS or
+// scheduling, nor on whether a GPTQ run was interrupted and resumed.
+//
+// An RTN run builds the checkpoint in a temporary directory that is removed
+// on failure. A GPTQ run builds it in lfmq1.PartialDir(OutDir) and keeps
+// each finished MoE layer there; if it stops after finishing some (an error
+// or a cancelled ctx), the error is a *PartialError and the directory stays
+// for a run with GPTQOptions.Resume. Either way OutDir appears only when
+// the checkpoint is complete.
 func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Method == "" {
 		opts.Method = RTN
@@ -116,6 +135,9 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	source, err := describeSource(opts.ModelDir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Method == GPTQ && !opts.KeepExperts {
+		return quantizeGPTQ(ctx, opts, cfg, src, p, source)
 	}
 
 	w, err := lfmq1.Create(opts.OutDir)

@@ -23,21 +23,18 @@ import (
 const tinyModel = "../testdata/tiny-lfm2-moe/model"
 
 var (
-	rtnOnce sync.Once
-	rtnDir  string
-	rtnErr  error
+	// testRoot holds the checkpoints shared by the tests of this binary.
+	testRoot string
+	rtnOnce  sync.Once
+	rtnDir   string
+	rtnErr   error
 )
 
 // tinyRTN quantizes the tiny model once per test binary.
 func tinyRTN(t *testing.T) string {
 	t.Helper()
 	rtnOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lfmq-quant-test-")
-		if err != nil {
-			rtnErr = err
-			return
-		}
-		rtnDir = filepath.Join(dir, "rtn")
+		rtnDir = filepath.Join(testRoot, "rtn")
 		_, rtnErr = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: rtnDir, Method: RTN, CreatedBy: "test"})
 	})
 	if rtnErr != nil {
@@ -47,10 +44,12 @@ func tinyRTN(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if rtnDir != "" {
-		os.RemoveAll(filepath.Dir(rtnDir))
+	var err error
+	if testRoot, err = os.MkdirTemp("", "lfmq-quant-test-"); err != nil {
+		panic(err)
 	}
+	code := m.Run()
+	os.RemoveAll(testRoot)
 	os.Exit(code)
 }
 

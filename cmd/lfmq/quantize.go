@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/quant"
+	"github.com/lfmq/lfmq/quant/hessian"
 )
 
 type quantizeOptions struct {
@@ -18,13 +23,23 @@ type quantizeOptions struct {
 	Method  quant.Method
 	Experts string
 	Workers int
+	// GPTQ holds the GPTQ settings (used with --method gptq).
+	GPTQ quant.GPTQOptions
+	// changed lists the GPTQ flags given on the command line, for the
+	// manifest's created_by.
+	changed []string
 }
 
+// gptqFlags are the flags that only --method gptq uses.
+var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "eval-corpus", "damp-w13", "damp-w2",
+	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict"}
+
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
-	opts := &quantizeOptions{IO: ios}
-	var method string
+	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
+	var method, w2Weight string
+	var evalCorpora []string
 	cmd := &cobra.Command{
-		Use:   "quantize --model DIR --out DIR [--method rtn]",
+		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
 		Short: "Quantize a BF16 LFM2-MoE checkpoint to an lfmq-1 checkpoint",
 		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (BF16 safetensors, single
 or sharded) and writes an lfmq-1 checkpoint:
@@ -33,11 +48,24 @@ or sharded) and writes an lfmq-1 checkpoint:
   attention, short-conv, dense FFN, LM head    BFP8 (bfloat8_b)
   embedding, norms, conv kernels, router        BF16, expert bias F32
 
---method rtn rounds every block to nearest (the plain BFP packer). The output
-directory must not exist or be empty; it appears only when complete. The bytes
-written depend only on the input and the method, not on --workers.`,
-		Example: "  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-lfmq1 --method rtn",
-		Args:    noArgs,
+--method gptq (the default) quantizes the routed experts with GPTQ: the model
+runs on the calibration windows of --calib, and each expert's matrices are
+solved against the router-weighted Hessian of their inputs, layer by layer
+with the layers below already quantized. --calib is JSONL ({"text": …},
+{"messages": […]} or {"input_ids": […]} records) or a safetensors token-id
+file. A calibration set that shares any 32-token window with an
+--eval-corpus is refused. --method rtn rounds every block to nearest (the
+plain BFP packer) and needs no calibration.
+
+The output directory must not exist or be empty; it appears only when
+complete. A GPTQ run keeps each finished MoE layer in a hidden
+.NAME.partial directory beside it; after an interruption, the same command
+with --resume continues from there and writes the same bytes as an
+uninterrupted run. The bytes written never depend on --workers.`,
+		Example: `  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-lfmq1 --calib calib.jsonl \
+      --eval-corpus chat=eval/chat.jsonl --eval-corpus code=eval/code.jsonl
+  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("model", opts.Model, "out", opts.Out); err != nil {
 				return err
@@ -53,21 +81,98 @@ written depend only on the input and the method, not on --workers.`,
 			if opts.Workers < 0 {
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
 			}
+			opts.changed = nil
+			for _, f := range gptqFlags {
+				if cmd.Flags().Changed(f) {
+					opts.changed = append(opts.changed, f)
+				}
+			}
+			useGPTQ := m == quant.GPTQ && opts.Experts == "quantize"
+			if !useGPTQ && len(opts.changed) > 0 {
+				return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize", opts.changed[0])}
+			}
+			if useGPTQ {
+				if err := parseGPTQFlags(opts, w2Weight, evalCorpora); err != nil {
+					return &usageError{err}
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return quantizeRun(cmd, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint directory (required)")
-	cmd.Flags().StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
-	cmd.Flags().StringVar(&method, "method", "rtn", "quantization method for the routed experts: rtn")
-	cmd.Flags().StringVar(&opts.Experts, "experts", "quantize", "routed experts: quantize (BFP4 by --method) or keep (BF16, an ablation)")
-	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tensors packed in parallel (0 = all cores)")
+	g := &opts.GPTQ
+	f := cmd.Flags()
+	f.StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint directory (required)")
+	f.StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
+	f.StringVar(&method, "method", string(quant.GPTQ), "quantization method for the routed experts: gptq or rtn")
+	f.StringVar(&opts.Experts, "experts", "quantize", "routed experts: quantize (BFP4 by --method) or keep (BF16, an ablation)")
+	f.IntVar(&opts.Workers, "workers", 0, "goroutines for tensors and experts (0 = all cores)")
+	f.StringVar(&g.Calib, "calib", "", "calibration file: JSONL of text, chat or input_ids records, or a .safetensors token-id file (required for gptq)")
+	f.IntVar(&g.CalibSeqs, "calib-seqs", g.CalibSeqs, "calibration windows to use")
+	f.IntVar(&g.CalibLen, "calib-len", g.CalibLen, "tokens per window cut from text and chat records (input_ids records are used as given)")
+	f.Uint64Var(&g.Seed, "seed", g.Seed, "seed of the choice of windows when the file yields more than --calib-seqs")
+	f.StringArrayVar(&evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
+	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
+	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, "relative damping of w2")
+	f.IntVar(&g.BlockSize, "block-size", g.BlockSize, "GPTQ lazy block size (changes speed, not bytes)")
+	f.BoolVar(&g.ActOrder, "act-order", g.ActOrder, "quantize input indices by decreasing Hessian diagonal")
+	f.Float64Var(&g.Shrink, "shrink", g.Shrink, "pseudo-count (effective tokens) shrinking each expert's Hessian toward its layer's pool")
+	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
+	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
+	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
+	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
-	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"rtn"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
+	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// parseGPTQFlags completes and checks the GPTQ options from the flags.
+func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string) error {
+	g := &opts.GPTQ
+	if g.Calib == "" {
+		return errors.New("--calib is required with --method gptq (or use --method rtn)")
+	}
+	g.W2Weight = hessian.Weighting(w2Weight)
+	if !g.W2Weight.Valid() {
+		return fmt.Errorf("--w2-weight must be g or g2, got %q", w2Weight)
+	}
+	g.EvalCorpora = nil
+	seen := map[string]bool{}
+	for _, s := range evalCorpora {
+		name, path, ok := strings.Cut(s, "=")
+		if !ok {
+			path = s
+			name = strings.TrimSuffix(filepath.Base(s), filepath.Ext(s))
+		}
+		if name == "" || path == "" {
+			return fmt.Errorf("--eval-corpus %q: want NAME=FILE or FILE", s)
+		}
+		if seen[name] {
+			return fmt.Errorf("--eval-corpus: the name %q is given twice", name)
+		}
+		seen[name] = true
+		g.EvalCorpora = append(g.EvalCorpora, quant.EvalCorpus{Name: name, Path: path})
+	}
+	switch {
+	case g.CalibSeqs < 1:
+		return fmt.Errorf("--calib-seqs must be at least 1, got %d", g.CalibSeqs)
+	case g.CalibLen < 2:
+		return fmt.Errorf("--calib-len must be at least 2, got %d", g.CalibLen)
+	case !(g.DampW13 >= 0):
+		return fmt.Errorf("--damp-w13 must be ≥ 0, got %v", g.DampW13)
+	case !(g.DampW2 >= 0):
+		return fmt.Errorf("--damp-w2 must be ≥ 0, got %v", g.DampW2)
+	case g.BlockSize < 1:
+		return fmt.Errorf("--block-size must be at least 1, got %d", g.BlockSize)
+	case !(g.Shrink >= 0):
+		return fmt.Errorf("--shrink must be ≥ 0, got %v", g.Shrink)
+	}
+	return nil
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
@@ -84,25 +189,125 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		KeepExperts: opts.Experts == "keep",
 		CreatedBy:   createdBy(opts),
 		Progress:    prog,
+		GPTQ:        opts.GPTQ,
 	})
+	if p, ok := prog.(*barProgress); ok {
+		p.finish()
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote lfmq-1 checkpoint %s\n", res.OutDir)
-	fmt.Fprintf(opts.IO.Out, "  tensors         %d\n", res.Tensors)
-	fmt.Fprintf(opts.IO.Out, "  size            %s (source %s, %.2fx smaller)\n", humanBytes(res.Bytes), humanBytes(res.SourceBytes), float64(res.SourceBytes)/float64(max(res.Bytes, 1)))
-	fmt.Fprintf(opts.IO.Out, "  manifest sha256 %s\n", res.ManifestSHA256)
-	fmt.Fprintf(opts.IO.Out, "  time            %s\n", time.Since(start).Round(time.Millisecond))
+	elapsed := time.Since(start)
+	out := opts.IO.Out
+	fmt.Fprintf(out, "wrote lfmq-1 checkpoint %s\n", res.OutDir)
+	fmt.Fprintf(out, "  tensors         %d\n", res.Tensors)
+	fmt.Fprintf(out, "  size            %s (source %s, %.2fx smaller)\n", humanBytes(res.Bytes), humanBytes(res.SourceBytes), float64(res.SourceBytes)/float64(max(res.Bytes, 1)))
+	fmt.Fprintf(out, "  manifest sha256 %s\n", res.ManifestSHA256)
+	fmt.Fprintf(out, "  time            %s\n", elapsed.Round(time.Millisecond))
+	if res.GPTQ != nil {
+		writeGPTQSummary(opts.IO, res.GPTQ)
+	}
 	return nil
 }
 
+// writeGPTQSummary prints the per-layer table of a GPTQ run (mean GPTQ/RTN
+// loss ratio per projection), the time split and the throughput.
+func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
+	out := ios.Out
+	fmt.Fprintf(out, "\nGPTQ loss / RTN loss under the same Hessian (mean over experts), %d calibration tokens:\n", r.CalibTokens)
+	t := &table{}
+	t.add("layer", "tokens/expert min/med/max", "w1", "w3", "w2", "mean", "max", "fallbacks", "forward", "statistics", "solve")
+	var fwd, stats, solve, up, down time.Duration
+	var upF, downF, solveF float64
+	var sum, worst float64
+	n := 0
+	for _, l := range r.Layers {
+		m := l.Metrics
+		note := ""
+		if l.Resumed {
+			note = " (resumed)"
+		}
+		t.add(strconv.Itoa(l.Layer)+note, fmt.Sprintf("%d/%g/%d", m.TokensMin, m.TokensMedian, m.TokensMax),
+			ratio(m.MeanRatioW1), ratio(m.MeanRatioW3), ratio(m.MeanRatioW2), ratio(m.MeanRatio), ratio(m.MaxRatio),
+			strconv.Itoa(m.Fallbacks), seconds(l.Forward), seconds(l.UpStats+l.DownStats), seconds(l.SolveW13+l.SolveW2))
+		fwd += l.Forward
+		stats += l.UpStats + l.DownStats
+		solve += l.SolveW13 + l.SolveW2
+		if !l.Resumed {
+			up, down = up+l.UpStats, down+l.DownStats
+			upF += l.UpHessianFLOP
+			downF += l.DownHessianFLOP + l.DownInputFLOP
+			solveF += l.SolveFLOP
+		}
+		sum += m.MeanRatio
+		worst = max(worst, m.MaxRatio)
+		n++
+	}
+	if n > 0 {
+		// Every layer has the same number of expert matrices, so the mean of
+		// the layer means is the mean over all matrices.
+		t.add("all", "", "", "", "", ratio(sum/float64(n)), ratio(worst), strconv.Itoa(r.Fallbacks), seconds(fwd), seconds(stats), seconds(solve))
+	}
+	t.write(out)
+	fmt.Fprintf(out, "time: dense RTN %s, calibration forward %s, statistics %s, solves %s\n",
+		seconds(r.Dense), seconds(fwd), seconds(stats), seconds(solve))
+	if up > 0 && down > 0 && solve > 0 {
+		fmt.Fprintf(out, "throughput: w1/w3 Hessians %.2f GFLOP/s, w2 inputs and Hessians %.2f GFLOP/s, solves and loss metrics %.2f GFLOP/s\n",
+			upF/up.Seconds()/1e9, downF/down.Seconds()/1e9, solveF/solve.Seconds()/1e9)
+	}
+	if r.Fallbacks > 0 {
+		fmt.Fprintf(out, "%d matrices fell back to RTN\n", r.Fallbacks)
+	}
+	for _, w := range r.Warnings {
+		ios.Errorf("warning: %s\n", w)
+	}
+}
+
+func ratio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
+
 // createdBy is the command line recorded in the manifest. Paths are left
 // out: they belong to the machine, not the checkpoint, and the manifest must
-// not change with where it was written.
+// not change with where it was written. --workers and --resume are left out
+// too: they change neither byte nor meaning, and a resumed run must write
+// the manifest of an uninterrupted one.
 func createdBy(opts *quantizeOptions) string {
 	s := "lfmq quantize --method " + string(opts.Method)
 	if opts.Experts != "quantize" {
 		s += " --experts " + opts.Experts
+	}
+	g := opts.GPTQ
+	for _, f := range opts.changed {
+		switch f {
+		case "calib", "resume":
+		case "eval-corpus":
+			for _, c := range g.EvalCorpora {
+				s += " --eval-corpus " + c.Name
+			}
+		case "calib-seqs":
+			s += " --calib-seqs " + strconv.Itoa(g.CalibSeqs)
+		case "calib-len":
+			s += " --calib-len " + strconv.Itoa(g.CalibLen)
+		case "seed":
+			s += " --seed " + strconv.FormatUint(g.Seed, 10)
+		case "damp-w13":
+			s += " --damp-w13 " + strconv.FormatFloat(g.DampW13, 'g', -1, 64)
+		case "damp-w2":
+			s += " --damp-w2 " + strconv.FormatFloat(g.DampW2, 'g', -1, 64)
+		case "block-size":
+			s += " --block-size " + strconv.Itoa(g.BlockSize)
+		case "act-order":
+			s += " --act-order=" + strconv.FormatBool(g.ActOrder)
+		case "shrink":
+			s += " --shrink " + strconv.FormatFloat(g.Shrink, 'g', -1, 64)
+		case "w2-weight":
+			s += " --w2-weight " + string(g.W2Weight)
+		case "sequential":
+			s += " --sequential=" + strconv.FormatBool(g.Sequential)
+		case "strict":
+			s += " --strict=" + strconv.FormatBool(g.Strict)
+		}
 	}
 	return s
 }
@@ -115,6 +320,8 @@ type barProgress struct {
 }
 
 func (p *barProgress) Start(total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.bar = progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(p.w.ErrOut),
 		progressbar.OptionSetDescription("quantizing"),
@@ -127,7 +334,27 @@ func (p *barProgress) Start(total int) {
 func (p *barProgress) Done(string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.bar.Add(1)
+	if p.bar != nil {
+		p.bar.Add(1)
+	}
+}
+
+// Stage shows what a GPTQ run is doing while no tensor completes.
+func (p *barProgress) Stage(layer int, stage string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("layer %d: %s", layer, stage))
+	}
+}
+
+// finish clears the bar so that the summary starts on a clean line.
+func (p *barProgress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Exit()
+	}
 }
 
 func humanBytes(n int64) string {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant"
 )
 
@@ -22,7 +25,15 @@ func TestQuantizeFlags(t *testing.T) {
 		wantErr string
 	}{
 		{"all flags", "--model m --out o --method rtn --workers 3 --experts keep", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Workers: 3, Experts: "keep"}, ""},
-		{"default method", "--model m --out o", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Experts: "quantize"}, ""},
+		{"default method", "--model m --out o --calib c.jsonl", quantizeOptions{Model: "m", Out: "o", Method: quant.GPTQ, Experts: "quantize"}, ""},
+		{"gptq needs calib", "--model m --out o", quantizeOptions{}, "--calib is required"},
+		{"gptq flag with rtn", "--model m --out o --method rtn --damp-w2 3", quantizeOptions{}, "--damp-w2 applies to --method gptq"},
+		{"gptq flag with kept experts", "--model m --out o --experts keep --calib c", quantizeOptions{}, "--calib applies to"},
+		{"bad w2 weight", "--model m --out o --calib c --w2-weight g3", quantizeOptions{}, "--w2-weight must be"},
+		{"bad eval corpus", "--model m --out o --calib c --eval-corpus =x", quantizeOptions{}, "want NAME=FILE"},
+		{"repeated eval corpus", "--model m --out o --calib c --eval-corpus a/chat.jsonl --eval-corpus chat=b", quantizeOptions{}, `"chat" is given twice`},
+		{"bad block size", "--model m --out o --calib c --block-size 0", quantizeOptions{}, "--block-size"},
+		{"negative damping", "--model m --out o --calib c --damp-w13 -1", quantizeOptions{}, "--damp-w13"},
 		{"bad experts", "--model m --out o --experts drop", quantizeOptions{}, "--experts must be"},
 		{"missing model", "--out o", quantizeOptions{}, "--model is required"},
 		{"missing out", "--model m", quantizeOptions{}, "--out is required"},
@@ -33,14 +44,7 @@ func TestQuantizeFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := testStreams()
-			var got *quantizeOptions
-			cmd := newQuantizeCmd(ios, func(o *quantizeOptions) error { got = o; return nil })
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "quantize"))
-			root.AddCommand(cmd)
-			root.SetArgs(append([]string{"quantize"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			got, err := parseQuantize(tt.args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -65,7 +69,7 @@ func TestQuantizeFlags(t *testing.T) {
 func TestQuantizeAndInspect(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "rtn")
 	ios, stdout, stderr := testStreams()
-	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out}, ios); code != 0 {
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, ios); code != 0 {
 		t.Fatalf("quantize exit %d: %s", code, stderr)
 	}
 	if !strings.Contains(stdout.String(), "manifest sha256") || stderr.Len() != 0 {
@@ -163,6 +167,98 @@ func TestUsageExitCodes(t *testing.T) {
 	ios, _, stderr := testStreams()
 	if code := run(context.Background(), []string{"inspect", t.TempDir()}, ios); code != exitFailure || !strings.Contains(stderr.String(), "model.safetensors") {
 		t.Errorf("inspect of an empty dir: exit %d, %q", code, stderr)
+	}
+}
+
+// parseQuantize runs the quantize command line args with the run function
+// replaced by a capture of the parsed options.
+func parseQuantize(args string) (*quantizeOptions, error) {
+	ios, _, _ := testStreams()
+	var got *quantizeOptions
+	cmd := newQuantizeCmd(ios, func(o *quantizeOptions) error { got = o; return nil })
+	root := newRootCmd(ios)
+	root.RemoveCommand(findCmd(root, "quantize"))
+	root.AddCommand(cmd)
+	root.SetArgs(append([]string{"quantize"}, strings.Fields(args)...))
+	err := root.Execute()
+	return got, err
+}
+
+// TestQuantizeGPTQFlags: every GPTQ flag reaches the options, and the
+// manifest's command line keeps the settings but no path, --workers or
+// --resume.
+func TestQuantizeGPTQFlags(t *testing.T) {
+	got, err := parseQuantize("--model /m --out /o --calib /data/c.jsonl --calib-seqs 8 --calib-len 64 --seed 3 " +
+		"--eval-corpus chat=/e/a.jsonl --eval-corpus /e/code.jsonl --damp-w13 0.1 --damp-w2 0.5 --block-size 16 " +
+		"--act-order=false --shrink 0 --w2-weight g2 --sequential=false --resume --strict --workers 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := got.GPTQ
+	want := quant.GPTQOptions{
+		Calib: "/data/c.jsonl", CalibSeqs: 8, CalibLen: 64, Seed: 3,
+		DampW13: 0.1, DampW2: 0.5, BlockSize: 16, ActOrder: false, Shrink: 0, W2Weight: "g2",
+		Sequential: false, Resume: true, Strict: true,
+		EvalCorpora: []quant.EvalCorpus{{Name: "chat", Path: "/e/a.jsonl"}, {Name: "code", Path: "/e/code.jsonl"}},
+	}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("GPTQ options\n%+v\nwant\n%+v", g, want)
+	}
+	const wantCreated = "lfmq quantize --method gptq --calib-seqs 8 --calib-len 64 --seed 3 --eval-corpus chat --eval-corpus code " +
+		"--damp-w13 0.1 --damp-w2 0.5 --block-size 16 --act-order=false --shrink 0 --w2-weight g2 --sequential=false --strict=true"
+	if c := createdBy(got); c != wantCreated {
+		t.Errorf("created_by\n%s\nwant\n%s", c, wantCreated)
+	}
+	got, err = parseQuantize("--model m --out o --calib c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := quant.DefaultGPTQOptions(); got.GPTQ.DampW2 != d.DampW2 || !got.GPTQ.ActOrder || !got.GPTQ.Sequential || got.GPTQ.BlockSize != 128 || got.GPTQ.Resume {
+		t.Errorf("defaults %+v", got.GPTQ)
+	}
+	if c := createdBy(got); c != "lfmq quantize --method gptq" {
+		t.Errorf("created_by %q", c)
+	}
+}
+
+// TestQuantizeGPTQRun quantizes the tiny model with GPTQ on a few
+// calibration windows through the real command and checks the summary.
+func TestQuantizeGPTQRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "gptq")
+	fixture := filepath.Dir(tinyModel)
+	ios, stdout, stderr := testStreams()
+	args := []string{"quantize", "--model", tinyModel, "--out", out, "--calib", fixture + "/calibration/calibration.jsonl",
+		"--calib-seqs", "4", "--eval-corpus", "code=" + fixture + "/corpora/code.jsonl"}
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	text := squeeze(stdout.String())
+	for _, want := range []string{
+		"GPTQ loss / RTN loss under the same Hessian (mean over experts), 1024 calibration tokens",
+		"layer  tokens/expert min/med/max  w1  w3  w2  mean  max  fallbacks  forward  statistics  solve",
+		"throughput: w1/w3 Hessians",
+	} {
+		if !strings.Contains(text, squeeze(want)) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, l := range []string{"2", "7"} {
+		if !regexp.MustCompile(`(?m)^` + l + `  \S*  0\.\d{3}  0\.\d{3}  0\.\d{3}  0\.\d{3}  0\.\d{3}  0  `).MatchString(text) {
+			t.Errorf("no table row for layer %s:\n%s", l, stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^all  0\.\d{3}  0\.\d{3}  0  `).MatchString(text) {
+		t.Errorf("no summary row:\n%s", stdout)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %s", stderr)
+	}
+	m, _, err := lfmq1.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.CreatedBy != "lfmq quantize --method gptq --calib-seqs 4 --eval-corpus code" || m.Quantization.Experts.Method != "gptq" {
+		t.Errorf("manifest created_by %q, experts %s", m.CreatedBy, m.Quantization.Experts.Method)
 	}
 }
 

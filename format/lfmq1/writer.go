@@ -33,21 +33,20 @@ type Tensor struct {
 // into place on Commit, so an interrupted run never leaves a directory that
 // looks like a checkpoint.
 type Writer struct {
-	final   string
-	tmp     string
-	tensors []TensorEntry
-	files   []FileEntry
-	names   map[string]bool
-	done    bool
+	final     string
+	tmp       string
+	resumable bool
+	tensors   []TensorEntry
+	files     []FileEntry
+	names     map[string]bool
+	done      bool
 }
 
 // Create starts a checkpoint that Commit will place at dir. dir must not exist
 // or be an empty directory.
 func Create(dir string) (*Writer, error) {
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("lfmq1: output directory %s exists and is not empty", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("lfmq1: output directory: %w", err)
+	if err := checkFinal(dir); err != nil {
+		return nil, err
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -58,6 +57,78 @@ func Create(dir string) (*Writer, error) {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
 	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
+}
+
+// checkFinal refuses a destination that exists and is not empty.
+func checkFinal(dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("lfmq1: output directory %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("lfmq1: output directory: %w", err)
+	}
+	return nil
+}
+
+// PartialDir returns the directory in which CreateResumable builds the
+// checkpoint for dir: ".BASE.partial" beside it. Its name is fixed so that
+// a later run can find an interrupted one; being hidden and without a
+// manifest, it never looks like a checkpoint.
+func PartialDir(dir string) string {
+	clean := filepath.Clean(dir)
+	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".partial")
+}
+
+// PartialExistsError reports an interrupted run's partial directory where
+// a new run would start; the caller must resume it or remove it.
+type PartialExistsError struct {
+	Dir     string // the checkpoint being made
+	Partial string // its partial directory
+}
+
+func (e *PartialExistsError) Error() string {
+	return fmt.Sprintf("lfmq1: %s holds an interrupted run for %s; resume it or remove it", e.Partial, e.Dir)
+}
+
+// CreateResumable is Create for long runs that may be interrupted: the
+// checkpoint is built in PartialDir(dir) rather than a random directory. If
+// that directory exists, resume reuses it with its contents (resumed is
+// then true) and otherwise a *PartialExistsError refuses to touch it. The
+// caller may keep its own progress files in the directory (Dir); Commit
+// removes everything in it that was not written through this Writer before
+// moving it into place. Keep leaves the directory for a later resume.
+func CreateResumable(dir string, resume bool) (w *Writer, resumed bool, err error) {
+	if err := checkFinal(dir); err != nil {
+		return nil, false, err
+	}
+	partial := PartialDir(dir)
+	if err := os.MkdirAll(filepath.Dir(partial), 0o755); err != nil {
+		return nil, false, fmt.Errorf("lfmq1: %w", err)
+	}
+	err = os.Mkdir(partial, 0o755)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrExist) && resume:
+		resumed = true
+	case errors.Is(err, os.ErrExist):
+		return nil, false, &PartialExistsError{Dir: dir, Partial: partial}
+	default:
+		return nil, false, fmt.Errorf("lfmq1: %w", err)
+	}
+	return &Writer{final: dir, tmp: partial, resumable: true, names: map[string]bool{}}, resumed, nil
+}
+
+// Dir returns the directory the Writer builds the checkpoint in.
+func (w *Writer) Dir() string { return w.tmp }
+
+// Keep ends a Writer from CreateResumable without committing and leaves
+// its directory, with everything written so far, for a later resume. For a
+// Writer from Create, which cannot be resumed, it is Abort.
+func (w *Writer) Keep() {
+	if !w.resumable {
+		w.Abort()
+		return
+	}
+	w.done = true
 }
 
 // WriteFile stores tensors in the safetensors file name (e.g. GlobalFile or
@@ -158,6 +229,11 @@ func (w *Writer) Commit(m *Manifest, metrics any) (string, error) {
 	if w.done {
 		return "", errors.New("lfmq1: writer already committed or aborted")
 	}
+	if w.resumable {
+		if err := w.sweep(); err != nil {
+			return "", err
+		}
+	}
 	m.Format = FormatName
 	m.Tensors = append([]TensorEntry(nil), w.tensors...)
 	sort.Slice(m.Tensors, func(i, j int) bool { return m.Tensors[i].Name < m.Tensors[j].Name })
@@ -209,6 +285,24 @@ func (w *Writer) Commit(m *Manifest, metrics any) (string, error) {
 	}
 	msum := sha256.Sum256(data)
 	return hex.EncodeToString(msum[:]), nil
+}
+
+// sweep removes from a resumable Writer's directory everything this Writer
+// did not write: an earlier run's progress records and temporary files must
+// not become part of the checkpoint.
+func (w *Writer) sweep() error {
+	entries, err := os.ReadDir(w.tmp)
+	if err != nil {
+		return fmt.Errorf("lfmq1: %w", err)
+	}
+	for _, e := range entries {
+		if !w.names[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(w.tmp, e.Name())); err != nil {
+				return fmt.Errorf("lfmq1: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Abort removes everything written so far.

@@ -1,0 +1,468 @@
+package gptq
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/lfmq/lfmq/format/bfp"
+)
+
+// Options configures a Factor.
+type Options struct {
+	// Alpha is the relative damping α: λ = α·mean_k(H_kk) is added to every
+	// diagonal entry (gptq.md §4 step 3). It must be finite and ≥ 0.
+	Alpha float64
+	// ActOrder quantizes the input indices in order of decreasing H_kk
+	// (ties to the lower index) instead of 0, 1, …, K−1.
+	ActOrder bool
+	// BlockSize is the number of rows whose error feedback to the later rows
+	// is deferred and applied together (GPTQ's lazy batch). It changes the
+	// memory access pattern, never a bit of the result. Must be ≥ 1.
+	BlockSize int
+	// Retries is how many times a failed factorization is retried with α
+	// multiplied by RetryFactor (gptq.md §5: 3 and 10).
+	Retries     int
+	RetryFactor float64
+}
+
+// DefaultOptions returns the defaults of gptq.md §6 with damping alpha.
+func DefaultOptions(alpha float64) Options {
+	return Options{Alpha: alpha, ActOrder: true, BlockSize: 128, Retries: 3, RetryFactor: 10}
+}
+
+// ErrFactor is wrapped by every *FactorError.
+var ErrFactor = errors.New("gptq: Hessian factorization failed")
+
+// FactorError reports that H + λI could not be factored (a non-positive
+// pivot or a non-finite factor) even at the largest damping tried.
+type FactorError struct {
+	// Alpha is the last relative damping tried and Retries the number of
+	// retries made.
+	Alpha   float64
+	Retries int
+	// Index is the permuted row at which the last attempt failed.
+	Index  int
+	Reason string
+}
+
+func (e *FactorError) Error() string {
+	return fmt.Sprintf("gptq: Hessian factorization failed at row %d (%s) with relative damping %g after %d retries", e.Index, e.Reason, e.Alpha, e.Retries)
+}
+
+// Is makes errors.Is(err, ErrFactor) true.
+func (e *FactorError) Is(target error) bool { return target == ErrFactor }
+
+// InputError reports arguments that cannot be solved: wrong lengths, a
+// non-finite value, a bad option.
+type InputError struct {
+	What string
+	Msg  string
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("gptq: %s: %s", e.What, e.Msg) }
+
+// Factor is the part of a GPTQ solve that depends only on the Hessian:
+// dead rows, the processing order, the damping actually used and the upper
+// triangular U with (H + λI)⁻¹ = UᵀU in the permuted frame.
+type Factor struct {
+	k         int
+	perm      []int  // perm[i]: original input index of permuted row i
+	dead      []bool // by original input index: H_kk was 0
+	u         []float64
+	alpha     float64
+	lambda    float64
+	retries   int
+	blockSize int
+}
+
+// NewFactor prepares a K×K Hessian h (row-major, symmetric; not modified)
+// for solving (gptq.md §4 steps 1–4):
+//
+//  1. dead rows: an index with H_kk = 0 gets H_kk = 1 (its weights are
+//     zeroed by Quantize);
+//  2. act-order: a stable sort of the indices by H_kk, descending;
+//  3. λ = α·mean(H_kk) added to the diagonal;
+//  4. U, the upper Cholesky factor of (H + λI)⁻¹.
+//
+// U is computed as the inverse of R, the upper triangular factor of
+// H + λI = R·Rᵀ (a Cholesky factorization run from the last index to the
+// first). By the uniqueness of Cholesky factors this is the same U as
+// factoring H, inverting and factoring the inverse again, with half the
+// work and without forming H⁻¹, whose rounding would only add error.
+//
+// A failed factorization (non-positive pivot, non-finite value) is retried
+// with α·RetryFactor up to opts.Retries times; after that NewFactor returns
+// a *FactorError. A non-finite entry of h is an *InputError: that is a
+// statistics bug, not something damping should hide.
+func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
+	if k < 1 || len(h) != k*k {
+		return nil, &InputError{What: "Hessian", Msg: fmt.Sprintf("%d values for K = %d", len(h), k)}
+	}
+	if opts.BlockSize < 1 {
+		return nil, &InputError{What: "BlockSize", Msg: fmt.Sprintf("%d; must be ≥ 1", opts.BlockSize)}
+	}
+	if !(opts.Alpha >= 0) || math.IsInf(opts.Alpha, 0) {
+		return nil, &InputError{What: "Alpha", Msg: fmt.Sprintf("%v; must be finite and ≥ 0", opts.Alpha)}
+	}
+	if opts.Retries < 0 || (opts.Retries > 0 && !(opts.RetryFactor > 1)) {
+		return nil, &InputError{What: "Retries", Msg: fmt.Sprintf("%d retries with factor %v", opts.Retries, opts.RetryFactor)}
+	}
+	for i, v := range h {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, &InputError{What: "Hessian", Msg: fmt.Sprintf("entry (%d, %d) is %v", i/k, i%k, v)}
+		}
+	}
+	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize}
+	diag := make([]float64, k)
+	var sum float64
+	for i := range k {
+		diag[i] = h[i*k+i]
+		if diag[i] == 0 {
+			f.dead[i], diag[i] = true, 1
+		}
+		sum += diag[i]
+		f.perm[i] = i
+	}
+	if opts.ActOrder {
+		sort.SliceStable(f.perm, func(a, b int) bool { return diag[f.perm[a]] > diag[f.perm[b]] })
+	}
+	mean := sum / float64(k)
+	hp := make([]float64, k*k)
+	f.u = make([]float64, k*k)
+	alpha := opts.Alpha
+	var last *FactorError
+	for try := 0; try <= opts.Retries; try++ {
+		if try > 0 {
+			alpha *= opts.RetryFactor
+		}
+		lambda := alpha * mean
+		for i, oi := range f.perm {
+			row := hp[i*k : (i+1)*k]
+			for j, oj := range f.perm {
+				row[j] = h[oi*k+oj]
+			}
+			row[i] = diag[oi] + lambda
+		}
+		idx, reason := factorInverse(hp, f.u, k)
+		if idx < 0 {
+			f.alpha, f.lambda, f.retries = alpha, lambda, try
+			return f, nil
+		}
+		last = &FactorError{Alpha: alpha, Retries: try, Index: idx, Reason: reason}
+	}
+	return nil, last
+}
+
+// K returns the number of input indices.
+func (f *Factor) K() int { return f.k }
+
+// Alpha returns the relative damping that succeeded.
+func (f *Factor) Alpha() float64 { return f.alpha }
+
+// Lambda returns the absolute damping λ added to the diagonal.
+func (f *Factor) Lambda() float64 { return f.lambda }
+
+// Retries returns the number of failed factorizations before the one used.
+func (f *Factor) Retries() int { return f.retries }
+
+// Perm returns a copy of the processing order: element i is the original
+// input index quantized at step i.
+func (f *Factor) Perm() []int { return append([]int(nil), f.perm...) }
+
+// Dead reports whether input index k had H_kk = 0.
+func (f *Factor) Dead(k int) bool { return f.dead[k] }
+
+// Result is one quantized matrix.
+type Result struct {
+	// Packed is the BFP tile stream of the weight (bfp.md §8), canonical.
+	Packed []byte
+	// Q is the decoded weight, [out, in] row-major like the input.
+	Q []float32
+	// Loss is the sum of the per-row GPTQ losses Σ (w−q)²/(2·U_ii²). It
+	// equals ½·tr(ΔWᵀ (H+λI) ΔW) for ΔW = W − Q with W's dead rows zeroed.
+	Loss float64
+}
+
+// Quantize runs the row loop of gptq.md §4 step 5 on w, a weight [out, in]
+// (Hugging Face layout, in = K), and returns the BFP result in format fm.
+// Each row of W_tt is rounded to float32 and quantized by the plain packer
+// rule (the exponent of each 16-wide group from its current, error-updated
+// values), its error is propagated to the later rows, and the rows are
+// placed into tiles at their original index.
+//
+// The update of every element is applied one row's error at a time in row
+// order, within a block and across blocks alike, so the block size changes
+// no rounding and no byte. Quantize may be called concurrently.
+func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) {
+	k := f.k
+	if out < 1 || len(w) != out*k {
+		return nil, &InputError{What: "weight", Msg: fmt.Sprintf("%d values for [%d, %d]", len(w), out, k)}
+	}
+	for i, v := range w {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, &InputError{What: "weight", Msg: fmt.Sprintf("element %d is %v", i, v)}
+		}
+	}
+	b, err := bfp.NewBuilder(fm, out, k)
+	if err != nil {
+		return nil, &InputError{What: "weight", Msg: err.Error()}
+	}
+	// wp is W_tt in the permuted frame: row i holds input perm[i] over all
+	// outputs, which is what each step reads and the feedback updates.
+	wp := make([]float64, k*out)
+	for i, oi := range f.perm {
+		if f.dead[oi] {
+			continue
+		}
+		row := wp[i*out : (i+1)*out]
+		for n := range row {
+			row[n] = float64(w[n*k+oi])
+		}
+	}
+	bs := min(f.blockSize, k)
+	errs := make([]float64, bs*out)
+	r32 := make([]float32, out)
+	q32 := make([]float32, out)
+	exps := make([]uint8, bfp.RowGroups(out))
+	codes := make([]uint8, bfp.PaddedDim(out))
+	q := make([]float32, out*k)
+	var loss float64
+	for b0 := 0; b0 < k; b0 += bs {
+		b1 := min(b0+bs, k)
+		for i := b0; i < b1; i++ {
+			row := wp[i*out : (i+1)*out]
+			for n, v := range row {
+				r32[n] = float32(v)
+			}
+			if err := bfp.EncodeRow(fm, r32, exps, codes); err != nil {
+				return nil, &InputError{What: "row", Msg: err.Error()}
+			}
+			if err := bfp.DecodeRow(fm, exps, codes, q32); err != nil {
+				return nil, &InputError{What: "row", Msg: err.Error()}
+			}
+			oi := f.perm[i]
+			if err := b.SetRow(oi, exps, codes); err != nil {
+				return nil, &InputError{What: "row", Msg: err.Error()}
+			}
+			uii := f.u[i*k+i]
+			e := errs[(i-b0)*out : (i-b0+1)*out]
+			var sq float64
+			for n, v := range row {
+				d := v - float64(q32[n])
+				sq += float64(d * d)
+				e[n] = d / uii
+				q[n*k+oi] = q32[n]
+			}
+			loss += sq / float64(2*uii*uii)
+			urow := f.u[i*k : (i+1)*k]
+			for j := i + 1; j < b1; j++ {
+				if uij := urow[j]; uij != 0 {
+					subScaled(wp[j*out:(j+1)*out], uij, e)
+				}
+			}
+		}
+		// The deferred feedback of the block to every later row, applied
+		// in the same per-row order as the updates inside the block.
+		for j := b1; j < k; j++ {
+			dst := wp[j*out : (j+1)*out]
+			for i := b0; i < b1; i++ {
+				if uij := f.u[i*k+j]; uij != 0 {
+					subScaled(dst, uij, errs[(i-b0)*out:(i-b0+1)*out])
+				}
+			}
+		}
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}
+	}
+	return &Result{Packed: b.Bytes(), Q: q, Loss: loss}, nil
+}
+
+// subScaled sets dst[n] −= a·x[n]. The product is rounded before the
+// subtraction (no FMA), so every platform gives the same bits.
+func subScaled(dst []float64, a float64, x []float64) {
+	x = x[:len(dst)]
+	n := 0
+	for ; n+4 <= len(dst); n += 4 {
+		d := (*[4]float64)(dst[n:])
+		s := (*[4]float64)(x[n:])
+		d[0] -= float64(a * s[0])
+		d[1] -= float64(a * s[1])
+		d[2] -= float64(a * s[2])
+		d[3] -= float64(a * s[3])
+	}
+	for ; n < len(dst); n++ {
+		dst[n] -= float64(a * x[n])
+	}
+}
+
+// dot returns Σ a[i]·b[i] over len(a) in one fixed order: four running
+// sums over i mod 4, combined as (s0+s1)+(s2+s3), then the tail.
+func dot(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		x := (*[4]float64)(a[i:])
+		y := (*[4]float64)(b[i:])
+		s0 += float64(x[0] * y[0])
+		s1 += float64(x[1] * y[1])
+		s2 += float64(x[2] * y[2])
+		s3 += float64(x[3] * y[3])
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; i < len(a); i++ {
+		s += float64(a[i] * b[i])
+	}
+	return s
+}
+
+// factorInverse computes into u (k×k, row-major) the upper triangular U
+// with h⁻¹ = UᵀU, h symmetric positive definite; h is overwritten. It
+// returns −1 on success, else the failing row and the reason.
+//
+// First h = R·Rᵀ with R upper triangular (Cholesky from the last index
+// down), then U = R⁻¹.
+func factorInverse(h, u []float64, k int) (int, string) {
+	// R is found through the reversed matrix: with J the index reversal,
+	// J·h·J = L·Lᵀ by the ordinary row-oriented Cholesky (whose inner
+	// products run over contiguous rows of L) and R = J·L·J.
+	l := h // reuse: L overwrites the lower triangle of H' in place
+	// Build H' = J H J in place: element (a, b) of H' is h[(k-1-a)][(k-1-b)].
+	reverseBoth(l, k)
+	for i := range k {
+		li := l[i*k : i*k+k]
+		for j := 0; j <= i; j++ {
+			lj := l[j*k : j*k+k]
+			s := li[j] - dot(li[:j], lj[:j])
+			if i == j {
+				if !(s > 0) || math.IsInf(s, 0) {
+					return k - 1 - i, "non-positive pivot"
+				}
+				li[i] = math.Sqrt(s)
+			} else {
+				li[j] = s / lj[j]
+			}
+		}
+		if v := li[i]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return k - 1 - i, "non-finite factor"
+		}
+	}
+	// U = R⁻¹ = J·L⁻¹·J, and L⁻¹ is lower triangular. Compute M = L⁻¹
+	// column by column (forward substitution on unit vectors), writing
+	// U[k−1−a][k−1−b] = M[a][b].
+	clear(u)
+	col := make([]float64, k)
+	for b := range k {
+		// Column b of M: M[a][b] = 0 for a < b; M[b][b] = 1/L[b][b];
+		// M[a][b] = −(Σ_{m=b}^{a−1} L[a][m]·M[m][b]) / L[a][a].
+		clear(col)
+		col[b] = 1 / l[b*k+b]
+		for a := b + 1; a < k; a++ {
+			la := l[a*k : a*k+a]
+			col[a] = -dot(la[b:a], col[b:a]) / l[a*k+a]
+		}
+		for a := b; a < k; a++ {
+			v := col[a]
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return k - 1 - a, "non-finite inverse"
+			}
+			u[(k-1-a)*k+(k-1-b)] = v
+		}
+	}
+	return -1, ""
+}
+
+// reverseBoth replaces the k×k matrix m by J·m·J (both index orders
+// reversed), in place.
+func reverseBoth(m []float64, k int) {
+	n := k * k
+	for i := 0; i < n/2; i++ {
+		m[i], m[n-1-i] = m[n-1-i], m[i]
+	}
+}
+
+// Loss returns ½·tr(ΔWᵀ H ΔW) in float64 for ΔW = W − Q in the W_tt frame,
+// where w and q are [out, in] row-major (Hugging Face layout) and h is the
+// in×in Hessian: the router-weighted mean squared output error that GPTQ
+// minimises (gptq.md §1). It is Losses with one Q.
+func Loss(h []float64, w, q []float32, out, in int) (float64, error) {
+	l, err := Losses(h, w, [][]float32{q}, out, in)
+	if err != nil {
+		return 0, err
+	}
+	return l[0], nil
+}
+
+// Losses returns Loss for several Q of one W in one pass (a nil Q stands for
+// Q = 0, whose loss ½·tr(Wᵀ H W) normalises the others). h must be
+// symmetric: only its upper triangle is read, as
+// ½·Σ_k (H_kk·‖ΔW_k‖² + 2·Σ_{l>k} H_kl·ΔW_k·ΔW_l), each sum in index order.
+func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
+	if len(h) != in*in || len(w) != out*in {
+		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
+	}
+	totals := make([]float64, len(qs))
+	// d holds ΔWᵀ: row k is input k over all outputs.
+	d := make([]float64, in*out)
+	for m, q := range qs {
+		if q != nil && len(q) != out*in {
+			return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("Q %d has %d values for [%d, %d]", m, len(q), out, in)}
+		}
+		for o := range out {
+			for k := range in {
+				v := float64(w[o*in+k])
+				if q != nil {
+					v -= float64(q[o*in+k])
+				}
+				d[k*out+o] = v
+			}
+		}
+		row := func(k int) []float64 { return d[k*out : (k+1)*out] }
+		var total float64
+		// Four rows k at a time share each read of row l > k; each row's
+		// own sum still runs over l in order.
+		for k0 := 0; k0 < in; k0 += 4 {
+			kn := min(4, in-k0)
+			var part [4]float64
+			for a := range kn {
+				k := k0 + a
+				part[a] = float64(h[k*in+k] * dot(row(k), row(k)))
+				for l := k + 1; l < k0+kn; l++ {
+					part[a] += float64(2 * float64(h[k*in+l]*dot(row(k), row(l))))
+				}
+			}
+			if kn == 4 {
+				r0, r1, r2, r3 := row(k0), row(k0+1), row(k0+2), row(k0+3)
+				for l := k0 + 4; l < in; l++ {
+					x0, x1, x2, x3 := dot4(r0, r1, r2, r3, row(l))
+					part[0] += float64(2 * float64(h[k0*in+l]*x0))
+					part[1] += float64(2 * float64(h[(k0+1)*in+l]*x1))
+					part[2] += float64(2 * float64(h[(k0+2)*in+l]*x2))
+					part[3] += float64(2 * float64(h[(k0+3)*in+l]*x3))
+				}
+			}
+			for a := range kn {
+				total += part[a]
+			}
+		}
+		totals[m] = total / 2
+	}
+	return totals, nil
+}
+
+// dot4 returns the inner products of a0…a3 with b, each summed over n in
+// order; reading b once for four rows is what makes Losses fast.
+func dot4(a0, a1, a2, a3, b []float64) (s0, s1, s2, s3 float64) {
+	n := len(b)
+	a0, a1, a2, a3 = a0[:n], a1[:n], a2[:n], a3[:n]
+	for i, y := range b {
+		s0 += float64(a0[i] * y)
+		s1 += float64(a1[i] * y)
+		s2 += float64(a2[i] * y)
+		s3 += float64(a3[i] * y)
+	}
+	return s0, s1, s2, s3
+}

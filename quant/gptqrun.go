@@ -1,0 +1,667 @@
+package quant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/quant/calib"
+	"github.com/lfmq/lfmq/quant/gptq"
+	"github.com/lfmq/lfmq/quant/hessian"
+	"github.com/lfmq/lfmq/quant/plan"
+	"github.com/lfmq/lfmq/version"
+)
+
+// StageProgress may be implemented by a Progress to learn what a GPTQ run
+// is doing between tensors: stage is "forward i/n", "statistics w1/w3",
+// "solve w1/w3", "statistics w2", "solve w2", "done" or "resumed" for MoE
+// layer layer.
+type StageProgress interface {
+	Stage(layer int, stage string)
+}
+
+// FallbackError refuses (with GPTQOptions.Strict) a matrix that GPTQ could
+// not solve.
+type FallbackError struct {
+	Layer, Expert int
+	Matrix        string
+	Reason        string
+	Err           error
+}
+
+func (e *FallbackError) Error() string {
+	return fmt.Sprintf("quant: layer %d expert %d %s: GPTQ failed (%s) and --strict forbids the RTN fallback: %v", e.Layer, e.Expert, e.Matrix, e.Reason, e.Err)
+}
+
+func (e *FallbackError) Unwrap() error { return e.Err }
+
+// StatsError reports non-finite calibration statistics, naming where.
+type StatsError struct {
+	Layer  int
+	Expert int
+	Matrix string
+	Err    error
+}
+
+func (e *StatsError) Error() string {
+	return fmt.Sprintf("quant: layer %d expert %d %s input statistics: %v", e.Layer, e.Expert, e.Matrix, e.Err)
+}
+
+func (e *StatsError) Unwrap() error { return e.Err }
+
+// gptqRun is the state of one GPTQ quantization.
+type gptqRun struct {
+	opts    Options
+	g       GPTQOptions
+	cfg     *config.Config
+	src     *hf.Checkpoint
+	plan    *plan.Plan
+	m       *model.Model
+	windows [][]int
+	workers int
+	prog    Progress
+	stage   StageProgress
+	report  *GPTQReport
+	mu      sync.Mutex // guards report.Warnings
+}
+
+// quantizeGPTQ is Quantize for Method GPTQ: RTN for every BFP8 tensor, then
+// the routed experts layer by layer with GPTQ (gptq.md), resumable.
+func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf.Checkpoint, p *plan.Plan, source lfmq1.Source) (res *Result, err error) {
+	g := opts.GPTQ
+	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	// Everything that can refuse the run is checked before any output
+	// exists: calibration input, disjointness, the model itself.
+	enc, err := calib.NewEncoder(opts.ModelDir, cfg.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	set, err := calib.Load(g.Calib, enc, calib.Options{Seqs: g.CalibSeqs, Len: g.CalibLen, Seed: g.Seed})
+	if err != nil {
+		return nil, err
+	}
+	var corpora []*calib.Corpus
+	for _, c := range g.EvalCorpora {
+		cp, err := calib.LoadCorpus(c.Name, c.Path, enc)
+		if err != nil {
+			return nil, err
+		}
+		corpora = append(corpora, cp)
+	}
+	disj, err := calib.CheckDisjoint(set, corpora, enc.IsControl)
+	if err != nil {
+		return nil, err
+	}
+	settings := g.settings(set, disj)
+	settingsJSON, err := canonjson.Marshal(settings)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fingerprint(source, settings)
+	if err != nil {
+		return nil, err
+	}
+	fp["lfmq_version"], fp["method"] = version.Version, string(GPTQ)
+	// The statistics come from the engine's float32 forward, so a binary
+	// with other kernels may produce other bytes; a development build keeps
+	// its version string across such changes, the executable's digest does
+	// not.
+	fp["binary_sha256"] = executableDigest()
+
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = max(1, runtimeProcs())
+	}
+	m, err := model.Load(opts.ModelDir, model.LoadOptions{Threads: workers})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	for i, w := range set.Windows {
+		if len(w) > m.MaxContext() {
+			return nil, fmt.Errorf("quant: calibration window %d has %d tokens, more than the model's context of %d", i, len(w), m.MaxContext())
+		}
+	}
+
+	w, resumed, err := lfmq1.CreateResumable(opts.OutDir, g.Resume)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := openResume(w.Dir(), fp, resumed)
+	if err != nil {
+		// A partial run from other inputs is the user's to resume or
+		// remove: leave it exactly as it is.
+		w.Keep()
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		if len(rs.prog.Layers) > 0 {
+			w.Keep()
+			err = &PartialError{Partial: w.Dir(), Layers: len(rs.prog.Layers), Err: err}
+			return
+		}
+		w.Abort()
+	}()
+
+	r := &gptqRun{opts: opts, g: g, cfg: cfg, src: src, plan: p, m: m, windows: set.Windows, workers: workers,
+		prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens}}
+	if sp, ok := opts.Progress.(StageProgress); ok {
+		r.stage = sp
+	}
+	if r.prog != nil {
+		r.prog.Start(len(p.Entries))
+	}
+	res = &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), GPTQ: r.report}
+	metrics := tensorMetrics{}
+
+	// Dense, head and kept tensors: RTN, as in an RTN run. In sequential
+	// mode the engine then runs with every BFP8 weight quantized.
+	start := time.Now()
+	for _, file := range p.Files() {
+		entries := p.ByFile(file)
+		if entries[0].Class == plan.Experts {
+			continue
+		}
+		out, err := produceAll(ctx, src, entries, workers, r.prog)
+		if err != nil {
+			return nil, err
+		}
+		tensors := make([]lfmq1.Tensor, len(out))
+		for i, o := range out {
+			tensors[i] = o.tensor
+			if o.metric != nil {
+				metrics[o.tensor.Name] = *o.metric
+			}
+			res.Bytes += int64(len(o.tensor.Data))
+			if g.Sequential && entries[i].Class == plan.Dense {
+				mat, err := kernels.NewBFP(kernels.BFP8, int(o.tensor.Shape[0]), int(o.tensor.Shape[1]), o.tensor.Data)
+				if err != nil {
+					return nil, fmt.Errorf("quant: %s: %w", o.tensor.Name, err)
+				}
+				if err := m.ReplaceLinear(o.tensor.Name, mat); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := w.WriteFile(file, tensors); err != nil {
+			return nil, err
+		}
+	}
+	r.report.Dense = time.Since(start)
+
+	var layers []LayerMetrics
+	for l := range cfg.NumLayers {
+		if !cfg.IsMoE(l) {
+			continue
+		}
+		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
+		entries := p.ByFile(file)
+		var lr *layerResult
+		if d, ok := rs.done(l); ok {
+			lr, err = r.resumeLayer(w, rs, d, entries)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if lr == nil {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			lr, err = r.layer(ctx, l, entries)
+			if err != nil {
+				return nil, err
+			}
+			if err := w.WriteFile(file, lr.tensors); err != nil {
+				return nil, err
+			}
+			if err := rs.complete(l, file, &layerRecord{Metrics: lr.report.Metrics, Tensors: lr.tensorMetrics}); err != nil {
+				return nil, err
+			}
+		}
+		for _, t := range lr.tensors {
+			res.Bytes += int64(len(t.Data))
+			if r.prog != nil {
+				r.prog.Done(t.Name)
+			}
+		}
+		for name, tm := range lr.tensorMetrics {
+			metrics[name] = tm
+		}
+		if g.Sequential {
+			if err := r.install(lr.tensors); err != nil {
+				return nil, err
+			}
+		}
+		layers = append(layers, lr.report.Metrics)
+		r.report.Layers = append(r.report.Layers, lr.report)
+		r.report.Fallbacks += lr.report.Metrics.Fallbacks
+		r.setStage(l, "done")
+	}
+	for _, name := range lfmq1.CopiedFiles {
+		path := filepath.Join(opts.ModelDir, name)
+		if !fileExists(path) {
+			continue
+		}
+		if err := w.CopyFile(path, name); err != nil {
+			return nil, err
+		}
+	}
+	q := quantizationSpec(p, GPTQ, false)
+	q.Settings = settingsJSON
+	man := &lfmq1.Manifest{LfmqVersion: version.Version, CreatedBy: opts.CreatedBy, Source: source, Quantization: q}
+	if layers == nil {
+		layers = []LayerMetrics{}
+	}
+	sum, err := w.Commit(man, gptqMetrics{Tensors: metrics, Layers: layers})
+	if err != nil {
+		return nil, err
+	}
+	committed = true
+	for _, f := range source.Files {
+		res.SourceBytes += f.Size
+	}
+	res.ManifestSHA256 = sum
+	return res, nil
+}
+
+// gptqMetrics is the manifest's metrics block of a GPTQ checkpoint.
+type gptqMetrics struct {
+	Tensors tensorMetrics  `json:"tensors"`
+	Layers  []LayerMetrics `json:"layers"`
+}
+
+func (r *gptqRun) setStage(layer int, s string) {
+	if r.stage != nil {
+		r.stage.Stage(layer, s)
+	}
+}
+
+// layerResult is a finished MoE layer.
+type layerResult struct {
+	tensors       []lfmq1.Tensor // in the plan's order
+	tensorMetrics map[string]TensorMetric
+	report        LayerReport
+}
+
+// expertEntries maps a layer's plan entries by expert and projection.
+func expertEntries(entries []plan.Entry, n int) ([][3]*plan.Entry, error) {
+	out := make([][3]*plan.Entry, n)
+	for i := range entries {
+		e := &entries[i]
+		var k int
+		switch {
+		case strings.HasSuffix(e.Name, ".w1.weight"):
+			k = 0
+		case strings.HasSuffix(e.Name, ".w3.weight"):
+			k = 1
+		case strings.HasSuffix(e.Name, ".w2.weight"):
+			k = 2
+		default:
+			return nil, fmt.Errorf("quant: %s is not an expert projection", e.Name)
+		}
+		if e.Expert < 0 || e.Expert >= n || out[e.Expert][k] != nil {
+			return nil, fmt.Errorf("quant: unexpected expert tensor %s", e.Name)
+		}
+		out[e.Expert][k] = e
+	}
+	for x, es := range out {
+		for _, e := range es {
+			if e == nil {
+				return nil, fmt.Errorf("quant: expert %d lacks a projection in the plan", x)
+			}
+		}
+	}
+	return out, nil
+}
+
+// solved is one expert matrix's stored result.
+type solved struct {
+	packed []byte
+	q      []float32
+	metric MatrixMetrics
+	flop   float64
+}
+
+// layer quantizes MoE layer l (gptq.md §3–§4): calibration forward, w1/w3
+// statistics and solves, w2 statistics with the quantized w1/w3, w2 solves.
+func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*layerResult, error) {
+	cfg := r.cfg
+	E, H, Fe := cfg.NumExperts, cfg.HiddenSize, cfg.MoEIntermediateSize
+	ex, err := expertEntries(entries, E)
+	if err != nil {
+		return nil, err
+	}
+	rep := LayerReport{Layer: l}
+
+	t0 := time.Now()
+	cache, err := hessian.Collect(ctx, r.m, l, r.windows, hessian.CollectOptions{Progress: func(done, total int) {
+		r.setStage(l, fmt.Sprintf("forward %d/%d", done, total))
+	}})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := cache.Route(E)
+	if err != nil {
+		return nil, err
+	}
+	rep.Forward = time.Since(t0)
+
+	r.setStage(l, "statistics w1/w3")
+	t0 = time.Now()
+	up, err := hessian.UpStats(ctx, cache, rt, r.workers)
+	if err != nil {
+		return nil, r.statsError(l, err, "w1/w3")
+	}
+	upPool, err := hessian.Pool(up)
+	if err != nil {
+		return nil, err
+	}
+	rep.UpStats = time.Since(t0)
+	for _, st := range up {
+		rep.UpHessianFLOP += float64(st.Tokens()) * float64(H*(H+1))
+	}
+
+	r.setStage(l, "solve w1/w3")
+	t0 = time.Now()
+	upRes := make([][2]solved, E)
+	if err := r.forExperts(ctx, E, func(e int) error {
+		w1, err := weightValues(r.src, *ex[e][0])
+		if err != nil {
+			return err
+		}
+		w3, err := weightValues(r.src, *ex[e][1])
+		if err != nil {
+			return err
+		}
+		out, err := r.solve(l, e, "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H)
+		if err != nil {
+			return err
+		}
+		upRes[e] = [2]solved{out[0], out[1]}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rep.SolveW13 = time.Since(t0)
+	up = nil // one input kind's statistics at a time (gptq.md §2)
+
+	// The w2 inputs come from the w1/w3 the engine will run: the stored
+	// quantized ones in sequential mode, the source ones otherwise.
+	r.setStage(l, "statistics w2")
+	t0 = time.Now()
+	mats := make([]hessian.Expert, E)
+	for e := range E {
+		for k, dst := range []**kernels.Matrix{&mats[e].W1, &mats[e].W3} {
+			var mat *kernels.Matrix
+			if r.g.Sequential {
+				mat, err = kernels.NewBFP(kernels.BFP4, Fe, H, upRes[e][k].packed)
+			} else {
+				var v []float32
+				if v, err = weightValues(r.src, *ex[e][k]); err == nil {
+					mat, err = kernels.NewF32(Fe, H, v)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("quant: layer %d expert %d: %w", l, e, err)
+			}
+			*dst = mat
+		}
+	}
+	down, err := hessian.DownStats(ctx, cache, rt, mats, r.g.W2Weight, r.workers)
+	if err != nil {
+		return nil, r.statsError(l, err, "w2")
+	}
+	downPool, err := hessian.Pool(down)
+	if err != nil {
+		return nil, err
+	}
+	cache = nil // the layer's activations are no longer needed
+	rep.DownStats = time.Since(t0)
+	for _, st := range down {
+		rep.DownHessianFLOP += float64(st.Tokens()) * float64(Fe*(Fe+1))
+		rep.DownInputFLOP += float64(st.Tokens()) * float64(4*H*Fe)
+	}
+
+	r.setStage(l, "solve w2")
+	t0 = time.Now()
+	downRes := make([]solved, E)
+	if err := r.forExperts(ctx, E, func(e int) error {
+		w2, err := weightValues(r.src, *ex[e][2])
+		if err != nil {
+			return err
+		}
+		out, err := r.solve(l, e, "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe)
+		if err != nil {
+			return err
+		}
+		downRes[e] = out[0]
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rep.SolveW2 = time.Since(t0)
+
+	lr := &layerResult{tensorMetrics: map[string]TensorMetric{}}
+	rep.Metrics = LayerMetrics{Layer: l}
+	stored := map[string]*solved{}
+	for e := range E {
+		for k, s := range []*solved{&upRes[e][0], &upRes[e][1], &downRes[e]} {
+			stored[ex[e][k].Name] = s
+			rep.SolveFLOP += s.flop
+		}
+		rep.Metrics.Experts = append(rep.Metrics.Experts, ExpertMetrics{Expert: e, W1: upRes[e][0].metric, W3: upRes[e][1].metric, W2: downRes[e].metric})
+	}
+	rep.Metrics.summarise()
+	for _, pe := range entries {
+		s := stored[pe.Name]
+		out, in := int(pe.Shape[0]), int(pe.Shape[1])
+		lr.tensors = append(lr.tensors, lfmq1.Tensor{Name: pe.Name, Format: lfmq1.BFP4, Shape: pe.Shape, DType: dtype.U8,
+			StoredShape: []int64{int64(bfp.NumTiles(out, in)), int64(bfp.BFP4.TileBytes())}, Data: s.packed})
+		w, err := weightValues(r.src, pe)
+		if err != nil {
+			return nil, err
+		}
+		lr.tensorMetrics[pe.Name] = weightError(w, s.q)
+	}
+	lr.report = rep
+	return lr, nil
+}
+
+func (r *gptqRun) statsError(l int, err error, matrix string) error {
+	var nf *hessian.NonFiniteError
+	var ee *hessian.ExpertError
+	if errors.As(err, &nf) && errors.As(err, &ee) {
+		return &StatsError{Layer: l, Expert: ee.Expert, Matrix: matrix, Err: nf}
+	}
+	return err
+}
+
+// forExperts runs fn for every expert on the run's workers; results go to
+// slots the caller indexes by expert.
+func (r *gptqRun) forExperts(ctx context.Context, n int, fn func(e int) error) error {
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(r.workers)
+	for e := range n {
+		p.Go(func(ctx context.Context) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fn(e)
+		})
+	}
+	return p.Wait()
+}
+
+// solve quantizes the matrices ws (each [out, k], sharing one Hessian: an
+// expert's w1 and w3, or its w2) against the expert statistics st shrunk
+// toward the layer's pool, with relative damping alpha; it falls back to
+// RTN when the Hessian cannot be factored (gptq.md §5).
+func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k int) ([]solved, error) {
+	res := make([]solved, len(ws))
+	base := MatrixMetrics{Tokens: st.Tokens(), WeightSum: st.Weight(), NEff: st.NEff()}
+	rtnQ := make([][]float32, len(ws))
+	for i, w := range ws {
+		if j := firstNonFinite(w); j >= 0 {
+			return nil, &NonFiniteError{Tensor: pe[i].Source, Index: j, Value: w[j]}
+		}
+		packed, err := bfp.PackMatrix(bfp.BFP4, w, out, k)
+		if err != nil {
+			return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
+		}
+		q, err := bfp.UnpackMatrix(bfp.BFP4, packed, out, k)
+		if err != nil {
+			return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
+		}
+		rtnQ[i] = q
+		res[i] = solved{packed: packed, q: q, metric: base}
+		res[i].metric.Method, res[i].metric.Reason = string(RTN), "no_tokens"
+	}
+	if poolSt.Weight() == 0 {
+		return res, nil // no token reached any expert of the layer
+	}
+	h, shrink, err := hessian.Shrunk(st, poolSt, r.g.Shrink)
+	if err != nil {
+		return nil, err
+	}
+	var flop float64
+	fk := float64(k)
+	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor})
+	var fe *gptq.FactorError
+	switch {
+	case errors.As(ferr, &fe):
+		if r.g.Strict {
+			return nil, &FallbackError{Layer: l, Expert: e, Matrix: kind, Reason: "cholesky_failed", Err: ferr}
+		}
+	case ferr != nil:
+		return nil, &StatsError{Layer: l, Expert: e, Matrix: kind, Err: ferr}
+	default:
+		flop += (2 * fk * fk * fk / 3) * float64(f.Retries()+1)
+	}
+	for i, w := range ws {
+		m := &res[i].metric
+		m.Shrink = shrink
+		if f != nil {
+			qr, err := f.Quantize(bfp.BFP4, w, out)
+			if err != nil {
+				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
+			}
+			// GPTQ's output is canonical by construction (bfp.md §9);
+			// checking costs little next to the solve.
+			if err := bfp.Canonical(bfp.BFP4, qr.Packed, out, k); err != nil {
+				return nil, fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", pe[i].Name, err)
+			}
+			res[i].packed, res[i].q = qr.Packed, qr.Q
+			m.Method, m.Reason = string(GPTQ), ""
+			m.Alpha, m.Lambda, m.Retries = f.Alpha(), f.Lambda(), f.Retries()
+			flop += fk * fk * float64(out)
+		} else {
+			m.Method, m.Reason = string(RTN), "cholesky_failed"
+			m.Alpha, m.Retries = fe.Alpha, fe.Retries
+		}
+		losses, err := gptq.Losses(h, w, [][]float32{res[i].q, rtnQ[i], nil}, out, k)
+		if err != nil {
+			return nil, err
+		}
+		flop += 3 * fk * fk * float64(out)
+		m.LossGPTQ, m.LossRTN = losses[0], losses[1]
+		m.Ratio, m.RelMSE = ratioOf(losses[0], losses[1]), ratioOf(losses[0], losses[2])
+	}
+	if len(res) > 0 {
+		res[0].flop = flop
+	}
+	if f == nil {
+		r.warn(fmt.Sprintf("layer %d expert %d %s: Hessian could not be factored (%v); stored RTN", l, e, kind, ferr))
+	}
+	return res, nil
+}
+
+func (r *gptqRun) warn(s string) {
+	// Warnings come from expert goroutines.
+	r.mu.Lock()
+	r.report.Warnings = append(r.report.Warnings, s)
+	r.mu.Unlock()
+}
+
+// install makes the engine run a finished layer's quantized experts.
+func (r *gptqRun) install(tensors []lfmq1.Tensor) error {
+	for _, t := range tensors {
+		mat, err := kernels.NewBFP(kernels.BFP4, int(t.Shape[0]), int(t.Shape[1]), t.Data)
+		if err != nil {
+			return fmt.Errorf("quant: %s: %w", t.Name, err)
+		}
+		if err := r.m.ReplaceLinear(t.Name, mat); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumeLayer takes a completed layer from the partial directory: its
+// experts file (checked against the progress record, then written again
+// through the Writer, which gives the same bytes) and its metrics. It
+// returns nil when the stored layer does not verify, which makes the run
+// compute it again.
+func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, entries []plan.Entry) (*layerResult, error) {
+	rec, ok := rs.load(d)
+	if ok && r.g.Strict && rec.Metrics.Fallbacks > 0 {
+		// The interrupted run was not strict; this one is.
+		for _, e := range rec.Metrics.Experts {
+			for name, m := range map[string]MatrixMetrics{"w1": e.W1, "w3": e.W3, "w2": e.W2} {
+				if m.Method != string(GPTQ) {
+					return nil, &FallbackError{Layer: d.Layer, Expert: e.Expert, Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
+				}
+			}
+		}
+	}
+	if !ok {
+		r.warn(fmt.Sprintf("layer %d: the interrupted run's result does not verify; computing it again", d.Layer))
+		return nil, rs.save()
+	}
+	path := filepath.Join(w.Dir(), d.File)
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := &layerResult{tensorMetrics: rec.Tensors, report: LayerReport{Layer: d.Layer, Resumed: true, Metrics: rec.Metrics}}
+	for _, pe := range entries {
+		raw, err := f.Bytes(pe.Name)
+		if err != nil {
+			return nil, fmt.Errorf("quant: resuming layer %d: %w", d.Layer, err)
+		}
+		out, in := int(pe.Shape[0]), int(pe.Shape[1])
+		if len(raw) != bfp.PackedSize(bfp.BFP4, out, in) {
+			return nil, fmt.Errorf("quant: resuming layer %d: %s has %d bytes", d.Layer, pe.Name, len(raw))
+		}
+		lr.tensors = append(lr.tensors, lfmq1.Tensor{Name: pe.Name, Format: lfmq1.BFP4, Shape: pe.Shape, DType: dtype.U8,
+			StoredShape: []int64{int64(bfp.NumTiles(out, in)), int64(bfp.BFP4.TileBytes())}, Data: append([]byte(nil), raw...)})
+	}
+	if err := w.WriteFile(d.File, lr.tensors); err != nil {
+		return nil, err
+	}
+	if sum, _, err := hashFile(path); err != nil || sum != d.SHA256 {
+		return nil, fmt.Errorf("quant: resuming layer %d: %s rewritten with sha256 %s, recorded %s", d.Layer, d.File, sum, d.SHA256)
+	}
+	r.setStage(d.Layer, "resumed")
+	return lr, nil
+}

@@ -1,0 +1,308 @@
+package hessian
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+// Cache holds what one MoE layer's calibration forward yields: for every
+// calibration token the input of the layer's routed experts (the ffn_norm
+// output z, which is also the router's input) and the router's decision.
+// Holding z rather than each expert's rows keeps it at one copy per token,
+// and lets the w2 statistics be computed from it once w1/w3 are quantized,
+// without running the layers below again (gptq.md §3).
+type Cache struct {
+	Layer  int
+	Hidden int
+	TopK   int
+	Tokens int
+	// Z is [Tokens, Hidden]; token t is position p of window w at
+	// t = Σ_{v<w} len(window v) + p.
+	Z []float32
+	// Experts and Weights are [Tokens, TopK]: the selected experts of each
+	// token and their router weights g (renormalised and scaled, without
+	// the selection bias), as engine/model's Routing gives them.
+	Experts []int32
+	Weights []float32
+}
+
+// CollectOptions configures Collect.
+type CollectOptions struct {
+	// Batch is the number of windows per Forward call (0: 8). Results do
+	// not depend on it: the engine's outputs are batch invariant.
+	Batch int
+	// Progress, if set, is called after each Forward call with the windows
+	// done and the total.
+	Progress func(done, total int)
+}
+
+// Collect runs the windows through the first layer+1 decoder layers of m
+// (no logits) and returns layer's Cache. m runs with whatever weights it
+// holds: in sequential calibration the caller has already replaced the
+// lower layers' experts by their quantized versions.
+func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, opts CollectOptions) (*Cache, error) {
+	cfg := m.Config
+	if layer < 0 || layer >= cfg.NumLayers || !cfg.IsMoE(layer) {
+		return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("layer %d is not an MoE layer", layer)}
+	}
+	total := 0
+	base := make([]int, len(windows)+1)
+	for i, w := range windows {
+		if len(w) == 0 {
+			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("window %d is empty", i)}
+		}
+		total += len(w)
+		base[i+1] = total
+	}
+	H, K := cfg.HiddenSize, cfg.NumExpertsPerTok
+	c := &Cache{
+		Layer: layer, Hidden: H, TopK: K, Tokens: total,
+		Z: make([]float32, total*H), Experts: make([]int32, total*K), Weights: make([]float32, total*K),
+	}
+	obs := &collector{layer: layer, gate: config.LayerPrefix(layer) + "feed_forward.gate.weight", c: c,
+		seenZ: make([]bool, total), seenR: make([]bool, total)}
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = 8
+	}
+	for w0 := 0; w0 < len(windows); w0 += batch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		w1 := min(w0+batch, len(windows))
+		seqs := make([]*model.Sequence, w1-w0)
+		for i := range seqs {
+			seqs[i] = m.NewSequence()
+		}
+		obs.base = base[w0:w1]
+		_, err := m.Forward(ctx, seqs, windows[w0:w1], model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs})
+		if err != nil {
+			return nil, fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
+		}
+		if obs.err != nil {
+			return nil, obs.err
+		}
+		if opts.Progress != nil {
+			opts.Progress(w1, len(windows))
+		}
+	}
+	for t := range total {
+		if !obs.seenZ[t] || !obs.seenR[t] {
+			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("the engine reported no expert input or routing for token %d of layer %d", t, layer)}
+		}
+	}
+	return c, nil
+}
+
+// collector copies layer's router input and routing into the Cache.
+type collector struct {
+	model.BaseObserver
+	layer        int
+	gate         string
+	c            *Cache
+	base         []int // token index of position 0 of each sequence of the call
+	seenZ, seenR []bool
+	err          error
+}
+
+func (o *collector) token(rows model.Rows, r int) (int, bool) {
+	s, p := rows.Seq[r], rows.Pos[r]
+	if s < 0 || s >= len(o.base) || p < 0 || o.base[s]+p >= o.c.Tokens {
+		if o.err == nil {
+			o.err = &InputError{What: "Collect", Msg: fmt.Sprintf("engine row (sequence %d, position %d) outside the calibration windows", s, p)}
+		}
+		return 0, false
+	}
+	return o.base[s] + p, true
+}
+
+// Linear keeps the router input of the calibrated layer: the ffn_norm
+// output that every routed expert's w1 and w3 read.
+func (o *collector) Linear(layer int, name string, rows model.Rows, x []float32) {
+	if layer != o.layer || name != o.gate {
+		return
+	}
+	H := o.c.Hidden
+	for r := range rows.Len() {
+		if t, ok := o.token(rows, r); ok {
+			copy(o.c.Z[t*H:(t+1)*H], x[r*H:(r+1)*H])
+			o.seenZ[t] = true
+		}
+	}
+}
+
+// Routing keeps the calibrated layer's expert selection and weights.
+func (o *collector) Routing(layer int, rows model.Rows, rt *model.Routing) {
+	if layer != o.layer {
+		return
+	}
+	K := o.c.TopK
+	if rt.K != K {
+		if o.err == nil {
+			o.err = &InputError{What: "Collect", Msg: fmt.Sprintf("engine routed %d experts per token, the config says %d", rt.K, K)}
+		}
+		return
+	}
+	for r := range rows.Len() {
+		if t, ok := o.token(rows, r); ok {
+			for i := range K {
+				o.c.Experts[t*K+i] = int32(rt.Experts[r*K+i])
+				o.c.Weights[t*K+i] = rt.Weights[r*K+i]
+			}
+			o.seenR[t] = true
+		}
+	}
+}
+
+// Routed lists, for each expert, the tokens routed to it in ascending order
+// and their router weights.
+type Routed struct {
+	Tokens  [][]int32
+	Weights [][]float32
+}
+
+// Route groups the cache's selections by expert.
+func (c *Cache) Route(numExperts int) (*Routed, error) {
+	rt := &Routed{Tokens: make([][]int32, numExperts), Weights: make([][]float32, numExperts)}
+	for t := range c.Tokens {
+		for i := range c.TopK {
+			e := int(c.Experts[t*c.TopK+i])
+			if e < 0 || e >= numExperts {
+				return nil, &InputError{What: "Route", Msg: fmt.Sprintf("token %d selected expert %d of %d", t, e, numExperts)}
+			}
+			rt.Tokens[e] = append(rt.Tokens[e], int32(t))
+			rt.Weights[e] = append(rt.Weights[e], c.Weights[t*c.TopK+i])
+		}
+	}
+	return rt, nil
+}
+
+// Weighting is how a routed token's router weight g becomes its Hessian
+// weight ω (gptq.md §3).
+type Weighting string
+
+const (
+	// WeightG weights each routed token by g (the default for every matrix).
+	WeightG Weighting = "g"
+	// WeightG2 weights by g², the exact output MSE of w2 (an ablation).
+	WeightG2 Weighting = "g2"
+)
+
+func (w Weighting) omega(g float32) float64 {
+	if w == WeightG2 {
+		return float64(g) * float64(g)
+	}
+	return float64(g)
+}
+
+// Valid reports whether w is a known weighting.
+func (w Weighting) Valid() bool { return w == WeightG || w == WeightG2 }
+
+// UpStats accumulates, for every expert, the statistics of the w1/w3 input:
+// the z of the tokens routed to it, each weighted by its g. Experts run in
+// parallel on up to workers goroutines (0: one); each expert's sums are
+// formed on one goroutine in token order, so the result is the same for
+// any workers.
+func UpStats(ctx context.Context, c *Cache, rt *Routed, workers int) ([]*Stat, error) {
+	return forExperts(ctx, len(rt.Tokens), workers, func(e int) (*Stat, error) {
+		st := NewStat(c.Hidden)
+		for i, t := range rt.Tokens[e] {
+			if err := st.Add(c.Z[int(t)*c.Hidden:][:c.Hidden], WeightG.omega(rt.Weights[e][i])); err != nil {
+				return nil, err
+			}
+		}
+		return st, st.Finish()
+	})
+}
+
+// Expert is the pair of matrices that produce an expert's w2 input.
+type Expert struct {
+	W1, W3 *kernels.Matrix
+}
+
+// downBatch is the number of tokens whose w2 inputs are computed per
+// product; it bounds memory and, by the kernels' batch invariance, changes
+// no bit.
+const downBatch = 128
+
+// DownStats accumulates, for every expert, the statistics of the w2 input
+// silu(w1·z) ⊙ (w3·z) of its routed tokens, computed with the kernels and
+// the matrices the engine uses (experts[e], e.g. the quantized w1/w3), so
+// the values are bit-identical to what the engine's forward would produce.
+// Each token is weighted by g or g² (weighting).
+func DownStats(ctx context.Context, c *Cache, rt *Routed, experts []Expert, weighting Weighting, workers int) ([]*Stat, error) {
+	if len(experts) != len(rt.Tokens) {
+		return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("%d experts' matrices for %d experts", len(experts), len(rt.Tokens))}
+	}
+	if !weighting.Valid() {
+		return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("unknown weighting %q", weighting)}
+	}
+	H := c.Hidden
+	return forExperts(ctx, len(rt.Tokens), workers, func(e int) (*Stat, error) {
+		ex := experts[e]
+		if ex.W1 == nil || ex.W3 == nil || ex.W1.In != H || ex.W3.In != H || ex.W1.Out != ex.W3.Out {
+			return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("expert %d: w1/w3 missing or misshapen", e)}
+		}
+		fe := ex.W1.Out
+		st := NewStat(fe)
+		toks := rt.Tokens[e]
+		x := make([]float32, downBatch*H)
+		g := make([]float32, downBatch*fe)
+		u := make([]float32, downBatch*fe)
+		for t0 := 0; t0 < len(toks); t0 += downBatch {
+			n := min(downBatch, len(toks)-t0)
+			for i, t := range toks[t0 : t0+n] {
+				copy(x[i*H:(i+1)*H], c.Z[int(t)*H:][:H])
+			}
+			ex.W1.MatMul(g[:n*fe], x[:n*H], n)
+			ex.W3.MatMul(u[:n*fe], x[:n*H], n)
+			kernels.SwiGLU(g[:n*fe], g[:n*fe], u[:n*fe])
+			for i := range n {
+				if err := st.Add(g[i*fe:(i+1)*fe], weighting.omega(rt.Weights[e][t0+i])); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return st, st.Finish()
+	})
+}
+
+// ExpertError says which expert's statistics failed.
+type ExpertError struct {
+	Expert int
+	Err    error
+}
+
+func (e *ExpertError) Error() string { return fmt.Sprintf("hessian: expert %d: %v", e.Expert, e.Err) }
+
+func (e *ExpertError) Unwrap() error { return e.Err }
+
+// forExperts runs fn for experts 0..n−1 on up to workers goroutines,
+// placing each result in its own slot.
+func forExperts(ctx context.Context, n, workers int, fn func(e int) (*Stat, error)) ([]*Stat, error) {
+	out := make([]*Stat, n)
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(1, workers))
+	for e := range n {
+		p.Go(func(ctx context.Context) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			st, err := fn(e)
+			if err != nil {
+				return &ExpertError{Expert: e, Err: err}
+			}
+			out[e] = st
+			return nil
+		})
+	}
+	if err := p.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

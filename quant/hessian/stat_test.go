@@ -1,0 +1,148 @@
+package hessian
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestStatMatchesDirectSum compares the chunked, blocked accumulation with
+// a direct float64 sum, for dimensions that hit every tail of the 4×4
+// blocks and row counts that hit every tail of the chunks.
+func TestStatMatchesDirectSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, k := range []int{1, 3, 4, 5, 17, 64} {
+		for _, n := range []int{0, 1, ChunkRows - 1, ChunkRows, 3*ChunkRows + 5} {
+			st := NewStat(k)
+			want := make([]float64, k*k)
+			var w1, w2 float64
+			for range n {
+				x := make([]float32, k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				w := r.Float64()
+				if err := st.Add(x, w); err != nil {
+					t.Fatal(err)
+				}
+				for i := range k {
+					for j := range k {
+						want[i*k+j] += w * float64(x[i]) * float64(x[j])
+					}
+				}
+				w1 += w
+				w2 += w * w
+			}
+			if err := st.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			s := st.S()
+			for i := range k {
+				for j := range k {
+					if s[i*k+j] != s[j*k+i] {
+						t.Fatalf("k=%d n=%d: S not symmetric at (%d, %d)", k, n, i, j)
+					}
+					if d := math.Abs(s[i*k+j] - want[i*k+j]); d > 1e-12*(1+math.Abs(want[i*k+j])) {
+						t.Fatalf("k=%d n=%d: S[%d][%d] = %v, direct sum %v", k, n, i, j, s[i*k+j], want[i*k+j])
+					}
+				}
+			}
+			if st.Tokens() != n || math.Abs(st.Weight()-w1) > 1e-12*w1 || math.Abs(st.Weight2()-w2) > 1e-12*w2 {
+				t.Fatalf("k=%d n=%d: tokens %d, weights %v %v; want %v %v", k, n, st.Tokens(), st.Weight(), st.Weight2(), w1, w2)
+			}
+		}
+	}
+}
+
+func TestShrunk(t *testing.T) {
+	mk := func(k int, rows [][]float32, w []float64) *Stat {
+		st := NewStat(k)
+		for i, x := range rows {
+			if err := st.Add(x, w[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	a := mk(2, [][]float32{{1, 0}, {1, 1}}, []float64{0.5, 0.5})
+	b := mk(2, [][]float32{{0, 2}}, []float64{1})
+	empty := mk(2, nil, nil)
+	pool, err := Pool([]*Stat{a, b, empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.Tokens() != 3 || pool.Weight() != 2 {
+		t.Fatalf("pool tokens %d weight %v", pool.Tokens(), pool.Weight())
+	}
+	// H_a = 2·S_a/Ω_a = 2·[[1, .5], [.5, .5]]; n_eff(a) = 1²/0.5 = 2.
+	// H_pool = 2·[[1, .5], [.5, 4.5]]/2.
+	h, shrink, err := Shrunk(a, pool, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha := []float64{2, 1, 1, 1}
+	hp := []float64{1, 0.5, 0.5, 4.5}
+	for i := range h {
+		want := (2*ha[i] + 2*hp[i]) / 4
+		if math.Abs(h[i]-want) > 1e-15 {
+			t.Errorf("H[%d] = %v, want %v", i, h[i], want)
+		}
+	}
+	if shrink != 0.5 {
+		t.Errorf("shrink %v, want 0.5", shrink)
+	}
+	h, shrink, _ = Shrunk(empty, pool, 128)
+	for i := range h {
+		if h[i] != hp[i] || shrink != 0 {
+			t.Fatalf("an expert without tokens gets %v (shrink %v), want the pool %v", h, shrink, hp)
+		}
+	}
+	if _, _, err := Shrunk(a, empty, 1); err == nil {
+		t.Error("shrinking toward an empty pool did not fail")
+	}
+}
+
+func TestStatErrors(t *testing.T) {
+	st := NewStat(2)
+	var ie *InputError
+	if err := st.Add([]float32{1}, 1); !errors.As(err, &ie) {
+		t.Errorf("short row: %v", err)
+	}
+	if err := st.Add([]float32{1, 2}, math.NaN()); !errors.As(err, &ie) {
+		t.Errorf("NaN weight: %v", err)
+	}
+	if err := st.Add([]float32{1, float32(math.Inf(1))}, 1); err != nil {
+		t.Fatal(err)
+	}
+	var nf *NonFiniteError
+	if err := st.Finish(); !errors.As(err, &nf) {
+		t.Errorf("infinite input: Finish gave %v, want a NonFiniteError", err)
+	}
+	if err := st.Add([]float32{1, 2}, 1); !errors.As(err, &ie) {
+		t.Errorf("Add after Finish: %v", err)
+	}
+}
+
+func BenchmarkStat(b *testing.B) {
+	for _, k := range []int{128, 512} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 1))
+			x := make([]float32, k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			st := NewStat(k)
+			b.ResetTimer()
+			for b.Loop() {
+				st.Add(x, 0.3)
+			}
+			// k(k+1)/2 multiply-adds per row.
+			b.ReportMetric(float64(k*(k+1))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

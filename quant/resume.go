@@ -1,0 +1,297 @@
+package quant
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/lfmq1"
+)
+
+// The resume area (gptq.md §9) lives inside the partial output directory,
+// which lfmq1.Writer sweeps of it on commit:
+//
+//	.resume/progress.json   fingerprint + completed layers, rewritten
+//	                        atomically after each layer (the commit point)
+//	.resume/layer-NN.json   a completed layer's metrics
+//
+// The layer's experts file itself is already in the partial directory under
+// its final name, written atomically by safetensors.Write.
+const (
+	resumeDir     = ".resume"
+	progressFile  = "progress.json"
+	resumeVersion = "lfmq-gptq-resume-1"
+)
+
+// progress is the content of progress.json.
+type progress struct {
+	// Fingerprint maps each input and setting to its value (digests for
+	// files); two runs with equal fingerprints produce the same bytes.
+	Fingerprint map[string]string `json:"fingerprint"`
+	Layers      []doneLayer       `json:"layers"`
+}
+
+// doneLayer records one completed MoE layer.
+type doneLayer struct {
+	Layer        int    `json:"layer"`
+	File         string `json:"file"`
+	Size         int64  `json:"size"`
+	SHA256       string `json:"sha256"`
+	Record       string `json:"record"`
+	RecordSHA256 string `json:"record_sha256"`
+}
+
+// layerRecord is a completed layer's metrics as kept for a resume.
+type layerRecord struct {
+	Metrics LayerMetrics            `json:"metrics"`
+	Tensors map[string]TensorMetric `json:"tensors"`
+}
+
+// ResumeMismatchError refuses to resume a partial run made from other
+// inputs or settings; Field names the first difference.
+type ResumeMismatchError struct {
+	Partial  string
+	Field    string
+	Recorded string
+	Current  string
+}
+
+func (e *ResumeMismatchError) Error() string {
+	return fmt.Sprintf("quant: cannot resume %s: %s was %q in the interrupted run and is %q now; rerun without --resume after removing it", e.Partial, e.Field, e.Recorded, e.Current)
+}
+
+// PartialError wraps the error that stopped a GPTQ run after some layers
+// were completed: their results stay in Partial, and a run with the same
+// inputs and settings and Resume set continues from there.
+type PartialError struct {
+	Partial string
+	Layers  int
+	Err     error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%v (%d MoE layers are done and kept in %s; rerun with --resume to continue)", e.Err, e.Layers, e.Partial)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// fingerprint flattens the run's identity into named fields: the lfmq
+// version, the source checkpoint, and every setting (calibration digest and
+// disjointness included).
+func fingerprint(source any, settings any) (map[string]string, error) {
+	fp := map[string]string{"resume_format": resumeVersion}
+	for prefix, v := range map[string]any{"source": source, "settings": settings} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("quant: fingerprint: %w", err)
+		}
+		var generic any
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.UseNumber()
+		if err := dec.Decode(&generic); err != nil {
+			return nil, fmt.Errorf("quant: fingerprint: %w", err)
+		}
+		flatten(fp, prefix, generic)
+	}
+	return fp, nil
+}
+
+func flatten(dst map[string]string, key string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			flatten(dst, key+"."+k, e)
+		}
+	case []any:
+		dst[key+".len"] = fmt.Sprint(len(x))
+		for i, e := range x {
+			flatten(dst, fmt.Sprintf("%s[%d]", key, i), e)
+		}
+	case nil:
+		dst[key] = "null"
+	default:
+		dst[key] = fmt.Sprint(x)
+	}
+}
+
+// compareFingerprints returns the first field (in sorted order) that
+// differs, or "".
+func compareFingerprints(rec, cur map[string]string) (field, a, b string) {
+	keys := map[string]bool{}
+	for k := range rec {
+		keys[k] = true
+	}
+	for k := range cur {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		x, okx := rec[k]
+		y, oky := cur[k]
+		if !okx {
+			x = "(absent)"
+		}
+		if !oky {
+			y = "(absent)"
+		}
+		if x != y {
+			return k, x, y
+		}
+	}
+	return "", "", ""
+}
+
+// resumeState manages the resume area of a partial directory.
+type resumeState struct {
+	dir  string // the partial directory
+	prog progress
+}
+
+// openResume reads the resume area of a reused partial directory, or
+// starts an empty one. A recorded fingerprint that differs from fp is a
+// *ResumeMismatchError. A directory without progress (a run stopped before
+// its first layer) is started afresh.
+func openResume(dir string, fp map[string]string, resumed bool) (*resumeState, error) {
+	rs := &resumeState{dir: dir, prog: progress{Fingerprint: fp}}
+	if err := os.MkdirAll(filepath.Join(dir, resumeDir), 0o755); err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	if !resumed {
+		return rs, rs.save()
+	}
+	data, err := os.ReadFile(filepath.Join(dir, resumeDir, progressFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return rs, rs.save()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	var rec progress
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("quant: %s: unreadable progress record: %w", filepath.Join(dir, resumeDir, progressFile), err)
+	}
+	if f, a, b := compareFingerprints(rec.Fingerprint, fp); f != "" {
+		return nil, &ResumeMismatchError{Partial: dir, Field: f, Recorded: a, Current: b}
+	}
+	rs.prog.Layers = rec.Layers
+	return rs, nil
+}
+
+// save writes progress.json atomically.
+func (rs *resumeState) save() error {
+	data, err := canonjson.Marshal(rs.prog)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(rs.dir, resumeDir, progressFile), data)
+}
+
+// done returns the record of a completed layer, if any.
+func (rs *resumeState) done(layer int) (doneLayer, bool) {
+	for _, d := range rs.prog.Layers {
+		if d.Layer == layer {
+			return d, true
+		}
+	}
+	return doneLayer{}, false
+}
+
+// load returns a completed layer's record after checking its experts file
+// and record against their digests; ok is false (and the layer and every
+// later one are forgotten, to be computed again) when either fails.
+func (rs *resumeState) load(d doneLayer) (*layerRecord, bool) {
+	forget := func() (*layerRecord, bool) {
+		for i, x := range rs.prog.Layers {
+			if x.Layer == d.Layer {
+				rs.prog.Layers = rs.prog.Layers[:i]
+				break
+			}
+		}
+		return nil, false
+	}
+	sum, size, err := hashFile(filepath.Join(rs.dir, d.File))
+	if err != nil || sum != d.SHA256 || size != d.Size {
+		return forget()
+	}
+	data, err := os.ReadFile(filepath.Join(rs.dir, resumeDir, d.Record))
+	if err != nil {
+		return forget()
+	}
+	if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != d.RecordSHA256 {
+		return forget()
+	}
+	var rec layerRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return forget()
+	}
+	return &rec, true
+}
+
+// complete records a finished layer: its metrics record, then the progress
+// record that makes it count.
+func (rs *resumeState) complete(layer int, file string, rec *layerRecord) error {
+	data, err := canonjson.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("layer-%02d.json", layer)
+	if err := writeAtomic(filepath.Join(rs.dir, resumeDir, name), data); err != nil {
+		return err
+	}
+	sum, size, err := hashFile(filepath.Join(rs.dir, file))
+	if err != nil {
+		return err
+	}
+	rs.prog.Layers = append(rs.prog.Layers, doneLayer{Layer: layer, File: file, Size: size, SHA256: sum,
+		Record: name, RecordSHA256: sha256Hex(data)})
+	return rs.save()
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// hashFile streams a file through sha256 (an experts file of a large model
+// is hundreds of MB).
+func hashFile(path string) (string, int64, error) { return lfmq1.HashFile(path) }
+
+// writeAtomic writes data to path through a synced temporary file and a
+// rename, so a crash leaves the old or the new content, never a mix.
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("quant: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("quant: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("quant: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("quant: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("quant: %w", err)
+	}
+	// The rename is durable only once the directory is synced.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("quant: syncing %s: %w", filepath.Dir(path), err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lfmq/lfmq/quant/calib"
+	"github.com/lfmq/lfmq/quant/hessian"
+)
+
+// GPTQOptions are the settings of a GPTQ run (gptq.md §6). Start from
+// DefaultGPTQOptions: every field is used as it is.
+type GPTQOptions struct {
+	// Calib is the calibration file (see package calib).
+	Calib string
+	// CalibSeqs windows are used; text is cut into windows of CalibLen
+	// tokens; Seed drives the choice of windows.
+	CalibSeqs int
+	CalibLen  int
+	Seed      uint64
+	// EvalCorpora are checked for 32-token windows shared with the
+	// calibration set; any sharing refuses it.
+	EvalCorpora []EvalCorpus
+	// DampW13 and DampW2 are the relative damping α of w1/w3 and of w2.
+	DampW13, DampW2 float64
+	// BlockSize is GPTQ's lazy block (changes no byte).
+	BlockSize int
+	// ActOrder processes input indices by decreasing Hessian diagonal.
+	ActOrder bool
+	// Shrink is the pseudo-count κ (effective tokens) of the shrinkage of
+	// each expert's Hessian toward its layer's pool.
+	Shrink float64
+	// W2Weight is the Hessian weight of a routed token for w2: g or g².
+	W2Weight hessian.Weighting
+	// Sequential collects layer l's statistics with layers < l already
+	// quantized; otherwise from the unquantized model.
+	Sequential bool
+	// Resume continues an interrupted run of the same inputs and settings
+	// from its partial directory.
+	Resume bool
+	// Strict makes a fallback to RTN (a Hessian that cannot be factored
+	// even at the largest damping) an error instead of a warning.
+	Strict bool
+}
+
+// EvalCorpus is an evaluation corpus named for reports.
+type EvalCorpus struct {
+	Name string
+	Path string
+}
+
+// DefaultGPTQOptions returns the defaults of gptq.md §6 (without a
+// calibration file).
+func DefaultGPTQOptions() GPTQOptions {
+	return GPTQOptions{
+		CalibSeqs: 128, CalibLen: 512, Seed: 0,
+		DampW13: 0.01, DampW2: 1.0, BlockSize: 128, ActOrder: true,
+		Shrink: 128, W2Weight: hessian.WeightG, Sequential: true,
+	}
+}
+
+// Fixed parts of the method (gptq.md §5–§6), recorded in the manifest.
+const (
+	choleskyRetries = 3
+	retryFactor     = 10.0
+)
+
+// OptionError reports an invalid GPTQ setting.
+type OptionError struct {
+	Field string
+	Msg   string
+}
+
+func (e *OptionError) Error() string { return fmt.Sprintf("quant: GPTQ option %s: %s", e.Field, e.Msg) }
+
+func (o *GPTQOptions) validate() error {
+	finiteNonNeg := func(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+	switch {
+	case o.Calib == "":
+		return &OptionError{"Calib", "GPTQ needs a calibration file"}
+	case o.CalibSeqs < 1:
+		return &OptionError{"CalibSeqs", fmt.Sprintf("%d; need at least 1", o.CalibSeqs)}
+	case o.CalibLen < 2:
+		return &OptionError{"CalibLen", fmt.Sprintf("%d; need at least 2", o.CalibLen)}
+	case !finiteNonNeg(o.DampW13):
+		return &OptionError{"DampW13", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW13)}
+	case !finiteNonNeg(o.DampW2):
+		return &OptionError{"DampW2", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW2)}
+	case o.BlockSize < 1:
+		return &OptionError{"BlockSize", fmt.Sprintf("%d; must be ≥ 1", o.BlockSize)}
+	case !finiteNonNeg(o.Shrink):
+		return &OptionError{"Shrink", fmt.Sprintf("%v; must be finite and ≥ 0", o.Shrink)}
+	case !o.W2Weight.Valid():
+		return &OptionError{"W2Weight", fmt.Sprintf("%q; want g or g2", o.W2Weight)}
+	}
+	seen := map[string]bool{}
+	for _, c := range o.EvalCorpora {
+		if c.Name == "" || c.Path == "" {
+			return &OptionError{"EvalCorpora", fmt.Sprintf("corpus %+v needs a name and a path", c)}
+		}
+		if seen[c.Name] {
+			return &OptionError{"EvalCorpora", fmt.Sprintf("corpus name %q given twice", c.Name)}
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
+// GPTQSettings is the manifest's record of a GPTQ run
+// (quantization.settings): every setting that shapes the result.
+type GPTQSettings struct {
+	ActOrder      bool               `json:"act_order"`
+	BlockSize     int                `json:"block_size"`
+	Damp          DampSettings       `json:"damp"`
+	HessianWeight map[string]string  `json:"hessian_weight"`
+	ShrinkTokens  float64            `json:"shrink_tokens"`
+	ExponentRule  string             `json:"exponent_rule"`
+	Order         string             `json:"order"`
+	Precision     string             `json:"precision"`
+	Calibration   CalibSettings      `json:"calibration"`
+	Disjointness  calib.Disjointness `json:"disjointness"`
+}
+
+// DampSettings records the relative damping per projection and the retry
+// rule.
+type DampSettings struct {
+	W1          float64 `json:"w1"`
+	W3          float64 `json:"w3"`
+	W2          float64 `json:"w2"`
+	Relative    string  `json:"relative_to"`
+	Retries     int     `json:"retries"`
+	RetryFactor float64 `json:"retry_factor"`
+}
+
+// CalibSettings identifies the calibration set.
+type CalibSettings struct {
+	Digest     string `json:"digest"`
+	FileSHA256 string `json:"file_sha256"`
+	Seqs       int    `json:"seqs"`
+	Len        int    `json:"len"`
+	Seed       uint64 `json:"seed"`
+	Tokens     int    `json:"tokens"`
+	MaxWindow  int    `json:"max_window"`
+	Available  int    `json:"windows_available"`
+}
+
+func (o *GPTQOptions) settings(set *calib.Set, d *calib.Disjointness) GPTQSettings {
+	order := "sequential"
+	if !o.Sequential {
+		order = "parallel"
+	}
+	return GPTQSettings{
+		ActOrder:  o.ActOrder,
+		BlockSize: o.BlockSize,
+		Damp: DampSettings{W1: o.DampW13, W3: o.DampW13, W2: o.DampW2, Relative: "mean_diag",
+			Retries: choleskyRetries, RetryFactor: retryFactor},
+		HessianWeight: map[string]string{"w1": string(hessian.WeightG), "w3": string(hessian.WeightG), "w2": string(o.W2Weight)},
+		ShrinkTokens:  o.Shrink,
+		ExponentRule:  "max",
+		Order:         order,
+		Precision:     "float64",
+		Calibration: CalibSettings{Digest: set.Digest, FileSHA256: set.FileSHA256, Seqs: len(set.Windows), Len: o.CalibLen,
+			Seed: o.Seed, Tokens: set.Tokens, MaxWindow: set.MaxLen, Available: set.Available},
+		Disjointness: *d,
+	}
+}
