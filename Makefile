@@ -26,19 +26,26 @@ test-long:
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
 
+EVAL     = $(foreach c,chat instruct code book,--eval-corpus $(c)=$(TINY)/corpora/$(c).jsonl)
+
 # demo: the pipeline as far as it exists, on the tiny model in testdata/:
-# quantize with RTN, inspect the result, generate from BF16 and lfmq-1.
+# quantize with GPTQ (the product) and RTN (the baseline), inspect,
+# generate from BF16 and lfmq-1.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	@echo "== quantize with GPTQ on the fixture's calibration set (about a minute on 2 cores)"
+	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
+		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
+	@echo "== quantize with RTN"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
-	$(BIN) inspect $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	$(BIN) inspect $(DEMO_OUT)/tiny-lfm2-moe-gptq
 	@echo
 	@echo "== generate, BF16 source"
 	$(BIN) generate --model $(TINY)/model --chat $(DEMO_CHAT) --max-tokens 40 --stats
-	@echo "== generate, lfmq-1 RTN"
-	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-moe-rtn --chat $(DEMO_CHAT) --max-tokens 40 --stats
+	@echo "== generate, lfmq-1 GPTQ"
+	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-moe-gptq --chat $(DEMO_CHAT) --max-tokens 40 --stats
 	@echo
-	@echo "lfmq-1 checkpoint written to $(DEMO_OUT)/tiny-lfm2-moe-rtn"
+	@echo "lfmq-1 checkpoints written to $(DEMO_OUT)/tiny-lfm2-moe-gptq and $(DEMO_OUT)/tiny-lfm2-moe-rtn"
 
 # bench: every benchmark once; see README for how to compare runs.
 bench:
@@ -55,7 +62,8 @@ FUZZ_TARGETS = \
 	./engine/chat:FuzzParse \
 	./engine/chat:FuzzParseMessages \
 	./engine/tokenizer:FuzzEncodeDecode \
-	./engine/tokenizer:FuzzFromJSON
+	./engine/tokenizer:FuzzFromJSON \
+	./quant/calib:FuzzReadRecords
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
