@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/lfmq/lfmq/evidence/refcache"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
@@ -24,12 +25,13 @@ func (e *usageError) Unwrap() error { return e.err }
 func exitCode(err error) int {
 	var ue *usageError
 	var mm *lfmq1.MismatchError
+	var rm *refcache.MismatchError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.As(err, &mm):
+	case errors.As(err, &mm), errors.As(err, &rm):
 		return exitMismatch
 	}
 	return exitFailure

@@ -38,6 +38,7 @@ records every tensor's format, shape and sha256.`,
 	root.AddCommand(
 		newQuantizeCmd(ios, nil),
 		newInspectCmd(ios, nil),
+		newScoreCmd(ios, nil),
 		newGenerateCmd(ios, nil),
 		newVersionCmd(ios),
 	)

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/evidence/score"
+)
+
+type scoreOptions struct {
+	IO             *IOStreams
+	Reference      string
+	Candidates     []score.Candidate
+	Corpora        []score.CorpusSpec
+	Ctx            int
+	Out            string
+	NoiseFloor     bool
+	Chunk          int
+	SaveReference  string
+	ReferenceCache string
+	Plot           string
+	MaxRecords     int
+	Threads        int
+}
+
+func newScoreCmd(ios *IOStreams, runF func(*scoreOptions) error) *cobra.Command {
+	opts := &scoreOptions{IO: ios}
+	var cands, corpora []string
+	cmd := &cobra.Command{
+		Use:   "score --reference DIR --candidate [NAME=]DIR... --corpus NAME=FILE... [--out FILE]",
+		Short: "Score quantized checkpoints against the BF16 reference (evidence of fidelity)",
+		Long: `Score runs the reference checkpoint and every candidate teacher-forced over the
+same token windows of each corpus (scoring.md) and reports, per candidate and
+corpus and pooled over all corpora: scored tokens, perplexity reference →
+candidate, ΔPPL % (± SE of the paired per-token differences), top-1 agreement
+and KL(ref ‖ cand) over the full vocabulary (mean ± SE, median, p99, max).
+
+A corpus is JSONL: a record's input_ids are scored as given; otherwise its
+messages (and tools) are rendered with the reference's chat template; otherwise
+its text is scored as BOS + the ordinary encoding. Long records are cut into
+windows of --ctx tokens overlapping by half; each window runs from an empty state.
+
+The Markdown table goes to stdout; --out writes the evidence file (figures and
+receipts: version, binary and checkpoint hashes, corpus hashes, command line,
+time, machine), from which the table can be rendered again.
+
+--noise-floor adds two rows: the reference run in chunks of --chunk tokens
+through the incremental path against one pass, and the reference against its
+own log-probs stored as binary16. --save-reference stores the reference
+log-probs (binary16 rows, zstd) with FILE.sha256 beside it; --reference-cache
+reuses them instead of running the reference, after checking the hash and that
+reference, tokenizer, --ctx and corpora are the same. --plot DIR writes one SVG
+per corpus with the per-token KL distribution of every row.`,
+		Example: `  lfmq score --reference ./LFM2-8B-A1B --candidate rtn=./out-rtn \
+      --corpus chat=chat.jsonl --corpus code=code.jsonl --out evidence/rtn.json
+  lfmq score --reference ./model --candidate bf16-experts=./keep --candidate rtn=./rtn \
+      --corpus book=book.jsonl --noise-floor --plot plots/`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("reference", opts.Reference); err != nil {
+				return err
+			}
+			if len(corpora) == 0 {
+				return &usageError{errors.New("--corpus is required")}
+			}
+			for _, c := range corpora {
+				name, path, ok := strings.Cut(c, "=")
+				if !ok || name == "" || path == "" {
+					return &usageError{fmt.Errorf("--corpus %q: want NAME=FILE", c)}
+				}
+				opts.Corpora = append(opts.Corpora, score.CorpusSpec{Name: name, Path: path})
+			}
+			for _, c := range cands {
+				cand, err := parseCandidate(c)
+				if err != nil {
+					return err
+				}
+				opts.Candidates = append(opts.Candidates, cand)
+			}
+			if len(opts.Candidates) == 0 && !opts.NoiseFloor {
+				return &usageError{errors.New("give at least one --candidate, or --noise-floor")}
+			}
+			if opts.Ctx < 4 || opts.Ctx%2 != 0 {
+				return &usageError{fmt.Errorf("--ctx must be even and at least 4, got %d", opts.Ctx)}
+			}
+			if opts.Chunk < 1 {
+				return &usageError{fmt.Errorf("--chunk must be positive, got %d", opts.Chunk)}
+			}
+			if opts.MaxRecords < 0 || opts.Threads < 0 {
+				return &usageError{errors.New("--max-records and --threads must not be negative")}
+			}
+			if opts.SaveReference != "" && opts.ReferenceCache != "" {
+				return &usageError{errors.New("--save-reference and --reference-cache exclude each other")}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return scoreRun(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Reference, "reference", "", "reference checkpoint directory, the BF16 source (required)")
+	f.StringArrayVar(&cands, "candidate", nil, "candidate checkpoint as NAME=DIR or DIR (repeatable)")
+	f.StringArrayVar(&corpora, "corpus", nil, "corpus as NAME=FILE, JSONL (repeatable, required)")
+	f.IntVar(&opts.Ctx, "ctx", score.DefaultCtx, "window length in tokens (even; capped by the model's context)")
+	f.StringVar(&opts.Out, "out", "", "write the evidence JSON to FILE")
+	f.BoolVar(&opts.NoiseFloor, "noise-floor", false, "add the noise floor and storage floor rows")
+	f.IntVar(&opts.Chunk, "chunk", score.DefaultChunk, "chunk length of the noise floor's incremental run")
+	f.StringVar(&opts.SaveReference, "save-reference", "", "store the reference log-probs in FILE (binary16 + zstd)")
+	f.StringVar(&opts.ReferenceCache, "reference-cache", "", "read the reference log-probs from FILE instead of running the reference")
+	f.StringVar(&opts.Plot, "plot", "", "write an SVG of the per-token KL distribution per corpus to DIR")
+	f.IntVar(&opts.MaxRecords, "max-records", 0, "score only the first N records of each corpus (0 = all)")
+	f.IntVar(&opts.Threads, "threads", 0, "threads (0 = all cores); results do not depend on it")
+	cmd.MarkFlagDirname("reference")
+	cmd.MarkFlagDirname("plot")
+	return cmd
+}
+
+// parseCandidate reads NAME=DIR, or DIR (named by its last element).
+func parseCandidate(s string) (score.Candidate, error) {
+	if strings.Contains(s, "://") {
+		return score.Candidate{}, &usageError{fmt.Errorf("--candidate %q: scoring a served candidate needs lfmq serve, which this build does not have yet", s)}
+	}
+	if name, dir, ok := strings.Cut(s, "="); ok && !strings.ContainsAny(name, `/\`) {
+		if name == "" || dir == "" {
+			return score.Candidate{}, &usageError{fmt.Errorf("--candidate %q: want NAME=DIR or DIR", s)}
+		}
+		return score.Candidate{Name: name, Dir: dir}, nil
+	}
+	if s == "" {
+		return score.Candidate{}, &usageError{errors.New("--candidate: empty")}
+	}
+	return score.Candidate{Name: filepath.Base(filepath.Clean(s)), Dir: s}, nil
+}
+
+// commandLine is the canonical command line recorded in the receipts: the
+// options in a fixed order, so that equal runs record equal lines.
+func commandLine(o *scoreOptions) string {
+	args := []string{"lfmq", "score", "--reference", o.Reference}
+	for _, c := range o.Candidates {
+		args = append(args, "--candidate", c.Name+"="+c.Dir)
+	}
+	for _, c := range o.Corpora {
+		args = append(args, "--corpus", c.Name+"="+c.Path)
+	}
+	args = append(args, "--ctx", strconv.Itoa(o.Ctx))
+	if o.NoiseFloor {
+		args = append(args, "--noise-floor", "--chunk", strconv.Itoa(o.Chunk))
+	}
+	if o.MaxRecords > 0 {
+		args = append(args, "--max-records", strconv.Itoa(o.MaxRecords))
+	}
+	for _, kv := range [][2]string{{"--save-reference", o.SaveReference}, {"--reference-cache", o.ReferenceCache}, {"--out", o.Out}, {"--plot", o.Plot}} {
+		if kv[1] != "" {
+			args = append(args, kv[0], kv[1])
+		}
+	}
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
+			args[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
+	// Output directories are made before scoring, so that a bad path fails
+	// at once rather than after the run.
+	for _, p := range []string{opts.Out, opts.SaveReference} {
+		if p != "" {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	so := score.Options{
+		Reference: opts.Reference, Candidates: opts.Candidates, Corpora: opts.Corpora,
+		Ctx: opts.Ctx, NoiseFloor: opts.NoiseFloor, Chunk: opts.Chunk, MaxRecords: opts.MaxRecords,
+		SaveReference: opts.SaveReference, ReferenceCache: opts.ReferenceCache,
+		Threads: opts.Threads, Command: commandLine(opts),
+	}
+	var bar *progressbar.ProgressBar
+	if opts.IO.ErrTTY {
+		so.Progress = func(done, total int) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total,
+					progressbar.OptionSetWriter(opts.IO.ErrOut),
+					progressbar.OptionSetDescription("scoring"),
+					progressbar.OptionShowCount(),
+					progressbar.OptionClearOnFinish(),
+					progressbar.OptionThrottle(100*time.Millisecond),
+				)
+			}
+			bar.Set(done)
+		}
+	}
+	out, err := score.Run(cmd.Context(), so)
+	if bar != nil {
+		bar.Finish()
+	}
+	var oe *score.OptionsError
+	if errors.As(err, &oe) {
+		return &usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	f := out.File
+	fmt.Fprint(opts.IO.Out, report.Markdown(f))
+	scored := 0
+	for _, c := range f.Receipts.Corpora {
+		scored += c.Tokens
+	}
+	opts.IO.Errorf("scored %d tokens of %d corpora in %.1fs: %.0f tokens/s through the models (%d model positions)\n",
+		scored, len(f.Receipts.Corpora), float64(f.Timing.Seconds), float64(f.Timing.TokensPerSecond), f.Timing.Tokens)
+	if c := f.Receipts.ReferenceCache; c != nil && c.Mode == "saved" {
+		opts.IO.Errorf("wrote reference cache %s (%s, sha256 %s)\n", c.Path, humanBytes(c.Bytes), c.SHA256)
+	}
+	if opts.Out != "" {
+		if err := evidence.Write(opts.Out, f); err != nil {
+			return err
+		}
+		opts.IO.Errorf("wrote evidence %s\n", opts.Out)
+	}
+	if opts.Plot != "" {
+		if err := writePlots(opts.Plot, out); err != nil {
+			return err
+		}
+		opts.IO.Errorf("wrote plots to %s\n", opts.Plot)
+	}
+	return nil
+}
+
+// writePlots writes one KL CDF per corpus with a curve per row.
+func writePlots(dir string, out *score.Output) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var order []string
+	curves := map[string][]report.Curve{}
+	for _, s := range out.Series {
+		if _, ok := curves[s.Corpus]; !ok {
+			order = append(order, s.Corpus)
+		}
+		curves[s.Corpus] = append(curves[s.Corpus], report.Curve{Name: s.Variant, KL: s.KL, Dashed: s.Kind != evidence.KindCandidate})
+	}
+	ref := out.File.Receipts.Reference.Name
+	for _, c := range order {
+		svg := report.CDF(fmt.Sprintf("KL(%s ‖ candidate) per token: %s, %d tokens", ref, c, len(curves[c][0].KL)), curves[c])
+		if err := evidence.WriteFileAtomic(filepath.Join(dir, "kl-"+report.FileName(c)+".svg"), svg); err != nil {
+			return err
+		}
+	}
+	return nil
+}

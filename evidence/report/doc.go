@@ -1,0 +1,8 @@
+// Package report renders evidence files for people: the Markdown table of
+// scoring.md §7 that model cards and the terminal show, and SVG plots of the
+// per-token KL distribution.
+//
+// Output depends only on its input, formatted with fixed rules, so the same
+// evidence renders the same bytes (golden files in testdata/ pin them). The
+// package computes no statistics (evidence/score does).
+package report

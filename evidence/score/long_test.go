@@ -1,0 +1,5 @@
+//go:build long
+
+package score
+
+const longTests = true

@@ -1,0 +1,767 @@
+package score
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/tokenizer"
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/corpus"
+	"github.com/lfmq/lfmq/evidence/refcache"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/version"
+)
+
+// DefaultCtx is the window length C when Options.Ctx is 0 (scoring.md §1).
+const DefaultCtx = 512
+
+// DefaultChunk is the noise floor's chunk length when Options.Chunk is 0.
+const DefaultChunk = 32
+
+// ReferenceName labels the reference in receipts and tables.
+const ReferenceName = "BF16"
+
+// batchRows is the number of window positions run through a model per
+// Forward call (windows are batched until they reach it): enough rows to
+// keep the products efficient, while the logits of a batch (rows ×
+// vocab_size float32 per model) stay small.
+const batchRows = 512
+
+// Options configures Run.
+type Options struct {
+	// Reference is the reference checkpoint directory (the BF16 source);
+	// its tokenizer and chat template encode the corpora.
+	Reference string
+	// Candidates are scored against the reference, in this order.
+	Candidates []Candidate
+	// Corpora are scored in this order.
+	Corpora []CorpusSpec
+	// Ctx is the window length C (even); 0 means DefaultCtx. It is capped
+	// by the reference's context.
+	Ctx int
+	// NoiseFloor adds the noise floor (the reference run in chunks of Chunk
+	// tokens against one pass) and the storage floor (the reference
+	// against its own binary16 log-probs).
+	NoiseFloor bool
+	// Chunk is the noise floor's chunk length; 0 means DefaultChunk.
+	Chunk int
+	// MaxRecords > 0 scores only the first MaxRecords records of each
+	// corpus.
+	MaxRecords int
+	// SaveReference, if set, writes the reference log-probs to this cache
+	// file (and FILE.sha256 beside it).
+	SaveReference string
+	// ReferenceCache, if set, reads the reference log-probs from this cache
+	// file, verified against FILE.sha256 and the run's header, instead of
+	// running the reference (which is still run for NoiseFloor).
+	ReferenceCache string
+	// Threads is the number of threads of the forward passes and the
+	// statistics; 0 means GOMAXPROCS. Results do not depend on it.
+	Threads int
+	// Command is the command line recorded in the receipts.
+	Command string
+	// Progress, if set, is called after each batch of windows with the
+	// scored tokens done and the total.
+	Progress func(done, total int)
+}
+
+// Candidate is a named checkpoint to score.
+type Candidate struct {
+	Name string
+	Dir  string
+}
+
+// CorpusSpec names a corpus file.
+type CorpusSpec struct {
+	Name string
+	Path string
+}
+
+// Output is the result of Run.
+type Output struct {
+	File *evidence.File
+	// Series holds every variant's per-token KL on every corpus (for
+	// plots), in the order of File.Results without the pooled rows.
+	Series []Series
+}
+
+// Series is the per-token KL of one variant on one corpus, in token order.
+type Series struct {
+	Variant string
+	Kind    string
+	Corpus  string
+	KL      []float64
+}
+
+// OptionsError reports unusable Options (a usage error for a command).
+type OptionsError struct {
+	Field string
+	Msg   string
+}
+
+func (e *OptionsError) Error() string { return fmt.Sprintf("score: %s: %s", e.Field, e.Msg) }
+
+// ModelError reports checkpoints that cannot be compared, or a non-finite
+// logit.
+type ModelError struct {
+	Name string // checkpoint label
+	Dir  string
+	Msg  string
+}
+
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("score: %s (%s): %s", e.Name, e.Dir, e.Msg)
+}
+
+// NonFiniteError reports a NaN or infinite logit at a scored position.
+type NonFiniteError struct {
+	Variant  string
+	Corpus   string
+	Record   string
+	Position int // target index within the window
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("score: %s: corpus %s record %s: non-finite logits at window position %d", e.Variant, e.Corpus, e.Record, e.Position)
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Reference == "":
+		return &OptionsError{"reference", "required"}
+	case len(o.Corpora) == 0:
+		return &OptionsError{"corpus", "at least one corpus is required"}
+	case len(o.Candidates) == 0 && !o.NoiseFloor:
+		return &OptionsError{"candidate", "nothing to compare: give a candidate or ask for the noise floor"}
+	case o.Ctx < 0 || o.Ctx%2 != 0 || o.Ctx == 2:
+		return &OptionsError{"ctx", fmt.Sprintf("%d: the window length must be even and at least 4", o.Ctx)}
+	case o.Chunk < 0:
+		return &OptionsError{"chunk", fmt.Sprintf("%d: must be positive", o.Chunk)}
+	case o.MaxRecords < 0:
+		return &OptionsError{"max-records", fmt.Sprintf("%d: must be positive", o.MaxRecords)}
+	case o.SaveReference != "" && o.ReferenceCache != "":
+		return &OptionsError{"save-reference", "cannot both save and read a reference cache"}
+	}
+	names := map[string]bool{ReferenceName: true, noiseName(o.chunk()): true, storageName: true, evidence.AllCorpora: true}
+	for _, c := range o.Candidates {
+		if c.Name == "" || c.Dir == "" {
+			return &OptionsError{"candidate", fmt.Sprintf("%q: want NAME=DIR", c.Name+"="+c.Dir)}
+		}
+		if names[c.Name] {
+			return &OptionsError{"candidate", fmt.Sprintf("name %q is used twice or reserved", c.Name)}
+		}
+		names[c.Name] = true
+	}
+	seen := map[string]bool{evidence.AllCorpora: true}
+	for _, c := range o.Corpora {
+		if c.Name == "" || c.Path == "" {
+			return &OptionsError{"corpus", fmt.Sprintf("%q: want NAME=FILE", c.Name+"="+c.Path)}
+		}
+		if seen[c.Name] {
+			return &OptionsError{"corpus", fmt.Sprintf("name %q is used twice or reserved", c.Name)}
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
+func (o *Options) chunk() int {
+	if o.Chunk == 0 {
+		return DefaultChunk
+	}
+	return o.Chunk
+}
+
+const storageName = "storage floor (fp16)"
+
+func noiseName(chunk int) string { return fmt.Sprintf("noise floor (chunk %d)", chunk) }
+
+// variant is one row set: a candidate or a floor.
+type variant struct {
+	name, kind string
+	m          *model.Model
+	toks       [][]Token // per corpus
+}
+
+// runner holds what the batches of a run share.
+type runner struct {
+	vocab     int
+	threads   int
+	chunk     int
+	ref       *model.Model // nil when the cache replaces it
+	cache     *refcache.Reader
+	cachePath string
+	save      *refcache.Writer
+	noise     *variant
+	storage   *variant
+	cands     []*variant
+	cacheOff  int // cached rows whose NLL or argmax differ from the in-memory reference
+	passes    int // model positions run
+}
+
+// Run scores the candidates (and the floors) against the reference over
+// the corpora and returns the evidence file. Every model is opened with
+// lfmq1.CheckFiles, so the manifest sha256 in the receipts stands for the
+// bytes that ran.
+func Run(ctx context.Context, opts Options) (out *Output, err error) {
+	start := time.Now()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	// The executable is hashed first: it is what runs, and a missing one
+	// fails the run before the work rather than after.
+	binSHA, err := evidence.BinarySHA256()
+	if err != nil {
+		return nil, err
+	}
+	C := opts.Ctx
+	if C == 0 {
+		C = DefaultCtx
+	}
+	cfg, err := config.Load(opts.Reference)
+	if err != nil {
+		return nil, fmt.Errorf("score: reference: %w", err)
+	}
+	var notes []string
+	if maxC := cfg.MaxPositionEmbeddings &^ 1; C > maxC {
+		notes = append(notes, fmt.Sprintf("--ctx %d capped to the reference's context, %d.", C, maxC))
+		C = maxC
+	}
+	V := cfg.VocabSize
+	refID, err := evidence.IdentifyCheckpoint(ReferenceName, opts.Reference)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(opts.Reference)
+	if err != nil {
+		return nil, fmt.Errorf("score: reference: %w", err)
+	}
+	tokSHA, _, err := evidence.HashFile(filepath.Join(opts.Reference, "tokenizer.json"))
+	if err != nil {
+		return nil, err
+	}
+	bos, hasBOS := tok.BOS()
+	enc := corpus.NewEncoder(tok, V, func() (*chat.Template, error) { return chat.Load(opts.Reference) })
+
+	// Corpora and their windows.
+	corpora := make([]*corpus.Corpus, len(opts.Corpora))
+	windows := make([][]Window, len(opts.Corpora))
+	receipts := make([]evidence.Corpus, len(opts.Corpora))
+	hdr := refcache.Header{Format: refcache.Format, Reference: refID.Identity, TokenizerSHA256: tokSHA, Ctx: C, VocabSize: V, WindowRule: evidence.WindowRule}
+	total := 0
+	for i, spec := range opts.Corpora {
+		c, err := corpus.Load(spec.Name, spec.Path, enc, opts.MaxRecords)
+		if err != nil {
+			return nil, err
+		}
+		corpora[i] = c
+		targets := 0
+		for ri, r := range c.Records {
+			b := bos
+			if !hasBOS && len(r.Tokens) > 0 {
+				b = r.Tokens[0]
+			}
+			ws, err := Split(r.Tokens, C, b)
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range ws {
+				w.Record = ri
+				targets += w.Targets()
+				windows[i] = append(windows[i], w)
+			}
+		}
+		if targets == 0 {
+			return nil, &OptionsError{"corpus", fmt.Sprintf("%s (%s) has no token to score", spec.Name, spec.Path)}
+		}
+		total += targets
+		receipts[i] = evidence.Corpus{Name: spec.Name, Path: spec.Path, SHA256: c.SHA256, Bytes: c.Bytes, Records: len(c.Records), Windows: len(windows[i]), Tokens: targets}
+		hdr.Corpora = append(hdr.Corpora, refcache.Corpus{Name: spec.Name, SHA256: c.SHA256, Records: len(c.Records), Windows: len(windows[i]), Tokens: targets})
+	}
+
+	r := &runner{vocab: V, chunk: opts.chunk()}
+	var cacheReceipt *evidence.Cache
+	if opts.ReferenceCache != "" {
+		r.cachePath = opts.ReferenceCache
+		r.cache, err = refcache.Open(opts.ReferenceCache, "")
+		if err != nil {
+			return nil, err
+		}
+		defer r.cache.Close()
+		got := r.cache.Header()
+		if err := refcache.Check(opts.ReferenceCache, &hdr, &got); err != nil {
+			return nil, err
+		}
+		sum, size, err := evidence.HashFile(opts.ReferenceCache)
+		if err != nil {
+			return nil, err
+		}
+		cacheReceipt = &evidence.Cache{Mode: "used", Path: opts.ReferenceCache, SHA256: sum, Bytes: size}
+		notes = append(notes, "Reference log-probs read from the cache: KL uses its binary16 rows (renormalised), NLL and top-1 its exact stored values.")
+	}
+
+	kpool := kernels.NewPool(opts.Threads)
+	defer kpool.Close()
+	r.threads = kpool.Threads()
+	load := func(name, dir string) (*model.Model, error) {
+		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C})
+		if err != nil {
+			return nil, fmt.Errorf("score: %s: %w", name, err)
+		}
+		return m, nil
+	}
+	var models []*model.Model
+	defer func() {
+		for _, m := range models {
+			m.Close()
+		}
+	}()
+	if r.cache == nil || opts.NoiseFloor {
+		if r.ref, err = load(ReferenceName, opts.Reference); err != nil {
+			return nil, err
+		}
+		models = append(models, r.ref)
+	}
+	var candReceipts []evidence.Checkpoint
+	for _, c := range opts.Candidates {
+		id, err := evidence.IdentifyCheckpoint(c.Name, c.Dir)
+		if err != nil {
+			return nil, err
+		}
+		candReceipts = append(candReceipts, id)
+		m, err := load(c.Name, c.Dir)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+		if m.Config.VocabSize != V {
+			return nil, &ModelError{Name: c.Name, Dir: c.Dir, Msg: fmt.Sprintf("vocab_size %d, the reference has %d", m.Config.VocabSize, V)}
+		}
+		if sum, _, err := evidence.HashFile(filepath.Join(c.Dir, "tokenizer.json")); err == nil && sum != tokSHA {
+			return nil, &ModelError{Name: c.Name, Dir: c.Dir, Msg: "its tokenizer.json differs from the reference's; the two cannot be scored on the same tokens"}
+		}
+		if id.SourceConfigSHA256 != "" && id.SourceConfigSHA256 != refID.ConfigSHA256 {
+			notes = append(notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
+		}
+		r.cands = append(r.cands, &variant{name: c.Name, kind: evidence.KindCandidate, m: m})
+	}
+	if opts.NoiseFloor {
+		r.noise = &variant{name: noiseName(r.chunk), kind: evidence.KindNoiseFloor, m: r.ref}
+		r.storage = &variant{name: storageName, kind: evidence.KindStorageFloor, m: r.ref}
+	}
+	vars := r.variants()
+	for _, v := range vars {
+		v.toks = make([][]Token, len(corpora))
+	}
+
+	if opts.SaveReference != "" {
+		if r.save, err = refcache.Create(opts.SaveReference, hdr); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				r.save.Abort()
+			}
+		}()
+	}
+
+	done := 0
+	for ci, c := range corpora {
+		ws := windows[ci]
+		for len(ws) > 0 {
+			n, rows := 0, 0
+			for n < len(ws) && (n == 0 || rows+len(ws[n].Tokens) <= max(batchRows, C)) {
+				rows += len(ws[n].Tokens)
+				n++
+			}
+			if err := r.batch(ctx, ci, c, ws[:n]); err != nil {
+				return nil, err
+			}
+			for _, w := range ws[:n] {
+				done += w.Targets()
+			}
+			ws = ws[n:]
+			if opts.Progress != nil {
+				opts.Progress(done, total)
+			}
+		}
+	}
+	if r.cache != nil {
+		if _, err := r.cache.Next(); err != io.EOF {
+			if err == nil {
+				err = &refcache.FormatError{Path: opts.ReferenceCache, Where: "end", Msg: "more windows than the run scored"}
+			}
+			return nil, err
+		}
+		if r.cacheOff > 0 {
+			notes = append(notes, fmt.Sprintf("%d cached reference rows differ in NLL or argmax from the reference run now (the engine changed since the cache was written).", r.cacheOff))
+		}
+	}
+	if r.save != nil {
+		sum, size, err := r.save.Close()
+		if err != nil {
+			return nil, err
+		}
+		cacheReceipt = &evidence.Cache{Mode: "saved", Path: opts.SaveReference, SHA256: sum, Bytes: size}
+	}
+
+	f := &evidence.File{
+		Format: evidence.Format,
+		Kind:   evidence.KindScore,
+		Settings: evidence.Settings{
+			Ctx: C, WindowRule: evidence.WindowRule, NoiseFloor: opts.NoiseFloor, MaxRecords: opts.MaxRecords,
+		},
+		Receipts: evidence.Receipts{
+			LfmqVersion: version.Version, SourceDigest: version.SourceDigest,
+			Command: opts.Command, Started: start.UTC().Format(time.RFC3339),
+			Machine: evidence.CurrentMachine(), Reference: refID, Candidates: candReceipts,
+			TokenizerSHA256: tokSHA, Corpora: receipts, ReferenceCache: cacheReceipt,
+		},
+	}
+	if opts.NoiseFloor {
+		f.Settings.Chunk = r.chunk
+	}
+	f.Receipts.BinarySHA256 = binSHA
+	out = &Output{File: f}
+	for _, v := range vars {
+		for ci, c := range corpora {
+			st, err := Summarize(v.toks[ci])
+			if err != nil {
+				return nil, err
+			}
+			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: c.Name, Stats: st})
+			kl := make([]float64, len(v.toks[ci]))
+			for t, k := range v.toks[ci] {
+				kl[t] = k.KL
+			}
+			out.Series = append(out.Series, Series{Variant: v.name, Kind: v.kind, Corpus: c.Name, KL: kl})
+		}
+		if len(corpora) > 1 {
+			st, err := Summarize(slices.Concat(v.toks...))
+			if err != nil {
+				return nil, err
+			}
+			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: evidence.AllCorpora, Stats: st})
+		}
+	}
+	if f.Comparisons, err = compare(r.cands, corpora); err != nil {
+		return nil, err
+	}
+	if r.noise != nil && exactlyEqual(r.noise.toks) {
+		notes = append(notes, fmt.Sprintf("The %s is exactly zero: chunked evaluation is bit-identical to one prefill pass on every scored token (the engine's prefill is chunk-invariant), so the %s is the relevant floor.", r.noise.name, storageName))
+	}
+	f.Notes = notes
+	secs := time.Since(start).Seconds()
+	f.Timing = evidence.Timing{Seconds: evidence.Float(secs), Tokens: r.passes, TokensPerSecond: evidence.Float(float64(r.passes) / secs)}
+	return out, nil
+}
+
+// variants returns the row sets in table order: floors first.
+func (r *runner) variants() []*variant {
+	var vs []*variant
+	if r.noise != nil {
+		vs = append(vs, r.noise, r.storage)
+	}
+	return append(vs, r.cands...)
+}
+
+// exactlyEqual reports whether every token of a floor is identical to the
+// reference: KL 0, same NLL and argmax.
+func exactlyEqual(toks [][]Token) bool {
+	for _, ts := range toks {
+		for _, t := range ts {
+			if t.KL != 0 || t.NLLCand != t.NLLRef || !t.Same {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compare returns the paired differences between every pair of candidates,
+// per corpus and pooled.
+func compare(cands []*variant, corpora []*corpus.Corpus) ([]evidence.Comparison, error) {
+	var out []evidence.Comparison
+	for i := range cands {
+		for j := i + 1; j < len(cands); j++ {
+			a, b := cands[i], cands[j]
+			add := func(name string, ta, tb []Token) error {
+				klA, klB, nA, nB := make([]float64, len(ta)), make([]float64, len(tb)), make([]float64, len(ta)), make([]float64, len(tb))
+				for t := range ta {
+					klA[t], nA[t] = ta[t].KL, ta[t].NLLCand
+				}
+				for t := range tb {
+					klB[t], nB[t] = tb[t].KL, tb[t].NLLCand
+				}
+				kd, kse, err := Paired(klA, klB)
+				if err != nil {
+					return err
+				}
+				nd, nse, err := Paired(nA, nB)
+				if err != nil {
+					return err
+				}
+				c := evidence.Comparison{Corpus: name, A: a.name, B: b.name, Tokens: len(ta), KLDiff: evidence.Float(kd), NLLDiff: evidence.Float(nd)}
+				if kse != nil {
+					c.KLDiffSE, c.NLLDiffSE = evidence.Ptr(*kse), evidence.Ptr(*nse)
+				}
+				out = append(out, c)
+				return nil
+			}
+			for ci, c := range corpora {
+				if err := add(c.Name, a.toks[ci], b.toks[ci]); err != nil {
+					return nil, err
+				}
+			}
+			if len(corpora) > 1 {
+				if err := add(evidence.AllCorpora, slices.Concat(a.toks...), slices.Concat(b.toks...)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// forward runs the windows through m, each window from an empty sequence,
+// in steps of chunk tokens per window (chunk ≤ 0: the whole window in one
+// step), and returns each window's logits [len(Tokens), V].
+func (r *runner) forward(ctx context.Context, m *model.Model, wins []Window, chunk int) ([][]float32, error) {
+	longest := 0
+	for _, w := range wins {
+		longest = max(longest, len(w.Tokens))
+	}
+	if chunk <= 0 {
+		chunk = longest
+	}
+	seqs := make([]*model.Sequence, len(wins))
+	out := make([][]float32, len(wins))
+	for i, w := range wins {
+		seqs[i] = m.NewSequence()
+		if chunk < len(w.Tokens) {
+			out[i] = make([]float32, len(w.Tokens)*r.vocab)
+		}
+	}
+	toks := make([][]int, len(wins))
+	for off := 0; off < longest; off += chunk {
+		rows := 0
+		for i, w := range wins {
+			toks[i] = w.Tokens[min(off, len(w.Tokens)):min(off+chunk, len(w.Tokens))]
+			rows += len(toks[i])
+		}
+		res, err := m.Forward(ctx, seqs, toks, model.ForwardOptions{Logits: model.AllLogits, ChunkSize: rows})
+		if err != nil {
+			return nil, err
+		}
+		for i := range wins {
+			if out[i] == nil {
+				out[i] = res[i]
+			} else if res[i] != nil {
+				copy(out[i][off*r.vocab:], res[i])
+			}
+		}
+		r.passes += rows
+	}
+	return out, nil
+}
+
+// position is one scored position of a batch.
+type position struct{ w, p int }
+
+// scratch is one statistics worker's rows.
+type scratch struct {
+	exact, cached, stored *Ref
+	lp, buf               []float64
+}
+
+// batchInputs is what the statistics of a batch read: every model's
+// logits of every window, and the cached reference rows.
+type batchInputs struct {
+	ref, noise [][]float32
+	cands      [][][]float32
+	cached     []*refcache.Window
+}
+
+// batch scores a run of windows of one corpus.
+func (r *runner) batch(ctx context.Context, ci int, c *corpus.Corpus, wins []Window) error {
+	in, err := r.inputs(ctx, c, wins)
+	if err != nil {
+		return err
+	}
+	return r.stats(ci, c, wins, in)
+}
+
+// inputs runs the models over a batch and reads its cached rows.
+func (r *runner) inputs(ctx context.Context, c *corpus.Corpus, wins []Window) (*batchInputs, error) {
+	in := &batchInputs{}
+	var err error
+	if r.ref != nil {
+		if in.ref, err = r.forward(ctx, r.ref, wins, 0); err != nil {
+			return nil, err
+		}
+	}
+	if r.cache != nil {
+		for _, w := range wins {
+			cw, err := r.cache.Next()
+			if err == io.EOF {
+				return nil, &refcache.FormatError{Path: r.cachePath, Where: "corpus " + c.Name, Msg: "ends before the windows the run scores"}
+			}
+			if err != nil {
+				return nil, err
+			}
+			if cw.Record != w.Record || cw.First != w.First || !slices.Equal(cw.Tokens, w.Tokens) {
+				return nil, &refcache.MismatchError{Path: r.cachePath, Field: fmt.Sprintf("corpus %s record %s window tokens", c.Name, c.Records[w.Record].ID), Want: "the tokens this run scores", Got: "different tokens"}
+			}
+			in.cached = append(in.cached, cw)
+		}
+	}
+	if r.noise != nil {
+		if in.noise, err = r.forward(ctx, r.ref, wins, r.chunk); err != nil {
+			return nil, err
+		}
+	}
+	in.cands = make([][][]float32, len(r.cands))
+	for k, v := range r.cands {
+		if in.cands[k], err = r.forward(ctx, v.m, wins, 0); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// stats computes every variant's per-token quantities of a batch, in
+// parallel over positions (results in pre-indexed slots), appends them in
+// token order and writes the batch's cache rows.
+func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs) error {
+	V := r.vocab
+	refL, noiseL, candL, cached := in.ref, in.noise, in.cands, in.cached
+
+	var pos []position
+	for wi, w := range wins {
+		for p := w.First; p < len(w.Tokens); p++ {
+			pos = append(pos, position{wi, p})
+		}
+	}
+	vars := r.variants()
+	res := make([][]Token, len(vars))
+	for k := range res {
+		res[k] = make([]Token, len(pos))
+	}
+	var saved []refcache.Row
+	if r.save != nil {
+		saved = make([]refcache.Row, len(pos))
+	}
+	offs := make([]int, len(pos)) // cached row differs (1) or not
+	row := func(l []float32, p int) []float32 { return l[(p-1)*V : p*V] }
+	work := func(s *scratch, i int) error {
+		wi, p := pos[i].w, pos[i].p
+		w := &wins[wi]
+		target := w.Tokens[p]
+		nonFinite := func(variant string) error {
+			return &NonFiniteError{Variant: variant, Corpus: c.Name, Record: c.Records[w.Record].ID, Position: p}
+		}
+		var side *Ref
+		if refL != nil {
+			if !s.exact.SetLogits(row(refL[wi], p), target) {
+				return nonFinite(ReferenceName)
+			}
+			side = s.exact
+		}
+		var fp16 []uint16
+		if r.save != nil || (r.storage != nil && r.cache == nil) {
+			fp16 = make([]uint16, V)
+			for v, x := range s.exact.LP {
+				fp16[v] = refcache.FromFloat64(x)
+			}
+		}
+		if r.save != nil {
+			saved[i] = refcache.Row{Target: target, NLL: s.exact.NLL, Argmax: s.exact.Argmax, LogProbs: fp16}
+		}
+		if r.cache != nil {
+			cr := &cached[wi].Rows[p-w.First]
+			cr.Widen(s.buf)
+			if !s.cached.SetStored(s.buf, cr.NLL, cr.Argmax) {
+				return nonFinite("reference cache")
+			}
+			if side != nil && (cr.NLL != side.NLL || cr.Argmax != side.Argmax) {
+				offs[i] = 1
+			}
+			side = s.cached
+		}
+		k := 0
+		if r.noise != nil {
+			t, ok := Compare(s.exact, row(noiseL[wi], p), target, s.lp)
+			if !ok {
+				return nonFinite(r.noise.name)
+			}
+			res[k][i] = t
+			st := s.cached
+			if r.cache == nil {
+				st = s.stored
+				for v, h := range fp16 {
+					s.buf[v] = refcache.ToFloat64(h)
+				}
+				st.SetStored(s.buf, s.exact.NLL, s.exact.Argmax)
+			}
+			if res[k+1][i], ok = Compare(st, row(refL[wi], p), target, s.lp); !ok {
+				return nonFinite(r.storage.name)
+			}
+			k += 2
+		}
+		for j := range r.cands {
+			t, ok := Compare(side, row(candL[j][wi], p), target, s.lp)
+			if !ok {
+				return nonFinite(r.cands[j].name)
+			}
+			res[k+j][i] = t
+		}
+		return nil
+	}
+
+	shards := min(r.threads, len(pos))
+	errs := make([]error, shards)
+	wp := pool.New().WithMaxGoroutines(shards)
+	for sh := range shards {
+		wp.Go(func() {
+			s := &scratch{exact: NewRef(V), cached: NewRef(V), stored: NewRef(V), lp: make([]float64, V), buf: make([]float64, V)}
+			for i := sh * len(pos) / shards; i < (sh+1)*len(pos)/shards; i++ {
+				if err := work(s, i); err != nil {
+					errs[sh] = err
+					return
+				}
+			}
+		})
+	}
+	wp.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for k, v := range vars {
+		v.toks[ci] = append(v.toks[ci], res[k]...)
+	}
+	for _, o := range offs {
+		r.cacheOff += o
+	}
+	if r.save != nil {
+		i := 0
+		for _, w := range wins {
+			n := w.Targets()
+			if err := r.save.WriteWindow(&refcache.Window{Record: w.Record, Tokens: w.Tokens, First: w.First, Rows: saved[i : i+n]}); err != nil {
+				return err
+			}
+			i += n
+		}
+	}
+	return nil
+}
