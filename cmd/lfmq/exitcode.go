@@ -5,6 +5,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence/refcache"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify"
 )
 
 // Exit codes (DESIGN.md).
@@ -25,13 +26,14 @@ func (e *usageError) Unwrap() error { return e.err }
 func exitCode(err error) int {
 	var ue *usageError
 	var mm *lfmq1.MismatchError
+	var vm *verify.MismatchError
 	var rm *refcache.MismatchError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.As(err, &mm), errors.As(err, &rm):
+	case errors.As(err, &mm), errors.As(err, &vm), errors.As(err, &rm):
 		return exitMismatch
 	}
 	return exitFailure

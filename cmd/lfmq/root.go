@@ -41,6 +41,9 @@ records every tensor's format, shape and sha256.`,
 		newScoreCmd(ios, nil),
 		newGenerateCmd(ios, nil),
 		newVersionCmd(ios),
+		newReleaseCmd(ios, nil),
+		newVerifyCmd(ios, nil),
+		newDownloadCmd(ios, nil),
 	)
 	return root
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/download"
+)
+
+type downloadOptions struct {
+	IO           *IOStreams
+	URL          string
+	Revision     string
+	CacheRoot    string
+	DownloadOnly bool
+	Jobs         int
+	JSON         bool
+	// Token is HF_TOKEN; HTTPClient builds the client lazily (tests inject
+	// one).
+	Token      string
+	HTTPClient func() *http.Client
+}
+
+func newDownloadCmd(ios *IOStreams, runF func(*downloadOptions) error) *cobra.Command {
+	opts := &downloadOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "download URL --revision REV --cache-root DIR [--download-only]",
+		Short: "Fetch a release from a hub and verify every byte",
+		Long: `Download fetches a release published on a Hugging Face style hub, where files
+live at {URL}/resolve/{revision}/{path}, into DIR/<owner>--<name>/<revision>/.
+
+SHA256SUMS comes first; every file it lists follows, several at a time. A
+partial file is resumed with an HTTP Range request; each file is checked
+against its sha256 before it takes its final name, and a file the hub serves
+wrong is fetched once more, then reported, never kept. When the hub names the
+commit of the revision, every file is fetched at that commit. Rerunning only
+fetches what is missing or wrong. The run ends with 'lfmq verify' over the
+directory, and its exit status is verify's.
+
+HF_TOKEN, when set, is sent to the URL's host only. Launching the downloaded
+release is 'lfmq launch'; --download-only states that no launch follows.`,
+		Example: "  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL = args[0]
+			if err := requireFlags("revision", opts.Revision, "cache-root", opts.CacheRoot); err != nil {
+				return err
+			}
+			if _, err := download.Dest(opts.CacheRoot, opts.URL, opts.Revision); err != nil {
+				return &usageError{err}
+			}
+			if opts.Jobs < 1 {
+				return &usageError{fmt.Errorf("--jobs must be positive, got %d", opts.Jobs)}
+			}
+			opts.Token = os.Getenv("HF_TOKEN")
+			if runF != nil {
+				return runF(opts)
+			}
+			return downloadRun(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Revision, "revision", "", "tag, branch or commit to fetch (required)")
+	cmd.Flags().StringVar(&opts.CacheRoot, "cache-root", "", "directory that holds downloads (required)")
+	cmd.Flags().BoolVar(&opts.DownloadOnly, "download-only", false, "fetch and verify only")
+	cmd.Flags().IntVar(&opts.Jobs, "jobs", 4, "files fetched at once")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the final verification report as JSON on stdout")
+	cmd.MarkFlagDirname("cache-root")
+	return cmd
+}
+
+func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
+	dopts := download.Options{
+		URL: opts.URL, Revision: opts.Revision, CacheRoot: opts.CacheRoot,
+		Token: opts.Token, Jobs: opts.Jobs, Log: opts.IO.ErrOut,
+	}
+	if opts.HTTPClient != nil {
+		dopts.Client = opts.HTTPClient()
+	}
+	var bar *byteBar
+	if opts.IO.ErrTTY && !opts.JSON {
+		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		dopts.Verify = verify.Options{Progress: bar}
+	}
+	res, err := download.Download(cmd.Context(), dopts)
+	bar.finish()
+	if res != nil && res.Report != nil {
+		if perr := printReport(opts.IO, res.Report, opts.JSON); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if res != nil && !opts.JSON {
+		w := opts.IO.Out
+		fmt.Fprintf(w, "%s: %d fetched, %d already present, %s received", res.Dir, len(res.Fetched), len(res.Skipped), humanBytes(res.BytesReceived))
+		if res.Commit != "" {
+			fmt.Fprintf(w, ", commit %s", res.Commit)
+		}
+		fmt.Fprintln(w)
+		if err == nil && !opts.DownloadOnly {
+			fmt.Fprintf(w, "launch it with: lfmq launch --release-dir %s\n", res.Dir)
+		}
+	}
+	return err
+}

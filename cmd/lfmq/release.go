@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/card"
+	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/version"
+)
+
+// renderQuality renders the model card's quality section from a release's
+// evidence files: each evidence JSON file is parsed (evidence.Parse) and
+// rendered by evidence/report as the scoring.md §7 table, under a heading
+// naming the file. SVG plots are published but not rendered. It is passed
+// to the builder as bundle.Options.Quality, the one place the card's
+// quality tables come from.
+func renderQuality(files []bundle.EvidenceFile) ([]string, error) {
+	var out []string
+	for _, f := range files {
+		if path.Ext(f.Path) != ".json" {
+			continue
+		}
+		ef, err := evidence.Parse(f.Path, f.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, "### `"+f.Path+"`\n\n"+report.Markdown(ef))
+	}
+	return out, nil
+}
+
+type releaseBuildOptions struct {
+	IO           *IOStreams
+	Checkpoint   string
+	Out          string
+	Evidence     string
+	Revision     string
+	License      string
+	Notices      []string
+	Platforms    []bundle.Platform
+	BaseModel    string
+	BaseRevision string
+	HubRepo      string
+	SourceCard   string
+	LicenseID    string
+	LicenseName  string
+	LicenseLink  string
+	Language     []string
+	Source       string
+}
+
+func newReleaseCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "release",
+		Short: "Build release bundles",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newReleaseBuildCmd(ios, runF))
+	return cmd
+}
+
+func newReleaseBuildCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra.Command {
+	opts := &releaseBuildOptions{IO: ios}
+	var platforms string
+	cmd := &cobra.Command{
+		Use:   "build --checkpoint DIR --out DIR --license FILE [--evidence DIR] [--revision TAG]",
+		Short: "Assemble a verifiable release directory from an lfmq-1 checkpoint",
+		Long: `Build assembles a release (release.md): the lfmq-1 checkpoint, lfmq runtime
+binaries for each platform built reproducibly (CGO_ENABLED=0, -trimpath, vendored
+dependencies, no dates or paths) from runtime/lfmq-src.tar.gz, the exact source
+archive, the source model's LICENSE and NOTICE files, the evidence files, the
+model card README.md, runtime-release.json and SHA256SUMS.
+
+Building twice from the same inputs gives the same bytes in every file. The
+release directory appears only when complete and verified. The release digest
+printed at the end is the sha256 of SHA256SUMS: put it in the hub tag message.
+
+The runtime is built from the lfmq module source in --source (default: the
+module containing the current directory) with the go command on PATH; if
+go.mod has a toolchain line, the go command must be that version.`,
+		Example: `  lfmq release build --checkpoint ./LFM2-8B-A1B-lfmq1 --out ./release \
+    --base-model LiquidAI/LFM2-8B-A1B --license ./LFM2-8B-A1B/LICENSE \
+    --source-card ./LFM2-8B-A1B/README.md --evidence ./evidence --revision v1`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("checkpoint", opts.Checkpoint, "out", opts.Out, "license", opts.License); err != nil {
+				return err
+			}
+			p, err := bundle.ParsePlatforms(platforms)
+			if err != nil {
+				return &usageError{err}
+			}
+			opts.Platforms = p
+			if opts.BaseModel == "" {
+				bm, ok := bundle.BaseModelFromConfig(opts.Checkpoint)
+				if !ok {
+					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's config.json has no hub repo id in _name_or_path")}
+				}
+				opts.BaseModel = bm
+			}
+			if opts.Source == "" {
+				wd, err := os.Getwd()
+				if err != nil {
+					return err
+				}
+				root, err := bundle.FindModuleRoot(wd)
+				if err != nil {
+					return &usageError{err}
+				}
+				opts.Source = root
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return releaseBuildRun(cmd, opts)
+		},
+	}
+	var defaultPlatforms []string
+	for _, p := range bundle.DefaultPlatforms {
+		defaultPlatforms = append(defaultPlatforms, p.String())
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Checkpoint, "checkpoint", "", "lfmq-1 checkpoint directory (required)")
+	f.StringVar(&opts.Out, "out", "", "release directory to create (required; must not exist or be empty)")
+	f.StringVar(&opts.Evidence, "evidence", "", "directory of evidence JSON files (and SVG plots) to publish")
+	f.StringVar(&opts.Revision, "revision", "v1", "release tag on the hub")
+	f.StringVar(&opts.License, "license", "", "the source model's licence file, copied as LICENSE (required)")
+	f.StringArrayVar(&opts.Notices, "notice", nil, "a NOTICE file of the source model, copied under its name (repeatable)")
+	f.StringVar(&platforms, "platforms", strings.Join(defaultPlatforms, ","), "comma-separated os/arch list of runtime binaries")
+	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: config.json's _name_or_path)")
+	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known")
+	f.StringVar(&opts.HubRepo, "hub-repo", "", "repo id the release is published under, for the card's download commands")
+	f.StringVar(&opts.SourceCard, "source-card", "", "the source model's README.md: licence and languages are carried over")
+	f.StringVar(&opts.LicenseID, "license-id", "", "hub licence id for the card (default: from --source-card or the licence text)")
+	f.StringVar(&opts.LicenseName, "license-name", "", "licence name for the card (with --license-id other)")
+	f.StringVar(&opts.LicenseLink, "license-link", "", "licence link for the card (with --license-id other)")
+	f.StringArrayVar(&opts.Language, "language", nil, "card language (repeatable; default: from --source-card)")
+	f.StringVar(&opts.Source, "source", "", "lfmq module source to build the runtime from (default: the module containing the current directory)")
+	cmd.MarkFlagDirname("checkpoint")
+	cmd.MarkFlagDirname("out")
+	cmd.MarkFlagDirname("evidence")
+	cmd.MarkFlagDirname("source")
+	return cmd
+}
+
+func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
+	res, err := bundle.Build(cmd.Context(), bundle.Options{
+		CheckpointDir: opts.Checkpoint, OutDir: opts.Out, SourceDir: opts.Source,
+		EvidenceDir: opts.Evidence, Revision: opts.Revision,
+		BaseModel: opts.BaseModel, BaseRevision: opts.BaseRevision, HubRepo: opts.HubRepo,
+		LicenseFile: opts.License, NoticeFiles: opts.Notices, SourceCard: opts.SourceCard,
+		License:  card.License{ID: opts.LicenseID, Name: opts.LicenseName, Link: opts.LicenseLink},
+		Language: opts.Language, Platforms: opts.Platforms, Version: version.Version,
+		Quality: renderQuality, Log: opts.IO.ErrOut,
+	})
+	if err != nil {
+		return err
+	}
+	w := opts.IO.Out
+	fmt.Fprintf(w, "wrote release %s\n", res.Dir)
+	fmt.Fprintf(w, "  release id       %s\n", res.ReleaseID)
+	fmt.Fprintf(w, "  files            %d (%s)\n", res.Files, humanBytes(res.Bytes))
+	fmt.Fprintf(w, "  manifest sha256  %s\n", res.ManifestSHA256)
+	fmt.Fprintf(w, "  source sha256    %s\n", res.SourceSHA256)
+	for _, b := range res.Runtime {
+		fmt.Fprintf(w, "  %-16s %s\n", b.Platform, b.SHA256)
+	}
+	fmt.Fprintf(w, "  release digest   %s (sha256 of SHA256SUMS; put it in the tag message)\n", res.Digest)
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+)
+
+func TestReleaseBuildFlags(t *testing.T) {
+	named := t.TempDir()
+	os.WriteFile(filepath.Join(named, "config.json"), []byte(`{"_name_or_path": "LiquidAI/LFM2-8B-A1B"}`), 0o644)
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(local, "config.json"), []byte(`{"_name_or_path": "/home/me/models/x"}`), 0o644)
+	tests := []struct {
+		name    string
+		args    string
+		check   func(t *testing.T, o *releaseBuildOptions)
+		wantErr string
+	}{
+		{"defaults", "--checkpoint " + named + " --out o --license L", func(t *testing.T, o *releaseBuildOptions) {
+			if o.BaseModel != "LiquidAI/LFM2-8B-A1B" || o.Revision != "v1" || len(o.Platforms) != 3 || o.Source == "" {
+				t.Errorf("options %+v", o)
+			}
+			if !slices.Equal(o.Platforms, bundle.DefaultPlatforms) {
+				t.Errorf("platforms %v", o.Platforms)
+			}
+		}, ""},
+		{"all flags", "--checkpoint c --out o --license L --notice N1 --notice N2 --evidence e --revision v2 --platforms linux/amd64 " +
+			"--base-model a/b --base-revision 0123456789abcdef0123456789abcdef01234567 --hub-repo me/r --source-card card.md " +
+			"--license-id other --license-name lfm1.0 --license-link LICENSE --language en --language fr --source s",
+			func(t *testing.T, o *releaseBuildOptions) {
+				if o.Checkpoint != "c" || o.Out != "o" || !slices.Equal(o.Notices, []string{"N1", "N2"}) || o.Evidence != "e" || o.Revision != "v2" ||
+					len(o.Platforms) != 1 || o.BaseModel != "a/b" || o.HubRepo != "me/r" || o.SourceCard != "card.md" || o.LicenseID != "other" ||
+					o.LicenseName != "lfm1.0" || o.LicenseLink != "LICENSE" || !slices.Equal(o.Language, []string{"en", "fr"}) || o.Source != "s" {
+					t.Errorf("options %+v", o)
+				}
+			}, ""},
+		{"no licence", "--checkpoint c --out o --base-model a/b", nil, "--license is required"},
+		{"no checkpoint", "--out o --license L", nil, "--checkpoint is required"},
+		{"no base model", "--checkpoint " + local + " --out o --license L", nil, "--base-model is required"},
+		{"bad platforms", "--checkpoint c --out o --license L --base-model a/b --platforms linux", nil, "not os/arch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *releaseBuildOptions
+			root := newRootCmd(ios)
+			root.RemoveCommand(findCmd(root, "release"))
+			root.AddCommand(newReleaseCmd(ios, func(o *releaseBuildOptions) error { got = o; return nil }))
+			root.SetArgs(append([]string{"release", "build"}, strings.Fields(tt.args)...))
+			err := root.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
+					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, got)
+		})
+	}
+}
+
+// TestReleaseDemo is the demo flow end to end through the commands:
+// quantize, release build (a real go build, of a minimal module so it is
+// quick), verify, damage a copy, verify again.
+func TestReleaseDemo(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	tmp := t.TempDir()
+	ckpt := filepath.Join(tmp, "ckpt")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", ckpt, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	lic := filepath.Join(tmp, "LICENSE")
+	os.WriteFile(lic, []byte(bundletest.License), 0o644)
+	rel := filepath.Join(tmp, "release")
+	ios, stdout, stderr := testStreams()
+	args := []string{"release", "build", "--checkpoint", ckpt, "--out", rel, "--license", lic,
+		"--base-model", "test/tiny-lfm2-moe", "--platforms", "linux/amd64", "--source", bundletest.Source(t)}
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("release build exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"wrote release", "release id       tiny-lfm2-moe-lfmq1-v1", "linux/amd64", "release digest"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("release build output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr.String(), "building runtime/lfmq-linux-amd64") {
+		t.Errorf("no progress lines on stderr: %q", stderr)
+	}
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", rel}, ios); code != 0 {
+		t.Fatalf("verify exit %d: %s", code, stderr)
+	}
+	bad := filepath.Join(tmp, "bad")
+	bundletest.CopyDir(t, rel, bad)
+	p := filepath.Join(bad, "runtime", "lfmq-linux-amd64")
+	b, _ := os.ReadFile(p)
+	b[1000] ^= 0xff
+	os.WriteFile(p, b, 0o755)
+	ios, stdout, _ = testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", bad}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "re-fetch:\nruntime/lfmq-linux-amd64\n") {
+		t.Errorf("flipped byte: exit %d\n%s", code, stdout)
+	}
+	// The output directory exists: refused, nothing overwritten.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), args, ios); code != exitFailure || !strings.Contains(stderr.String(), "not empty") {
+		t.Errorf("second build into the same directory: exit %d %s", code, stderr)
+	}
+}
+
+// TestRenderQuality checks the card's quality hook: evidence JSON files
+// become evidence/report tables, plots are skipped, a bad file is an error.
+func TestRenderQuality(t *testing.T) {
+	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
+		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
+	}}
+	data, err := evidence.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/fidelity.json", Data: data}, {Path: "evidence/kl.svg", Data: []byte("<svg/>")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || !strings.HasPrefix(out[0], "### `evidence/fidelity.json`\n\n| corpus |") || !strings.Contains(out[0], "| chat | 1,234 |") {
+		t.Errorf("rendered %q", out)
+	}
+	if _, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/x.json", Data: []byte(`{"format": "other"}`)}}); err == nil {
+		t.Error("a file that is not evidence was rendered")
+	}
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/verify"
+)
+
+type verifyOptions struct {
+	IO         *IOStreams
+	ReleaseDir string
+	Sums       string
+	Deep       bool
+	JSON       bool
+	Workers    int
+}
+
+func newVerifyCmd(ios *IOStreams, runF func(*verifyOptions) error) *cobra.Command {
+	opts := &verifyOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "verify (--release-dir DIR [--deep] | --sums FILE) [--json]",
+		Short: "Check every byte of a release, or any sha256sum list",
+		Long: `Verify re-hashes every file of a release directory and checks it against
+SHA256SUMS and runtime-release.json, checks that the two lists agree, that
+checkpoint/manifest.json has the pinned sha256 and lists exactly the
+checkpoint's files (--deep: also every tensor's sha256), and that nothing is
+missing, extra, a link or outside the directory.
+
+Each finding gives the path, what the list expects and what is on disk. The
+files to download again are listed at the end. --json prints the whole report
+on stdout.
+
+--sums FILE checks a sha256sum-style list (paths relative to its directory),
+like 'sha256sum -c FILE' with a strict reader.
+
+Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
+		Example: "  lfmq verify --release-dir ./LFM2-8B-A1B-lfmq1\n  lfmq verify --sums SHA256SUMS",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case opts.ReleaseDir == "" && opts.Sums == "":
+				return &usageError{fmt.Errorf("--release-dir or --sums is required")}
+			case opts.ReleaseDir != "" && opts.Sums != "":
+				return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
+			case opts.Deep && opts.Sums != "":
+				return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
+			case opts.Workers < 0:
+				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return verifyRun(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.ReleaseDir, "release-dir", "", "release directory to verify")
+	cmd.Flags().StringVar(&opts.Sums, "sums", "", "sha256sum-style list to check")
+	cmd.Flags().BoolVar(&opts.Deep, "deep", false, "also check every checkpoint tensor's sha256")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "files hashed in parallel (0 = all cores)")
+	cmd.MarkFlagDirname("release-dir")
+	return cmd
+}
+
+func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
+	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers}
+	var bar *byteBar
+	if opts.IO.ErrTTY && !opts.JSON {
+		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		vo.Progress = bar
+	}
+	var rep *verify.Report
+	var err error
+	if opts.Sums != "" {
+		rep, err = verify.Sums(cmd.Context(), opts.Sums, vo)
+	} else {
+		rep, err = verify.Release(cmd.Context(), opts.ReleaseDir, vo)
+	}
+	bar.finish()
+	if rep != nil {
+		if perr := printReport(opts.IO, rep, opts.JSON); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return rep.Err()
+}
+
+// printReport writes a report: JSON on stdout, or findings, a summary and
+// the re-fetch list for people.
+func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(ios.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	w := ios.Out
+	for _, f := range rep.Findings {
+		fmt.Fprintf(w, "%-9s %s\n", f.Kind, f.Path)
+		if f.WantSHA256 != "" || f.WantSize >= 0 {
+			fmt.Fprintf(w, "          expected %s (%s)\n", shaSize(f.WantSHA256, f.WantSize), f.Authority)
+		}
+		if f.GotSHA256 != "" || f.GotSize >= 0 {
+			fmt.Fprintf(w, "          actual   %s\n", shaSize(f.GotSHA256, f.GotSize))
+		}
+		if f.Detail != "" {
+			fmt.Fprintf(w, "          %s\n", f.Detail)
+		}
+	}
+	what := "release " + rep.Dir
+	if rep.ReleaseID != "" {
+		what = "release " + rep.ReleaseID + " (" + rep.Dir + ")"
+	}
+	if rep.List != "SHA256SUMS" || rep.ReleaseID == "" && rep.OK {
+		what = rep.List + " in " + rep.Dir
+	}
+	if rep.OK {
+		fmt.Fprintf(w, "OK: %s: %d files, %s verified", what, rep.Files, humanBytes(rep.Bytes))
+		if rep.Deep {
+			fmt.Fprint(w, ", every tensor checked")
+		}
+		fmt.Fprintln(w)
+		if rep.Digest != "" {
+			fmt.Fprintf(w, "digest (sha256 of %s) %s\n", rep.List, rep.Digest)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "FAILED: %s: %d finding(s)", what, len(rep.Findings))
+	sep := " ("
+	for _, k := range []verify.Kind{verify.KindMissing, verify.KindSize, verify.KindHash, verify.KindExtra, verify.KindUnsafe, verify.KindMalformed, verify.KindDisagree, verify.KindPin, verify.KindTensor} {
+		if n := rep.Count(k); n > 0 {
+			fmt.Fprintf(w, "%s%d %s", sep, n, k)
+			sep = ", "
+		}
+	}
+	if sep == ", " {
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintf(w, "; %d files, %s hashed\n", rep.Files, humanBytes(rep.Bytes))
+	if len(rep.Refetch) > 0 {
+		fmt.Fprintln(w, "re-fetch:")
+		for _, p := range rep.Refetch {
+			fmt.Fprintln(w, p)
+		}
+	}
+	return nil
+}
+
+func shaSize(sha string, size int64) string {
+	s := "sha256 " + sha
+	if sha == "" {
+		s = "sha256 ?"
+	}
+	if size >= 0 {
+		s += fmt.Sprintf(", %d bytes", size)
+	}
+	return s
+}
+
+// byteBar is a progress bar of bytes on a terminal's error stream; nil is
+// a no-op.
+type byteBar struct {
+	w    *IOStreams
+	desc string
+	mu   sync.Mutex
+	bar  *progressbar.ProgressBar
+}
+
+func (p *byteBar) Start(total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bar = progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(p.w.ErrOut),
+		progressbar.OptionSetDescription(p.desc),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+	)
+}
+
+func (p *byteBar) Add(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Add64(n)
+	}
+}
+
+func (p *byteBar) finish() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}

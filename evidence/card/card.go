@@ -1,0 +1,380 @@
+package card
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
+)
+
+// Tags are the card's tags (release.md §5).
+var Tags = []string{"lfm2", "lfm2_moe", "moe", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
+
+// License is the card's licence metadata: the hub's license identifier
+// (e.g. "apache-2.0", or "other" with a name and a link).
+type License struct {
+	ID   string
+	Name string
+	Link string
+}
+
+// Runtime is one file of the bundled runtime.
+type Runtime struct {
+	// Platform is "GOOS/GOARCH", or empty for the source archive.
+	Platform string
+	Path     string
+	Size     int64
+	SHA256   string
+}
+
+// Input is everything the card shows.
+type Input struct {
+	ReleaseID string
+	// Revision is the hub tag of the release.
+	Revision string
+	// HubRepo is where the release is published ("owner/name"); empty
+	// shows a placeholder in the download commands.
+	HubRepo string
+	// BaseModel is the source repo id; BaseRevision its commit, if known.
+	BaseModel    string
+	BaseRevision string
+	// LfmqVersion is the lfmq version of the runtime.
+	LfmqVersion    string
+	Manifest       *lfmq1.Manifest
+	ManifestSHA256 string
+	// Source is the runtime's source archive; Runtime the binaries.
+	Source   Runtime
+	Runtime  []Runtime
+	License  License
+	Language []string
+	// Notices are the release paths of NOTICE files passed through.
+	Notices []string
+	// Evidence are the release paths of the evidence files.
+	Evidence []string
+	// Quality is the quality section, already rendered as Markdown (the
+	// tables of scoring.md §7 with the noise floor and RTN rows), one
+	// element per table with its heading; inserted in order.
+	Quality []string
+}
+
+// Error reports an Input the card cannot be rendered from. Field names it.
+type Error struct {
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("card: %s: %s", e.Field, e.Msg) }
+
+var (
+	repoRe  = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
+	plainRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
+	hexRe   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Render returns the card's bytes.
+func Render(in Input) ([]byte, error) {
+	switch {
+	case in.ReleaseID == "":
+		return nil, &Error{Field: "ReleaseID", Msg: "empty"}
+	case in.Revision == "":
+		return nil, &Error{Field: "Revision", Msg: "empty"}
+	case !repoRe.MatchString(in.BaseModel):
+		return nil, &Error{Field: "BaseModel", Msg: fmt.Sprintf("%q is not a hub repo id", in.BaseModel)}
+	case in.HubRepo != "" && !repoRe.MatchString(in.HubRepo):
+		return nil, &Error{Field: "HubRepo", Msg: fmt.Sprintf("%q is not a hub repo id", in.HubRepo)}
+	case in.Manifest == nil:
+		return nil, &Error{Field: "Manifest", Msg: "nil"}
+	case !hexRe.MatchString(in.ManifestSHA256):
+		return nil, &Error{Field: "ManifestSHA256", Msg: "not 64 hex digits"}
+	case in.License.ID == "":
+		return nil, &Error{Field: "License.ID", Msg: "empty"}
+	case in.License.ID == "other" && in.License.Name == "":
+		return nil, &Error{Field: "License.Name", Msg: "required when the licence is \"other\""}
+	}
+	for i, q := range in.Quality {
+		if strings.Contains(q, "\n---\n") || strings.HasPrefix(q, "---") {
+			return nil, &Error{Field: fmt.Sprintf("Quality[%d]", i), Msg: "a YAML document marker would break the card"}
+		}
+	}
+	var b bytes.Buffer
+	frontMatter(&b, in)
+	body(&b, in)
+	return b.Bytes(), nil
+}
+
+// yamlScalar writes s plain when it is safe, else as a double-quoted
+// scalar (JSON string syntax, which YAML accepts).
+func yamlScalar(s string) string {
+	if plainRe.MatchString(s) && s != "true" && s != "false" && s != "null" && s != "yes" && s != "no" {
+		return s
+	}
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
+func frontMatter(b *bytes.Buffer, in Input) {
+	b.WriteString("---\n")
+	fmt.Fprintf(b, "license: %s\n", yamlScalar(in.License.ID))
+	if in.License.Name != "" {
+		fmt.Fprintf(b, "license_name: %s\n", yamlScalar(in.License.Name))
+	}
+	if in.License.Link != "" {
+		fmt.Fprintf(b, "license_link: %s\n", yamlScalar(in.License.Link))
+	}
+	fmt.Fprintf(b, "base_model: %s\n", yamlScalar(in.BaseModel))
+	b.WriteString("base_model_relation: quantized\n")
+	b.WriteString("pipeline_tag: text-generation\n")
+	if len(in.Language) > 0 {
+		b.WriteString("language:\n")
+		for _, l := range in.Language {
+			fmt.Fprintf(b, "- %s\n", yamlScalar(l))
+		}
+	}
+	b.WriteString("tags:\n")
+	for _, t := range Tags {
+		fmt.Fprintf(b, "- %s\n", t)
+	}
+	b.WriteString("---\n\n")
+}
+
+func body(b *bytes.Buffer, in Input) {
+	m := in.Manifest
+	hub := in.HubRepo
+	if hub == "" {
+		hub = "OWNER/REPO"
+	}
+	var plats []string
+	for _, r := range in.Runtime {
+		plats = append(plats, "`"+r.Platform+"`")
+	}
+	fmt.Fprintf(b, "# %s\n\n", in.ReleaseID)
+	fmt.Fprintf(b, "[%s](https://huggingface.co/%s) quantized to the **lfmq-1** format by lfmq %s:\n", in.BaseModel, in.BaseModel, in.LfmqVersion)
+	b.WriteString("routed experts in BFP4 (Tenstorrent `bfloat4_b`), attention, short-conv, dense-FFN and\n")
+	b.WriteString("LM-head weights in BFP8 (`bfloat8_b`), everything else in its source precision.\n\n")
+	b.WriteString("This repository is a complete, verifiable release:\n\n")
+	b.WriteString("- `checkpoint/`: the lfmq-1 checkpoint; `checkpoint/manifest.json` records every tensor's\n")
+	b.WriteString("  format, shape and sha256 and every quantization setting.\n")
+	fmt.Fprintf(b, "- `runtime/`: the lfmq engine that serves it, for %s, built reproducibly\n", strings.Join(plats, ", "))
+	b.WriteString("  (`CGO_ENABLED=0`, `-trimpath`, no dates or paths) from `runtime/lfmq-src.tar.gz`, the exact\n")
+	b.WriteString("  source, vendored dependencies included.\n")
+	if len(in.Evidence) > 0 {
+		b.WriteString("- `evidence/`: the measurements behind the quality tables, with their receipts.\n")
+	}
+	b.WriteString("- `runtime-release.json` and `SHA256SUMS`: the size and sha256 of every file.\n\n")
+	b.WriteString("Transformers cannot load lfmq-1 weights; use the bundled runtime.\n\n")
+
+	b.WriteString("## Precision\n\n")
+	precisionTable(b, m)
+	b.WriteString("\n")
+	q := m.Quantization
+	b.WriteString("| class | method | formats | tensors |\n|---|---|---|---:|\n")
+	for _, c := range []struct {
+		name string
+		spec lfmq1.ClassSpec
+	}{{"experts", q.Experts}, {"dense", q.Dense}, {"head", q.Head}, {"kept", q.Kept}} {
+		var fs []string
+		for _, f := range c.spec.Formats {
+			fs = append(fs, string(f))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d |\n", c.name, mdCell(c.spec.Method), mdCell(strings.Join(fs, ", ")), c.spec.Tensors)
+	}
+	b.WriteString("\nEvery setting of the method is recorded in `checkpoint/manifest.json`.\n\n")
+
+	b.WriteString("## Quality\n\n")
+	switch {
+	case len(in.Quality) > 0:
+		for _, s := range in.Quality {
+			b.WriteString(strings.TrimRight(s, "\n"))
+			b.WriteString("\n\n")
+		}
+		if len(in.Evidence) > 0 {
+			b.WriteString("Rendered from the evidence files, never typed by hand:\n\n")
+			for _, e := range in.Evidence {
+				fmt.Fprintf(b, "- `%s`\n", e)
+			}
+			b.WriteString("\n")
+		}
+	case len(in.Evidence) > 0:
+		b.WriteString("The measurements of this release are in the evidence files:\n\n")
+		for _, e := range in.Evidence {
+			fmt.Fprintf(b, "- `%s`\n", e)
+		}
+		b.WriteString("\n")
+	default:
+		b.WriteString("No evidence files were published with this release.\n\n")
+	}
+
+	b.WriteString("## Download\n\n```sh\n")
+	fmt.Fprintf(b, "lfmq download https://huggingface.co/%s --revision %s --cache-root ~/.cache/lfmq\n", hub, in.Revision)
+	b.WriteString("```\n\n")
+	b.WriteString("`lfmq download` fetches `SHA256SUMS` first, then every file it lists, resumes interrupted\n")
+	b.WriteString("files and verifies each one as it lands. Any other client works too, e.g.\n")
+	fmt.Fprintf(b, "`hf download %s --revision %s --local-dir %s`; then verify.\n\n", hub, in.Revision, in.ReleaseID)
+
+	b.WriteString("## Verify\n\n```sh\n")
+	b.WriteString("lfmq verify --release-dir .    # every byte, the lists and the pins\n")
+	b.WriteString("sha256sum -c SHA256SUMS        # GNU coreutils, no lfmq needed\n")
+	b.WriteString("```\n\n")
+	fmt.Fprintf(b, "The release digest is the sha256 of `SHA256SUMS`; it is in the message of the `%s` tag.\n\n", in.Revision)
+
+	b.WriteString("## Launch\n\n```sh\n")
+	b.WriteString("lfmq launch --release-dir .\n")
+	b.WriteString("```\n\n")
+	b.WriteString("`lfmq launch` verifies the release, checks that `runtime/lfmq-<os>-<arch>` is the pinned\n")
+	b.WriteString("binary and runs its OpenAI-compatible server on the checkpoint.\n\n")
+
+	b.WriteString("## Pins\n\n| pin | value |\n|---|---|\n")
+	fmt.Fprintf(b, "| release id | `%s` |\n", in.ReleaseID)
+	fmt.Fprintf(b, "| revision | `%s` |\n", in.Revision)
+	base := "`" + in.BaseModel + "`"
+	if in.BaseRevision != "" {
+		base += " @ `" + in.BaseRevision + "`"
+	}
+	fmt.Fprintf(b, "| base model | %s |\n", base)
+	fmt.Fprintf(b, "| checkpoint manifest sha256 | `%s` |\n", in.ManifestSHA256)
+	fmt.Fprintf(b, "| lfmq version | `%s` |\n", mdCode(in.LfmqVersion))
+	if in.Source.Path != "" {
+		fmt.Fprintf(b, "| `%s` sha256 | `%s` |\n", in.Source.Path, in.Source.SHA256)
+	}
+	for _, r := range in.Runtime {
+		fmt.Fprintf(b, "| `%s` sha256 | `%s` |\n", r.Path, r.SHA256)
+	}
+	b.WriteString("\n")
+
+	b.WriteString("## Licence and modifications notice\n\n")
+	fmt.Fprintf(b, "The weights in `checkpoint/` are a quantized derivative of `%s`", in.BaseModel)
+	if in.BaseRevision != "" {
+		fmt.Fprintf(b, " (commit `%s`)", in.BaseRevision)
+	}
+	fmt.Fprintf(b, ",\nproduced by lfmq %s with the settings recorded in `checkpoint/manifest.json`: the\n", in.LfmqVersion)
+	b.WriteString("weights were re-encoded in block floating point (see Precision); tokenizer, configuration and\n")
+	b.WriteString("chat template are unmodified copies. The licence terms of the base model are unchanged and\n")
+	b.WriteString("apply to this release: see `LICENSE`")
+	for _, n := range in.Notices {
+		fmt.Fprintf(b, " and `%s`", n)
+	}
+	b.WriteString(", passed through byte for byte.\n")
+}
+
+// role classifies a tensor by its Hugging Face name for the precision
+// table; roles are listed in table order.
+var roles = []struct {
+	name  string
+	match func(string) bool
+}{
+	{"routed experts (w1, w3, w2)", func(n string) bool { return strings.Contains(n, ".feed_forward.experts.") }},
+	{"attention q/k/v/out projections", func(n string) bool {
+		return strings.Contains(n, ".self_attn.") && strings.HasSuffix(n, "_proj.weight")
+	}},
+	{"short-conv in/out projections", func(n string) bool {
+		return strings.HasSuffix(n, ".conv.in_proj.weight") || strings.HasSuffix(n, ".conv.out_proj.weight")
+	}},
+	{"dense FFN (w1, w3, w2)", func(n string) bool {
+		return strings.Contains(n, ".feed_forward.w1.") || strings.Contains(n, ".feed_forward.w2.") || strings.Contains(n, ".feed_forward.w3.")
+	}},
+	{"LM head", func(n string) bool { return n == "lm_head.weight" }},
+	{"token embedding", func(n string) bool { return n == "model.embed_tokens.weight" }},
+	{"short-conv kernels", func(n string) bool { return strings.HasSuffix(n, ".conv.conv.weight") }},
+	{"router gates", func(n string) bool { return strings.HasSuffix(n, ".feed_forward.gate.weight") }},
+	{"expert biases", func(n string) bool { return strings.Contains(n, "expert_bias") }},
+	{"norms", func(n string) bool { return strings.Contains(n, "norm") }},
+	{"other", func(string) bool { return true }},
+}
+
+var dtypeBytes = map[string]int64{"U8": 1, "I8": 1, "BF16": 2, "F16": 2, "F32": 4, "I32": 4, "F64": 8, "I64": 8}
+
+func precisionTable(b *bytes.Buffer, m *lfmq1.Manifest) {
+	type key struct {
+		role   int
+		format lfmq1.TensorFormat
+	}
+	type agg struct{ n, params, bytes int64 }
+	groups := map[key]*agg{}
+	var total agg
+	for _, t := range m.Tensors {
+		r := 0
+		for i, ro := range roles {
+			if ro.match(t.Name) {
+				r = i
+				break
+			}
+		}
+		k := key{r, t.Format}
+		g := groups[k]
+		if g == nil {
+			g = &agg{}
+			groups[k] = g
+		}
+		params := product(t.Shape)
+		size := product(t.StoredShape) * dtypeBytes[t.DType]
+		g.n++
+		g.params += params
+		g.bytes += size
+		total.n++
+		total.params += params
+		total.bytes += size
+	}
+	keys := make([]key, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.role != b.role {
+			return a.role - b.role
+		}
+		return strings.Compare(string(a.format), string(b.format))
+	})
+	b.WriteString("| tensors | format | count | parameters | bits per weight | size |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|\n")
+	row := func(name, format string, g agg) {
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s |\n", name, format, g.n, g.params, bitsPerWeight(g.bytes, g.params), humanBytes(g.bytes))
+	}
+	for _, k := range keys {
+		row(roles[k.role].name, "`"+string(k.format)+"`", *groups[k])
+	}
+	row("**total**", "", total)
+}
+
+func product(shape []int64) int64 {
+	p := int64(1)
+	for _, d := range shape {
+		p *= d
+	}
+	return p
+}
+
+func bitsPerWeight(bytes, params int64) string {
+	if params == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", float64(bytes)*8/float64(params))
+}
+
+func humanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}
+
+// mdCell escapes a value for a Markdown table cell.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+func mdCode(s string) string { return strings.ReplaceAll(mdCell(s), "`", "'") }
+
+// ErrFrontMatter is the sentinel of every front-matter parse error.
+var ErrFrontMatter = errors.New("card: invalid front matter")

@@ -1,0 +1,337 @@
+package bundle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/archive"
+	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/verify/sums"
+)
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(data), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSourceFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"go.mod": "module github.com/lfmq/lfmq\n", "go.sum": "", "Makefile": "all:\n",
+		"README.md": "r", "LICENSE": "l", "SHA256SUMS": "not source",
+		"cmd/lfmq/main.go": "package main", "cmd/lfmq/main_test.go": "package main",
+		"cmd/lfmq/lfmq.test": "binary", "cmd/lfmq/notes.md": "not built",
+		"engine/kernels/dot_amd64.s": "TEXT", "engine/kernels/k.go": "package kernels", "engine/kernels/k.h": "#define",
+		"engine/chat/t.go":              "package chat\n\n//go:embed templates \"quoted-name.txt\"\nvar x string\n",
+		"engine/chat/templates/a.jinja": "a", "engine/chat/templates/_hidden.jinja": "h",
+		"engine/chat/quoted-name.txt": "q",
+		"engine/chat/testdata/x.json": "t", "testdata/model/config.json": "{}",
+		"vendor/modules.txt": "old", ".ci/run": "#!/bin/sh", ".git/HEAD": "ref",
+		"bin/lfmq": "binary", "demo-out/x": "output", "_old/x.go": "package old",
+		"tools/sub/go.mod": "module other\n", "tools/sub/x.go": "package x",
+		"scripts/gen.sh": "#!/bin/sh",
+	})
+	files, err := bundle.SourceFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Path)
+	}
+	want := []string{
+		"LICENSE", "Makefile", "README.md", "cmd/lfmq/main.go",
+		"engine/chat/quoted-name.txt", "engine/chat/t.go", "engine/chat/templates/a.jinja",
+		"engine/kernels/dot_amd64.s", "engine/kernels/k.go", "engine/kernels/k.h", "go.mod", "go.sum",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestParsePlatforms(t *testing.T) {
+	p, err := bundle.ParsePlatforms("linux/arm64, darwin/arm64,linux/arm64")
+	if err != nil || len(p) != 2 || p[0].String() != "darwin/arm64" || p[1].String() != "linux/arm64" {
+		t.Errorf("got %v %v", p, err)
+	}
+	for _, bad := range []string{"", "linux", "linux/", "Linux/amd64", "linux/amd64/v3"} {
+		if _, err := bundle.ParsePlatforms(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	ckpt := bundletest.Checkpoint(t)
+	src := bundletest.Source(t)
+	tests := []struct {
+		name string
+		edit func(t *testing.T, o *bundle.Options)
+		want func(err error) bool
+	}{
+		{"no licence", func(t *testing.T, o *bundle.Options) { o.LicenseFile = "" }, isInput},
+		{"licence missing", func(t *testing.T, o *bundle.Options) { o.LicenseFile = filepath.Join(t.TempDir(), "nope") }, isInput},
+		{"unknown licence", func(t *testing.T, o *bundle.Options) {
+			o.LicenseFile = filepath.Join(t.TempDir(), "L")
+			os.WriteFile(o.LicenseFile, []byte("All rights reserved.\n"), 0o644)
+		}, isInput},
+		{"other without name", func(t *testing.T, o *bundle.Options) { o.License.ID = "other" }, isInput},
+		{"bad revision", func(t *testing.T, o *bundle.Options) { o.Revision = "../v1" }, isInput},
+		{"bad base model", func(t *testing.T, o *bundle.Options) { o.BaseModel = "just-a-name" }, isInput},
+		{"notice named LICENSE", func(t *testing.T, o *bundle.Options) {
+			p := filepath.Join(t.TempDir(), "LICENSE")
+			os.WriteFile(p, []byte("x"), 0o644)
+			o.NoticeFiles = []string{p}
+		}, isInput},
+		{"out not empty", func(t *testing.T, o *bundle.Options) {
+			os.MkdirAll(o.OutDir, 0o755)
+			os.WriteFile(filepath.Join(o.OutDir, "x"), nil, 0o644)
+		}, isInput},
+		{"evidence not json", func(t *testing.T, o *bundle.Options) {
+			o.EvidenceDir = t.TempDir()
+			os.WriteFile(filepath.Join(o.EvidenceDir, "a.json"), []byte("{"), 0o644)
+		}, isInput},
+		{"evidence stray file", func(t *testing.T, o *bundle.Options) {
+			o.EvidenceDir = t.TempDir()
+			os.WriteFile(filepath.Join(o.EvidenceDir, "notes.txt"), []byte("x"), 0o644)
+		}, isInput},
+		{"damaged checkpoint", func(t *testing.T, o *bundle.Options) {
+			dir := filepath.Join(t.TempDir(), "ck")
+			bundletest.CopyDir(t, ckpt, dir)
+			p := filepath.Join(dir, "layer-00.safetensors")
+			b, _ := os.ReadFile(p)
+			b[len(b)-1] ^= 1
+			os.WriteFile(p, b, 0o644)
+			o.CheckpointDir = dir
+		}, func(err error) bool { var m *lfmq1.MismatchError; return errors.As(err, &m) && m.Kind == "hash" }},
+		{"toolchain pin", func(t *testing.T, o *bundle.Options) {
+			dir := filepath.Join(t.TempDir(), "src")
+			bundletest.CopyDir(t, src, dir)
+			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module github.com/lfmq/lfmq\n\ngo 1.26.0\n\ntoolchain go1.26.0-not-this-one\n"), 0o644)
+			o.SourceDir = dir
+		}, func(err error) bool { var te *bundle.ToolchainError; return errors.As(err, &te) }},
+		{"build fails", func(t *testing.T, o *bundle.Options) {
+			o.BuildBinary = func(context.Context, bundle.Platform, string, string, string) error {
+				return errors.New("compiler on fire")
+			}
+		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "compiler on fire") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			opts := bundletest.Options(t, ckpt, src, filepath.Join(parent, "release"))
+			tt.edit(t, &opts)
+			_, err := bundle.Build(context.Background(), opts)
+			if !tt.want(err) {
+				t.Fatalf("err = %v", err)
+			}
+			// Nothing that looks like a release is left behind.
+			entries, _ := os.ReadDir(parent)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".release.tmp-") {
+					t.Errorf("temporary directory %s left behind", e.Name())
+				}
+				if e.Name() == "release" && tt.name != "out not empty" {
+					t.Error("a release directory appeared")
+				}
+			}
+		})
+	}
+}
+
+func isInput(err error) bool { var ie *bundle.InputError; return errors.As(err, &ie) }
+
+func TestBuildContents(t *testing.T) {
+	ckpt := bundletest.Checkpoint(t)
+	src := bundletest.Source(t)
+	out := filepath.Join(t.TempDir(), "release")
+	opts := bundletest.Options(t, ckpt, src, out)
+	opts.EvidenceDir = t.TempDir()
+	os.WriteFile(filepath.Join(opts.EvidenceDir, "fidelity-rtn.json"), []byte(`{"kl": 0.05}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(opts.EvidenceDir, "kl.svg"), []byte("<svg/>\n"), 0o644)
+	var seen []string
+	opts.Quality = func(files []bundle.EvidenceFile) ([]string, error) {
+		for _, f := range files {
+			seen = append(seen, f.Path)
+		}
+		return []string{"### Fidelity\n\n| candidate | KL |\n|---|---:|\n| RTN | 0.05 |\n"}, nil
+	}
+	res, err := bundle.Build(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seen, []string{"evidence/fidelity-rtn.json", "evidence/kl.svg"}) {
+		t.Errorf("quality hook saw %v", seen)
+	}
+	readme, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	for _, want := range []string{"| RTN | 0.05 |", "license: apache-2.0", "base_model: test/tiny-lfm2-moe", "`NOTICE`", "`evidence/fidelity-rtn.json`"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	lic, _ := os.ReadFile(filepath.Join(out, "LICENSE"))
+	if string(lic) != bundletest.License {
+		t.Error("LICENSE not passed through byte for byte")
+	}
+	data, _ := os.ReadFile(filepath.Join(out, sums.RuntimeReleaseFile))
+	rr, err := sums.ParseRuntimeRelease(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.ReleaseID != res.ReleaseID || rr.ReleaseID != "tiny-lfm2-moe-lfmq1-v1" || rr.Checkpoint.ManifestSHA256 != res.ManifestSHA256 {
+		t.Errorf("runtime-release %+v", rr)
+	}
+	if rr.Toolchain.Go != runtimeGoVersion(t) || rr.Toolchain.KlauspostCompress == "" || !strings.Contains(rr.Toolchain.Ldflags, "SourceDigest="+rr.Lfmq.SourceSHA256) {
+		t.Errorf("toolchain %+v", rr.Toolchain)
+	}
+	for _, p := range []string{".gitattributes", "LICENSE", "NOTICE", "README.md", "checkpoint/manifest.json",
+		"evidence/fidelity-rtn.json", "evidence/kl.svg", "runtime/lfmq-darwin-arm64", "runtime/lfmq-linux-amd64", "runtime/lfmq-src.tar.gz"} {
+		if _, ok := rr.File(p); !ok {
+			t.Errorf("runtime-release.json lacks %s", p)
+		}
+	}
+	if _, ok := rr.File(sums.RuntimeReleaseFile); ok {
+		t.Error("runtime-release.json lists itself")
+	}
+	// The source archive holds the module and nothing of the machine.
+	f, _ := os.Open(filepath.Join(out, "runtime", "lfmq-src.tar.gz"))
+	defer f.Close()
+	prefix, files, err := archive.Read(f)
+	if err != nil || prefix != "lfmq-0.0.0-test" || len(files) != 4 {
+		t.Errorf("archive %q %d files %v", prefix, len(files), err)
+	}
+	rep, err := verify.Release(context.Background(), out, verify.Options{Deep: true})
+	if err != nil || !rep.OK {
+		t.Fatalf("built release does not verify: %v %+v", err, rep.Findings)
+	}
+}
+
+func runtimeGoVersion(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestReproducible builds a release twice with real go builds (linux/amd64
+// here; every default platform with -tags long) into different directories
+// with different GOMAXPROCS and build parallelism, and compares every byte.
+//
+// The source is a snapshot: the source archive of the working tree,
+// extracted. That also checks that the archive is a fixed point: archiving
+// the extracted archive gives the same bytes.
+func TestReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds lfmq twice")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root, err := bundle.FindModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt := bundletest.Checkpoint(t)
+	snapOut := filepath.Join(t.TempDir(), "snapshot")
+	snap := bundletest.Options(t, ckpt, root, snapOut)
+	if _, err := bundle.Build(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	srcArchive, _ := os.ReadFile(filepath.Join(snapOut, "runtime", "lfmq-src.tar.gz"))
+	src, err := archive.Extract(bytes.NewReader(srcArchive), filepath.Join(t.TempDir(), "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evidence := t.TempDir()
+	os.WriteFile(filepath.Join(evidence, "fidelity.json"), []byte("{\"kl\": 0.01}\n"), 0o644)
+
+	build := func(out string, procs int) *bundle.Result {
+		t.Helper()
+		opts := bundletest.Options(t, ckpt, src, out)
+		opts.BuildBinary = nil // the real go build
+		opts.Platforms = reproPlatforms
+		opts.EvidenceDir = evidence
+		opts.BuildProcs = procs
+		prev := runtime.GOMAXPROCS(procs)
+		defer runtime.GOMAXPROCS(prev)
+		res, err := bundle.Build(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a := build(filepath.Join(t.TempDir(), "first", "release"), 1)
+	b := build(filepath.Join(t.TempDir(), "elsewhere", "second-name"), max(2, runtime.NumCPU()))
+	if a.Digest != b.Digest {
+		t.Errorf("release digests differ: %s %s", a.Digest, b.Digest)
+	}
+	compareTrees(t, a.Dir, b.Dir)
+	got, _ := os.ReadFile(filepath.Join(a.Dir, "runtime", "lfmq-src.tar.gz"))
+	if !bytes.Equal(got, srcArchive) {
+		t.Error("archiving the extracted archive changed its bytes")
+	}
+
+	// GNU sha256sum -c passes inside the release.
+	if _, err := exec.LookPath("sha256sum"); err == nil {
+		cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
+		cmd.Dir = a.Dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("sha256sum -c: %v\n%s", err, out)
+		}
+	}
+	// The binary for this machine runs and reports the archive's digest.
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		out, err := exec.Command(filepath.Join(a.Dir, "runtime", "lfmq-linux-amd64"), "version").Output()
+		if err != nil || !strings.Contains(string(out), "source sha256 "+a.SourceSHA256) || !strings.Contains(string(out), "lfmq 0.0.0-test") {
+			t.Errorf("runtime version: %v\n%s", err, out)
+		}
+	}
+}
+
+func compareTrees(t *testing.T, a, b string) {
+	t.Helper()
+	list := func(dir string) map[string][]byte {
+		m := map[string][]byte{}
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(dir, p)
+				m[rel], _ = os.ReadFile(p)
+			}
+			return err
+		})
+		return m
+	}
+	ma, mb := list(a), list(b)
+	if len(ma) != len(mb) || len(ma) == 0 {
+		t.Errorf("%d files vs %d", len(ma), len(mb))
+	}
+	for p, da := range ma {
+		if !bytes.Equal(da, mb[p]) {
+			t.Errorf("%s differs between the two builds", p)
+		}
+	}
+}

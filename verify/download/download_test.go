@@ -1,0 +1,338 @@
+package download_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/verify/download"
+	"github.com/lfmq/lfmq/verify/download/hubtest"
+	"github.com/lfmq/lfmq/verify/sums"
+)
+
+const (
+	repo   = "lfmq/tiny-lfm2-moe-lfmq1"
+	commit = "0123456789abcdef0123456789abcdef01234567"
+	big    = "checkpoint/global.safetensors" // the largest file, 3.2 MB
+)
+
+var (
+	once sync.Once
+	rel  string
+)
+
+func release(t *testing.T) string {
+	once.Do(func() {
+		dir, err := os.MkdirTemp("", "lfmq-download-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = filepath.Join(dir, "release")
+		bundletest.CopyDir(t, bundletest.Release(t, nil), rel)
+	})
+	return rel
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rel != "" {
+		os.RemoveAll(filepath.Dir(rel))
+	}
+	os.Exit(code)
+}
+
+func newHub(t *testing.T) (*hubtest.Hub, *httptest.Server) {
+	h := hubtest.New(release(t), repo, "v1")
+	h.Commit = commit
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv
+}
+
+func opts(srv *httptest.Server, cache string) download.Options {
+	return download.Options{
+		URL: srv.URL + "/" + repo, Revision: "v1", CacheRoot: cache,
+		Client: srv.Client(), Backoff: func(int) time.Duration { return time.Millisecond },
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	info, err := os.Stat(filepath.Join(release(t), filepath.FromSlash(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+func TestDownloadAndRerun(t *testing.T) {
+	h, srv := newHub(t)
+	cache := t.TempDir()
+	res, err := download.Download(context.Background(), opts(srv, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(cache, "lfmq--tiny-lfm2-moe-lfmq1", "v1")
+	if res.Dir != want || res.Commit != commit || !res.Report.OK || len(res.Skipped) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if got, _ := os.ReadFile(filepath.Join(want, filepath.FromSlash(download.CommitFile))); string(got) != commit+"\n" {
+		t.Errorf("commit file %q", got)
+	}
+	// SHA256SUMS at the revision, everything else at the commit.
+	for _, r := range h.Requests() {
+		wantRev := commit
+		if r.Path == sums.SumsFile {
+			wantRev = "v1"
+		}
+		if r.Revision != wantRev {
+			t.Errorf("%s fetched at %q, want %q", r.Path, r.Revision, wantRev)
+		}
+	}
+	// A second run re-hashes and fetches nothing but the list.
+	before := len(h.Requests())
+	res, err = download.Download(context.Background(), opts(srv, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Fetched) != 0 || len(h.Requests()) != before+1 {
+		t.Errorf("rerun fetched %v (%d requests)", res.Fetched, len(h.Requests())-before)
+	}
+	// A damaged and a deleted file are fetched again, nothing else.
+	p := filepath.Join(want, "checkpoint", "layer-02.safetensors")
+	b, _ := os.ReadFile(p)
+	b[100] ^= 1
+	os.WriteFile(p, b, 0o644)
+	os.Remove(filepath.Join(want, "README.md"))
+	res, err = download.Download(context.Background(), opts(srv, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Fetched, []string{"README.md", "checkpoint/layer-02.safetensors"}) {
+		t.Errorf("fetched %v", res.Fetched)
+	}
+}
+
+// TestResume cuts the connection twice in the middle of the largest file:
+// the download resumes with Range requests, the hub sends every byte of the
+// file exactly once, and the result verifies.
+func TestResume(t *testing.T) {
+	h, srv := newHub(t)
+	size := fileSize(t, big)
+	h.DropAfter(big, size/3, 2)
+	res, err := download.Download(context.Background(), opts(srv, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Report.OK {
+		t.Fatal("not verified")
+	}
+	if got := h.Served(big); got != size {
+		t.Errorf("hub sent %d bytes of a %d-byte file: completed bytes were fetched again", got, size)
+	}
+	var ranges []string
+	for _, r := range h.Requests() {
+		if r.Path == big {
+			ranges = append(ranges, r.Range)
+		}
+	}
+	if len(ranges) != 3 || ranges[0] != "" || !strings.HasPrefix(ranges[1], "bytes=") || ranges[1] == ranges[2] {
+		t.Errorf("requests for %s: ranges %q", big, ranges)
+	}
+}
+
+// TestResumeFromDisk starts with a partial file left by an interrupted run.
+func TestResumeFromDisk(t *testing.T) {
+	h, srv := newHub(t)
+	cache := t.TempDir()
+	o := opts(srv, cache)
+	dest, _ := download.Dest(cache, o.URL, "v1")
+	data, _ := os.ReadFile(filepath.Join(release(t), filepath.FromSlash(big)))
+	part := filepath.Join(dest, filepath.FromSlash(download.IncompleteDir), filepath.FromSlash(big)+".incomplete")
+	os.MkdirAll(filepath.Dir(part), 0o755)
+	os.WriteFile(part, data[:1000000], 0o644)
+	if _, err := download.Download(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Served(big); got != int64(len(data))-1000000 {
+		t.Errorf("hub sent %d bytes, want the %d missing", got, len(data)-1000000)
+	}
+	if _, err := os.Stat(part); !errors.Is(err, os.ErrNotExist) {
+		t.Error("partial file left behind")
+	}
+}
+
+// TestStalePartial: a partial file whose bytes are wrong is discarded after
+// the whole file fails its hash, and fetched once more from zero.
+func TestStalePartial(t *testing.T) {
+	_, srv := newHub(t)
+	cache := t.TempDir()
+	o := opts(srv, cache)
+	dest, _ := download.Dest(cache, o.URL, "v1")
+	part := filepath.Join(dest, filepath.FromSlash(download.IncompleteDir), "LICENSE.incomplete")
+	os.MkdirAll(filepath.Dir(part), 0o755)
+	os.WriteFile(part, []byte("Garbage"), 0o644)
+	res, err := download.Download(context.Background(), o)
+	if err != nil || !res.Report.OK {
+		t.Fatalf("%v %+v", err, res.Report)
+	}
+}
+
+func TestCorruptOnServer(t *testing.T) {
+	for _, etag := range []bool{false, true} {
+		name := "no etag"
+		if etag {
+			name = "lfs etag"
+		}
+		t.Run(name, func(t *testing.T) {
+			h, srv := newHub(t)
+			h.ETag = etag
+			h.Corrupt(big, 12345)
+			cache := t.TempDir()
+			res, err := download.Download(context.Background(), opts(srv, cache))
+			if err == nil {
+				t.Fatal("a corrupted file was accepted")
+			}
+			var me *verify.MismatchError
+			if !errors.As(err, &me) {
+				t.Fatalf("err = %v, want a *verify.MismatchError", err)
+			}
+			found := false
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				if errors.As(e, &me) && me.Path == big && me.Kind == verify.KindHash {
+					found = true
+					if me.WantSHA256 == me.GotSHA256 || me.GotSHA256 == "" {
+						t.Errorf("finding %+v", me)
+					}
+					if etag && !strings.Contains(me.Detail, "ETag") {
+						t.Errorf("not refused on the ETag: %+v", me)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no hash finding for %s in %v", big, err)
+			}
+			if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(big))); !errors.Is(err, os.ErrNotExist) {
+				t.Error("the corrupted file was kept")
+			}
+			if res.Report == nil || !slices.Contains(res.Report.Refetch, big) || res.Report.OK {
+				t.Errorf("report %+v", res.Report)
+			}
+			if etag {
+				// Not one byte of the refused file was read: the client
+				// received exactly the list and every other file.
+				data, _ := os.ReadFile(filepath.Join(release(t), sums.SumsFile))
+				want := int64(len(data))
+				entries, _ := sums.Parse(sums.SumsFile, data, sums.BundlePath)
+				for _, e := range entries {
+					if e.Path != big {
+						want += fileSize(t, e.Path)
+					}
+				}
+				if res.BytesReceived != want {
+					t.Errorf("received %d bytes, want %d (the list and the other files only)", res.BytesReceived, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRetriesAndFailures(t *testing.T) {
+	t.Run("503 then ok", func(t *testing.T) {
+		h, srv := newHub(t)
+		h.Unavailable("LICENSE", 2)
+		h.Unavailable(sums.SumsFile, 1)
+		if _, err := download.Download(context.Background(), opts(srv, t.TempDir())); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		h, srv := newHub(t)
+		h.Unavailable("LICENSE", 100)
+		o := opts(srv, t.TempDir())
+		o.Retries = 2
+		res, err := download.Download(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), "giving up") {
+			t.Fatalf("err = %v", err)
+		}
+		if !slices.Contains(res.Report.Refetch, "LICENSE") {
+			t.Errorf("re-fetch %v", res.Report.Refetch)
+		}
+	})
+	t.Run("no such revision", func(t *testing.T) {
+		_, srv := newHub(t)
+		o := opts(srv, t.TempDir())
+		o.Revision = "v9"
+		_, err := download.Download(context.Background(), o)
+		var he *download.HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusNotFound {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("bad list", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "r")
+		bundletest.CopyDir(t, release(t), dir)
+		os.WriteFile(filepath.Join(dir, sums.SumsFile), []byte(strings.Repeat("0", 64)+"  ../../etc/passwd\n"), 0o644)
+		srv := httptest.NewServer(hubtest.New(dir, repo, "v1"))
+		defer srv.Close()
+		_, err := download.Download(context.Background(), opts(srv, t.TempDir()))
+		if !errors.Is(err, verify.ErrUnsafePath) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestToken(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	h := hubtest.New(release(t), repo, "v1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	o := opts(srv, t.TempDir())
+	o.Token = "hf_secret"
+	if _, err := download.Download(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range auth {
+		if a != "Bearer hf_secret" {
+			t.Fatalf("Authorization %q", a)
+		}
+	}
+}
+
+func TestDest(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://huggingface.co/LiquidAI/LFM2-8B-A1B-lfmq1":  "LiquidAI--LFM2-8B-A1B-lfmq1",
+		"https://huggingface.co/LiquidAI/LFM2-8B-A1B-lfmq1/": "LiquidAI--LFM2-8B-A1B-lfmq1",
+		"http://127.0.0.1:8080/mirror/org/name":              "org--name",
+		"http://127.0.0.1:8080/single":                       "single",
+	} {
+		got, err := download.Dest("/c", url, "v1")
+		if err != nil || got != filepath.Join("/c", want, "v1") {
+			t.Errorf("%s: %q %v", url, got, err)
+		}
+	}
+	for _, bad := range [][2]string{
+		{"ftp://x/a/b", "v1"}, {"https://x", "v1"}, {"https://x/a/b?q=1", "v1"},
+		{"https://x/a/b", "../v1"}, {"https://x/a/b", ""}, {"https://x/a/b%20c", "v1"},
+		{"https://user:pw@x/a/b", "v1"},
+	} {
+		if _, err := download.Dest("/c", bad[0], bad[1]); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,686 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/sums"
+)
+
+// ReadBuffer is the size of each read while hashing.
+const ReadBuffer = 1 << 20
+
+// Progress receives hashing progress: Start once with the bytes to hash,
+// then Add from any worker goroutine as bytes are hashed.
+type Progress interface {
+	Start(total int64)
+	Add(n int64)
+}
+
+// Options configures Release and Sums.
+type Options struct {
+	// Deep also recomputes every checkpoint tensor's sha256 from its byte
+	// span (Release only).
+	Deep bool
+	// Workers bounds the files hashed at once; 0 means GOMAXPROCS.
+	Workers int
+	// Progress, if set, is told the bytes hashed.
+	Progress Progress
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	// Dir is the directory checked.
+	Dir string `json:"dir"`
+	// List is the list file that was the authority ("SHA256SUMS" for a
+	// release).
+	List string `json:"list"`
+	// ReleaseID is runtime-release.json's release_id, when it parsed.
+	ReleaseID string `json:"release_id,omitempty"`
+	// Digest is the sha256 of the list file: for a release, the release
+	// digest that belongs in the hub tag message.
+	Digest string `json:"digest,omitempty"`
+	// ManifestSHA256 is the sha256 of checkpoint/manifest.json as found.
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	// Files and Bytes count what was hashed.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Deep reports whether tensors were checked.
+	Deep bool `json:"deep"`
+	// Findings are sorted by path, then kind.
+	Findings []*MismatchError `json:"findings"`
+	// Refetch is every path that is missing, of the wrong size or hash, or
+	// a malformed list: what to download again. Sorted, unique.
+	Refetch []string `json:"refetch"`
+	// OK is true when there is no finding.
+	OK bool `json:"ok"`
+}
+
+// Err returns nil for a clean report, else a *FindingsError holding every
+// finding.
+func (r *Report) Err() error {
+	if len(r.Findings) == 0 {
+		return nil
+	}
+	return &FindingsError{Findings: r.Findings}
+}
+
+// FindingsError joins a report's findings: Unwrap returns each
+// *MismatchError, so errors.As and errors.Is see them all; the message is
+// one line.
+type FindingsError struct {
+	Findings []*MismatchError
+}
+
+func (e *FindingsError) Error() string {
+	s := fmt.Sprintf("verify: %d finding(s)", len(e.Findings))
+	if len(e.Findings) > 0 {
+		s += "; first: " + strings.TrimPrefix(e.Findings[0].Error(), "verify: ")
+	}
+	return s
+}
+
+// Unwrap returns the findings.
+func (e *FindingsError) Unwrap() []error {
+	errs := make([]error, len(e.Findings))
+	for i, f := range e.Findings {
+		errs[i] = f
+	}
+	return errs
+}
+
+// Count returns the number of findings of a kind.
+func (r *Report) Count(k Kind) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// expectation is what the lists say about one file.
+type expectation struct {
+	path      string
+	sha256    string
+	size      int64
+	authority string
+}
+
+// Release verifies the release in dir (release.md §6). The returned error is
+// an operational failure (a read error, a cancelled context); findings are
+// in the report, and Report.Err returns them as an error.
+func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	defer root.Close()
+	rep := &Report{Dir: dir, List: sums.SumsFile, Deep: opts.Deep}
+	var findings []*MismatchError
+	add := func(f *MismatchError) { findings = append(findings, f) }
+
+	present, err := walk(root, add)
+	if err != nil {
+		return nil, err
+	}
+
+	// The two lists: read strictly, each finding named after its file.
+	readList := func(name string) []byte {
+		if _, ok := present[name]; !ok {
+			add(&MismatchError{Path: name, Kind: KindMissing, WantSize: Unknown, GotSize: Unknown, Authority: "release", Detail: "the release's hash list is absent"})
+			return nil
+		}
+		data, err := readBounded(root, name)
+		if err != nil {
+			add(&MismatchError{Path: name, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+			return nil
+		}
+		return data
+	}
+	listFinding := func(name string, err error) {
+		kind := KindMalformed
+		if errors.Is(err, ErrUnsafePath) {
+			kind = KindUnsafe
+		}
+		add(&MismatchError{Path: name, Kind: kind, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+	}
+	var entries []sums.Entry
+	sumsOK := false
+	if data := readList(sums.SumsFile); data != nil {
+		sum := sha256.Sum256(data)
+		rep.Digest = hex.EncodeToString(sum[:])
+		if entries, err = sums.Parse(sums.SumsFile, data, sums.BundlePath); err != nil {
+			listFinding(sums.SumsFile, err)
+		} else {
+			sumsOK = true
+		}
+	}
+	var rr *sums.RuntimeRelease
+	if data := readList(sums.RuntimeReleaseFile); data != nil {
+		if rr, err = sums.ParseRuntimeRelease(data); err != nil {
+			listFinding(sums.RuntimeReleaseFile, err)
+			rr = nil
+		} else {
+			rep.ReleaseID = rr.ReleaseID
+		}
+	}
+
+	// Merge the lists into one expectation per path.
+	expect := map[string]*expectation{}
+	for _, e := range entries {
+		if e.Path == sums.SumsFile {
+			add(&MismatchError{Path: sums.SumsFile, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: fmt.Sprintf("line %d lists SHA256SUMS itself", e.Line)})
+			continue
+		}
+		expect[e.Path] = &expectation{path: e.Path, sha256: e.SHA256, size: Unknown, authority: sums.SumsFile}
+	}
+	if rr != nil {
+		for _, f := range rr.Files {
+			x, ok := expect[f.Path]
+			switch {
+			case !ok && sumsOK:
+				add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "listed in runtime-release.json, not in SHA256SUMS"})
+				fallthrough
+			case !ok:
+				expect[f.Path] = &expectation{path: f.Path, sha256: f.SHA256, size: f.Size, authority: sums.RuntimeReleaseFile}
+			default:
+				if x.sha256 != f.SHA256 {
+					add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: x.sha256, GotSHA256: f.SHA256, WantSize: Unknown, GotSize: f.Size, Authority: sums.SumsFile, Detail: "runtime-release.json gives another sha256"})
+				}
+				x.size = f.Size
+			}
+		}
+		if sumsOK {
+			for _, e := range entries {
+				if e.Path == sums.RuntimeReleaseFile || e.Path == sums.SumsFile {
+					continue
+				}
+				if _, ok := rr.File(e.Path); !ok {
+					add(&MismatchError{Path: e.Path, Kind: KindDisagree, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "listed in SHA256SUMS, not in runtime-release.json"})
+				}
+			}
+			if _, ok := expect[sums.RuntimeReleaseFile]; !ok {
+				add(&MismatchError{Path: sums.RuntimeReleaseFile, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "SHA256SUMS does not list runtime-release.json"})
+			}
+		}
+		if m, ok := rr.File(sums.ManifestPath); ok && m.SHA256 != rr.Checkpoint.ManifestSHA256 {
+			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: m.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "checkpoint.manifest_sha256 differs from the files entry"})
+		}
+	}
+
+	// Hash every expected file.
+	list := make([]*expectation, 0, len(expect))
+	for _, x := range expect {
+		list = append(list, x)
+	}
+	slices.SortFunc(list, func(a, b *expectation) int { return strings.Compare(a.path, b.path) })
+	results, err := hashAll(ctx, root, list, present, opts, rep)
+	if err != nil {
+		return rep, err
+	}
+	actual := map[string]string{}
+	for i, x := range list {
+		if f := results[i]; f != nil {
+			add(f)
+		} else if present[x.path].regular {
+			actual[x.path] = x.sha256
+		}
+	}
+
+	// Extras: only meaningful when some list could be read.
+	if len(expect) > 0 {
+		for p := range present {
+			if _, ok := expect[p]; !ok && p != sums.SumsFile && present[p].regular {
+				add(&MismatchError{Path: p, Kind: KindExtra, WantSize: Unknown, GotSHA256: "", GotSize: present[p].size, Authority: listAuthority(sumsOK), Detail: "not listed"})
+			}
+		}
+	}
+
+	// Pins and the checkpoint manifest.
+	if rr != nil || sumsOK {
+		findings = append(findings, checkCheckpoint(ctx, root, dir, expect, actual, rr, present, opts, rep)...)
+	}
+
+	sortFindings(findings)
+	rep.Findings = findings
+	rep.Refetch = refetch(findings, expect)
+	rep.OK = len(findings) == 0
+	if rep.Findings == nil {
+		rep.Findings = []*MismatchError{}
+	}
+	if rep.Refetch == nil {
+		rep.Refetch = []string{}
+	}
+	return rep, nil
+}
+
+func listAuthority(sumsOK bool) string {
+	if sumsOK {
+		return sums.SumsFile
+	}
+	return sums.RuntimeReleaseFile
+}
+
+// checkCheckpoint checks the manifest pin, the manifest's file list against
+// the release's lists and, with Deep, every tensor.
+func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[string]*expectation, actual map[string]string, rr *sums.RuntimeRelease, present map[string]entryInfo, opts Options, rep *Report) []*MismatchError {
+	var out []*MismatchError
+	add := func(f *MismatchError) { out = append(out, f) }
+	if _, ok := expect[sums.ManifestPath]; !ok {
+		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMissing, WantSize: Unknown, GotSize: Unknown, Authority: listAuthority(rr == nil), Detail: "the lists name no checkpoint manifest"})
+		return out
+	}
+	got, ok := actual[sums.ManifestPath]
+	if !ok {
+		// Missing or damaged: already a finding; nothing below can be
+		// trusted.
+		return out
+	}
+	rep.ManifestSHA256 = got
+	if rr != nil && got != rr.Checkpoint.ManifestSHA256 {
+		add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: got, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "manifest_sha256 pin"})
+	}
+	data, err := readBounded(root, sums.ManifestPath)
+	if err != nil {
+		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: err.Error()})
+		return out
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != got {
+		// It changed under us since it was hashed.
+		add(&MismatchError{Path: sums.ManifestPath, Kind: KindHash, WantSHA256: got, GotSHA256: hex.EncodeToString(sum[:]), WantSize: Unknown, GotSize: int64(len(data)), Authority: sums.SumsFile, Detail: "changed while being verified"})
+		return out
+	}
+	m, err := lfmq1.ParseManifest(sums.ManifestPath, data)
+	if err != nil {
+		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: err.Error()})
+		return out
+	}
+	const ckDir = "checkpoint/"
+	inManifest := map[string]bool{}
+	for _, f := range m.Files {
+		p := ckDir + f.Path
+		inManifest[p] = true
+		x, ok := expect[p]
+		switch {
+		case !ok:
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the checkpoint manifest, not in the release's lists"})
+		case x.sha256 != f.SHA256 || (x.size != Unknown && x.size != f.Size):
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, GotSHA256: x.sha256, WantSize: f.Size, GotSize: x.size, Authority: sums.ManifestPath, Detail: "the checkpoint manifest and " + x.authority + " disagree"})
+		}
+	}
+	checkpointClean := true
+	for p := range expect {
+		if strings.HasPrefix(p, ckDir) && p != sums.ManifestPath && !inManifest[p] {
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the release's lists, not in the checkpoint manifest"})
+		}
+	}
+	for p, e := range present {
+		if strings.HasPrefix(p, ckDir) && !e.regular {
+			checkpointClean = false
+		}
+		if strings.HasPrefix(p, ckDir) && strings.Contains(p[len(ckDir):], "/") {
+			checkpointClean = false
+		}
+	}
+	if !opts.Deep {
+		return out
+	}
+	if !checkpointClean {
+		add(&MismatchError{Path: "checkpoint", Kind: KindUnsafe, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "holds non-regular entries or sub-directories; tensors not checked"})
+		return out
+	}
+	if err := ctx.Err(); err != nil {
+		return out
+	}
+	ck, err := lfmq1.Open(filepath.Join(dir, "checkpoint"), lfmq1.CheckTensors)
+	if err == nil {
+		ck.Close()
+		return out
+	}
+	for _, e := range flatten(err) {
+		f := &MismatchError{Path: sums.ManifestPath, Kind: KindTensor, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: e.Error()}
+		var lm *lfmq1.MismatchError
+		if errors.As(e, &lm) && lm.Tensor == "" && (lm.Kind == "missing" || lm.Kind == "extra" || lm.Kind == "size" || lm.Kind == "hash") {
+			// File-level: the release's lists already reported it.
+			continue
+		}
+		if errors.As(e, &lm) {
+			f.Path = ckDir + lm.Path
+			if lm.Tensor != "" {
+				f.Detail = fmt.Sprintf("tensor %q: %s", lm.Tensor, lm.Kind)
+			} else {
+				f.Detail = lm.Kind
+			}
+			if lm.Kind == "hash" {
+				f.WantSHA256, f.GotSHA256 = lm.Want, lm.Got
+			} else if lm.Want != "" || lm.Got != "" {
+				f.Detail += fmt.Sprintf(": manifest says %s, found %s", lm.Want, lm.Got)
+			}
+		}
+		add(f)
+	}
+	return out
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func sortFindings(fs []*MismatchError) {
+	slices.SortStableFunc(fs, func(a, b *MismatchError) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Detail, b.Detail)
+	})
+}
+
+func refetch(fs []*MismatchError, expect map[string]*expectation) []string {
+	var out []string
+	for _, f := range fs {
+		switch f.Kind {
+		case KindMissing, KindSize, KindHash:
+		case KindMalformed:
+			if f.Path != sums.SumsFile && f.Path != sums.RuntimeReleaseFile && f.Path != sums.ManifestPath {
+				continue
+			}
+		case KindUnsafe:
+			// A link or device where a listed file belongs: replace it.
+			if _, ok := expect[f.Path]; !ok {
+				continue
+			}
+		default:
+			continue
+		}
+		out = append(out, f.Path)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// entryInfo is what the walk saw at a path.
+type entryInfo struct {
+	regular bool
+	size    int64
+}
+
+// walk lists every entry under root without following links. Symlinks,
+// devices and other non-regular entries become unsafe findings and are kept
+// as non-regular in the map; directories are not entries. Top-level .git and
+// .cache are skipped.
+func walk(root *os.Root, add func(*MismatchError)) (map[string]entryInfo, error) {
+	present := map[string]entryInfo{}
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("verify: walking %s: %w", p, err)
+		}
+		if p == "." {
+			return nil
+		}
+		if d.IsDir() {
+			if p == ".git" || p == ".cache" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return fmt.Errorf("verify: %s: %w", p, err)
+			}
+			present[p] = entryInfo{regular: true, size: info.Size()}
+			return nil
+		}
+		if (p == ".git" || p == ".cache") && d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		what := "not a regular file"
+		if d.Type()&fs.ModeSymlink != 0 {
+			what = "a symbolic link (never followed)"
+		}
+		present[p] = entryInfo{size: Unknown}
+		add(&MismatchError{Path: p, Kind: KindUnsafe, WantSize: Unknown, GotSize: Unknown, Authority: "release", Detail: what})
+		return nil
+	})
+	return present, err
+}
+
+// readBounded reads a list file through root, refusing anything over the
+// list size limit.
+func readBounded(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, sums.MaxListBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > sums.MaxListBytes {
+		return nil, fmt.Errorf("larger than the %d-byte limit", sums.MaxListBytes)
+	}
+	return data, nil
+}
+
+// hashAll checks each expectation against the file on disk, in parallel,
+// largest files first so the workers finish together. results[i] is nil
+// for a match.
+func hashAll(ctx context.Context, root *os.Root, list []*expectation, present map[string]entryInfo, opts Options, rep *Report) ([]*MismatchError, error) {
+	results := make([]*MismatchError, len(list))
+	type job struct {
+		i    int
+		size int64
+	}
+	var jobs []job
+	var total int64
+	for i, x := range list {
+		e, ok := present[x.path]
+		switch {
+		case !ok:
+			results[i] = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority}
+		case !e.regular:
+			// The caller has reported it (an unsafe entry of the walk).
+		case x.size != Unknown && e.size != x.size:
+			results[i] = &MismatchError{Path: x.path, Kind: KindSize, WantSHA256: x.sha256, WantSize: x.size, GotSize: e.size, Authority: x.authority}
+		default:
+			jobs = append(jobs, job{i, e.size})
+			total += e.size
+		}
+	}
+	slices.SortStableFunc(jobs, func(a, b job) int {
+		switch {
+		case a.size > b.size:
+			return -1
+		case a.size < b.size:
+			return 1
+		}
+		return 0
+	})
+	if opts.Progress != nil {
+		opts.Progress.Start(total)
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var hashed atomic.Int64
+	var files atomic.Int64
+	p := pool.New().WithContext(ctx).WithMaxGoroutines(workers).WithCancelOnError().WithFirstError()
+	bufs := make(chan []byte, workers)
+	for _, j := range jobs {
+		x := list[j.i]
+		p.Go(func(ctx context.Context) error {
+			var buf []byte
+			select {
+			case buf = <-bufs:
+			default:
+				buf = make([]byte, ReadBuffer)
+			}
+			defer func() {
+				select {
+				case bufs <- buf:
+				default:
+				}
+			}()
+			sum, n, err := hashFile(ctx, root, x.path, buf, opts.Progress)
+			if errors.Is(err, fs.ErrNotExist) {
+				results[j.i] = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority, Detail: "disappeared while being verified"}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			hashed.Add(n)
+			files.Add(1)
+			if sum != x.sha256 {
+				results[j.i] = &MismatchError{Path: x.path, Kind: KindHash, WantSHA256: x.sha256, GotSHA256: sum, WantSize: x.size, GotSize: n, Authority: x.authority}
+			}
+			return nil
+		})
+	}
+	err := p.Wait()
+	rep.Files = int(files.Load())
+	rep.Bytes = hashed.Load()
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// hashFile hashes one file opened through root (so nothing outside the
+// directory is ever read), refusing anything that is not a regular file at
+// open time.
+func hashFile(ctx context.Context, root *os.Root, name string, buf []byte, prog Progress) (string, int64, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return "", 0, fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("verify: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("verify: %s: not a regular file", name)
+	}
+	h := sha256.New()
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", n, err
+		}
+		k, err := f.Read(buf)
+		if k > 0 {
+			h.Write(buf[:k])
+			n += int64(k)
+			if prog != nil {
+				prog.Add(int64(k))
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", n, fmt.Errorf("verify: reading %s: %w", name, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// Sums verifies the sha256sum-style list in file: every listed path,
+// relative to the file's directory, must exist and have the listed sha256
+// (GNU sha256sum -c semantics, with the strict reader of release.md §3).
+// Links inside the directory are followed; a path that resolves outside it
+// is an unsafe finding. Unlisted files are not reported.
+func Sums(ctx context.Context, file string, opts Options) (*Report, error) {
+	dir := filepath.Dir(file)
+	name := filepath.Base(file)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	defer root.Close()
+	rep := &Report{Dir: dir, List: name}
+	data, err := readBounded(root, name)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	rep.Digest = hex.EncodeToString(sum[:])
+	var findings []*MismatchError
+	entries, err := sums.Parse(name, data, sums.AnyPath)
+	if err != nil {
+		kind := KindMalformed
+		if errors.Is(err, ErrUnsafePath) {
+			kind = KindUnsafe
+		}
+		findings = append(findings, &MismatchError{Path: name, Kind: kind, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+	}
+	list := make([]*expectation, len(entries))
+	present := map[string]entryInfo{}
+	for i, e := range entries {
+		list[i] = &expectation{path: e.Path, sha256: e.SHA256, size: Unknown, authority: name}
+		st, err := root.Stat(e.Path)
+		switch {
+		case err == nil && st.Mode().IsRegular():
+			present[e.Path] = entryInfo{regular: true, size: st.Size()}
+		case err == nil:
+			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindMissing, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: "not a regular file"})
+			list[i] = nil
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			// os.Root refuses a path that escapes it (a link out, or a
+			// "..").
+			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindUnsafe, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+			list[i] = nil
+		}
+	}
+	list = slices.DeleteFunc(list, func(x *expectation) bool { return x == nil })
+	results, err := hashAll(ctx, root, list, present, opts, rep)
+	if err != nil {
+		return rep, err
+	}
+	for _, f := range results {
+		if f != nil {
+			findings = append(findings, f)
+		}
+	}
+	sortFindings(findings)
+	rep.Findings = findings
+	rep.Refetch = refetch(findings, nil)
+	rep.OK = len(findings) == 0
+	if rep.Findings == nil {
+		rep.Findings = []*MismatchError{}
+	}
+	if rep.Refetch == nil {
+		rep.Refetch = []string{}
+	}
+	return rep, nil
+}
