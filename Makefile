@@ -28,16 +28,23 @@ DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
 
 EVAL     = $(foreach c,chat instruct code book,--eval-corpus $(c)=$(TINY)/corpora/$(c).jsonl)
 
-# demo: the pipeline as far as it exists, on the tiny model in testdata/:
-# quantize with GPTQ (the product) and RTN (the baseline), inspect,
-# generate from BF16 and lfmq-1.
+CORPORA  = $(foreach c,chat instruct code book,--corpus $(c)=$(TINY)/corpora/$(c).jsonl)
+# The demo scores the first DEMO_RECORDS records of each corpus (0 = all;
+# all four corpora take 6-8 minutes on 2 cores).
+DEMO_RECORDS ?= 16
+
+# demo: the whole pipeline on the tiny model in testdata/: quantize with GPTQ
+# (the product), RTN (the baseline) and BF16 experts (the ablation), inspect,
+# generate, score against BF16, build and verify a release, detect tampering.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/evidence
 	@echo "== quantize with GPTQ on the fixture's calibration set (about a minute on 2 cores)"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
 	@echo "== quantize with RTN"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
+	@echo "== quantize with BF16 experts (ablation: only the dense weights in BFP8)"
+	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts --method rtn --experts keep
 	$(BIN) inspect $(DEMO_OUT)/tiny-lfm2-moe-gptq
 	@echo
 	@echo "== generate, BF16 source"
@@ -45,11 +52,29 @@ demo: build
 	@echo "== generate, lfmq-1 GPTQ"
 	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-moe-gptq --chat $(DEMO_CHAT) --max-tokens 40 --stats
 	@echo
-	@echo "lfmq-1 checkpoints written to $(DEMO_OUT)/tiny-lfm2-moe-gptq and $(DEMO_OUT)/tiny-lfm2-moe-rtn"
+	@echo "== score against the BF16 reference ($(DEMO_RECORDS) records per corpus)"
+	$(BIN) score --reference $(TINY)/model --candidate bf16-experts=$(DEMO_OUT)/tiny-lfm2-moe-bf16-experts \
+		--candidate rtn=$(DEMO_OUT)/tiny-lfm2-moe-rtn --candidate gptq=$(DEMO_OUT)/tiny-lfm2-moe-gptq \
+		$(CORPORA) --max-records $(DEMO_RECORDS) --noise-floor \
+		--out $(DEMO_OUT)/evidence/score-tiny.json --plot $(DEMO_OUT)/evidence
+	@echo
+	@echo "== release: build, verify, tamper"
+	scripts/demo-release.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/release-demo
+	@echo
+	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts}, evidence/, release-demo/release"
 
-# bench: every benchmark once; see README for how to compare runs.
+# bench: every benchmark, one package at a time (-p 1: benchmarks of two
+# packages running side by side would disturb each other); see README for how
+# to compare runs. The engine's decode and prefill benchmarks write a 2.6 GB
+# synthetic checkpoint with the real model's layer shapes to a temporary
+# directory and remove it at the end (set LFMQ_BENCH_SYNTH_DIR to keep one
+# between runs). About 10 minutes on 2 idle cores. BENCH selects benchmarks
+# and BENCHCOUNT repeats them, e.g. make bench BENCH=Decode BENCHCOUNT=3.
+BENCH      ?= .
+BENCHCOUNT ?= 1
+BENCHTIME  ?= 1s
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 60m ./...
+	$(GO) test -p 1 -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./...
 
 # fuzz: each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 FUZZ_TARGETS = \
@@ -63,7 +88,16 @@ FUZZ_TARGETS = \
 	./engine/chat:FuzzParseMessages \
 	./engine/tokenizer:FuzzEncodeDecode \
 	./engine/tokenizer:FuzzFromJSON \
-	./quant/calib:FuzzReadRecords
+	./quant/calib:FuzzReadRecords \
+	./evidence:FuzzParse \
+	./evidence/corpus:FuzzParse \
+	./evidence/refcache:FuzzDecode \
+	./evidence/refcache:FuzzReader \
+	./evidence/card:FuzzParseFrontMatter \
+	./verify/sums:FuzzParse \
+	./verify/sums:FuzzParseRuntimeRelease \
+	./verify/archive:FuzzRead \
+	./verify/download:FuzzContentRange
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

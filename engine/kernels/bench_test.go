@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, f := range []Format{BF16, BFP8, BFP4} {
 		for _, s := range benchShapes {
-			m := randMatrix(b, rng, f, s.out, s.in)
+			m := benchMatrix(b, rng, f, s.out, s.in)
 			for _, batch := range []int{1, 8, 64} {
 				x := randVec(rng, batch*s.in)
 				y := make([]float32, batch*s.out)
@@ -60,11 +61,32 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// benchMatrix returns a matrix of format f with Gaussian weights of a real
+// model's scale (N(0, 1/in)), packed for BFP, so that the BFP kernels see
+// the exponents of real checkpoints and take the routes they take there
+// (randTiles' extreme exponents would keep them on their general route).
+func benchMatrix(b *testing.B, rng *rand.Rand, f Format, out, in int) *Matrix {
+	b.Helper()
+	if f != BFP8 && f != BFP4 {
+		return randMatrix(b, rng, f, out, in)
+	}
+	w := randVec(rng, out*in)
+	scale := float32(1 / math.Sqrt(float64(in)))
+	for i := range w {
+		w[i] *= scale
+	}
+	m, err := NewBFP(f, out, in, packBFP(f, out, in, w))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
 // BenchmarkMatVecPool measures the parallel split on the conv in_proj shape.
 func BenchmarkMatVecPool(b *testing.B) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, f := range []Format{BF16, BFP8, BFP4} {
-		m := randMatrix(b, rng, f, 6144, 2048)
+		m := benchMatrix(b, rng, f, 6144, 2048)
 		x := randVec(rng, 2048)
 		y := make([]float32, 6144)
 		for _, threads := range []int{1, 2} {

@@ -9,7 +9,7 @@
 // shared exponent is byte g, its codes start at byte 64+16g (BFP8) or
 // 64+8g (BFP4). The weight of a lane is decoded exactly to float32 as
 // ±q · scale[E] (scale tables built in matrix.go), then fused into the
-// accumulator as fma(x[k], w, acc) — the order of bfpColGo and tileFMAGo.
+// accumulator as fma(x[k], w, acc) — the order of bfpRowGo and tileFMAGo.
 
 // bfp4lut maps a BFP4 code (sign bit 3, magnitude bits 0-2) to the signed
 // byte ±q; code 8 (never emitted: "negative zero") maps to 0.
@@ -20,6 +20,28 @@ GLOBL bfp4lut<>(SB), RODATA|NOPTR, $16
 DATA nibmask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nibmask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL nibmask<>(SB), RODATA|NOPTR, $16
+
+DATA mask7f<>+0(SB)/8, $0x7f7f7f7f7f7f7f7f
+DATA mask7f<>+8(SB)/8, $0x7f7f7f7f7f7f7f7f
+GLOBL mask7f<>(SB), RODATA|NOPTR, $16
+
+DATA maskff<>+0(SB)/8, $0x000000ff000000ff
+DATA maskff<>+8(SB)/8, $0x000000ff000000ff
+GLOBL maskff<>(SB), RODATA|NOPTR, $16
+
+// bias8 and bias4 turn a normal group exponent E into the float32 exponent
+// field of its step 2^(E−133) (BFP8) or 2^(E−129) (BFP4).
+DATA bias8<>+0(SB)/8, $0x0000000600000006
+DATA bias8<>+8(SB)/8, $0x0000000600000006
+DATA bias8<>+16(SB)/8, $0x0000000600000006
+DATA bias8<>+24(SB)/8, $0x0000000600000006
+GLOBL bias8<>(SB), RODATA|NOPTR, $32
+
+DATA bias4<>+0(SB)/8, $0x0000000200000002
+DATA bias4<>+8(SB)/8, $0x0000000200000002
+DATA bias4<>+16(SB)/8, $0x0000000200000002
+DATA bias4<>+24(SB)/8, $0x0000000200000002
+GLOBL bias4<>(SB), RODATA|NOPTR, $32
 
 // DEC8 decodes the 8 BFP8 codes at mem into exact float32 weights in y:
 // sign-extend the bytes, keep the 7-bit magnitude, give it the code's sign
@@ -52,45 +74,358 @@ GLOBL nibmask<>(SB), RODATA|NOPTR, $16
 	VMULPS     scale, ylo, ylo; \
 	VMULPS     scale, yhi, yhi
 
-// func bfpCol8AVX(dst *[32]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
+// Full tiles take a faster route than DEC8/DEC4 when it gives the same
+// bits. With w = ±q·s (s = 2^(E−133) or 2^(E−129), q an integer), the exact
+// product x·w equals (x·s)·q, so fma(x·s, ±q, acc) = fma(x, w, acc)
+// whenever x·s is itself exact and w is the exact ±q·s. That holds for
+// every row x[r] and group E of a tile when 7 ≤ E ≤ 254 (BFP8; 3 ≤ E for
+// BFP4), so that s is a normal float built by shifting E and no decoded
+// weight overflows (E = 255 marks an Inf or NaN group, whose large codes
+// decode to ±Inf), and when x·s lands in the normal range or x is 0:
+// emin + E − 133 ≥ 1 and emax + E − 133 ≤ 254 over the rows' exponent
+// fields (129 for BFP4); infinite and NaN x pass through either way. The
+// kernels check this once per call for x and once per tile for its 64
+// exponents, compute the 64 products x·s of the tile with eight vector
+// multiplies, and then need per row only two broadcasts of x·s, the
+// widening of the codes, the conversion and the FMAs. A tile that fails the
+// check takes the DEC8/DEC4 row loop; either way each output sees the same
+// chain of fused multiply-adds. TestBFPRowRoutes probes both bounds.
 //
-// Register use: SI tile (kt, nt), BX bytes from one tile row to the next,
-// DX &x[k], CX inputs left, R9 rows of this tile, R10 r, R14 scale table,
-// Y0-Y3 accumulators of columns 0-7, 8-15, 16-23, 24-31, Y12 x[k],
-// Y8/Y9 group scales.
-TEXT ·bfpCol8AVX(SB), NOSPLIT, $0-72
-	MOVQ      dst+0(FP), DI
-	MOVQ      t_base+8(FP), SI
-	MOVQ      rowStride+32(FP), BX
-	MOVQ      x_base+40(FP), DX
-	MOVQ      x_len+48(FP), CX
-	MOVQ      scale+64(FP), R14
-	VXORPS    Y0, Y0, Y0
-	VXORPS    Y1, Y1, Y1
-	VXORPS    Y2, Y2, Y2
-	VXORPS    Y3, Y3, Y3
-	VPCMPEQD  Y15, Y15, Y15
-	VPSRLD    $25, Y15, Y15
+// Scratch (32-byte aligned, at R15): 0-63 the signed codes of two rows,
+// 64-319 the tile's x·s by group (x·s of group g at 64+4g), 320-351 the
+// lowest exponent allowed, in every byte, 352-383 the width of the allowed
+// range.
+
+// PAIR8 runs tile rows r and r+1 (r even, both in one face half) of a full
+// BFP8 tile on the fast route. Rows r and r+1 of a face are consecutive
+// groups, so their left codes are the 32 bytes at cl and their right codes
+// the 32 bytes at cr. They become signed bytes ±q (VPSIGNB zeroes code 0x80
+// too) for both rows at once, are parked in the scratch and widened from
+// there; xa/xb are the scratch offsets of row r's left/right x·s, xc/xd
+// those of row r+1. Y13 holds 0x7f in every byte.
+#define PAIR8(xa, xb, xc, xd, cl, cr) \
+	VMOVDQU      cl(SI), Y4; \
+	VMOVDQU      cr(SI), Y5; \
+	VPAND        Y13, Y4, Y6; \
+	VPAND        Y13, Y5, Y7; \
+	VPSIGNB      Y4, Y6, Y6; \
+	VPSIGNB      Y5, Y7, Y7; \
+	VMOVDQA      Y6, (R15); \
+	VMOVDQA      Y7, 32(R15); \
+	VBROADCASTSS xa(R15), Y8; \
+	VBROADCASTSS xb(R15), Y9; \
+	VPMOVSXBD    (R15), Y4; \
+	VPMOVSXBD    8(R15), Y5; \
+	VPMOVSXBD    32(R15), Y6; \
+	VPMOVSXBD    40(R15), Y7; \
+	VCVTDQ2PS    Y4, Y4; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTDQ2PS    Y6, Y6; \
+	VCVTDQ2PS    Y7, Y7; \
+	VFMADD231PS  Y8, Y4, Y0; \
+	VFMADD231PS  Y8, Y5, Y1; \
+	VFMADD231PS  Y9, Y6, Y2; \
+	VFMADD231PS  Y9, Y7, Y3; \
+	VBROADCASTSS xc(R15), Y10; \
+	VBROADCASTSS xd(R15), Y11; \
+	VPMOVSXBD    16(R15), Y4; \
+	VPMOVSXBD    24(R15), Y5; \
+	VPMOVSXBD    48(R15), Y6; \
+	VPMOVSXBD    56(R15), Y7; \
+	VCVTDQ2PS    Y4, Y4; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTDQ2PS    Y6, Y6; \
+	VCVTDQ2PS    Y7, Y7; \
+	VFMADD231PS  Y10, Y4, Y0; \
+	VFMADD231PS  Y10, Y5, Y1; \
+	VFMADD231PS  Y11, Y6, Y2; \
+	VFMADD231PS  Y11, Y7, Y3
+
+// PAIR4 is PAIR8 for BFP4: the 16 code bytes of rows r and r+1 at cl
+// (left) and cr (right) are loaded into one register, split into nibbles,
+// interleaved back into column order (row r in Y6, row r+1 in Y7, columns
+// 0-31 each), mapped to signed bytes ±q by the table in Y13, parked in the
+// scratch and widened from there. Y15 holds 0x0f in every byte.
+#define PAIR4(xa, xb, xc, xd, cl, cr) \
+	VMOVDQU      cl(SI), X4; \
+	VINSERTI128  $1, cr(SI), Y4, Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VPAND        Y15, Y4, Y4; \
+	VPAND        Y15, Y5, Y5; \
+	VPUNPCKLBW   Y5, Y4, Y6; \
+	VPUNPCKHBW   Y5, Y4, Y7; \
+	VPSHUFB      Y6, Y13, Y6; \
+	VPSHUFB      Y7, Y13, Y7; \
+	VMOVDQA      Y6, (R15); \
+	VMOVDQA      Y7, 32(R15); \
+	VBROADCASTSS xa(R15), Y8; \
+	VBROADCASTSS xb(R15), Y9; \
+	VPMOVSXBD    (R15), Y4; \
+	VPMOVSXBD    8(R15), Y5; \
+	VPMOVSXBD    16(R15), Y6; \
+	VPMOVSXBD    24(R15), Y7; \
+	VCVTDQ2PS    Y4, Y4; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTDQ2PS    Y6, Y6; \
+	VCVTDQ2PS    Y7, Y7; \
+	VFMADD231PS  Y8, Y4, Y0; \
+	VFMADD231PS  Y8, Y5, Y1; \
+	VFMADD231PS  Y9, Y6, Y2; \
+	VFMADD231PS  Y9, Y7, Y3; \
+	VBROADCASTSS xc(R15), Y10; \
+	VBROADCASTSS xd(R15), Y11; \
+	VPMOVSXBD    32(R15), Y4; \
+	VPMOVSXBD    40(R15), Y5; \
+	VPMOVSXBD    48(R15), Y6; \
+	VPMOVSXBD    56(R15), Y7; \
+	VCVTDQ2PS    Y4, Y4; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTDQ2PS    Y6, Y6; \
+	VCVTDQ2PS    Y7, Y7; \
+	VFMADD231PS  Y10, Y4, Y0; \
+	VFMADD231PS  Y10, Y5, Y1; \
+	VFMADD231PS  Y11, Y6, Y2; \
+	VFMADD231PS  Y11, Y7, Y3
+
+// func bfpRow8AVX(acc []float32, t []byte, n int, x []float32, scale *[256]float32, next int)
+//
+// Applies rows r < len(x) (at most 32) of n consecutive tiles of one tile
+// row to their columns' accumulators acc[32j:32j+32], in increasing r. The
+// tiles are read in memory order, and the tile 4 ahead in processing order
+// (at the start of the next call's run, next bytes on, once past this
+// run's end) is prefetched, so that loads stay ahead also across the 4 KiB
+// pages of a memory-mapped checkpoint, where the hardware prefetchers stop.
+// The accumulators live in registers for a tile and in acc (L1) between
+// tiles.
+//
+// Register use: DI acc of tile j, SI tile j, BX tiles left, DX &x[0], R9
+// rows, R14 scale table, R15 scratch; the row loop: R11 exponent of g0
+// (g0+16 is 16 bytes on), R12 codes of g0 (g0+16 is 256 bytes on), R13
+// &x[r], CX rows left, R10 rows left in this face row half, Y12 x[r],
+// Y8/Y9 group scales; Y0-Y3 accumulators of columns 0-7, 8-15, 16-23,
+// 24-31.
+TEXT ·bfpRow8AVX(SB), NOSPLIT, $448-96
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     x_len+64(FP), R9
+	MOVQ     scale+80(FP), R14
+	TESTQ    R9, R9
+	JZ       done
+	TESTQ    BX, BX
+	JZ       done
+	LEAQ     31(SP), R15
+	ANDQ     $-32, R15
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLD   $25, Y15, Y15
+	VBROADCASTI128 mask7f<>(SB), Y13
+
+	// Bytes from the prefetch address to the tile it must fetch once it
+	// has passed the end of this run: the next run starts next bytes on.
+	MOVQ     next+88(FP), AX
+	MOVQ     BX, R8
+	IMULQ    $1088, R8
+	SUBQ     R8, AX
+	MOVQ     AX, gap-8(SP)
+
+	// The fast route's check of x: emin is the lowest exponent field of a
+	// non-zero x[r] (zeros are made 0xffffffff, out of the way), emax the
+	// highest; E must then lie in [max(7, 134−emin), min(254, 387−emax)].
+	MOVQ     $0, fast-16(SP)
+	CMPQ     R9, $32
+	JNE      tile
+	VPXOR    Y10, Y10, Y10
+	VBROADCASTI128 maskff<>(SB), Y11
+	VPCMPEQD Y8, Y8, Y8        // running minimum
+	VPXOR    Y9, Y9, Y9        // running maximum
+	VMOVDQU  0(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  32(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  64(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  96(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VEXTRACTI128 $1, Y8, X4
+	VPMINUD  X4, X8, X8
+	VPSHUFD  $0x4e, X8, X4
+	VPMINUD  X4, X8, X8
+	VPSHUFD  $0xb1, X8, X4
+	VPMINUD  X4, X8, X8
+	VMOVD    X8, AX             // emin
+	VEXTRACTI128 $1, Y9, X4
+	VPMAXUD  X4, X9, X9
+	VPSHUFD  $0x4e, X9, X4
+	VPMAXUD  X4, X9, X9
+	VPSHUFD  $0xb1, X9, X4
+	VPMAXUD  X4, X9, X9
+	VMOVD    X9, R8             // emax
+	MOVQ     $134, R10
+	SUBQ     AX, R10            // 134 − emin (AX ≤ 0xffffffff: no wrap)
+	MOVQ     $7, AX
+	CMPQ     R10, AX
+	CMOVQLT  AX, R10            // lo
+	MOVQ     $387, R11
+	SUBQ     R8, R11            // 387 − emax
+	MOVQ     $254, AX
+	CMPQ     R11, AX
+	CMOVQGT  AX, R11            // hi
+	CMPQ     R10, R11
+	JGT      tile               // no exponent qualifies
+	SUBQ     R10, R11           // width hi − lo
+	MOVQ     R10, X4
+	VPBROADCASTB X4, Y4
+	VMOVDQA  Y4, 320(R15)
+	MOVQ     R11, X4
+	VPBROADCASTB X4, Y4
+	VMOVDQA  Y4, 352(R15)
+	MOVQ     $1, fast-16(SP)
 
 tile:
-	CMPQ    CX, $0
-	JLE     done
-	MOVQ    $32, R9
-	CMPQ    CX, R9
-	CMOVQLT CX, R9
-	XORQ    R10, R10
+	TESTQ    BX, BX
+	JZ       done
+	LEAQ     4352(SI), AX
+	MOVQ     gap-8(SP), R8
+	ADDQ     AX, R8
+	CMPQ     BX, $4
+	CMOVQLE  R8, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	VMOVUPS  (DI), Y0
+	VMOVUPS  32(DI), Y1
+	VMOVUPS  64(DI), Y2
+	VMOVUPS  96(DI), Y3
+	CMPQ     fast-16(SP), $0
+	JEQ      rows
+
+	// Every exponent E in [lo, lo+width]: E−lo (mod 256) ≤ width.
+	VMOVDQU  (SI), Y4
+	VMOVDQU  32(SI), Y5
+	VPSUBB   320(R15), Y4, Y4
+	VPSUBB   320(R15), Y5, Y5
+	VPMAXUB  352(R15), Y4, Y4
+	VPMAXUB  352(R15), Y5, Y5
+	VPCMPEQB 352(R15), Y4, Y4
+	VPCMPEQB 352(R15), Y5, Y5
+	VPAND    Y5, Y4, Y4
+	VPMOVMSKB Y4, AX
+	CMPL     AX, $-1
+	JNE      rows
+
+	// x·s for the 64 groups, eight at a time: exponent bytes 8b..8b+7 are
+	// the left (b/2 even) or right groups of rows 8(b%%2)+16(b/4) onwards.
+	VPMOVZXBD (SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   (DX), Y4, Y4
+	VMOVAPS  Y4, 64(R15)
+	VPMOVZXBD 8(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   32(DX), Y4, Y4
+	VMOVAPS  Y4, 96(R15)
+	VPMOVZXBD 16(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   (DX), Y4, Y4
+	VMOVAPS  Y4, 128(R15)
+	VPMOVZXBD 24(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   32(DX), Y4, Y4
+	VMOVAPS  Y4, 160(R15)
+	VPMOVZXBD 32(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   64(DX), Y4, Y4
+	VMOVAPS  Y4, 192(R15)
+	VPMOVZXBD 40(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   96(DX), Y4, Y4
+	VMOVAPS  Y4, 224(R15)
+	VPMOVZXBD 48(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   64(DX), Y4, Y4
+	VMOVAPS  Y4, 256(R15)
+	VPMOVZXBD 56(SI), Y4
+	VPSUBD   bias8<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   96(DX), Y4, Y4
+	VMOVAPS  Y4, 288(R15)
+	PAIR8(64, 128, 68, 132, 64, 320)
+	PAIR8(72, 136, 76, 140, 96, 352)
+	PAIR8(80, 144, 84, 148, 128, 384)
+	PAIR8(88, 152, 92, 156, 160, 416)
+	PAIR8(96, 160, 100, 164, 192, 448)
+	PAIR8(104, 168, 108, 172, 224, 480)
+	PAIR8(112, 176, 116, 180, 256, 512)
+	PAIR8(120, 184, 124, 188, 288, 544)
+	PAIR8(192, 256, 196, 260, 576, 832)
+	PAIR8(200, 264, 204, 268, 608, 864)
+	PAIR8(208, 272, 212, 276, 640, 896)
+	PAIR8(216, 280, 220, 284, 672, 928)
+	PAIR8(224, 288, 228, 292, 704, 960)
+	PAIR8(232, 296, 236, 300, 736, 992)
+	PAIR8(240, 304, 244, 308, 768, 1024)
+	PAIR8(248, 312, 252, 316, 800, 1056)
+	JMP      tiledone
+
+	// The general route, one row at a time.
+rows:
+	MOVQ     SI, R11
+	LEAQ     64(SI), R12
+	MOVQ     DX, R13
+	MOVQ     R9, CX
+	MOVQ     $16, R10
 
 row:
-	MOVQ         R10, R11
-	ANDQ         $16, R11
-	ADDQ         R10, R11                  // g0
-	VBROADCASTSS (DX), Y12
-	MOVBQZX      (SI)(R11*1), R12
-	VBROADCASTSS (R14)(R12*4), Y8
-	MOVBQZX      16(SI)(R11*1), R13
-	VBROADCASTSS (R14)(R13*4), Y9
-	SHLQ         $4, R11
-	LEAQ         64(SI)(R11*1), R12        // codes of g0; g0+16 is 256 bytes on
+	VBROADCASTSS (R13), Y12
+	MOVBQZX      (R11), AX
+	VBROADCASTSS (R14)(AX*4), Y8
+	MOVBQZX      16(R11), R8
+	VBROADCASTSS (R14)(R8*4), Y9
 	DEC8((R12), Y8, Y4)
 	DEC8(8(R12), Y8, Y5)
 	DEC8(256(R12), Y9, Y6)
@@ -99,75 +434,278 @@ row:
 	VFMADD231PS  Y12, Y5, Y1
 	VFMADD231PS  Y12, Y6, Y2
 	VFMADD231PS  Y12, Y7, Y3
-	ADDQ         $4, DX
-	INCQ         R10
-	CMPQ         R10, R9
-	JB           row
-	ADDQ         BX, SI
-	SUBQ         R9, CX
-	JMP          tile
+	ADDQ         $4, R13
+	INCQ         R11
+	ADDQ         $16, R12
+	DECQ         CX
+	JZ           tiledone
+	DECQ         R10
+	JNZ          row
+	// Rows 16-31 are the bottom faces: groups 32-47 and 48-63.
+	ADDQ         $16, R11
+	ADDQ         $256, R12
+	JMP          row
+
+tiledone:
+	VMOVUPS  Y0, (DI)
+	VMOVUPS  Y1, 32(DI)
+	VMOVUPS  Y2, 64(DI)
+	VMOVUPS  Y3, 96(DI)
+	ADDQ     $128, DI
+	ADDQ     $1088, SI
+	DECQ     BX
+	JMP      tile
 
 done:
-	VMOVUPS    Y0, (DI)
-	VMOVUPS    Y1, 32(DI)
-	VMOVUPS    Y2, 64(DI)
-	VMOVUPS    Y3, 96(DI)
 	VZEROUPPER
 	RET
 
-// func bfpCol4AVX(dst *[32]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
-TEXT ·bfpCol4AVX(SB), NOSPLIT, $0-72
-	MOVQ      dst+0(FP), DI
-	MOVQ      t_base+8(FP), SI
-	MOVQ      rowStride+32(FP), BX
-	MOVQ      x_base+40(FP), DX
-	MOVQ      x_len+48(FP), CX
-	MOVQ      scale+64(FP), R14
-	VXORPS    Y0, Y0, Y0
-	VXORPS    Y1, Y1, Y1
-	VXORPS    Y2, Y2, Y2
-	VXORPS    Y3, Y3, Y3
-	VMOVDQU   nibmask<>(SB), X15
-	VMOVDQU   bfp4lut<>(SB), X13
+// func bfpRow4AVX(acc []float32, t []byte, n int, x []float32, scale *[256]float32, next int)
+//
+// bfpRow8AVX for BFP4 tiles: in the row loop, codes of g0 at R12, of g0+16
+// 128 bytes on.
+TEXT ·bfpRow4AVX(SB), NOSPLIT, $448-96
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     x_len+64(FP), R9
+	MOVQ     scale+80(FP), R14
+	TESTQ    R9, R9
+	JZ       done
+	TESTQ    BX, BX
+	JZ       done
+	LEAQ     31(SP), R15
+	ANDQ     $-32, R15
+	VBROADCASTI128 nibmask<>(SB), Y15
+	VBROADCASTI128 bfp4lut<>(SB), Y13
+
+	// Bytes from the prefetch address to the tile it must fetch once it
+	// has passed the end of this run: the next run starts next bytes on.
+	MOVQ     next+88(FP), AX
+	MOVQ     BX, R8
+	IMULQ    $576, R8
+	SUBQ     R8, AX
+	MOVQ     AX, gap-8(SP)
+
+	// The fast route's check of x: emin is the lowest exponent field of a
+	// non-zero x[r] (zeros are made 0xffffffff, out of the way), emax the
+	// highest; E must then lie in [max(3, 130−emin), min(254, 383−emax)].
+	MOVQ     $0, fast-16(SP)
+	CMPQ     R9, $32
+	JNE      tile
+	VPXOR    Y10, Y10, Y10
+	VBROADCASTI128 maskff<>(SB), Y11
+	VPCMPEQD Y8, Y8, Y8        // running minimum
+	VPXOR    Y9, Y9, Y9        // running maximum
+	VMOVDQU  0(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  32(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  64(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VMOVDQU  96(DX), Y4
+	VPSRLD   $23, Y4, Y5
+	VPAND    Y11, Y5, Y5
+	VPSLLD   $1, Y4, Y6
+	VPCMPEQD Y10, Y6, Y6
+	VPOR     Y6, Y5, Y7
+	VPMINUD  Y7, Y8, Y8
+	VPMAXUD  Y5, Y9, Y9
+	VEXTRACTI128 $1, Y8, X4
+	VPMINUD  X4, X8, X8
+	VPSHUFD  $0x4e, X8, X4
+	VPMINUD  X4, X8, X8
+	VPSHUFD  $0xb1, X8, X4
+	VPMINUD  X4, X8, X8
+	VMOVD    X8, AX             // emin
+	VEXTRACTI128 $1, Y9, X4
+	VPMAXUD  X4, X9, X9
+	VPSHUFD  $0x4e, X9, X4
+	VPMAXUD  X4, X9, X9
+	VPSHUFD  $0xb1, X9, X4
+	VPMAXUD  X4, X9, X9
+	VMOVD    X9, R8             // emax
+	MOVQ     $130, R10
+	SUBQ     AX, R10            // 130 − emin (AX ≤ 0xffffffff: no wrap)
+	MOVQ     $3, AX
+	CMPQ     R10, AX
+	CMOVQLT  AX, R10            // lo
+	MOVQ     $383, R11
+	SUBQ     R8, R11            // 383 − emax
+	MOVQ     $254, AX
+	CMPQ     R11, AX
+	CMOVQGT  AX, R11            // hi
+	CMPQ     R10, R11
+	JGT      tile               // no exponent qualifies
+	SUBQ     R10, R11           // width hi − lo
+	MOVQ     R10, X4
+	VPBROADCASTB X4, Y4
+	VMOVDQA  Y4, 320(R15)
+	MOVQ     R11, X4
+	VPBROADCASTB X4, Y4
+	VMOVDQA  Y4, 352(R15)
+	MOVQ     $1, fast-16(SP)
 
 tile:
-	CMPQ    CX, $0
-	JLE     done
-	MOVQ    $32, R9
-	CMPQ    CX, R9
-	CMOVQLT CX, R9
-	XORQ    R10, R10
+	TESTQ    BX, BX
+	JZ       done
+	LEAQ     2304(SI), AX
+	MOVQ     gap-8(SP), R8
+	ADDQ     AX, R8
+	CMPQ     BX, $4
+	CMOVQLE  R8, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	VMOVUPS  (DI), Y0
+	VMOVUPS  32(DI), Y1
+	VMOVUPS  64(DI), Y2
+	VMOVUPS  96(DI), Y3
+	CMPQ     fast-16(SP), $0
+	JEQ      rows
+
+	// Every exponent E in [lo, lo+width]: E−lo (mod 256) ≤ width.
+	VMOVDQU  (SI), Y4
+	VMOVDQU  32(SI), Y5
+	VPSUBB   320(R15), Y4, Y4
+	VPSUBB   320(R15), Y5, Y5
+	VPMAXUB  352(R15), Y4, Y4
+	VPMAXUB  352(R15), Y5, Y5
+	VPCMPEQB 352(R15), Y4, Y4
+	VPCMPEQB 352(R15), Y5, Y5
+	VPAND    Y5, Y4, Y4
+	VPMOVMSKB Y4, AX
+	CMPL     AX, $-1
+	JNE      rows
+
+	// x·s for the 64 groups, eight at a time: exponent bytes 8b..8b+7 are
+	// the left (b/2 even) or right groups of rows 8(b%%2)+16(b/4) onwards.
+	VPMOVZXBD (SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   (DX), Y4, Y4
+	VMOVAPS  Y4, 64(R15)
+	VPMOVZXBD 8(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   32(DX), Y4, Y4
+	VMOVAPS  Y4, 96(R15)
+	VPMOVZXBD 16(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   (DX), Y4, Y4
+	VMOVAPS  Y4, 128(R15)
+	VPMOVZXBD 24(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   32(DX), Y4, Y4
+	VMOVAPS  Y4, 160(R15)
+	VPMOVZXBD 32(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   64(DX), Y4, Y4
+	VMOVAPS  Y4, 192(R15)
+	VPMOVZXBD 40(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   96(DX), Y4, Y4
+	VMOVAPS  Y4, 224(R15)
+	VPMOVZXBD 48(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   64(DX), Y4, Y4
+	VMOVAPS  Y4, 256(R15)
+	VPMOVZXBD 56(SI), Y4
+	VPSUBD   bias4<>(SB), Y4, Y4
+	VPSLLD   $23, Y4, Y4
+	VMULPS   96(DX), Y4, Y4
+	VMOVAPS  Y4, 288(R15)
+	PAIR4(64, 128, 68, 132, 64, 192)
+	PAIR4(72, 136, 76, 140, 80, 208)
+	PAIR4(80, 144, 84, 148, 96, 224)
+	PAIR4(88, 152, 92, 156, 112, 240)
+	PAIR4(96, 160, 100, 164, 128, 256)
+	PAIR4(104, 168, 108, 172, 144, 272)
+	PAIR4(112, 176, 116, 180, 160, 288)
+	PAIR4(120, 184, 124, 188, 176, 304)
+	PAIR4(192, 256, 196, 260, 320, 448)
+	PAIR4(200, 264, 204, 268, 336, 464)
+	PAIR4(208, 272, 212, 276, 352, 480)
+	PAIR4(216, 280, 220, 284, 368, 496)
+	PAIR4(224, 288, 228, 292, 384, 512)
+	PAIR4(232, 296, 236, 300, 400, 528)
+	PAIR4(240, 304, 244, 308, 416, 544)
+	PAIR4(248, 312, 252, 316, 432, 560)
+	JMP      tiledone
+
+	// The general route, one row at a time.
+rows:
+	MOVQ     SI, R11
+	LEAQ     64(SI), R12
+	MOVQ     DX, R13
+	MOVQ     R9, CX
+	MOVQ     $16, R10
 
 row:
-	MOVQ         R10, R11
-	ANDQ         $16, R11
-	ADDQ         R10, R11                  // g0
-	VBROADCASTSS (DX), Y12
-	MOVBQZX      (SI)(R11*1), R12
-	VBROADCASTSS (R14)(R12*4), Y8
-	MOVBQZX      16(SI)(R11*1), R13
-	VBROADCASTSS (R14)(R13*4), Y9
-	SHLQ         $3, R11
-	LEAQ         64(SI)(R11*1), R12        // codes of g0; g0+16 is 128 bytes on
+	VBROADCASTSS (R13), Y12
+	MOVBQZX      (R11), AX
+	VBROADCASTSS (R14)(AX*4), Y8
+	MOVBQZX      16(R11), R8
+	VBROADCASTSS (R14)(R8*4), Y9
 	DEC4((R12), Y8, Y4, Y5, X4, X5)
 	DEC4(128(R12), Y9, Y6, Y7, X6, X7)
 	VFMADD231PS  Y12, Y4, Y0
 	VFMADD231PS  Y12, Y5, Y1
 	VFMADD231PS  Y12, Y6, Y2
 	VFMADD231PS  Y12, Y7, Y3
-	ADDQ         $4, DX
-	INCQ         R10
-	CMPQ         R10, R9
-	JB           row
-	ADDQ         BX, SI
-	SUBQ         R9, CX
-	JMP          tile
+	ADDQ         $4, R13
+	INCQ         R11
+	ADDQ         $8, R12
+	DECQ         CX
+	JZ           tiledone
+	DECQ         R10
+	JNZ          row
+	// Rows 16-31 are the bottom faces: groups 32-47 and 48-63.
+	ADDQ         $16, R11
+	ADDQ         $128, R12
+	JMP          row
+
+tiledone:
+	VMOVUPS  Y0, (DI)
+	VMOVUPS  Y1, 32(DI)
+	VMOVUPS  Y2, 64(DI)
+	VMOVUPS  Y3, 96(DI)
+	ADDQ     $128, DI
+	ADDQ     $576, SI
+	DECQ     BX
+	JMP      tile
 
 done:
-	VMOVUPS    Y0, (DI)
-	VMOVUPS    Y1, 32(DI)
-	VMOVUPS    Y2, 64(DI)
-	VMOVUPS    Y3, 96(DI)
 	VZEROUPPER
 	RET
 

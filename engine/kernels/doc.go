@@ -43,6 +43,14 @@
 // both (detected at run time); elsewhere, with the purego build tag, or on
 // older CPUs, the Go kernels run. CGO_ENABLED=0 builds always work.
 //
+// A one-row BFP product (decode) is bound by reading the weights, so it
+// reads them in memory order: for each tile row, a run of up to 64
+// consecutive tiles whose 32 columns' accumulators wait in L1 between
+// runs, with software prefetch a few tiles ahead, which also crosses the
+// 4 KiB pages of a memory-mapped checkpoint where the hardware prefetchers
+// stop. Full tiles whose exponents allow it fold the group's power-of-two
+// step into x (exact, so the same bits; bfp_amd64.s says when).
+//
 // # What it is not
 //
 // The package does not read files, parse safetensors or encode BFP (package

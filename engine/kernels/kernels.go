@@ -57,20 +57,23 @@ func dotBF16b4(dst *[4]float32, w []uint16, x []float32, xStride int) {
 	dotBF16b4Go(dst, w, x, xStride)
 }
 
-// bfpCol computes one tile column (32 outputs) of a BFP product over the
-// inputs x; t starts at the column's first tile.
-func bfpCol(f Format, dst *[TileSize]float32, t []byte, rowStride int, x []float32) {
-	tb := f.TileBytes()
-	if kt := (len(x) + TileSize - 1) / TileSize; kt > 0 {
-		_ = t[(kt-1)*rowStride : (kt-1)*rowStride+tb]
+// bfpRow applies rows r < len(x) ≤ 32 of n consecutive tiles of one tile
+// row, starting at t, to the accumulators of their columns, acc[32j:32j+32]
+// for tile j. The next call's tiles start next bytes after t; the kernel
+// prefetches them, so next only affects speed (prefetches never fault).
+func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
+	if len(x) > TileSize {
+		panic("kernels: bfpRow: more than one tile of rows")
 	}
+	_ = acc[:n*TileSize]
+	_ = t[:n*f.TileBytes()]
 	switch {
 	case !useSIMD:
-		bfpColGo(f, dst, t, rowStride, x)
+		bfpRowGo(f, acc, t, n, x)
 	case f == BFP8:
-		bfpCol8AVX(dst, t, rowStride, x, &bfp8Scale)
+		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
 	default:
-		bfpCol4AVX(dst, t, rowStride, x, &bfp4Scale)
+		bfpRow4AVX(acc, t, n, x, &bfp4Scale, next)
 	}
 }
 

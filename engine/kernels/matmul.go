@@ -29,6 +29,13 @@ func (p *Pool) MatMul(m *Matrix, y, x []float32, batch int) { p.mul(m, y, x, bat
 // goroutines.
 func (p *Pool) MatMulAdd(m *Matrix, y, x []float32, batch int) { p.mul(m, y, x, batch, true) }
 
+// parallelMinBytes is the least work (weight bytes times batch rows) a
+// product must have to be split over the Pool: handing out work costs a
+// few microseconds of waking and waiting, in which one goroutine gets
+// through about this many bytes itself. Routers and the tiny test models
+// stay on the calling goroutine.
+const parallelMinBytes = 128 << 10
+
 func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
 	if batch < 0 || len(x) < batch*m.In || len(y) < batch*m.Out {
 		panic(fmt.Sprintf("kernels: %s [%d, %d] product of batch %d needs len(x) ≥ %d and len(y) ≥ %d, got %d and %d",
@@ -36,6 +43,9 @@ func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
 	}
 	if batch == 0 || m.Out == 0 {
 		return
+	}
+	if int64(m.WeightBytes())*int64(batch) < parallelMinBytes {
+		p = nil
 	}
 	switch m.Format {
 	case F32, BF16:
@@ -135,16 +145,22 @@ type bfpScratch struct {
 
 var bfpScratchPool = sync.Pool{New: func() any { return new(bfpScratch) }}
 
+// bfpRowBlock is how many tile columns a one-row BFP product accumulates
+// at a time: 64 tiles are 68 KiB (BFP8) or 36 KiB (BFP4) of weights read
+// in one sequential run per tile row, long enough for the prefetchers,
+// while their 2048 accumulators stay in L1.
+const bfpRowBlock = 64
+
 // mulCols computes tile columns [ntLo, ntHi) (outputs 32·ntLo up to
 // 32·ntHi, cut at Out) of every batch row for BFP8 and BFP4. One batch row
-// runs the fused decode-and-accumulate column kernel; larger batches decode
+// runs the fused decode-and-accumulate row kernel over blocks of tile
+// columns, reading the weights in memory order; larger batches decode
 // each tile once into scratch and apply it to every batch row, three rows
 // at a time. Both reduce output n over k = 0, 1, …, In−1 with fma(x[k], w, acc),
 // so they agree bit for bit.
 func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 	f, in, out := m.Format, m.In, m.Out
 	tb, nt := f.TileBytes(), m.nTiles()
-	rowStride := nt * tb
 	store := func(b, n0 int, col []float32) {
 		yb := y[b*out:][:out]
 		for c := range min(TileSize, out-n0) {
@@ -152,10 +168,20 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		}
 	}
 	if batch == 1 {
-		var col [TileSize]float32
-		for n := ntLo; n < ntHi; n++ {
-			bfpCol(f, &col, m.BFP[n*tb:], rowStride, x[:in])
-			store(0, n*TileSize, col[:])
+		// Blocks of bfpRowBlock tile columns: for each tile row kt in turn,
+		// the block's tiles of that row, which lie contiguously in memory.
+		// Only the block's accumulators (8 KiB) are live, in L1.
+		var acc [bfpRowBlock * TileSize]float32
+		for b0 := ntLo; b0 < ntHi; b0 += bfpRowBlock {
+			nb := min(bfpRowBlock, ntHi-b0)
+			a := acc[:nb*TileSize]
+			clear(a)
+			for k0 := 0; k0 < in; k0 += TileSize {
+				bfpRow(f, a, m.BFP[(k0/TileSize*nt+b0)*tb:], nb, x[k0:min(k0+TileSize, in)], nt*tb)
+			}
+			for j := range nb {
+				store(0, (b0+j)*TileSize, a[j*TileSize:])
+			}
 		}
 		return
 	}

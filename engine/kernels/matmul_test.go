@@ -65,13 +65,14 @@ func TestBFPKernels(t *testing.T) {
 				decodeTileGo(f, &want, tiles[tile*tb:])
 				checkSame(t, "decodeTile", got[:], want[:])
 			}
-			for _, k := range []int{0, 1, 31, 32, 33, 64, 100} {
-				x := randVec(rng, k)
-				var c, cw [TileSize]float32
-				for n := range 3 {
-					bfpCol(f, &c, tiles[n*tb:], 3*tb, x)
-					bfpColGo(f, &cw, tiles[n*tb:], 3*tb, x)
-					checkSame(t, fmt.Sprintf("bfpCol k=%d n=%d", k, n), c[:], cw[:])
+			for _, rows := range []int{0, 1, 15, 16, 17, 31, 32} {
+				for n := range 4 {
+					x := randVec(rng, rows)
+					acc := randVec(rng, 3*TileSize+8)
+					accGo := append([]float32(nil), acc...)
+					bfpRow(f, acc, tiles[(4-n)*tb:], n, x, 3*tb)
+					bfpRowGo(f, accGo, tiles[(4-n)*tb:], n, x)
+					checkSame(t, fmt.Sprintf("bfpRow rows=%d n=%d", rows, n), acc, accGo)
 				}
 			}
 			decodeTileGo(f, &want, tiles)
@@ -381,6 +382,107 @@ func TestProductsDoNotAllocate(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(10, func() { m.MatMulAdd(y, x, 5) }); n != 0 {
 			t.Errorf("%s MatMulAdd: %v allocations", f, n)
+		}
+	}
+}
+
+// TestBFPRowRoutes drives the row kernels across the conditions of the fast
+// route the AVX2 kernels take for full tiles (bfp_amd64.s: the weight step
+// s is folded into x, which is exact only when x·s is a normal float or x
+// is 0, and s must be normal): tiles whose groups all have exponent E, and
+// inputs whose exponent fields put x·s just inside and just outside the
+// normal range, with zeros, subnormals, infinities and NaNs among them.
+// Whichever route a tile takes, SIMD and Go must agree bit for bit (up to
+// NaN payloads).
+func TestBFPRowRoutes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, f := range []Format{BFP8, BFP4} {
+		bias, minE := 133, 7 // the step is 2^(E−bias); normal for E ≥ minE
+		if f == BFP4 {
+			bias, minE = 129, 3
+		}
+		tb := f.TileBytes()
+		for _, E := range []int{0, 1, minE - 1, minE, minE + 1, 60, 127, 200, 254, 255} {
+			const n = 3
+			tiles := make([]byte, n*tb)
+			for j := range n {
+				tile := tiles[j*tb:][:tb]
+				for g := range 64 {
+					tile[g] = byte(E)
+				}
+				for i := 64; i < tb; i++ {
+					tile[i] = byte(rng.Uint32())
+				}
+				// Zero codes, so that x·s overflowing to Inf would show as
+				// Inf·0 = NaN where the exact route gives a finite sum.
+				tile[64+rng.IntN(tb-64)] = 0
+				tile[64+rng.IntN(tb-64)] = 0
+			}
+			if E == 127 { // one group apart: the tile's range decides
+				tiles[tb+5] = byte(minE - 1)
+			}
+			// Exponent fields of x for which x·s is normal: [lo, hi].
+			lo, hi := max(1, bias+1-E), min(254, bias+254-E)
+			mid := (lo + hi) / 2
+			var specials []int
+			for _, d := range []int{-2, -1, 0, 1} {
+				specials = append(specials, lo+d, hi-d+1)
+			}
+			specials = append(specials, 0, 255)
+			for _, ex := range specials {
+				if ex < 0 || ex > 255 {
+					continue
+				}
+				// Modes: 0 random other inputs and accumulators; 1 the same
+				// with two zero inputs; 2 the special input alone, from zero
+				// accumulators, over a zero code in its row, so that a
+				// rounded or overflowed x·s cannot hide in a larger sum.
+				for mode := range 3 {
+					x := make([]float32, TileSize)
+					for i := range x {
+						e := mid
+						if lo > hi { // no x·s is normal: any inputs
+							e = 100 + rng.IntN(50)
+						}
+						if mode < 2 {
+							x[i] = math.Float32frombits(rng.Uint32()&0x807fffff | uint32(e)<<23)
+						}
+					}
+					if mode == 1 {
+						x[3], x[17] = 0, float32(math.Copysign(0, -1))
+					}
+					// An odd mantissa: a rounded x·s would lose its last bit.
+					r := rng.IntN(TileSize)
+					x[r] = math.Float32frombits(rng.Uint32()&0x807ffffe | 1 | uint32(ex)<<23)
+					acc := randVec(rng, n*TileSize)
+					tl := tiles
+					if mode == 2 {
+						clear(acc)
+						tl = append([]byte(nil), tiles...)
+						g := r + r&16 // the group of row r's columns 0-15
+						for j := range n {
+							if f == BFP8 {
+								tl[j*tb+64+16*g] = 0
+							} else {
+								tl[j*tb+64+8*g] &^= 0xf
+							}
+						}
+					}
+					accGo := append([]float32(nil), acc...)
+					bfpRow(f, acc, tl, n, x, n*tb)
+					bfpRowGo(f, accGo, tl, n, x)
+					// NaN payloads are unspecified (fma.go): any NaN matches.
+					for i := range acc {
+						if math.IsNaN(float64(acc[i])) && math.IsNaN(float64(accGo[i])) {
+							acc[i], accGo[i] = 0, 0
+						}
+					}
+					if i := sameBits(acc, accGo); i >= 0 {
+						t.Errorf("%s E=%d x[%d] exponent %d mode %d: element %d is %v (%#08x), want %v (%#08x)",
+							f, E, r, ex, mode, i, acc[i], math.Float32bits(acc[i]), accGo[i], math.Float32bits(accGo[i]))
+					}
+				}
+			}
 		}
 	}
 }

@@ -68,25 +68,34 @@ func (p *Pool) Close() {
 	}
 }
 
+// chunksPerThread is how many ranges Run cuts per goroutine. With more
+// ranges than goroutines, the goroutines claim them in turn, so one that
+// runs ahead (or that the operating system did not preempt, on a shared
+// machine) takes over work from one that lags; a range costs one atomic
+// add and one call of fn.
+const chunksPerThread = 4
+
 // Run calls fn on contiguous ranges [lo, hi) that partition [0, n), at most
-// Threads() of them and each non-empty, concurrently, and returns when every
-// call has returned. The ranges depend only on n and Threads(). A panic in fn
-// is re-raised on the caller's goroutine after the other ranges finish.
+// 4·Threads() of them and each non-empty, concurrently (one range at a time
+// per goroutine), and returns when every call has returned. The ranges
+// depend only on n and Threads(). A panic in fn is re-raised on the
+// caller's goroutine after the other ranges finish.
 func (p *Pool) Run(n int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	chunks := min(p.Threads(), n)
-	if chunks == 1 {
+	threads := p.Threads()
+	if threads == 1 || n == 1 {
 		fn(0, n)
 		return
 	}
+	chunks := min(threads*chunksPerThread, n)
 	j := &job{fn: fn, n: n, chunks: chunks}
 	j.wg.Add(chunks)
 	p.mu.RLock()
 	if !p.closed {
 	post:
-		for range chunks - 1 {
+		for range min(chunks, threads) - 1 {
 			select {
 			case p.tickets <- j:
 			default: // every worker is busy: the caller does the rest

@@ -145,22 +145,25 @@ func decodeRow4(dst *[TileSize]float32, t []byte, r int) {
 	}
 }
 
-// bfpColGo computes one tile column of a BFP product: dst[c] = Σ_k x[k]·w(k, c)
-// over k < len(x), where tile kt of the column starts at t[kt*rowStride:].
-func bfpColGo(f Format, dst *[TileSize]float32, t []byte, rowStride int, x []float32) {
-	var acc, w [TileSize]float32
-	for k0 := 0; k0 < len(x); k0 += TileSize {
-		tile := t[k0/TileSize*rowStride:]
-		for r := 0; r < TileSize && k0+r < len(x); r++ {
+// bfpRowGo applies rows r < len(x) ≤ 32 of n consecutive tiles of one tile
+// row, the first at t, to their columns: acc[32j+c] = fma32(x[r], w_j(r, c),
+// acc[32j+c]) in increasing r, for tile j < n and column c < 32. Called for
+// tile rows kt = 0, 1, … in turn it continues each output's chain over k.
+func bfpRowGo(f Format, acc []float32, t []byte, n int, x []float32) {
+	tb := f.TileBytes()
+	var w [TileSize]float32
+	for j := range n {
+		tile := t[j*tb:]
+		a := acc[j*TileSize:][:TileSize]
+		for r, xr := range x {
 			if f == BFP8 {
 				decodeRow8(&w, tile, r)
 			} else {
 				decodeRow4(&w, tile, r)
 			}
-			fmaAxpy(acc[:], x[k0+r], w[:])
+			fmaAxpy(a, xr, w[:])
 		}
 	}
-	*dst = acc
 }
 
 // decodeTileGo decodes a whole BFP tile into row-major exact float32 weights.

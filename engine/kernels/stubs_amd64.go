@@ -45,16 +45,18 @@ func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int)
 //go:noescape
 func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int)
 
-// bfpCol8AVX is bfpColGo(BFP8, ...): one tile column over k < len(x), tile
-// kt at t[kt*rowStride:]; scale is &bfp8Scale.
+// bfpRow8AVX is bfpRowGo(BFP8, ...): rows r < len(x) of n consecutive
+// tiles at t applied to acc[32j:32j+32] for tile j; scale is &bfp8Scale.
+// next, the bytes from t to the tiles of the following call, only steers
+// prefetching.
 //
 //go:noescape
-func bfpCol8AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
+func bfpRow8AVX(acc []float32, t []byte, n int, x []float32, scale *[256]float32, next int)
 
-// bfpCol4AVX is bfpColGo(BFP4, ...); scale is &bfp4Scale.
+// bfpRow4AVX is bfpRowGo(BFP4, ...); scale is &bfp4Scale.
 //
 //go:noescape
-func bfpCol4AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, scale *[256]float32)
+func bfpRow4AVX(acc []float32, t []byte, n int, x []float32, scale *[256]float32, next int)
 
 // decodeTile8AVX is decodeTileGo(BFP8, ...) for the 1088 bytes at t.
 //

@@ -23,11 +23,11 @@ func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int) {
 func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int) {
 	dotBF16b4Go(dst, w, x, xStride)
 }
-func bfpCol8AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, _ *[256]float32) {
-	bfpColGo(BFP8, dst, t, rowStride, x)
+func bfpRow8AVX(acc []float32, t []byte, n int, x []float32, _ *[256]float32, _ int) {
+	bfpRowGo(BFP8, acc, t, n, x)
 }
-func bfpCol4AVX(dst *[TileSize]float32, t []byte, rowStride int, x []float32, _ *[256]float32) {
-	bfpColGo(BFP4, dst, t, rowStride, x)
+func bfpRow4AVX(acc []float32, t []byte, n int, x []float32, _ *[256]float32, _ int) {
+	bfpRowGo(BFP4, acc, t, n, x)
 }
 func decodeTile8AVX(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
 	decodeTileGo(BFP8, dst, t)

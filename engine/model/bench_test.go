@@ -3,51 +3,359 @@ package model_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/synth"
+	"github.com/lfmq/lfmq/quant"
 )
 
-// BenchmarkPrefill measures prompt processing of the fixture model
-// (chat_long_300, 314 tokens) in chunks of 512 rows.
-func BenchmarkPrefill(b *testing.B) {
-	m := tiny(b)
-	ids := prompts(b)[5].InputIDs
-	b.ReportAllocs()
-	for b.Loop() {
-		forward(b, m, ids, model.ForwardOptions{})
+// The engine's speed benchmarks, run by `make bench`:
+//
+//	go test -run '^$' -bench 'Decode|Prefill|MemCopy' ./engine/model
+//
+// They run the tiny fixture and a synthetic checkpoint with the real
+// LFM2-8B-A1B layer shapes (synth.RealShape: 4 layers, about 2.6 GB of BF16
+// weights, written to a temporary directory on first use and removed when
+// the test binary exits; set LFMQ_BENCH_SYNTH_DIR to keep and reuse it
+// between runs), each in BF16 and as its RTN lfmq-1 quantization, on 1 and
+// 2 threads.
+//
+// Decode benchmarks on the synthetic model hold the weight bytes a token
+// reads (Model.DecodeWeightBytes) against the memory bandwidth measured in
+// the same benchmark, interleaved with it: every few decode steps the timer
+// stops for one pass of copy() between two buffers far larger than the
+// caches, on as many goroutines as the model has threads. weightGB/s is the
+// weight bytes times tokens/s, copyGB/s the read side of the copies (bytes
+// copied per second, over all passes; the memory also writes as many), and
+// bw_frac their ratio, the fraction of the bandwidth limit decode reaches.
+// The pairing matters on a shared machine, where both figures drift with
+// the load; a stream that only reads can exceed copy's read side, so
+// bw_frac may pass 1. peakRSS_MB is the process's peak resident memory from
+// loading the model to the end of the benchmark (without the copy buffers).
+
+// synthEnv names a directory in which the synthetic checkpoints are kept
+// between benchmark runs instead of a temporary one.
+const synthEnv = "LFMQ_BENCH_SYNTH_DIR"
+
+var (
+	benchRootOnce sync.Once
+	benchRoot     string // temporary directory removed by TestMain
+	benchRootErr  error
+
+	tinyQOnce sync.Once
+	tinyQDir  string
+	tinyQErr  error
+
+	synthOnce sync.Once
+	synthDirs [2]string // BF16, lfmq-1
+	synthErr  error
+)
+
+// TestMain removes the checkpoints the benchmarks generated.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchRoot != "" {
+		os.RemoveAll(benchRoot)
 	}
-	b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
+	os.Exit(code)
 }
 
-// BenchmarkDecode measures one decode step for batches of 1 and 8 sequences
-// holding a 66-token prompt.
-func BenchmarkDecode(b *testing.B) {
-	m := tiny(b)
-	ids := prompts(b)[4].InputIDs
-	for _, batch := range []int{1, 8} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			base, _ := forward(b, m, ids, model.ForwardOptions{})
-			seqs := make([]*model.Sequence, batch)
-			toks := make([][]int, batch)
-			reset := func() {
-				for i := range seqs {
-					seqs[i], toks[i] = base.Clone(), []int{100 + i}
-				}
-			}
-			reset()
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				if seqs[0].Len() == m.MaxContext() {
-					reset()
-				}
-				if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				n += batch
-			}
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
+func tempRoot(b *testing.B) string {
+	benchRootOnce.Do(func() { benchRoot, benchRootErr = os.MkdirTemp("", "lfmq-bench-") })
+	if benchRootErr != nil {
+		b.Fatal(benchRootErr)
+	}
+	return benchRoot
+}
+
+// benchModel returns the directory of a benchmark checkpoint: which is
+// "tiny" or "synth", format "bf16" or "lfmq1".
+func benchModel(b *testing.B, which, format string) string {
+	switch {
+	case which == "tiny" && format == "bf16":
+		return tinyDir
+	case which == "tiny":
+		tinyQOnce.Do(func() {
+			tinyQDir = filepath.Join(tempRoot(b), "tiny-rtn")
+			_, tinyQErr = quant.Quantize(context.Background(), quant.Options{ModelDir: tinyDir, OutDir: tinyQDir, Method: quant.RTN, CreatedBy: "bench"})
 		})
+		if tinyQErr != nil {
+			b.Fatal(tinyQErr)
+		}
+		return tinyQDir
+	}
+	synthOnce.Do(func() {
+		root := os.Getenv(synthEnv)
+		if root == "" {
+			root = tempRoot(b)
+		}
+		synthDirs = [2]string{filepath.Join(root, "synth-bf16"), filepath.Join(root, "synth-rtn")}
+		if _, err := os.Stat(filepath.Join(synthDirs[1], "manifest.json")); err == nil {
+			return // kept from an earlier run (synthEnv)
+		}
+		t0 := time.Now()
+		if _, synthErr = synth.Write(context.Background(), synthDirs[0], synth.Options{Seed: 1}); synthErr != nil {
+			return
+		}
+		t1 := time.Now()
+		os.RemoveAll(synthDirs[1])
+		_, synthErr = quant.Quantize(context.Background(), quant.Options{ModelDir: synthDirs[0], OutDir: synthDirs[1], Method: quant.RTN, CreatedBy: "bench"})
+		b.Logf("synthetic model: written in %v, quantized in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
+		// Generation leaves a layer's worth of garbage; return it so that it
+		// does not count in the benchmarks' resident memory.
+		debug.FreeOSMemory()
+	})
+	if synthErr != nil {
+		b.Fatal(synthErr)
+	}
+	if format == "bf16" {
+		return synthDirs[0]
+	}
+	return synthDirs[1]
+}
+
+// benchPrompt returns the prompt a benchmark model starts from: a fixture
+// prompt for the tiny model, seeded random tokens for the synthetic one.
+func benchPrompt(b *testing.B, m *model.Model, which string, n int) []int {
+	if which == "tiny" {
+		for _, p := range prompts(b) {
+			if len(p.InputIDs) >= n {
+				return p.InputIDs[:n]
+			}
+		}
+		b.Fatalf("no fixture prompt of %d tokens", n)
+	}
+	rng := rand.New(rand.NewPCG(3, uint64(n)))
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = rng.IntN(m.Config.VocabSize)
+	}
+	return ids
+}
+
+var (
+	benchModels  = []string{"tiny", "synth"}
+	benchFormats = []string{"bf16", "lfmq1"}
+	benchThreads = []int{1, 2}
+)
+
+// BenchmarkDecode measures one-token decode steps of a batch of one
+// sequence (and, on the tiny model, of eight) after a 32-token prompt. The
+// tokens fed are seeded random ids, so routing varies from step to step as
+// in generation; the sequences restart from the prompt every 256 steps, so
+// the attention span stays that of a short chat.
+func BenchmarkDecode(b *testing.B) {
+	const prompt, span = 32, 256
+	for _, which := range benchModels {
+		for _, format := range benchFormats {
+			for _, threads := range benchThreads {
+				batches := []int{1}
+				if which == "tiny" {
+					batches = append(batches, 8)
+				}
+				for _, batch := range batches {
+					name := fmt.Sprintf("%s/%s/threads=%d/batch=%d", which, format, threads, batch)
+					b.Run(name, func(b *testing.B) {
+						dir := benchModel(b, which, format)
+						var probe *copyProbe
+						if which == "synth" {
+							probe = newCopyProbe(threads)
+							defer probe.free()
+						}
+						resetPeakRSS()
+						m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer m.Close()
+						base, _ := forward(b, m, benchPrompt(b, m, which, prompt), model.ForwardOptions{})
+						seqs := make([]*model.Sequence, batch)
+						toks := make([][]int, batch)
+						reset := func() {
+							for i := range seqs {
+								seqs[i] = base.Clone()
+							}
+						}
+						reset()
+						rng := rand.New(rand.NewPCG(4, 4))
+						b.ReportAllocs()
+						n := 0
+						for b.Loop() {
+							if probe != nil && n%probeEvery == 0 {
+								b.StopTimer()
+								probe.pass()
+								b.StartTimer()
+							}
+							if seqs[0].Len() == prompt+span {
+								reset()
+							}
+							for i := range toks {
+								toks[i] = []int{rng.IntN(m.Config.VocabSize)}
+							}
+							if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
+							}
+							n += batch
+						}
+						tps := float64(n) / b.Elapsed().Seconds()
+						b.ReportMetric(tps, "tokens/s")
+						if probe != nil {
+							wbs := float64(m.DecodeWeightBytes()) * tps
+							bw := probe.bandwidth()
+							b.ReportMetric(wbs/1e9, "weightGB/s")
+							b.ReportMetric(bw/1e9, "copyGB/s")
+							b.ReportMetric(wbs/bw, "bw_frac")
+						}
+						reportPeakRSS(b, probe.size())
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPrefill measures prompt processing in one chunk: the fixture's
+// longest prompt (chat_long_300, 314 tokens) on the tiny model, 128 seeded
+// random tokens on the synthetic one.
+func BenchmarkPrefill(b *testing.B) {
+	for _, which := range benchModels {
+		n := 314
+		if which == "synth" {
+			n = 128
+		}
+		for _, format := range benchFormats {
+			for _, threads := range benchThreads {
+				b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d", which, format, threads, n), func(b *testing.B) {
+					dir := benchModel(b, which, format)
+					resetPeakRSS()
+					m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer m.Close()
+					ids := benchPrompt(b, m, which, n)
+					forward(b, m, ids, model.ForwardOptions{}) // map the weights in
+					b.ReportAllocs()
+					for b.Loop() {
+						forward(b, m, ids, model.ForwardOptions{})
+					}
+					b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
+					reportPeakRSS(b, 0)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMemCopy is the bandwidth baseline on its own: copyGB/s is the
+// read side of copy() between two buffers far larger than the caches
+// (bytes copied per second; the memory also writes as many), on 1 and 2
+// goroutines.
+func BenchmarkMemCopy(b *testing.B) {
+	for _, threads := range benchThreads {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			p := newCopyProbe(threads)
+			defer p.free()
+			p.pass() // the first pass also maps the destination's pages
+			p.bytes, p.time = 0, 0
+			for b.Loop() {
+				p.pass()
+			}
+			b.ReportMetric(p.bandwidth()/1e9, "copyGB/s")
+		})
+	}
+}
+
+// probeBytes is the size of each of the copy probe's two buffers: four
+// times the largest last-level cache of current server CPUs per core
+// complex (32 MiB), so that the copy runs from and to memory.
+const probeBytes = 128 << 20
+
+// probeEvery is how many decode steps run between two probe passes: a pass
+// takes about as long as one step of the synthetic model, so the probe
+// samples the bandwidth throughout the benchmark at a small cost in time.
+const probeEvery = 4
+
+// copyProbe measures memory bandwidth with copy() between two buffers,
+// split in equal contiguous parts over a number of goroutines.
+type copyProbe struct {
+	threads    int
+	src, dst   []byte
+	bytes      int64         // bytes copied by the passes so far
+	time       time.Duration // their wall time
+	allocation int64
+}
+
+// newCopyProbe allocates the buffers and writes every page of both, so that
+// passes measure copying, not page faults, and the buffers' resident memory
+// is constant from here on.
+func newCopyProbe(threads int) *copyProbe {
+	p := &copyProbe{threads: threads, src: make([]byte, probeBytes), dst: make([]byte, probeBytes), allocation: 2 * probeBytes}
+	for i := 0; i < probeBytes; i += 4096 {
+		p.src[i], p.dst[i] = byte(i>>12), 1
+	}
+	return p
+}
+
+// pass copies src to dst once and adds it to the totals.
+func (p *copyProbe) pass() {
+	part := len(p.src) / p.threads
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for t := range p.threads {
+		wg.Go(func() { copy(p.dst[t*part:(t+1)*part], p.src[t*part:(t+1)*part]) })
+	}
+	wg.Wait()
+	p.time += time.Since(t0)
+	p.bytes += int64(p.threads * part)
+}
+
+// bandwidth returns the bytes copied per second over all passes.
+func (p *copyProbe) bandwidth() float64 { return float64(p.bytes) / p.time.Seconds() }
+
+// size returns the resident bytes of the buffers (0 for a nil probe).
+func (p *copyProbe) size() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.allocation
+}
+
+// free drops the buffers and hands their memory back to the OS.
+func (p *copyProbe) free() {
+	p.src, p.dst = nil, nil
+	debug.FreeOSMemory()
+}
+
+// resetPeakRSS resets the kernel's record of the process's peak resident
+// memory (Linux: writing 5 to /proc/self/clear_refs resets VmHWM), so that
+// reportPeakRSS covers only what follows. Elsewhere it does nothing.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// reportPeakRSS reports VmHWM, the peak resident memory, less exclude
+// bytes that were resident throughout (the copy probe's buffers), in MB
+// (10^6 bytes), where /proc/self/status has it.
+func reportPeakRSS(b *testing.B, exclude int64) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && slices.Contains(f, "kB") {
+				b.ReportMetric(float64(kb*1024-exclude)/1e6, "peakRSS_MB")
+			}
+		}
 	}
 }

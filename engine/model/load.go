@@ -173,6 +173,39 @@ func (m *Model) Close() error {
 // MaxContext returns the longest sequence the model accepts.
 func (m *Model) MaxContext() int { return m.maxContext }
 
+// DecodeWeightBytes returns the bytes of weight data that one decode step of
+// one token reads, in the weights' stored formats: every linear weight
+// outside the routed experts (mixers, dense FFNs, routers, the head) and,
+// in each MoE layer, num_experts_per_tok experts' w1, w3 and w2 (the
+// largest such experts, which for real checkpoints are all the same size).
+// The embedding row and the norms, under a millionth of it, are left out.
+// Divided into a decode step's time it gives the weight bandwidth decode
+// reaches, the figure to hold against the memory's bandwidth.
+func (m *Model) DecodeWeightBytes() int64 {
+	var n int64
+	add := func(ms ...*kernels.Matrix) {
+		for _, w := range ms {
+			if w != nil {
+				n += int64(w.WeightBytes())
+			}
+		}
+	}
+	add(m.head)
+	k := m.Config.NumExpertsPerTok
+	for _, ly := range m.layers {
+		add(ly.inProj, ly.outProj, ly.q, ly.k, ly.v, ly.o, ly.w1, ly.w2, ly.w3, ly.gate)
+		sizes := make([]int64, 0, len(ly.experts))
+		for _, e := range ly.experts {
+			sizes = append(sizes, int64(e.w1.WeightBytes()+e.w3.WeightBytes()+e.w2.WeightBytes()))
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] > sizes[j] })
+		for _, s := range sizes[:min(k, len(sizes))] {
+			n += s
+		}
+	}
+	return n
+}
+
 // ReplaceLinear substitutes the weight of the linear layer called name (its
 // Hugging Face name, such as "model.layers.3.feed_forward.experts.5.w1.weight",
 // or "lm_head.weight" for the head) by w, which must have the same logical

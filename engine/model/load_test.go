@@ -247,3 +247,23 @@ func TestLoadLayouts(t *testing.T) {
 		check(t, writeCheckpoint(t, ts, 1))
 	})
 }
+
+// TestDecodeWeightBytes checks the per-token weight bytes of the BF16
+// fixture against a count made from the config's tensor list: every 2-D
+// weight but the embedding and the experts, the tied head once more, and
+// num_experts_per_tok experts per MoE layer, two bytes per weight.
+func TestDecodeWeightBytes(t *testing.T) {
+	m := tiny(t)
+	c := m.Config
+	var want int64
+	for name, s := range c.ExpectedTensors() {
+		if len(s) != 2 || strings.Contains(name, ".experts.") {
+			continue
+		}
+		want += 2 * s[0] * s[1] // the embedding counts as the tied head
+	}
+	want += int64(c.NumMoELayers()) * int64(c.NumExpertsPerTok) * 3 * 2 * int64(c.HiddenSize*c.MoEIntermediateSize)
+	if got := m.DecodeWeightBytes(); got != want {
+		t.Errorf("DecodeWeightBytes = %d, want %d", got, want)
+	}
+}
