@@ -41,8 +41,9 @@ commit of the revision, every file is fetched at that commit. Rerunning only
 fetches what is missing or wrong. The run ends with 'lfmq verify' over the
 directory, and its exit status is verify's.
 
-HF_TOKEN, when set, is sent to the URL's host only. Launching the downloaded
-release is 'lfmq launch'; --download-only states that no launch follows.`,
+HF_TOKEN, when set, is sent to the URL's host only. --download-only only
+fetches and verifies, and prints no follow-up hint (today that is all download
+does; serving a downloaded release will build on it).`,
 		Example: "  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,7 +101,7 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 		}
 		fmt.Fprintln(w)
 		if err == nil && !opts.DownloadOnly {
-			fmt.Fprintf(w, "launch it with: lfmq launch --release-dir %s\n", res.Dir)
+			fmt.Fprintf(w, "check it again at any time with: lfmq verify --release-dir %s\n", res.Dir)
 		}
 	}
 	return err

@@ -79,11 +79,11 @@ func TestDownloadRun(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "OK: release tiny-lfm2-moe-lfmq1-v1") || !strings.Contains(out, filepath.Join(cache, "lfmq--tiny", "v1")) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	if strings.Contains(out, "launch it with") {
-		t.Error("--download-only printed the launch hint")
+	if strings.Contains(out, "check it again at any time with") {
+		t.Error("--download-only printed the follow-up hint")
 	}
 	code, out, _ = runDownload()
-	if code != 0 || !strings.Contains(out, "0 fetched") || !strings.Contains(out, "launch it with") {
+	if code != 0 || !strings.Contains(out, "0 fetched") || !strings.Contains(out, "check it again at any time with") {
 		t.Errorf("rerun: exit %d\n%s", code, out)
 	}
 	hub.Corrupt("LICENSE", 3)
