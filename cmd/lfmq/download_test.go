@@ -32,15 +32,9 @@ func TestDownloadFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *downloadOptions
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "download"))
-			root.AddCommand(newDownloadCmd(ios, func(o *downloadOptions) error { got = o; return nil }))
-			root.SetArgs(append([]string{"download"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			err := executeWith(ios, newDownloadCmd(ios, func(o *downloadOptions) error { got = o; return nil }), append([]string{"download"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
-					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

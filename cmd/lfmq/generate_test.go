@@ -31,15 +31,9 @@ func TestGenerateFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *generateOptions
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "generate"))
-			root.AddCommand(newGenerateCmd(ios, func(o *generateOptions) error { got = o; return nil }))
-			root.SetArgs(append([]string{"generate"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			err := executeWith(ios, newGenerateCmd(ios, func(o *generateOptions) error { got = o; return nil }), append([]string{"generate"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
-					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -176,11 +174,7 @@ func parseQuantize(args string) (*quantizeOptions, error) {
 	ios, _, _ := testStreams()
 	var got *quantizeOptions
 	cmd := newQuantizeCmd(ios, func(o *quantizeOptions) error { got = o; return nil })
-	root := newRootCmd(ios)
-	root.RemoveCommand(findCmd(root, "quantize"))
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{"quantize"}, strings.Fields(args)...))
-	err := root.Execute()
+	err := executeWith(ios, cmd, append([]string{"quantize"}, strings.Fields(args)...)...)
 	return got, err
 }
 
@@ -260,15 +254,6 @@ func TestQuantizeGPTQRun(t *testing.T) {
 	if m.CreatedBy != "lfmq quantize --method gptq --calib-seqs 4 --eval-corpus code" || m.Quantization.Experts.Method != "gptq" {
 		t.Errorf("manifest created_by %q, experts %s", m.CreatedBy, m.Quantization.Experts.Method)
 	}
-}
-
-func findCmd(root *cobra.Command, name string) *cobra.Command {
-	for _, c := range root.Commands() {
-		if c.Name() == name {
-			return c
-		}
-	}
-	return nil
 }
 
 func squeeze(s string) string {

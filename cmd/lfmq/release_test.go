@@ -52,15 +52,9 @@ func TestReleaseBuildFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *releaseBuildOptions
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "release"))
-			root.AddCommand(newReleaseCmd(ios, func(o *releaseBuildOptions) error { got = o; return nil }))
-			root.SetArgs(append([]string{"release", "build"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			err := executeWith(ios, newReleaseCmd(ios, func(o *releaseBuildOptions) error { got = o; return nil }), append([]string{"release", "build"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
-					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

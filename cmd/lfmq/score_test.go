@@ -48,11 +48,7 @@ func TestScoreFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *scoreOptions
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "score"))
-			root.AddCommand(newScoreCmd(ios, func(o *scoreOptions) error { got = o; return nil }))
-			root.SetArgs(append([]string{"score"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			err := executeWith(ios, newScoreCmd(ios, func(o *scoreOptions) error { got = o; return nil }), append([]string{"score"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

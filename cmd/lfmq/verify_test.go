@@ -30,15 +30,9 @@ func TestVerifyFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *verifyOptions
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "verify"))
-			root.AddCommand(newVerifyCmd(ios, func(o *verifyOptions) error { got = o; return nil }))
-			root.SetArgs(append([]string{"verify"}, strings.Fields(tt.args)...))
-			err := root.Execute()
+			err := executeWith(ios, newVerifyCmd(ios, func(o *verifyOptions) error { got = o; return nil }), append([]string{"verify"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != exitUsage {
-					t.Fatalf("err = %v (exit %d), want usage error %q", err, exitCode(err), tt.wantErr)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
