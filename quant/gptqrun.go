@@ -73,6 +73,10 @@ type gptqRun struct {
 	plan    *plan.Plan
 	m       *model.Model
 	windows [][]int
+	// stream is the calibration windows' residual stream at the input of
+	// the lowest layer whose weights may still change or that no stream
+	// has passed yet; every MoE layer's statistics start from it.
+	stream  hessian.Stream
 	workers int
 	prog    Progress
 	stage   StageProgress
@@ -355,9 +359,16 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	rep := LayerReport{Layer: l}
 
 	t0 := time.Now()
+	// In sequential mode layer l's experts are replaced after its
+	// statistics, so the stream stays at l's input and the next layer's
+	// forward runs l again with the stored experts; otherwise the engine
+	// keeps running the source weights and l's output is the next stream.
+	// Either way each window's rows enter every layer with the bits a
+	// forward from the embedding would give them, so the statistics are
+	// those of a full forward up to l.
 	cache, err := hessian.Collect(ctx, r.m, l, r.windows, hessian.CollectOptions{Progress: func(done, total int) {
 		r.setStage(l, fmt.Sprintf("forward %d/%d", done, total))
-	}})
+	}, Stream: &r.stream, Past: !r.g.Sequential})
 	if err != nil {
 		return nil, err
 	}

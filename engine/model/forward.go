@@ -40,8 +40,26 @@ type ForwardOptions struct {
 	// Layers, if positive, runs only the first Layers decoder layers (for
 	// calibrating layer Layers−1 without the cost of the rest). It requires
 	// NoLogits, and leaves the sequences usable only for further calls with
-	// the same Layers.
+	// the same Layers and StartLayer.
 	Layers int
+	// StartLayer, if positive, runs only decoder layers [StartLayer, end),
+	// end being Layers or, when Layers is 0, all of them, from the residual
+	// streams in Hidden instead of the embedding: calibration keeps each
+	// window's stream at the input of the next layer to process, so that
+	// no layer runs twice for the same rows. The sequences must have been
+	// built only by calls with the same StartLayer and Layers (a new
+	// sequence qualifies): such a sequence is partial, holding state for
+	// those layers alone. Logits may be asked for when end is the last
+	// layer. Every row's computation is independent of how its input was
+	// reached, so the results are bit-identical to a full forward's.
+	StartLayer int
+	// Hidden, required with a positive StartLayer and refused otherwise,
+	// holds for each sequence the residual stream entering layer
+	// StartLayer of its new tokens, row-major [len(tokens[i]),
+	// hidden_size] (what an Observer's Hidden(StartLayer, …) reports). The
+	// tokens are still needed: they count the rows and are checked, but
+	// not embedded. Forward does not modify Hidden.
+	Hidden [][]float32
 }
 
 // Forward appends tokens[i] to seqs[i] for every i, running the batch
@@ -129,6 +147,27 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 	if opts.Layers > 0 && opts.Logits != NoLogits {
 		return &InputError{What: "ForwardOptions.Layers", Msg: "a partial forward computes no logits; set Logits to NoLogits"}
 	}
+	end := m.Config.NumLayers
+	if opts.Layers > 0 {
+		end = opts.Layers
+	}
+	if opts.StartLayer < 0 || opts.StartLayer >= end {
+		return &InputError{What: "ForwardOptions.StartLayer", Msg: fmt.Sprintf("%d is outside [0, %d)", opts.StartLayer, end)}
+	}
+	if opts.StartLayer == 0 && opts.Hidden != nil {
+		return &InputError{What: "ForwardOptions.Hidden", Msg: "set without a positive StartLayer; layer 0 reads the embedding"}
+	}
+	if opts.StartLayer > 0 {
+		if len(opts.Hidden) != len(seqs) {
+			return &InputError{What: "ForwardOptions.Hidden", Msg: fmt.Sprintf("%d residual streams for %d sequences", len(opts.Hidden), len(seqs))}
+		}
+		H := m.Config.HiddenSize
+		for i, x := range opts.Hidden {
+			if len(x) != len(tokens[i])*H {
+				return &InputError{What: "ForwardOptions.Hidden", Msg: fmt.Sprintf("sequence %d: %d floats for %d tokens of hidden size %d", i, len(x), len(tokens[i]), H)}
+			}
+		}
+	}
 	shape := m.seqShape()
 	seen := make(map[*Sequence]bool, len(seqs))
 	for i, s := range seqs {
@@ -139,9 +178,12 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d appears twice in the batch", i)}
 		case s.shape != shape:
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was made for a model of another shape", i)}
-		case s.partial != opts.Layers:
+		case s.partial != opts.Layers || s.start != opts.StartLayer:
+			// A sequence holds state only for the layers that built it;
+			// only an empty one may start another range.
 			if s.n > 0 {
-				return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was run with ForwardOptions.Layers=%d; this call has %d", i, s.partial, opts.Layers)}
+				return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d holds %d tokens run with ForwardOptions.StartLayer=%d, Layers=%d; this call has StartLayer=%d, Layers=%d",
+					i, s.n, s.start, s.partial, opts.StartLayer, opts.Layers)}
 			}
 		}
 		seen[s] = true
@@ -244,18 +286,23 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	}
 	h, a, o := ws.h[:R*H], ws.a[:R*H], ws.out[:R*H]
 	for _, sg := range segs {
+		if opts.StartLayer > 0 {
+			copy(h[sg.row0*H:(sg.row0+len(sg.toks))*H], opts.Hidden[sg.seq][sg.tok0*H:])
+			continue
+		}
 		for t, id := range sg.toks {
 			embedRow(m.embed, id, h[(sg.row0+t)*H:])
 		}
 	}
 	if obs != nil {
-		obs.Hidden(0, rows, h)
+		obs.Hidden(opts.StartLayer, rows, h)
 	}
 	nl := c.NumLayers
 	if opts.Layers > 0 {
 		nl = opts.Layers
 	}
-	for l, ly := range m.layers[:nl] {
+	for l := opts.StartLayer; l < nl; l++ {
+		ly := m.layers[l]
 		rmsNormRows(a, h, ly.opNorm, R, c.NormEps)
 		if ly.kind == config.Conv {
 			m.convBlock(l, ly, ws, segs, rows, a, o, obs)
@@ -276,7 +323,7 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	}
 	for _, sg := range segs {
 		sg.s.n += len(sg.toks)
-		sg.s.partial = opts.Layers
+		sg.s.partial, sg.s.start = opts.Layers, opts.StartLayer
 	}
 	if opts.Logits == NoLogits {
 		return

@@ -45,9 +45,10 @@ type ExpertRows struct {
 // Observer receives activations during Forward, for calibration and tests.
 // Every slice is only valid during the call and must not be modified; the
 // calls of one Forward are made from the goroutine that called Forward, in
-// order: per step, Hidden(0), then for each layer its Linear calls, Routing
-// and Expert calls (ascending expert id, only for experts that received
-// rows), Hidden(layer+1); finally Linear(-1, "lm_head.weight", …) for the
+// order: per step, Hidden(0) (Hidden(StartLayer), the input, for a call
+// with a positive ForwardOptions.StartLayer), then for each layer run its
+// Linear calls, Routing and Expert calls (ascending expert id, only for
+// experts that received rows), Hidden(layer+1); finally Linear(-1, "lm_head.weight", …) for the
 // rows whose logits are computed. Embed BaseObserver to implement only some
 // methods.
 type Observer interface {

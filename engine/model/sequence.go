@@ -16,6 +16,7 @@ type Sequence struct {
 	maxContext int
 	limit      int // the creating model's MaxContext
 	partial    int // ForwardOptions.Layers of the calls that built it (0: all)
+	start      int // ForwardOptions.StartLayer of the calls that built it
 	layers     []layerState
 }
 
@@ -74,7 +75,7 @@ func (s *Sequence) SetMaxContext(n int) error {
 // share no mutable memory, so each may be continued differently (prefix
 // caching, speculation, candidate branches).
 func (s *Sequence) Clone() *Sequence {
-	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, layers: make([]layerState, len(s.layers))}
+	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, layers: make([]layerState, len(s.layers))}
 	for i, l := range s.layers {
 		c.layers[i] = layerState{conv: clone32(l.conv), k: clone32(l.k), v: clone32(l.v)}
 	}

@@ -40,6 +40,29 @@ type CollectOptions struct {
 	// Progress, if set, is called after each Forward call with the windows
 	// done and the total.
 	Progress func(done, total int)
+	// Stream, if set, is the windows' residual stream at the input of
+	// decoder layer Stream.Layer ≤ layer: Collect runs only layers
+	// [Stream.Layer, layer] from it, and on success leaves in it the stream
+	// at the input of layer (Past false) or of layer+1 (Past true, which
+	// keeps the output of layer as it ran for the statistics). Calibrating
+	// the MoE layers in ascending order through one Stream runs each layer
+	// for the calibration tokens once (twice for a layer whose experts
+	// change after its statistics) instead of once per MoE layer above it.
+	Stream *Stream
+	// Past selects the stream Collect leaves in Stream (see Stream).
+	Past bool
+}
+
+// Stream is the residual stream of every calibration window at the input
+// of decoder layer Layer: float32 [Tokens, hidden_size], tokens numbered
+// as in Cache. The zero value is the stream at layer 0, which the engine
+// forms from the embedding. It is large for real models (128 windows of
+// 512 tokens at hidden size 2048 take 128·512·2048·4 B = 512 MB), and
+// Collect holds two while it advances one (the old one is read while the
+// new one is written).
+type Stream struct {
+	Layer int
+	H     []float32
 }
 
 // Collect runs the windows through the first layer+1 decoder layers of m
@@ -67,6 +90,20 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 	}
 	obs := &collector{layer: layer, gate: config.LayerPrefix(layer) + "feed_forward.gate.weight", c: c,
 		seenZ: make([]bool, total), seenR: make([]bool, total)}
+	start := 0
+	if st := opts.Stream; st != nil {
+		start = st.Layer
+		if start < 0 || start > layer || (start > 0 && len(st.H) != total*H) {
+			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("stream at layer %d with %d floats for layer %d and %d tokens", start, len(st.H), layer, total)}
+		}
+		// The stream kept is the input of layer (index layer) or its
+		// output (index layer+1) in the Observer's Hidden numbering.
+		obs.keep, obs.out = layer, make([]float32, total*H)
+		if opts.Past {
+			obs.keep = layer + 1
+		}
+		obs.seenH = make([]bool, total)
+	}
 	batch := opts.Batch
 	if batch <= 0 {
 		batch = 8
@@ -81,7 +118,15 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 			seqs[i] = m.NewSequence()
 		}
 		obs.base = base[w0:w1]
-		_, err := m.Forward(ctx, seqs, windows[w0:w1], model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs})
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs}
+		if start > 0 {
+			fo.StartLayer = start
+			fo.Hidden = make([][]float32, w1-w0)
+			for i := range fo.Hidden {
+				fo.Hidden[i] = opts.Stream.H[base[w0+i]*H : base[w0+i+1]*H]
+			}
+		}
+		_, err := m.Forward(ctx, seqs, windows[w0:w1], fo)
 		if err != nil {
 			return nil, fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
 		}
@@ -93,9 +138,12 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		}
 	}
 	for t := range total {
-		if !obs.seenZ[t] || !obs.seenR[t] {
-			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("the engine reported no expert input or routing for token %d of layer %d", t, layer)}
+		if !obs.seenZ[t] || !obs.seenR[t] || (obs.seenH != nil && !obs.seenH[t]) {
+			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("the engine reported no expert input, routing or residual stream for token %d of layer %d", t, layer)}
 		}
+	}
+	if st := opts.Stream; st != nil {
+		st.Layer, st.H = obs.keep, obs.out
 	}
 	return c, nil
 }
@@ -109,6 +157,24 @@ type collector struct {
 	base         []int // token index of position 0 of each sequence of the call
 	seenZ, seenR []bool
 	err          error
+	// keep is the Hidden index copied into out when out is set (Stream).
+	keep  int
+	out   []float32
+	seenH []bool
+}
+
+// Hidden keeps the residual stream that Collect leaves in its Stream.
+func (o *collector) Hidden(index int, rows model.Rows, h []float32) {
+	if o.out == nil || index != o.keep {
+		return
+	}
+	H := o.c.Hidden
+	for r := range rows.Len() {
+		if t, ok := o.token(rows, r); ok {
+			copy(o.out[t*H:(t+1)*H], h[r*H:(r+1)*H])
+			o.seenH[t] = true
+		}
+	}
 }
 
 func (o *collector) token(rows model.Rows, r int) (int, bool) {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"testing"
 
@@ -161,4 +163,51 @@ func TestCollectMatchesEngine(t *testing.T) {
 		}
 		return n
 	}())
+}
+
+// TestCollectStream: calibrating layers 2, 3 and 5 through one Stream (each
+// Collect starting where the previous one left the stream, keeping its
+// input or its output) gives caches bit-identical to forwards from the
+// embedding, and bad streams are refused.
+func TestCollectStream(t *testing.T) {
+	m, err := model.Load(tinyModel, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	windows := calibWindows(t, 5, 64)
+	bg := context.Background()
+	var st Stream
+	for i, layer := range []int{2, 3, 5} {
+		past := i%2 == 0
+		got, err := Collect(bg, m, layer, windows, CollectOptions{Batch: 2, Stream: &st, Past: past})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Collect(bg, m, layer, windows, CollectOptions{Batch: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wl := layer + map[bool]int{false: 0, true: 1}[past]; st.Layer != wl {
+			t.Fatalf("layer %d: stream left at layer %d, want %d", layer, st.Layer, wl)
+		}
+		for name, p := range map[string][2][]float32{"z": {got.Z, want.Z}, "weights": {got.Weights, want.Weights}} {
+			for j := range p[1] {
+				if math.Float32bits(p[0][j]) != math.Float32bits(p[1][j]) {
+					t.Fatalf("layer %d: %s[%d] = %v from the stream, %v from the embedding", layer, name, j, p[0][j], p[1][j])
+				}
+			}
+		}
+		for j := range want.Experts {
+			if got.Experts[j] != want.Experts[j] {
+				t.Fatalf("layer %d: experts differ at %d", layer, j)
+			}
+		}
+	}
+	var ie *InputError
+	for _, bad := range []Stream{{Layer: 6}, {Layer: 1, H: make([]float32, 3)}} {
+		if _, err := Collect(bg, m, 5, windows, CollectOptions{Stream: &bad}); !errors.As(err, &ie) {
+			t.Errorf("stream at layer %d with %d floats: %v", bad.Layer, len(bad.H), err)
+		}
+	}
 }
