@@ -38,7 +38,7 @@ DEMO_RECORDS ?= 16
 # generate, score against BF16, build and verify a release, detect tampering.
 demo: build
 	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/evidence
-	@echo "== quantize with GPTQ on the fixture's calibration set (about a minute on 2 cores)"
+	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
 	@echo "== quantize with RTN"

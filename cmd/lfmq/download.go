@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/download"
 )
@@ -95,7 +96,7 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 	}
 	if res != nil && !opts.JSON {
 		w := opts.IO.Out
-		fmt.Fprintf(w, "%s: %d fetched, %d already present, %s received", res.Dir, len(res.Fetched), len(res.Skipped), humanBytes(res.BytesReceived))
+		fmt.Fprintf(w, "%s: %d fetched, %d already present, %s received", res.Dir, len(res.Fetched), len(res.Skipped), units.Bytes(res.BytesReceived))
 		if res.Commit != "" {
 			fmt.Fprintf(w, ", commit %s", res.Commit)
 		}

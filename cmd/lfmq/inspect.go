@@ -9,6 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/inspect"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/units"
 )
 
 type inspectOptions struct {
@@ -73,7 +74,7 @@ func printInspect(ios *IOStreams, r *inspect.Report, verified bool) {
 		totals.add(t.Format, fmt.Sprint(t.Tensors), fmt.Sprint(t.Params), fmt.Sprint(t.Bytes), fmt.Sprintf("%.3f", t.BitsPerWeight))
 	}
 	totals.write(ios.Out)
-	fmt.Fprintf(ios.Out, "\n%s checkpoint %s: %d tensors, %s\n", r.Kind, r.Dir, r.All.Tensors, humanBytes(r.All.Bytes))
+	fmt.Fprintf(ios.Out, "\n%s checkpoint %s: %d tensors, %s\n", r.Kind, r.Dir, r.All.Tensors, units.Bytes(r.All.Bytes))
 	if r.ManifestSHA256 != "" {
 		state := "verified against manifest"
 		if !verified {

@@ -12,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
@@ -201,7 +202,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	out := opts.IO.Out
 	fmt.Fprintf(out, "wrote lfmq-1 checkpoint %s\n", res.OutDir)
 	fmt.Fprintf(out, "  tensors         %d\n", res.Tensors)
-	fmt.Fprintf(out, "  size            %s (source %s, %.2fx smaller)\n", humanBytes(res.Bytes), humanBytes(res.SourceBytes), float64(res.SourceBytes)/float64(max(res.Bytes, 1)))
+	fmt.Fprintf(out, "  size            %s (source %s, %.2fx smaller)\n", units.Bytes(res.Bytes), units.Bytes(res.SourceBytes), float64(res.SourceBytes)/float64(max(res.Bytes, 1)))
 	fmt.Fprintf(out, "  manifest sha256 %s\n", res.ManifestSHA256)
 	fmt.Fprintf(out, "  time            %s\n", elapsed.Round(time.Millisecond))
 	if res.GPTQ != nil {
@@ -355,17 +356,4 @@ func (p *barProgress) finish() {
 	if p.bar != nil {
 		p.bar.Exit()
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/card"
 	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify/bundle"
 	"github.com/lfmq/lfmq/version"
 )
@@ -169,7 +170,7 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 	w := opts.IO.Out
 	fmt.Fprintf(w, "wrote release %s\n", res.Dir)
 	fmt.Fprintf(w, "  release id       %s\n", res.ReleaseID)
-	fmt.Fprintf(w, "  files            %d (%s)\n", res.Files, humanBytes(res.Bytes))
+	fmt.Fprintf(w, "  files            %d (%s)\n", res.Files, units.Bytes(res.Bytes))
 	fmt.Fprintf(w, "  manifest sha256  %s\n", res.ManifestSHA256)
 	fmt.Fprintf(w, "  source sha256    %s\n", res.SourceSHA256)
 	for _, b := range res.Runtime {

@@ -15,6 +15,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/report"
 	"github.com/lfmq/lfmq/evidence/score"
+	"github.com/lfmq/lfmq/format/units"
 )
 
 type scoreOptions struct {
@@ -224,7 +225,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	opts.IO.Errorf("scored %d tokens of %d corpora in %.1fs: %.0f tokens/s through the models (%d model positions)\n",
 		scored, len(f.Receipts.Corpora), float64(f.Timing.Seconds), float64(f.Timing.TokensPerSecond), f.Timing.Tokens)
 	if c := f.Receipts.ReferenceCache; c != nil && c.Mode == "saved" {
-		opts.IO.Errorf("wrote reference cache %s (%s, sha256 %s)\n", c.Path, humanBytes(c.Bytes), c.SHA256)
+		opts.IO.Errorf("wrote reference cache %s (%s, sha256 %s)\n", c.Path, units.Bytes(c.Bytes), c.SHA256)
 	}
 	if opts.Out != "" {
 		if err := evidence.Write(opts.Out, f); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify"
 )
 
@@ -123,7 +124,7 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		what = rep.List + " in " + rep.Dir
 	}
 	if rep.OK {
-		fmt.Fprintf(w, "OK: %s: %d files, %s verified", what, rep.Files, humanBytes(rep.Bytes))
+		fmt.Fprintf(w, "OK: %s: %d files, %s verified", what, rep.Files, units.Bytes(rep.Bytes))
 		if rep.Deep {
 			fmt.Fprint(w, ", every tensor checked")
 		}
@@ -144,7 +145,7 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 	if sep == ", " {
 		fmt.Fprint(w, ")")
 	}
-	fmt.Fprintf(w, "; %d files, %s hashed\n", rep.Files, humanBytes(rep.Bytes))
+	fmt.Fprintf(w, "; %d files, %s hashed\n", rep.Files, units.Bytes(rep.Bytes))
 	if len(rep.Refetch) > 0 {
 		fmt.Fprintln(w, "re-fetch:")
 		for _, p := range rep.Refetch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/units"
 )
 
 // Tags are the card's tags (release.md §5).
@@ -332,7 +333,7 @@ func precisionTable(b *bytes.Buffer, m *lfmq1.Manifest) {
 	b.WriteString("| tensors | format | count | parameters | bits per weight | size |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|\n")
 	row := func(name, format string, g agg) {
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s |\n", name, format, g.n, g.params, bitsPerWeight(g.bytes, g.params), humanBytes(g.bytes))
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s |\n", name, format, g.n, g.params, bitsPerWeight(g.bytes, g.params), units.Bytes(g.bytes))
 	}
 	for _, k := range keys {
 		row(roles[k.role].name, "`"+string(k.format)+"`", *groups[k])
@@ -353,19 +354,6 @@ func bitsPerWeight(bytes, params int64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", float64(bytes)*8/float64(params))
-}
-
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
 
 // mdCell escapes a value for a Markdown table cell.
