@@ -103,3 +103,21 @@ func tileFMA(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []
 	}
 	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
 }
+
+// tileFMA6 applies rows rows of a decoded tile to 6·nblk batch rows, like
+// tileFMA with nb = 6·nblk (bit for bit: each accumulator sees the same
+// FMAs in the same order) but with the tile's rows reused across six
+// batch rows from registers.
+func tileFMA6(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
+	if rows < 0 || rows > TileSize || nblk < 1 || accStride < TileSize || xStride < rows {
+		panic("kernels: tileFMA6: bad rows, strides or blocks")
+	}
+	nb := 6 * nblk
+	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
+	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
+	if useSIMD {
+		tileFMA6AVX(acc, accStride, w, x, xStride, rows, nblk)
+		return
+	}
+	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
+}

@@ -137,11 +137,16 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 }
 
 // bfpScratch is one goroutine's working memory for the batched BFP product:
-// a decoded tile and the batch's accumulators for one tile column.
+// a decoded tile and the batch's accumulators for a block of tile columns.
 type bfpScratch struct {
 	w   [TileSize * TileSize]float32
 	acc []float32
 }
+
+// bfpBatchAccRows is how many batch rows of one tile column's accumulators
+// (128 bytes each) the batched BFP product keeps live: 24 KiB, half of L1,
+// next to the 4 KiB decoded tile and the batch's inputs for one tile row.
+const bfpBatchAccRows = 192
 
 var bfpScratchPool = sync.Pool{New: func() any { return new(bfpScratch) }}
 
@@ -154,9 +159,10 @@ const bfpRowBlock = 64
 // mulCols computes tile columns [ntLo, ntHi) (outputs 32·ntLo up to
 // 32·ntHi, cut at Out) of every batch row for BFP8 and BFP4. One batch row
 // runs the fused decode-and-accumulate row kernel over blocks of tile
-// columns, reading the weights in memory order; larger batches decode
-// each tile once into scratch and apply it to every batch row, three rows
-// at a time. Both reduce output n over k = 0, 1, …, In−1 with fma(x[k], w, acc),
+// columns, reading the weights in memory order; larger batches also sweep
+// blocks of tile columns in memory order, decode each tile once into
+// scratch and apply it to every batch row, six rows at a time with the
+// tile rows held in registers. Both reduce output n over k = 0, 1, …, In−1 with fma(x[k], w, acc),
 // so they agree bit for bit.
 func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 	f, in, out := m.Format, m.In, m.Out
@@ -185,24 +191,50 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		}
 		return
 	}
+	// Blocks of nb tile columns: for each tile row kt in turn, the block's
+	// tiles of that row, which lie contiguously in memory (a stride of a
+	// whole tile row between them would defeat the prefetchers on weights
+	// that are not cached), each decoded once and applied to the batch.
+	// The block's accumulators, nb·batch·32 floats, stay in L1.
+	nb := max(1, min(ntHi-ntLo, bfpBatchAccRows/batch))
 	s := bfpScratchPool.Get().(*bfpScratch)
 	defer bfpScratchPool.Put(s)
-	if cap(s.acc) < batch*TileSize {
-		s.acc = make([]float32, batch*TileSize)
+	if cap(s.acc) < nb*batch*TileSize {
+		s.acc = make([]float32, nb*batch*TileSize)
 	}
-	acc := s.acc[:batch*TileSize]
 	kt := m.kTiles()
-	for n := ntLo; n < ntHi; n++ {
-		clear(acc)
+	for b0 := ntLo; b0 < ntHi; b0 += nb {
+		nj := min(nb, ntHi-b0)
+		all := s.acc[:nj*batch*TileSize]
+		clear(all)
 		for k := range kt {
-			decodeTile(f, &s.w, m.BFP[(k*nt+n)*tb:])
 			rows := min(TileSize, in-k*TileSize)
-			for b := 0; b < batch; b += 3 {
-				tileFMA(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, min(3, batch-b))
+			for j := range nj {
+				decodeTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:])
+				acc := all[j*batch*TileSize:][:batch*TileSize]
+				// Blocks of six batch rows share each tile row from
+				// registers; the remaining zero to five rows go at most
+				// three at a time, four as two and two (a single row's
+				// four FMA chains would wait on the FMA latency).
+				b := 0
+				if nblk := batch / 6; nblk > 0 {
+					tileFMA6(acc, TileSize, &s.w, x[k*TileSize:], in, rows, nblk)
+					b = 6 * nblk
+				}
+				for b < batch {
+					g := min(3, batch-b)
+					if batch-b == 4 {
+						g = 2
+					}
+					tileFMA(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, g)
+					b += g
+				}
 			}
 		}
-		for b := range batch {
-			store(b, n*TileSize, acc[b*TileSize:])
+		for j := range nj {
+			for b := range batch {
+				store(b, (b0+j)*TileSize, all[(j*batch+b)*TileSize:])
+			}
 		}
 	}
 }

@@ -85,6 +85,16 @@ func TestBFPKernels(t *testing.T) {
 					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
 					checkSame(t, fmt.Sprintf("tileFMA rows=%d nb=%d", rows, nb), acc, accGo)
 				}
+				// The six-row kernel, at odd strides, one and two blocks.
+				for nblk := 1; nblk <= 2; nblk++ {
+					nb := 6 * nblk
+					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
+					copy(accGo, acc)
+					x := randVec(rng, (nb-1)*50+rows)
+					tileFMA6(acc, 40, &want, x, 50, rows, nblk)
+					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMA6 rows=%d nblk=%d", rows, nblk), acc, accGo)
+				}
 			}
 		})
 	}
@@ -132,7 +142,7 @@ func TestProducts(t *testing.T) {
 					t.Skip("large shape in -short mode")
 				}
 				m := randMatrix(t, rng, f, s.out, s.in)
-				batches := []int{1, 2, 3, 5, 8}
+				batches := []int{1, 2, 3, 4, 5, 8, 10, 13}
 				if big {
 					batches = []int{1, 2}
 				}

@@ -178,8 +178,8 @@ func decodeTileGo(f Format, dst *[TileSize * TileSize]float32, t []byte) {
 	}
 }
 
-// tileFMAGo applies the first rows rows of a decoded tile to nb ≤ 3 batch
-// rows: acc_b[c] = fma32(x_b[r], w[r][c], acc_b[c]) for r < rows in
+// tileFMAGo applies the first rows rows of a decoded tile to nb batch rows
+// (tileFMA passes at most 3, tileFMA6 multiples of 6): acc_b[c] = fma32(x_b[r], w[r][c], acc_b[c]) for r < rows in
 // increasing order, where acc_b = acc[b*accStride:][:32] and
 // x_b = x[b*xStride:][:rows].
 func tileFMAGo(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {

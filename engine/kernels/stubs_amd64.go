@@ -77,3 +77,9 @@ func tileFMAAVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x
 //
 //go:noescape
 func axpyAVX(a float32, x, y []float32)
+
+// tileFMA6AVX is tileFMAGo with nb = 6·nblk: rows ≤ 32 tile rows applied to
+// batch rows in blocks of six.
+//
+//go:noescape
+func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)

@@ -39,3 +39,6 @@ func tileFMAAVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x
 	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
 }
 func axpyAVX(a float32, x, y []float32) { fmaAxpy(y[:len(x)], a, x) }
+func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 6*nblk)
+}
