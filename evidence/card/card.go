@@ -160,7 +160,7 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("This repository is a complete, verifiable release:\n\n")
 	b.WriteString("- `checkpoint/`: the lfmq-1 checkpoint; `checkpoint/manifest.json` records every tensor's\n")
 	b.WriteString("  format, shape and sha256 and every quantization setting.\n")
-	fmt.Fprintf(b, "- `runtime/`: the lfmq engine that serves it, for %s, built reproducibly\n", strings.Join(plats, ", "))
+	fmt.Fprintf(b, "- `runtime/`: the lfmq engine that runs it, for %s, built reproducibly\n", strings.Join(plats, ", "))
 	b.WriteString("  (`CGO_ENABLED=0`, `-trimpath`, no dates or paths) from `runtime/lfmq-src.tar.gz`, the exact\n")
 	b.WriteString("  source, vendored dependencies included.\n")
 	if len(in.Evidence) > 0 {
@@ -223,11 +223,21 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("```\n\n")
 	fmt.Fprintf(b, "The release digest is the sha256 of `SHA256SUMS`; it is in the message of the `%s` tag.\n\n", in.Revision)
 
-	b.WriteString("## Launch\n\n```sh\n")
-	b.WriteString("lfmq launch --release-dir .\n")
+	// The card names only commands the bundled runtime has; serving comes
+	// with the server.
+	b.WriteString("## Run\n\n```sh\n")
+	example := "runtime/lfmq-linux-amd64"
+	for _, r := range in.Runtime {
+		if r.Platform != "" {
+			example = r.Path
+			break
+		}
+	}
+	fmt.Fprintf(b, "%s generate --model checkpoint \\\n", example)
+	b.WriteString("  --chat '[{\"role\":\"user\",\"content\":\"Hello!\"}]' --stats\n")
 	b.WriteString("```\n\n")
-	b.WriteString("`lfmq launch` verifies the release, checks that `runtime/lfmq-<os>-<arch>` is the pinned\n")
-	b.WriteString("binary and runs its OpenAI-compatible server on the checkpoint.\n\n")
+	b.WriteString("Use the binary for your platform (`runtime/lfmq-<os>-<arch>`); verify the release first.\n")
+	b.WriteString("The engine runs the lfmq-1 weights directly on the CPU.\n\n")
 
 	b.WriteString("## Pins\n\n| pin | value |\n|---|---|\n")
 	fmt.Fprintf(b, "| release id | `%s` |\n", in.ReleaseID)
