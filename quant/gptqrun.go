@@ -670,7 +670,7 @@ func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 	if err := w.WriteFile(d.File, lr.tensors); err != nil {
 		return nil, err
 	}
-	if sum, _, err := hashFile(path); err != nil || sum != d.SHA256 {
+	if sum, _, err := lfmq1.HashFile(path); err != nil || sum != d.SHA256 {
 		return nil, fmt.Errorf("quant: resuming layer %d: %s rewritten with sha256 %s, recorded %s", d.Layer, d.File, sum, d.SHA256)
 	}
 	r.setStage(d.Layer, "resumed")

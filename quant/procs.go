@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"os"
 	"runtime"
 )
@@ -19,7 +20,7 @@ func executableDigest() string {
 	if err != nil {
 		return "unknown"
 	}
-	sum, _, err := hashFile(path)
+	sum, _, err := lfmq1.HashFile(path)
 	if err != nil {
 		return "unknown"
 	}

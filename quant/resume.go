@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
@@ -220,7 +221,7 @@ func (rs *resumeState) load(d doneLayer) (*layerRecord, bool) {
 		}
 		return nil, false
 	}
-	sum, size, err := hashFile(filepath.Join(rs.dir, d.File))
+	sum, size, err := lfmq1.HashFile(filepath.Join(rs.dir, d.File))
 	if err != nil || sum != d.SHA256 || size != d.Size {
 		return forget()
 	}
@@ -249,7 +250,7 @@ func (rs *resumeState) complete(layer int, file string, rec *layerRecord) error 
 	if err := writeAtomic(filepath.Join(rs.dir, resumeDir, name), data); err != nil {
 		return err
 	}
-	sum, size, err := hashFile(filepath.Join(rs.dir, file))
+	sum, size, err := lfmq1.HashFile(filepath.Join(rs.dir, file))
 	if err != nil {
 		return err
 	}
@@ -265,7 +266,6 @@ func sha256Hex(b []byte) string {
 
 // hashFile streams a file through sha256 (an experts file of a large model
 // is hundreds of MB).
-func hashFile(path string) (string, int64, error) { return lfmq1.HashFile(path) }
 
 // writeAtomic writes data to path through a synced temporary file and a
 // rename, so a crash leaves the old or the new content, never a mix.
@@ -290,8 +290,8 @@ func writeAtomic(path string, data []byte) error {
 		return fmt.Errorf("quant: %w", err)
 	}
 	// The rename is durable only once the directory is synced.
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("quant: syncing %s: %w", filepath.Dir(path), err)
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("quant: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/safetensors"
 )
 
@@ -265,7 +266,7 @@ func (w *Writer) Commit(m *Manifest, metrics any) (string, error) {
 		w.Abort()
 		return "", err
 	}
-	if err := syncDir(w.tmp); err != nil {
+	if err := durable.SyncDir(w.tmp); err != nil {
 		w.Abort()
 		return "", err
 	}
@@ -280,8 +281,8 @@ func (w *Writer) Commit(m *Manifest, metrics any) (string, error) {
 		return "", fmt.Errorf("lfmq1: %w", err)
 	}
 	w.done = true
-	if err := syncDir(filepath.Dir(filepath.Clean(w.final))); err != nil {
-		return "", err
+	if err := durable.SyncDir(filepath.Dir(filepath.Clean(w.final))); err != nil {
+		return "", fmt.Errorf("lfmq1: %w", err)
 	}
 	msum := sha256.Sum256(data)
 	return hex.EncodeToString(msum[:]), nil
@@ -328,18 +329,6 @@ func writeSynced(path string, data []byte) error {
 		return fmt.Errorf("lfmq1: %w", err)
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("lfmq1: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("lfmq1: syncing %s: %w", dir, err)
-	}
-	return nil
 }
 
 // HashFile returns the sha256 (lower-case hex) and size of the file at path.

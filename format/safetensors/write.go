@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/durable"
 )
 
 // Tensor is one tensor to write: its name, dtype, shape and little-endian
@@ -75,7 +76,7 @@ func Write(path string, tensors []Tensor, metadata map[string]string) (err error
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("safetensors: %s written, but syncing its directory failed: %w", path, err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/evidence/card"
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -278,8 +279,8 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	done = true
-	if err := syncDir(filepath.Dir(out)); err != nil {
-		return nil, err
+	if err := durable.SyncDir(filepath.Dir(out)); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	res.Dir = out
 	return res, nil
@@ -666,18 +667,6 @@ func syncTree(dir string) error {
 		}
 		return nil
 	})
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("bundle: syncing %s: %w", dir, err)
-	}
-	return nil
 }
 
 // compressVersion is the klauspost/compress version linked into this

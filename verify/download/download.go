@@ -2,8 +2,6 @@ package download
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
 )
@@ -372,7 +371,7 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 			return mismatch(verify.KindUnsafe, "", verify.Unknown, sums.SumsFile, "not a regular file at a listed path; remove it")
 		}
 		if size < 0 || info.Size() == size {
-			if sum, _, err := hashFile(final); err == nil && sum == e.SHA256 {
+			if sum, _, err := lfmq1.HashFile(final); err == nil && sum == e.SHA256 {
 				d.logf("ok       %s (already present)", e.Path)
 				return outcome{skipped: true}
 			}
@@ -410,7 +409,7 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 			continue
 		}
 		// The body is complete: check every byte of the file.
-		sum, n, err := hashFile(part)
+		sum, n, err := lfmq1.HashFile(part)
 		if err != nil {
 			return outcome{err: fmt.Errorf("download: %w", err)}
 		}
@@ -568,20 +567,6 @@ func etagSHA256(h http.Header) string {
 		return ""
 	}
 	return v
-}
-
-func hashFile(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
-	if err != nil {
-		return "", n, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // syncRename fsyncs a finished file and renames it to its final path.

@@ -1,10 +1,9 @@
 //go:build unix
 
-package safetensors
+package durable
 
 import "os"
 
-// syncDir makes a rename in dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -1,0 +1,19 @@
+// Package durable makes finished writes survive a crash: the fsync of a
+// directory after a rename into it. Every atomic writer of the project
+// (safetensors files, lfmq-1 checkpoints, GPTQ resume state, release
+// bundles) calls this one function instead of keeping its own copy.
+//
+// It does not choose temporary names or rename; its callers do.
+package durable
+
+import "fmt"
+
+// SyncDir flushes dir's entries to stable storage, so that a rename into it
+// is not lost on power failure. On systems where directories cannot be
+// synced it does nothing.
+func SyncDir(dir string) error {
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("durable: syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
