@@ -262,30 +262,15 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		r.report.Fallbacks += lr.report.Metrics.Fallbacks
 		r.setStage(l, "done")
 	}
-	for _, name := range lfmq1.CopiedFiles {
-		path := filepath.Join(opts.ModelDir, name)
-		if !fileExists(path) {
-			continue
-		}
-		if err := w.CopyFile(path, name); err != nil {
-			return nil, err
-		}
-	}
 	q := quantizationSpec(p, GPTQ, false)
 	q.Settings = settingsJSON
-	man := &lfmq1.Manifest{LfmqVersion: version.Version, CreatedBy: opts.CreatedBy, Source: source, Quantization: q}
 	if layers == nil {
 		layers = []LayerMetrics{}
 	}
-	sum, err := w.Commit(man, gptqMetrics{Tensors: metrics, Layers: layers})
-	if err != nil {
+	if err := finish(w, opts, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
 		return nil, err
 	}
 	committed = true
-	for _, f := range source.Files {
-		res.SourceBytes += f.Size
-	}
-	res.ManifestSHA256 = sum
 	return res, nil
 }
 

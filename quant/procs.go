@@ -1,9 +1,10 @@
 package quant
 
 import (
-	"github.com/lfmq/lfmq/format/lfmq1"
 	"os"
 	"runtime"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

@@ -173,31 +173,37 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	for _, name := range lfmq1.CopiedFiles {
-		path := filepath.Join(opts.ModelDir, name)
-		if _, err := os.Stat(path); err != nil {
-			continue
-		}
-		if err := w.CopyFile(path, name); err != nil {
-			return nil, err
-		}
-	}
-	m := &lfmq1.Manifest{
-		LfmqVersion:  version.Version,
-		CreatedBy:    opts.CreatedBy,
-		Source:       source,
-		Quantization: quantizationSpec(p, opts.Method, opts.KeepExperts),
-	}
-	sum, err := w.Commit(m, map[string]any{"tensors": metrics})
-	if err != nil {
+	q := quantizationSpec(p, opts.Method, opts.KeepExperts)
+	if err := finish(w, opts, source, q, map[string]any{"tensors": metrics}, res); err != nil {
 		return nil, err
 	}
 	committed = true
+	return res, nil
+}
+
+// finish ends every method the same way: it copies the source's config and
+// tokenizer files, writes the manifest with the metrics, moves the
+// checkpoint into place and fills in res.
+func finish(w *lfmq1.Writer, opts Options, source lfmq1.Source, q lfmq1.Quantization, metrics any, res *Result) error {
+	for _, name := range lfmq1.CopiedFiles {
+		path := filepath.Join(opts.ModelDir, name)
+		if !fileExists(path) {
+			continue
+		}
+		if err := w.CopyFile(path, name); err != nil {
+			return err
+		}
+	}
+	man := &lfmq1.Manifest{LfmqVersion: version.Version, CreatedBy: opts.CreatedBy, Source: source, Quantization: q}
+	sum, err := w.Commit(man, metrics)
+	if err != nil {
+		return err
+	}
 	for _, f := range source.Files {
 		res.SourceBytes += f.Size
 	}
 	res.ManifestSHA256 = sum
-	return res, nil
+	return nil
 }
 
 // TensorMetric is the weight-space error of one quantized tensor.
