@@ -85,25 +85,24 @@ func Element(tile, row, col, out int) (o, i int) {
 // zero-padded, tiled in row-major tile order, each tile encoded by
 // EncodeTileBits. The result has length PackedSize(f, out, in).
 func PackMatrix(f Format, w []float32, out, in int) ([]byte, error) {
-	kt, nt, err := checkMatrix(f, len(w), out, in, "weights")
-	if err != nil {
-		return nil, err
-	}
-	tb := f.TileBytes()
-	data := make([]byte, kt*nt*tb)
-	var buf [TileElems]uint32
-	for t := range kt * nt {
-		gatherF32(&buf, w, out, in, t/nt, t%nt)
-		encodeTile(f, &buf, data[t*tb:(t+1)*tb])
-	}
-	return data, nil
+	return packTiles(f, len(w), out, in, func(buf *[TileElems]uint32, kt, nt int) {
+		gatherF32(buf, w, out, in, kt, nt)
+	})
 }
 
 // PackMatrixBF16 is PackMatrix for BF16 weights given as bit patterns. Each
 // is widened exactly to fp32 (bits << 16, bfp.md §2), so the result equals
 // PackMatrix of the widened values.
 func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
-	kt, nt, err := checkMatrix(f, len(w), out, in, "weights")
+	return packTiles(f, len(w), out, in, func(buf *[TileElems]uint32, kt, nt int) {
+		gatherBF16(buf, w, out, in, kt, nt)
+	})
+}
+
+// packTiles checks the shape against n weights, then encodes every tile in
+// tile-index order; gather fills one tile's fp32 bit patterns (padding zero).
+func packTiles(f Format, n, out, in int, gather func(buf *[TileElems]uint32, kt, nt int)) ([]byte, error) {
+	kt, nt, err := checkMatrix(f, n, out, in, "weights")
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +110,7 @@ func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
 	data := make([]byte, kt*nt*tb)
 	var buf [TileElems]uint32
 	for t := range kt * nt {
-		gatherBF16(&buf, w, out, in, t/nt, t%nt)
+		gather(&buf, t/nt, t%nt)
 		encodeTile(f, &buf, data[t*tb:(t+1)*tb])
 	}
 	return data, nil
