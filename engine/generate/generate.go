@@ -20,6 +20,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
@@ -30,6 +31,7 @@ type Session struct {
 	Tokenizer *tokenizer.Tokenizer
 	// Template is nil when the checkpoint has no chat template.
 	Template *chat.Template
+	prompts  *prompt.Encoder
 	// StopIDs are eos_token_id of generation_config.json and config.json (an
 	// int or a list) plus <|im_end|> and <|endoftext|> where the vocabulary
 	// has them.
@@ -53,6 +55,9 @@ func Open(dir string, opts model.LoadOptions) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Model: m, Tokenizer: tok, Template: tmpl}
+	if tmpl != nil {
+		s.prompts = prompt.New(tok, tmpl)
+	}
 	stops := map[int]bool{}
 	for _, id := range m.Config.EOSTokenIDs {
 		stops[id] = true
@@ -139,27 +144,7 @@ func (s *Session) EncodeChatRequest(req chat.Request) ([]int, error) {
 	if s.Template == nil {
 		return nil, fmt.Errorf("generate: the checkpoint has no chat template (chat_template.jinja or tokenizer_config.json)")
 	}
-	var specials []string
-	for _, t := range s.Tokenizer.SpecialTokens() {
-		specials = append(specials, t.Content)
-	}
-	segs, err := s.Template.RenderSegments(req, specials)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	for _, seg := range segs {
-		if seg.Special {
-			id, ok := s.Tokenizer.TokenID(seg.Text)
-			if !ok {
-				return nil, fmt.Errorf("generate: template emitted %q, which is not a token of the vocabulary", seg.Text)
-			}
-			ids = append(ids, id)
-			continue
-		}
-		ids = append(ids, s.Tokenizer.EncodeOrdinary(seg.Text)...)
-	}
-	return ids, nil
+	return s.prompts.Chat(req)
 }
 
 // Options controls one generation.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 )
@@ -71,21 +72,23 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // Encoder turns records into token ids with a checkpoint's tokenizer and,
 // for chat records, its chat template (loaded on first use).
 type Encoder struct {
-	tok      *tokenizer.Tokenizer
-	vocab    int
-	specials []string
-	loadTmpl func() (*chat.Template, error)
+	tok         *tokenizer.Tokenizer
+	vocab       int
+	loadPrompts func() (*prompt.Encoder, error)
 }
 
 // NewEncoder returns an Encoder over tok whose ids must lie below
 // vocabSize; loadTemplate is called at most once, for the first chat
 // record.
 func NewEncoder(tok *tokenizer.Tokenizer, vocabSize int, loadTemplate func() (*chat.Template, error)) *Encoder {
-	var specials []string
-	for _, a := range tok.SpecialTokens() {
-		specials = append(specials, a.Content)
+	load := func() (*prompt.Encoder, error) {
+		tmpl, err := loadTemplate()
+		if err != nil {
+			return nil, err
+		}
+		return prompt.New(tok, tmpl), nil
 	}
-	return &Encoder{tok: tok, vocab: vocabSize, specials: specials, loadTmpl: sync.OnceValues(loadTemplate)}
+	return &Encoder{tok: tok, vocab: vocabSize, loadPrompts: sync.OnceValues(load)}
 }
 
 // chatNow is the time a template's strftime_now sees: fixed, so that a
@@ -194,7 +197,7 @@ func (e *Encoder) record(path string, line int, l []byte) (Record, error) {
 				return fail("tools", "invalid", err)
 			}
 		}
-		tmpl, err := e.loadTmpl()
+		prompts, err := e.loadPrompts()
 		if err != nil {
 			return fail("messages", "no chat template to render them", err)
 		}
@@ -202,22 +205,12 @@ func (e *Encoder) record(path string, line int, l []byte) (Record, error) {
 		// their tool-call and thinking markers are the control tokens it
 		// emits, so they are trusted (chat.TrustAssistant); every other
 		// request string is ordinary text.
-		segs, err := tmpl.RenderSegments(chat.Request{Messages: msgs, Tools: tools, Now: chatNow}, e.specials, chat.TrustAssistant())
+		ids, err := prompts.Chat(chat.Request{Messages: msgs, Tools: tools, Now: chatNow}, chat.TrustAssistant())
 		if err != nil {
 			return fail("messages", "rendering the chat template", err)
 		}
 		r.Source = "messages"
-		for _, s := range segs {
-			if s.Special {
-				id, ok := e.tok.TokenID(s.Text)
-				if !ok {
-					return fail("messages", fmt.Sprintf("the template emitted %q, which the tokenizer does not know", s.Text), nil)
-				}
-				r.Tokens = append(r.Tokens, id)
-				continue
-			}
-			r.Tokens = append(r.Tokens, e.tok.EncodeOrdinary(s.Text)...)
-		}
+		r.Tokens = append(r.Tokens, ids...)
 	case w.Text != nil:
 		r.Source = "text"
 		if bos, ok := e.tok.BOS(); ok {

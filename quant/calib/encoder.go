@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
 
@@ -14,12 +15,12 @@ import (
 // (and those in assistant turns, the model's own output) become control
 // ids (lfm2-moe.md §5).
 type Encoder struct {
-	tok      *tokenizer.Tokenizer
-	tmpl     *chat.Template
-	tmplErr  error
-	specials []string
-	control  map[int]bool
-	vocab    int
+	tok     *tokenizer.Tokenizer
+	tmpl    *chat.Template
+	tmplErr error
+	prompts *prompt.Encoder
+	control map[int]bool
+	vocab   int
 }
 
 // NewEncoder loads the tokenizer and, if the checkpoint has one, the chat
@@ -31,12 +32,14 @@ func NewEncoder(dir string, vocabSize int) (*Encoder, error) {
 	}
 	e := &Encoder{tok: tok, control: map[int]bool{}, vocab: vocabSize}
 	for _, t := range tok.SpecialTokens() {
-		e.specials = append(e.specials, t.Content)
 		e.control[t.ID] = true
 	}
 	// A checkpoint without a template can still be calibrated on texts and
 	// ids; only a chat record needs it, and then gets this error.
 	e.tmpl, e.tmplErr = chat.Load(dir)
+	if e.tmplErr == nil {
+		e.prompts = prompt.New(tok, e.tmpl)
+	}
 	return e, nil
 }
 
@@ -73,21 +76,9 @@ func (e *Encoder) Chat(messages, tools []byte) ([]int, error) {
 			return nil, err
 		}
 	}
-	segs, err := e.tmpl.RenderSegments(req, e.specials, chat.TrustAssistant())
+	ids, err := e.prompts.Chat(req, chat.TrustAssistant())
 	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	for _, s := range segs {
-		if s.Special {
-			id, ok := e.tok.TokenID(s.Text)
-			if !ok {
-				return nil, fmt.Errorf("calib: the chat template emitted %q, which is not in the vocabulary", s.Text)
-			}
-			ids = append(ids, id)
-			continue
-		}
-		ids = append(ids, e.tok.EncodeOrdinary(s.Text)...)
+		return nil, fmt.Errorf("calib: %w", err)
 	}
 	return ids, nil
 }
