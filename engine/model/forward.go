@@ -31,6 +31,12 @@ const DefaultChunkSize = 512
 type ForwardOptions struct {
 	// Logits selects the positions whose logits are returned.
 	Logits LogitsMode
+	// SeqLogits, if set, gives each sequence its own mode and overrides
+	// Logits (one entry per sequence): a server's step mixes decodes that
+	// need their last row, a prefill chunk that needs none or its last row,
+	// and a scoring prefill that needs every row. It requires a forward to
+	// the last layer (Layers 0).
+	SeqLogits []LogitsMode
 	// ChunkSize bounds the token rows (summed over the batch) processed per
 	// step, and so the working memory; 0 means DefaultChunkSize. Results do
 	// not depend on it.
@@ -88,9 +94,9 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	total := 0
 	for i, toks := range tokens {
 		total += len(toks)
-		switch {
-		case len(toks) == 0 || opts.Logits == NoLogits:
-		case opts.Logits == AllLogits:
+		switch mode := opts.mode(i); {
+		case len(toks) == 0 || mode == NoLogits:
+		case mode == AllLogits:
 			out[i] = make([]float32, len(toks)*V)
 		default:
 			out[i] = make([]float32, V)
@@ -131,12 +137,46 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	return out, nil
 }
 
+// mode returns the logits mode of sequence i.
+func (o *ForwardOptions) mode(i int) LogitsMode {
+	if o.SeqLogits != nil {
+		return o.SeqLogits[i]
+	}
+	return o.Logits
+}
+
+// anyLogits reports whether some sequence wants logits.
+func (o *ForwardOptions) anyLogits() bool {
+	if o.SeqLogits == nil {
+		return o.Logits != NoLogits
+	}
+	for _, m := range o.SeqLogits {
+		if m != NoLogits {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOptions) error {
 	if len(seqs) != len(tokens) {
 		return &InputError{What: "Forward", Msg: fmt.Sprintf("%d sequences but %d token lists", len(seqs), len(tokens))}
 	}
 	if opts.Logits < LastLogits || opts.Logits > NoLogits {
 		return &InputError{What: "ForwardOptions.Logits", Msg: fmt.Sprintf("unknown mode %d", opts.Logits)}
+	}
+	if opts.SeqLogits != nil {
+		if len(opts.SeqLogits) != len(seqs) {
+			return &InputError{What: "ForwardOptions.SeqLogits", Msg: fmt.Sprintf("%d modes for %d sequences", len(opts.SeqLogits), len(seqs))}
+		}
+		for i, mode := range opts.SeqLogits {
+			if mode < LastLogits || mode > NoLogits {
+				return &InputError{What: "ForwardOptions.SeqLogits", Msg: fmt.Sprintf("sequence %d: unknown mode %d", i, mode)}
+			}
+		}
+		if opts.Layers > 0 && opts.Layers < m.Config.NumLayers {
+			return &InputError{What: "ForwardOptions.SeqLogits", Msg: "needs a forward to the last layer (Layers 0)"}
+		}
 	}
 	if opts.Layers < 0 || opts.Layers > m.Config.NumLayers {
 		return &InputError{What: "ForwardOptions.Layers", Msg: fmt.Sprintf("%d is outside [0, %d]", opts.Layers, m.Config.NumLayers)}
@@ -325,7 +365,7 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 		sg.s.n += len(sg.toks)
 		sg.s.partial, sg.s.start = opts.Layers, opts.StartLayer
 	}
-	if opts.Logits == NoLogits {
+	if !opts.anyLogits() {
 		return
 	}
 	// Final norm (model.embedding_norm, lfm2-moe.md §4.8) and head, only for
@@ -337,7 +377,10 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	var spans []span
 	for _, sg := range segs {
 		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
-		if opts.Logits == LastLogits {
+		switch opts.mode(sg.seq) {
+		case NoLogits:
+			continue
+		case LastLogits:
 			if !sg.last {
 				continue
 			}

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -138,5 +139,52 @@ func TestThreadInvariance(t *testing.T) {
 	runtime.GOMAXPROCS(prev)
 	for _, threads := range []int{1, 3, 64} {
 		run(fmt.Sprintf("%d threads", threads), model.LoadOptions{Threads: threads})
+	}
+}
+
+// TestSeqLogits: a server-style step (decodes wanting their last row, a
+// prefill chunk wanting none, a scoring prefill wanting every row) returns
+// for each sequence exactly the rows it asked for, bit-identical to the
+// same sequence run alone.
+func TestSeqLogits(t *testing.T) {
+	m := tiny(t)
+	V := m.Config.VocabSize
+	ps := prompts(t)
+	dec, pre, scoring := ps[0].InputIDs, ps[1].InputIDs, ps[2].InputIDs
+	_, decFull := forward(t, m, append(append([]int(nil), dec...), 42), model.ForwardOptions{Logits: model.AllLogits})
+	_, scoreFull := forward(t, m, scoring, model.ForwardOptions{Logits: model.AllLogits})
+
+	sDec, _ := forward(t, m, dec, model.ForwardOptions{})
+	sPre, sScore := m.NewSequence(), m.NewSequence()
+	out, err := m.Forward(context.Background(), []*model.Sequence{sDec, sPre, sScore}, [][]int{{42}, pre[:10], scoring},
+		model.ForwardOptions{SeqLogits: []model.LogitsMode{model.LastLogits, model.NoLogits, model.AllLogits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(dec)
+	requireSame(t, "decode row", out[0], decFull[n*V:(n+1)*V])
+	if out[1] != nil {
+		t.Errorf("NoLogits sequence got %d floats", len(out[1]))
+	}
+	requireSame(t, "scoring rows", out[2], scoreFull)
+	if sPre.Len() != 10 {
+		t.Errorf("prefill chunk: Len %d, want 10", sPre.Len())
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts model.ForwardOptions
+	}{
+		{"too few modes", model.ForwardOptions{SeqLogits: []model.LogitsMode{model.LastLogits}}},
+		{"unknown mode", model.ForwardOptions{SeqLogits: []model.LogitsMode{model.LastLogits, 7}}},
+		{"partial forward", model.ForwardOptions{Layers: 2, Logits: model.NoLogits, SeqLogits: []model.LogitsMode{model.NoLogits, model.NoLogits}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence(), m.NewSequence()}, [][]int{{1}, {1}}, tc.opts)
+			var ie *model.InputError
+			if !errors.As(err, &ie) || ie.What != "ForwardOptions.SeqLogits" {
+				t.Errorf("got %v, want an InputError on ForwardOptions.SeqLogits", err)
+			}
+		})
 	}
 }
