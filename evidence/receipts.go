@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
-	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
@@ -30,54 +29,21 @@ func HashBytes(b []byte) string {
 }
 
 // IdentifyCheckpoint returns the receipt of the checkpoint in dir, labelled
-// name. An lfmq-1 checkpoint is identified by its manifest sha256 (the
-// manifest pins every file; the scorer opens it with lfmq1.CheckFiles, so
-// the files are verified against it). A Hugging Face checkpoint is
-// identified by hashing every regular top-level file (as the quantizer
-// records its source): Identity is the sha256 of the canonical JSON of that
-// list, so changing any byte of any file changes it.
+// name, from identity.Of (the identity lfmq serve reports for the same
+// directory). An lfmq-1 checkpoint is identified by its manifest sha256
+// (the manifest pins every file; the scorer opens it with
+// lfmq1.CheckFiles, so the files are verified against it). A Hugging Face
+// checkpoint is identified by hashing every regular top-level file (as the
+// quantizer records its source): Identity is the sha256 of the canonical
+// JSON of that list, so changing any byte of any file changes it.
 func IdentifyCheckpoint(name, dir string) (Checkpoint, error) {
 	c := Checkpoint{Name: name, Dir: dir}
-	cfg, _, err := HashFile(filepath.Join(dir, "config.json"))
+	id, err := identity.Of(dir)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("evidence: checkpoint %s: %w", name, err)
 	}
-	c.ConfigSHA256 = cfg
-	if lfmq1.IsCheckpoint(dir) {
-		m, sum, err := lfmq1.ReadManifest(dir)
-		if err != nil {
-			return c, fmt.Errorf("evidence: %w", err)
-		}
-		c.Format, c.Identity, c.ManifestSHA256 = "lfmq-1", sum, sum
-		c.SourceConfigSHA256 = m.Source.ConfigSHA256
-		ex := m.Quantization.Experts
-		parts := []string{ex.Method}
-		for _, f := range ex.Formats {
-			parts = append(parts, string(f))
-		}
-		c.Experts = strings.TrimSpace(strings.Join(parts, " "))
-		return c, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return c, fmt.Errorf("evidence: %w", err)
-	}
-	src := lfmq1.Source{ConfigSHA256: cfg}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
-			continue
-		}
-		sum, size, err := HashFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return c, err
-		}
-		src.Files = append(src.Files, lfmq1.FileEntry{Path: e.Name(), Size: size, SHA256: sum})
-	}
-	data, err := canonjson.Marshal(src)
-	if err != nil {
-		return c, fmt.Errorf("evidence: %w", err)
-	}
-	c.Format, c.Identity, c.Files = "hf", HashBytes(data), src.Files
+	c.Format, c.Identity, c.ManifestSHA256, c.ConfigSHA256 = id.Format, id.Identity, id.ManifestSHA256, id.ConfigSHA256
+	c.Files, c.SourceConfigSHA256, c.Experts = id.Files, id.SourceConfigSHA256, id.Experts
 	return c, nil
 }
 
