@@ -93,6 +93,7 @@ FUZZ_TARGETS = \
 	./evidence/corpus:FuzzParse \
 	./evidence/refcache:FuzzDecode \
 	./evidence/refcache:FuzzReader \
+	./evidence/score:FuzzDecodePromptLogprobs \
 	./evidence/card:FuzzParseFrontMatter \
 	./verify/sums:FuzzParse \
 	./verify/sums:FuzzParseRuntimeRelease \

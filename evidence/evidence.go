@@ -104,15 +104,28 @@ type Machine struct {
 // Checkpoint identifies one checkpoint involved in a measurement.
 type Checkpoint struct {
 	// Name is the label of the checkpoint in tables ("BF16" for the
-	// reference, the name=DIR label for a candidate).
+	// reference, the NAME=DIR or NAME=URL label for a candidate).
 	Name string `json:"name"`
-	// Dir is the directory as given on the command line.
+	// Dir is the directory as given on the command line; empty for a
+	// served candidate.
 	Dir string `json:"dir"`
+	// URL is, for a served candidate (an lfmq serve scored through its
+	// OpenAI-compatible API), the server's base URL.
+	URL string `json:"url,omitempty"`
+	// ServedModel is the model id the server reported in /v1/models.
+	ServedModel string `json:"served_model,omitempty"`
+	// BinarySHA256, LfmqVersion and SourceDigest are, for a served
+	// candidate, what the server reported of the executable it runs.
+	BinarySHA256 string `json:"binary_sha256,omitempty"`
+	LfmqVersion  string `json:"lfmq_version,omitempty"`
+	SourceDigest string `json:"source_digest,omitempty"`
 	// Format is "hf" or "lfmq-1".
 	Format string `json:"format"`
 	// Identity is the manifest sha256 of an lfmq-1 checkpoint, and for a
 	// Hugging Face checkpoint the sha256 of the canonical JSON of its
-	// Source (config sha256 and every file's path, size and sha256).
+	// Source (config sha256 and every file's path, size and sha256), as
+	// format/identity computes it. For a served candidate it is the
+	// identity the server reported for the checkpoint it serves.
 	Identity       string `json:"identity"`
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	ConfigSHA256   string `json:"config_sha256"`

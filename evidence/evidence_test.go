@@ -126,11 +126,61 @@ func TestIdentifyCheckpoint(t *testing.T) {
 	}
 }
 
+// servedSample is sample() with a served candidate in the receipts.
+func servedSample() *evidence.File {
+	f := sample()
+	f.Receipts.Candidates = []evidence.Checkpoint{{
+		Name: "rtn", URL: "http://127.0.0.1:8000", ServedModel: "lfm2-rtn", BinarySHA256: strings.Repeat("b", 64), LfmqVersion: "v1",
+		Format: "lfmq-1", Identity: strings.Repeat("a", 64), ManifestSHA256: strings.Repeat("a", 64), ConfigSHA256: strings.Repeat("c", 64),
+	}}
+	return f
+}
+
+// TestServedReceipts: the receipt fields of a served candidate are written
+// and read back, and a file without them (every file written before they
+// existed) still renders byte for byte as it did.
+func TestServedReceipts(t *testing.T) {
+	data, err := evidence.Marshal(servedSample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"url": "http://127.0.0.1:8000"`, `"served_model": "lfm2-rtn"`, `"binary_sha256": "bbbb`, `"lfmq_version": "v1"`, `"dir": ""`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("output lacks %s:\n%s", want, data)
+		}
+	}
+	back, err := evidence.Parse("x", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := evidence.Marshal(back); !bytes.Equal(again, data) || back.Receipts.Candidates[0].ServedModel != "lfm2-rtn" {
+		t.Errorf("round trip differs:\n%s\n%s", again, data)
+	}
+
+	f := sample()
+	f.Receipts.Candidates = []evidence.Checkpoint{{Name: "rtn", Dir: "out", Format: "hf", Identity: "i", ConfigSHA256: "c"}}
+	old, _ := evidence.Marshal(f)
+	const receipt = `"candidates": [
+      {
+        "config_sha256": "c",
+        "dir": "out",
+        "format": "hf",
+        "identity": "i",
+        "name": "rtn"
+      }
+    ],`
+	if !strings.Contains(string(old), receipt) {
+		t.Errorf("a directory candidate's receipt is not as before:\n%s", old)
+	}
+}
+
 // FuzzParse: arbitrary bytes give a file or a ParseError, never a panic;
 // a parsed file marshals again.
 func FuzzParse(f *testing.F) {
 	good, _ := evidence.Marshal(sample())
 	f.Add(good)
+	served, _ := evidence.Marshal(servedSample())
+	f.Add(served)
 	f.Add([]byte(`{"format": "lfmq-evidence-1", "kind": "score", "results": [{}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := evidence.Parse("fuzz", data)

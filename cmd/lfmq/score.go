@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -32,19 +34,38 @@ type scoreOptions struct {
 	Plot           string
 	MaxRecords     int
 	Threads        int
+	// APIKey is sent to served candidates (from --api-key, the file of
+	// --api-key-file, read when the run starts, or LFMQ_API_KEY); it is
+	// never recorded. APIKeyFile is recorded in the receipts' command line.
+	APIKey     string
+	APIKeyFile string
+	// HTTPClient builds the client for served candidates lazily (tests
+	// inject one); nil means score's default.
+	HTTPClient func() *http.Client
 }
 
 func newScoreCmd(ios *IOStreams, runF func(*scoreOptions) error) *cobra.Command {
 	opts := &scoreOptions{IO: ios}
 	var cands, corpora []string
 	cmd := &cobra.Command{
-		Use:   "score --reference DIR --candidate [NAME=]DIR... --corpus NAME=FILE... [--out FILE]",
+		Use:   "score --reference DIR --candidate [NAME=]DIR|URL... --corpus NAME=FILE... [--out FILE]",
 		Short: "Score quantized checkpoints against the BF16 reference (evidence of fidelity)",
 		Long: `Score runs the reference checkpoint and every candidate teacher-forced over the
 same token windows of each corpus (scoring.md) and reports, per candidate and
 corpus and pooled over all corpora: scored tokens, perplexity reference →
 candidate, ΔPPL % (± SE of the paired per-token differences), top-1 agreement
 and KL(ref ‖ cand) over the full vocabulary (mean ± SE, median, p99, max).
+
+A candidate is a checkpoint directory, or a running 'lfmq serve' given by its
+base URL (NAME=http://HOST:PORT, or http://HOST:PORT named HOST:PORT): it is
+scored through /v1/completions, one request per window with the window's token
+ids, and the server returns every position's full-vocabulary log-probs
+losslessly, so the figures equal scoring the same checkpoint directory in
+process bit for bit. /v1/models must report the reference's vocabulary and
+tokenizer.json and a --max-model-len of at least --ctx; the receipts record
+the URL, the served model and the checkpoint identity the server reports.
+--api-key-file FILE (or --api-key, or LFMQ_API_KEY) is sent as a bearer token;
+the key itself is never recorded.
 
 A corpus is JSONL: a record's input_ids are scored as given; otherwise its
 messages (and tools) are rendered with the reference's chat template; otherwise
@@ -65,7 +86,9 @@ per corpus with the per-token KL distribution of every row.`,
 		Example: `  lfmq score --reference ./LFM2-8B-A1B --candidate rtn=./out-rtn \
       --corpus chat=chat.jsonl --corpus code=code.jsonl --out evidence/rtn.json
   lfmq score --reference ./model --candidate bf16-experts=./keep --candidate rtn=./rtn \
-      --corpus book=book.jsonl --noise-floor --plot plots/`,
+      --corpus book=book.jsonl --noise-floor --plot plots/
+  lfmq score --reference ./LFM2-8B-A1B --candidate served=http://127.0.0.1:8000 \
+      --api-key-file key.txt --corpus chat=chat.jsonl --out evidence/served.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("reference", opts.Reference); err != nil {
@@ -103,6 +126,15 @@ per corpus with the per-token KL distribution of every row.`,
 			if opts.SaveReference != "" && opts.ReferenceCache != "" {
 				return &usageError{errors.New("--save-reference and --reference-cache exclude each other")}
 			}
+			keyFlag, keyFile := cmd.Flags().Changed("api-key"), cmd.Flags().Changed("api-key-file")
+			switch {
+			case keyFlag && keyFile:
+				return &usageError{errors.New("--api-key and --api-key-file exclude each other")}
+			case keyFile && opts.APIKeyFile == "":
+				return &usageError{errors.New("--api-key-file: empty file name")}
+			case !keyFlag && !keyFile:
+				opts.APIKey = os.Getenv("LFMQ_API_KEY")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -111,7 +143,7 @@ per corpus with the per-token KL distribution of every row.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Reference, "reference", "", "reference checkpoint directory, the BF16 source (required)")
-	f.StringArrayVar(&cands, "candidate", nil, "candidate checkpoint as NAME=DIR or DIR (repeatable)")
+	f.StringArrayVar(&cands, "candidate", nil, "candidate checkpoint as NAME=DIR or DIR, or a running lfmq serve as NAME=URL or URL (repeatable)")
 	f.StringArrayVar(&corpora, "corpus", nil, "corpus as NAME=FILE, JSONL (repeatable, required)")
 	f.IntVar(&opts.Ctx, "ctx", score.DefaultCtx, "window length in tokens (even; capped by the model's context)")
 	f.StringVar(&opts.Out, "out", "", "write the evidence JSON to FILE")
@@ -122,19 +154,44 @@ per corpus with the per-token KL distribution of every row.`,
 	f.StringVar(&opts.Plot, "plot", "", "write an SVG of the per-token KL distribution per corpus to DIR")
 	f.IntVar(&opts.MaxRecords, "max-records", 0, "score only the first N records of each corpus (0 = all)")
 	f.IntVar(&opts.Threads, "threads", 0, "threads (0 = all cores); results do not depend on it")
+	f.StringVar(&opts.APIKey, "api-key", "", "`KEY` sent to served candidates as a bearer token (default $LFMQ_API_KEY; prefer --api-key-file, a command line is visible to other users)")
+	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the key for served candidates from `FILE`")
 	cmd.MarkFlagDirname("reference")
 	cmd.MarkFlagDirname("plot")
+	cmd.MarkFlagFilename("api-key-file")
 	return cmd
 }
 
-// parseCandidate reads NAME=DIR, or DIR (named by its last element).
+// urlPrefix matches what starts a URL rather than a directory: a scheme
+// and "://".
+var urlPrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// parseCandidate reads NAME=DIR, or DIR (named by its last element), or a
+// served candidate: NAME=URL, or URL (named by its HOST:PORT).
 func parseCandidate(s string) (score.Candidate, error) {
-	if strings.Contains(s, "://") {
-		return score.Candidate{}, &usageError{fmt.Errorf("--candidate %q: scoring a served candidate needs lfmq serve, which this build does not have yet", s)}
+	served := func(name, raw string) (score.Candidate, error) {
+		base, err := score.ParseServerURL(raw)
+		var oe *score.OptionsError
+		if errors.As(err, &oe) {
+			return score.Candidate{}, &usageError{fmt.Errorf("--candidate %s", oe.Msg)}
+		}
+		if err != nil {
+			return score.Candidate{}, &usageError{err}
+		}
+		if name == "" {
+			name = strings.TrimPrefix(strings.TrimPrefix(base, "http://"), "https://")
+		}
+		return score.Candidate{Name: name, URL: base}, nil
+	}
+	if urlPrefix.MatchString(s) {
+		return served("", s)
 	}
 	if name, dir, ok := strings.Cut(s, "="); ok && !strings.ContainsAny(name, `/\`) {
+		if name != "" && urlPrefix.MatchString(dir) {
+			return served(name, dir)
+		}
 		if name == "" || dir == "" {
-			return score.Candidate{}, &usageError{fmt.Errorf("--candidate %q: want NAME=DIR or DIR", s)}
+			return score.Candidate{}, &usageError{fmt.Errorf("--candidate %q: want NAME=DIR, DIR, NAME=URL or URL", s)}
 		}
 		return score.Candidate{Name: name, Dir: dir}, nil
 	}
@@ -149,7 +206,7 @@ func parseCandidate(s string) (score.Candidate, error) {
 func commandLine(o *scoreOptions) string {
 	args := []string{"lfmq", "score", "--reference", o.Reference}
 	for _, c := range o.Candidates {
-		args = append(args, "--candidate", c.Name+"="+c.Dir)
+		args = append(args, "--candidate", c.Name+"="+c.Dir+c.URL)
 	}
 	for _, c := range o.Corpora {
 		args = append(args, "--corpus", c.Name+"="+c.Path)
@@ -161,7 +218,8 @@ func commandLine(o *scoreOptions) string {
 	if o.MaxRecords > 0 {
 		args = append(args, "--max-records", strconv.Itoa(o.MaxRecords))
 	}
-	for _, kv := range [][2]string{{"--save-reference", o.SaveReference}, {"--reference-cache", o.ReferenceCache}, {"--out", o.Out}, {"--plot", o.Plot}} {
+	// The key is never written; the file it came from is.
+	for _, kv := range [][2]string{{"--save-reference", o.SaveReference}, {"--reference-cache", o.ReferenceCache}, {"--api-key-file", o.APIKeyFile}, {"--out", o.Out}, {"--plot", o.Plot}} {
 		if kv[1] != "" {
 			args = append(args, kv[0], kv[1])
 		}
@@ -184,11 +242,21 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			}
 		}
 	}
+	if opts.APIKeyFile != "" {
+		key, err := readKeyFile(opts.APIKeyFile)
+		if err != nil {
+			return err
+		}
+		opts.APIKey = key
+	}
 	so := score.Options{
 		Reference: opts.Reference, Candidates: opts.Candidates, Corpora: opts.Corpora,
 		Ctx: opts.Ctx, NoiseFloor: opts.NoiseFloor, Chunk: opts.Chunk, MaxRecords: opts.MaxRecords,
 		SaveReference: opts.SaveReference, ReferenceCache: opts.ReferenceCache,
-		Threads: opts.Threads, Command: commandLine(opts),
+		Threads: opts.Threads, Command: commandLine(opts), APIKey: opts.APIKey,
+	}
+	if opts.HTTPClient != nil {
+		so.HTTPClient = opts.HTTPClient()
 	}
 	var bar *progressbar.ProgressBar
 	if opts.IO.ErrTTY {
@@ -240,6 +308,20 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		opts.IO.Errorf("wrote plots to %s\n", opts.Plot)
 	}
 	return nil
+}
+
+// readKeyFile reads an API key: the file's content without surrounding
+// white space (a trailing newline). The key is never part of a message.
+func readKeyFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", &usageError{fmt.Errorf("--api-key-file %s: the file holds no key", path)}
+	}
+	return key, nil
 }
 
 // writePlots writes one KL CDF per corpus with a curve per row.

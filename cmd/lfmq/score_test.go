@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lfmq/lfmq/evidence"
@@ -33,7 +37,18 @@ func TestScoreFlags(t *testing.T) {
 		{"missing reference", "--candidate a=x --corpus c=f", scoreOptions{}, "--reference is required"},
 		{"missing corpus", "--reference r --candidate a=x", scoreOptions{}, "--corpus is required"},
 		{"corpus without name", "--reference r --candidate a=x --corpus f.jsonl", scoreOptions{}, "want NAME=FILE"},
-		{"served candidate", "--reference r --candidate http://localhost:8080 --corpus c=f", scoreOptions{}, "lfmq serve"},
+		{"served candidate", "--reference r --candidate http://localhost:8080 --candidate srv=https://h.example:9/ --corpus c=f",
+			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "localhost:8080", URL: "http://localhost:8080"}, {Name: "srv", URL: "https://h.example:9"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32}, ""},
+		{"key", "--reference r --candidate http://h:1 --corpus c=f --api-key k",
+			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "h:1", URL: "http://h:1"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32, APIKey: "k"}, ""},
+		{"key file", "--reference r --candidate http://h:1 --corpus c=f --api-key-file key.txt",
+			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "h:1", URL: "http://h:1"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32, APIKeyFile: "key.txt"}, ""},
+		{"key and key file", "--reference r --candidate http://h:1 --corpus c=f --api-key k --api-key-file key.txt", scoreOptions{}, "--api-key and --api-key-file exclude each other"},
+		{"other scheme", "--reference r --candidate s=ftp://h:1 --corpus c=f", scoreOptions{}, `--candidate "ftp://h:1": a served candidate's URL must start with http:// or https://`},
+		{"URL with a path", "--reference r --candidate http://h:1/v1 --corpus c=f", scoreOptions{}, "no path"},
+		{"URL with a query", "--reference r --candidate s=http://h:1/?a=b --corpus c=f", scoreOptions{}, "no query"},
+		{"URL with credentials", "--reference r --candidate http://u:p@h:1 --corpus c=f", scoreOptions{}, "--api-key-file"},
+		{"URL without a name", "--reference r --candidate =http://h:1 --corpus c=f", scoreOptions{}, "want NAME=DIR"},
 		{"empty candidate name", "--reference r --candidate =x --corpus c=f", scoreOptions{}, "want NAME=DIR"},
 		{"nothing to compare", "--reference r --corpus c=f", scoreOptions{}, "at least one --candidate"},
 		{"odd ctx", "--reference r --candidate a=x --corpus c=f --ctx 255", scoreOptions{}, "--ctx must be even"},
@@ -46,6 +61,11 @@ func TestScoreFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The environment's key applies only when no key flag is given.
+			t.Setenv("LFMQ_API_KEY", "from-env")
+			if tt.want.APIKey == "" && tt.want.APIKeyFile == "" {
+				t.Setenv("LFMQ_API_KEY", "")
+			}
 			ios, _, _ := testStreams()
 			var got *scoreOptions
 			err := executeWith(ios, newScoreCmd(ios, func(o *scoreOptions) error { got = o; return nil }), append([]string{"score"}, strings.Fields(tt.args)...)...)
@@ -66,10 +86,23 @@ func TestScoreFlags(t *testing.T) {
 			if got.Reference != w.Reference || !slices.Equal(got.Candidates, w.Candidates) || !slices.Equal(got.Corpora, w.Corpora) ||
 				got.Ctx != w.Ctx || got.Out != w.Out || got.NoiseFloor != w.NoiseFloor || got.Chunk != w.Chunk ||
 				got.SaveReference != w.SaveReference || got.ReferenceCache != w.ReferenceCache || got.Plot != w.Plot ||
-				got.MaxRecords != w.MaxRecords || got.Threads != w.Threads {
+				got.MaxRecords != w.MaxRecords || got.Threads != w.Threads || got.APIKey != w.APIKey || got.APIKeyFile != w.APIKeyFile {
 				t.Errorf("options %+v, want %+v", *got, w)
 			}
 		})
+	}
+}
+
+// TestScoreKeyFromEnv: LFMQ_API_KEY is the key when no key flag is given.
+func TestScoreKeyFromEnv(t *testing.T) {
+	t.Setenv("LFMQ_API_KEY", "from-env")
+	ios, _, _ := testStreams()
+	var got *scoreOptions
+	if err := executeWith(ios, newScoreCmd(ios, func(o *scoreOptions) error { got = o; return nil }), "score", "--reference", "r", "--candidate", "http://h:1", "--corpus", "c=f"); err != nil {
+		t.Fatal(err)
+	}
+	if got.APIKey != "from-env" || got.APIKeyFile != "" {
+		t.Errorf("key %q, file %q", got.APIKey, got.APIKeyFile)
 	}
 }
 
@@ -79,6 +112,59 @@ func TestScoreCommandLine(t *testing.T) {
 	want := `lfmq score --reference m --candidate "rtn=out dir" --corpus c=c.jsonl --ctx 512 --noise-floor --chunk 32 --max-records 3 --out e.json`
 	if got := commandLine(o); got != want {
 		t.Errorf("%s\nwant\n%s", got, want)
+	}
+	// A served candidate; the key file is recorded, the key never.
+	o = &scoreOptions{Reference: "m", Candidates: []score.Candidate{{Name: "srv", URL: "http://h:8000"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "c.jsonl"}},
+		Ctx: 512, Chunk: 32, APIKey: "s3cret", APIKeyFile: "key.txt"}
+	want = `lfmq score --reference m --candidate srv=http://h:8000 --corpus c=c.jsonl --ctx 512 --api-key-file key.txt`
+	if got := commandLine(o); got != want {
+		t.Errorf("%s\nwant\n%s", got, want)
+	}
+	o.APIKeyFile = ""
+	if got := commandLine(o); strings.Contains(got, "s3cret") || strings.Contains(got, "api-key") {
+		t.Errorf("the key is recorded: %s", got)
+	}
+}
+
+// TestScoreServed drives the command against servers it cannot score: the
+// refusal names the server, the key from --api-key-file is sent, and an
+// address where nothing listens says so.
+func TestScoreServed(t *testing.T) {
+	dir := t.TempDir()
+	var auth []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","object":"model","max_model_len":4096,"lfmq":{"checkpoint_format":"hf","checkpoint_identity":"%[1]s","config_sha256":"%[1]s","tokenizer_sha256":"%[1]s","vocab_size":8192}}]}`, strings.Repeat("ab", 32))
+	}))
+	defer srv.Close()
+	key := filepath.Join(dir, "key.txt")
+	os.WriteFile(key, []byte("from-file\n"), 0o644)
+	instruct := "instruct=" + filepath.Join(tinyCorpora, "instruct.jsonl")
+	ios, _, stderr := testStreams()
+	t.Setenv("LFMQ_API_KEY", "from-env")
+	code := run(context.Background(), []string{"score", "--reference", tinyModel, "--candidate", "srv=" + srv.URL, "--corpus", instruct, "--api-key-file", key}, ios)
+	if code != exitFailure || !strings.Contains(stderr.String(), "srv ("+srv.URL+"): the server's tokenizer.json") {
+		t.Errorf("other tokenizer: exit %d: %s", code, stderr)
+	}
+	mu.Lock()
+	if len(auth) != 1 || auth[0] != "Bearer from-file" {
+		t.Errorf("Authorization %q", auth)
+	}
+	mu.Unlock()
+
+	os.WriteFile(key, []byte(" \n"), 0o644)
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"score", "--reference", tinyModel, "--candidate", srv.URL, "--corpus", instruct, "--api-key-file", key}, ios); code != exitUsage || !strings.Contains(stderr.String(), "holds no key") {
+		t.Errorf("empty key file: exit %d: %s", code, stderr)
+	}
+
+	srv.Close()
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"score", "--reference", tinyModel, "--candidate", srv.URL, "--corpus", instruct}, ios); code != exitFailure || !strings.Contains(stderr.String(), "no server answering at "+srv.URL+"/v1/models; is lfmq serve running?") {
+		t.Errorf("nothing listening: exit %d: %s", code, stderr)
 	}
 }
 

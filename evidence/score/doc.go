@@ -4,9 +4,16 @@
 // the full vocabulary (§2), their aggregates with standard errors (§3), and
 // Run, which drives the engine over corpora and produces an evidence file.
 //
+// A candidate is a checkpoint directory run in process, or a running lfmq
+// serve scored through its /v1/completions prompt log-probs (§6). Either
+// way the statistics read, at every scored position, the float32 log-prob
+// row sample.LogProbs computes from the logits (the server returns that
+// row; Run computes it from the logits of the models it runs), so a served
+// candidate and the same checkpoint in process give bit-identical figures.
+//
 // The numeric functions are plain, deterministic float64 code: every sum is
 // taken in one fixed order (token order, vocabulary id order), so the same
-// logits always give the same bits. The package does not implement the
-// forward pass (engine/model does) and does not render tables
-// (evidence/report does).
+// rows always give the same bits. The package does not implement the
+// forward pass (engine/model does), does not serve (engine/api does) and
+// does not render tables (evidence/report does).
 package score

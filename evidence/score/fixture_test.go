@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence/corpus"
 	"github.com/lfmq/lfmq/quant"
@@ -114,7 +115,8 @@ type evalPPL struct {
 // fixtureNLL scores records by the fixture README's rule (consecutive
 // non-overlapping chunks of chunkLen tokens, each from position 0, every
 // token but each chunk's first predicted) with this package's per-token
-// NLL, and returns each record's NLL sum and predicted count.
+// NLL on float32 log-prob rows (sample.LogProbs, as Run), and returns each
+// record's NLL sum and predicted count.
 func fixtureNLL(t testing.TB, m *model.Model, recs []corpus.Record, chunkLen int) (sums []float64, counts []int) {
 	t.Helper()
 	var wins []Window
@@ -129,6 +131,7 @@ func fixtureNLL(t testing.TB, m *model.Model, recs []corpus.Record, chunkLen int
 	sums, counts = make([]float64, len(recs)), make([]int, len(recs))
 	rn := &runner{vocab: fixVocab}
 	ref := NewRef(fixVocab)
+	var row []float32
 	for len(wins) > 0 {
 		n := min(len(wins), 8)
 		logits, err := rn.forward(context.Background(), m, wins[:n], 0)
@@ -137,7 +140,9 @@ func fixtureNLL(t testing.TB, m *model.Model, recs []corpus.Record, chunkLen int
 		}
 		for i, w := range wins[:n] {
 			for p := w.First; p < len(w.Tokens); p++ {
-				if !ref.SetLogits(logits[i][(p-1)*fixVocab:p*fixVocab], w.Tokens[p]) {
+				// The float32 log-prob row, as Run scores it.
+				row = sample.LogProbs(row, logits[i][(p-1)*fixVocab:p*fixVocab])
+				if !ref.SetLogits(row, w.Tokens[p]) {
 					t.Fatal("non-finite logits")
 				}
 				sums[w.Record] += ref.NLL

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -15,10 +17,12 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/corpus"
 	"github.com/lfmq/lfmq/evidence/refcache"
+	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/version"
 )
@@ -74,12 +78,21 @@ type Options struct {
 	// Progress, if set, is called after each batch of windows with the
 	// scored tokens done and the total.
 	Progress func(done, total int)
+	// APIKey, if set, is sent to served candidates as "Authorization:
+	// Bearer KEY". It is not recorded anywhere.
+	APIKey string
+	// HTTPClient, if set, makes the requests to served candidates; nil
+	// means a client that does not follow redirects.
+	HTTPClient *http.Client
 }
 
-// Candidate is a named checkpoint to score.
+// Candidate is a named checkpoint to score: a directory (Dir), or the
+// checkpoint a running lfmq serve serves (URL, its base URL; Dir empty),
+// scored through its /v1/completions prompt log-probs (scoring.md §6).
 type Candidate struct {
 	Name string
 	Dir  string
+	URL  string
 }
 
 // CorpusSpec names a corpus file.
@@ -117,11 +130,16 @@ func (e *OptionsError) Error() string { return fmt.Sprintf("score: %s: %s", e.Fi
 type ModelError struct {
 	Name string // checkpoint label
 	Dir  string
+	URL  string // a served candidate's base URL (Dir is empty then)
 	Msg  string
 }
 
 func (e *ModelError) Error() string {
-	return fmt.Sprintf("score: %s (%s): %s", e.Name, e.Dir, e.Msg)
+	where := e.Dir
+	if e.URL != "" {
+		where = e.URL
+	}
+	return fmt.Sprintf("score: %s (%s): %s", e.Name, where, e.Msg)
 }
 
 // NonFiniteError reports a NaN or infinite logit at a scored position.
@@ -155,8 +173,13 @@ func (o *Options) validate() error {
 	}
 	names := map[string]bool{ReferenceName: true, noiseName(o.chunk()): true, storageName: true, evidence.AllCorpora: true}
 	for _, c := range o.Candidates {
-		if c.Name == "" || c.Dir == "" {
-			return &OptionsError{"candidate", fmt.Sprintf("%q: want NAME=DIR", c.Name+"="+c.Dir)}
+		if c.Name == "" || (c.Dir == "") == (c.URL == "") {
+			return &OptionsError{"candidate", fmt.Sprintf("%q: want NAME=DIR or NAME=URL", c.Name+"="+c.Dir+c.URL)}
+		}
+		if c.URL != "" {
+			if _, err := ParseServerURL(c.URL); err != nil {
+				return err
+			}
 		}
 		if names[c.Name] {
 			return &OptionsError{"candidate", fmt.Sprintf("name %q is used twice or reserved", c.Name)}
@@ -172,6 +195,9 @@ func (o *Options) validate() error {
 			return &OptionsError{"corpus", fmt.Sprintf("name %q is used twice or reserved", c.Name)}
 		}
 		seen[c.Name] = true
+	}
+	if strings.ContainsFunc(o.APIKey, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return &OptionsError{"api-key", "contains control characters (a line break?)"}
 	}
 	return nil
 }
@@ -190,8 +216,12 @@ func noiseName(chunk int) string { return fmt.Sprintf("noise floor (chunk %d)", 
 // variant is one row set: a candidate or a floor.
 type variant struct {
 	name, kind string
-	m          *model.Model
-	toks       [][]Token // per corpus
+	m          *model.Model // nil for a served candidate
+	// A served candidate: the server's model id and the windows asked of it.
+	served *client
+	model  string
+	fetch  *fetcher
+	toks   [][]Token // per corpus
 }
 
 // runner holds what the batches of a run share.
@@ -211,9 +241,12 @@ type runner struct {
 }
 
 // Run scores the candidates (and the floors) against the reference over
-// the corpora and returns the evidence file. Every model is opened with
-// lfmq1.CheckFiles, so the manifest sha256 in the receipts stands for the
-// bytes that ran.
+// the corpora and returns the evidence file. Every model run here is
+// opened with lfmq1.CheckFiles, so the manifest sha256 in the receipts
+// stands for the bytes that ran; a served candidate's receipt holds the
+// URL and what the server reported in /v1/models. Every statistic is
+// computed from float32 log-prob rows (sample.LogProbs of each model's
+// logits; a server returns those rows), see stats.
 func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	start := time.Now()
 	if err := opts.validate(); err != nil {
@@ -252,6 +285,39 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		return nil, err
 	}
 	bos, hasBOS := tok.BOS()
+
+	// Served candidates are asked first what they serve, so that a server
+	// that cannot be scored fails the run before any model is loaded.
+	served := make([]*servedModel, len(opts.Candidates))
+	clients := make([]*client, len(opts.Candidates))
+	for i, c := range opts.Candidates {
+		if c.URL == "" {
+			continue
+		}
+		base, err := ParseServerURL(c.URL)
+		if err != nil {
+			return nil, err
+		}
+		cl := newClient(base, opts.APIKey, opts.HTTPClient)
+		sm, err := cl.models(ctx)
+		if err != nil {
+			return nil, err
+		}
+		bad := func(format string, args ...any) error {
+			return &ModelError{Name: c.Name, URL: base, Msg: fmt.Sprintf(format, args...)}
+		}
+		switch {
+		case sm.VocabSize != V:
+			return nil, bad("the server's model %s has vocab_size %d, the reference has %d", sm.ID, sm.VocabSize, V)
+		case sm.Checkpoint.TokenizerSHA256 == "":
+			return nil, bad("the server's model %s reports no tokenizer.json sha256; it cannot be checked to score the reference's tokens", sm.ID)
+		case sm.Checkpoint.TokenizerSHA256 != tokSHA:
+			return nil, bad("the server's tokenizer.json (sha256 %s) differs from the reference's (%s); the two cannot be scored on the same tokens", sm.Checkpoint.TokenizerSHA256, tokSHA)
+		case sm.MaxModelLen < C:
+			return nil, bad("the server's max_model_len %d is shorter than the window length %d: restart it with --max-model-len %d or score with --ctx %d", sm.MaxModelLen, C, C, sm.MaxModelLen&^1)
+		}
+		served[i], clients[i] = sm, cl
+	}
 	enc := corpus.NewEncoder(tok, V, func() (*chat.Template, error) { return chat.Load(opts.Reference) })
 
 	// Corpora and their windows.
@@ -334,7 +400,22 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		models = append(models, r.ref)
 	}
 	var candReceipts []evidence.Checkpoint
-	for _, c := range opts.Candidates {
+	for i, c := range opts.Candidates {
+		if sm := served[i]; sm != nil {
+			id := sm.Checkpoint
+			candReceipts = append(candReceipts, evidence.Checkpoint{
+				Name: c.Name, URL: clients[i].base, ServedModel: sm.ID,
+				BinarySHA256: sm.BinarySHA256, LfmqVersion: sm.LfmqVersion, SourceDigest: sm.SourceDigest,
+				Format: id.Format, Identity: id.Identity, ManifestSHA256: id.ManifestSHA256, ConfigSHA256: id.ConfigSHA256,
+			})
+			// An lfmq-1 checkpoint's config.json is its source's, copied
+			// unmodified: the reported config sha256 is its lineage.
+			if id.Format == identity.FormatLfmq1 && id.ConfigSHA256 != refID.ConfigSHA256 {
+				notes = append(notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
+			}
+			r.cands = append(r.cands, &variant{name: c.Name, kind: evidence.KindCandidate, served: clients[i], model: sm.ID})
+			continue
+		}
 		id, err := evidence.IdentifyCheckpoint(c.Name, c.Dir)
 		if err != nil {
 			return nil, err
@@ -374,6 +455,22 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 				r.save.Abort()
 			}
 		}()
+	}
+
+	// Every served candidate is asked for every window, in scoring order,
+	// from now on, while the models here run.
+	for _, v := range r.cands {
+		if v.served == nil {
+			continue
+		}
+		var jobs []job
+		for ci, c := range corpora {
+			for wi, w := range windows[ci] {
+				jobs = append(jobs, job{tokens: w.Tokens, label: fmt.Sprintf("corpus %s window %d (record %s)", c.Name, wi, c.Records[w.Record].ID)})
+			}
+		}
+		v.fetch = startFetcher(ctx, v.served, v.model, V, jobs)
+		defer v.fetch.close()
 	}
 
 	done := 0
@@ -583,10 +680,16 @@ type position struct{ w, p int }
 type scratch struct {
 	exact, cached, stored *Ref
 	lp, buf               []float64
+	// refRow and row are float32 log-prob rows (sample.LogProbs) of the
+	// reference and of the variant being compared.
+	refRow, row []float32
 }
 
 // batchInputs is what the statistics of a batch read: every model's
-// logits of every window, and the cached reference rows.
+// output of every window, row-major [positions, vocab_size] with row p−1
+// predicting target p, and the cached reference rows. The models run
+// here give logits; a served candidate gives float32 log-prob rows, which
+// the statistics workers compute from the logits of the others.
 type batchInputs struct {
 	ref, noise [][]float32
 	cands      [][][]float32
@@ -633,8 +736,25 @@ func (r *runner) inputs(ctx context.Context, c *corpus.Corpus, wins []Window) (*
 	}
 	in.cands = make([][][]float32, len(r.cands))
 	for k, v := range r.cands {
+		if v.m == nil {
+			continue
+		}
 		if in.cands[k], err = r.forward(ctx, v.m, wins, 0); err != nil {
 			return nil, err
+		}
+	}
+	// The served rows were asked for ahead; most have arrived while the
+	// models here ran.
+	for k, v := range r.cands {
+		if v.fetch == nil {
+			continue
+		}
+		in.cands[k] = make([][]float32, len(wins))
+		for i, w := range wins {
+			if in.cands[k][i], err = v.fetch.take(ctx); err != nil {
+				return nil, err
+			}
+			r.passes += len(w.Tokens)
 		}
 	}
 	return in, nil
@@ -643,6 +763,13 @@ func (r *runner) inputs(ctx context.Context, c *corpus.Corpus, wins []Window) (*
 // stats computes every variant's per-token quantities of a batch, in
 // parallel over positions (results in pre-indexed slots), appends them in
 // token order and writes the batch's cache rows.
+//
+// Every model's output position is first made the float32 log-prob row
+// sample.LogProbs computes (a served candidate's rows are that already):
+// the one definition of a row that lfmq serve returns, so that a served
+// candidate and the same checkpoint run here give bit-identical figures.
+// The float64 statistics (Ref.SetLogits, Compare) then read that row; their
+// log-softmax of it is a renormalisation.
 func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs) error {
 	V := r.vocab
 	refL, noiseL, candL, cached := in.ref, in.noise, in.cands, in.cached
@@ -673,7 +800,8 @@ func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs)
 		}
 		var side *Ref
 		if refL != nil {
-			if !s.exact.SetLogits(row(refL[wi], p), target) {
+			s.refRow = sample.LogProbs(s.refRow, row(refL[wi], p))
+			if !s.exact.SetLogits(s.refRow, target) {
 				return nonFinite(ReferenceName)
 			}
 			side = s.exact
@@ -701,7 +829,8 @@ func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs)
 		}
 		k := 0
 		if r.noise != nil {
-			t, ok := Compare(s.exact, row(noiseL[wi], p), target, s.lp)
+			s.row = sample.LogProbs(s.row, row(noiseL[wi], p))
+			t, ok := Compare(s.exact, s.row, target, s.lp)
 			if !ok {
 				return nonFinite(r.noise.name)
 			}
@@ -714,13 +843,18 @@ func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs)
 				}
 				st.SetStored(s.buf, s.exact.NLL, s.exact.Argmax)
 			}
-			if res[k+1][i], ok = Compare(st, row(refL[wi], p), target, s.lp); !ok {
+			if res[k+1][i], ok = Compare(st, s.refRow, target, s.lp); !ok {
 				return nonFinite(r.storage.name)
 			}
 			k += 2
 		}
-		for j := range r.cands {
-			t, ok := Compare(side, row(candL[j][wi], p), target, s.lp)
+		for j, v := range r.cands {
+			zc := row(candL[j][wi], p)
+			if v.served == nil {
+				s.row = sample.LogProbs(s.row, zc)
+				zc = s.row
+			}
+			t, ok := Compare(side, zc, target, s.lp)
 			if !ok {
 				return nonFinite(r.cands[j].name)
 			}

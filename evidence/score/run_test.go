@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 	keep, rtn := candidates(t)
 	out, err := Run(context.Background(), Options{
 		Reference:  tinyDir,
-		Candidates: []Candidate{{"self", tinyDir}, {"bf16-experts", keep}, {"rtn", rtn}},
+		Candidates: []Candidate{{Name: "self", Dir: tinyDir}, {Name: "bf16-experts", Dir: keep}, {Name: "rtn", Dir: rtn}},
 		Corpora:    corpora("chat", "instruct"),
 		Ctx:        256, MaxRecords: 4, NoiseFloor: true, Chunk: 7, Threads: 2,
 		Command: "lfmq score …",
@@ -138,7 +138,7 @@ func TestRunCache(t *testing.T) {
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "ref.zst")
 	base := Options{
-		Reference: tinyDir, Candidates: []Candidate{{"keep", keep}},
+		Reference: tinyDir, Candidates: []Candidate{{Name: "keep", Dir: keep}},
 		Corpora: corpora("instruct"), Ctx: 128, MaxRecords: 3,
 	}
 	save := base

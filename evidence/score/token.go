@@ -88,8 +88,10 @@ func NewRef(v int) *Ref {
 	return &Ref{LP: make([]float64, v), P: make([]float64, v)}
 }
 
-// SetLogits fills r from the reference logits z at the position predicting
-// target. It reports false if the logits are not finite.
+// SetLogits fills r from the reference's row z at the position predicting
+// target: logits, or (as Run passes it) the float32 log-prob row
+// sample.LogProbs made of them, whose log-softmax here is a
+// renormalisation in float64. It reports false if the row is not finite.
 func (r *Ref) SetLogits(z []float32, target int) bool {
 	lse := LogSoftmax(r.LP, z)
 	if math.IsNaN(lse) || math.IsInf(lse, 0) {
@@ -140,10 +142,11 @@ type Token struct {
 	Same bool
 }
 
-// Compare scores the candidate logits zc at a position predicting target
-// against ref. scratch receives the candidate's log-probs and must be as
-// long as the vocabulary. ok is false if the candidate's logits are not
-// finite.
+// Compare scores the candidate's row zc at a position predicting target
+// against ref: logits, or (as Run passes it, and as a server returns it)
+// the float32 log-prob row of sample.LogProbs. scratch receives the
+// candidate's float64 log-probs and must be as long as the vocabulary. ok
+// is false if the row is not finite.
 func Compare(ref *Ref, zc []float32, target int, scratch []float64) (t Token, ok bool) {
 	lse := LogSoftmax(scratch, zc)
 	if math.IsNaN(lse) || math.IsInf(lse, 0) {
