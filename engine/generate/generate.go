@@ -139,13 +139,18 @@ func (s *Session) EncodeChat(messagesJSON, toolsJSON []byte, now time.Time) ([]i
 	return s.EncodeChatRequest(req)
 }
 
-// EncodeChatRequest renders and tokenizes a chat request as EncodeChat does.
-func (s *Session) EncodeChatRequest(req chat.Request) ([]int, error) {
+// EncodeChatRequest renders and tokenizes a chat request as EncodeChat
+// does; opts adjust the special-token policy (e.g. chat.TrustAssistant).
+func (s *Session) EncodeChatRequest(req chat.Request, opts ...chat.SegmentOption) ([]int, error) {
 	if s.Template == nil {
-		return nil, fmt.Errorf("generate: the checkpoint has no chat template (chat_template.jinja or tokenizer_config.json)")
+		return nil, ErrNoTemplate
 	}
-	return s.prompts.Chat(req)
+	return s.prompts.Chat(req, opts...)
 }
+
+// ErrNoTemplate is returned for a chat prompt when the checkpoint has no
+// chat template.
+var ErrNoTemplate = errors.New("generate: the checkpoint has no chat template (chat_template.jinja or tokenizer_config.json)")
 
 // Options controls one generation.
 type Options struct {

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/engine/api"
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+type serveOptions struct {
+	IO              *IOStreams
+	Model           string
+	ServedModelName string
+	Host            string
+	Port            int
+	APIKey          string
+	APIKeyFile      string
+	MaxNumSeqs      int
+	MaxModelLen     int
+	KVPoolTokens    int
+	MaxQueue        int
+	PrefillChunk    int
+	Threads         int
+	ShutdownTimeout time.Duration
+	CORSOrigins     []string
+	Preset          string
+	DefaultSampling string
+	LogLevel        string
+
+	// Resolved by validation.
+	key      string
+	defaults sample.Defaults
+	level    slog.Level
+}
+
+func newServeCmd(ios *IOStreams, runF func(*serveOptions) error) *cobra.Command {
+	opts := &serveOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "serve --model DIR [--port N] [--sampling-preset P]",
+		Short: "Serve a checkpoint (BF16 or lfmq-1) over an OpenAI-compatible HTTP API",
+		Long: `Serve loads a checkpoint and answers the OpenAI API on --host:--port:
+GET /v1/models, POST /v1/chat/completions, POST /v1/completions, plus
+GET /health (200 once the model is loaded and warmed up) and GET /metrics
+(Prometheus). Requests run with continuous batching: every step advances
+each running generation by one token and processes at most one chunk of
+--prefill-chunk prompt tokens.
+
+Sampling defaults come from --sampling-preset (liquid: temperature 0.1,
+top_k 50, repetition_penalty 1.05; agentic: temperature 0.6, top_p 0.95;
+reasoning: temperature 0.6; greedy; none) with --default-sampling JSON
+fields set over it; a field a request sets always wins.
+
+Chat answers split <think>…</think> into reasoning_content and LFM2 tool
+calls into tool_calls. POST /v1/completions with token ids, max_tokens 0,
+echo true and prompt_logprobs -1 returns every prompt position's
+full-vocabulary log-probs as float32: what 'lfmq score --candidate
+NAME=http://HOST:PORT' reads.
+
+The API key (--api-key, --api-key-file or LFMQ_API_KEY) is required as
+"Authorization: Bearer KEY" on every route but /health and /metrics.
+SIGINT/SIGTERM stop accepting requests, let running ones finish within
+--shutdown-timeout and exit 0.`,
+		Example: `  lfmq serve --model ./ckpt
+  lfmq serve --model ./ckpt --port 8080 --sampling-preset agentic --api-key-file key.txt
+  lfmq serve --model ./ckpt --default-sampling '{"temperature": 0.3, "min_p": 0.15, "max_new_tokens": 512}'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.validate(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return serveRun(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Model, "model", "", "checkpoint directory, Hugging Face BF16 or lfmq-1 (required)")
+	f.StringVar(&opts.ServedModelName, "served-model-name", "", "model id clients send (default: the directory's name)")
+	f.StringVar(&opts.Host, "host", "127.0.0.1", "address to bind; anything but loopback must be given explicitly")
+	f.IntVar(&opts.Port, "port", 8000, "port to listen on (0 picks a free one)")
+	f.StringVar(&opts.APIKey, "api-key", "", "API key clients must send as a bearer token (default: $LFMQ_API_KEY)")
+	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the API key from FILE")
+	f.IntVar(&opts.MaxNumSeqs, "max-num-seqs", sched.DefaultMaxNumSeqs, "most sequences running at once")
+	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "longest prompt + output in tokens (0 = the model's context)")
+	f.IntVar(&opts.KVPoolTokens, "kv-pool-tokens", 0, "tokens of state all running sequences may reserve together (0 = max-num-seqs × max-model-len)")
+	f.IntVar(&opts.MaxQueue, "max-queue", sched.DefaultMaxQueue, "most requests waiting; more get 429 queue_full")
+	f.IntVar(&opts.PrefillChunk, "prefill-chunk", sched.DefaultPrefillChunk, "most prompt tokens processed per step")
+	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); outputs do not depend on it")
+	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", api.DefaultShutdownTimeout, "how long running requests may finish after SIGINT/SIGTERM")
+	f.StringArrayVar(&opts.CORSOrigins, "cors-origin", nil, "allow browser calls from this origin (repeatable; * for any); CORS is off without it")
+	f.StringVar(&opts.Preset, "sampling-preset", sample.DefaultPreset, "sampling defaults: "+strings.Join(sample.PresetNames(), ", "))
+	f.StringVar(&opts.DefaultSampling, "default-sampling", "", `JSON object of default sampling fields set over the preset (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens)`)
+	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.MarkFlagDirname("model")
+	return cmd
+}
+
+// validate checks every flag before anything starts (usage errors, exit 2).
+func (o *serveOptions) validate(cmd *cobra.Command) error {
+	if err := requireFlags("model", o.Model); err != nil {
+		return err
+	}
+	usage := func(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
+	switch {
+	case o.Port < 0 || o.Port > 65535:
+		return usage("--port %d is outside [0, 65535]", o.Port)
+	case o.Host == "":
+		return usage("--host is empty")
+	case o.MaxNumSeqs < 1:
+		return usage("--max-num-seqs must be at least 1, got %d", o.MaxNumSeqs)
+	case o.MaxModelLen < 0:
+		return usage("--max-model-len must not be negative, got %d", o.MaxModelLen)
+	case o.KVPoolTokens < 0:
+		return usage("--kv-pool-tokens must not be negative, got %d", o.KVPoolTokens)
+	case o.MaxQueue < 0:
+		return usage("--max-queue must not be negative, got %d", o.MaxQueue)
+	case o.PrefillChunk < 1:
+		return usage("--prefill-chunk must be at least 1, got %d", o.PrefillChunk)
+	case o.Threads < 0:
+		return usage("--threads must not be negative, got %d", o.Threads)
+	case o.ShutdownTimeout < 0:
+		return usage("--shutdown-timeout must not be negative, got %s", o.ShutdownTimeout)
+	case o.APIKey != "" && o.APIKeyFile != "":
+		return usage("--api-key and --api-key-file exclude each other")
+	}
+	if err := o.level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return usage("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	for _, origin := range o.CORSOrigins {
+		if origin == "" {
+			return usage("--cors-origin is empty")
+		}
+	}
+	d, err := sample.Preset(o.Preset)
+	if err != nil {
+		return usage("--sampling-preset: %v", strings.TrimPrefix(err.Error(), "sample: "))
+	}
+	if o.DefaultSampling != "" {
+		if d, err = d.Override([]byte(o.DefaultSampling)); err != nil {
+			return usage("--default-sampling: %v", strings.TrimPrefix(err.Error(), "sample: "))
+		}
+	}
+	o.defaults = d
+	key, err := apiKey(o.APIKey, o.APIKeyFile)
+	if err != nil {
+		return usage("%v", err)
+	}
+	o.key = key
+	return nil
+}
+
+// apiKey resolves --api-key, --api-key-file and LFMQ_API_KEY (in that
+// order of precedence; the first two exclude each other). A key file's
+// surrounding whitespace (a trailing newline) is not part of the key.
+func apiKey(key, file string) (string, error) {
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		key = strings.TrimSpace(string(data))
+		if key == "" {
+			return "", fmt.Errorf("--api-key-file %s is empty", file)
+		}
+		return key, nil
+	}
+	if key != "" {
+		return key, nil
+	}
+	return os.Getenv("LFMQ_API_KEY"), nil
+}
+
+// loopback reports whether host binds only the local machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func serveRun(cmd *cobra.Command, opts *serveOptions) error {
+	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
+	if !loopback(opts.Host) && opts.key == "" {
+		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)
+	}
+	cfg := api.Config{
+		ModelDir: opts.Model,
+		Addr:     net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
+		Threads:  opts.Threads,
+		Sched: sched.Config{MaxNumSeqs: opts.MaxNumSeqs, MaxQueue: opts.MaxQueue, PrefillChunk: opts.PrefillChunk,
+			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens},
+		Options: api.Options{ServedModelName: opts.ServedModelName, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
+			Defaults: opts.defaults, Logger: log},
+		ShutdownTimeout: opts.ShutdownTimeout,
+	}
+	if opts.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = time.Nanosecond // "0": cancel at once
+	}
+	err := api.Serve(cmd.Context(), cfg)
+	var ie *sched.InputError
+	if errors.As(err, &ie) {
+		return &usageError{err}
+	}
+	return err
+}

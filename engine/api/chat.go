@@ -1,0 +1,495 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/parser"
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+// chatJob is a validated chat request.
+type chatJob struct {
+	*job
+	parser           parser.Options
+	stream           bool
+	includeUsage     bool
+	includeReasoning bool
+	parallelCalls    bool
+	returnTokenIDs   bool
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := s.ready(w)
+	if e == nil {
+		return
+	}
+	var req chatRequest
+	ignored, aerr := decodeBody(w, r, &req, chatFields)
+	if aerr == nil {
+		if len(ignored) > 0 {
+			s.log.Debug("ignored request fields", "route", "/v1/chat/completions", "fields", ignored)
+		}
+		var cj *chatJob
+		if cj, aerr = s.chatJob(e, &req, start); aerr == nil {
+			if aerr = s.submit(r.Context(), e, cj.job); aerr == nil {
+				if cj.stream {
+					s.streamChat(r.Context(), w, cj)
+				} else {
+					s.collectChat(r.Context(), w, cj)
+				}
+				return
+			}
+		}
+	}
+	aerr.write(w)
+}
+
+// chatJob validates a chat request and renders its prompt.
+func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*chatJob, *Error) {
+	if err := s.checkModel(req.Model); err != nil {
+		return nil, err
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return nil, badRequest("stream_options", "stream_options needs stream: true")
+	}
+	if isNull(req.Messages) {
+		return nil, badRequest("messages", "messages is required")
+	}
+	msgs, err := chat.ParseMessages(req.Messages)
+	if err != nil {
+		return nil, requestError(err)
+	}
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages is empty")
+	}
+	var tools []any
+	if !isNull(req.Tools) {
+		if tools, err = chat.ParseTools(req.Tools); err != nil {
+			return nil, requestError(err)
+		}
+	}
+	choice, aerr := parseToolChoice(req.ToolChoice, len(tools) > 0)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if choice == toolsNone {
+		tools = nil
+	}
+	if aerr := responseFormat(req.ResponseFormat); aerr != nil {
+		return nil, aerr
+	}
+	if req.TopLogprobs != nil {
+		switch n := *req.TopLogprobs; {
+		case !req.Logprobs:
+			return nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		case n < 0 || n > maxTopLogprobs:
+			return nil, badRequest("top_logprobs", "top_logprobs = %d is outside [0, %d]", n, maxTopLogprobs)
+		}
+	}
+	kw, aerr := kwargs(req.ChatTemplateKwargs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if !e.renderCall {
+		historyToolCalls(msgs)
+	}
+	// Assistant turns are the model's own earlier output sent back: their
+	// special-token strings (</think>, tool-call markers) are rendered as
+	// control tokens; user, system and tool text never is.
+	prompt, err := e.Session.EncodeChatRequest(chat.Request{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Kwargs: kw}, chat.TrustAssistant())
+	if err != nil {
+		if errors.Is(err, generate.ErrNoTemplate) {
+			return nil, badRequest("messages", "this model has no chat template; use /v1/completions with a plain prompt")
+		}
+		if aerr := requestError(err); aerr != nil {
+			return nil, aerr
+		}
+		return nil, &Error{Status: http.StatusInternalServerError, Type: typeServer, Message: err.Error()}
+	}
+	field, given := "max_tokens", req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		field, given = "max_completion_tokens", req.MaxCompletionTokens
+	}
+	maxTok, aerr := maxNewTokens(field, given, s.opts.Defaults.MaxNewTokens, len(prompt), e.maxLen, false)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j, aerr := s.newJob(e, "chatcmpl-", prompt, maxTok, &req.samplingFields, start)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j.logprobs = req.Logprobs
+	if req.TopLogprobs != nil {
+		j.topLogprobs = *req.TopLogprobs
+	}
+	j.out.keepLogits = j.logprobs
+	cj := &chatJob{job: j, stream: req.Stream, includeReasoning: req.IncludeReasoning == nil || *req.IncludeReasoning,
+		parallelCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls, returnTokenIDs: req.ReturnTokenIDs,
+		parser: parser.Options{Reasoning: e.vocab.reasoning, Tools: len(tools) > 0,
+			StartInReasoning: e.vocab.reasoning && prompt[len(prompt)-1] == e.vocab.thinkID}}
+	if req.StreamOptions != nil {
+		cj.includeUsage = req.StreamOptions.IncludeUsage
+	}
+	return cj, nil
+}
+
+// newJob builds the parts of a job that chat and completions share.
+func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int, f *samplingFields, start time.Time) (*job, *Error) {
+	params, aerr := f.params(s.opts.Defaults, e.vocabSize, e.Session.StopIDs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if params.MinTokens > maxTok && maxTok > 0 {
+		return nil, badRequest("min_tokens", "min_tokens = %d is more than the %d tokens the request may generate", params.MinTokens, maxTok)
+	}
+	stops, aerr := stopStrings(f.Stop)
+	if aerr != nil {
+		return nil, aerr
+	}
+	skip := f.SkipSpecialTokens == nil || *f.SkipSpecialTokens
+	j := &job{id: newID(prefix), created: time.Now().Unix(), prompt: prompt, params: params, maxTokens: maxTok}
+	j.out = newOutput(e.vocab, stops, skip, params.MinTokens, false, &requestObserver{m: s.metrics, start: start})
+	return j, nil
+}
+
+// responseFormat accepts "text"; JSON modes need the closed-schema scorer
+// (serving.md §10), which is not built.
+func responseFormat(raw []byte) *Error {
+	if isNull(raw) {
+		return nil
+	}
+	var rf struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return badRequest("response_format", "response_format must be an object with a type")
+	}
+	if rf.Type == "text" {
+		return nil
+	}
+	return unsupported("response_format", "response_format type %q is not supported; only \"text\"", rf.Type)
+}
+
+// chatMessage is the assistant message of a non-streaming answer.
+type chatMessage struct {
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	Reasoning        string         `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallWire `json:"tool_calls,omitempty"`
+}
+
+type toolCallWire struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionWire `json:"function"`
+}
+
+type functionWire struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatMessage   `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+	TokenIDs     []int         `json:"token_ids,omitempty"`
+}
+
+type chatResponse struct {
+	ID             string       `json:"id"`
+	Object         string       `json:"object"`
+	Created        int64        `json:"created"`
+	Model          string       `json:"model"`
+	Choices        []chatChoice `json:"choices"`
+	Usage          *usage       `json:"usage"`
+	PromptTokenIDs []int        `json:"prompt_token_ids,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []logprobEntry `json:"content"`
+}
+
+type logprobEntry struct {
+	Token       string     `json:"token"`
+	Logprob     float64    `json:"logprob"`
+	Bytes       []int      `json:"bytes"`
+	TopLogprobs []topEntry `json:"top_logprobs"`
+}
+
+type topEntry struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// chatState runs a chat answer's pieces through the parser: the same code
+// for streaming and non-streaming answers.
+type chatState struct {
+	cj        *chatJob
+	e         *engineState
+	p         *parser.Parser
+	tokens    int   // completion tokens, stop ids included
+	ids       []int // generated ids (stop ids excluded)
+	calls     int
+	streamed  int // tool calls sent in a stream
+	scratch   []float32
+	pendingLP []logprobEntry
+}
+
+// feed turns pieces into parser events (and log-prob entries); finish
+// ends the parse (the request finished normally).
+func (c *chatState) feed(pieces []piece, finish bool) []parser.Event {
+	var evs []parser.Event
+	for _, pc := range pieces {
+		if pc.id >= 0 {
+			c.tokens++
+		}
+		if pc.stopID {
+			continue
+		}
+		if pc.id >= 0 {
+			c.ids = append(c.ids, pc.id)
+		}
+		if pc.logits != nil {
+			c.pendingLP = append(c.pendingLP, c.logprob(pc.id, pc.logits))
+		}
+		if pc.text != "" {
+			evs = append(evs, c.p.Text(pc.text)...)
+		}
+		if pc.marker != 0 {
+			evs = append(evs, c.p.Marker(pc.marker)...)
+		}
+	}
+	if finish {
+		evs = append(evs, c.p.Finish()...)
+	}
+	// Filter what the request does not want.
+	out := evs[:0]
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == parser.KindReasoning && !c.cj.includeReasoning:
+		case ev.Kind == parser.KindToolCall && !c.cj.parallelCalls && c.calls > 0:
+		default:
+			if ev.Kind == parser.KindToolCall {
+				c.calls++
+			}
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// logprob builds the log-prob entry of a sampled token.
+func (c *chatState) logprob(id int, logits []float32) logprobEntry {
+	c.scratch = sample.LogProbs(c.scratch, logits)
+	tok := c.e.Session.Tokenizer
+	entry := func(id int) (string, []int) {
+		s, _ := tok.TokenBytes(id)
+		b := make([]int, len(s))
+		for i := range len(s) {
+			b[i] = int(s[i])
+		}
+		return s, b
+	}
+	t, bs := entry(id)
+	le := logprobEntry{Token: t, Logprob: logprobValue(c.scratch[id]), Bytes: bs, TopLogprobs: []topEntry{}}
+	for _, tid := range topN(c.scratch, c.cj.topLogprobs) {
+		t, bs := entry(tid)
+		le.TopLogprobs = append(le.TopLogprobs, topEntry{Token: t, Logprob: logprobValue(c.scratch[tid]), Bytes: bs})
+	}
+	return le
+}
+
+// finishedNormally reports a batch that ends a request that was not
+// cut off (its parse may be finished).
+func finishedNormally(b batch) bool {
+	return b.done && b.reason != sched.FinishCancelled && b.reason != sched.FinishError
+}
+
+// finishReason is serving.md §5's rule.
+func (c *chatState) finishReason(r sched.FinishReason) string {
+	switch {
+	case r == sched.FinishLength:
+		return "length"
+	case c.calls > 0:
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+func (c *chatState) toolCall(ev parser.Event, index int, streaming bool) toolCallWire {
+	tc := toolCallWire{ID: newID("chatcmpl-tool-"), Type: "function", Function: functionWire{Name: ev.Call.Name, Arguments: ev.Call.Arguments}}
+	if streaming {
+		tc.Index = &index
+	}
+	return tc
+}
+
+func (s *Server) collectChat(ctx context.Context, w http.ResponseWriter, cj *chatJob) {
+	e := s.engine.Load()
+	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
+	var content, reasoning []byte
+	var calls []toolCallWire
+	var last batch
+	err := wait(ctx, cj.out, func(b batch) error {
+		for _, ev := range c.feed(b.pieces, finishedNormally(b)) {
+			switch ev.Kind {
+			case parser.KindContent:
+				content = append(content, ev.Text...)
+			case parser.KindReasoning:
+				reasoning = append(reasoning, ev.Text...)
+			case parser.KindToolCall:
+				calls = append(calls, c.toolCall(ev, len(calls), false))
+			}
+		}
+		last = b
+		return nil
+	})
+	if err != nil {
+		return // the client went away; the scheduler frees the request
+	}
+	if aerr := endError(last.reason, last.err); aerr != nil {
+		aerr.write(w)
+		return
+	}
+	msg := chatMessage{Role: "assistant", ReasoningContent: string(reasoning), Reasoning: string(reasoning), ToolCalls: calls}
+	if len(content) > 0 || len(calls) == 0 {
+		s := string(content)
+		msg.Content = &s
+	}
+	choice := chatChoice{Message: msg, FinishReason: c.finishReason(last.reason)}
+	if cj.logprobs {
+		choice.Logprobs = &chatLogprobs{Content: append([]logprobEntry{}, c.pendingLP...)}
+	}
+	resp := chatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
+		Choices: []chatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens)}
+	if cj.returnTokenIDs {
+		resp.PromptTokenIDs = cj.prompt
+		resp.Choices[0].TokenIDs = append([]int{}, c.ids...)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// chatChunk is one SSE event of a streaming chat answer.
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	// Usage is null on every chunk but the last when usage is asked for,
+	// absent otherwise.
+	Usage any `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        delta         `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type delta struct {
+	Role             string         `json:"role,omitempty"`
+	Content          *string        `json:"content,omitempty"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	Reasoning        string         `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallWire `json:"tool_calls,omitempty"`
+}
+
+var jsonNull = rawNull{}
+
+// rawNull marshals as null (a present usage field with no value).
+type rawNull struct{}
+
+func (rawNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chatJob) {
+	e := s.engine.Load()
+	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
+	out := &sse{w: w}
+	chunk := func(d delta, finish *string) chatChunk {
+		ch := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
+		if cj.includeUsage {
+			ch.Usage = jsonNull
+		}
+		if cj.logprobs && len(c.pendingLP) > 0 {
+			ch.Choices[0].Logprobs = &chatLogprobs{Content: c.pendingLP}
+			c.pendingLP = nil
+		}
+		return ch
+	}
+	empty := ""
+	if out.send(marshal(chunk(delta{Role: "assistant", Content: &empty}, nil))) != nil {
+		return
+	}
+	// One event per token (or fewer: held text waits for a later token),
+	// as a step produces them, so that a stream's chunks depend only on
+	// the tokens, never on how fast the client reads.
+	send := func(evs []parser.Event) error {
+		for i := 0; i < len(evs); {
+			ev := evs[i]
+			var d delta
+			if ev.Kind == parser.KindToolCall {
+				d.ToolCalls = []toolCallWire{c.toolCall(ev, c.streamed, true)}
+				c.streamed++
+				i++
+			} else {
+				text := ""
+				for ; i < len(evs) && evs[i].Kind == ev.Kind; i++ {
+					text += evs[i].Text
+				}
+				if ev.Kind == parser.KindReasoning {
+					d.ReasoningContent, d.Reasoning = text, text
+				} else {
+					d.Content = &text
+				}
+			}
+			if err := out.send(marshal(chunk(d, nil))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	wait(ctx, cj.out, func(b batch) error {
+		for _, pc := range b.pieces {
+			if err := send(c.feed([]piece{pc}, false)); err != nil {
+				return err
+			}
+		}
+		if !b.done {
+			return nil
+		}
+		if aerr := endError(b.reason, b.err); aerr != nil {
+			return out.fail(aerr)
+		}
+		if err := send(c.feed(nil, true)); err != nil {
+			return err
+		}
+		fr := c.finishReason(b.reason)
+		if err := out.send(marshal(chunk(delta{}, &fr))); err != nil {
+			return err
+		}
+		if cj.includeUsage {
+			u := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+				Choices: []chunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens)}
+			if err := out.send(marshal(u)); err != nil {
+				return err
+			}
+		}
+		return out.done()
+	})
+}

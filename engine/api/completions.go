@@ -1,0 +1,496 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+// defaultCompletionTokens is /v1/completions' max_tokens when neither the
+// request nor the server sets one (OpenAI's and vLLM's 16).
+const defaultCompletionTokens = 16
+
+// completionJob is a validated completions request.
+type completionJob struct {
+	*job
+	echoText       string
+	echo           bool
+	logprobs       *int // top-N per generated token (and prompt token with echo)
+	promptLogprobs *int // vLLM prompt_logprobs: top-N, or −1 for every row as float32
+	stream         bool
+	includeUsage   bool
+	skipSpecial    bool
+	returnTokenIDs bool
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := s.ready(w)
+	if e == nil {
+		return
+	}
+	var req completionRequest
+	ignored, aerr := decodeBody(w, r, &req, completionFields)
+	if aerr == nil {
+		if len(ignored) > 0 {
+			s.log.Debug("ignored request fields", "route", "/v1/completions", "fields", ignored)
+		}
+		var cj *completionJob
+		if cj, aerr = s.completionJob(e, &req, start); aerr == nil {
+			if cj.maxTokens == 0 && !cj.promptLogits {
+				// Echo only: nothing to run.
+				cj.out.Done(sched.FinishLength, nil)
+			} else {
+				aerr = s.submit(r.Context(), e, cj.job)
+			}
+			if aerr == nil {
+				if cj.stream {
+					s.streamCompletion(r.Context(), w, e, cj)
+				} else {
+					s.collectCompletion(r.Context(), w, e, cj)
+				}
+				return
+			}
+		}
+	}
+	aerr.write(w)
+}
+
+// promptIDs reads "prompt": a string, an array of token ids, or a
+// one-element array of either. Several prompts per request are not served.
+func promptIDs(e *engineState, raw json.RawMessage) (ids []int, text string, isText bool, aerr *Error) {
+	if isNull(raw) {
+		return nil, "", false, badRequest("prompt", "prompt is required")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return nil, "", false, badRequest("prompt", "prompt is empty")
+		}
+		return e.Session.EncodeText(s), s, true, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, "", false, badRequest("prompt", "prompt must be a string or an array of token ids")
+	}
+	if len(list) == 1 {
+		var inner string
+		if json.Unmarshal(list[0], &inner) == nil || bytes.HasPrefix(bytes.TrimSpace(list[0]), []byte("[")) {
+			return promptIDs(e, list[0])
+		}
+	}
+	if len(list) == 0 {
+		return nil, "", false, badRequest("prompt", "prompt is empty")
+	}
+	ids = make([]int, len(list))
+	for i, item := range list {
+		var id int
+		if err := json.Unmarshal(item, &id); err != nil {
+			if len(list) > 1 && (bytes.HasPrefix(bytes.TrimSpace(item), []byte(`"`)) || bytes.HasPrefix(bytes.TrimSpace(item), []byte("["))) {
+				return nil, "", false, unsupported("prompt", "one prompt per request: send the prompts as separate requests")
+			}
+			return nil, "", false, badRequest("prompt", "prompt[%d] is not a token id", i)
+		}
+		if id < 0 || id >= e.vocabSize {
+			return nil, "", false, badRequest("prompt", "prompt[%d] = %d is outside the vocabulary [0, %d)", i, id, e.vocabSize)
+		}
+		ids[i] = id
+	}
+	return ids, "", false, nil
+}
+
+func (s *Server) completionJob(e *engineState, req *completionRequest, start time.Time) (*completionJob, *Error) {
+	if err := s.checkModel(req.Model); err != nil {
+		return nil, err
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return nil, badRequest("stream_options", "stream_options needs stream: true")
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		return nil, unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
+	}
+	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs) {
+		return nil, badRequest("logprobs", "logprobs = %d is outside [0, %d]", *req.Logprobs, maxTopLogprobs)
+	}
+	if req.PromptLogprobs != nil && (*req.PromptLogprobs < -1 || *req.PromptLogprobs > maxTopLogprobs) {
+		return nil, badRequest("prompt_logprobs", "prompt_logprobs = %d; use -1 (every row, as float32) or 0 to %d", *req.PromptLogprobs, maxTopLogprobs)
+	}
+	if req.PromptLogprobs != nil && *req.PromptLogprobs == -1 && req.Stream {
+		return nil, unsupported("prompt_logprobs", "prompt_logprobs = -1 is not streamed; send stream: false")
+	}
+	prompt, text, isText, aerr := promptIDs(e, req.Prompt)
+	if aerr != nil {
+		return nil, aerr
+	}
+	def := s.opts.Defaults.MaxNewTokens
+	if def == nil {
+		d := defaultCompletionTokens
+		def = &d
+	}
+	allowZero := req.Echo || req.PromptLogprobs != nil
+	maxTok, aerr := maxNewTokens("max_tokens", req.MaxTokens, def, len(prompt), e.maxLen, allowZero)
+	if aerr != nil {
+		aerr.Param = "max_tokens"
+		if aerr.Code == "context_length_exceeded" {
+			aerr.Param = "prompt"
+		}
+		return nil, aerr
+	}
+	j, aerr := s.newJob(e, "cmpl-", prompt, maxTok, &req.samplingFields, start)
+	if aerr != nil {
+		return nil, aerr
+	}
+	cj := &completionJob{job: j, echo: req.Echo, logprobs: req.Logprobs, promptLogprobs: req.PromptLogprobs, stream: req.Stream,
+		skipSpecial: req.SkipSpecialTokens == nil || *req.SkipSpecialTokens, returnTokenIDs: req.ReturnTokenIDs}
+	if req.StreamOptions != nil {
+		cj.includeUsage = req.StreamOptions.IncludeUsage
+	}
+	j.promptLogits = req.PromptLogprobs != nil || (req.Echo && req.Logprobs != nil)
+	j.out.keepLogits = req.Logprobs != nil
+	if req.Echo {
+		if isText {
+			cj.echoText = text
+		} else {
+			cj.echoText = s.decodeIDs(e, prompt, cj.skipSpecial)
+		}
+	}
+	return cj, nil
+}
+
+// decodeIDs decodes ids as text, without special tokens when skip.
+func (s *Server) decodeIDs(e *engineState, ids []int, skip bool) string {
+	var b strings.Builder
+	dec := e.Session.Tokenizer.NewStreamDecoder()
+	for _, id := range ids {
+		_, isMarker := e.vocab.markers[id]
+		if skip && (e.vocab.special[id] || isMarker) {
+			b.WriteString(dec.Flush())
+			continue
+		}
+		t, _ := dec.Add(id)
+		b.WriteString(t)
+	}
+	b.WriteString(dec.Flush())
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
+}
+
+// completionLogprobs is the legacy completions log-prob object.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+type completionChoice struct {
+	Index          int                 `json:"index"`
+	Text           string              `json:"text"`
+	Logprobs       *completionLogprobs `json:"logprobs"`
+	FinishReason   *string             `json:"finish_reason"`
+	PromptLogprobs any                 `json:"prompt_logprobs"`
+	// F32 is a placeholder the writer replaces by the rows.
+	F32            *f32Placeholder `json:"prompt_logprobs_f32,omitempty"`
+	TokenIDs       []int           `json:"token_ids,omitempty"`
+	PromptTokenIDs []int           `json:"prompt_token_ids,omitempty"`
+}
+
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   any                `json:"usage,omitempty"`
+}
+
+// f32Placeholder marks where the float32 rows go in a response written in
+// pieces. Only integers and the usage object follow the field, so the
+// last occurrence of the placeholder is the field's value even if the
+// echoed text contains the same characters.
+type f32Placeholder struct{}
+
+const f32Mark = `"LFMQ_F32_ROWS"`
+
+func (f32Placeholder) MarshalJSON() ([]byte, error) { return []byte(f32Mark), nil }
+
+// completionState assembles a completion from an output's batches.
+type completionState struct {
+	cj      *completionJob
+	e       *engineState
+	tokens  int
+	ids     []int
+	text    strings.Builder
+	lp      *completionLogprobs
+	offset  int
+	rows    [][]float32 // prompt logits, per chunk
+	scratch []float32
+}
+
+func (c *completionState) feed(b batch) string {
+	c.rows = append(c.rows, b.promptRows...)
+	var out strings.Builder
+	for _, pc := range b.pieces {
+		if pc.id >= 0 {
+			c.tokens++
+		}
+		if pc.stopID {
+			continue
+		}
+		if pc.id >= 0 {
+			c.ids = append(c.ids, pc.id)
+			if pc.logits != nil {
+				c.scratch = sample.LogProbs(c.scratch, pc.logits)
+				c.addLogprob(pc.id, c.scratch)
+			}
+		}
+		out.WriteString(pc.text)
+		if pc.marker != 0 && !c.cj.skipSpecial {
+			out.WriteString(pc.marker.String())
+		}
+	}
+	c.text.WriteString(out.String())
+	return out.String()
+}
+
+// addLogprob appends one token's entry (lp nil: the first prompt token,
+// which has no distribution).
+func (c *completionState) addLogprob(id int, lp []float32) {
+	if c.lp == nil {
+		c.lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	}
+	tok, _ := c.e.Session.Tokenizer.TokenBytes(id)
+	tok = strings.ToValidUTF8(tok, "\uFFFD")
+	c.lp.Tokens = append(c.lp.Tokens, tok)
+	c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
+	c.offset += len(tok)
+	if lp == nil {
+		c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, nil)
+		c.lp.TopLogprobs = append(c.lp.TopLogprobs, nil)
+		return
+	}
+	v := logprobValue(lp[id])
+	c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, &v)
+	top := map[string]float64{}
+	for _, t := range topN(lp, *c.cj.logprobs) {
+		s, _ := c.e.Session.Tokenizer.TokenBytes(t)
+		top[strings.ToValidUTF8(s, "\uFFFD")] = logprobValue(lp[t])
+	}
+	c.lp.TopLogprobs = append(c.lp.TopLogprobs, top)
+}
+
+// promptRow returns the logits that predict prompt token j ≥ 1.
+func (c *completionState) promptRow(j int) []float32 {
+	V := c.e.vocabSize
+	p := j - 1
+	for _, r := range c.rows {
+		n := len(r) / V
+		if p < n {
+			return r[p*V : (p+1)*V]
+		}
+		p -= n
+	}
+	return nil
+}
+
+// echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
+func (c *completionState) echoLogprobs() {
+	gen := c.lp
+	c.lp, c.offset = nil, 0
+	var scratch []float32
+	for j, id := range c.cj.prompt {
+		if j == 0 {
+			c.addLogprob(id, nil)
+			continue
+		}
+		scratch = sample.LogProbs(scratch, c.promptRow(j))
+		c.addLogprob(id, scratch)
+	}
+	if gen != nil {
+		for i := range gen.Tokens {
+			c.lp.Tokens = append(c.lp.Tokens, gen.Tokens[i])
+			c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, gen.TokenLogprobs[i])
+			c.lp.TopLogprobs = append(c.lp.TopLogprobs, gen.TopLogprobs[i])
+			c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
+			c.offset += len(gen.Tokens[i])
+		}
+	}
+}
+
+// promptLogprobEntry is vLLM's per-token prompt log-prob value.
+type promptLogprobEntry struct {
+	Logprob      float64 `json:"logprob"`
+	Rank         int     `json:"rank"`
+	DecodedToken string  `json:"decoded_token"`
+}
+
+// topPromptLogprobs is vLLM's prompt_logprobs list: null first, then per
+// position the prompt token's entry and the top N, keyed by token id.
+func (c *completionState) topPromptLogprobs(n int) []any {
+	out := make([]any, len(c.cj.prompt))
+	var lp []float32
+	tok := c.e.Session.Tokenizer
+	for j := 1; j < len(c.cj.prompt); j++ {
+		lp = sample.LogProbs(lp, c.promptRow(j))
+		m := map[string]promptLogprobEntry{}
+		add := func(id int) {
+			rank := 1
+			for _, x := range lp {
+				if x > lp[id] {
+					rank++
+				}
+			}
+			s, _ := tok.TokenBytes(id)
+			m[strconv.Itoa(id)] = promptLogprobEntry{Logprob: logprobValue(lp[id]), Rank: rank, DecodedToken: strings.ToValidUTF8(s, "\uFFFD")}
+		}
+		add(c.cj.prompt[j])
+		for _, id := range topN(lp, n) {
+			add(id)
+		}
+		out[j] = m
+	}
+	return out
+}
+
+func (c *completionState) finishReason(r sched.FinishReason) string {
+	if r == sched.FinishLength {
+		return "length"
+	}
+	return "stop"
+}
+
+func (s *Server) collectCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
+	c := &completionState{cj: cj, e: e}
+	var last batch
+	if err := wait(ctx, cj.out, func(b batch) error {
+		c.feed(b)
+		last = b
+		return nil
+	}); err != nil {
+		return
+	}
+	if aerr := endError(last.reason, last.err); aerr != nil {
+		aerr.write(w)
+		return
+	}
+	if cj.echo && cj.logprobs != nil {
+		c.echoLogprobs()
+	}
+	fr := c.finishReason(last.reason)
+	choice := completionChoice{Text: cj.echoText + c.text.String(), Logprobs: c.lp, FinishReason: &fr}
+	if cj.logprobs != nil && choice.Logprobs == nil {
+		choice.Logprobs = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	}
+	if cj.returnTokenIDs {
+		choice.TokenIDs, choice.PromptTokenIDs = append([]int{}, c.ids...), cj.prompt
+	}
+	resp := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+		Choices: []completionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens)}
+	if cj.promptLogprobs == nil {
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	if n := *cj.promptLogprobs; n >= 0 {
+		resp.Choices[0].PromptLogprobs = c.topPromptLogprobs(n)
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	resp.Choices[0].F32 = &f32Placeholder{}
+	s.writeF32(w, marshal(resp), c)
+}
+
+// writeF32 writes a response whose prompt_logprobs_f32 placeholder is
+// replaced by the rows, streamed one row at a time: a 512-token window of
+// a 65,536-token vocabulary is 175 MB of base64, never held at once.
+func (s *Server) writeF32(w http.ResponseWriter, body []byte, c *completionState) {
+	i := bytes.LastIndex(body, []byte(f32Mark))
+	head, tail := body[:i], body[i+len(f32Mark):]
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(head); err != nil {
+		return
+	}
+	V := c.e.vocabSize
+	lp := make([]float32, V)
+	raw := make([]byte, 4*V)
+	enc := make([]byte, base64.StdEncoding.EncodedLen(4*V)+3)
+	w.Write([]byte("[null"))
+	for j := 1; j < len(c.cj.prompt); j++ {
+		lp = sample.LogProbs(lp, c.promptRow(j))
+		for v, x := range lp {
+			binary.LittleEndian.PutUint32(raw[4*v:], math.Float32bits(x))
+		}
+		enc[0], enc[1] = ',', '"'
+		n := base64.StdEncoding.EncodedLen(len(raw))
+		base64.StdEncoding.Encode(enc[2:], raw)
+		enc[2+n] = '"'
+		if _, err := w.Write(enc[:3+n]); err != nil {
+			return
+		}
+	}
+	w.Write([]byte("]"))
+	w.Write(tail)
+	w.Write([]byte("\n"))
+}
+
+func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
+	c := &completionState{cj: cj, e: e}
+	out := &sse{w: w}
+	chunk := func(text string, lp *completionLogprobs, finish *string) completionResponse {
+		ch := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []completionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
+		if cj.includeUsage {
+			ch.Usage = jsonNull
+		}
+		return ch
+	}
+	if cj.echo && cj.echoText != "" {
+		if out.send(marshal(chunk(cj.echoText, nil, nil))) != nil {
+			return
+		}
+	}
+	wait(ctx, cj.out, func(b batch) error {
+		c.rows = append(c.rows, b.promptRows...)
+		// One chunk per token that released text, as for chat.
+		for _, pc := range b.pieces {
+			if c.lp != nil && len(c.lp.Tokens) == 0 {
+				c.lp = nil
+			}
+			text := c.feed(batch{pieces: []piece{pc}})
+			if text == "" && (c.lp == nil || pc.stopID) {
+				continue
+			}
+			if err := out.send(marshal(chunk(text, c.lp, nil))); err != nil {
+				return err
+			}
+			c.lp = nil
+		}
+		if !b.done {
+			return nil
+		}
+		if aerr := endError(b.reason, b.err); aerr != nil {
+			return out.fail(aerr)
+		}
+		fr := c.finishReason(b.reason)
+		if err := out.send(marshal(chunk("", nil, &fr))); err != nil {
+			return err
+		}
+		if cj.includeUsage {
+			u := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+				Choices: []completionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens)}
+			if err := out.send(marshal(u)); err != nil {
+				return err
+			}
+		}
+		return out.done()
+	})
+}

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error is an API error answer (serving.md §5): an HTTP status and the
+// OpenAI error object.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string // empty: null
+	Param   string // empty: null
+	Message string
+	// RetryAfter, if positive, is sent as the Retry-After header (seconds).
+	RetryAfter int
+}
+
+func (e *Error) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("api: %d %s: %s: %s", e.Status, e.Type, e.Param, e.Message)
+	}
+	return fmt.Sprintf("api: %d %s: %s", e.Status, e.Type, e.Message)
+}
+
+// The error types of serving.md §5's table.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typeRateLimit      = "rate_limit_error"
+	typeServer         = "server_error"
+	typeUnavailable    = "unavailable_error"
+)
+
+func badRequest(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: typeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+func unsupported(param, format string, args ...any) *Error {
+	e := badRequest(param, format, args...)
+	e.Code = "unsupported_parameter"
+	return e
+}
+
+func contextExceeded(format string, args ...any) *Error {
+	e := badRequest("messages", format, args...)
+	e.Code = "context_length_exceeded"
+	return e
+}
+
+// errorBody is the JSON shape of an error; null fields stay null.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func (e *Error) body() errorBody {
+	b := errorBody{Error: errorObject{Message: e.Message, Type: e.Type}}
+	if e.Param != "" {
+		b.Error.Param = &e.Param
+	}
+	if e.Code != "" {
+		b.Error.Code = &e.Code
+	}
+	return b
+}
+
+// write sends e as the whole response.
+func (e *Error) write(w http.ResponseWriter) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	json.NewEncoder(w).Encode(e.body())
+}

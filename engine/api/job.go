@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"math"
+	"net/http"
+
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+// job is one validated request, ready for the scheduler.
+type job struct {
+	id           string
+	created      int64
+	prompt       []int
+	params       sample.Params
+	maxTokens    int
+	logprobs     bool // per-token log-probs of the output
+	topLogprobs  int
+	promptLogits bool
+	out          *output
+}
+
+// usage is the OpenAI usage object.
+type usage struct {
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails *promptDetail `json:"prompt_tokens_details"`
+}
+
+type promptDetail struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func newUsage(prompt, completion int) *usage {
+	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, PromptTokensDetails: &promptDetail{}}
+}
+
+// wait delivers the output's batches to each until the request ends or
+// ctx (the client's connection) does.
+func wait(ctx context.Context, o *output, each func(b batch) error) error {
+	for {
+		select {
+		case <-o.notify:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b := o.take()
+		if err := each(b); err != nil {
+			return err
+		}
+		if b.done {
+			return nil
+		}
+	}
+}
+
+// endError is the API error for a request that ended without finishing:
+// the scheduler was aborted (shutdown) or the engine failed.
+func endError(reason sched.FinishReason, err error) *Error {
+	switch reason {
+	case sched.FinishCancelled:
+		return &Error{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: "shutting_down", Message: "the request was cancelled: the server is shutting down"}
+	case sched.FinishError:
+		msg := "the engine failed"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return &Error{Status: http.StatusInternalServerError, Type: typeServer, Message: msg}
+	}
+	return nil
+}
+
+// logprobValue writes −∞ as −9999.0 (serving.md §5).
+func logprobValue(x float32) float64 {
+	if math.IsInf(float64(x), -1) || x < -9999 {
+		return -9999.0
+	}
+	return float64(x)
+}
+
+// topN returns the n ids of lp with the highest values, highest first,
+// ties to the lower id.
+func topN(lp []float32, n int) []int {
+	if n <= 0 {
+		return nil
+	}
+	top := make([]int, 0, n+1)
+	for id, x := range lp {
+		if len(top) == n && x <= lp[top[n-1]] {
+			continue
+		}
+		i := len(top)
+		for i > 0 && x > lp[top[i-1]] {
+			i--
+		}
+		top = append(top, 0)
+		copy(top[i+1:], top[i:])
+		top[i] = id
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	return top
+}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+// metrics are the server's Prometheus collectors (serving.md §8), on a
+// registry of their own so that tests can run several servers.
+type metrics struct {
+	reg              *prometheus.Registry
+	requests         *prometheus.CounterVec // by route and status
+	promptTokens     prometheus.Counter
+	generationTokens prometheus.Counter
+	queueRejections  prometheus.Counter
+	cancellations    prometheus.Counter
+	ttft             prometheus.Histogram
+	itl              prometheus.Histogram
+	duration         *prometheus.HistogramVec // by route
+}
+
+// latencyBuckets span a tiny model's sub-millisecond steps to a large
+// model's long prompts.
+var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120}
+
+// stats reads the scheduler's load for the gauges; nil until the model is
+// loaded.
+type stats func() (sched.Stats, bool)
+
+func newMetrics(st stats) *metrics {
+	const ns = "lfmq"
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+			Help: "HTTP requests by route and status code."}, []string{"route", "status"}),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "prompt_tokens_total",
+			Help: "Prompt tokens of admitted requests."}),
+		generationTokens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "generation_tokens_total",
+			Help: "Tokens generated (stop tokens included)."}),
+		queueRejections: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "queue_rejections_total",
+			Help: "Requests refused with 429 because the wait queue was full."}),
+		cancellations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "request_cancellations_total",
+			Help: "Requests cancelled before they finished (client disconnect or shutdown)."}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "time_to_first_token_seconds",
+			Help: "Time from a request's arrival to its first generated token.", Buckets: latencyBuckets}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inter_token_latency_seconds",
+			Help: "Time between consecutive generated tokens of a request.", Buckets: latencyBuckets}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
+			Help: "Time from a request's arrival to its last byte.", Buckets: latencyBuckets}, []string{"route"}),
+	}
+	gauge := func(name, help string, f func(s sched.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, func() float64 {
+			s, ok := st()
+			if !ok {
+				return 0
+			}
+			return f(s)
+		})
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.promptTokens, m.generationTokens, m.queueRejections, m.cancellations, m.ttft, m.itl, m.duration,
+		gauge("num_requests_running", "Sequences admitted (prefilling or decoding).", func(s sched.Stats) float64 { return float64(s.Running) }),
+		gauge("num_requests_waiting", "Requests waiting for admission.", func(s sched.Stats) float64 { return float64(s.Waiting) }),
+		gauge("kv_pool_tokens", "Size of the KV pool in tokens (--kv-pool-tokens).", func(s sched.Stats) float64 { return float64(s.KVPoolTokens) }),
+		gauge("kv_pool_reserved_tokens", "KV pool tokens reserved by admitted requests (prompt + max tokens).", func(s sched.Stats) float64 { return float64(s.KVReservedTokens) }),
+		gauge("kv_pool_used_tokens", "Tokens of KV and conv state held by admitted requests now.", func(s sched.Stats) float64 { return float64(s.KVUsedTokens) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "engine_steps_total", Help: "Engine steps run by the scheduler."}, func() float64 {
+			s, ok := st()
+			if !ok {
+				return 0
+			}
+			return float64(s.Steps)
+		}),
+	)
+	return m
+}

@@ -1,0 +1,301 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/lfmq/lfmq/engine/sample"
+)
+
+// Request limits the server enforces before anything else.
+const (
+	// MaxBodyBytes bounds a request body (413 above it): 16 MiB holds a
+	// full-context prompt as token ids or text many times over.
+	MaxBodyBytes = 16 << 20
+	// maxStops bounds the stop strings of one request.
+	maxStops = 16
+	// maxStopBytes bounds one stop string.
+	maxStopBytes = 1024
+	// maxTopLogprobs is serving.md §1's bound on top_logprobs.
+	maxTopLogprobs = 20
+)
+
+// samplingFields are the request fields that chat and completions share
+// (serving.md §1 and the vLLM extras). A nil pointer is a field the
+// request did not set (JSON null reads as not set).
+type samplingFields struct {
+	MaxTokens         *int               `json:"max_tokens"`
+	Stop              json.RawMessage    `json:"stop"`
+	StopTokenIDs      []int              `json:"stop_token_ids"`
+	Seed              *int64             `json:"seed"`
+	N                 *int               `json:"n"`
+	Temperature       *float64           `json:"temperature"`
+	TopP              *float64           `json:"top_p"`
+	TopK              *int               `json:"top_k"`
+	MinP              *float64           `json:"min_p"`
+	RepetitionPenalty *float64           `json:"repetition_penalty"`
+	PresencePenalty   *float64           `json:"presence_penalty"`
+	FrequencyPenalty  *float64           `json:"frequency_penalty"`
+	LogitBias         map[string]float64 `json:"logit_bias"`
+	MinTokens         *int               `json:"min_tokens"`
+	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
+	// ReturnTokenIDs adds the prompt's and the output's token ids to the
+	// response (vLLM's return_token_ids).
+	ReturnTokenIDs bool `json:"return_token_ids"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is a POST /v1/chat/completions body.
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            json.RawMessage `json:"messages"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            bool            `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	IncludeReasoning    *bool           `json:"include_reasoning"`
+	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	samplingFields
+}
+
+// completionRequest is a POST /v1/completions body.
+type completionRequest struct {
+	Model          string          `json:"model"`
+	Prompt         json.RawMessage `json:"prompt"`
+	Suffix         *string         `json:"suffix"`
+	Echo           bool            `json:"echo"`
+	Logprobs       *int            `json:"logprobs"`
+	PromptLogprobs *int            `json:"prompt_logprobs"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *streamOptions  `json:"stream_options"`
+	samplingFields
+}
+
+// known request fields, for the debug log of ignored ones.
+var (
+	chatFields       = fieldSet(chatRequest{})
+	completionFields = fieldSet(completionRequest{})
+)
+
+// decodeBody reads a JSON request body into v. It answers 413 for a body
+// over MaxBodyBytes, 400 for invalid JSON or a field of the wrong type
+// (naming the field), and returns the names of fields it ignored.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]bool) ([]string, *Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
+			Message: fmt.Sprintf("the request body is over the limit of %d bytes", MaxBodyBytes)}
+	}
+	if err != nil {
+		return nil, badRequest("", "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("", "the request body is empty; send a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, badRequest("", "invalid JSON at byte %d: %v", se.Offset, err)
+		}
+		return nil, badRequest("", "the request body must be a JSON object: %v", err)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "samplingFields.")
+			if field == "" {
+				field = "body"
+			}
+			return nil, badRequest(field, "%s: expected %s, got JSON %s", field, goKind(te.Type.Kind().String()), te.Value)
+		}
+		return nil, badRequest("", "invalid request: %v", err)
+	}
+	var ignored []string
+	for k := range fields {
+		if !known[k] {
+			ignored = append(ignored, k)
+		}
+	}
+	sort.Strings(ignored)
+	return ignored, nil
+}
+
+// goKind names a Go kind the way an API user thinks of it.
+func goKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "an integer"
+	case strings.HasPrefix(k, "float"):
+		return "a number"
+	case k == "bool":
+		return "a boolean"
+	case k == "string":
+		return "a string"
+	case k == "slice":
+		return "an array"
+	case k == "map", k == "struct", k == "ptr":
+		return "an object"
+	}
+	return k
+}
+
+// fieldSet returns the JSON names of a struct's fields, embedded ones
+// included.
+func fieldSet(v any) map[string]bool {
+	out := map[string]bool{}
+	var walk func(t any)
+	walk = func(t any) {
+		data, _ := json.Marshal(t)
+		var m map[string]json.RawMessage
+		json.Unmarshal(data, &m)
+		for k := range m {
+			out[k] = true
+		}
+	}
+	walk(v)
+	// Fields with omitempty do not marshal; none of ours have it, but the
+	// raw-message fields marshal as null, which still names them.
+	return out
+}
+
+// stopStrings reads "stop": a string or an array of strings, each non-empty.
+func stopStrings(raw json.RawMessage) ([]string, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, badRequest("stop", "stop strings must not be empty")
+		}
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(list) > maxStops {
+		return nil, badRequest("stop", "%d stop strings; at most %d", len(list), maxStops)
+	}
+	for i, s := range list {
+		if s == "" {
+			return nil, badRequest("stop", "stop[%d] is empty; stop strings must not be empty", i)
+		}
+		if len(s) > maxStopBytes {
+			return nil, badRequest("stop", "stop[%d] is %d bytes; at most %d", i, len(s), maxStopBytes)
+		}
+	}
+	return list, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// params merges the sampling fields: the request's value, else the
+// server default, else neutral (serving.md §2); then validates them.
+func (f *samplingFields) params(defaults sample.Defaults, vocab int, stopIDs []int) (sample.Params, *Error) {
+	p := sample.Neutral()
+	defaults.Apply(&p)
+	set := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&p.Temperature, f.Temperature)
+	set(&p.TopP, f.TopP)
+	set(&p.MinP, f.MinP)
+	set(&p.RepetitionPenalty, f.RepetitionPenalty)
+	set(&p.PresencePenalty, f.PresencePenalty)
+	set(&p.FrequencyPenalty, f.FrequencyPenalty)
+	if f.TopK != nil {
+		p.TopK = *f.TopK
+	}
+	if f.MinTokens != nil {
+		p.MinTokens = *f.MinTokens
+	}
+	if len(f.LogitBias) > 0 {
+		p.LogitBias = make(map[int]float64, len(f.LogitBias))
+		for k, b := range f.LogitBias {
+			id, err := strconv.Atoi(k)
+			if err != nil {
+				return p, badRequest("logit_bias", "key %q is not a token id", k)
+			}
+			p.LogitBias[id] = b
+		}
+	}
+	p.StopIDs = append(append([]int(nil), stopIDs...), f.StopTokenIDs...)
+	if err := p.Validate(vocab); err != nil {
+		var pe *sample.ParamError
+		if errors.As(err, &pe) {
+			return p, badRequest(pe.Field, "%s: %s", pe.Field, pe.Msg)
+		}
+		return p, badRequest("", "%v", err)
+	}
+	if f.N != nil && *f.N != 1 {
+		return p, unsupported("n", "n = %d: only n = 1 is supported", *f.N)
+	}
+	switch {
+	case f.Seed == nil || *f.Seed == -1:
+		p.Seed = randomSeed()
+	default:
+		p.Seed = uint64(*f.Seed)
+	}
+	return p, nil
+}
+
+// randomSeed draws a seed for an unseeded request (serving.md §4).
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// maxNewTokens resolves the tokens a request may generate: the request's
+// value (validated), else the server default capped by what the context
+// leaves, else all the context leaves. prompt + max over maxLen is a 400
+// with both counts; so is a prompt that leaves no room.
+func maxNewTokens(field string, given *int, def *int, prompt, maxLen int, allowZero bool) (int, *Error) {
+	if prompt >= maxLen && !(allowZero && given != nil && *given == 0) {
+		return 0, contextExceeded("this model's maximum context length is %d tokens; the prompt has %d tokens, which leaves no room to generate", maxLen, prompt)
+	}
+	if given != nil {
+		n := *given
+		min := 1
+		if allowZero {
+			min = 0
+		}
+		if n < min {
+			return 0, badRequest(field, "%s = %d; must be at least %d", field, n, min)
+		}
+		if prompt+n > maxLen {
+			return 0, contextExceeded("this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt + %d for %s)", maxLen, prompt+n, prompt, n, field)
+		}
+		return n, nil
+	}
+	room := maxLen - prompt
+	if def != nil && *def < room {
+		return *def, nil
+	}
+	return room, nil
+}

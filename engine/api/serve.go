@@ -1,0 +1,182 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/format/identity"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/version"
+)
+
+// DefaultShutdownTimeout is how long running requests may finish after
+// SIGINT/SIGTERM (serving.md §8).
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Config is everything Serve needs.
+type Config struct {
+	// ModelDir is the checkpoint to serve (BF16 Hugging Face or lfmq-1).
+	ModelDir string
+	// Addr is host:port to listen on; ignored when Listener is set.
+	Addr string
+	// Listener, if set, is used instead of listening on Addr (tests).
+	Listener net.Listener
+	// Threads for the model; 0 means GOMAXPROCS.
+	Threads int
+	// Sched bounds the scheduler (MaxModelLen 0: the model's context).
+	Sched sched.Config
+	// Options configure the HTTP API; Identity is filled in by Serve and
+	// ServedModelName defaults to the checkpoint directory's name.
+	Options Options
+	// ShutdownTimeout bounds how long running requests may finish once ctx
+	// ends; 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// OnListen, if set, is called with the address once listening (before
+	// the model is loaded: /health answers 503 until it is).
+	OnListen func(addr net.Addr)
+	// OnReady, if set, is called once the model is loaded and warmed up.
+	OnReady func(s *Server)
+}
+
+// Serve listens, loads and warms up the model, and serves until ctx ends;
+// then it stops accepting, lets running requests finish within the
+// shutdown timeout, cancels the rest and returns nil. A port in use, a
+// checkpoint that does not load or fails its manifest check are errors.
+func Serve(ctx context.Context, cfg Config) error {
+	log := cfg.Options.Logger
+	if log == nil {
+		log = slog.Default()
+		cfg.Options.Logger = log
+	}
+	if cfg.Options.ServedModelName == "" {
+		cfg.Options.ServedModelName = filepath.Base(filepath.Clean(cfg.ModelDir))
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	// The checkpoint is checked before anything listens, so that a wrong
+	// directory fails at once with its own message.
+	id, err := identity.Of(cfg.ModelDir)
+	if err != nil {
+		return err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
+	srv := New(cfg.Options)
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	if cfg.OnListen != nil {
+		cfg.OnListen(ln.Addr())
+	}
+	log.Info("listening; loading the model", "addr", "http://"+ln.Addr().String(), "model", cfg.ModelDir)
+
+	// Until the engine runs, a failure closes the listener at once.
+	fail := func(err error) error {
+		httpSrv.Close()
+		return err
+	}
+	start := time.Now()
+	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Check: lfmq1.CheckFiles})
+	if err != nil {
+		return fail(err)
+	}
+	defer sess.Close()
+	sc, err := sched.New(sess.Model, withLogger(cfg.Sched, log))
+	if err != nil {
+		return fail(err)
+	}
+	binSHA, err := binarySHA256()
+	if err != nil {
+		return fail(err)
+	}
+	srv.opts.Identity = Identity{CheckpointFormat: id.Format, CheckpointIdentity: id.Identity, ManifestSHA256: id.ManifestSHA256,
+		ConfigSHA256: id.ConfigSHA256, TokenizerSHA256: id.TokenizerSHA256, VocabSize: sess.Model.Config.VocabSize,
+		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA}
+	if err := warmUp(ctx, sess); err != nil {
+		return fail(err)
+	}
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	defer stopSched()
+	schedDone := make(chan error, 1)
+	go func() { schedDone <- sc.Run(schedCtx) }()
+	srv.SetReady(&Engine{Session: sess, Sched: sc})
+	c := sc.Config()
+	log.Info("ready", "served_model_name", cfg.Options.ServedModelName, "format", id.Format, "identity", id.Identity,
+		"max_model_len", c.MaxModelLen, "max_num_seqs", c.MaxNumSeqs, "kv_pool_tokens", c.KVPoolTokens, "load_seconds", time.Since(start).Seconds())
+	if cfg.OnReady != nil {
+		cfg.OnReady(srv)
+	}
+
+	select {
+	case err := <-serveErr:
+		stopSched()
+		<-schedDone
+		return fmt.Errorf("api: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing running requests", "timeout", cfg.ShutdownTimeout)
+	srv.BeginShutdown()
+	sc.Close()
+	sdCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(sdCtx); err != nil {
+		// Time is up: cancel what still runs; handlers then answer
+		// shutting_down and return.
+		log.Warn("shutdown timeout: cancelling the requests still running")
+		stopSched()
+		drain, cancelDrain := context.WithTimeout(context.Background(), 5*time.Second)
+		httpSrv.Shutdown(drain)
+		cancelDrain()
+		httpSrv.Close()
+	}
+	stopSched()
+	<-schedDone
+	return nil
+}
+
+func withLogger(c sched.Config, log *slog.Logger) sched.Config {
+	c.Logger = log
+	return c
+}
+
+// warmUp runs one forward so that /health reports ready only once the
+// weights have been touched and the kernels run.
+func warmUp(ctx context.Context, s *generate.Session) error {
+	id := 0
+	if bos, ok := s.Tokenizer.BOS(); ok {
+		id = bos
+	}
+	_, err := s.Model.Forward(ctx, []*model.Sequence{s.Model.NewSequence()}, [][]int{{id}}, model.ForwardOptions{})
+	if err != nil {
+		return fmt.Errorf("api: warm-up forward: %w", err)
+	}
+	return nil
+}
+
+// binarySHA256 hashes the running executable, reported by /v1/models.
+func binarySHA256() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("api: locating the executable: %w", err)
+	}
+	sum, _, err := lfmq1.HashFile(exe)
+	if err != nil {
+		return "", fmt.Errorf("api: hashing %s: %w", exe, err)
+	}
+	return sum, nil
+}
