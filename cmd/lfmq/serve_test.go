@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lfmq/lfmq/evidence"
+)
+
+func TestServeFlags(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(keyFile, []byte("s3cret\n"), 0o600)
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o600)
+	tests := []struct {
+		name, args, wantErr string
+		check               func(*serveOptions) bool
+	}{
+		{"defaults", "--model m", "", func(o *serveOptions) bool {
+			return o.Host == "127.0.0.1" && o.Port == 8000 && o.MaxNumSeqs == 16 && o.MaxQueue == 64 && o.PrefillChunk == 512 &&
+				o.ShutdownTimeout == 30*time.Second && *o.defaults.Temperature == 0.1 && *o.defaults.TopK == 50 && o.key == ""
+		}},
+		{"preset and defaults", `--model m --sampling-preset agentic --default-sampling {"min_p":0.1,"max_new_tokens":64}`, "", func(o *serveOptions) bool {
+			return *o.defaults.Temperature == 0.6 && *o.defaults.TopP == 0.95 && *o.defaults.MinP == 0.1 && *o.defaults.MaxNewTokens == 64
+		}},
+		{"key file", "--model m --api-key-file " + keyFile + " --cors-origin http://a --cors-origin http://b", "", func(o *serveOptions) bool {
+			return o.key == "s3cret" && len(o.CORSOrigins) == 2
+		}},
+		{"no model", "--port 1", "--model is required", nil},
+		{"unknown preset", "--model m --sampling-preset wild", "unknown sampling preset", nil},
+		{"unknown default key", `--model m --default-sampling {"temp":1}`, "temp: unknown key", nil},
+		{"bad default value", `--model m --default-sampling {"top_p":2}`, "top_p", nil},
+		{"both keys", "--model m --api-key a --api-key-file " + keyFile, "exclude each other", nil},
+		{"empty key file", "--model m --api-key-file " + empty, "is empty", nil},
+		{"port", "--model m --port 70000", "--port", nil},
+		{"seqs", "--model m --max-num-seqs 0", "--max-num-seqs", nil},
+		{"chunk", "--model m --prefill-chunk 0", "--prefill-chunk", nil},
+		{"log level", "--model m --log-level loud", "--log-level", nil},
+		{"args", "--model m extra", "takes no arguments", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *serveOptions
+			err := executeWith(ios, newServeCmd(ios, func(o *serveOptions) error { got = o; return nil }), append([]string{"serve"}, strings.Fields(tt.args)...)...)
+			if tt.wantErr != "" {
+				wantUsageError(t, err, tt.wantErr)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(got) {
+				t.Errorf("options %+v", *got)
+			}
+		})
+	}
+	t.Setenv("LFMQ_API_KEY", "from-env")
+	ios, _, _ := testStreams()
+	var got *serveOptions
+	if err := executeWith(ios, newServeCmd(ios, func(o *serveOptions) error { got = o; return nil }), "serve", "--model", "m"); err != nil || got.key != "from-env" {
+		t.Errorf("LFMQ_API_KEY: %v %+v", err, got)
+	}
+}
+
+// freePort returns a port that was free a moment ago.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startServe runs 'lfmq serve' in process and waits for /health; the
+// returned function stops it (as SIGTERM does) and returns its exit code.
+func startServe(t *testing.T, args ...string) (string, func() int) {
+	t.Helper()
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ios, _, stderr := testStreams()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, append([]string{"serve", "--port", fmt.Sprint(port)}, args...), ios)
+	}()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited with %d: %s", c, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready: %s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var once sync.Once
+	var exit int
+	stop := func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case exit = <-code:
+			case <-time.After(60 * time.Second):
+				t.Fatal("serve did not stop")
+			}
+		})
+		return exit
+	}
+	t.Cleanup(func() { stop() })
+	return base, stop
+}
+
+// TestServedScoreEqualsInProcess: 'lfmq score' of the RTN fixture
+// checkpoint served over HTTP, while 8 chat clients keep the batch full,
+// gives the same figures (every field, every corpus) as scoring the same
+// directory in process; the receipts record the URL and the identity the
+// server reported. Then SIGTERM-style shutdown exits 0.
+func TestServedScoreEqualsInProcess(t *testing.T) {
+	dir := t.TempDir()
+	rtn := filepath.Join(dir, "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", rtn, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	base, stop := startServe(t, "--model", rtn, "--api-key", "k", "--max-num-seqs", "9", "--prefill-chunk", "64")
+
+	// Eight chat clients keep the batch full while scoring runs.
+	ctx, stopClients := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var chats sync.Map
+	for c := range 8 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": fmt.Sprintf("Tell me about item %d.", i)}}, "max_tokens": 40, "seed": c*1000 + i, "stream": i%2 == 0})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					chats.Store(fmt.Sprint(c, i), true)
+				}
+			}
+		})
+	}
+	out := filepath.Join(dir, "ev.json")
+	args := []string{"score", "--reference", tinyModel, "--candidate", "served=" + base, "--candidate", "dir=" + rtn, "--api-key", "k",
+		"--corpus", "chat=" + filepath.Join(tinyCorpora, "chat.jsonl"), "--corpus", "code=" + filepath.Join(tinyCorpora, "code.jsonl"),
+		"--max-records", "3", "--ctx", "256", "--out", out}
+	ios, _, stderr = testStreams()
+	code := run(context.Background(), args, ios)
+	stopClients()
+	wg.Wait()
+	if code != 0 {
+		t.Fatalf("score: exit %d: %s", code, stderr)
+	}
+	n := 0
+	chats.Range(func(any, any) bool { n++; return true })
+	if n < 8 {
+		t.Errorf("only %d chat requests completed alongside the scoring", n)
+	}
+	f, err := evidence.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]map[string]evidence.Result{}
+	for _, r := range f.Results {
+		if byName[r.Candidate] == nil {
+			byName[r.Candidate] = map[string]evidence.Result{}
+		}
+		byName[r.Candidate][r.Corpus] = r
+	}
+	for _, corpus := range []string{"chat", "code", evidence.AllCorpora} {
+		s, d := byName["served"][corpus], byName["dir"][corpus]
+		s.Candidate, d.Candidate = "", ""
+		sj, _ := json.Marshal(s)
+		dj, _ := json.Marshal(d)
+		if string(sj) != string(dj) || s.Tokens == 0 {
+			t.Errorf("%s: served\n%s\nin process\n%s", corpus, sj, dj)
+		}
+	}
+	var served, local evidence.Checkpoint
+	for _, c := range f.Receipts.Candidates {
+		switch c.Name {
+		case "served":
+			served = c
+		case "dir":
+			local = c
+		}
+	}
+	if served.URL != base || served.Identity != local.Identity || served.ManifestSHA256 != local.ManifestSHA256 || served.Format != "lfmq-1" || served.ServedModel != "rtn" || served.BinarySHA256 == "" {
+		t.Errorf("served receipt %+v\nlocal %+v", served, local)
+	}
+	if strings.Contains(f.Receipts.Command, " k ") || strings.Contains(f.Receipts.Command, "--api-key k") {
+		t.Errorf("the key is in the receipts: %s", f.Receipts.Command)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after SIGTERM", code)
+	}
+}
