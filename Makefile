@@ -88,6 +88,11 @@ FUZZ_TARGETS = \
 	./engine/chat:FuzzParseMessages \
 	./engine/tokenizer:FuzzEncodeDecode \
 	./engine/tokenizer:FuzzFromJSON \
+	./engine/parser:FuzzParseToolCalls \
+	./engine/parser:FuzzParser \
+	./engine/parser:FuzzStopMatcher \
+	./engine/api:FuzzChatRequest \
+	./engine/api:FuzzCompletionRequest \
 	./quant/calib:FuzzReadRecords \
 	./evidence:FuzzParse \
 	./evidence/corpus:FuzzParse \
