@@ -265,6 +265,7 @@ type workspace struct {
 	wts            []float32
 	ex, eg, eu, ey []float32
 	fin            []float32
+	head           []float32 // grouped head products, grown on use
 }
 
 // getWorkspace returns a recycled workspace of at least R rows, or a new one.
@@ -399,10 +400,40 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	if obs != nil && len(fin) > 0 {
 		obs.Linear(-1, "lm_head.weight", finRows, fin)
 	}
-	for _, sp := range spans {
-		m.pool.MatMul(m.head, out[sp.seq][sp.dst*V:], fin[sp.fin0*H:], sp.n)
+	// Consecutive spans have consecutive rows of fin, so a group of them
+	// is one product: the head is the largest matrix, and a decode step of
+	// B sequences would otherwise read it B times. Each group's rows go
+	// to scratch and are copied out; a span of headGroupRows or more (a
+	// scoring prefill) is written in place. Every row is bit-identical
+	// whatever the grouping (kernels.Matrix.MatMul).
+	for i := 0; i < len(spans); {
+		sp := spans[i]
+		j, rows := i+1, sp.n
+		for j < len(spans) && rows+spans[j].n <= headGroupRows {
+			rows += spans[j].n
+			j++
+		}
+		if j == i+1 {
+			m.pool.MatMul(m.head, out[sp.seq][sp.dst*V:], fin[sp.fin0*H:], sp.n)
+			i++
+			continue
+		}
+		if cap(ws.head) < rows*V {
+			ws.head = make([]float32, rows*V)
+		}
+		tmp := ws.head[:rows*V]
+		m.pool.MatMul(m.head, tmp, fin[sp.fin0*H:], rows)
+		for _, g := range spans[i:j] {
+			r0 := g.fin0 - sp.fin0
+			copy(out[g.seq][g.dst*V:(g.dst+g.n)*V], tmp[r0*V:])
+		}
+		i = j
 	}
 }
+
+// headGroupRows bounds the rows of one grouped head product (and its
+// scratch, 16 MiB at a vocabulary of 65,536).
+const headGroupRows = 64
 
 // convBlock is the gated short convolution (lfm2-moe.md §4.4).
 func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer) {
