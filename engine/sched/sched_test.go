@@ -338,6 +338,7 @@ func TestCancel(t *testing.T) {
 	if err := s.Submit(ctx1, &Request{Prompt: ps[5].InputIDs, MaxTokens: 1000, Params: greedy(), Sink: r1}); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, func() bool { return s.Stats().Running == 1 })
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	r2 := newRecorder()
 	if err := s.Submit(ctx2, &Request{Prompt: ps[0].InputIDs, MaxTokens: 5, Params: greedy(), Sink: r2}); err != nil {
@@ -400,5 +401,16 @@ func TestCloseDrains(t *testing.T) {
 		if r.reason != FinishLength || len(r.tokens) != 8 {
 			t.Errorf("%v %v", r.reason, r.tokens)
 		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 30 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
