@@ -227,9 +227,9 @@ func (s *Session) Run(ctx context.Context, prompt []int, opts Options) (*Result,
 			break
 		}
 		res.Tokens = append(res.Tokens, next)
-		if text, err := dec.Add(next); err != nil {
-			return nil, err
-		} else if text != "" && opts.OnText != nil {
+		// An id the tokenizer does not know (the embedding is padded past
+		// the vocabulary, e.g. 64,400 tokens in 65,536 rows) has no text.
+		if text, err := dec.Add(next); err == nil && text != "" && opts.OnText != nil {
 			opts.OnText(text)
 		}
 		if len(res.Tokens) >= opts.MaxTokens {
