@@ -1,5 +1,7 @@
 package sample
 
+import "math"
+
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
 // 3", SC 2011; Random123). A counter-based generator: the noise for a
 // (seed, position, token) triple is computed directly, with no state to
@@ -39,4 +41,30 @@ func uniform(seed uint64, pos, v int) float64 {
 // exactly from their softmax.
 func gumbel(seed uint64, pos, v int) float64 {
 	return -Ln(-Ln(uniform(seed, pos, v)))
+}
+
+// noiseStep is the spacing of noiseTable's d grid.
+const noiseStep = 1.0 / 16
+
+// noiseTable[k] is exp(−exp(−k·noiseStep)) shrunk by a relative 1e-9: for
+// every d ≥ k·noiseStep, a u below it has −ln(−ln u) < d (the threshold
+// rises with d), with room for the rounding of the logarithms. It spans d
+// up to 40: the largest u below 1 that uniform returns, 1 − 2⁻⁵², gives
+// noise 36.04. (uniform can return exactly 1, once in 2⁵³ draws, whose
+// noise is +Inf: no threshold below 1 ever passes over it.)
+var noiseTable = func() []float64 {
+	t := make([]float64, int(40/noiseStep)+1)
+	for k := range t {
+		t[k] = math.Exp(-math.Exp(-float64(k)*noiseStep)) * (1 - 1e-9)
+	}
+	return t
+}()
+
+// noiseThreshold returns a u below which the noise cannot exceed d ≥ 0.
+func noiseThreshold(d float64) float64 {
+	k := int(d / noiseStep)
+	if k >= len(noiseTable) {
+		return 1
+	}
+	return noiseTable[k]
 }

@@ -91,6 +91,8 @@ type History struct {
 type Sampler struct {
 	z      []float64
 	keep   []int
+	order  []int     // top-p's sorted head
+	heap   []float64 // top-k's selection
 	seen   map[int]bool
 	counts map[int]int
 }
@@ -110,10 +112,36 @@ func (s *Sampler) Next(p Params, logits []float32, h History, pos int) int {
 		z[i] /= T
 	}
 	keep := s.filter(p, z)
-	best, bestScore := -1, math.Inf(-1)
+	return draw(p.Seed, pos, z, keep)
+}
+
+// draw returns argmax_v (z_v + G(seed, pos, v)) over keep (ascending ids),
+// the lowest id on ties. It is exact but skips the noise of tokens that
+// cannot win: the highest logit is scored first, and a token is passed
+// over when its noise could not lift it to the best
+// score so far: when its uniform draw lies below the one its noise would
+// need (checked against a table, so the two logarithms of the noise are
+// computed only for the few tokens that might win). Every token that could
+// win, or tie, is scored exactly as a full pass would.
+func draw(seed uint64, pos int, z []float64, keep []int) int {
+	a := keep[0]
 	for _, v := range keep {
-		score := z[v] + gumbel(p.Seed, pos, v)
-		if score > bestScore || best < 0 {
+		if z[v] > z[a] {
+			a = v
+		}
+	}
+	best, bestScore := a, z[a]+gumbel(seed, pos, a)
+	for _, v := range keep {
+		if v == a {
+			continue
+		}
+		u := uniform(seed, pos, v)
+		// It needs G > d, i.e. u > exp(−exp(−d)).
+		if d := bestScore - z[v]; d >= 0 && u < noiseThreshold(d) {
+			continue
+		}
+		score := z[v] - Ln(-Ln(u))
+		if score > bestScore || (score == bestScore && v < best) {
 			best, bestScore = v, score
 		}
 	}
@@ -194,12 +222,7 @@ func (s *Sampler) filter(p Params, z []float64) []int {
 		}
 	}
 	if p.TopK > 0 && len(keep) > p.TopK {
-		vals := make([]float64, len(keep))
-		for i, v := range keep {
-			vals[i] = z[v]
-		}
-		sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
-		kappa := vals[p.TopK-1]
+		kappa := s.kthLargest(z, keep, p.TopK)
 		n := 0
 		for _, v := range keep {
 			if z[v] >= kappa { // ties with κ are kept
@@ -210,33 +233,100 @@ func (s *Sampler) filter(p Params, z []float64) []int {
 		keep = keep[:n]
 	}
 	if p.TopP < 1 && len(keep) > 1 {
-		order := append([]int(nil), keep...)
-		sort.SliceStable(order, func(i, j int) bool {
-			if z[order[i]] != z[order[j]] {
-				return z[order[i]] > z[order[j]]
-			}
-			return order[i] < order[j]
-		})
-		top := z[order[0]]
-		var total float64
-		for _, v := range order {
-			total += math.Exp(z[v] - top)
-		}
-		var mass float64
-		n := 0
-		for _, v := range order {
-			if mass >= p.TopP {
-				break
-			}
-			order[n] = v
-			n++
-			mass += math.Exp(z[v]-top) / total
-		}
-		keep = append(keep[:0], order[:n]...)
-		sort.Ints(keep)
+		keep = s.topP(z, keep, p.TopP)
 	}
 	s.keep = keep
 	return keep
+}
+
+// topP keeps the survivors (ascending ids) that serving.md §3's top-p
+// keeps. The normaliser is summed in id order; the tokens are then taken
+// by z descending (ties by id) until the mass before the next one reaches
+// topP. Only the head of that order is sorted: the tokens within c of the
+// highest logit, c doubling until the crossing falls among them, which for
+// a peaked distribution is a few dozen of a vocabulary of 65,536.
+func (s *Sampler) topP(z []float64, keep []int, topP float64) []int {
+	top := math.Inf(-1)
+	for _, v := range keep {
+		top = max(top, z[v])
+	}
+	var total float64
+	for _, v := range keep {
+		total += math.Exp(z[v] - top)
+	}
+	for c := 8.0; ; c *= 2 {
+		head := s.order[:0]
+		for _, v := range keep {
+			if z[v] >= top-c {
+				head = append(head, v)
+			}
+		}
+		s.order = head
+		all := len(head) == len(keep)
+		sort.Slice(head, func(i, j int) bool {
+			if z[head[i]] != z[head[j]] {
+				return z[head[i]] > z[head[j]]
+			}
+			return head[i] < head[j]
+		})
+		var mass float64
+		n := 0
+		for _, v := range head {
+			if mass >= topP {
+				break
+			}
+			n++
+			mass += math.Exp(z[v]-top) / total
+		}
+		// The tokens outside the head come after all of it, so the cut
+		// is final once it falls inside the head (or the head is all).
+		if n < len(head) || all || math.IsInf(c, 1) {
+			keep = append(keep[:0], head[:n]...)
+			sort.Ints(keep)
+			return keep
+		}
+	}
+}
+
+// kthLargest returns the k-th largest of z over keep, duplicates counted
+// (1 ≤ k < len(keep)): a min-heap of the k largest seen, O(n log k).
+func (s *Sampler) kthLargest(z []float64, keep []int, k int) float64 {
+	h := s.heap[:0]
+	for _, v := range keep {
+		x := z[v]
+		if len(h) < k {
+			h = append(h, x)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if h[p] <= h[i] {
+					break
+				}
+				h[p], h[i] = h[i], h[p]
+				i = p
+			}
+			continue
+		}
+		if x <= h[0] {
+			continue
+		}
+		h[0] = x
+		for i := 0; ; {
+			l, m := 2*i+1, i
+			if l < k && h[l] < h[m] {
+				m = l
+			}
+			if r := l + 1; r < k && h[r] < h[m] {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	s.heap = h
+	return h[0]
 }
 
 // argmax returns the largest element's index, the lowest index on ties.
