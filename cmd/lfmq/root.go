@@ -10,11 +10,13 @@ import (
 func newRootCmd(ios *IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "lfmq",
-		Short: "Quantize LFM2-MoE checkpoints to lfmq-1 (BFP4 experts, BFP8 dense weights)",
+		Short: "Quantize, score, serve and release LFM2-MoE checkpoints (BFP4 experts, BFP8 dense weights)",
 		Long: `lfmq takes a BF16 LFM2-MoE checkpoint in Hugging Face layout to an lfmq-1
 checkpoint: routed experts in BFP4 (Tenstorrent bfloat4_b), attention, short-conv,
 dense-FFN and LM-head weights in BFP8, everything else kept, with a manifest that
-records every tensor's format, shape and sha256.`,
+records every tensor's format, shape and sha256. It scores checkpoints (or a
+running server) against the BF16 reference, serves them over an OpenAI-compatible
+API, and builds and verifies reproducible releases.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// A root with sub-commands and no Args rejects unknown words with a
