@@ -669,3 +669,20 @@ func TestToolHistory(t *testing.T) {
 		t.Errorf("second prompt\n%v\ndoes not continue the first turn\n%v", got, want)
 	}
 }
+
+// TestEchoOnly: max_tokens 0 with echo returns the prompt without running
+// the model; without echo (and without prompt_logprobs) it is refused.
+func TestEchoOnly(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	status, body := post(t, ts.URL+"/v1/completions", map[string]any{"prompt": "The sea is wide", "max_tokens": 0, "echo": true})
+	a := decodeAnswer(t, body)
+	if status != 200 || a.Choices[0].Text != "The sea is wide" || a.Usage.CompletionTokens != 0 || a.Choices[0].FinishReason != "length" {
+		t.Errorf("%d %s", status, body)
+	}
+	if steps := ts.sched.Stats().Steps; steps != 0 {
+		t.Errorf("%d engine steps for an echo", steps)
+	}
+	if status, body := post(t, ts.URL+"/v1/completions", map[string]any{"prompt": "x", "max_tokens": 0}); status != 400 {
+		t.Errorf("max_tokens 0 without echo: %d %s", status, body)
+	}
+}

@@ -26,30 +26,49 @@ type chatJob struct {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	handle(s, w, r, "/v1/chat/completions", chatFields, func(e *engineState, req *chatRequest, start time.Time) (*chatJob, *job, *Error) {
+		cj, aerr := s.chatJob(e, req, start)
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		return cj, cj.job, nil
+	}, func(ctx context.Context, w http.ResponseWriter, e *engineState, cj *chatJob) {
+		if cj.stream {
+			s.streamChat(ctx, w, cj)
+		} else {
+			s.collectChat(ctx, w, cj)
+		}
+	})
+}
+
+// handle is the shape both generation routes share: readiness, the body
+// decoded into a request of type R, validated into an answer plan A and
+// its job, the job submitted, then the answer written.
+func handle[R, A any](s *Server, w http.ResponseWriter, r *http.Request, route string, known map[string]bool,
+	build func(*engineState, *R, time.Time) (A, *job, *Error), answer func(context.Context, http.ResponseWriter, *engineState, A)) {
 	start := time.Now()
 	e := s.ready(w)
 	if e == nil {
 		return
 	}
-	var req chatRequest
-	ignored, aerr := decodeBody(w, r, &req, chatFields)
-	if aerr == nil {
-		if len(ignored) > 0 {
-			s.log.Debug("ignored request fields", "route", "/v1/chat/completions", "fields", ignored)
-		}
-		var cj *chatJob
-		if cj, aerr = s.chatJob(e, &req, start); aerr == nil {
-			if aerr = s.submit(r.Context(), e, cj.job); aerr == nil {
-				if cj.stream {
-					s.streamChat(r.Context(), w, cj)
-				} else {
-					s.collectChat(r.Context(), w, cj)
-				}
-				return
-			}
-		}
+	var req R
+	ignored, aerr := decodeBody(w, r, &req, known)
+	if aerr != nil {
+		aerr.write(w)
+		return
 	}
-	aerr.write(w)
+	if len(ignored) > 0 {
+		s.log.Debug("ignored request fields", "route", route, "fields", ignored)
+	}
+	plan, j, aerr := build(e, &req, start)
+	if aerr == nil {
+		aerr = s.submit(r.Context(), e, j)
+	}
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	answer(r.Context(), w, e, plan)
 }
 
 // chatJob validates a chat request and renders its prompt.

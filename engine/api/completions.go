@@ -34,36 +34,19 @@ type completionJob struct {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	e := s.ready(w)
-	if e == nil {
-		return
-	}
-	var req completionRequest
-	ignored, aerr := decodeBody(w, r, &req, completionFields)
-	if aerr == nil {
-		if len(ignored) > 0 {
-			s.log.Debug("ignored request fields", "route", "/v1/completions", "fields", ignored)
+	handle(s, w, r, "/v1/completions", completionFields, func(e *engineState, req *completionRequest, start time.Time) (*completionJob, *job, *Error) {
+		cj, aerr := s.completionJob(e, req, start)
+		if aerr != nil {
+			return nil, nil, aerr
 		}
-		var cj *completionJob
-		if cj, aerr = s.completionJob(e, &req, start); aerr == nil {
-			if cj.maxTokens == 0 && !cj.promptLogits {
-				// Echo only: nothing to run.
-				cj.out.Done(sched.FinishLength, nil)
-			} else {
-				aerr = s.submit(r.Context(), e, cj.job)
-			}
-			if aerr == nil {
-				if cj.stream {
-					s.streamCompletion(r.Context(), w, e, cj)
-				} else {
-					s.collectCompletion(r.Context(), w, e, cj)
-				}
-				return
-			}
+		return cj, cj.job, nil
+	}, func(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
+		if cj.stream {
+			s.streamCompletion(ctx, w, e, cj)
+		} else {
+			s.collectCompletion(ctx, w, e, cj)
 		}
-	}
-	aerr.write(w)
+	})
 }
 
 // promptIDs reads "prompt": a string, an array of token ids, or a

@@ -299,8 +299,14 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// submit queues a job, mapping the scheduler's refusals to API errors.
+// submit queues a job, mapping the scheduler's refusals to API errors. A
+// job that asks for nothing to run (a completions echo of max_tokens 0)
+// ends at once.
 func (s *Server) submit(ctx context.Context, e *engineState, j *job) *Error {
+	if j.maxTokens == 0 && !j.promptLogits {
+		j.out.Done(sched.FinishLength, nil)
+		return nil
+	}
 	err := e.Sched.Submit(ctx, &sched.Request{ID: j.id, Prompt: j.prompt, MaxTokens: j.maxTokens, Params: j.params, PromptLogits: j.promptLogits, Sink: j.out})
 	var le *sched.LimitError
 	var ie *sched.InputError
