@@ -21,6 +21,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lfmq/lfmq/format/identity"
+	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
 // A served candidate is a running lfmq serve scored through its
@@ -366,19 +367,19 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 		return nil, bad("data[0].lfmq", "missing: the server does not describe its checkpoint (only lfmq serve does, and scoring needs it)")
 	case x.CheckpointFormat != identity.FormatHF && x.CheckpointFormat != identity.FormatLfmq1:
 		return nil, bad("data[0].lfmq.checkpoint_format", "%q, want %q or %q", x.CheckpointFormat, identity.FormatHF, identity.FormatLfmq1)
-	case !isSHA256(x.CheckpointIdentity):
+	case !lfmq1.ValidSHA256(x.CheckpointIdentity):
 		return nil, bad("data[0].lfmq.checkpoint_identity", "%q is not 64 lower-case hex digits", x.CheckpointIdentity)
 	case x.CheckpointFormat == identity.FormatLfmq1 && x.ManifestSHA256 != x.CheckpointIdentity:
 		return nil, bad("data[0].lfmq.manifest_sha256", "%q, want the checkpoint identity of an lfmq-1 checkpoint", x.ManifestSHA256)
 	case x.CheckpointFormat == identity.FormatHF && x.ManifestSHA256 != "":
 		return nil, bad("data[0].lfmq.manifest_sha256", "set for a Hugging Face checkpoint")
-	case !isSHA256(x.ConfigSHA256):
+	case !lfmq1.ValidSHA256(x.ConfigSHA256):
 		return nil, bad("data[0].lfmq.config_sha256", "%q is not 64 lower-case hex digits", x.ConfigSHA256)
-	case x.TokenizerSHA256 != "" && !isSHA256(x.TokenizerSHA256):
+	case x.TokenizerSHA256 != "" && !lfmq1.ValidSHA256(x.TokenizerSHA256):
 		return nil, bad("data[0].lfmq.tokenizer_sha256", "%q is not 64 lower-case hex digits", x.TokenizerSHA256)
 	case x.VocabSize <= 0:
 		return nil, bad("data[0].lfmq.vocab_size", "%d, want a positive size", x.VocabSize)
-	case x.BinarySHA256 != "" && !isSHA256(x.BinarySHA256):
+	case x.BinarySHA256 != "" && !lfmq1.ValidSHA256(x.BinarySHA256):
 		return nil, bad("data[0].lfmq.binary_sha256", "%q is not 64 lower-case hex digits", x.BinarySHA256)
 	}
 	return &servedModel{
@@ -389,18 +390,6 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 		},
 		LfmqVersion: x.LfmqVersion, SourceDigest: x.SourceDigest, BinarySHA256: x.BinarySHA256,
 	}, nil
-}
-
-func isSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // completionRequest is the body of a window's /v1/completions request.

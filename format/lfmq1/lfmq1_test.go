@@ -214,7 +214,7 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("accepted format %q", m.Format)
 		}
 		for _, e := range m.Tensors {
-			if !validHex(e.SHA256) || !safeFileName(e.File) {
+			if !ValidSHA256(e.SHA256) || !safeFileName(e.File) {
 				t.Fatalf("accepted entry %+v", e)
 			}
 		}

@@ -141,7 +141,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		if !t.Format.Valid() {
 			return nil, bad("tensor %q: unknown format %q", t.Name, t.Format)
 		}
-		if !validHex(t.SHA256) {
+		if !ValidSHA256(t.SHA256) {
 			return nil, bad("tensor %q: sha256 %q is not 64 lower-case hex digits", t.Name, t.SHA256)
 		}
 		if !safeFileName(t.File) {
@@ -155,7 +155,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		if i > 0 && m.Files[i-1].Path >= f.Path {
 			return nil, bad("files[%d] %q: not sorted or duplicated", i, f.Path)
 		}
-		if !validHex(f.SHA256) || f.Size < 0 {
+		if !ValidSHA256(f.SHA256) || f.Size < 0 {
 			return nil, bad("file %q: bad sha256 or size", f.Path)
 		}
 	}
@@ -172,7 +172,9 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-func validHex(s string) bool {
+// ValidSHA256 reports whether s is exactly 64 lower-case hex digits, the
+// form of every digest lfmq writes.
+func ValidSHA256(s string) bool {
 	if len(s) != 64 {
 		return false
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
 // File names of the two lists inside a release.
@@ -137,18 +139,7 @@ func bundleChar(c byte) bool {
 }
 
 // ValidSHA256 reports whether s is exactly 64 lower-case hex digits.
-func ValidSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func ValidSHA256(s string) bool { return lfmq1.ValidSHA256(s) }
 
 // Parse reads a SHA256SUMS file strictly (release.md §3): each line is 64
 // lower-case hex digits, "  " or " *", a path, "\n"; no BOM, CR, empty line,
