@@ -20,6 +20,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
@@ -337,17 +338,9 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 		Data   []struct {
 			ID          string `json:"id"`
 			MaxModelLen int    `json:"max_model_len"`
-			Lfmq        *struct {
-				CheckpointFormat   string `json:"checkpoint_format"`
-				CheckpointIdentity string `json:"checkpoint_identity"`
-				ManifestSHA256     string `json:"manifest_sha256"`
-				ConfigSHA256       string `json:"config_sha256"`
-				TokenizerSHA256    string `json:"tokenizer_sha256"`
-				VocabSize          int    `json:"vocab_size"`
-				LfmqVersion        string `json:"lfmq_version"`
-				SourceDigest       string `json:"source_digest"`
-				BinarySHA256       string `json:"binary_sha256"`
-			} `json:"lfmq"`
+			// Lfmq is what lfmq serve reports; the server's own type, so
+			// the two sides cannot drift apart.
+			Lfmq *api.Identity `json:"lfmq"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &list); err != nil {
