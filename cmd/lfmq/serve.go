@@ -209,8 +209,9 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 		cfg.ShutdownTimeout = time.Nanosecond // "0": cancel at once
 	}
 	err := api.Serve(cmd.Context(), cfg)
+	var ce *api.ConfigError
 	var ie *sched.InputError
-	if errors.As(err, &ie) {
+	if errors.As(err, &ce) || errors.As(err, &ie) {
 		return &usageError{err}
 	}
 	return err

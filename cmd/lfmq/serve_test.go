@@ -221,3 +221,32 @@ func TestServedScoreEqualsInProcess(t *testing.T) {
 		t.Errorf("serve exited %d after SIGTERM", code)
 	}
 }
+
+// TestServeBadSetup: a directory that is not a checkpoint and a context
+// longer than the model's are usage errors naming the flag; a port in use
+// is a failure naming the address.
+func TestServeBadSetup(t *testing.T) {
+	port := freePort(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--model", t.TempDir(), "--port", "0"}, exitUsage, "--model: "},
+		{[]string{"--model", tinyModel, "--port", "0", "--max-model-len", "99999"}, exitUsage, "--max-model-len: 99999 is more than the model's context, 4096"},
+	} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"serve"}, tc.args...), ios); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, %s", tc.args, code, stderr)
+		}
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"serve", "--model", tinyModel, "--port", fmt.Sprint(port)}, ios); code != exitFailure || !strings.Contains(stderr.String(), "address already in use") {
+		t.Errorf("port in use: exit %d, %s", code, stderr)
+	}
+}

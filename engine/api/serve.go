@@ -65,6 +65,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	// The checkpoint is checked before anything listens, so that a wrong
 	// directory fails at once with its own message.
+	if st, err := os.Stat(filepath.Join(cfg.ModelDir, "config.json")); err != nil || st.IsDir() {
+		return &ConfigError{Flag: "model", Msg: fmt.Sprintf("%s is not a checkpoint directory (no config.json)", cfg.ModelDir)}
+	}
 	id, err := identity.Of(cfg.ModelDir)
 	if err != nil {
 		return err
@@ -96,6 +99,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fail(err)
 	}
 	defer sess.Close()
+	if n, ctx := cfg.Sched.MaxModelLen, sess.Model.MaxContext(); n > ctx {
+		return fail(&ConfigError{Flag: "max-model-len", Msg: fmt.Sprintf("%d is more than the model's context, %d tokens (max_position_embeddings)", n, ctx)})
+	}
 	sc, err := sched.New(sess.Model, withLogger(cfg.Sched, log))
 	if err != nil {
 		return fail(err)
@@ -148,6 +154,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	<-schedDone
 	return nil
 }
+
+// ConfigError reports a setting that cannot serve this checkpoint; Flag
+// names the lfmq serve flag.
+type ConfigError struct {
+	Flag string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string { return "--" + e.Flag + ": " + e.Msg }
 
 func withLogger(c sched.Config, log *slog.Logger) sched.Config {
 	c.Logger = log
