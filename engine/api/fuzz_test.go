@@ -91,3 +91,25 @@ func FuzzCompletionRequest(f *testing.F) {
 		checkJob(t, cj.job, e)
 	})
 }
+
+// TestFieldSets: the known-field lists hold the request fields of
+// serving.md §5 (a field missing here would be logged as ignored while
+// being used).
+func TestFieldSets(t *testing.T) {
+	for _, f := range []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
+		"max_tokens", "max_completion_tokens", "stop", "seed", "n", "temperature", "top_p", "logit_bias", "presence_penalty",
+		"frequency_penalty", "logprobs", "top_logprobs", "response_format", "top_k", "min_p", "repetition_penalty", "min_tokens",
+		"stop_token_ids", "include_reasoning", "chat_template_kwargs", "skip_special_tokens", "return_token_ids"} {
+		if !chatFields[f] {
+			t.Errorf("chat field %q unknown", f)
+		}
+	}
+	for _, f := range []string{"model", "prompt", "max_tokens", "echo", "logprobs", "stop", "prompt_logprobs", "stream", "temperature", "suffix"} {
+		if !completionFields[f] {
+			t.Errorf("completion field %q unknown", f)
+		}
+	}
+	if chatFields["prompt"] || completionFields["messages"] {
+		t.Error("a field of the other route is known")
+	}
+}

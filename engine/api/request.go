@@ -159,21 +159,17 @@ func goKind(k string) string {
 }
 
 // fieldSet returns the JSON names of a struct's fields, embedded ones
-// included.
+// included: the names its zero value marshals (none has omitempty, and
+// nil raw messages, slices and maps marshal as null, which still names
+// them).
 func fieldSet(v any) map[string]bool {
-	out := map[string]bool{}
-	var walk func(t any)
-	walk = func(t any) {
-		data, _ := json.Marshal(t)
-		var m map[string]json.RawMessage
-		json.Unmarshal(data, &m)
-		for k := range m {
-			out[k] = true
-		}
+	data, _ := json.Marshal(v)
+	var m map[string]json.RawMessage
+	json.Unmarshal(data, &m)
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
 	}
-	walk(v)
-	// Fields with omitempty do not marshal; none of ours have it, but the
-	// raw-message fields marshal as null, which still names them.
 	return out
 }
 
