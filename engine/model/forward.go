@@ -31,6 +31,13 @@ const DefaultChunkSize = 512
 type ForwardOptions struct {
 	// Logits selects the positions whose logits are returned.
 	Logits LogitsMode
+	// ConvSnapshots, if set, holds for each sequence the lengths (in
+	// increasing order, from its length before the call to its length
+	// after it) at which to copy its conv state: Sequence.ConvAt
+	// returns them after the call, until the sequence's next Forward.
+	// Speculation rolls back to one of them; the prefix cache stores the
+	// state at its block boundaries.
+	ConvSnapshots [][]int
 	// SeqLogits, if set, gives each sequence its own mode and overrides
 	// Logits (one entry per sequence): a server's step mixes decodes that
 	// need their last row, a prefill chunk that needs none or its last row,
@@ -88,6 +95,20 @@ type ForwardOptions struct {
 func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {
 	if err := m.checkForward(seqs, tokens, &opts); err != nil {
 		return nil, err
+	}
+	for i, s := range seqs {
+		s.snaps = s.snaps[:0]
+		if opts.ConvSnapshots != nil {
+			for _, L := range opts.ConvSnapshots[i] {
+				c := m.newConvState(L)
+				if L == s.n {
+					for l, st := range s.layers {
+						copy(c.layers[l], st.conv)
+					}
+				}
+				s.snaps = append(s.snaps, c)
+			}
+		}
 	}
 	V := m.Config.VocabSize
 	out := make([][]float32, len(seqs))
@@ -208,6 +229,23 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			}
 		}
 	}
+	if opts.ConvSnapshots != nil {
+		if len(opts.ConvSnapshots) != len(seqs) {
+			return &InputError{What: "ForwardOptions.ConvSnapshots", Msg: fmt.Sprintf("%d lists for %d sequences", len(opts.ConvSnapshots), len(seqs))}
+		}
+		if opts.Layers > 0 || opts.StartLayer > 0 {
+			return &InputError{What: "ForwardOptions.ConvSnapshots", Msg: "needs a forward over every layer"}
+		}
+		for i, ls := range opts.ConvSnapshots {
+			prev := seqs[i].n - 1 // the state before the call may be asked for too
+			for _, L := range ls {
+				if L <= prev || L > seqs[i].n+len(tokens[i]) {
+					return &InputError{What: "ForwardOptions.ConvSnapshots", Msg: fmt.Sprintf("sequence %d: length %d is not in [%d, %d] or out of order", i, L, seqs[i].n, seqs[i].n+len(tokens[i]))}
+				}
+				prev = L
+			}
+		}
+	}
 	shape := m.seqShape()
 	seen := make(map[*Sequence]bool, len(seqs))
 	for i, s := range seqs {
@@ -266,6 +304,7 @@ type workspace struct {
 	ex, eg, eu, ey []float32
 	fin            []float32
 	head           []float32 // grouped head products, grown on use
+	convBefore     []float32 // a conv state before a step, for snapshots
 }
 
 // getWorkspace returns a recycled workspace of at least R rows, or a new one.
@@ -459,7 +498,16 @@ func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows 
 		}
 		// The conv state (the last K−1 u vectors) carries the window across
 		// steps, so chunked prefill and decode see the same inputs.
-		kernels.CausalConv(v, u, sg.s.layers[l].conv, ly.convW, ly.convBias, n, H, K)
+		st := sg.s.layers[l].conv
+		var before []float32
+		if sg.s.snapsWithin(sg.start, sg.start+n) {
+			before = append(ws.convBefore[:0], st...)
+			ws.convBefore = before
+		}
+		kernels.CausalConv(v, u, st, ly.convW, ly.convBias, n, H, K)
+		if before != nil {
+			sg.s.fillSnaps(l, sg.start, n, before, u, H, K-1)
+		}
 		for t := range n {
 			p := proj[(sg.row0+t)*3*H:][:3*H]
 			yt, vt := y[(sg.row0+t)*H:][:H], v[t*H:][:H]

@@ -18,6 +18,7 @@ type Sequence struct {
 	partial    int // ForwardOptions.Layers of the calls that built it (0: all)
 	start      int // ForwardOptions.StartLayer of the calls that built it
 	layers     []layerState
+	snaps      []*ConvState // asked for by the last Forward (ConvSnapshots)
 }
 
 // layerState is one layer's part of a sequence's state.
@@ -97,4 +98,187 @@ func clone32(x []float32) []float32 {
 		return nil
 	}
 	return append(make([]float32, 0, len(x)), x...)
+}
+
+// ConvState is a copy of a sequence's short-conv state (every conv layer's
+// last K−1 values of B⊙x) after its first Len tokens.
+type ConvState struct {
+	n      int
+	layers [][]float32 // nil for attention layers
+}
+
+// Len returns the sequence length the state belongs to.
+func (c *ConvState) Len() int { return c.n }
+
+func (m *Model) newConvState(n int) *ConvState {
+	c := &ConvState{n: n, layers: make([][]float32, m.Config.NumLayers)}
+	for i, k := range m.Config.LayerKinds {
+		if k == config.Conv {
+			c.layers[i] = make([]float32, (m.Config.ConvLCache-1)*m.Config.HiddenSize)
+		}
+	}
+	return c
+}
+
+// snapsWithin reports whether a snapshot was asked for after a token in
+// positions [from, to).
+func (s *Sequence) snapsWithin(from, to int) bool {
+	for _, c := range s.snaps {
+		if c.n > from && c.n <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// fillSnaps writes layer l's part of the snapshots that fall inside a
+// segment of n tokens starting at position start: the state after token t
+// is the last h u vectors up to t, reaching back into before (the state
+// at the segment's start, [H][h] oldest first) when t < h−1.
+func (s *Sequence) fillSnaps(l, start, n int, before, u []float32, H, h int) {
+	for _, c := range s.snaps {
+		t := c.n - start - 1 // index of the snapshot's last token in the segment
+		if t < 0 || t >= n {
+			continue
+		}
+		dst := c.layers[l]
+		for ch := range H {
+			for j := range h {
+				if i := t - h + 1 + j; i >= 0 {
+					dst[ch*h+j] = u[i*H+ch]
+				} else {
+					dst[ch*h+j] = before[ch*h+h+i]
+				}
+			}
+		}
+	}
+}
+
+// ConvAt returns the conv state after the first n tokens, taken by the
+// last Forward call that involved the sequence (ForwardOptions.
+// ConvSnapshots), or its current state when n is its length.
+func (s *Sequence) ConvAt(n int) (*ConvState, bool) {
+	if n == s.n {
+		c := &ConvState{n: n, layers: make([][]float32, len(s.layers))}
+		for i, l := range s.layers {
+			c.layers[i] = clone32(l.conv)
+		}
+		return c, true
+	}
+	for _, c := range s.snaps {
+		if c.n == n {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// Rewind shortens the sequence to its first n tokens: the KV caches drop
+// the later positions, and the conv state becomes conv, which must be the
+// state after n tokens (from ConvAt). Speculation rewinds past the draft
+// tokens it rejected; what follows is bit-identical to a sequence that
+// never saw them.
+func (s *Sequence) Rewind(n int, conv *ConvState) error {
+	switch {
+	case n < 0 || n > s.n:
+		return &InputError{What: "Rewind", Msg: fmt.Sprintf("length %d is outside [0, %d]", n, s.n)}
+	case conv == nil || conv.n != n || len(conv.layers) != len(s.layers):
+		return &InputError{What: "Rewind", Msg: fmt.Sprintf("needs the conv state after %d tokens", n)}
+	case s.partial != 0 || s.start != 0:
+		return &InputError{What: "Rewind", Msg: "a partial sequence (Layers or StartLayer) cannot be rewound"}
+	}
+	kv := s.shape.kvDim
+	for i := range s.layers {
+		l := &s.layers[i]
+		if l.conv != nil {
+			copy(l.conv, conv.layers[i])
+		}
+		if l.k != nil {
+			l.k, l.v = l.k[:n*kv], l.v[:n*kv]
+		}
+	}
+	s.n = n
+	s.snaps = s.snaps[:0]
+	return nil
+}
+
+// Span is a copy of positions [Start, End) of a sequence's state: each
+// attention layer's keys and values for those positions and the conv
+// state after position End−1. A prefix cache keeps spans and extends new
+// sequences with them, which then continue exactly as the sequence they
+// were copied from.
+type Span struct {
+	shape      seqShape
+	start, end int
+	k, v       [][]float32 // per layer; nil for conv layers
+	conv       *ConvState
+}
+
+// Start and End bound the span's positions.
+func (sp *Span) Start() int { return sp.start }
+
+// End is one past the span's last position.
+func (sp *Span) End() int { return sp.end }
+
+// Bytes is the float32 state the span holds.
+func (sp *Span) Bytes() int {
+	n := 0
+	for i := range sp.k {
+		n += 4 * (len(sp.k[i]) + len(sp.v[i]))
+	}
+	for _, c := range sp.conv.layers {
+		n += 4 * len(c)
+	}
+	return n
+}
+
+// CopySpan returns a copy of positions [start, end) with conv, the state
+// after end tokens (from ConvAt).
+func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
+	switch {
+	case start < 0 || end <= start || end > s.n:
+		return nil, &InputError{What: "CopySpan", Msg: fmt.Sprintf("[%d, %d) is not a span of a %d-token sequence", start, end, s.n)}
+	case conv == nil || conv.n != end || len(conv.layers) != len(s.layers):
+		return nil, &InputError{What: "CopySpan", Msg: fmt.Sprintf("needs the conv state after %d tokens", end)}
+	case s.partial != 0 || s.start != 0:
+		return nil, &InputError{What: "CopySpan", Msg: "a partial sequence (Layers or StartLayer) has no whole state"}
+	}
+	kv := s.shape.kvDim
+	sp := &Span{shape: s.shape, start: start, end: end, k: make([][]float32, len(s.layers)), v: make([][]float32, len(s.layers)),
+		conv: &ConvState{n: end, layers: make([][]float32, len(s.layers))}}
+	for i, l := range s.layers {
+		if l.k != nil {
+			sp.k[i] = clone32(l.k[start*kv : end*kv])
+			sp.v[i] = clone32(l.v[start*kv : end*kv])
+		}
+		sp.conv.layers[i] = clone32(conv.layers[i])
+	}
+	return sp, nil
+}
+
+// Extend appends a span to a sequence whose length is the span's start
+// (a new sequence for the first span of a prefix).
+func (s *Sequence) Extend(sp *Span) error {
+	switch {
+	case sp.shape != s.shape:
+		return &InputError{What: "Extend", Msg: "the span was copied from a model of another shape"}
+	case sp.start != s.n:
+		return &InputError{What: "Extend", Msg: fmt.Sprintf("the span starts at %d; the sequence holds %d tokens", sp.start, s.n)}
+	case sp.end > s.maxContext:
+		return &ContextError{Len: s.n, Add: sp.end - sp.start, MaxContext: s.maxContext}
+	case s.partial != 0 || s.start != 0:
+		return &InputError{What: "Extend", Msg: "a partial sequence (Layers or StartLayer) cannot be extended"}
+	}
+	for i := range s.layers {
+		l := &s.layers[i]
+		if l.k != nil || sp.k[i] != nil {
+			l.k = append(l.k, sp.k[i]...)
+			l.v = append(l.v, sp.v[i]...)
+		}
+		if l.conv != nil {
+			copy(l.conv, sp.conv.layers[i])
+		}
+	}
+	s.n = sp.end
+	return nil
 }

@@ -1,0 +1,101 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+// TestRewind: a sequence that ran draft tokens and was rewound to any
+// length continues bit-identically to one that never saw the rejected
+// tokens (speculation's rollback), whether the draft went through one
+// Forward call or several steps.
+func TestRewind(t *testing.T) {
+	m := tiny(t)
+	V := m.Config.VocabSize
+	p := prompts(t)[5]
+	prompt, draft := p.InputIDs[:40], []int{500, 501, 502, 503, 504, 505}
+	next := []int{700, 701, 702}
+	for keep := 0; keep <= len(draft); keep++ {
+		t.Run(fmt.Sprintf("keep %d", keep), func(t *testing.T) {
+			want := append(append(append([]int(nil), prompt...), draft[:keep]...), next...)
+			_, full := forward(t, m, want, model.ForwardOptions{Logits: model.AllLogits})
+
+			s, _ := forward(t, m, prompt, model.ForwardOptions{})
+			lens := make([]int, len(draft)+1)
+			for i := range lens {
+				lens[i] = len(prompt) + i
+			}
+			if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{draft}, model.ForwardOptions{Logits: model.AllLogits, ConvSnapshots: [][]int{lens}, ChunkSize: 4}); err != nil {
+				t.Fatal(err)
+			}
+			n := len(prompt) + keep
+			conv, ok := s.ConvAt(n)
+			if !ok {
+				t.Fatalf("no conv state after %d tokens", n)
+			}
+			if err := s.Rewind(n, conv); err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range next {
+				got := step(t, m, s, id)
+				requireSame(t, fmt.Sprintf("token %d after the rewind", i), got, full[(n+i)*V:(n+i+1)*V])
+			}
+		})
+	}
+}
+
+// TestSpans: a sequence extended with spans copied from another (a prefix
+// cache's blocks, boundaries inside prefill chunks) continues exactly as
+// a cold prefill of the whole prompt.
+func TestSpans(t *testing.T) {
+	m := tiny(t)
+	V := m.Config.VocabSize
+	ids := prompts(t)[5].InputIDs // 314 tokens
+	_, full := forward(t, m, ids, model.ForwardOptions{Logits: model.AllLogits})
+
+	src := m.NewSequence()
+	if _, err := m.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:200]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128, 192}}, ChunkSize: 100}); err != nil {
+		t.Fatal(err)
+	}
+	var spans []*model.Span
+	for b := range 3 {
+		conv, ok := src.ConvAt(64 * (b + 1))
+		if !ok {
+			t.Fatalf("no snapshot at %d", 64*(b+1))
+		}
+		sp, err := src.CopySpan(64*b, 64*(b+1), conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, sp)
+	}
+	for _, blocks := range []int{1, 2, 3} {
+		dst := m.NewSequence()
+		for _, sp := range spans[:blocks] {
+			if err := dst.Extend(sp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := 64 * blocks
+		out, err := m.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[n:]}, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireSame(t, fmt.Sprintf("after %d cached blocks", blocks), out[0], full[n*V:])
+	}
+	// Misuse is refused.
+	var ie *model.InputError
+	if err := m.NewSequence().Extend(spans[1]); !errors.As(err, &ie) {
+		t.Errorf("a span that does not start at the sequence's length: %v", err)
+	}
+	if err := src.Rewind(100, nil); !errors.As(err, &ie) {
+		t.Errorf("rewind without a conv state: %v", err)
+	}
+	if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{{1, 2}}, model.ForwardOptions{ConvSnapshots: [][]int{{3}}}); !errors.As(err, &ie) {
+		t.Errorf("a snapshot past the call's tokens: %v", err)
+	}
+}
