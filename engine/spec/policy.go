@@ -1,0 +1,117 @@
+package spec
+
+import "math"
+
+// Policy chooses a verify step's draft length k (serving.md §6): with a
+// the moving acceptance rate of draft tokens and c(k) the measured cost of
+// a (k+1)-token step relative to a one-token step, it maximises the
+// expected tokens per step per unit cost, (1 − a^{k+1}) / (1 − a) / c(k).
+// When no k beats plain decoding (1 token per unit cost) it stops drafting
+// and probes again after ProbeAfter tokens.
+//
+// Acceptance is per request (a new Policy per request); step costs are the
+// model's, shared through a Costs value. It is not safe for concurrent use.
+type Policy struct {
+	maxK     int
+	accept   float64 // moving acceptance rate of tested draft tokens
+	costs    *Costs
+	pause    int // tokens to decode plainly before drafting again
+	Drafts   int // verify steps run
+	Proposed int // draft tokens verified
+	Accepted int // draft tokens accepted
+}
+
+// ProbeAfter is how many plainly decoded tokens follow a decision not to
+// draft before the policy tries again.
+const ProbeAfter = 64
+
+// acceptAlpha is the weight of one tested draft token in the moving
+// acceptance rate: about the last 30 tokens count.
+const acceptAlpha = 1.0 / 32
+
+// NewPolicy returns a policy drafting at most maxK tokens, starting from
+// an acceptance rate of one half.
+func NewPolicy(maxK int, costs *Costs) *Policy {
+	return &Policy{maxK: max(1, min(maxK, MaxTokens)), accept: 0.5, costs: costs}
+}
+
+// Acceptance returns the moving acceptance rate.
+func (p *Policy) Acceptance() float64 { return p.accept }
+
+// K returns the draft length for the next step, 0 for a plain decode step
+// (then call Plain).
+func (p *Policy) K() int {
+	if p.pause > 0 {
+		return 0
+	}
+	a := p.accept
+	best, bestK := 1.0, 0
+	for k := 1; k <= p.maxK; k++ {
+		e := float64(k + 1)
+		if a < 1 {
+			e = (1 - math.Pow(a, float64(k+1))) / (1 - a)
+		}
+		if v := e / p.costs.Rel(k+1); v > best*(1+1e-9) {
+			best, bestK = v, k
+		}
+	}
+	if bestK == 0 {
+		p.pause = ProbeAfter
+	}
+	return bestK
+}
+
+// Plain records a step decoded without a draft (none found, or K was 0).
+func (p *Policy) Plain() {
+	if p.pause > 0 {
+		p.pause--
+	}
+}
+
+// Verified records a verify step of k draft tokens of which the first m
+// were accepted: m accepted trials and, if m < k, one rejected (the
+// tokens after the first rejection were not tested).
+func (p *Policy) Verified(k, m int) {
+	p.Drafts++
+	p.Proposed += k
+	p.Accepted += m
+	for range m {
+		p.accept += acceptAlpha * (1 - p.accept)
+	}
+	if m < k {
+		p.accept -= acceptAlpha * p.accept
+	}
+}
+
+// Costs holds the measured time of steps of 1 to MaxTokens+1 tokens of one
+// sequence, as moving averages, and answers their cost relative to a
+// one-token step. Before a width is measured its cost is taken to grow by
+// a tenth per extra token (decode is bound by reading the weights, which
+// a wider step reads once).
+type Costs struct {
+	sec [MaxTokens + 2]float64 // by width; 0: not measured
+}
+
+// costAlpha is the weight of one measurement.
+const costAlpha = 0.2
+
+// Observe records that a step of width tokens took sec seconds.
+func (c *Costs) Observe(width int, sec float64) {
+	if width < 1 || width >= len(c.sec) || sec <= 0 {
+		return
+	}
+	if c.sec[width] == 0 {
+		c.sec[width] = sec
+		return
+	}
+	c.sec[width] += costAlpha * (sec - c.sec[width])
+}
+
+// Rel returns the cost of a width-token step relative to a one-token step.
+func (c *Costs) Rel(width int) float64 {
+	guess := 1 + 0.1*float64(width-1)
+	if width <= 1 || width >= len(c.sec) || c.sec[1] == 0 || c.sec[width] == 0 {
+		return guess
+	}
+	return c.sec[width] / c.sec[1]
+}
