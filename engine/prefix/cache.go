@@ -1,0 +1,118 @@
+package prefix
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+// BlockSize is the tokens of one cached block.
+const BlockSize = 64
+
+// Key identifies a block: sha256(parent key ‖ the block's token ids as
+// little-endian uint32 ‖ model identity ‖ cache salt, for the first block
+// only), so equal keys mean equal tokens from the start of the sequence on
+// the same model.
+type Key [sha256.Size]byte
+
+// Keys returns the chain keys of the first n full blocks of ids under a
+// model identity and a request's cache salt; keys of a longer sequence
+// extend those of its prefix, so a caller can continue a chain with Next.
+func Keys(identity, salt string, ids []int, n int) []Key {
+	keys := make([]Key, 0, n)
+	var parent *Key
+	for b := range n {
+		k := Next(parent, identity, salt, ids[b*BlockSize:(b+1)*BlockSize])
+		keys = append(keys, k)
+		parent = &keys[b]
+	}
+	return keys
+}
+
+// Next returns the key of the block after parent (nil for the first block)
+// holding ids.
+func Next(parent *Key, identity, salt string, ids []int) Key {
+	h := sha256.New()
+	if parent != nil {
+		h.Write(parent[:])
+	}
+	var b [4]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint32(b[:], uint32(id))
+		h.Write(b[:])
+	}
+	h.Write([]byte(identity))
+	if parent == nil {
+		h.Write([]byte(salt))
+	}
+	var k Key
+	h.Sum(k[:0])
+	return k
+}
+
+// Cache holds blocks up to a token capacity, least recently used first
+// out. It is not safe for concurrent use: the scheduler's loop owns it.
+type Cache struct {
+	blocks map[Key]*list.Element // of *entry
+	lru    list.List             // front: most recently used
+	tokens int
+}
+
+type entry struct {
+	key  Key
+	span *model.Span
+}
+
+// New returns an empty cache.
+func New() *Cache { return &Cache{blocks: map[Key]*list.Element{}} }
+
+// Tokens returns the tokens the cache holds.
+func (c *Cache) Tokens() int { return c.tokens }
+
+// Blocks returns the number of blocks the cache holds.
+func (c *Cache) Blocks() int { return len(c.blocks) }
+
+// Has reports whether a block is cached (without touching its recency).
+func (c *Cache) Has(k Key) bool { _, ok := c.blocks[k]; return ok }
+
+// Lookup returns the spans of the longest run of keys, from the first,
+// that are all cached, and marks them used.
+func (c *Cache) Lookup(keys []Key) []*model.Span {
+	var out []*model.Span
+	for _, k := range keys {
+		el, ok := c.blocks[k]
+		if !ok {
+			break
+		}
+		c.lru.MoveToFront(el)
+		out = append(out, el.Value.(*entry).span)
+	}
+	return out
+}
+
+// Insert caches a block (a span of BlockSize tokens) unless it is there.
+func (c *Cache) Insert(k Key, span *model.Span) {
+	if el, ok := c.blocks[k]; ok {
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.blocks[k] = c.lru.PushFront(&entry{key: k, span: span})
+	c.tokens += span.End() - span.Start()
+}
+
+// Shrink evicts least recently used blocks until the cache holds at most
+// limit tokens, and reports whether it got there.
+func (c *Cache) Shrink(limit int) bool {
+	for c.tokens > limit {
+		el := c.lru.Back()
+		if el == nil {
+			return false
+		}
+		e := c.lru.Remove(el).(*entry)
+		delete(c.blocks, e.key)
+		c.tokens -= e.span.End() - e.span.Start()
+	}
+	return true
+}
