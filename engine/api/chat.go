@@ -393,7 +393,7 @@ func (s *Server) collectChat(ctx context.Context, w http.ResponseWriter, cj *cha
 		choice.Logprobs = &chatLogprobs{Content: append([]logprobEntry{}, c.pendingLP...)}
 	}
 	resp := chatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []chatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens)}
+		Choices: []chatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
 	if cj.returnTokenIDs {
 		resp.PromptTokenIDs = cj.prompt
 		resp.Choices[0].TokenIDs = append([]int{}, c.ids...)
@@ -504,7 +504,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 		}
 		if cj.includeUsage {
 			u := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []chunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens)}
+				Choices: []chunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

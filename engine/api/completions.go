@@ -377,7 +377,7 @@ func (s *Server) collectCompletion(ctx context.Context, w http.ResponseWriter, e
 		choice.TokenIDs, choice.PromptTokenIDs = append([]int{}, c.ids...), cj.prompt
 	}
 	resp := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []completionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens)}
+		Choices: []completionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
 	if cj.promptLogprobs == nil {
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -469,7 +469,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 		}
 		if cj.includeUsage {
 			u := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []completionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens)}
+				Choices: []completionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

@@ -34,8 +34,8 @@ type promptDetail struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-func newUsage(prompt, completion int) *usage {
-	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, PromptTokensDetails: &promptDetail{}}
+func newUsage(prompt, completion, cached int) *usage {
+	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, PromptTokensDetails: &promptDetail{CachedTokens: cached}}
 }
 
 // wait delivers the output's batches to each until the request ends or

@@ -70,6 +70,7 @@ type output struct {
 	stopped bool // a stop string completed
 
 	mu         sync.Mutex
+	cached     int // prompt tokens resumed from the prefix cache
 	pieces     []piece
 	promptRows [][]float32 // prompt logits per chunk, in order
 	done       bool
@@ -98,6 +99,13 @@ func (o *output) push(p piece) {
 	o.pieces = append(o.pieces, p)
 	o.mu.Unlock()
 	o.wake()
+}
+
+// Started implements sched.Sink.
+func (o *output) Started(cached int) {
+	o.mu.Lock()
+	o.cached = cached
+	o.mu.Unlock()
 }
 
 // PromptLogits implements sched.Sink.
@@ -190,12 +198,13 @@ type batch struct {
 	done       bool
 	reason     sched.FinishReason
 	err        error
+	cached     int
 }
 
 func (o *output) take() batch {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	b := batch{pieces: o.pieces, promptRows: o.promptRows, done: o.done, reason: o.reason, err: o.err}
+	b := batch{pieces: o.pieces, promptRows: o.promptRows, done: o.done, reason: o.reason, err: o.err, cached: o.cached}
 	o.pieces, o.promptRows = nil, nil
 	return b
 }

@@ -8,9 +8,12 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/spec"
 )
 
 // Defaults of Config's zero fields (serving.md §8).
@@ -39,8 +42,33 @@ type Config struct {
 	// at admission, so admitted requests never run out; 0 means
 	// MaxNumSeqs × MaxModelLen (the bound never binds).
 	KVPoolTokens int
+	// Speculation configures prompt-lookup speculation (serving.md §6);
+	// the zero value turns it on with its defaults.
+	Speculation SpecConfig
+	// PrefixCache configures the prefix cache (serving.md §7); the zero
+	// value turns it on.
+	PrefixCache PrefixConfig
 	// Logger receives per-request debug lines; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// SpecConfig configures speculation, which runs while exactly one sequence
+// is active. Zero fields take serving.md §6's defaults.
+type SpecConfig struct {
+	Off bool
+	// Tokens is the most draft tokens per verify step (1 to 7).
+	Tokens int
+	// LookupMin and LookupMax bound the n-gram lengths matched.
+	LookupMin, LookupMax int
+}
+
+// PrefixConfig configures the prefix cache. It holds what the running
+// requests leave of KVPoolTokens.
+type PrefixConfig struct {
+	Off bool
+	// Identity names the model's weights in every block key (the
+	// checkpoint identity), so blocks can never be mixed across models.
+	Identity string
 }
 
 // FinishReason says why a request ended.
@@ -78,6 +106,9 @@ func (r FinishReason) String() string {
 // scheduler's goroutine, one at a time, and must not block: a slow client
 // must not stall everyone else's step.
 type Sink interface {
+	// Started is called once the request is admitted, with the prompt
+	// tokens resumed from the prefix cache.
+	Started(cachedTokens int)
 	// PromptLogits receives, for a request with PromptLogits set, the
 	// logits of prompt positions from, from+1, … (row-major, vocab_size
 	// floats per position) as each prefill chunk completes, in order. The
@@ -106,8 +137,12 @@ type Request struct {
 	// Params are the sampling parameters, stop ids included; Seed must
 	// already be drawn for unseeded requests. Unused when MaxTokens is 0.
 	Params sample.Params
-	// PromptLogits asks for the logits of every prompt position.
+	// PromptLogits asks for the logits of every prompt position (the
+	// prompt is then computed in full, never resumed from the cache).
 	PromptLogits bool
+	// CacheSalt enters the key of the request's first prefix-cache block:
+	// requests with different salts never share cached state.
+	CacheSalt string
 	// Sink receives the results.
 	Sink Sink
 }
@@ -152,6 +187,12 @@ type Stats struct {
 	KVPoolTokens, KVReservedTokens, KVUsedTokens int
 	// Steps counts the engine steps run.
 	Steps int64
+	// Speculation: verify steps, draft tokens they carried, draft tokens
+	// accepted, and tokens emitted by verify steps.
+	SpecSteps, SpecDraftTokens, SpecAcceptedTokens, SpecEmittedTokens int64
+	// Prefix cache: prompt tokens looked up and found, and what it holds.
+	PrefixQueryTokens, PrefixHitTokens int64
+	PrefixCachedTokens, PrefixBlocks   int
 }
 
 // Scheduler runs requests over one model. Create it with New, start Run in
@@ -170,6 +211,12 @@ type Scheduler struct {
 	wake     chan struct{}
 	steps    atomic.Int64
 	used     atomic.Int64 // KV tokens held by active sequences
+
+	costs                                           spec.Costs    // the loop's
+	cache                                           *prefix.Cache // the loop's; nil when off
+	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
+	prefixQuery, prefixHit                          atomic.Int64
+	cachedTokens, cachedBlocks                      atomic.Int64 // mirrors of the cache for Stats
 }
 
 // phase is where a request is.
@@ -194,6 +241,10 @@ type state struct {
 	next      int   // the token to feed at the next decode; -1 while prefilling
 	stops     map[int]bool
 	sampler   sample.Sampler
+	cached    int          // prompt tokens resumed from the prefix cache
+	keys      []prefix.Key // chain keys of the blocks of the sequence seen so far
+	lookup    *spec.Lookup // nil without speculation
+	policy    *spec.Policy //
 }
 
 // New returns a scheduler over m.
@@ -226,11 +277,31 @@ func New(m *model.Model, cfg Config) (*Scheduler, error) {
 	if cfg.KVPoolTokens < 1 {
 		return nil, &InputError{fmt.Sprintf("KVPoolTokens %d must be at least 1", cfg.KVPoolTokens)}
 	}
+	sp := &cfg.Speculation
+	if sp.Tokens == 0 {
+		sp.Tokens = spec.DefaultTokens
+	}
+	if sp.LookupMin == 0 {
+		sp.LookupMin = spec.DefaultLookupMin
+	}
+	if sp.LookupMax == 0 {
+		sp.LookupMax = max(spec.DefaultLookupMax, sp.LookupMin)
+	}
+	switch {
+	case sp.Tokens < 1 || sp.Tokens > spec.MaxTokens:
+		return nil, &InputError{fmt.Sprintf("speculation tokens %d is outside [1, %d]", sp.Tokens, spec.MaxTokens)}
+	case sp.LookupMin < 1 || sp.LookupMax < sp.LookupMin:
+		return nil, &InputError{fmt.Sprintf("lookup n-gram lengths [%d, %d]: want 1 ≤ min ≤ max", sp.LookupMin, sp.LookupMax)}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Scheduler{m: m, cfg: cfg, log: log, vocab: m.Config.VocabSize, wake: make(chan struct{}, 1)}, nil
+	s := &Scheduler{m: m, cfg: cfg, log: log, vocab: m.Config.VocabSize, wake: make(chan struct{}, 1)}
+	if !cfg.PrefixCache.Off {
+		s.cache = prefix.New()
+	}
+	return s, nil
 }
 
 // Config returns the configuration in use, defaults filled in.
@@ -243,7 +314,10 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{
 		Running: len(s.active), Waiting: len(s.queue),
 		KVPoolTokens: s.cfg.KVPoolTokens, KVReservedTokens: s.reserved, KVUsedTokens: int(s.used.Load()),
-		Steps: s.steps.Load(),
+		Steps:     s.steps.Load(),
+		SpecSteps: s.specSteps.Load(), SpecDraftTokens: s.specDraft.Load(), SpecAcceptedTokens: s.specAccepted.Load(), SpecEmittedTokens: s.specEmitted.Load(),
+		PrefixQueryTokens: s.prefixQuery.Load(), PrefixHitTokens: s.prefixHit.Load(),
+		PrefixCachedTokens: int(s.cachedTokens.Load()), PrefixBlocks: int(s.cachedBlocks.Load()),
 	}
 }
 
@@ -358,7 +432,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		s.mu.Lock()
-		s.admit()
+		admitted := s.admit()
 		if len(s.active) == 0 {
 			done := s.closed && len(s.queue) == 0
 			s.mu.Unlock()
@@ -373,18 +447,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		active := append([]*state(nil), s.active...)
 		s.mu.Unlock()
+		for _, st := range admitted {
+			s.start(st)
+		}
 		s.step(ctx, active)
 	}
 }
 
 // admit moves waiting requests to the active set, first in first out, while
-// a sequence slot and their KV reservation are free. Called with s.mu held.
-func (s *Scheduler) admit() {
+// a sequence slot and their KV reservation are free, and returns them.
+// Called with s.mu held.
+func (s *Scheduler) admit() []*state {
+	var admitted []*state
 	for len(s.queue) > 0 && len(s.active) < s.cfg.MaxNumSeqs {
 		st := s.queue[0]
 		need := len(st.req.Prompt) + st.req.MaxTokens
 		if s.reserved+need > s.cfg.KVPoolTokens {
-			return // the head waits; admission stays FIFO
+			break // the head waits; admission stays FIFO
 		}
 		s.queue = s.queue[1:]
 		st.phase = running
@@ -394,7 +473,52 @@ func (s *Scheduler) admit() {
 		_ = st.seq.SetMaxContext(need)
 		s.reserved += need
 		s.active = append(s.active, st)
+		admitted = append(admitted, st)
 	}
+	return admitted
+}
+
+// start prepares an admitted request, in the loop's goroutine: the prefix
+// cache yields room to it and may resume its prompt; speculation gets the
+// prompt as context.
+func (s *Scheduler) start(st *state) {
+	r := st.req
+	if s.cache != nil {
+		s.mu.Lock()
+		room := s.cfg.KVPoolTokens - s.reserved
+		s.mu.Unlock()
+		s.cache.Shrink(max(0, room))
+		if !r.PromptLogits {
+			// The last prompt token is always computed: its logits start
+			// the generation.
+			n := (len(r.Prompt) - 1) / prefix.BlockSize
+			keys := prefix.Keys(s.cfg.PrefixCache.Identity, r.CacheSalt, r.Prompt, n)
+			for _, sp := range s.cache.Lookup(keys) {
+				if err := st.seq.Extend(sp); err != nil {
+					break
+				}
+				st.keys = append(st.keys, keys[len(st.keys)])
+			}
+			st.fed = st.seq.Len()
+			st.cached = st.fed
+			s.used.Add(int64(st.fed))
+			s.prefixQuery.Add(int64(len(r.Prompt)))
+			s.prefixHit.Add(int64(st.cached))
+		}
+		s.mirrorCache()
+	}
+	if !s.cfg.Speculation.Off && r.MaxTokens > 1 {
+		sp := s.cfg.Speculation
+		st.lookup, _ = spec.NewLookup(sp.LookupMin, sp.LookupMax)
+		st.lookup.Append(r.Prompt...)
+		st.policy = spec.NewPolicy(sp.Tokens, &s.costs)
+	}
+	r.Sink.Started(st.cached)
+}
+
+func (s *Scheduler) mirrorCache() {
+	s.cachedTokens.Store(int64(s.cache.Tokens()))
+	s.cachedBlocks.Store(int64(s.cache.Blocks()))
 }
 
 // abortAll cancels every waiting and running request (Run's ctx ended).
@@ -449,13 +573,28 @@ type work struct {
 	// sample: the step ends the prompt or is a decode, and a token is to
 	// be drawn from logits.
 	sample bool
+	// draft holds a verify step's draft tokens (toks is the token to
+	// feed followed by them).
+	draft  []int
+	l0     int   // the sequence's length before the step
+	snaps  []int // conv-state snapshot lengths
 	logits []float32
 	token  int
 }
 
+// fedID returns the i-th token the sequence was fed: the prompt, then the
+// output.
+func (st *state) fedID(i int) int {
+	if i < len(st.req.Prompt) {
+		return st.req.Prompt[i]
+	}
+	return st.output[i-len(st.req.Prompt)]
+}
+
 // step runs one engine step over the active requests: every decode, then
 // at most one prefill chunk (the earliest admitted request still
-// prefilling).
+// prefilling). While exactly one request is active and decoding, its
+// decode may be a verify step carrying a prompt-lookup draft.
 func (s *Scheduler) step(ctx context.Context, active []*state) {
 	var ws []*work
 	var pre *work
@@ -465,7 +604,19 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			continue
 		}
 		if st.next >= 0 {
-			ws = append(ws, &work{st: st, toks: []int{st.next}, mode: model.LastLogits, sample: true})
+			w := &work{st: st, toks: []int{st.next}, mode: model.LastLogits, sample: true}
+			if len(active) == 1 && st.policy != nil {
+				// The step emits up to k+1 tokens, within MaxTokens.
+				if k := min(st.policy.K(), st.req.MaxTokens-len(st.output)-1); k > 0 {
+					if d := st.lookup.Propose(k); len(d) > 0 {
+						w.draft, w.toks, w.mode = d, append([]int{st.next}, d...), model.AllLogits
+					}
+				}
+				if w.draft == nil {
+					st.policy.Plain()
+				}
+			}
+			ws = append(ws, w)
 			continue
 		}
 		if pre == nil {
@@ -492,14 +643,38 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 	seqs := make([]*model.Sequence, len(ws))
 	toks := make([][]int, len(ws))
 	modes := make([]model.LogitsMode, len(ws))
+	var snaps [][]int
 	rows := 0
 	for i, w := range ws {
 		seqs[i], toks[i], modes[i] = w.st.seq, w.toks, w.mode
 		rows += len(w.toks)
+		w.l0 = w.st.seq.Len()
+		end := w.l0 + len(w.toks)
+		switch {
+		case w.draft != nil:
+			// Every length the step may be rewound to.
+			for L := w.l0 + 1; L <= end; L++ {
+				w.snaps = append(w.snaps, L)
+			}
+		case s.cache != nil:
+			for L := (w.l0/prefix.BlockSize + 1) * prefix.BlockSize; L <= end; L += prefix.BlockSize {
+				w.snaps = append(w.snaps, L)
+			}
+		}
+		if len(w.snaps) > 0 && snaps == nil {
+			snaps = make([][]int, len(ws))
+		}
+	}
+	if snaps != nil {
+		for i, w := range ws {
+			snaps[i] = w.snaps
+		}
 	}
 	// The step is not cancelled by ctx: it is short, and every sequence
 	// in it must stay consistent with what its request was told.
-	out, err := s.m.Forward(context.WithoutCancel(ctx), seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: rows})
+	t0 := time.Now()
+	out, err := s.m.Forward(context.WithoutCancel(ctx), seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: rows, ConvSnapshots: snaps})
+	elapsed := time.Since(t0)
 	s.steps.Add(1)
 	if err != nil {
 		for _, w := range ws {
@@ -508,9 +683,12 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 		return
 	}
 	s.used.Add(int64(rows))
+	if len(ws) == 1 && !ws[0].prefill {
+		s.costs.Observe(len(ws[0].toks), elapsed.Seconds())
+	}
 	for i, w := range ws {
 		w.logits = out[i]
-		if w.mode == model.AllLogits {
+		if w.mode == model.AllLogits && w.draft == nil {
 			n := len(w.toks)
 			w.logits = out[i][(n-1)*s.vocab:]
 		}
@@ -518,11 +696,16 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 	s.sampleAll(ws)
 	for i, w := range ws {
 		st := w.st
+		if w.draft != nil {
+			s.verify(w)
+			continue
+		}
 		if w.prefill {
 			if st.req.PromptLogits {
 				st.req.Sink.PromptLogits(st.fed, out[i])
 			}
 			st.fed += len(w.toks)
+			s.register(st, st.seq.Len())
 			if st.fed == len(st.req.Prompt) && st.req.MaxTokens == 0 {
 				s.finish(st, FinishLength, nil)
 				continue
@@ -531,18 +714,121 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 		if !w.sample {
 			continue
 		}
-		isStop := st.stops[w.token]
-		st.output = append(st.output, w.token)
-		end := st.req.Sink.Token(w.token, w.logits, isStop)
-		switch {
-		case isStop || end:
-			s.finish(st, FinishStop, nil)
-		case len(st.output) >= st.req.MaxTokens:
-			s.finish(st, FinishLength, nil)
-		default:
+		reason := s.emit(st, w.token, w.logits)
+		if !w.prefill {
+			s.register(st, st.seq.Len())
+		}
+		if reason != 0 {
+			s.finish(st, reason, nil)
+		} else {
 			st.next = w.token
 		}
 	}
+}
+
+// emit hands a sampled token to the request and returns why the request
+// ends with it (0: it goes on).
+func (s *Scheduler) emit(st *state, token int, logits []float32) FinishReason {
+	isStop := st.stops[token]
+	st.output = append(st.output, token)
+	if st.lookup != nil {
+		st.lookup.Append(token)
+	}
+	end := st.req.Sink.Token(token, logits, isStop)
+	switch {
+	case isStop || end:
+		return FinishStop
+	case len(st.output) >= st.req.MaxTokens:
+		return FinishLength
+	}
+	return 0
+}
+
+// verify accepts a verify step's tokens (serving.md §6): position i is
+// sampled with the full pipeline, keyed by its absolute position, after
+// the tokens accepted before it; equal to draft token i, it is accepted
+// and the next position is sampled; different, it is emitted and the step
+// ends. If every draft token is accepted, the last row gives one more.
+// The sequence is then rewound to the tokens that stand, so what follows
+// is exactly what plain decoding would have produced.
+func (s *Scheduler) verify(w *work) {
+	st, k, V := w.st, len(w.draft), s.vocab
+	emitted, accepted := 0, 0
+	var reason FinishReason
+	for i := 0; i <= k; i++ {
+		row := w.logits[i*V : (i+1)*V]
+		pos := len(st.req.Prompt) + len(st.output)
+		tok := st.sampler.Next(st.req.Params, row, sample.History{Prompt: st.req.Prompt, Output: st.output}, pos)
+		emitted++
+		if reason = s.emit(st, tok, row); reason != 0 {
+			break
+		}
+		if i == k || tok != w.draft[i] {
+			break
+		}
+		accepted++
+	}
+	st.policy.Verified(k, accepted)
+	s.specSteps.Add(1)
+	s.specDraft.Add(int64(k))
+	s.specAccepted.Add(int64(accepted))
+	s.specEmitted.Add(int64(emitted))
+	// Standing: the token fed first and the accepted drafts before the
+	// last emitted token (which is fed by the next step).
+	keep := w.l0 + emitted
+	s.register(st, keep)
+	if n := st.seq.Len(); keep < n {
+		conv, _ := st.seq.ConvAt(keep)
+		if err := st.seq.Rewind(keep, conv); err != nil {
+			s.finish(st, FinishError, err)
+			return
+		}
+		s.used.Add(-int64(n - keep))
+	}
+	if reason != 0 {
+		s.finish(st, reason, nil)
+		return
+	}
+	st.next = st.output[len(st.output)-1]
+}
+
+// register caches the blocks of st's sequence that its first upTo tokens
+// complete (serving.md §7), output tokens included, within what the
+// running requests leave of the KV pool.
+func (s *Scheduler) register(st *state, upTo int) {
+	if s.cache == nil {
+		return
+	}
+	B := prefix.BlockSize
+	for b := len(st.keys); (b+1)*B <= upTo; b++ {
+		ids := make([]int, B)
+		for i := range ids {
+			ids[i] = st.fedID(b*B + i)
+		}
+		var parent *prefix.Key
+		if b > 0 {
+			parent = &st.keys[b-1]
+		}
+		key := prefix.Next(parent, s.cfg.PrefixCache.Identity, st.req.CacheSalt, ids)
+		st.keys = append(st.keys, key)
+		if s.cache.Has(key) {
+			continue
+		}
+		conv, ok := st.seq.ConvAt((b + 1) * B)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		room := s.cfg.KVPoolTokens - s.reserved
+		s.mu.Unlock()
+		if room < B || !s.cache.Shrink(room-B) {
+			continue
+		}
+		if sp, err := st.seq.CopySpan(b*B, (b+1)*B, conv); err == nil {
+			s.cache.Insert(key, sp)
+		}
+	}
+	s.mirrorCache()
 }
 
 // sampleAll draws the next token of every work item that needs one, in

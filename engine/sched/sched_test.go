@@ -54,6 +54,7 @@ type recorder struct {
 	prompt   []float32
 	from     []int
 	endAfter int // end the generation after this many tokens (0: never)
+	cached   int
 	reason   FinishReason
 	err      error
 	done     chan struct{}
@@ -62,6 +63,12 @@ type recorder struct {
 
 func newRecorder() *recorder {
 	return &recorder{done: make(chan struct{}), first: make(chan struct{})}
+}
+
+func (r *recorder) Started(cached int) {
+	r.mu.Lock()
+	r.cached = cached
+	r.mu.Unlock()
 }
 
 func (r *recorder) PromptLogits(from int, logits []float32) {
