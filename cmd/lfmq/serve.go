@@ -15,6 +15,7 @@ import (
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/engine/spec"
 )
 
 type serveOptions struct {
@@ -36,6 +37,11 @@ type serveOptions struct {
 	Preset          string
 	DefaultSampling string
 	LogLevel        string
+	Speculate       string
+	SpecTokens      int
+	LookupMin       int
+	LookupMax       int
+	PrefixCaching   string
 
 	// Resolved by validation.
 	key      string
@@ -59,6 +65,11 @@ Sampling defaults come from --sampling-preset (liquid: temperature 0.1,
 top_k 50, repetition_penalty 1.05; agentic: temperature 0.6, top_p 0.95;
 reasoning: temperature 0.6; greedy; none) with --default-sampling JSON
 fields set over it; a field a request sets always wins.
+
+While one request runs, prompt-lookup speculation drafts tokens from its
+own prompt and output and verifies them in one step (--speculate); earlier
+prompts' 64-token blocks are reused exactly (--prefix-caching). Neither
+changes a single output token.
 
 Chat answers split <think>…</think> into reasoning_content and LFM2 tool
 calls into tool_calls. POST /v1/completions with token ids, max_tokens 0,
@@ -101,6 +112,11 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 	f.StringArrayVar(&opts.CORSOrigins, "cors-origin", nil, "allow browser calls from this origin (repeatable; * for any); CORS is off without it")
 	f.StringVar(&opts.Preset, "sampling-preset", sample.DefaultPreset, "sampling defaults: "+strings.Join(sample.PresetNames(), ", "))
 	f.StringVar(&opts.DefaultSampling, "default-sampling", "", `JSON object of default sampling fields set over the preset (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens)`)
+	f.StringVar(&opts.Speculate, "speculate", "on", "prompt-lookup speculation while one request runs: on or off")
+	f.IntVar(&opts.SpecTokens, "spec-tokens", spec.DefaultTokens, "most draft tokens per verify step (1-7; the policy may use fewer)")
+	f.IntVar(&opts.LookupMin, "lookup-min", spec.DefaultLookupMin, "shortest n-gram a draft may be matched on")
+	f.IntVar(&opts.LookupMax, "lookup-max", spec.DefaultLookupMax, "longest n-gram a draft is matched on (tried first)")
+	f.StringVar(&opts.PrefixCaching, "prefix-caching", "on", "reuse the state of earlier prompts' 64-token blocks: on or off")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.MarkFlagDirname("model")
 	return cmd
@@ -133,6 +149,17 @@ func (o *serveOptions) validate(cmd *cobra.Command) error {
 		return usage("--shutdown-timeout must not be negative, got %s", o.ShutdownTimeout)
 	case o.APIKey != "" && o.APIKeyFile != "":
 		return usage("--api-key and --api-key-file exclude each other")
+	}
+	for _, f := range [][2]string{{"speculate", o.Speculate}, {"prefix-caching", o.PrefixCaching}} {
+		if f[1] != "on" && f[1] != "off" {
+			return usage("--%s %q: want on or off", f[0], f[1])
+		}
+	}
+	switch {
+	case o.SpecTokens < 1 || o.SpecTokens > spec.MaxTokens:
+		return usage("--spec-tokens %d is outside [1, %d]", o.SpecTokens, spec.MaxTokens)
+	case o.LookupMin < 1 || o.LookupMax < o.LookupMin:
+		return usage("--lookup-min %d and --lookup-max %d: want 1 ≤ min ≤ max", o.LookupMin, o.LookupMax)
 	}
 	if err := o.level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return usage("--log-level %q: want debug, info, warn or error", o.LogLevel)
@@ -200,7 +227,9 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 		Addr:     net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
 		Threads:  opts.Threads,
 		Sched: sched.Config{MaxNumSeqs: opts.MaxNumSeqs, MaxQueue: opts.MaxQueue, PrefillChunk: opts.PrefillChunk,
-			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens},
+			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens,
+			Speculation: sched.SpecConfig{Off: opts.Speculate == "off", Tokens: opts.SpecTokens, LookupMin: opts.LookupMin, LookupMax: opts.LookupMax},
+			PrefixCache: sched.PrefixConfig{Off: opts.PrefixCaching == "off"}},
 		Options: api.Options{ServedModelName: opts.ServedModelName, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
 			Defaults: opts.defaults, Logger: log},
 		ShutdownTimeout: opts.ShutdownTimeout,

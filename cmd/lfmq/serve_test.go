@@ -28,7 +28,8 @@ func TestServeFlags(t *testing.T) {
 	}{
 		{"defaults", "--model m", "", func(o *serveOptions) bool {
 			return o.Host == "127.0.0.1" && o.Port == 8000 && o.MaxNumSeqs == 16 && o.MaxQueue == 64 && o.PrefillChunk == 512 &&
-				o.ShutdownTimeout == 30*time.Second && *o.defaults.Temperature == 0.1 && *o.defaults.TopK == 50 && o.key == ""
+				o.ShutdownTimeout == 30*time.Second && *o.defaults.Temperature == 0.1 && *o.defaults.TopK == 50 && o.key == "" &&
+				o.Speculate == "on" && o.SpecTokens == 4 && o.LookupMin == 3 && o.LookupMax == 5 && o.PrefixCaching == "on"
 		}},
 		{"preset and defaults", `--model m --sampling-preset agentic --default-sampling {"min_p":0.1,"max_new_tokens":64}`, "", func(o *serveOptions) bool {
 			return *o.defaults.Temperature == 0.6 && *o.defaults.TopP == 0.95 && *o.defaults.MinP == 0.1 && *o.defaults.MaxNewTokens == 64
@@ -36,6 +37,13 @@ func TestServeFlags(t *testing.T) {
 		{"key file", "--model m --api-key-file " + keyFile + " --cors-origin http://a --cors-origin http://b", "", func(o *serveOptions) bool {
 			return o.key == "s3cret" && len(o.CORSOrigins) == 2
 		}},
+		{"speculation", "--model m --speculate off --spec-tokens 7 --lookup-min 2 --lookup-max 6 --prefix-caching off", "", func(o *serveOptions) bool {
+			return o.Speculate == "off" && o.SpecTokens == 7 && o.LookupMin == 2 && o.LookupMax == 6 && o.PrefixCaching == "off"
+		}},
+		{"speculate value", "--model m --speculate yes", "--speculate", nil},
+		{"spec tokens", "--model m --spec-tokens 8", "--spec-tokens 8", nil},
+		{"lookup", "--model m --lookup-min 4 --lookup-max 3", "--lookup-min 4", nil},
+		{"prefix value", "--model m --prefix-caching maybe", "--prefix-caching", nil},
 		{"no model", "--port 1", "--model is required", nil},
 		{"unknown preset", "--model m --sampling-preset wild", "unknown sampling preset", nil},
 		{"unknown default key", `--model m --default-sampling {"temp":1}`, "temp: unknown key", nil},

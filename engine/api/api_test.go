@@ -686,3 +686,41 @@ func TestEchoOnly(t *testing.T) {
 		t.Errorf("max_tokens 0 without echo: %d %s", status, body)
 	}
 }
+
+// TestCacheAndSpeculationOverHTTP: a repeated chat prompt reports its
+// resumed tokens as usage.prompt_tokens_details.cached_tokens, gives the
+// same answer, and /metrics counts the hits; speculation counters move.
+func TestCacheAndSpeculationOverHTTP(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	long := fixturePrompts(t)[5]
+	req := map[string]any{"messages": long.Messages, "temperature": 0, "max_tokens": 40, "return_token_ids": true}
+	var usages [2]struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			Details      struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	var ids [2][]int
+	for i := range 2 {
+		status, body := post(t, ts.URL+"/v1/chat/completions", req)
+		if status != 200 {
+			t.Fatalf("%d %s", status, body)
+		}
+		json.Unmarshal(body, &usages[i])
+		ids[i] = decodeAnswer(t, body).Choices[0].TokenIDs
+	}
+	if usages[0].Usage.Details.Cached != 0 || usages[1].Usage.Details.Cached != (usages[1].Usage.PromptTokens-1)/64*64 {
+		t.Errorf("cached tokens %d then %d (prompt %d)", usages[0].Usage.Details.Cached, usages[1].Usage.Details.Cached, usages[1].Usage.PromptTokens)
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Errorf("resumed answer %v differs from the cold one %v", ids[1], ids[0])
+	}
+	if hit := metricValue(t, ts.URL, "lfmq_prefix_cache_hit_tokens_total"); hit != float64(usages[1].Usage.Details.Cached) {
+		t.Errorf("hit tokens %v", hit)
+	}
+	if steps := metricValue(t, ts.URL, "lfmq_spec_verify_steps_total"); steps == 0 {
+		t.Error("no verify steps counted on the fixture's repetitive answers")
+	}
+}

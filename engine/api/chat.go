@@ -174,7 +174,7 @@ func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int,
 		return nil, aerr
 	}
 	skip := f.SkipSpecialTokens == nil || *f.SkipSpecialTokens
-	j := &job{id: newID(prefix), created: time.Now().Unix(), prompt: prompt, params: params, maxTokens: maxTok}
+	j := &job{id: newID(prefix), created: time.Now().Unix(), prompt: prompt, params: params, maxTokens: maxTok, cacheSalt: f.CacheSalt}
 	j.out = newOutput(e.vocab, stops, skip, params.MinTokens, false, &requestObserver{m: s.metrics, start: start})
 	return j, nil
 }

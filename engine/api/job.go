@@ -19,6 +19,7 @@ type job struct {
 	logprobs     bool // per-token log-probs of the output
 	topLogprobs  int
 	promptLogits bool
+	cacheSalt    string
 	out          *output
 }
 

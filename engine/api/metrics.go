@@ -59,6 +59,15 @@ func newMetrics(st stats) *metrics {
 			return f(s)
 		})
 	}
+	counter := func(name, help string, f func(s sched.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, func() float64 {
+			s, ok := st()
+			if !ok {
+				return 0
+			}
+			return float64(f(s))
+		})
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -68,13 +77,14 @@ func newMetrics(st stats) *metrics {
 		gauge("kv_pool_tokens", "Size of the KV pool in tokens (--kv-pool-tokens).", func(s sched.Stats) float64 { return float64(s.KVPoolTokens) }),
 		gauge("kv_pool_reserved_tokens", "KV pool tokens reserved by admitted requests (prompt + max tokens).", func(s sched.Stats) float64 { return float64(s.KVReservedTokens) }),
 		gauge("kv_pool_used_tokens", "Tokens of KV and conv state held by admitted requests now.", func(s sched.Stats) float64 { return float64(s.KVUsedTokens) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "engine_steps_total", Help: "Engine steps run by the scheduler."}, func() float64 {
-			s, ok := st()
-			if !ok {
-				return 0
-			}
-			return float64(s.Steps)
-		}),
+		counter("engine_steps_total", "Engine steps run by the scheduler.", func(s sched.Stats) int64 { return s.Steps }),
+		counter("spec_verify_steps_total", "Speculative verify steps (a draft checked in one multi-token step).", func(s sched.Stats) int64 { return s.SpecSteps }),
+		counter("spec_draft_tokens_total", "Draft tokens carried by verify steps.", func(s sched.Stats) int64 { return s.SpecDraftTokens }),
+		counter("spec_accepted_tokens_total", "Draft tokens accepted.", func(s sched.Stats) int64 { return s.SpecAcceptedTokens }),
+		counter("spec_emitted_tokens_total", "Tokens emitted by verify steps (accepted drafts plus one sampled token each); over spec_verify_steps_total, the tokens per step.", func(s sched.Stats) int64 { return s.SpecEmittedTokens }),
+		counter("prefix_cache_query_tokens_total", "Prompt tokens looked up in the prefix cache.", func(s sched.Stats) int64 { return s.PrefixQueryTokens }),
+		counter("prefix_cache_hit_tokens_total", "Prompt tokens resumed from the prefix cache.", func(s sched.Stats) int64 { return s.PrefixHitTokens }),
+		gauge("prefix_cache_tokens", "Tokens of state the prefix cache holds.", func(s sched.Stats) float64 { return float64(s.PrefixCachedTokens) }),
 	)
 	return m
 }

@@ -51,6 +51,9 @@ type samplingFields struct {
 	// ReturnTokenIDs adds the prompt's and the output's token ids to the
 	// response (vLLM's return_token_ids).
 	ReturnTokenIDs bool `json:"return_token_ids"`
+	// CacheSalt separates prefix-cache entries (vLLM's cache_salt):
+	// requests with different salts never share cached state.
+	CacheSalt string `json:"cache_salt"`
 }
 
 type streamOptions struct {

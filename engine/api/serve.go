@@ -102,7 +102,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if n, ctx := cfg.Sched.MaxModelLen, sess.Model.MaxContext(); n > ctx {
 		return fail(&ConfigError{Flag: "max-model-len", Msg: fmt.Sprintf("%d is more than the model's context, %d tokens (max_position_embeddings)", n, ctx)})
 	}
-	sc, err := sched.New(sess.Model, withLogger(cfg.Sched, log))
+	sc, err := sched.New(sess.Model, withIdentity(withLogger(cfg.Sched, log), id.Identity))
 	if err != nil {
 		return fail(err)
 	}
@@ -163,6 +163,12 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+
+// withIdentity keys the prefix cache's blocks to the checkpoint's bytes.
+func withIdentity(c sched.Config, identity string) sched.Config {
+	c.PrefixCache.Identity = identity
+	return c
+}
 
 func withLogger(c sched.Config, log *slog.Logger) sched.Config {
 	c.Logger = log

@@ -307,7 +307,7 @@ func (s *Server) submit(ctx context.Context, e *engineState, j *job) *Error {
 		j.out.Done(sched.FinishLength, nil)
 		return nil
 	}
-	err := e.Sched.Submit(ctx, &sched.Request{ID: j.id, Prompt: j.prompt, MaxTokens: j.maxTokens, Params: j.params, PromptLogits: j.promptLogits, Sink: j.out})
+	err := e.Sched.Submit(ctx, &sched.Request{ID: j.id, Prompt: j.prompt, MaxTokens: j.maxTokens, Params: j.params, PromptLogits: j.promptLogits, CacheSalt: j.cacheSalt, Sink: j.out})
 	var le *sched.LimitError
 	var ie *sched.InputError
 	switch {
