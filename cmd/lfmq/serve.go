@@ -42,6 +42,7 @@ type serveOptions struct {
 	LookupMin       int
 	LookupMax       int
 	PrefixCaching   string
+	CacheDir        string
 
 	// Resolved by validation.
 	key      string
@@ -117,6 +118,7 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 	f.IntVar(&opts.LookupMin, "lookup-min", spec.DefaultLookupMin, "shortest n-gram a draft may be matched on")
 	f.IntVar(&opts.LookupMax, "lookup-max", spec.DefaultLookupMax, "longest n-gram a draft is matched on (tried first)")
 	f.StringVar(&opts.PrefixCaching, "prefix-caching", "on", "reuse the state of earlier prompts' 64-token blocks: on or off")
+	f.StringVar(&opts.CacheDir, "cache-dir", "", "keep the prefix cache in DIR across restarts (reused only by the same checkpoint and engine)")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.MarkFlagDirname("model")
 	return cmd
@@ -149,6 +151,8 @@ func (o *serveOptions) validate(cmd *cobra.Command) error {
 		return usage("--shutdown-timeout must not be negative, got %s", o.ShutdownTimeout)
 	case o.APIKey != "" && o.APIKeyFile != "":
 		return usage("--api-key and --api-key-file exclude each other")
+	case o.CacheDir != "" && o.PrefixCaching == "off":
+		return usage("--cache-dir keeps the prefix cache, which --prefix-caching off turns off")
 	}
 	for _, f := range [][2]string{{"speculate", o.Speculate}, {"prefix-caching", o.PrefixCaching}} {
 		if f[1] != "on" && f[1] != "off" {
@@ -233,6 +237,7 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 		Options: api.Options{ServedModelName: opts.ServedModelName, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
 			Defaults: opts.defaults, Logger: log},
 		ShutdownTimeout: opts.ShutdownTimeout,
+		CacheDir:        opts.CacheDir,
 	}
 	if opts.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = time.Nanosecond // "0": cancel at once

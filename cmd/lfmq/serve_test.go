@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -256,5 +257,48 @@ func TestServeBadSetup(t *testing.T) {
 	ios, _, stderr := testStreams()
 	if code := run(context.Background(), []string{"serve", "--model", tinyModel, "--port", fmt.Sprint(port)}, ios); code != exitFailure || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("port in use: exit %d, %s", code, stderr)
+	}
+}
+
+// TestServeCacheDirPersists: with --cache-dir the prefix cache survives a
+// restart: the first request after it resumes from the saved blocks and
+// answers as before.
+func TestServeCacheDirPersists(t *testing.T) {
+	cache := t.TempDir()
+	body := `{"messages":[{"role":"user","content":"` + strings.Repeat("Tell me about the sea and the ships on it. ", 12) + `"}],"temperature":0,"max_tokens":12,"return_token_ids":true}`
+	ask := func(base string) (cached int, ids []int) {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Choices []struct {
+				TokenIDs []int `json:"token_ids"`
+			} `json:"choices"`
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || len(a.Choices) == 0 {
+			t.Fatalf("%v %+v", err, a)
+		}
+		return a.Usage.Details.Cached, a.Choices[0].TokenIDs
+	}
+	base, stop := startServe(t, "--model", tinyModel, "--cache-dir", cache)
+	c0, ids0 := ask(base)
+	if code := stop(); code != 0 {
+		t.Fatalf("first serve exited %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "prefix-cache.lfmq")); err != nil {
+		t.Fatalf("no saved cache: %v", err)
+	}
+	base, stop = startServe(t, "--model", tinyModel, "--cache-dir", cache)
+	c1, ids1 := ask(base)
+	stop()
+	if c0 != 0 || c1 == 0 || !slices.Equal(ids0, ids1) {
+		t.Errorf("cached tokens %d then %d after the restart; answers %v, %v", c0, c1, ids0, ids1)
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -45,6 +47,11 @@ type Config struct {
 	OnListen func(addr net.Addr)
 	// OnReady, if set, is called once the model is loaded and warmed up.
 	OnReady func(s *Server)
+	// CacheDir, if set, keeps the prefix cache across restarts: it is
+	// loaded at start when it belongs to the same checkpoint and the same
+	// engine, and saved at shutdown. lfmq launch binds the directory to
+	// the release it serves.
+	CacheDir string
 }
 
 // Serve listens, loads and warms up the model, and serves until ctx ends;
@@ -116,6 +123,23 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := warmUp(ctx, sess); err != nil {
 		return fail(err)
 	}
+	cacheFile, cacheHeader := "", prefix.Header{Identity: id.Identity, Runtime: version.Version + "+" + version.SourceDigest + "+" + binSHA}
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+			return fail(fmt.Errorf("api: cache directory: %w", err))
+		}
+		cacheFile = filepath.Join(cfg.CacheDir, prefix.FileName)
+		n, err := sc.LoadCache(cacheFile, cacheHeader)
+		var stale *prefix.StaleError
+		switch {
+		case errors.As(err, &stale):
+			log.Warn("the saved prefix cache belongs to other weights or another engine; starting cold", "why", stale.Error())
+		case err != nil:
+			log.Warn("the saved prefix cache cannot be read; starting cold", "err", err)
+		case n > 0:
+			log.Info("prefix cache loaded", "blocks", n, "file", cacheFile)
+		}
+	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	defer stopSched()
 	schedDone := make(chan error, 1)
@@ -152,6 +176,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	stopSched()
 	<-schedDone
+	if cacheFile != "" {
+		if err := sc.SaveCache(cacheFile, cacheHeader); err != nil {
+			log.Warn("saving the prefix cache", "err", err)
+		} else {
+			log.Info("prefix cache saved", "blocks", sc.Stats().PrefixBlocks, "file", cacheFile)
+		}
+	}
 	return nil
 }
 

@@ -99,3 +99,60 @@ func TestSpans(t *testing.T) {
 		t.Errorf("a snapshot past the call's tokens: %v", err)
 	}
 }
+
+// TestSpanRoundTrip: a span survives MarshalBinary/UnmarshalSpan bit for
+// bit (a sequence extended with the copy continues as the original);
+// corrupt or foreign bytes are refused with an error.
+func TestSpanRoundTrip(t *testing.T) {
+	m := tiny(t)
+	V := m.Config.VocabSize
+	ids := prompts(t)[5].InputIDs
+	_, full := forward(t, m, ids, model.ForwardOptions{Logits: model.AllLogits})
+	src := m.NewSequence()
+	if _, err := m.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:64]}, model.ForwardOptions{Logits: model.NoLogits}); err != nil {
+		t.Fatal(err)
+	}
+	conv, _ := src.ConvAt(64)
+	sp, _ := src.CopySpan(0, 64, conv)
+	data, err := sp.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := m.UnmarshalSpan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Bytes() != sp.Bytes() || back.Start() != 0 || back.End() != 64 {
+		t.Fatalf("round trip: %d bytes [%d, %d)", back.Bytes(), back.Start(), back.End())
+	}
+	dst := m.NewSequence()
+	if err := dst.Extend(back); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[64:]}, model.ForwardOptions{Logits: model.AllLogits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSame(t, "after a round-tripped span", out[0], full[64*V:])
+	for _, bad := range [][]byte{nil, data[:10], data[:len(data)-4], append(append([]byte(nil), data...), 0), []byte("lfmq-span-1\x00xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")} {
+		if _, err := m.UnmarshalSpan(bad); err == nil {
+			t.Errorf("%d corrupt bytes accepted", len(bad))
+		}
+	}
+}
+
+// FuzzUnmarshalSpan: arbitrary bytes never panic.
+func FuzzUnmarshalSpan(f *testing.F) {
+	m := tiny(f)
+	src := m.NewSequence()
+	m.Forward(context.Background(), []*model.Sequence{src}, [][]int{{1, 2, 3, 4}}, model.ForwardOptions{Logits: model.NoLogits})
+	conv, _ := src.ConvAt(4)
+	sp, _ := src.CopySpan(0, 4, conv)
+	data, _ := sp.MarshalBinary()
+	f.Add(data)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if sp, err := m.UnmarshalSpan(b); err == nil && sp.End() <= sp.Start() {
+			t.Fatal("accepted an empty span")
+		}
+	})
+}

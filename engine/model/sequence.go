@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/lfmq/lfmq/engine/config"
 )
@@ -281,4 +283,100 @@ func (s *Sequence) Extend(sp *Span) error {
 	}
 	s.n = sp.end
 	return nil
+}
+
+// spanMagic starts a marshalled span.
+const spanMagic = "lfmq-span-1\x00"
+
+// MarshalBinary encodes the span: a header (magic, shape, start, end) and
+// the float32 state, little-endian. Only a model of the same shape reads
+// it back (UnmarshalSpan), so a prefix cache can outlive the process.
+func (sp *Span) MarshalBinary() ([]byte, error) {
+	var b []byte
+	b = append(b, spanMagic...)
+	for _, v := range []int{sp.shape.layers, sp.shape.hidden, sp.shape.convK, sp.shape.kvDim, sp.start, sp.end} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	b = append(b, byte(len(sp.shape.kinds)))
+	b = append(b, sp.shape.kinds...)
+	put := func(x []float32) {
+		for _, f := range x {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		}
+	}
+	for i := range sp.k {
+		put(sp.k[i])
+		put(sp.v[i])
+		put(sp.conv.layers[i])
+	}
+	return b, nil
+}
+
+// UnmarshalSpan decodes a span made by MarshalBinary for a model of m's
+// shape; anything else is an *InputError, never a panic.
+func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
+	bad := func(msg string) (*Span, error) { return nil, &InputError{What: "UnmarshalSpan", Msg: msg} }
+	shape := m.seqShape()
+	if len(data) < len(spanMagic)+6*8+1 || string(data[:len(spanMagic)]) != spanMagic {
+		return bad("not a span")
+	}
+	p := data[len(spanMagic):]
+	var h [6]int
+	for i := range h {
+		v := binary.LittleEndian.Uint64(p)
+		if v > 1<<40 {
+			return bad("field out of range")
+		}
+		h[i] = int(v)
+		p = p[8:]
+	}
+	nk := int(p[0])
+	p = p[1:]
+	if len(p) < nk {
+		return bad("truncated")
+	}
+	got := seqShape{layers: h[0], hidden: h[1], convK: h[2], kvDim: h[3], kinds: string(p[:nk])}
+	p = p[nk:]
+	if got != shape {
+		return bad("the span belongs to a model of another shape")
+	}
+	start, end := h[4], h[5]
+	if end <= start || end > m.maxContext {
+		return bad(fmt.Sprintf("positions [%d, %d) do not fit the model", start, end))
+	}
+	sp := &Span{shape: shape, start: start, end: end, k: make([][]float32, shape.layers), v: make([][]float32, shape.layers),
+		conv: &ConvState{n: end, layers: make([][]float32, shape.layers)}}
+	take := func(n int) ([]float32, bool) {
+		if n == 0 {
+			return nil, true
+		}
+		if len(p) < 4*n {
+			return nil, false
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+		}
+		p = p[4*n:]
+		return x, true
+	}
+	rows := (end - start) * shape.kvDim
+	convN := (shape.convK - 1) * shape.hidden
+	for i, k := range m.Config.LayerKinds {
+		var ok bool
+		if k == config.Attention {
+			if sp.k[i], ok = take(rows); !ok {
+				return bad("truncated")
+			}
+			if sp.v[i], ok = take(rows); !ok {
+				return bad("truncated")
+			}
+		} else if sp.conv.layers[i], ok = take(convN); !ok {
+			return bad("truncated")
+		}
+	}
+	if len(p) != 0 {
+		return bad("trailing bytes")
+	}
+	return sp, nil
 }

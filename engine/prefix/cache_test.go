@@ -2,6 +2,9 @@ package prefix
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
@@ -72,5 +75,59 @@ func TestCacheLRU(t *testing.T) {
 	}
 	if !c.Shrink(0) || c.Tokens() != 0 || c.Blocks() != 0 {
 		t.Error("Shrink(0) left blocks")
+	}
+}
+
+// TestSaveLoad: a saved cache loads back with the same blocks and recency
+// under the same header, loads nothing under another identity or runtime,
+// and a corrupt file is an error.
+func TestSaveLoad(t *testing.T) {
+	m, err := model.Load("../../testdata/tiny-lfm2-moe/model", model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ids := make([]int, 3*BlockSize)
+	for i := range ids {
+		ids[i] = 500 + i
+	}
+	s := m.NewSequence()
+	m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{Logits: model.NoLogits, ConvSnapshots: [][]int{{64, 128, 192}}})
+	keys := Keys("m", "", ids, 3)
+	c := New()
+	for b := range 3 {
+		conv, _ := s.ConvAt((b + 1) * BlockSize)
+		sp, _ := s.CopySpan(b*BlockSize, (b+1)*BlockSize, conv)
+		c.Insert(keys[b], sp)
+	}
+	c.Lookup(keys[:1]) // block 0 becomes the most recent
+	path := filepath.Join(t.TempDir(), FileName)
+	h := Header{Identity: "m", Runtime: "r1"}
+	if err := c.Save(path, h); err != nil {
+		t.Fatal(err)
+	}
+	d := New()
+	if n, err := d.Load(path, h, m, 1<<20); err != nil || n != 3 {
+		t.Fatalf("load: %d blocks, %v", n, err)
+	}
+	// Limit two blocks: the least recent (block 1) goes.
+	e := New()
+	if n, err := e.Load(path, h, m, 2*BlockSize); err != nil || n != 2 || !e.Has(keys[0]) || e.Has(keys[1]) {
+		t.Errorf("limited load: %d blocks, %v, has 0 %v has 1 %v", n, err, e.Has(keys[0]), e.Has(keys[1]))
+	}
+	var se *StaleError
+	for _, other := range []Header{{Identity: "other", Runtime: "r1"}, {Identity: "m", Runtime: "r2"}} {
+		f := New()
+		if n, err := f.Load(path, other, m, 1<<20); !errors.As(err, &se) || n != 0 || f.Blocks() != 0 {
+			t.Errorf("%+v: %d blocks, %v", other, n, err)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	os.WriteFile(path, data[:len(data)-7], 0o644)
+	if n, err := New().Load(path, h, m, 1<<20); err == nil || n != 0 {
+		t.Errorf("truncated file: %d, %v", n, err)
+	}
+	if n, err := New().Load(filepath.Join(t.TempDir(), "none"), h, m, 1<<20); err != nil || n != 0 {
+		t.Errorf("missing file: %d, %v", n, err)
 	}
 }

@@ -868,3 +868,25 @@ func (s *Scheduler) sampleAll(ws []*work) {
 	}
 	wg.Wait()
 }
+
+// SaveCache writes the prefix cache to path (prefix.Cache.Save). Call it
+// only while Run is not running (after it returned). Without a cache it
+// does nothing.
+func (s *Scheduler) SaveCache(path string, h prefix.Header) error {
+	if s.cache == nil {
+		return nil
+	}
+	return s.cache.Save(path, h)
+}
+
+// LoadCache reads a prefix cache saved by SaveCache, within the KV pool,
+// and returns the blocks loaded. Call it before Run. A stale or corrupt
+// file loads nothing (the error says why; serving can go on cold).
+func (s *Scheduler) LoadCache(path string, h prefix.Header) (int, error) {
+	if s.cache == nil {
+		return 0, nil
+	}
+	n, err := s.cache.Load(path, h, s.m, s.cfg.KVPoolTokens)
+	s.mirrorCache()
+	return n, err
+}
