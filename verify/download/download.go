@@ -372,6 +372,9 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 		}
 		if size < 0 || info.Size() == size {
 			if sum, _, err := lfmq1.HashFile(final); err == nil && sum == e.SHA256 {
+				if err := setMode(final, e.Path); err != nil {
+					return outcome{err: err}
+				}
 				d.logf("ok       %s (already present)", e.Path)
 				return outcome{skipped: true}
 			}
@@ -414,6 +417,9 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 			return outcome{err: fmt.Errorf("download: %w", err)}
 		}
 		if sum == e.SHA256 && (size < 0 || n == size) {
+			if err := setMode(part, e.Path); err != nil {
+				return outcome{err: err}
+			}
 			if err := syncRename(part, final); err != nil {
 				return outcome{err: err}
 			}
@@ -567,6 +573,26 @@ func etagSHA256(h http.Header) string {
 		return ""
 	}
 	return v
+}
+
+// setMode gives a release's runtime binaries (runtime/lfmq-<os>-<arch>)
+// the execute bits, which a hub does not keep, and every other file
+// 0644.
+func setMode(file, releasePath string) error {
+	mode := os.FileMode(0o644)
+	if isRuntimeBinary(releasePath) {
+		mode = 0o755
+	}
+	if err := os.Chmod(file, mode); err != nil {
+		return fmt.Errorf("download: %w", err)
+	}
+	return nil
+}
+
+// isRuntimeBinary reports whether a release path is a runtime binary
+// (not the source archive).
+func isRuntimeBinary(p string) bool {
+	return strings.HasPrefix(p, "runtime/lfmq-") && p != sums.SourceArchivePath
 }
 
 // syncRename fsyncs a finished file and renames it to its final path.

@@ -336,3 +336,34 @@ func TestDest(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeModes: a hub keeps no file modes; the downloaded runtime
+// binaries are executable and everything else is not, also when a rerun
+// finds a binary already present without its execute bit.
+func TestRuntimeModes(t *testing.T) {
+	_, srv := newHub(t)
+	cache := t.TempDir()
+	res, err := download.Download(context.Background(), opts(srv, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		for _, p := range []string{"runtime/lfmq-linux-amd64", "runtime/lfmq-darwin-arm64", "runtime/lfmq-src.tar.gz", "SHA256SUMS", big} {
+			st, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec := st.Mode().Perm()&0o111 != 0
+			if want := strings.HasPrefix(p, "runtime/lfmq-") && !strings.HasSuffix(p, ".tar.gz"); exec != want {
+				t.Errorf("%s: mode %v", p, st.Mode())
+			}
+		}
+	}
+	check()
+	os.Chmod(filepath.Join(res.Dir, "runtime", "lfmq-linux-amd64"), 0o644)
+	if res, err = download.Download(context.Background(), opts(srv, cache)); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
