@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -98,14 +99,23 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Model, "model", "", "checkpoint directory, Hugging Face BF16 or lfmq-1 (required)")
+	f.StringVar(&opts.APIKey, "api-key", "", "API key clients must send as a bearer token (default: $LFMQ_API_KEY)")
+	f.StringVar(&opts.CacheDir, "cache-dir", "", "keep the prefix cache in DIR across restarts (reused only by the same checkpoint and engine)")
+	addServeFlags(f, opts)
+	cmd.MarkFlagDirname("model")
+	return cmd
+}
+
+// addServeFlags defines the flags that lfmq launch passes through to the
+// runtime's serve unchanged (all but --model, --api-key and --cache-dir).
+func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.StringVar(&opts.ServedModelName, "served-model-name", "", "model id clients send (default: the directory's name)")
 	f.StringVar(&opts.Host, "host", "127.0.0.1", "address to bind; anything but loopback must be given explicitly")
 	f.IntVar(&opts.Port, "port", 8000, "port to listen on (0 picks a free one)")
-	f.StringVar(&opts.APIKey, "api-key", "", "API key clients must send as a bearer token (default: $LFMQ_API_KEY)")
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the API key from FILE")
 	f.IntVar(&opts.MaxNumSeqs, "max-num-seqs", sched.DefaultMaxNumSeqs, "most sequences running at once")
 	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "longest prompt + output in tokens (0 = the model's context)")
-	f.IntVar(&opts.KVPoolTokens, "kv-pool-tokens", 0, "tokens of state all running sequences may reserve together (0 = max-num-seqs × max-model-len)")
+	f.IntVar(&opts.KVPoolTokens, "kv-pool-tokens", 0, "tokens of state running sequences and the prefix cache may hold together (0 = max-num-seqs × max-model-len)")
 	f.IntVar(&opts.MaxQueue, "max-queue", sched.DefaultMaxQueue, "most requests waiting; more get 429 queue_full")
 	f.IntVar(&opts.PrefillChunk, "prefill-chunk", sched.DefaultPrefillChunk, "most prompt tokens processed per step")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); outputs do not depend on it")
@@ -118,10 +128,7 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 	f.IntVar(&opts.LookupMin, "lookup-min", spec.DefaultLookupMin, "shortest n-gram a draft may be matched on")
 	f.IntVar(&opts.LookupMax, "lookup-max", spec.DefaultLookupMax, "longest n-gram a draft is matched on (tried first)")
 	f.StringVar(&opts.PrefixCaching, "prefix-caching", "on", "reuse the state of earlier prompts' 64-token blocks: on or off")
-	f.StringVar(&opts.CacheDir, "cache-dir", "", "keep the prefix cache in DIR across restarts (reused only by the same checkpoint and engine)")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	cmd.MarkFlagDirname("model")
-	return cmd
 }
 
 // validate checks every flag before anything starts (usage errors, exit 2).
@@ -129,6 +136,12 @@ func (o *serveOptions) validate(cmd *cobra.Command) error {
 	if err := requireFlags("model", o.Model); err != nil {
 		return err
 	}
+	return o.validateServe()
+}
+
+// validateServe checks the flags addServeFlags defines (launch checks them
+// too before it starts anything).
+func (o *serveOptions) validateServe() error {
 	usage := func(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
 	switch {
 	case o.Port < 0 || o.Port > 65535:

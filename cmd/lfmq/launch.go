@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/lfmq/lfmq/launch"
+	"github.com/lfmq/lfmq/verify"
+)
+
+type launchOptions struct {
+	IO           *IOStreams
+	ReleaseDir   string
+	CacheRoot    string
+	Repo         string
+	Revision     string
+	CacheDir     string
+	PrintCommand bool
+	// Serve holds the serve flags passed through (validated as serve
+	// validates them); Forward their command-line form.
+	Serve   serveOptions
+	Forward []string
+	// Exec runs the plan (launch.Exec; tests capture it).
+	Exec func(*launch.Plan) error
+}
+
+func newLaunchCmd(ios *IOStreams, runF func(*launchOptions) error) *cobra.Command {
+	return newLaunchCmdWith(ios, runF, launch.Exec)
+}
+
+// newLaunchCmdWith is newLaunchCmd with the function that runs the plan
+// (tests capture it instead of replacing their process).
+func newLaunchCmdWith(ios *IOStreams, runF func(*launchOptions) error, execF func(*launch.Plan) error) *cobra.Command {
+	opts := &launchOptions{IO: ios, Exec: execF}
+	cmd := &cobra.Command{
+		Use:   "launch (--release-dir DIR | --cache-root DIR --repo OWNER/NAME --revision REV) [serve flags]",
+		Short: "Verify a release and start its bundled runtime as an OpenAI-compatible server",
+		Long: `Launch starts the server a release bundles, pinned to the bytes that were
+verified. It checks every byte of the release (as 'lfmq verify'; any finding
+exits 3 and nothing starts), picks runtime/lfmq-<os>-<arch> for this platform
+and checks it against the digest runtime-release.json pins, gives it back its
+execute bit if a download dropped it, binds the server's cache directory to
+the release (an identity file naming the release, the checkpoint manifest and
+the runtime; a directory labelled for something else, or not empty and not
+labelled, is refused), then replaces itself with
+
+  runtime/lfmq-<os>-<arch> serve --model <release>/checkpoint \
+      --served-model-name <release id> --cache-dir <cache> [serve flags]
+
+exactly as --print-command prints it. The serve flags are checked here first,
+by serve's own rules. A release fetched with 'lfmq download' is named by
+--cache-root, --repo and --revision. The API key comes from --api-key-file or
+LFMQ_API_KEY (never from the command line, where other users could read it).`,
+		Example: `  lfmq launch --release-dir ./LFM2-8B-A1B-lfmq1 --sampling-preset agentic
+  lfmq launch --cache-root ~/.cache/lfmq --repo lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --port 8080
+  lfmq launch --release-dir ./release --print-command`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.validate(cmd.Flags()); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return launchRun(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ReleaseDir, "release-dir", "", "release directory to launch")
+	f.StringVar(&opts.CacheRoot, "cache-root", "", "where lfmq download keeps releases (with --repo and --revision)")
+	f.StringVar(&opts.Repo, "repo", "", "OWNER/NAME of the downloaded release")
+	f.StringVar(&opts.Revision, "revision", "", "revision of the downloaded release")
+	f.StringVar(&opts.CacheDir, "cache-dir", "", "the server's cache directory (default: .cache/lfmq/serve in the release)")
+	f.BoolVar(&opts.PrintCommand, "print-command", false, "check everything, print the runtime command and exit")
+	addServeFlags(f, &opts.Serve)
+	cmd.MarkFlagDirname("release-dir")
+	cmd.MarkFlagDirname("cache-root")
+	return cmd
+}
+
+// launchOwn are launch's own flags; every other changed flag is a serve
+// flag passed through.
+var launchOwn = map[string]bool{"release-dir": true, "cache-root": true, "repo": true, "revision": true, "cache-dir": true, "print-command": true, "help": true}
+
+func (o *launchOptions) validate(f *pflag.FlagSet) error {
+	lo := launch.Options{ReleaseDir: o.ReleaseDir, CacheRoot: o.CacheRoot, Repo: o.Repo, Revision: o.Revision}
+	if _, err := lo.Dir(); err != nil {
+		return &usageError{errors.New(strings.TrimPrefix(err.Error(), "launch: ") + " (--release-dir, or --cache-root with --repo and --revision)")}
+	}
+	if o.Serve.PrefixCaching == "off" && o.CacheDir != "" {
+		return &usageError{errors.New("--cache-dir keeps the prefix cache, which --prefix-caching off turns off")}
+	}
+	if err := o.Serve.validateServe(); err != nil {
+		return err
+	}
+	o.Forward = nil
+	f.VisitAll(func(fl *pflag.Flag) {
+		if !fl.Changed || launchOwn[fl.Name] {
+			return
+		}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				o.Forward = append(o.Forward, "--"+fl.Name, v)
+			}
+			return
+		}
+		o.Forward = append(o.Forward, "--"+fl.Name, fl.Value.String())
+	})
+	return nil
+}
+
+func launchRun(cmd *cobra.Command, opts *launchOptions) error {
+	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
+		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
+	var bar *byteBar
+	if opts.IO.ErrTTY && !opts.PrintCommand {
+		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		lo.Verify = verify.Options{Progress: bar}
+	}
+	plan, err := launch.Prepare(cmd.Context(), lo)
+	bar.finish()
+	if plan != nil && plan.Report != nil && !plan.Report.OK {
+		printReport(&IOStreams{Out: opts.IO.ErrOut, ErrOut: opts.IO.ErrOut}, plan.Report, false)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.PrintCommand {
+		fmt.Fprintln(opts.IO.Out, plan.Command())
+		return nil
+	}
+	opts.IO.Errorf("verified %s: %d files; runtime %s (sha256 %s)\n", plan.ReleaseID, plan.Report.Files, plan.Binary, plan.RuntimeSHA256)
+	if plan.MadeExecutable {
+		opts.IO.Errorf("the runtime had lost its execute bit (a download that drops file modes); it has it again\n")
+	}
+	opts.IO.Errorf("exec %s\n", plan.Command())
+	return opts.Exec(plan)
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lfmq/lfmq/launch"
+	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/verify/download/hubtest"
+)
+
+func TestLaunchFlags(t *testing.T) {
+	tests := []struct {
+		name, args, wantErr string
+		forward             []string
+	}{
+		{"release dir", "--release-dir r", "", nil},
+		{"serve flags pass through", "--release-dir r --sampling-preset agentic --port 9 --speculate off --cors-origin a --cors-origin b --default-sampling {\"min_p\":0.1}",
+			"", []string{"--cors-origin", "a", "--cors-origin", "b", "--default-sampling", `{"min_p":0.1}`, "--port", "9", "--sampling-preset", "agentic", "--speculate", "off"}},
+		{"download", "--cache-root c --repo o/n --revision v1 --print-command", "", nil},
+		{"nothing", "", "give a release directory", nil},
+		{"both", "--release-dir r --repo o/n", "not both", nil},
+		{"bad repo", "--cache-root c --repo nope --revision v1", "repo", nil},
+		{"bad preset", "--release-dir r --sampling-preset wild", "unknown sampling preset", nil},
+		{"bad default", "--release-dir r --default-sampling {\"temp\":1}", "temp: unknown key", nil},
+		{"bad spec tokens", "--release-dir r --spec-tokens 9", "--spec-tokens", nil},
+		{"no model flag", "--release-dir r --model m", "unknown flag: --model", nil},
+		{"no key flag", "--release-dir r --api-key k", "unknown flag: --api-key", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *launchOptions
+			err := executeWith(ios, newLaunchCmd(ios, func(o *launchOptions) error { got = o; return nil }), append([]string{"launch"}, strings.Fields(tt.args)...)...)
+			if tt.wantErr != "" {
+				wantUsageError(t, err, tt.wantErr)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Forward, tt.forward) {
+				t.Errorf("forward %q, want %q", got.Forward, tt.forward)
+			}
+		})
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// lfmqBinary builds this command once per test binary: the runtime of
+// the test releases, so that a launched release really serves.
+func lfmqBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lfmq-launch-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "lfmq")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// servingRelease builds a release whose runtime for this platform is a
+// real lfmq (the others are stand-ins).
+func servingRelease(t *testing.T) string {
+	t.Helper()
+	bin := lfmqBinary(t)
+	return bundletest.Release(t, func(o *bundle.Options) {
+		o.Platforms = []bundle.Platform{{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, {GOOS: "plan9", GOARCH: "amd64"}}
+		o.BuildBinary = func(ctx context.Context, p bundle.Platform, dir, ldflags, out string) error {
+			if p.GOOS != runtime.GOOS || p.GOARCH != runtime.GOARCH {
+				return bundletest.FakeBinary(ctx, p, dir, ldflags, out)
+			}
+			data, err := os.ReadFile(bin)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, data, 0o755)
+		}
+	})
+}
+
+// waitHealthy polls /health until 200.
+func waitHealthy(t *testing.T, base string, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited: %v", err)
+		default:
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("the server did not become healthy")
+}
+
+func chatOnce(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"What does the ls command do?"}],"max_tokens":8}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"finish_reason"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// TestLaunchRuns: lfmq launch replaces itself with the release's runtime
+// (a real exec, through the built binary), which answers; the command it
+// executes is the one --print-command prints; SIGTERM stops it with 0.
+func TestLaunchRuns(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("exec replaces the process on unix only")
+	}
+	rel := servingRelease(t)
+	port := freePort(t)
+	args := []string{"launch", "--release-dir", rel, "--port", fmt.Sprint(port), "--sampling-preset", "agentic"}
+
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), append(args, "--print-command"), ios); code != 0 {
+		t.Fatalf("--print-command: exit %d: %s", code, stderr)
+	}
+	printed := strings.TrimSpace(stdout.String())
+	if want := filepath.Join(rel, "runtime", "lfmq-"+runtime.GOOS+"-"+runtime.GOARCH) + " serve --model " + filepath.Join(rel, "checkpoint"); !strings.HasPrefix(printed, want) ||
+		!strings.HasSuffix(printed, fmt.Sprintf("--port %d --sampling-preset agentic", port)) {
+		t.Errorf("printed %s", printed)
+	}
+	// The in-process command hands the same command to its exec.
+	var planned *launch.Plan
+	ios, _, stderr = testStreams()
+	launchCmd := newLaunchCmdWith(ios, nil, func(p *launch.Plan) error { planned = p; return nil })
+	if err := executeWith(ios, launchCmd, args...); err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	if planned == nil || planned.Command() != printed {
+		t.Fatalf("executed %v\nprinted  %s", planned, printed)
+	}
+
+	// The real thing: the built binary execs the runtime, which serves.
+	proc := exec.Command(lfmqBinary(t), args...)
+	var logs strings.Builder
+	proc.Stderr = &logs
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHealthy(t, base, exited)
+	chatOnce(t, base)
+	proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		proc.Process.Kill()
+		t.Fatal("no exit after SIGTERM")
+	}
+	if !strings.Contains(logs.String(), "exec "+printed) {
+		t.Errorf("launch did not log the command it executed:\n%s", logs.String())
+	}
+}
+
+// TestLaunchRefuses: a tampered byte exits 3, a foreign cache and an
+// unlabelled non-empty cache exit 1; nothing is executed.
+func TestLaunchRefuses(t *testing.T) {
+	rel := bundletest.Release(t, nil)
+	runLaunch := func(args ...string) (int, string) {
+		ios, _, stderr := testStreams()
+		executed := false
+		cmd := newLaunchCmdWith(ios, nil, func(*launch.Plan) error { executed = true; return nil })
+		err := executeWith(ios, cmd, append([]string{"launch"}, args...)...)
+		if executed {
+			t.Errorf("%v: executed", args)
+		}
+		if err != nil {
+			ios.Errorf("lfmq: %v\n", err)
+		}
+		return exitCode(err), stderr.String()
+	}
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, launch.IdentityFile), []byte(`{"schema":"lfmq.cache-identity/1","release_id":"x","manifest_sha256":"`+strings.Repeat("a", 64)+`","runtime_sha256":"`+strings.Repeat("b", 64)+`"}`), 0o644)
+	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", foreign, "--port", "0"); code != exitFailure || !strings.Contains(msg, "belongs to another release") {
+		t.Errorf("foreign cache: exit %d: %s", code, msg)
+	}
+	junk := t.TempDir()
+	os.WriteFile(filepath.Join(junk, "notes.txt"), []byte("mine"), 0o644)
+	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", junk); code != exitFailure || !strings.Contains(msg, "not empty") {
+		t.Errorf("unlabelled cache: exit %d: %s", code, msg)
+	}
+	f := filepath.Join(rel, "checkpoint", "manifest.json")
+	data, _ := os.ReadFile(f)
+	os.WriteFile(f, append(data, ' '), 0o644)
+	if code, msg := runLaunch("--release-dir", rel); code != exitMismatch || !strings.Contains(msg, "checkpoint/manifest.json") {
+		t.Errorf("tampered: exit %d: %s", code, msg)
+	}
+}
+
+// TestLaunchDownloaded: a release fetched from a hub (which keeps no file
+// modes) by lfmq download launches by --cache-root/--repo/--revision.
+func TestLaunchDownloaded(t *testing.T) {
+	rel := servingRelease(t)
+	srv := httptest.NewServer(hubtest.New(rel, "lfmq/tiny-lfm2-moe-lfmq1", "v1"))
+	defer srv.Close()
+	cache := t.TempDir()
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"download", srv.URL + "/lfmq/tiny-lfm2-moe-lfmq1", "--revision", "v1", "--cache-root", cache}, ios); code != 0 {
+		t.Fatalf("download: exit %d: %s", code, stderr)
+	}
+	var planned *launch.Plan
+	ios, _, stderr = testStreams()
+	cmd := newLaunchCmdWith(ios, nil, func(p *launch.Plan) error { planned = p; return nil })
+	if err := executeWith(ios, cmd, "launch", "--cache-root", cache, "--repo", "lfmq/tiny-lfm2-moe-lfmq1", "--revision", "v1", "--port", "0"); err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	st, err := os.Stat(planned.Binary)
+	if err != nil || st.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("runtime %s: %v %v", planned.Binary, st.Mode(), err)
+	}
+	// It really runs.
+	port := freePort(t)
+	args := append(slices.Clone(planned.Args), "--port", fmt.Sprint(port))
+	proc := exec.Command(planned.Binary, args...)
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d", port), exited)
+	chatOnce(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	proc.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Errorf("exit: %v", err)
+	}
+}
