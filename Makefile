@@ -35,10 +35,10 @@ DEMO_RECORDS ?= 16
 
 # demo: the whole pipeline on the tiny model in testdata/: quantize with GPTQ
 # (the product), RTN (the baseline) and BF16 experts (the ablation), inspect,
-# generate, score against BF16, serve and score the server, build and verify
-# a release, detect tampering.
+# generate, score against BF16, build and verify a release, detect
+# tampering, launch the release and score the running server.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/evidence $(DEMO_OUT)/serve
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
 	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
@@ -59,11 +59,11 @@ demo: build
 		$(CORPORA) --max-records $(DEMO_RECORDS) --noise-floor \
 		--out $(DEMO_OUT)/evidence/score-tiny.json --plot $(DEMO_OUT)/evidence
 	@echo
-	@echo "== serve the GPTQ checkpoint over the OpenAI API; score the running server"
-	scripts/demo-serve.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(TINY)/model $(TINY)/corpora/chat.jsonl $(DEMO_OUT)/serve
-	@echo
 	@echo "== release: build, verify, tamper"
 	scripts/demo-release.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/release-demo
+	@echo
+	@echo "== launch the release (agentic preset), ask it over the OpenAI API, score the running server"
+	scripts/demo-launch.sh $(BIN) $(DEMO_OUT)/release-demo/release $(TINY)/model $(TINY)/corpora/chat.jsonl $(DEMO_OUT)/launch
 	@echo
 	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts}, evidence/, release-demo/release"
 
@@ -97,6 +97,7 @@ FUZZ_TARGETS = \
 	./engine/parser:FuzzStopMatcher \
 	./engine/api:FuzzChatRequest \
 	./engine/api:FuzzCompletionRequest \
+	./engine/model:FuzzUnmarshalSpan \
 	./quant/calib:FuzzReadRecords \
 	./evidence:FuzzParse \
 	./evidence/corpus:FuzzParse \
