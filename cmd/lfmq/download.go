@@ -42,9 +42,9 @@ commit of the revision, every file is fetched at that commit. Rerunning only
 fetches what is missing or wrong. The run ends with 'lfmq verify' over the
 directory, and its exit status is verify's.
 
-HF_TOKEN, when set, is sent to the URL's host only. --download-only only
-fetches and verifies, and prints no follow-up hint (today that is all download
-does; serving a downloaded release will build on it).`,
+HF_TOKEN, when set, is sent to the URL's host only. Afterwards it prints the
+'lfmq launch' command that serves the release; --download-only prints no
+follow-up hint.`,
 		Example: "  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,6 +103,9 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 		fmt.Fprintln(w)
 		if err == nil && !opts.DownloadOnly {
 			fmt.Fprintf(w, "check it again at any time with: lfmq verify --release-dir %s\n", res.Dir)
+			if repo, rerr := download.Repo(opts.URL); rerr == nil {
+				fmt.Fprintf(w, "serve it with: lfmq launch --cache-root %s --repo %s --revision %s\n", opts.CacheRoot, repo, opts.Revision)
+			}
 		}
 	}
 	return err

@@ -77,7 +77,8 @@ func TestDownloadRun(t *testing.T) {
 		t.Error("--download-only printed the follow-up hint")
 	}
 	code, out, _ = runDownload()
-	if code != 0 || !strings.Contains(out, "0 fetched") || !strings.Contains(out, "check it again at any time with") {
+	if code != 0 || !strings.Contains(out, "0 fetched") || !strings.Contains(out, "check it again at any time with") ||
+		!strings.Contains(out, "serve it with: lfmq launch --cache-root "+cache+" --repo lfmq/tiny --revision v1") {
 		t.Errorf("rerun: exit %d\n%s", code, out)
 	}
 	hub.Corrupt("LICENSE", 3)

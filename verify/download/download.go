@@ -93,6 +93,20 @@ func (e *HTTPError) Error() string {
 
 var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// Repo returns the OWNER/NAME a repository URL names (its last two path
+// segments), as lfmq launch --repo takes it.
+func Repo(rawURL string) (string, error) {
+	if _, err := Dest("", rawURL, "x"); err != nil {
+		return "", err
+	}
+	u, _ := url.Parse(rawURL)
+	segs := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
+	if len(segs) < 2 {
+		return "", fmt.Errorf("download: URL %q names no OWNER/NAME repository", rawURL)
+	}
+	return segs[len(segs)-2] + "/" + segs[len(segs)-1], nil
+}
+
 // Dest returns the destination directory of a download:
 // cacheRoot/<owner>--<name>/<revision> for URL .../owner/name.
 func Dest(cacheRoot, rawURL, revision string) (string, error) {

@@ -367,3 +367,14 @@ func TestRuntimeModes(t *testing.T) {
 	}
 	check()
 }
+
+func TestRepo(t *testing.T) {
+	for in, want := range map[string]string{"https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1": "lfmq/LFM2-8B-A1B-lfmq1", "http://h:8/a/b/c/": "b/c"} {
+		if got, err := download.Repo(in); err != nil || got != want {
+			t.Errorf("Repo(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := download.Repo("https://h/only"); err == nil {
+		t.Error("one segment accepted")
+	}
+}
