@@ -223,8 +223,6 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("```\n\n")
 	fmt.Fprintf(b, "The release digest is the sha256 of `SHA256SUMS`; it is in the message of the `%s` tag.\n\n", in.Revision)
 
-	// The card names only commands the bundled runtime has; serving comes
-	// with the server.
 	b.WriteString("## Run\n\n```sh\n")
 	example := "runtime/lfmq-linux-amd64"
 	for _, r := range in.Runtime {
@@ -233,10 +231,15 @@ func body(b *bytes.Buffer, in Input) {
 			break
 		}
 	}
-	fmt.Fprintf(b, "%s generate --model checkpoint \\\n", example)
-	b.WriteString("  --chat '[{\"role\":\"user\",\"content\":\"Hello!\"}]' --stats\n")
+	fmt.Fprintf(b, "%s launch --release-dir . --sampling-preset agentic --port 8000\n", example)
+	b.WriteString("curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n")
+	b.WriteString("  -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n")
 	b.WriteString("```\n\n")
-	b.WriteString("Use the binary for your platform (`runtime/lfmq-<os>-<arch>`); verify the release first.\n")
+	b.WriteString("`launch` verifies every byte of the release, checks the runtime against its pinned digest, then\n")
+	b.WriteString("serves the checkpoint over an OpenAI-compatible API (`/v1/chat/completions`, `/v1/completions`,\n")
+	b.WriteString("`/v1/models`, `/health`, `/metrics`); point any OpenAI client at `http://localhost:8000/v1`.\n")
+	b.WriteString("Use the binary for your platform (`runtime/lfmq-<os>-<arch>`; `--print-command` shows what it\n")
+	b.WriteString("runs; after a download that keeps no file modes, such as `hf download`, `chmod +x` it first).\n")
 	b.WriteString("The engine runs the lfmq-1 weights directly on the CPU.\n\n")
 
 	b.WriteString("## Pins\n\n| pin | value |\n|---|---|\n")
