@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,103 @@ func BenchmarkServe(b *testing.B) {
 			b.ReportMetric(total.Seconds()*1000/float64(b.N), "ttft_ms")
 		})
 	}
+}
+
+// BenchmarkSpeculation: one user's decode with speculation off and on (two
+// servers on the same model, interleaved): decode tokens/s of each, their
+// ratio, and with speculation the acceptance and tokens per verify step.
+// Decode speed is (N−1)/(t(N) − t(1)) as in BenchmarkServe. Workloads:
+//
+//   - copy: the synthetic model has random weights and never copies from
+//     its context by itself; a logit bias of +100 on four of the prompt's
+//     tokens confines its greedy answer to them, and after a short
+//     transient the answer repeats itself, as a real model re-emitting a
+//     document or a file under edit does (the draft comes from the
+//     answer's own earlier text);
+//   - free: seeded sampling at temperature 0.8, which never repeats.
+func BenchmarkSpeculation(b *testing.B) {
+	dir := serveSynth(b)
+	sess, err := generate.Open(dir, model.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	cfg := sched.Config{MaxModelLen: 4096, PrefixCache: sched.PrefixConfig{Off: true}}
+	off := cfg
+	off.Speculation.Off = true
+	urlOff, urlOn := benchServer(b, sess, off), benchServer(b, sess, cfg)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 256
+	for _, wl := range []string{"copy", "free"} {
+		b.Run(wl, func(b *testing.B) {
+			var secOff, secOn float64
+			stats := func(url string) (steps, emitted, draft, accepted float64) {
+				return metricValue(b, url, "lfmq_spec_verify_steps_total"), metricValue(b, url, "lfmq_spec_emitted_tokens_total"),
+					metricValue(b, url, "lfmq_spec_draft_tokens_total"), metricValue(b, url, "lfmq_spec_accepted_tokens_total")
+			}
+			s0, e0, d0, a0 := stats(urlOn)
+			for range b.N {
+				var prompt []int
+				body := map[string]any{"temperature": 0}
+				if wl == "copy" {
+					passage := randomPrompt(rng, 400)[1:]
+					prompt = slices.Concat([]int{1}, passage, passage[:24])
+					bias := map[string]float64{}
+					for _, id := range passage[:4] {
+						bias[fmt.Sprint(id)] = 100
+					}
+					body["logit_bias"] = bias
+				} else {
+					prompt = randomPrompt(rng, 64)
+					body = map[string]any{"temperature": 0.8, "seed": rng.IntN(1 << 30)}
+				}
+				timed := func(url string, max int) time.Duration {
+					req := map[string]any{"prompt": prompt, "max_tokens": max, "min_tokens": max}
+					for k, v := range body {
+						req[k] = v
+					}
+					t0 := time.Now()
+					if status, out := post(b, url+"/v1/completions", req); status != 200 {
+						b.Fatalf("%d %s", status, out)
+					}
+					return time.Since(t0)
+				}
+				secOff += (timed(urlOff, n) - timed(urlOff, 1)).Seconds()
+				secOn += (timed(urlOn, n) - timed(urlOn, 1)).Seconds()
+			}
+			s1, e1, d1, a1 := stats(urlOn)
+			tOff, tOn := float64(b.N*(n-1))/secOff, float64(b.N*(n-1))/secOn
+			b.ReportMetric(tOff, "off_tok/s")
+			b.ReportMetric(tOn, "on_tok/s")
+			b.ReportMetric(tOn/tOff, "speedup")
+			if d1 > d0 {
+				b.ReportMetric((a1-a0)/(d1-d0), "acceptance")
+				b.ReportMetric((e1-e0)/(s1-s0), "tok/verify")
+			}
+			b.ReportMetric(s1-s0, "verify_steps")
+		})
+	}
+}
+
+// BenchmarkPrefixCache: time to the first token of a 2,000-token prompt
+// sent cold (a new prompt each time) and again right after (resumed from
+// the prefix cache), on one server.
+func BenchmarkPrefixCache(b *testing.B) {
+	dir := serveSynth(b)
+	sess, err := generate.Open(dir, model.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	url := benchServer(b, sess, sched.Config{MaxModelLen: 4096})
+	rng := rand.New(rand.NewPCG(5, 6))
+	var cold, warm time.Duration
+	for range b.N {
+		prompt := randomPrompt(rng, 2000)
+		cold += complete(b, url, prompt, 1)
+		warm += complete(b, url, prompt, 1)
+	}
+	b.ReportMetric(cold.Seconds()*1000/float64(b.N), "cold_ms")
+	b.ReportMetric(warm.Seconds()*1000/float64(b.N), "cached_ms")
+	b.ReportMetric(cold.Seconds()/warm.Seconds(), "ratio")
 }

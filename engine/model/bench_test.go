@@ -359,3 +359,68 @@ func reportPeakRSS(b *testing.B, exclude int64) {
 		}
 	}
 }
+
+// BenchmarkVerifyStep measures what a speculative verify step costs: one
+// sequence, 512 tokens in, fed width tokens in one step with every
+// position's logits and conv snapshots (what the scheduler asks for), then
+// rewound. rel is its time over the one-token step's, measured in the same
+// run: the c(k+1) of the speculation policy (serving.md §6). On a
+// memory-bound model a wider step reads the same weights once, so rel
+// grows far slower than width.
+func BenchmarkVerifyStep(b *testing.B) {
+	for _, which := range benchModels {
+		b.Run(which, func(b *testing.B) {
+			dir := benchModel(b, which, "lfmq1")
+			m, err := model.Load(dir, model.LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			n := 512
+			if which == "tiny" {
+				n = 300 // the fixture's longest prompt is 314 tokens
+			}
+			base, _ := forward(b, m, benchPrompt(b, m, which, n), model.ForwardOptions{Logits: model.NoLogits})
+			rng := rand.New(rand.NewPCG(7, 7))
+			var one float64
+			for _, width := range []int{1, 2, 3, 4, 5, 6, 8} {
+				b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+					s := base.Clone()
+					L := s.Len()
+					snaps := make([]int, width+1)
+					for i := range snaps {
+						snaps[i] = L + i
+					}
+					mode := model.AllLogits
+					if width == 1 {
+						// A plain decode step; the one snapshot (a copy of
+						// the state before the step) lets it be rewound.
+						mode, snaps = model.LastLogits, snaps[:1]
+					}
+					toks := make([]int, width)
+					for b.Loop() {
+						for i := range toks {
+							toks[i] = rng.IntN(m.Config.VocabSize)
+						}
+						opts := model.ForwardOptions{Logits: mode, ConvSnapshots: [][]int{snaps}}
+						if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{toks}, opts); err != nil {
+							b.Fatal(err)
+						}
+						conv, _ := s.ConvAt(L)
+						if err := s.Rewind(L, conv); err != nil {
+							b.Fatal(err)
+						}
+					}
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					if width == 1 {
+						one = sec
+					}
+					b.ReportMetric(sec*1000, "ms/step")
+					if one > 0 {
+						b.ReportMetric(sec/one, "rel")
+					}
+				})
+			}
+		})
+	}
+}

@@ -16,7 +16,11 @@ const (
 // (any start before the suffix itself; overlaps allowed); the first n that
 // matches wins, and the draft is what followed that occurrence. vLLM's
 // n-gram proposer takes the earliest occurrence and llama.cpp's the last;
-// lfmq takes the last.
+// lfmq takes the last. Where serving.md §6 cuts the draft at the end of
+// the context, lfmq continues it periodically: an occurrence d tokens
+// before the suffix says the text repeats with period d, so a run of one
+// token, or a line repeated with its neighbour overlapping, still gives a
+// full draft.
 //
 // Per n it keeps a hash map from n-gram to its last start, updated as
 // tokens are appended, so a proposal costs max−min+1 lookups. It is not
@@ -72,8 +76,20 @@ func (l *Lookup) Propose(k int) []int {
 		if !ok || !equal(l.toks[s:s+n], suffix) { // absent, or a hash collision
 			continue
 		}
-		from := s + n
-		return append([]int(nil), l.toks[from:min(from+k, T)]...)
+		// The suffix recurs d tokens after the occurrence; where the
+		// tokens that followed it run into the suffix itself (an
+		// overlapping match, such as a run of one token), the draft goes
+		// on with period d instead of stopping at the end of the context.
+		from, d := s+n, T-n-s
+		draft := make([]int, 0, k)
+		for i := range k {
+			if from+i < T {
+				draft = append(draft, l.toks[from+i])
+			} else {
+				draft = append(draft, draft[i-d])
+			}
+		}
+		return draft
 	}
 	return nil
 }

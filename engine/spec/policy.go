@@ -1,6 +1,9 @@
 package spec
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Policy chooses a verify step's draft length k (serving.md §6): with a
 // the moving acceptance rate of draft tokens and c(k) the measured cost of
@@ -15,10 +18,11 @@ type Policy struct {
 	maxK     int
 	accept   float64 // moving acceptance rate of tested draft tokens
 	costs    *Costs
-	pause    int // tokens to decode plainly before drafting again
-	Drafts   int // verify steps run
-	Proposed int // draft tokens verified
-	Accepted int // draft tokens accepted
+	pause    int  // tokens to decode plainly before drafting again
+	probed   bool // a draft was verified since the request began or the last pause
+	Drafts   int  // verify steps run
+	Proposed int  // draft tokens verified
+	Accepted int  // draft tokens accepted
 }
 
 // ProbeAfter is how many plainly decoded tokens follow a decision not to
@@ -26,8 +30,9 @@ type Policy struct {
 const ProbeAfter = 64
 
 // acceptAlpha is the weight of one tested draft token in the moving
-// acceptance rate: about the last 30 tokens count.
-const acceptAlpha = 1.0 / 32
+// acceptance rate: about the last eight tested tokens count, so a run of
+// copied text is recognised within a few verify steps.
+const acceptAlpha = 1.0 / 8
 
 // NewPolicy returns a policy drafting at most maxK tokens, starting from
 // an acceptance rate of one half.
@@ -39,13 +44,17 @@ func NewPolicy(maxK int, costs *Costs) *Policy {
 func (p *Policy) Acceptance() float64 { return p.accept }
 
 // K returns the draft length for the next step, 0 for a plain decode step
-// (then call Plain).
+// (then call Plain). A request starts with a probe, and a pause ends with
+// one: a draft of the best length whatever the expected value, because
+// only a verified draft measures acceptance, and a rate left at its prior
+// could otherwise keep drafting off for good once wide steps are known to
+// be expensive.
 func (p *Policy) K() int {
 	if p.pause > 0 {
 		return 0
 	}
 	a := p.accept
-	best, bestK := 1.0, 0
+	best, bestK := 0.0, 1
 	for k := 1; k <= p.maxK; k++ {
 		e := float64(k + 1)
 		if a < 1 {
@@ -55,8 +64,9 @@ func (p *Policy) K() int {
 			best, bestK = v, k
 		}
 	}
-	if bestK == 0 {
-		p.pause = ProbeAfter
+	if p.probed && best <= 1 {
+		p.pause, p.probed = ProbeAfter, false
+		return 0
 	}
 	return bestK
 }
@@ -72,6 +82,7 @@ func (p *Policy) Plain() {
 // were accepted: m accepted trials and, if m < k, one rejected (the
 // tokens after the first rejection were not tested).
 func (p *Policy) Verified(k, m int) {
+	p.probed = true
 	p.Drafts++
 	p.Proposed += k
 	p.Accepted += m
@@ -84,34 +95,46 @@ func (p *Policy) Verified(k, m int) {
 }
 
 // Costs holds the measured time of steps of 1 to MaxTokens+1 tokens of one
-// sequence, as moving averages, and answers their cost relative to a
-// one-token step. Before a width is measured its cost is taken to grow by
-// a tenth per extra token (decode is bound by reading the weights, which
-// a wider step reads once).
+// sequence and answers their cost relative to a one-token step. Each width
+// keeps its last costWindow times and uses their median: the first step of
+// a new width also pays for growing buffers, and a shared machine adds
+// outliers, neither of which should decide the policy. Before a width is
+// measured its cost is taken to grow by a tenth per extra token (decode is
+// bound by reading the weights, which a wider step reads once).
 type Costs struct {
-	sec [MaxTokens + 2]float64 // by width; 0: not measured
+	sec [MaxTokens + 2][]float64 // by width: recent times, oldest first
 }
 
-// costAlpha is the weight of one measurement.
-const costAlpha = 0.2
+// costWindow is how many recent times per width the median is taken over.
+const costWindow = 9
 
 // Observe records that a step of width tokens took sec seconds.
 func (c *Costs) Observe(width int, sec float64) {
 	if width < 1 || width >= len(c.sec) || sec <= 0 {
 		return
 	}
-	if c.sec[width] == 0 {
-		c.sec[width] = sec
-		return
+	s := append(c.sec[width], sec)
+	if len(s) > costWindow {
+		s = s[len(s)-costWindow:]
 	}
-	c.sec[width] += costAlpha * (sec - c.sec[width])
+	c.sec[width] = s
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 }
 
 // Rel returns the cost of a width-token step relative to a one-token step.
 func (c *Costs) Rel(width int) float64 {
 	guess := 1 + 0.1*float64(width-1)
-	if width <= 1 || width >= len(c.sec) || c.sec[1] == 0 || c.sec[width] == 0 {
+	if width <= 1 || width >= len(c.sec) || len(c.sec[1]) == 0 || len(c.sec[width]) == 0 {
 		return guess
 	}
-	return c.sec[width] / c.sec[1]
+	return median(c.sec[width]) / median(c.sec[1])
 }

@@ -20,8 +20,9 @@ func TestLookup(t *testing.T) {
 		{"most recent occurrence", []int{1, 2, 3, 10, 1, 2, 3, 20, 21, 1, 2, 3}, 2, []int{20, 21}},
 		{"longest n wins", []int{5, 1, 2, 3, 30, 31, 9, 2, 3, 40, 5, 1, 2, 3}, 2, []int{30, 31}},
 		{"longer match beats a more recent shorter one", []int{7, 1, 2, 3, 50, 0, 1, 2, 3, 60, 7, 1, 2, 3}, 1, []int{50}},
-		{"cut at the end", []int{1, 2, 3, 4, 1, 2, 3}, 6, []int{4, 1, 2, 3}},
-		{"overlap", []int{4, 4, 4, 4}, 3, []int{4}},
+		{"periodic past the end", []int{1, 2, 3, 4, 1, 2, 3}, 6, []int{4, 1, 2, 3, 4, 1}},
+		{"overlap: a run continues", []int{4, 4, 4, 4}, 3, []int{4, 4, 4}},
+		{"overlap: period 2", []int{9, 5, 6, 5, 6, 5, 6}, 5, []int{5, 6, 5, 6, 5}},
 		{"k 0", []int{1, 2, 3, 1, 2, 3}, 0, nil},
 	}
 	for _, tt := range tests {
@@ -55,6 +56,9 @@ func TestLookup(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	var c Costs
 	p := NewPolicy(4, &c)
+	if k := p.K(); k == 0 {
+		t.Error("a new request does not probe")
+	}
 	for range 200 {
 		p.Verified(4, 4)
 	}
@@ -74,17 +78,26 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	p.Plain()
-	p.accept = 0.9
 	if k := p.K(); k == 0 {
 		t.Error("no probe after ProbeAfter plain tokens")
 	}
-	// Expensive wide steps: acceptance 0.6 pays for one draft token only
-	// when a 2-token step costs little.
+	// A probe that finds no draft stays pending until one is verified.
+	if k := p.K(); k == 0 {
+		t.Error("the probe was dropped before a draft was verified")
+	}
+	p.Verified(1, 0)
+	if k := p.K(); k != 0 {
+		t.Errorf("after a failed probe at acceptance %v: K %d", p.Acceptance(), k)
+	}
+	// Expensive wide steps: acceptance 0.6 pays for no draft.
 	c.Observe(1, 0.010)
 	for w := 2; w <= MaxTokens+1; w++ {
 		c.Observe(w, 0.010*float64(w))
 	}
 	p2 := NewPolicy(4, &c)
+	p2.accept = 0.6
+	p2.K() // the probe
+	p2.Verified(1, 1)
 	p2.accept = 0.6
 	if k := p2.K(); k != 0 {
 		t.Errorf("steps cost their width: K %d, want 0 (no draft pays)", k)
@@ -102,7 +115,29 @@ func TestPolicy(t *testing.T) {
 	if k := p3.K(); k < 3 {
 		t.Errorf("cheap steps, acceptance 0.6: K %d, want several", k)
 	}
-	if p.Drafts != 400 || p.Proposed != 1600 || p.Accepted != 800 {
+	if p.Drafts != 401 || p.Proposed != 1601 || p.Accepted != 800 {
 		t.Errorf("counters %d %d %d", p.Drafts, p.Proposed, p.Accepted)
+	}
+}
+
+// TestCostsMedian: one slow first step of a width (buffers growing) does
+// not decide its cost.
+func TestCostsMedian(t *testing.T) {
+	var c Costs
+	for range 5 {
+		c.Observe(1, 0.010)
+	}
+	c.Observe(3, 0.100)
+	for range 4 {
+		c.Observe(3, 0.012)
+	}
+	if r := c.Rel(3); r < 1.19 || r > 1.21 {
+		t.Errorf("Rel(3) = %v, want 1.2 (the outlier ignored)", r)
+	}
+	for range 20 {
+		c.Observe(3, 0.020)
+	}
+	if r := c.Rel(3); r != 2 {
+		t.Errorf("Rel(3) = %v after the cost changed, want 2", r)
 	}
 }
