@@ -93,6 +93,16 @@ func serveSynth(b *testing.B) string {
 	return serveSynthDir
 }
 
+// synthSession opens the synthetic checkpoint for one benchmark.
+func synthSession(b *testing.B) *generate.Session {
+	sess, err := generate.Open(serveSynth(b), model.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sess.Close() })
+	return sess
+}
+
 // benchServer serves dir with a scheduler of its own.
 func benchServer(b *testing.B, sess *generate.Session, sc sched.Config) string {
 	s := New(Options{ServedModelName: "bench", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -130,12 +140,7 @@ func complete(b *testing.B, url string, prompt []int, n int) time.Duration {
 }
 
 func BenchmarkServe(b *testing.B) {
-	dir := serveSynth(b)
-	sess, err := generate.Open(dir, model.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close()
+	sess := synthSession(b)
 	url := benchServer(b, sess, sched.Config{MaxModelLen: 4096})
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 64
@@ -206,12 +211,7 @@ func BenchmarkServe(b *testing.B) {
 //     answer's own earlier text);
 //   - free: seeded sampling at temperature 0.8, which never repeats.
 func BenchmarkSpeculation(b *testing.B) {
-	dir := serveSynth(b)
-	sess, err := generate.Open(dir, model.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close()
+	sess := synthSession(b)
 	cfg := sched.Config{MaxModelLen: 4096, PrefixCache: sched.PrefixConfig{Off: true}}
 	off := cfg
 	off.Speculation.Off = true
@@ -273,12 +273,7 @@ func BenchmarkSpeculation(b *testing.B) {
 // sent cold (a new prompt each time) and again right after (resumed from
 // the prefix cache), on one server.
 func BenchmarkPrefixCache(b *testing.B) {
-	dir := serveSynth(b)
-	sess, err := generate.Open(dir, model.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close()
+	sess := synthSession(b)
 	url := benchServer(b, sess, sched.Config{MaxModelLen: 4096})
 	rng := rand.New(rand.NewPCG(5, 6))
 	var cold, warm time.Duration
