@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/parser"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -23,6 +24,9 @@ type chatJob struct {
 	includeReasoning bool
 	parallelCalls    bool
 	returnTokenIDs   bool
+	// schema is set for a closed-schema answer, which is scored, not
+	// generated (job is then nil).
+	schema *schemaPlan
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -31,8 +35,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if aerr != nil {
 			return nil, nil, aerr
 		}
+		if cj.schema != nil {
+			return cj, nil, nil // scored, not queued for generation
+		}
 		return cj, cj.job, nil
 	}, func(ctx context.Context, w http.ResponseWriter, e *engineState, cj *chatJob) {
+		if cj.schema != nil {
+			s.answerSchema(ctx, w, e, cj)
+			return
+		}
 		if cj.stream {
 			s.streamChat(ctx, w, cj)
 		} else {
@@ -61,7 +72,7 @@ func handle[R, A any](s *Server, w http.ResponseWriter, r *http.Request, route s
 		s.log.Debug("ignored request fields", "route", route, "fields", ignored)
 	}
 	plan, j, aerr := build(e, &req, start)
-	if aerr == nil {
+	if aerr == nil && j != nil {
 		aerr = s.submit(r.Context(), e, j)
 	}
 	if aerr != nil {
@@ -102,8 +113,15 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 	if choice == toolsNone {
 		tools = nil
 	}
-	if aerr := responseFormat(req.ResponseFormat); aerr != nil {
+	schema, aerr := responseFormat(req.ResponseFormat)
+	if aerr != nil {
 		return nil, aerr
+	}
+	if schema != nil {
+		if len(tools) > 0 {
+			return nil, unsupported("tools", "tools and a json_schema response_format exclude each other")
+		}
+		msgs = schema.WithInstruction(msgs)
 	}
 	if req.TopLogprobs != nil {
 		switch n := *req.TopLogprobs; {
@@ -132,6 +150,9 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 			return nil, aerr
 		}
 		return nil, &Error{Status: http.StatusInternalServerError, Type: typeServer, Message: err.Error()}
+	}
+	if schema != nil {
+		return s.schemaJob(e, req, schema, prompt)
 	}
 	field, given := "max_tokens", req.MaxTokens
 	if req.MaxCompletionTokens != nil {
@@ -179,22 +200,41 @@ func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int,
 	return j, nil
 }
 
-// responseFormat accepts "text"; JSON modes need the closed-schema scorer
-// (serving.md §10), which is not built.
-func responseFormat(raw []byte) *Error {
+// responseFormat accepts "text", and "json_schema" with a flat closed
+// schema (serving.md §10), which it returns; anything else is a 400 naming
+// what is not supported.
+func responseFormat(raw []byte) (*choice.Schema, *Error) {
 	if isNull(raw) {
-		return nil
+		return nil, nil
 	}
 	var rf struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(raw, &rf); err != nil {
-		return badRequest("response_format", "response_format must be an object with a type")
+		return nil, badRequest("response_format", "response_format must be an object with a type")
 	}
-	if rf.Type == "text" {
-		return nil
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case "json_schema":
+		if rf.JSONSchema == nil || isNull(rf.JSONSchema.Schema) {
+			return nil, badRequest("response_format", "response_format json_schema needs json_schema.schema")
+		}
+		sch, err := choice.Parse(rf.JSONSchema.Schema)
+		if err != nil {
+			var ue *choice.UnsupportedError
+			if errors.As(err, &ue) {
+				return nil, unsupported("response_format", "json_schema.schema.%s: %s; this server answers flat closed objects (every property required, additionalProperties false) of booleans and string enums", ue.Path, ue.Msg)
+			}
+			return nil, badRequest("response_format", "%v", err)
+		}
+		return sch, nil
 	}
-	return unsupported("response_format", "response_format type %q is not supported; only \"text\"", rf.Type)
+	return nil, unsupported("response_format", "response_format type %q is not supported; use \"text\" or \"json_schema\" with a closed schema", rf.Type)
 }
 
 // chatMessage is the assistant message of a non-streaming answer.
@@ -238,6 +278,8 @@ type chatResponse struct {
 
 type chatLogprobs struct {
 	Content []logprobEntry `json:"content"`
+	// Fields holds a closed-schema answer's per-field candidate scores.
+	Fields []fieldScores `json:"fields,omitempty"`
 }
 
 type logprobEntry struct {

@@ -78,7 +78,8 @@ type engineState struct {
 	vocab      *vocabInfo
 	maxLen     int
 	vocabSize  int
-	renderCall bool // the chat template renders tool_calls itself
+	renderCall bool          // the chat template renders tool_calls itself
+	scoring    chan struct{} // slots for closed-schema scoring
 }
 
 // New returns a server that is not ready yet.
@@ -102,7 +103,7 @@ func New(opts Options) *Server {
 // warm-up forward ran).
 func (s *Server) SetReady(e *Engine) {
 	st := &engineState{Engine: e, vocab: newVocabInfo(e.Session.Tokenizer), maxLen: e.Sched.Config().MaxModelLen,
-		vocabSize: e.Session.Model.Config.VocabSize}
+		vocabSize: e.Session.Model.Config.VocabSize, scoring: make(chan struct{}, e.Sched.Config().MaxNumSeqs)}
 	if t := e.Session.Template; t != nil {
 		st.renderCall = strings.Contains(t.Source(), "tool_calls")
 	}

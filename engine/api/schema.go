@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/choice"
+)
+
+// schemaPlan is a closed-schema chat request (serving.md §10): the shared
+// prompt, which ends with the opening brace, and every candidate's branch.
+type schemaPlan struct {
+	schema   *choice.Schema
+	prompt   []int
+	branches [][][]int
+}
+
+// fieldScores is one field of a closed-schema answer in logprobs: the
+// chosen value and every candidate's log-likelihood.
+type fieldScores struct {
+	Field      string           `json:"field"`
+	Value      any              `json:"value"`
+	Logprob    float64          `json:"logprob"`
+	Candidates []candidateScore `json:"candidates"`
+}
+
+type candidateScore struct {
+	Value   any     `json:"value"`
+	Logprob float64 `json:"logprob"`
+}
+
+// schemaJob completes a closed-schema request's plan: the rendered prompt
+// plus the opening brace, and the branches.
+func (s *Server) schemaJob(e *engineState, req *chatRequest, sch *choice.Schema, rendered []int) (*chatJob, *Error) {
+	tok := e.Session.Tokenizer
+	prompt := append(append([]int(nil), rendered...), tok.EncodeOrdinary(choice.Open)...)
+	branches := sch.Encode(tok)
+	longest := 0
+	for _, f := range branches {
+		for _, b := range f {
+			longest = max(longest, len(b))
+		}
+	}
+	if n := len(prompt) + longest; n > e.maxLen {
+		return nil, contextExceeded("this model's maximum context length is %d tokens; the prompt (%d tokens) and the longest field (%d) need %d", e.maxLen, len(prompt), longest, n)
+	}
+	cj := &chatJob{job: &job{id: newID("chatcmpl-"), created: time.Now().Unix(), prompt: prompt}, stream: req.Stream,
+		returnTokenIDs: req.ReturnTokenIDs, schema: &schemaPlan{schema: sch, prompt: prompt, branches: branches}}
+	if req.StreamOptions != nil {
+		cj.includeUsage = req.StreamOptions.IncludeUsage
+	}
+	return cj, nil
+}
+
+// answerSchema scores a closed-schema plan and writes the answer. It runs
+// beside the scheduler, on the same model (Forward is safe on distinct
+// sequences), at most --max-num-seqs at a time.
+func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *engineState, cj *chatJob) {
+	select {
+	case e.scoring <- struct{}{}:
+		defer func() { <-e.scoring }()
+	case <-ctx.Done():
+		return
+	}
+	p := cj.schema
+	s.metrics.promptTokens.Add(float64(len(p.prompt)))
+	a, err := p.schema.Score(ctx, e.Session.Model, p.prompt, p.branches)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		(&Error{Status: http.StatusInternalServerError, Type: typeServer, Message: err.Error()}).write(w)
+		return
+	}
+	s.metrics.generationTokens.Add(float64(a.BranchTokens))
+	lp := &chatLogprobs{Content: []logprobEntry{}}
+	for i, f := range p.schema.Fields {
+		fs := fieldScores{Field: f.Name, Value: f.Values[a.Chosen[i]], Logprob: a.Scores[i][a.Chosen[i]]}
+		for j, v := range f.Values {
+			fs.Candidates = append(fs.Candidates, candidateScore{Value: v, Logprob: a.Scores[i][j]})
+		}
+		lp.Fields = append(lp.Fields, fs)
+	}
+	u := newUsage(len(p.prompt), a.BranchTokens, 0)
+	text := a.Text
+	if !cj.stream {
+		resp := chatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: &text}, Logprobs: lp, FinishReason: "stop"}}, Usage: u}
+		if cj.returnTokenIDs {
+			resp.PromptTokenIDs = p.prompt
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	out := &sse{w: w}
+	chunk := func(d delta, finish *string, lp *chatLogprobs) chatChunk {
+		ch := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []chunkChoice{{Delta: d, FinishReason: finish, Logprobs: lp}}}
+		if cj.includeUsage {
+			ch.Usage = jsonNull
+		}
+		return ch
+	}
+	empty, stop := "", "stop"
+	for _, ch := range []chatChunk{chunk(delta{Role: "assistant", Content: &empty}, nil, nil), chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
+		if out.send(marshal(ch)) != nil {
+			return
+		}
+	}
+	if cj.includeUsage {
+		if out.send(marshal(chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName, Choices: []chunkChoice{}, Usage: u})) != nil {
+			return
+		}
+	}
+	out.done()
+}

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/choice"
+	"github.com/lfmq/lfmq/engine/sched"
+)
+
+const triageSchema = `{"type":"object","additionalProperties":false,"required":["queue","urgent"],
+ "properties":{"queue":{"type":"string","enum":["billing","shipping","tech"]},"urgent":{"type":"boolean"}}}`
+
+func schemaRequest(stream bool) map[string]any {
+	return map[string]any{
+		"messages":        []map[string]string{{"role": "user", "content": "My parcel never arrived and I need it tomorrow."}},
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "triage", "schema": json.RawMessage(triageSchema)}},
+		"stream":          stream,
+	}
+}
+
+// TestSchemaAnswer: a closed-schema request is answered by scoring: the
+// content is schema-valid JSON, equal to engine/choice's answer for the
+// same prompt, with every candidate's score in logprobs.fields; the
+// stream carries the same content in one chunk.
+func TestSchemaAnswer(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	status, body := post(t, ts.URL+"/v1/chat/completions", schemaRequest(false))
+	if status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	var resp struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+			Logprobs     struct {
+				Fields []struct {
+					Field      string `json:"field"`
+					Value      any    `json:"value"`
+					Logprob    float64
+					Candidates []struct {
+						Value   any
+						Logprob float64
+					}
+				} `json:"fields"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Choices[0]
+	var got map[string]any
+	if err := json.Unmarshal([]byte(c.Message.Content), &got); err != nil || len(got) != 2 || c.FinishReason != "stop" {
+		t.Fatalf("content %q: %v", c.Message.Content, err)
+	}
+	if _, ok := got["urgent"].(bool); !ok || !slices.Contains([]any{"billing", "shipping", "tech"}, got["queue"]) {
+		t.Errorf("not schema-valid: %v", got)
+	}
+	if f := c.Logprobs.Fields; len(f) != 2 || f[0].Field != "queue" || len(f[0].Candidates) != 3 || len(f[1].Candidates) != 2 || f[0].Value != got["queue"] {
+		t.Errorf("fields %+v", f)
+	}
+
+	// In process, from the same conversation: the same answer.
+	sess := tinySession(t)
+	sch, _ := choice.Parse([]byte(triageSchema))
+	msgs := sch.WithInstruction([]chat.Message{{Role: "user", Content: "My parcel never arrived and I need it tomorrow."}})
+	rendered, err := sess.EncodeChatRequest(chat.Request{Messages: msgs, AddGenerationPrompt: true}, chat.TrustAssistant())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := append(rendered, sess.Tokenizer.EncodeOrdinary(choice.Open)...)
+	a, err := sch.Score(context.Background(), sess.Model, prompt, sch.Encode(sess.Tokenizer))
+	if err != nil || a.Text != c.Message.Content {
+		t.Errorf("in process %q (%v), served %q", a.Text, err, c.Message.Content)
+	}
+	for i, f := range c.Logprobs.Fields {
+		for j, cand := range f.Candidates {
+			if cand.Logprob != a.Scores[i][j] {
+				t.Errorf("field %d candidate %d: %v served, %v in process", i, j, cand.Logprob, a.Scores[i][j])
+			}
+		}
+	}
+
+	status, body = post(t, ts.URL+"/v1/chat/completions", schemaRequest(true))
+	if status != 200 || streamText(string(body)) != "|"+c.Message.Content+"||#stop" || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Errorf("stream: %d %q", status, streamText(string(body)))
+	}
+}
+
+// TestSchemaUnsupported: other schemas are a 400 naming the construct.
+func TestSchemaUnsupported(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	for schema, want := range map[string]string{
+		`{"type":"object","additionalProperties":false,"required":["n"],"properties":{"n":{"type":"integer"}}}`:                                      "properties.n.type",
+		`{"type":"object","additionalProperties":false,"required":[],"properties":{"n":{"type":"boolean"}}}`:                                         "properties.n",
+		`{"type":"object","required":["n"],"properties":{"n":{"type":"boolean"}}}`:                                                                   "additionalProperties",
+		`{"type":"object","additionalProperties":false,"required":["n"],"properties":{"n":{"type":"object","properties":{"x":{"type":"boolean"}}}}}`: "properties.n.properties",
+		`{"type":"object","additionalProperties":false,"required":["s"],"properties":{"s":{"type":"string"}}}`:                                       "properties.s",
+	} {
+		req := schemaRequest(false)
+		req["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(schema)}}
+		status, body := post(t, ts.URL+"/v1/chat/completions", req)
+		a := decodeAnswer(t, body)
+		if status != 400 || a.Error == nil || deref(a.Error.Param) != "response_format" || deref(a.Error.Code) != "unsupported_parameter" || !strings.Contains(a.Error.Message, want) {
+			t.Errorf("%s: %d %s", schema, status, body)
+		}
+	}
+}
+
+// TestSchemaOpenAISDK: the official SDK's json_schema response format.
+func TestSchemaOpenAISDK(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	var schema map[string]any
+	json.Unmarshal([]byte(triageSchema), &schema)
+	client := sdkClient(ts.URL, "")
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "tiny",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("The invoice charged me twice.")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "triage", Schema: schema, Strict: openai.Bool(true)}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Queue  string `json:"queue"`
+		Urgent *bool  `json:"urgent"`
+	}
+	if err := json.Unmarshal([]byte(resp.Choices[0].Message.Content), &got); err != nil || got.Urgent == nil || !slices.Contains([]string{"billing", "shipping", "tech"}, got.Queue) {
+		t.Errorf("%q: %v", resp.Choices[0].Message.Content, err)
+	}
+}

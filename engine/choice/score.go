@@ -1,0 +1,130 @@
+package choice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/tokenizer"
+)
+
+// Answer is a scored closed-schema answer.
+type Answer struct {
+	// Chosen[i] is the index of field i's winning candidate.
+	Chosen []int
+	// Scores[i][j] is the log-likelihood of field i's candidate j: the sum
+	// of the float32 log-probs of its branch tokens, in float64.
+	Scores [][]float64
+	// Text is the answer, Schema.Render(Chosen).
+	Text string
+	// PromptTokens and BranchTokens count what was run.
+	PromptTokens, BranchTokens int
+}
+
+// branchBatch bounds the forks run in one batch: each holds a copy of the
+// shared prompt's state.
+const branchBatch = 32
+
+// Encode returns the token ids of every branch, [field][candidate], each
+// encoded as ordinary text on its own (it follows the prompt's tokens).
+func (s *Schema) Encode(tok *tokenizer.Tokenizer) [][][]int {
+	out := make([][][]int, len(s.Fields))
+	for i, f := range s.Fields {
+		out[i] = make([][]int, len(f.Candidates))
+		for j := range f.Candidates {
+			out[i][j] = tok.EncodeOrdinary(s.Branch(i, j))
+		}
+	}
+	return out
+}
+
+// Score prefills prompt (which must end with the tokens of Open) once and
+// scores every branch from it (ScoreFrom).
+func (s *Schema) Score(ctx context.Context, m *model.Model, prompt []int, branches [][][]int) (*Answer, error) {
+	if len(prompt) == 0 {
+		return nil, errors.New("choice: empty prompt")
+	}
+	shared := m.NewSequence()
+	out, err := m.Forward(ctx, []*model.Sequence{shared}, [][]int{prompt}, model.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.ScoreFrom(ctx, m, shared, out[0], branches)
+	if a != nil {
+		a.PromptTokens = len(prompt)
+	}
+	return a, err
+}
+
+// ScoreFrom scores every branch from a prefilled shared sequence whose
+// last position's logits are last: each branch runs on its own clone of
+// the shared state (KV copied, conv state copied, never aliased), all in
+// one batched Forward (in groups of branchBatch), and its score is the
+// log-prob of its first token under last plus those of the rest under
+// its own rows. shared is left as it was. For each field the highest score
+// wins, ties to the first listed candidate.
+func (s *Schema) ScoreFrom(ctx context.Context, m *model.Model, shared *model.Sequence, last []float32, branches [][][]int) (*Answer, error) {
+	if len(branches) != len(s.Fields) {
+		return nil, fmt.Errorf("choice: %d branch lists for %d fields", len(branches), len(s.Fields))
+	}
+	type ref struct{ field, cand int }
+	var refs []ref
+	for i, bs := range branches {
+		if len(bs) != len(s.Fields[i].Candidates) {
+			return nil, fmt.Errorf("choice: field %q: %d branches for %d candidates", s.Fields[i].Name, len(bs), len(s.Fields[i].Candidates))
+		}
+		for j, b := range bs {
+			if len(b) == 0 {
+				return nil, fmt.Errorf("choice: field %q candidate %d: empty branch", s.Fields[i].Name, j)
+			}
+			refs = append(refs, ref{i, j})
+		}
+	}
+	first := sample.LogProbs(nil, last)
+	a := &Answer{Scores: make([][]float64, len(s.Fields)), Chosen: make([]int, len(s.Fields))}
+	for i, f := range s.Fields {
+		a.Scores[i] = make([]float64, len(f.Candidates))
+	}
+	V := m.Config.VocabSize
+	var lp []float32
+	for g := 0; g < len(refs); g += branchBatch {
+		group := refs[g:min(g+branchBatch, len(refs))]
+		seqs := make([]*model.Sequence, len(group))
+		toks := make([][]int, len(group))
+		for k, r := range group {
+			seqs[k], toks[k] = shared.Clone(), branches[r.field][r.cand]
+		}
+		rows, err := m.Forward(ctx, seqs, toks, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range group {
+			b := toks[k]
+			score := float64(first[b[0]])
+			for t := 1; t < len(b); t++ {
+				lp = sample.LogProbs(lp, rows[k][(t-1)*V:t*V])
+				score += float64(lp[b[t]])
+			}
+			a.Scores[r.field][r.cand] = score
+			a.BranchTokens += len(b)
+		}
+	}
+	for i, sc := range a.Scores {
+		a.Chosen[i] = pick(sc)
+	}
+	a.Text = s.Render(a.Chosen)
+	return a, nil
+}
+
+// pick returns the index of the highest score, the first on ties.
+func pick(scores []float64) int {
+	best := 0
+	for j, x := range scores {
+		if x > scores[best] {
+			best = j
+		}
+	}
+	return best
+}
