@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -17,6 +20,7 @@ type generateOptions struct {
 	Prompt      string
 	Chat        string
 	Tools       string
+	JSONSchema  string
 	MaxTokens   int
 	Temperature float64
 	TopK        int
@@ -58,6 +62,9 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			if opts.Tools != "" && opts.Chat == "" {
 				return &usageError{fmt.Errorf("--tools needs --chat")}
 			}
+			if opts.JSONSchema != "" && (opts.Chat == "" || opts.Tools != "") {
+				return &usageError{fmt.Errorf("--json-schema needs --chat and excludes --tools")}
+			}
 			if opts.MaxTokens < 1 {
 				return &usageError{fmt.Errorf("--max-tokens must be at least 1, got %d", opts.MaxTokens)}
 			}
@@ -75,6 +82,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.StringVar(&opts.Prompt, "prompt", "", "plain-text prompt")
 	f.StringVar(&opts.Chat, "chat", "", "JSON array of chat messages, or @FILE")
 	f.StringVar(&opts.Tools, "tools", "", "JSON array of tool definitions for the chat template, or @FILE")
+	f.StringVar(&opts.JSONSchema, "json-schema", "", "answer with a JSON object of this closed schema (FILE): every field a boolean or string enum, chosen by scoring each value")
 	f.IntVar(&opts.MaxTokens, "max-tokens", 128, "maximum tokens to generate")
 	f.Float64Var(&opts.Temperature, "temperature", 0, "sampling temperature; 0 is greedy")
 	f.IntVar(&opts.TopK, "top-k", 0, "keep the k most likely tokens (0 = off)")
@@ -103,6 +111,9 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	defer s.Close()
 	loadTime := time.Since(load)
+	if opts.JSONSchema != "" {
+		return generateSchema(cmd, opts, s)
+	}
 	var prompt []int
 	if opts.Prompt != "" {
 		prompt = s.EncodeText(opts.Prompt)
@@ -141,6 +152,44 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
+	}
+	return nil
+}
+
+// generateSchema prints the closed-schema answer to the chat on stdout and,
+// with --stats, every candidate's score on stderr.
+func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Session) error {
+	msgs, err := generate.ReadJSONArg("chat", opts.Chat)
+	if err != nil {
+		return &usageError{err}
+	}
+	schema, err := os.ReadFile(opts.JSONSchema)
+	if err != nil {
+		return &usageError{fmt.Errorf("--json-schema: %w", err)}
+	}
+	start := time.Now()
+	sch, a, err := s.AnswerSchema(cmd.Context(), msgs, schema, time.Now())
+	var ue *choice.UnsupportedError
+	if errors.As(err, &ue) {
+		return &usageError{fmt.Errorf("--json-schema %s: %w", opts.JSONSchema, err)}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out, a.Text)
+	if opts.Stats {
+		for i, f := range sch.Fields {
+			fmt.Fprintf(opts.IO.ErrOut, "%s:", f.Name)
+			for j, c := range f.Candidates {
+				mark := ""
+				if j == a.Chosen[i] {
+					mark = "*"
+				}
+				fmt.Fprintf(opts.IO.ErrOut, " %s%s %.4f", mark, c, a.Scores[i][j])
+			}
+			fmt.Fprintln(opts.IO.ErrOut)
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "scored %d branch tokens from a %d-token prompt in %s\n", a.BranchTokens, a.PromptTokens, time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

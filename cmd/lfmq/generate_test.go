@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,9 @@ func TestGenerateFlags(t *testing.T) {
 		{"no prompt", "--model m", "exactly one of --prompt and --chat", nil},
 		{"no model", "--prompt a", "--model is required", nil},
 		{"tools without chat", "--model m --prompt a --tools []", "--tools needs --chat", nil},
+		{"schema", "--model m --chat [] --json-schema s.json", "", func(o *generateOptions) bool { return o.JSONSchema == "s.json" }},
+		{"schema without chat", "--model m --prompt a --json-schema s.json", "--json-schema needs --chat", nil},
+		{"schema with tools", "--model m --chat [] --tools [] --json-schema s.json", "excludes --tools", nil},
 		{"bad temperature", "--model m --prompt a --temperature 3", "temperature", nil},
 		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
 	}
@@ -77,5 +81,33 @@ func TestGenerateRun(t *testing.T) {
 	ios, _, stderr = testStreams()
 	if code := run(context.Background(), []string{"generate", "--model", t.TempDir(), "--prompt", "x"}, ios); code != exitFailure {
 		t.Errorf("generate on an empty dir: exit %d (%s)", code, stderr)
+	}
+}
+
+// TestGenerateSchema: --json-schema prints the scored answer, valid JSON
+// of the schema; an unsupported schema is a usage error naming the part.
+func TestGenerateSchema(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"type":"object","additionalProperties":false,"required":["queue","urgent"],"properties":{"queue":{"type":"string","enum":["billing","shipping"]},"urgent":{"type":"boolean"}}}`), 0o644)
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"I was charged twice."}]`, "--json-schema", good, "--stats"}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Queue  string
+		Urgent *bool
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || (got.Queue != "billing" && got.Queue != "shipping") || got.Urgent == nil {
+		t.Errorf("%q: %v", stdout, err)
+	}
+	if !strings.Contains(stderr.String(), "queue:") || !strings.Contains(stderr.String(), "branch tokens") {
+		t.Errorf("stats: %s", stderr)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"type":"object","additionalProperties":false,"required":["n"],"properties":{"n":{"type":"number"}}}`), 0o644)
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"x"}]`, "--json-schema", bad}, ios); code != exitUsage || !strings.Contains(stderr.String(), "properties.n.type") {
+		t.Errorf("unsupported: exit %d: %s", code, stderr)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -265,4 +266,28 @@ func ReadJSONArg(flag, arg string) ([]byte, error) {
 		return nil, fmt.Errorf("generate: --%s: expected a JSON array or @FILE, got %.40q", flag, arg)
 	}
 	return data, nil
+}
+
+// AnswerSchema answers a chat with a closed-schema JSON object by scoring
+// (engine/choice, serving.md §10): the schema's instruction is added to
+// the system message, the conversation is rendered with the assistant's
+// answer opened by choice.Open, and every candidate of every field is
+// scored from that shared prompt. Assistant turns are rendered as the
+// server renders them (chat.TrustAssistant), so both give the same answer.
+func (s *Session) AnswerSchema(ctx context.Context, messagesJSON, schemaJSON []byte, now time.Time) (*choice.Schema, *choice.Answer, error) {
+	sch, err := choice.Parse(schemaJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, err := chat.ParseMessages(messagesJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	rendered, err := s.EncodeChatRequest(chat.Request{Messages: sch.WithInstruction(msgs), AddGenerationPrompt: true, Now: now}, chat.TrustAssistant())
+	if err != nil {
+		return nil, nil, err
+	}
+	prompt := append(rendered, s.Tokenizer.EncodeOrdinary(choice.Open)...)
+	a, err := sch.Score(ctx, s.Model, prompt, sch.Encode(s.Tokenizer))
+	return sch, a, err
 }
