@@ -130,7 +130,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	}
 	p, err := plan.Build(cfg, srcTensors, plan.Options{KeepExperts: opts.KeepExperts})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opts.ModelDir, err)
+		return nil, fmt.Errorf("%s: %w", opts.ModelDir, cfg.ExplainShapes(err))
 	}
 	source, err := describeSource(opts.ModelDir)
 	if err != nil {

@@ -105,6 +105,7 @@ func (o *generateOptions) params() sample.Params {
 
 func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	load := time.Now()
+	opts.IO.ConfigWarnings(opts.Model)
 	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads})
 	if err != nil {
 		return err

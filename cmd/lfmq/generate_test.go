@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -109,5 +110,53 @@ func TestGenerateSchema(t *testing.T) {
 	ios, _, stderr = testStreams()
 	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"x"}]`, "--json-schema", bad}, ios); code != exitUsage || !strings.Contains(stderr.String(), "properties.n.type") {
 		t.Errorf("unsupported: exit %d: %s", code, stderr)
+	}
+}
+
+// TestConfigTypo: a misspelt config key is named as a likely typo before
+// the load fails, and the failure says which dimension was a default.
+func TestConfigTypo(t *testing.T) {
+	dir := t.TempDir()
+	entries, err := os.ReadDir(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		src, _ := filepath.Abs(filepath.Join(tinyModel, e.Name()))
+		if e.Name() == "config.json" {
+			raw, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = bytes.Replace(raw, []byte(`"hidden_size"`), []byte(`"hidden_sise"`), 1)
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Symlink(src, filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	typo, defaulted := `unknown key "hidden_sise", likely a typo of "hidden_size"`, "does not set hidden_size=2048"
+	for _, tt := range []struct {
+		args  []string
+		code  int
+		wants []string
+	}{
+		{[]string{"generate", "--model", dir, "--prompt", "x"}, exitFailure, []string{typo, defaulted}},
+		{[]string{"quantize", "--model", dir, "--out", filepath.Join(t.TempDir(), "q"), "--method", "rtn"}, exitFailure, []string{typo, defaulted}},
+		// inspect lists a Hugging Face checkpoint's tensors as they are.
+		{[]string{"inspect", dir}, exitOK, []string{typo}},
+	} {
+		args := tt.args
+		ios, _, stderr := testStreams()
+		code := run(context.Background(), args, ios)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d", args[0], code, tt.code)
+		}
+		for _, want := range tt.wants {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, stderr)
+			}
+		}
 	}
 }

@@ -43,6 +43,7 @@ every tensor against manifest.json and exits 3 if anything differs.`,
 }
 
 func inspectRun(opts *inspectOptions) error {
+	opts.IO.ConfigWarnings(opts.Dir)
 	check := lfmq1.CheckTensors
 	if opts.NoVerify {
 		check = lfmq1.CheckStructure

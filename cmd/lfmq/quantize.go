@@ -178,6 +178,7 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	start := time.Now()
+	opts.IO.ConfigWarnings(opts.Model)
 	var prog quant.Progress
 	if opts.IO.ErrTTY {
 		prog = &barProgress{w: opts.IO}

@@ -242,6 +242,12 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			}
 		}
 	}
+	opts.IO.ConfigWarnings(opts.Reference)
+	for _, c := range opts.Candidates {
+		if c.Dir != "" {
+			opts.IO.ConfigWarnings(c.Dir)
+		}
+	}
 	if opts.APIKeyFile != "" {
 		key, err := readKeyFile(opts.APIKeyFile)
 		if err != nil {

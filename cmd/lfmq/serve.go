@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/engine/api"
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/engine/spec"
@@ -238,6 +240,11 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {
 		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)
+	}
+	if c, err := config.Load(opts.Model); err == nil {
+		for _, w := range c.Warnings() {
+			log.Warn(w, "file", filepath.Join(opts.Model, "config.json"))
+		}
 	}
 	cfg := api.Config{
 		ModelDir: opts.Model,

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/lfmq/lfmq/engine/config"
 
 	"golang.org/x/term"
 )
@@ -36,4 +39,20 @@ func testStreams() (*IOStreams, *bytes.Buffer, *bytes.Buffer) {
 // Errorf writes a human message to the error stream.
 func (s *IOStreams) Errorf(format string, args ...any) {
 	fmt.Fprintf(s.ErrOut, format, args...)
+}
+
+// ConfigWarnings writes a warning line for each unknown key of the
+// config.json in the checkpoint directories, so that a typo such as
+// hidden_sise is heard before it becomes a shape error. A config that
+// does not load is left to the command's own load to report.
+func (s *IOStreams) ConfigWarnings(dirs ...string) {
+	for _, dir := range dirs {
+		cfg, err := config.Load(dir)
+		if err != nil {
+			continue
+		}
+		for _, w := range cfg.Warnings() {
+			s.Errorf("warning: %s: %s\n", filepath.Join(dir, "config.json"), w)
+		}
+	}
 }

@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 )
 
 // LayerKind is the token mixer of a decoder layer.
@@ -59,6 +62,41 @@ type Config struct {
 	BOSTokenID            int
 	EOSTokenIDs           []int
 	PadTokenID            int
+
+	// Defaulted lists the keys config.json does not set, each with the
+	// default used ("vocab_size=65536"), in the order read: when a tensor
+	// does not fit, they are the first suspects.
+	Defaulted []string
+	// Unknown lists the keys lfmq does not read, each with the known key
+	// it is likely a typo of (empty when none is close).
+	Unknown []UnknownKey
+}
+
+// UnknownKey is a config.json key lfmq does not read.
+type UnknownKey struct {
+	Key string
+	// Suggest is a known key within two edits that config.json does not
+	// set, e.g. "hidden_size" for "hidden_sise".
+	Suggest string
+}
+
+// Warnings returns what a user should hear about config.json's unknown
+// keys, without the file name: one line per likely typo, named as such,
+// then one line listing the others.
+func (c *Config) Warnings() []string {
+	var out []string
+	var others []string
+	for _, u := range c.Unknown {
+		if u.Suggest != "" {
+			out = append(out, fmt.Sprintf("unknown key %q, likely a typo of %q (%s not set: its default is used)", u.Key, u.Suggest, u.Suggest))
+		} else {
+			others = append(others, u.Key)
+		}
+	}
+	if len(others) > 0 {
+		out = append(out, "keys lfmq does not use, ignored: "+strings.Join(others, ", "))
+	}
+	return out
 }
 
 // Error reports a config.json that lfmq cannot use. Field names the JSON key.
@@ -109,7 +147,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, &Error{File: name, Msg: "not a JSON object: " + err.Error()}
 	}
-	p := parser{name: name, raw: raw}
+	p := parser{name: name, raw: raw, read: map[string]bool{}}
 	c := &Config{}
 	c.ModelType = p.str("model_type", "")
 	if p.err == nil && c.ModelType != "lfm2_moe" {
@@ -155,6 +193,10 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err := p.rope(c); err != nil {
 		return nil, err
 	}
+	if v, ok := p.get("rope_parameters"); ok && bytes.Contains(v, []byte(`"rope_theta"`)) {
+		// θ came from rope_parameters; the top-level default did not apply.
+		p.defaults = slices.DeleteFunc(p.defaults, func(d string) bool { return strings.HasPrefix(d, "rope_theta=") })
+	}
 	// head_dim: the explicit key wins (LFM2.5-8B-A1B sets 64).
 	if _, ok := raw["head_dim"]; ok {
 		c.HeadDim = p.int("head_dim", 0)
@@ -164,7 +206,23 @@ func Parse(name string, data []byte) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return c, c.validate(name)
+	c.Defaulted, c.Unknown = p.defaults, unknownKeys(raw)
+	if err := c.validate(name); err != nil {
+		return nil, withDefaults(err, c.Defaulted)
+	}
+	return c, nil
+}
+
+// withDefaults adds to a validation error which keys took defaults.
+func withDefaults(err error, defaulted []string) error {
+	if len(defaulted) == 0 {
+		return err
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.Msg += "; config.json does not set " + strings.Join(defaulted, ", ") + " (defaults used)"
+	}
+	return err
 }
 
 func (c *Config) validate(name string) error {
@@ -231,9 +289,86 @@ func (c *Config) NumMoELayers() int { return c.NumLayers - c.NumDenseLayers }
 func (c *Config) KVGroup() int { return c.NumHeads / c.NumKVHeads }
 
 type parser struct {
-	name string
-	raw  map[string]json.RawMessage
-	err  error
+	name     string
+	raw      map[string]json.RawMessage
+	err      error
+	defaults []string // key=value of keys that took their default
+	read     map[string]bool
+}
+
+func (p *parser) defaulted(key, value string) {
+	if p.read == nil || p.read[key] {
+		return // sub-objects, and keys read twice, are not listed
+	}
+	p.read[key] = true
+	p.defaults = append(p.defaults, key+"="+value)
+}
+
+// knownKeys are the config.json keys lfmq reads, and those of Hugging
+// Face's configs that do not change the forward pass.
+var knownKeys = map[string]bool{
+	"model_type": true, "vocab_size": true, "hidden_size": true, "num_hidden_layers": true, "num_attention_heads": true,
+	"num_key_value_heads": true, "intermediate_size": true, "moe_intermediate_size": true, "num_dense_layers": true,
+	"num_experts": true, "num_experts_per_tok": true, "use_expert_bias": true, "norm_topk_prob": true,
+	"routed_scaling_factor": true, "norm_eps": true, "conv_L_cache": true, "conv_bias": true,
+	"max_position_embeddings": true, "bos_token_id": true, "pad_token_id": true, "eos_token_id": true,
+	"tie_word_embeddings": true, "tie_embedding": true, "layer_types": true, "full_attn_idxs": true,
+	"rope_theta": true, "rope_parameters": true, "rope_scaling": true, "head_dim": true,
+	// Hugging Face bookkeeping and training-only settings.
+	"architectures": true, "torch_dtype": true, "dtype": true, "transformers_version": true, "initializer_range": true,
+	"use_cache": true, "auto_map": true, "_name_or_path": true, "output_router_logits": true, "router_aux_loss_coef": true,
+	"block_auto_adjust_ff_dim": true, "block_dim": true, "block_ff_dim": true, "block_ffn_dim_multiplier": true,
+	"block_mlp_init_scale": true, "block_multiple_of": true, "block_norm_eps": true, "block_out_init_scale": true,
+	"block_use_swiglu": true, "block_use_xavier_init": true, "conv_dim": true, "conv_dim_out": true,
+	"conv_use_xavier_init": true, "num_heads": true, "max_length": true, "quantization_config": true,
+}
+
+// unknownKeys returns the keys of raw that lfmq does not know, sorted,
+// each with a likely intended known key that raw does not set.
+func unknownKeys(raw map[string]json.RawMessage) []UnknownKey {
+	var out []UnknownKey
+	for k := range raw {
+		if knownKeys[k] {
+			continue
+		}
+		u := UnknownKey{Key: k}
+		best := 3
+		for known := range knownKeys {
+			if _, set := raw[known]; set {
+				continue
+			}
+			if d := editDistance(strings.ToLower(k), known); d < best || (d == best && known < u.Suggest) {
+				best, u.Suggest = d, known
+			}
+		}
+		if best > 2 {
+			u.Suggest = ""
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (p *parser) fail(field, msg string) {
@@ -266,6 +401,7 @@ func (p *parser) str(key, def string) string {
 func (p *parser) int(key string, def int) int {
 	v, ok := p.get(key)
 	if !ok {
+		p.defaulted(key, fmt.Sprint(def))
 		return def
 	}
 	return p.intValue(key, v, def)
@@ -293,6 +429,7 @@ func (p *parser) intValue(key string, v json.RawMessage, def int) int {
 func (p *parser) float(key string, def float64) float64 {
 	v, ok := p.get(key)
 	if !ok {
+		p.defaulted(key, fmt.Sprint(def))
 		return def
 	}
 	var f float64
@@ -306,6 +443,7 @@ func (p *parser) float(key string, def float64) float64 {
 func (p *parser) bool(key string, def bool) bool {
 	v, ok := p.get(key)
 	if !ok {
+		p.defaulted(key, fmt.Sprint(def))
 		return def
 	}
 	var b bool
@@ -415,4 +553,36 @@ func (p *parser) rope(c *Config) error {
 		}
 	}
 	return nil
+}
+
+// shapeKeys are the keys whose values decide tensor shapes.
+var shapeKeys = []string{"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+	"head_dim", "intermediate_size", "moe_intermediate_size", "num_dense_layers", "num_experts", "conv_L_cache",
+	"conv_bias", "use_expert_bias", "tie_word_embeddings", "tie_embedding"}
+
+// DefaultedShapeKeys returns the entries of Defaulted whose keys decide
+// tensor shapes.
+func (c *Config) DefaultedShapeKeys() []string {
+	var out []string
+	for _, d := range c.Defaulted {
+		key, _, _ := strings.Cut(d, "=")
+		for _, k := range shapeKeys {
+			if k == key {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// ExplainShapes adds to a tensor-shape error which shape-deciding keys
+// config.json left to their defaults, since a dimension that came from a
+// default is the likeliest cause of a tensor that does not fit. The
+// result wraps err, so errors.As still finds its findings.
+func (c *Config) ExplainShapes(err error) error {
+	d := c.DefaultedShapeKeys()
+	if err == nil || len(d) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\nconfig.json does not set %s: these dimensions are defaults, not read from the checkpoint", err, strings.Join(d, ", "))
 }

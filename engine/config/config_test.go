@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,5 +167,87 @@ func TestParseErrors(t *testing.T) {
 func TestLoadMissing(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "nope")); err == nil {
 		t.Fatal("Load of a missing directory succeeded")
+	}
+}
+
+func TestStrictness(t *testing.T) {
+	base := `"model_type":"lfm2_moe","num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":100,"num_experts":8,"num_experts_per_tok":2,"num_dense_layers":1,"layer_types":["conv","full_attention"],"intermediate_size":96,"moe_intermediate_size":32,"max_position_embeddings":128,"norm_eps":1e-5,"rope_theta":10000,"conv_L_cache":3,"conv_bias":false,"use_expert_bias":true,"norm_topk_prob":true,"routed_scaling_factor":1,"tie_word_embeddings":true,"bos_token_id":1,"eos_token_id":2,"pad_token_id":0`
+	tests := []struct {
+		name          string
+		json          string
+		wantUnknown   []UnknownKey
+		wantDefaulted []string
+		wantWarning   string
+	}{
+		{name: "complete", json: `{` + base + `}`},
+		{name: "typo of a key", json: `{` + strings.Replace(base, `"hidden_size":64`, `"hidden_sise":64`, 1) + `}`,
+			wantUnknown: []UnknownKey{{"hidden_sise", "hidden_size"}}, wantDefaulted: []string{"hidden_size=2048"},
+			wantWarning: `unknown key "hidden_sise", likely a typo of "hidden_size"`},
+		{name: "unrelated key", json: `{` + base + `,"my_note":"x","zzz":1}`,
+			wantUnknown: []UnknownKey{{"my_note", ""}, {"zzz", ""}}, wantWarning: "keys lfmq does not use, ignored: my_note, zzz"},
+		{name: "missing vocab", json: `{` + strings.Replace(base, `"vocab_size":100,`, ``, 1) + `}`,
+			wantDefaulted: []string{"vocab_size=65536"}},
+		{name: "theta from rope_parameters", json: `{` + strings.Replace(base, `"rope_theta":10000`, `"rope_parameters":{"rope_theta":5e5,"rope_type":"default"}`, 1) + `}`},
+		{name: "huggingface bookkeeping", json: `{` + base + `,"architectures":["Lfm2MoeForCausalLM"],"torch_dtype":"bfloat16","transformers_version":"4.57.0","use_cache":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("config.json", []byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(c.Unknown) != fmt.Sprint(tt.wantUnknown) {
+				t.Errorf("Unknown = %v, want %v", c.Unknown, tt.wantUnknown)
+			}
+			if fmt.Sprint(c.Defaulted) != fmt.Sprint(tt.wantDefaulted) {
+				t.Errorf("Defaulted = %v, want %v", c.Defaulted, tt.wantDefaulted)
+			}
+			w := strings.Join(c.Warnings(), "\n")
+			if (tt.wantWarning == "") != (w == "") || !strings.Contains(w, tt.wantWarning) {
+				t.Errorf("Warnings = %q, want %q", w, tt.wantWarning)
+			}
+		})
+	}
+}
+
+func TestFixtureHasNoWarnings(t *testing.T) {
+	c, err := Load(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("the fixture's config warns: %q", w)
+	}
+	if d := c.DefaultedShapeKeys(); len(d) != 0 {
+		t.Errorf("the fixture's config defaults shape keys: %q", d)
+	}
+}
+
+// A validation error names the keys that took defaults: the cause of a
+// bad dimension is often a key that is not there.
+func TestValidationNamesDefaults(t *testing.T) {
+	_, err := Parse("config.json", []byte(`{"model_type":"lfm2_moe","num_hidden_layers":2,"layer_types":["conv","full_attention"],"num_heads":4,"num_attention_heads":3}`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *config.Error", err)
+	}
+	if !strings.Contains(err.Error(), "does not set") || !strings.Contains(err.Error(), "hidden_size=2048") {
+		t.Errorf("err = %q, want it to name the defaulted hidden_size", err)
+	}
+}
+
+func TestExplainShapes(t *testing.T) {
+	c, err := Parse("config.json", []byte(`{"model_type":"lfm2_moe","num_hidden_layers":2,"layer_types":["conv","full_attention"],"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_experts":8,"num_experts_per_tok":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &Error{File: "x", Field: "f", Msg: "shape"}
+	got := c.ExplainShapes(fmt.Errorf("wrapped: %w", inner))
+	var ce *Error
+	if !errors.As(got, &ce) || ce != inner {
+		t.Errorf("ExplainShapes lost the wrapped error: %v", got)
+	}
+	if !strings.Contains(got.Error(), "vocab_size=65536") || strings.Contains(got.Error(), "max_position_embeddings") {
+		t.Errorf("ExplainShapes = %q, want the defaulted shape keys only", got)
 	}
 }

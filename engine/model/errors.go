@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/lfmq/lfmq/engine/config"
 )
@@ -44,6 +45,41 @@ func (e *TensorError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s: %s", head, e.Problem, e.Detail)
 }
+
+// FindingsError is every *TensorError one load found. Its message shows
+// the first few and counts the rest, because a wrong dimension in
+// config.json misfits hundreds of tensors; errors.As reaches each one.
+type FindingsError struct {
+	Findings []error
+	// Note, when set, comes first: what the findings likely have in common.
+	Note string
+}
+
+// findingsShown is how many findings the message lists.
+const findingsShown = 8
+
+// Error implements error.
+func (e *FindingsError) Error() string {
+	var b strings.Builder
+	if e.Note != "" {
+		b.WriteString(e.Note)
+		b.WriteString("\n")
+	}
+	for i, f := range e.Findings {
+		if i == findingsShown {
+			fmt.Fprintf(&b, "\n... and %d more tensors that do not fit", len(e.Findings)-findingsShown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns every finding.
+func (e *FindingsError) Unwrap() []error { return e.Findings }
 
 // ContextError reports a Forward call that would grow a sequence past its
 // maximum context. Nothing is processed when it is returned.

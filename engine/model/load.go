@@ -2,11 +2,11 @@ package model
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -544,7 +544,11 @@ func (m *Model) loadWeights(src tensorSource) error {
 		ld.fail(&TensorError{Dir: m.Dir, Tensor: n, Problem: ProblemUnexpected, Got: got})
 	}
 	if len(ld.errs) > 0 {
-		return errors.Join(ld.errs...)
+		fe := &FindingsError{Findings: ld.errs}
+		if d := cfg.DefaultedShapeKeys(); len(d) > 0 {
+			fe.Note = fmt.Sprintf("model: %s/config.json does not set %s: the defaults used for these dimensions do not fit the tensors", m.Dir, strings.Join(d, ", "))
+		}
+		return fe
 	}
 	rope, err := kernels.NewRoPE(cfg.HeadDim, cfg.RopeTheta, min(m.maxContext, ropeTablePositions))
 	if err != nil {

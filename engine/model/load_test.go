@@ -176,6 +176,26 @@ func TestLoadErrors(t *testing.T) {
 		}
 		t.Log(err)
 	})
+	// A key that is missing, or misspelt, leaves a default that does not
+	// fit the tensors: the error says the dimension was a default.
+	for _, key := range []string{"vocab_size", "hidden_size"} {
+		t.Run("defaulted "+key, func(t *testing.T) {
+			dir := configVariant(t, func(c map[string]any) {
+				if key == "hidden_size" {
+					c["hidden_sise"] = c[key]
+				}
+				delete(c, key)
+			})
+			_, err := model.Load(dir, model.LoadOptions{})
+			var te *model.TensorError
+			if !errors.As(err, &te) {
+				t.Fatalf("got %v, want a *model.TensorError", err)
+			}
+			if !strings.Contains(err.Error(), "config.json does not set "+key+"=") || !strings.Contains(err.Error(), "defaults") {
+				t.Errorf("the error does not say %s was a default: %v", key, err)
+			}
+		})
+	}
 	t.Run("not a checkpoint", func(t *testing.T) {
 		if _, err := model.Load(t.TempDir(), model.LoadOptions{}); err == nil {
 			t.Fatal("empty directory loaded")
