@@ -113,8 +113,23 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	defer s.Close()
 	loadTime := time.Since(load)
 	if opts.JSONSchema != "" {
-		return generateSchema(cmd, opts, s)
+		err = generateSchema(cmd, opts, s)
+	} else {
+		err = generateText(cmd, opts, s, loadTime)
 	}
+	if err != nil {
+		return err
+	}
+	// The checkpoint's files were hashed while the model worked; success
+	// waits for that check.
+	if err := s.Model.Verified(cmd.Context()); err != nil {
+		return fmt.Errorf("%s does not match its manifest.json, so the output above is not this checkpoint's: %w", opts.Model, err)
+	}
+	return nil
+}
+
+// generateText streams the continuation of --prompt or --chat to stdout.
+func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session, loadTime time.Duration) error {
 	var prompt []int
 	if opts.Prompt != "" {
 		prompt = s.EncodeText(opts.Prompt)

@@ -79,6 +79,13 @@ func TestGenerateRun(t *testing.T) {
 	if code := run(context.Background(), []string{"generate", "--model", out, "--prompt", "package main", "--max-tokens", "8"}, ios); code != 0 || stdout.Len() == 0 {
 		t.Fatalf("generate on lfmq-1: exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
+	// One changed byte in the weights: generate runs (the check is
+	// concurrent) but does not succeed.
+	ios, _, stderr = testStreams()
+	flipLastByte(t, filepath.Join(out, "experts-05.safetensors"))
+	if code := run(context.Background(), []string{"generate", "--model", out, "--prompt", "package main", "--max-tokens", "2"}, ios); code != exitMismatch || !strings.Contains(stderr.String(), "hash mismatch") {
+		t.Errorf("generate on a changed lfmq-1 checkpoint: exit %d, want %d: %s", code, exitMismatch, stderr)
+	}
 	ios, _, stderr = testStreams()
 	if code := run(context.Background(), []string{"generate", "--model", t.TempDir(), "--prompt", "x"}, ios); code != exitFailure {
 		t.Errorf("generate on an empty dir: exit %d (%s)", code, stderr)
@@ -158,5 +165,27 @@ func TestConfigTypo(t *testing.T) {
 				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, stderr)
 			}
 		}
+	}
+}
+
+// flipLastByte changes the last byte of a file in place.
+func flipLastByte(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, st.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if _, err := f.WriteAt(b, st.Size()-1); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -302,3 +302,20 @@ func TestServeCacheDirPersists(t *testing.T) {
 		t.Errorf("cached tokens %d then %d after the restart; answers %v, %v", c0, c1, ids0, ids1)
 	}
 }
+
+// TestServeChangedCheckpoint: the server hashes an lfmq-1 checkpoint while
+// it serves; a changed byte shuts it down with exit 3.
+func TestServeChangedCheckpoint(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	flipLastByte(t, filepath.Join(out, "global.safetensors"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ios, _, stderr = testStreams()
+	if code := run(ctx, []string{"serve", "--model", out, "--port", "0"}, ios); code != exitMismatch || !strings.Contains(stderr.String(), "global.safetensors: hash mismatch") {
+		t.Errorf("serve of a changed checkpoint: exit %d, want %d: %s", code, exitMismatch, stderr)
+	}
+}

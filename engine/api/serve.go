@@ -101,7 +101,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	start := time.Now()
-	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Check: lfmq1.CheckFiles})
+	// An lfmq-1 checkpoint's structure is checked now and its files hashed
+	// while the server warms up and serves: a mismatch shuts it down.
+	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads})
 	if err != nil {
 		return fail(err)
 	}
@@ -152,12 +154,25 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.OnReady(srv)
 	}
 
-	select {
-	case err := <-serveErr:
-		stopSched()
-		<-schedDone
-		return fmt.Errorf("api: %w", err)
-	case <-ctx.Done():
+	var integrityErr error
+	verifyDone := sess.Model.VerifyDone()
+	for running := true; running; {
+		select {
+		case err := <-serveErr:
+			stopSched()
+			<-schedDone
+			return fmt.Errorf("api: %w", err)
+		case <-ctx.Done():
+			running = false
+		case <-verifyDone:
+			verifyDone = nil
+			if integrityErr = sess.Model.Verified(ctx); integrityErr != nil {
+				log.Error("the checkpoint's files do not match its manifest.json: shutting down", "err", integrityErr)
+				running = false
+			} else if sess.Model.Format == model.SourceLFMQ1 {
+				log.Info("checkpoint files verified against manifest.json", "seconds", time.Since(start).Seconds())
+			}
+		}
 	}
 	log.Info("shutting down: finishing running requests", "timeout", cfg.ShutdownTimeout)
 	srv.BeginShutdown()
@@ -176,6 +191,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	stopSched()
 	<-schedDone
+	if integrityErr != nil {
+		return integrityErr
+	}
 	if cacheFile != "" {
 		if err := sc.SaveCache(cacheFile, cacheHeader); err != nil {
 			log.Warn("saving the prefix cache", "err", err)

@@ -93,6 +93,9 @@ type ForwardOptions struct {
 // between steps; each sequence then holds the tokens of the steps that
 // completed (see Sequence.Len), with consistent state.
 func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {
+	if err := m.integrity.failed(); err != nil {
+		return nil, err
+	}
 	if err := m.checkForward(seqs, tokens, &opts); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -64,5 +65,54 @@ func TestLFMQ1(t *testing.T) {
 	var ie *model.InputError
 	if _, err := model.Load(dir, model.LoadOptions{FakeQuant: dir}); !errors.As(err, &ie) {
 		t.Errorf("FakeQuant on an lfmq-1 checkpoint: %v", err)
+	}
+}
+
+// TestBackgroundHash: an lfmq-1 checkpoint with one changed byte opens
+// (only its structure is checked up front), Verified reports the file,
+// and every Forward after that fails with the mismatch.
+func TestBackgroundHash(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rtn")
+	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verified(t.Context()); err != nil {
+		t.Fatalf("an unchanged checkpoint: %v", err)
+	}
+	m.Close()
+
+	path := filepath.Join(dir, "layer-03.safetensors")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0x10
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err = model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatalf("the structure is intact, Load should succeed: %v", err)
+	}
+	defer m.Close()
+	var mm *lfmq1.MismatchError
+	if err := m.Verified(t.Context()); !errors.As(err, &mm) || mm.Path != "layer-03.safetensors" || mm.Kind != "hash" {
+		t.Fatalf("Verified = %v, want a hash mismatch of layer-03.safetensors", err)
+	}
+	_, err = m.Forward(t.Context(), []*model.Sequence{m.NewSequence()}, [][]int{{1, 2, 3}}, model.ForwardOptions{})
+	if !errors.As(err, &mm) {
+		t.Fatalf("Forward after the mismatch = %v, want the *lfmq1.MismatchError", err)
+	}
+	// Closing while a hash runs stops it.
+	m2, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

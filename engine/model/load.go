@@ -42,7 +42,9 @@ type LoadOptions struct {
 	// also the upper bound.
 	MaxContext int
 	// Check is how much of an lfmq-1 checkpoint is verified against its
-	// manifest when it is opened (default lfmq1.CheckStructure).
+	// manifest when it is opened. Below lfmq1.CheckFiles (the default is
+	// lfmq1.CheckStructure) the files are then hashed in the background:
+	// see Verified.
 	Check lfmq1.Check
 	// FakeQuant, if set, names an lfmq-1 checkpoint made from the Hugging
 	// Face checkpoint being loaded: every BFP tensor of it (and its head) is
@@ -70,6 +72,7 @@ type Model struct {
 	pool       *kernels.Pool
 	ownPool    bool
 	closeFn    func() error
+	integrity  *integrity
 
 	embed     *kernels.Matrix // [V, H]; also the head of a tied HF checkpoint
 	head      *kernels.Matrix // [V, H]
@@ -131,12 +134,18 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		}
 		m.Format, m.ManifestSHA256, m.closeFn = SourceLFMQ1, c.ManifestSHA256, c.Close
 		src = &lfmqSource{c: c}
+		m.integrity = verified()
+		if opts.Check < lfmq1.CheckFiles {
+			m.integrity = hashInBackground(c)
+			closeFiles := m.closeFn
+			m.closeFn = func() error { m.integrity.stop(); return closeFiles() }
+		}
 	} else {
 		c, err := hf.Open(dir)
 		if err != nil {
 			return nil, fmt.Errorf("model: %w", err)
 		}
-		m.Format, m.closeFn = SourceHF, c.Close
+		m.Format, m.closeFn, m.integrity = SourceHF, c.Close, verified()
 		src = &hfSource{c: c}
 	}
 	if err := m.loadWeights(src); err != nil {
