@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
@@ -30,6 +33,8 @@ type generateOptions struct {
 	Seed        int64
 	Threads     int
 	Stats       bool
+
+	chatJSON []byte // --chat, read and checked
 }
 
 func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Command {
@@ -56,8 +61,12 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			if err := requireFlags("model", opts.Model); err != nil {
 				return err
 			}
-			if (opts.Prompt == "") == (opts.Chat == "") {
+			promptSet, chatSet := cmd.Flags().Changed("prompt"), cmd.Flags().Changed("chat")
+			if promptSet == chatSet {
 				return &usageError{fmt.Errorf("give exactly one of --prompt and --chat")}
+			}
+			if promptSet && opts.Prompt == "" {
+				return &usageError{fmt.Errorf("--prompt is empty: give the text to continue")}
 			}
 			if opts.Tools != "" && opts.Chat == "" {
 				return &usageError{fmt.Errorf("--tools needs --chat")}
@@ -70,6 +79,12 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			}
 			if err := opts.params().Validate(1 << 30); err != nil {
 				return &usageError{err}
+			}
+			if chatSet {
+				var err error
+				if opts.chatJSON, err = readChatArg(opts.Chat); err != nil {
+					return err
+				}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -134,11 +149,9 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 	if opts.Prompt != "" {
 		prompt = s.EncodeText(opts.Prompt)
 	} else {
-		msgs, err := generate.ReadJSONArg("chat", opts.Chat)
-		if err != nil {
-			return &usageError{err}
-		}
+		msgs := opts.chatJSON
 		var tools []byte
+		var err error
 		if opts.Tools != "" {
 			if tools, err = generate.ReadJSONArg("tools", opts.Tools); err != nil {
 				return &usageError{err}
@@ -175,10 +188,7 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 // generateSchema prints the closed-schema answer to the chat on stdout and,
 // with --stats, every candidate's score on stderr.
 func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Session) error {
-	msgs, err := generate.ReadJSONArg("chat", opts.Chat)
-	if err != nil {
-		return &usageError{err}
-	}
+	msgs := opts.chatJSON
 	schema, err := os.ReadFile(opts.JSONSchema)
 	if err != nil {
 		return &usageError{fmt.Errorf("--json-schema: %w", err)}
@@ -208,4 +218,62 @@ func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Sessi
 		fmt.Fprintf(opts.IO.ErrOut, "scored %d branch tokens from a %d-token prompt in %s\n", a.BranchTokens, a.PromptTokens, time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// readChatArg reads --chat (inline JSON or @FILE) and checks it as a
+// hand-written conversation. A bad inline value is a usage error (exit 2);
+// a file that cannot be read or holds a bad conversation is exit 1, as for
+// every input file.
+func readChatArg(arg string) ([]byte, error) {
+	data, where := []byte(arg), "--chat"
+	if strings.HasPrefix(arg, "@") {
+		var err error
+		if data, err = os.ReadFile(arg[1:]); err != nil {
+			return nil, fmt.Errorf("--chat: %w", err)
+		}
+		where = "--chat " + arg[1:]
+	}
+	fail := func(err error) error {
+		err = fmt.Errorf("%s: %w", where, err)
+		if where == "--chat" {
+			return &usageError{err}
+		}
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fail(fmt.Errorf("not valid JSON: %w", err))
+	}
+	if _, ok := v.([]any); !ok {
+		return nil, fail(fmt.Errorf("expected a JSON array of messages such as '[{\"role\":\"user\",\"content\":\"Hi\"}]', got %s", jsonKindOf(v)))
+	}
+	msgs, err := chat.ParseMessages(data)
+	if err == nil {
+		err = chat.CheckConversation(msgs)
+	}
+	var re *chat.RequestError
+	if errors.As(err, &re) {
+		return nil, fail(fmt.Errorf("%s: %w", re.Field, re.Err))
+	}
+	if err != nil {
+		return nil, fail(err)
+	}
+	return data, nil
+}
+
+// jsonKindOf names the JSON type of a decoded value.
+func jsonKindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case map[string]any:
+		return "an object"
+	}
+	return "an array"
 }

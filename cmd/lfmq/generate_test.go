@@ -18,25 +18,34 @@ func TestGenerateFlags(t *testing.T) {
 		{"prompt", "--model m --prompt hi", "", func(o *generateOptions) bool {
 			return o.Prompt == "hi" && o.MaxTokens == 128 && o.Temperature == 0 && o.TopP == 1
 		}},
-		{"sampling", "--model m --chat [] --temperature 0.3 --min-p 0.15 --top-k 50 --seed 9 --max-tokens 5 --stats", "", func(o *generateOptions) bool {
+		{"sampling", "--model m --chat C --temperature 0.3 --min-p 0.15 --top-k 50 --seed 9 --max-tokens 5 --stats", "", func(o *generateOptions) bool {
 			p := o.params()
 			return p.Temperature == 0.3 && p.MinP == 0.15 && p.TopK == 50 && p.Seed == 9 && o.MaxTokens == 5 && o.Stats
 		}},
-		{"both prompts", "--model m --prompt a --chat []", "exactly one of --prompt and --chat", nil},
+		{"both prompts", "--model m --prompt a --chat C", "exactly one of --prompt and --chat", nil},
 		{"no prompt", "--model m", "exactly one of --prompt and --chat", nil},
 		{"no model", "--prompt a", "--model is required", nil},
 		{"tools without chat", "--model m --prompt a --tools []", "--tools needs --chat", nil},
-		{"schema", "--model m --chat [] --json-schema s.json", "", func(o *generateOptions) bool { return o.JSONSchema == "s.json" }},
+		{"schema", "--model m --chat C --json-schema s.json", "", func(o *generateOptions) bool { return o.JSONSchema == "s.json" }},
 		{"schema without chat", "--model m --prompt a --json-schema s.json", "--json-schema needs --chat", nil},
-		{"schema with tools", "--model m --chat [] --tools [] --json-schema s.json", "excludes --tools", nil},
+		{"schema with tools", "--model m --chat C --tools [] --json-schema s.json", "excludes --tools", nil},
 		{"bad temperature", "--model m --prompt a --temperature 3", "temperature", nil},
 		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
+		{"empty prompt", "--model m --prompt=", "--prompt is empty", nil},
+		{"empty chat", "--model m --chat []", "--chat: messages: the conversation is empty", nil},
+		{"unknown role", `--model m --chat [{"role":"user","content":"a"},{"role":"robot","content":"b"}]`, `--chat: messages[1].role: "robot" is not a role`, nil},
+		{"no content", `--model m --chat [{"role":"system","content":"a"},{"role":"user"}]`, "--chat: messages[1].content: missing or empty", nil},
+		{"not an array", `--model m --chat {"role":"user","content":"a"}`, "--chat: expected a JSON array of messages", nil},
+		{"malformed", `--model m --chat [{"role":`, "--chat: not valid JSON", nil},
+		{"not JSON", `--model m --chat hello`, "--chat: not valid JSON", nil},
 	}
+	const chatOK = `[{"role":"user","content":"hi"}]`
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams()
 			var got *generateOptions
-			err := executeWith(ios, newGenerateCmd(ios, func(o *generateOptions) error { got = o; return nil }), append([]string{"generate"}, strings.Fields(tt.args)...)...)
+			args := strings.Fields(strings.ReplaceAll(tt.args, "--chat C", "--chat "+chatOK))
+			err := executeWith(ios, newGenerateCmd(ios, func(o *generateOptions) error { got = o; return nil }), append([]string{"generate"}, args...)...)
 			if tt.wantErr != "" {
 				wantUsageError(t, err, tt.wantErr)
 				return
@@ -187,5 +196,30 @@ func flipLastByte(t *testing.T, path string) {
 	b[0] ^= 1
 	if _, err := f.WriteAt(b, st.Size()-1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGenerateChatFile: a --chat @FILE whose content is bad is an input
+// file's fault (exit 1), named by its path; a good file runs.
+func TestGenerateChatFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		content string
+		code    int
+		want    string
+	}{
+		{`{"role":"user","content":"a"}`, exitFailure, "expected a JSON array of messages"},
+		{`[{"role":"user","content":"a"},{"role":"usr","content":"b"}]`, exitFailure, `messages[1].role: "usr" is not a role`},
+		{`[{"role":"user","content":"a"}`, exitFailure, "not valid JSON"},
+	} {
+		path := filepath.Join(dir, "chat.json")
+		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ios, _, stderr := testStreams()
+		code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + path, "--max-tokens", "1"}, ios)
+		if code != tt.code || !strings.Contains(stderr.String(), "--chat "+path+": "+tt.want) {
+			t.Errorf("%s: exit %d, want %d; stderr %s", tt.content, code, tt.code, stderr)
+		}
 	}
 }

@@ -218,3 +218,31 @@ func parseArguments(raw json.RawMessage) (*Object, error) {
 	}
 	return obj, nil
 }
+
+// Roles are the message roles the LFM2 chat template renders.
+var Roles = []string{"system", "user", "assistant", "tool"}
+
+// CheckConversation is the stricter check for a conversation a person
+// wrote by hand (lfmq generate --chat), where a mistake is likelier than
+// intent: the list must not be empty, every role must be one of Roles, and
+// every message must have content, except an assistant turn that only
+// calls tools. Each finding is a *RequestError naming messages[i].
+func CheckConversation(msgs []Message) error {
+	if len(msgs) == 0 {
+		return &RequestError{Field: "messages", Err: errors.New("the conversation is empty: give at least one message")}
+	}
+	for i, m := range msgs {
+		field := fmt.Sprintf("messages[%d]", i)
+		known := false
+		for _, r := range Roles {
+			known = known || m.Role == r
+		}
+		if !known {
+			return &RequestError{Field: field + ".role", Err: fmt.Errorf("%q is not a role: use %s", m.Role, strings.Join(Roles, ", "))}
+		}
+		if m.Content == "" && len(m.ToolCalls) == 0 {
+			return &RequestError{Field: field + ".content", Err: errors.New("missing or empty")}
+		}
+	}
+	return nil
+}
