@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -583,5 +584,36 @@ func TestReplaceLinearMatchesCheckpoint(t *testing.T) {
 		if a[0][i] != b[0][i] {
 			t.Fatalf("logit %d: checkpoint %v, BF16 model with %d weights replaced %v", i, a[0][i], n, b[0][i])
 		}
+	}
+}
+
+// TestGPTQWithoutTokenizer: calibration records of input_ids need no
+// tokenizer, so a checkpoint without tokenizer.json quantizes; a text
+// record then names the missing file.
+func TestGPTQWithoutTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "generation_config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(tinyModel, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := DefaultGPTQOptions()
+	g.Calib, g.CalibSeqs, g.CalibLen, g.Seed = tinyCalib, 4, 256, 1
+	out := filepath.Join(t.TempDir(), "gptq")
+	if _, err := Quantize(t.Context(), Options{ModelDir: dir, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g}); err != nil {
+		t.Fatalf("GPTQ from input_ids without a tokenizer: %v", err)
+	}
+	text := filepath.Join(t.TempDir(), "text.jsonl")
+	if err := os.WriteFile(text, []byte(`{"text": "hello"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.Calib = text
+	_, err := Quantize(t.Context(), Options{ModelDir: dir, OutDir: filepath.Join(t.TempDir(), "g2"), Method: GPTQ, CreatedBy: "test", GPTQ: g})
+	if err == nil || !strings.Contains(err.Error(), "tokenizer.json") || !strings.Contains(err.Error(), "input_ids") {
+		t.Errorf("a text record without a tokenizer: %v, want an error naming tokenizer.json and input_ids", err)
 	}
 }

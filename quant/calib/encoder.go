@@ -1,9 +1,12 @@
 package calib
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/lfmq/lfmq/engine/chat"
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
@@ -16,21 +19,43 @@ import (
 // ids (lfm2-moe.md §5).
 type Encoder struct {
 	tok     *tokenizer.Tokenizer
+	tokErr  error // why tok is nil: records of token ids need no tokenizer
 	tmpl    *chat.Template
 	tmplErr error
 	prompts *prompt.Encoder
 	control map[int]bool
+	bos     int // -1 when there is none
 	vocab   int
 }
 
 // NewEncoder loads the tokenizer and, if the checkpoint has one, the chat
 // template of the model in dir; vocabSize bounds the ids records may give.
+// A checkpoint without tokenizer.json can still be calibrated on records
+// of input_ids: the control ids are then config.json's bos, eos and pad
+// ids, and only a text or chat record fails, naming the missing file.
 func NewEncoder(dir string, vocabSize int) (*Encoder, error) {
+	e := &Encoder{control: map[int]bool{}, vocab: vocabSize, bos: -1}
 	tok, err := tokenizer.Load(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		cfg, cerr := config.Load(dir)
+		if cerr != nil {
+			return nil, fmt.Errorf("calib: %w", cerr)
+		}
+		e.tokErr = fmt.Errorf("calib: %s has no %s, so text and chat records cannot be encoded; give input_ids records, or add the tokenizer", dir, tokenizer.TokenizerFile)
+		e.tmplErr = e.tokErr
+		e.bos = cfg.BOSTokenID
+		for _, id := range append([]int{cfg.BOSTokenID, cfg.PadTokenID}, cfg.EOSTokenIDs...) {
+			e.control[id] = true
+		}
+		return e, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("calib: %w", err)
 	}
-	e := &Encoder{tok: tok, control: map[int]bool{}, vocab: vocabSize}
+	e.tok = tok
+	if bos, ok := tok.BOS(); ok {
+		e.bos = bos
+	}
 	for _, t := range tok.SpecialTokens() {
 		e.control[t.ID] = true
 	}
@@ -48,12 +73,15 @@ func NewEncoder(dir string, vocabSize int) (*Encoder, error) {
 func (e *Encoder) IsControl(id int) bool { return e.control[id] }
 
 // BOS returns the beginning-of-sequence id.
-func (e *Encoder) BOS() (int, bool) { return e.tok.BOS() }
+func (e *Encoder) BOS() (int, bool) { return e.bos, e.bos >= 0 }
 
 // Text encodes a text record: BOS + ordinary encoding (special-token
 // strings in the text stay text).
 func (e *Encoder) Text(s string) ([]int, error) {
-	bos, ok := e.tok.BOS()
+	if e.tok == nil {
+		return nil, e.tokErr
+	}
+	bos, ok := e.BOS()
 	if !ok {
 		return nil, fmt.Errorf("calib: the tokenizer has no BOS token to start a text record with")
 	}
