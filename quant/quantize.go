@@ -418,7 +418,12 @@ func describeSource(dir string) (lfmq1.Source, error) {
 	}
 	var s lfmq1.Source
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		// A symbolic link to a file counts as that file: the Hugging Face
+		// cache's snapshot directories hold nothing else.
+		if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
 		sum, size, err := lfmq1.HashFile(filepath.Join(dir, e.Name()))

@@ -325,3 +325,35 @@ func TestKeepExperts(t *testing.T) {
 		t.Errorf("%d expert tensors, want 288", n)
 	}
 }
+
+// TestSymlinkedSource: a source directory of symbolic links, as in the
+// Hugging Face cache's snapshots, quantizes to the same bytes as the files
+// themselves.
+func TestSymlinkedSource(t *testing.T) {
+	base := tinyRTN(t)
+	dir := t.TempDir()
+	entries, err := os.ReadDir(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		src, err := filepath.Abs(filepath.Join(tinyModel, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(src, filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "linked")
+	if _, err := Quantize(context.Background(), Options{ModelDir: dir, OutDir: out, Method: RTN, CreatedBy: "test"}); err != nil {
+		t.Fatalf("a symlinked source: %v", err)
+	}
+	for _, name := range []string{lfmq1.ManifestFile, "global.safetensors", "tokenizer.json"} {
+		x, err1 := os.ReadFile(filepath.Join(base, name))
+		y, err2 := os.ReadFile(filepath.Join(out, name))
+		if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s differs from the unlinked source's (%v, %v)", name, err1, err2)
+		}
+	}
+}
