@@ -4,11 +4,17 @@
 // Every run re-hashes every byte of every listed file, in parallel across
 // files; nothing is trusted from an earlier run. A finding (missing, extra,
 // size or hash mismatch, unsafe entry, malformed list, disagreeing lists,
-// broken pin) is a *MismatchError; Report.Err joins them, so errors.As and
-// errors.Is (ErrMissing, ErrExtra, ErrUnsafePath, ErrMalformed, ErrMismatch)
-// work on the result.
+// broken pin, bad signature) is a *MismatchError; Report.Err joins them, so
+// errors.As and errors.Is (ErrMissing, ErrExtra, ErrUnsafePath, ErrMalformed,
+// ErrMismatch, ErrSignature) work on the result.
 //
-// The sub-packages hold the lists (sums), the deterministic source archive
-// (archive), the release builder (bundle) and the hub download (download).
+// A release may carry SHA256SUMS.sig, an SSH signature over SHA256SUMS
+// (release.md §3). It is the one top-level file no list names, so it is
+// never an extra file; given Options.AllowedSigners, Release also verifies
+// it, and a missing or bad signature is a finding.
+//
+// The sub-packages hold the lists (sums), the SSH signatures (sshsig), the
+// deterministic source archive (archive), the release builder (bundle) and
+// the hub download (download).
 // This package does not build, fetch, serve or quantize anything.
 package verify

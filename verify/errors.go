@@ -34,6 +34,10 @@ const (
 	// KindTensor: a checkpoint tensor or file fails the manifest's check
 	// (--deep).
 	KindTensor Kind = "tensor"
+	// KindSignature: SHA256SUMS.sig is absent, unreadable or malformed, or
+	// does not verify over SHA256SUMS by a key the allowed signers grant
+	// (checked only when Options.AllowedSigners is set).
+	KindSignature Kind = "signature"
 )
 
 // Sentinels joined into a report's error (through each finding's Unwrap), so
@@ -43,6 +47,7 @@ var (
 	ErrMissing    = errors.New("verify: missing file")
 	ErrExtra      = errors.New("verify: unlisted file")
 	ErrMismatch   = errors.New("verify: mismatch")
+	ErrSignature  = errors.New("verify: bad release signature")
 	ErrUnsafePath = sums.ErrUnsafePath
 	ErrMalformed  = sums.ErrMalformed
 )
@@ -62,8 +67,8 @@ type MismatchError struct {
 	WantSize   int64
 	GotSize    int64
 	// Authority is the list that made the claim: "SHA256SUMS",
-	// "runtime-release.json", "checkpoint/manifest.json", or the list file
-	// given to Sums.
+	// "runtime-release.json", "checkpoint/manifest.json", the list file
+	// given to Sums, or the allowed_signers file for a signature finding.
 	Authority string
 	// Detail is a human explanation (the parser's message for a
 	// malformed list).
@@ -99,6 +104,8 @@ func (e *MismatchError) Unwrap() error {
 		return ErrUnsafePath
 	case KindMalformed:
 		return ErrMalformed
+	case KindSignature:
+		return ErrSignature
 	}
 	return ErrMismatch
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -40,6 +41,16 @@ type Options struct {
 	Workers int
 	// Progress, if set, is told the bytes hashed.
 	Progress Progress
+	// AllowedSigners, if set, makes the release signature part of the
+	// check (Release only): SHA256SUMS.sig must be an SSHSIG signature over
+	// the exact bytes of SHA256SUMS in namespace "lfmq-release" by a key
+	// these signers grant to Identity. Without it the signature is not
+	// read (and is never an extra file).
+	AllowedSigners *sshsig.AllowedSigners
+	// Identity is the principal the signing key must be granted to; empty
+	// accepts any principal of AllowedSigners (Report.Signature names
+	// them).
+	Identity string
 }
 
 // Report is the outcome of a verification.
@@ -61,6 +72,9 @@ type Report struct {
 	Bytes int64 `json:"bytes"`
 	// Deep reports whether tensors were checked.
 	Deep bool `json:"deep"`
+	// Signature describes the release signature when it was checked and
+	// verified; nil otherwise.
+	Signature *Signature `json:"signature,omitempty"`
 	// Findings are sorted by path, then kind.
 	Findings []*MismatchError `json:"findings"`
 	// Refetch is every path that is missing, of the wrong size or hash, or
@@ -162,10 +176,12 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	var entries []sums.Entry
 	sumsOK := false
-	if data := readList(sums.SumsFile); data != nil {
-		sum := sha256.Sum256(data)
+	// sumsData is kept: the signature is checked over these exact bytes.
+	sumsData := readList(sums.SumsFile)
+	if sumsData != nil {
+		sum := sha256.Sum256(sumsData)
 		rep.Digest = hex.EncodeToString(sum[:])
-		if entries, err = sums.Parse(sums.SumsFile, data, sums.BundlePath); err != nil {
+		if entries, err = sums.Parse(sums.SumsFile, sumsData, sums.BundlePath); err != nil {
 			listFinding(sums.SumsFile, err)
 		} else {
 			sumsOK = true
@@ -188,10 +204,18 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 			add(&MismatchError{Path: sums.SumsFile, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: fmt.Sprintf("line %d lists SHA256SUMS itself", e.Line)})
 			continue
 		}
+		if e.Path == SignatureFile {
+			add(&MismatchError{Path: sums.SumsFile, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: fmt.Sprintf("line %d lists SHA256SUMS.sig, the signature made over SHA256SUMS after it is written", e.Line)})
+			continue
+		}
 		expect[e.Path] = &expectation{path: e.Path, sha256: e.SHA256, size: Unknown, authority: sums.SumsFile}
 	}
 	if rr != nil {
 		for _, f := range rr.Files {
+			if f.Path == SignatureFile {
+				add(&MismatchError{Path: sums.RuntimeReleaseFile, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "files lists SHA256SUMS.sig, the signature made over SHA256SUMS after the release is built"})
+				continue
+			}
 			x, ok := expect[f.Path]
 			switch {
 			case !ok && sumsOK:
@@ -208,7 +232,7 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 		}
 		if sumsOK {
 			for _, e := range entries {
-				if e.Path == sums.RuntimeReleaseFile || e.Path == sums.SumsFile {
+				if e.Path == sums.RuntimeReleaseFile || e.Path == sums.SumsFile || e.Path == SignatureFile {
 					continue
 				}
 				if _, ok := rr.File(e.Path); !ok {
@@ -243,10 +267,11 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 		}
 	}
 
-	// Extras: only meaningful when some list could be read.
+	// Extras: only meaningful when some list could be read. SHA256SUMS
+	// and its signature are the two files no list can name.
 	if len(expect) > 0 {
 		for p := range present {
-			if _, ok := expect[p]; !ok && p != sums.SumsFile && present[p].regular {
+			if _, ok := expect[p]; !ok && p != sums.SumsFile && p != SignatureFile && present[p].regular {
 				add(&MismatchError{Path: p, Kind: KindExtra, WantSize: Unknown, GotSHA256: "", GotSize: present[p].size, Authority: listAuthority(sumsOK), Detail: "not listed"})
 			}
 		}
@@ -255,6 +280,14 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 	// Pins and the checkpoint manifest.
 	if rr != nil || sumsOK {
 		findings = append(findings, checkCheckpoint(ctx, root, dir, expect, actual, rr, present, opts, rep)...)
+	}
+
+	// The signature covers SHA256SUMS byte for byte; with no SHA256SUMS
+	// there is nothing to check it over (already a finding).
+	if opts.AllowedSigners != nil && sumsData != nil {
+		if f := checkSignature(root, present, sumsData, opts, rep); f != nil {
+			add(f)
+		}
 	}
 
 	sortFindings(findings)

@@ -60,13 +60,13 @@ type releaseBuildOptions struct {
 func newReleaseCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release",
-		Short: "Build release bundles",
+		Short: "Build and sign release bundles",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newReleaseBuildCmd(ios, runF))
+	cmd.AddCommand(newReleaseBuildCmd(ios, runF), newReleaseSignCmd(ios, nil))
 	return cmd
 }
 

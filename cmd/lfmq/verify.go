@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,21 +13,24 @@ import (
 
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/sshsig"
 )
 
 type verifyOptions struct {
-	IO         *IOStreams
-	ReleaseDir string
-	Sums       string
-	Deep       bool
-	JSON       bool
-	Workers    int
+	IO             *IOStreams
+	ReleaseDir     string
+	Sums           string
+	Deep           bool
+	JSON           bool
+	Workers        int
+	AllowedSigners string
+	Identity       string
 }
 
 func newVerifyCmd(ios *IOStreams, runF func(*verifyOptions) error) *cobra.Command {
 	opts := &verifyOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "verify (--release-dir DIR [--deep] | --sums FILE) [--json]",
+		Use:   "verify (--release-dir DIR [--deep] [--allowed-signers FILE [--identity ID]] | --sums FILE) [--json]",
 		Short: "Check every byte of a release, or any sha256sum list",
 		Long: `Verify re-hashes every file of a release directory and checks it against
 SHA256SUMS and runtime-release.json, checks that the two lists agree, that
@@ -37,12 +42,22 @@ Each finding gives the path, what the list expects and what is on disk. The
 files to download again are listed at the end. --json prints the whole report
 on stdout.
 
+--allowed-signers FILE also checks the release signature: SHA256SUMS.sig must
+be an SSH signature (namespace "lfmq-release") over the exact bytes of
+SHA256SUMS by a key that FILE, in ssh-keygen's allowed_signers format, grants
+to --identity (without --identity, to any principal; the report names them).
+A missing or bad signature is then a finding; without --allowed-signers the
+signature is not read. It is the check of
+'ssh-keygen -Y verify -f FILE -I ID -n lfmq-release -s SHA256SUMS.sig < SHA256SUMS'.
+
 --sums FILE checks a sha256sum-style list (paths relative to its directory),
 like 'sha256sum -c FILE' with a strict reader.
 
 Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
-		Example: "  lfmq verify --release-dir ./LFM2-8B-A1B-lfmq1\n  lfmq verify --sums SHA256SUMS",
-		Args:    noArgs,
+		Example: "  lfmq verify --release-dir ./LFM2-8B-A1B-lfmq1\n" +
+			"  lfmq verify --release-dir ./LFM2-8B-A1B-lfmq1 --allowed-signers allowed_signers --identity release@example.org\n" +
+			"  lfmq verify --sums SHA256SUMS",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case opts.ReleaseDir == "" && opts.Sums == "":
@@ -51,6 +66,10 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 				return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
 			case opts.Deep && opts.Sums != "":
 				return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
+			case opts.AllowedSigners != "" && opts.Sums != "":
+				return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
+			case opts.Identity != "" && opts.AllowedSigners == "":
+				return &usageError{fmt.Errorf("--identity needs --allowed-signers")}
 			case opts.Workers < 0:
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
 			}
@@ -65,12 +84,22 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 	cmd.Flags().BoolVar(&opts.Deep, "deep", false, "also check every checkpoint tensor's sha256")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "files hashed in parallel (0 = all cores)")
+	cmd.Flags().StringVar(&opts.AllowedSigners, "allowed-signers", "", "ssh-keygen allowed_signers file: also verify SHA256SUMS.sig")
+	cmd.Flags().StringVar(&opts.Identity, "identity", "", "principal that must have signed (default: any in --allowed-signers)")
 	cmd.MarkFlagDirname("release-dir")
+	cmd.MarkFlagFilename("allowed-signers")
 	return cmd
 }
 
 func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
-	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers}
+	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers, Identity: opts.Identity}
+	if opts.AllowedSigners != "" {
+		signers, err := sshsig.ReadAllowedSigners(opts.AllowedSigners)
+		if err != nil {
+			return err
+		}
+		vo.AllowedSigners = signers
+	}
 	var bar *byteBar
 	if opts.IO.ErrTTY && !opts.JSON {
 		bar = &byteBar{w: opts.IO, desc: "verifying"}
@@ -132,11 +161,12 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		if rep.Digest != "" {
 			fmt.Fprintf(w, "digest (sha256 of %s) %s\n", rep.List, rep.Digest)
 		}
+		printSignature(w, rep)
 		return nil
 	}
 	fmt.Fprintf(w, "FAILED: %s: %d finding(s)", what, len(rep.Findings))
 	sep := " ("
-	for _, k := range []verify.Kind{verify.KindMissing, verify.KindSize, verify.KindHash, verify.KindExtra, verify.KindUnsafe, verify.KindMalformed, verify.KindDisagree, verify.KindPin, verify.KindTensor} {
+	for _, k := range []verify.Kind{verify.KindMissing, verify.KindSize, verify.KindHash, verify.KindExtra, verify.KindUnsafe, verify.KindMalformed, verify.KindDisagree, verify.KindPin, verify.KindTensor, verify.KindSignature} {
 		if n := rep.Count(k); n > 0 {
 			fmt.Fprintf(w, "%s%d %s", sep, n, k)
 			sep = ", "
@@ -146,6 +176,7 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintf(w, "; %d files, %s hashed\n", rep.Files, units.Bytes(rep.Bytes))
+	printSignature(w, rep)
 	if len(rep.Refetch) > 0 {
 		fmt.Fprintln(w, "re-fetch:")
 		for _, p := range rep.Refetch {
@@ -153,6 +184,13 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// printSignature names the key and principals of a verified signature.
+func printSignature(w io.Writer, rep *verify.Report) {
+	if s := rep.Signature; s != nil {
+		fmt.Fprintf(w, "signature %s: good, %s key %s of %s\n", verify.SignatureFile, s.KeyType, s.Fingerprint, strings.Join(s.Principals, "; "))
+	}
 }
 
 func shaSize(sha string, size int64) string {

@@ -25,6 +25,10 @@ func TestVerifyFlags(t *testing.T) {
 		{"deep sums", "--sums s --deep", verifyOptions{}, "--deep applies to --release-dir only"},
 		{"workers", "--release-dir r --workers -1", verifyOptions{}, "--workers"},
 		{"stray", "--release-dir r x", verifyOptions{}, "takes no arguments"},
+		{"signed release", "--release-dir r --allowed-signers as --identity me@x", verifyOptions{ReleaseDir: "r", AllowedSigners: "as", Identity: "me@x"}, ""},
+		{"any signer", "--release-dir r --allowed-signers as", verifyOptions{ReleaseDir: "r", AllowedSigners: "as"}, ""},
+		{"identity alone", "--release-dir r --identity me@x", verifyOptions{}, "--identity needs --allowed-signers"},
+		{"signers with sums", "--sums s --allowed-signers as", verifyOptions{}, "--allowed-signers applies to --release-dir only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

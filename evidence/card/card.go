@@ -222,6 +222,16 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("sha256sum -c SHA256SUMS        # GNU coreutils, no lfmq needed\n")
 	b.WriteString("```\n\n")
 	fmt.Fprintf(b, "The release digest is the sha256 of `SHA256SUMS`; it is in the message of the `%s` tag.\n\n", in.Revision)
+	b.WriteString("When the release has a `SHA256SUMS.sig`, that file is an SSH signature (namespace\n")
+	b.WriteString("`lfmq-release`) over the exact bytes of `SHA256SUMS`, and through its digests over every\n")
+	b.WriteString("file. To check it, put the publisher's public key, obtained from them rather than from this\n")
+	b.WriteString("repository, in an `allowed_signers` file as a line `<identity> <key type> <base64 key>`\n")
+	b.WriteString("(`man ssh-keygen`, ALLOWED SIGNERS), then run either command:\n\n```sh\n")
+	b.WriteString("ssh-keygen -Y verify -f allowed_signers -I <identity> -n lfmq-release -s SHA256SUMS.sig < SHA256SUMS\n")
+	b.WriteString("lfmq verify --release-dir . --allowed-signers allowed_signers --identity <identity>\n")
+	b.WriteString("```\n\n")
+	b.WriteString("`ssh-keygen` checks the signature only; follow it with `sha256sum -c SHA256SUMS`. `lfmq verify`\n")
+	b.WriteString("checks both, and a missing or bad signature is then a failure.\n\n")
 
 	b.WriteString("## Run\n\n```sh\n")
 	example := "runtime/lfmq-linux-amd64"

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/sshsig"
+	"github.com/lfmq/lfmq/verify/sums"
+)
+
+type releaseSignOptions struct {
+	IO         *IOStreams
+	ReleaseDir string
+	Key        string
+	// Identity only fills in the verification commands printed at the end.
+	Identity string
+	// AgentSocket is SSH_AUTH_SOCK, read when the command line is parsed.
+	AgentSocket string
+}
+
+func newReleaseSignCmd(ios *IOStreams, runF func(*releaseSignOptions) error) *cobra.Command {
+	opts := &releaseSignOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "sign --release-dir DIR --key FILE [--identity ID]",
+		Short: "Sign a release's SHA256SUMS with an SSH key (SHA256SUMS.sig)",
+		Long: `Sign verifies the release first (every byte, as 'lfmq verify' does) and
+refuses to sign one with any finding. It then signs the exact bytes of
+DIR/SHA256SUMS in OpenSSH's SSHSIG format, namespace "lfmq-release", hash
+sha512, and writes DIR/SHA256SUMS.sig: the same signature 'ssh-keygen -Y sign
+-n lfmq-release -f FILE SHA256SUMS' makes. The signature is not part of the
+reproducible bytes of the release, and SHA256SUMS does not list it.
+
+--key is an unencrypted OpenSSH private key (ed25519, ECDSA, or RSA, signed as
+rsa-sha2-512), or a public key file whose private key ssh-agent holds
+(SSH_AUTH_SOCK). A passphrase-protected key is refused: load it with ssh-add
+and pass its .pub file.
+
+Anyone can then check the release with an allowed_signers file holding the
+key (ssh-keygen(1), ALLOWED SIGNERS), with ssh-keygen alone or with lfmq:
+
+  ssh-keygen -Y verify -f allowed_signers -I ID -n lfmq-release -s SHA256SUMS.sig < SHA256SUMS
+  lfmq verify --release-dir DIR --allowed-signers allowed_signers --identity ID
+
+Exit status: 0 signed, 3 the release has findings, 1 any other failure, 2 usage.`,
+		Example: `  lfmq release sign --release-dir ./release --key ~/.ssh/id_ed25519
+  lfmq release sign --release-dir ./release --key ~/.ssh/id_ed25519.pub --identity release@example.org`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("release-dir", opts.ReleaseDir, "key", opts.Key); err != nil {
+				return err
+			}
+			if strings.ContainsAny(opts.Identity, " \t\r\n") {
+				return &usageError{fmt.Errorf("--identity %q contains white space", opts.Identity)}
+			}
+			opts.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
+			if runF != nil {
+				return runF(opts)
+			}
+			return releaseSignRun(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ReleaseDir, "release-dir", "", "release directory to sign (required)")
+	f.StringVar(&opts.Key, "key", "", "OpenSSH private key, or a public key held by ssh-agent (required)")
+	f.StringVar(&opts.Identity, "identity", "", "the signer's principal in allowed_signers, for the printed commands")
+	cmd.MarkFlagDirname("release-dir")
+	cmd.MarkFlagFilename("key")
+	return cmd
+}
+
+func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
+	dir := opts.ReleaseDir
+	vo := verify.Options{}
+	var bar *byteBar
+	if opts.IO.ErrTTY {
+		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		vo.Progress = bar
+	}
+	rep, err := verify.Release(cmd.Context(), dir, vo)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		if err := printReport(opts.IO, rep, false); err != nil {
+			return err
+		}
+		opts.IO.Errorf("lfmq: not signing a release that does not verify\n")
+		return rep.Err()
+	}
+
+	// Sign the bytes that were verified: re-read them and compare with the
+	// digest the verification computed.
+	data, err := readSums(filepath.Join(dir, sums.SumsFile))
+	if err != nil {
+		return err
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != rep.Digest {
+		return fmt.Errorf("%s changed while the release was being verified; not signed", filepath.Join(dir, sums.SumsFile))
+	}
+	signer, closer, err := sshsig.LoadSigner(opts.Key, opts.AgentSocket)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	sig, err := sshsig.Sign(signer, data, verify.SignatureNamespace)
+	if err != nil {
+		return err
+	}
+	sigPath := filepath.Join(dir, verify.SignatureFile)
+	if err := writeFileAtomic(sigPath, sig, 0o644); err != nil {
+		return err
+	}
+
+	pub := signer.PublicKey()
+	id := opts.Identity
+	if id == "" {
+		id = "ID"
+	}
+	w := opts.IO.Out
+	fmt.Fprintf(w, "signed release %s (%s)\n", rep.ReleaseID, dir)
+	fmt.Fprintf(w, "  release digest  %s (sha256 of SHA256SUMS)\n", rep.Digest)
+	fmt.Fprintf(w, "  key             %s %s\n", pub.Type(), ssh.FingerprintSHA256(pub))
+	fmt.Fprintf(w, "  signature       %s (namespace %s)\n", sigPath, verify.SignatureNamespace)
+	fmt.Fprintln(w, "allowed_signers line for verifiers:")
+	fmt.Fprintf(w, "  %s namespaces=\"%s\" %s\n", id, verify.SignatureNamespace, bytes.TrimSpace(ssh.MarshalAuthorizedKey(pub)))
+	fmt.Fprintln(w, "check the signature with either of:")
+	fmt.Fprintf(w, "  ssh-keygen -Y verify -f allowed_signers -I %s -n %s -s %s < %s\n",
+		shellQuote(id), verify.SignatureNamespace, shellQuote(sigPath), shellQuote(filepath.Join(dir, sums.SumsFile)))
+	fmt.Fprintf(w, "  lfmq verify --release-dir %s --allowed-signers allowed_signers --identity %s\n", shellQuote(dir), shellQuote(id))
+	if opts.Identity == "" {
+		fmt.Fprintln(w, "(ID: the signer's principal in allowed_signers, e.g. an e-mail address; --identity fills it in)")
+	}
+	return nil
+}
+
+// readSums reads a SHA256SUMS file, bounded like every reader of it.
+func readSums(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, sums.MaxListBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > sums.MaxListBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, sums.MaxListBytes)
+	}
+	return data, nil
+}
+
+// writeFileAtomic replaces path with data: a temporary file in the same
+// directory, written, synced, renamed over path, then the directory synced,
+// so a crash leaves the old file or the new one, never a torn one.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// shellQuote single-quotes a word for a POSIX shell when it has anything
+// but letters, digits and -_./=:,@+%.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
