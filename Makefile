@@ -107,8 +107,15 @@ FUZZ_TARGETS = \
 	./evidence/card:FuzzParseFrontMatter \
 	./verify/sums:FuzzParse \
 	./verify/sums:FuzzParseRuntimeRelease \
+	./verify/sshsig:FuzzParse \
+	./verify/sshsig:FuzzParseAllowedSigners \
 	./verify/archive:FuzzRead \
-	./verify/download:FuzzContentRange
+	./verify/download:FuzzContentRange \
+	./verify/download/hubtest:FuzzReadCommit \
+	./verify/publish:FuzzDecodeTree \
+	./verify/publish:FuzzDecodeBatch \
+	./verify/publish:FuzzGitAttributes \
+	./engine/choice:FuzzParse
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
