@@ -487,7 +487,7 @@ func readInput(p string) ([]byte, error) {
 }
 
 // reserved are the release's top-level names a notice cannot take.
-var reserved = []string{"README.md", "LICENSE", ".gitattributes", "checkpoint", "runtime", "evidence", sums.RuntimeReleaseFile, sums.SumsFile, ".git", ".cache"}
+var reserved = []string{"README.md", "LICENSE", ".gitattributes", "checkpoint", "runtime", "evidence", sums.RuntimeReleaseFile, sums.SumsFile, verify.SignatureFile, ".git", ".cache"}
 
 func (b *builder) notices() ([]EvidenceFile, error) {
 	var out []EvidenceFile

@@ -106,6 +106,11 @@ func TestBuildRefuses(t *testing.T) {
 			os.WriteFile(p, []byte("x"), 0o644)
 			o.NoticeFiles = []string{p}
 		}, isInput},
+		{"notice named SHA256SUMS.sig", func(t *testing.T, o *bundle.Options) {
+			p := filepath.Join(t.TempDir(), "SHA256SUMS.sig")
+			os.WriteFile(p, []byte("x"), 0o644)
+			o.NoticeFiles = []string{p}
+		}, isInput},
 		{"out not empty", func(t *testing.T, o *bundle.Options) {
 			os.MkdirAll(o.OutDir, 0o755)
 			os.WriteFile(filepath.Join(o.OutDir, "x"), nil, 0o644)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -226,6 +228,9 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	d.logf("SHA256SUMS: %d files (revision %s)", len(entries), d.rev)
+	if err := d.fetchSignature(ctx); err != nil {
+		return res, err
+	}
 
 	// runtime-release.json next, when listed: once checked, its sizes let
 	// every other file be bounded and resumed exactly.
@@ -327,20 +332,59 @@ func (d *downloader) wait(ctx context.Context, attempt int) error {
 
 // fetchList downloads SHA256SUMS into memory, bounded.
 func (d *downloader) fetchList(ctx context.Context) ([]byte, string, error) {
+	data, commit, _, err := d.fetchSmall(ctx, sums.SumsFile, sums.MaxListBytes, false)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(data) > sums.MaxListBytes {
+		return nil, "", &verify.MismatchError{Path: sums.SumsFile, Kind: verify.KindMalformed, WantSize: verify.Unknown, GotSize: int64(len(data)), Authority: "hub", Detail: "larger than the list size limit"}
+	}
+	return data, commit, nil
+}
+
+// fetchSignature brings SHA256SUMS.sig, the one release file SHA256SUMS
+// cannot list, when the hub has it: a release may be unsigned, so a 404
+// only removes a signature an earlier download left.
+func (d *downloader) fetchSignature(ctx context.Context) error {
+	final := filepath.Join(d.dir, verify.SignatureFile)
+	data, _, found, err := d.fetchSmall(ctx, verify.SignatureFile, sshsig.MaxSignatureBytes, true)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		if err := os.Remove(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("download: %w", err)
+		}
+		return nil
+	case len(data) > sshsig.MaxSignatureBytes:
+		return &verify.MismatchError{Path: verify.SignatureFile, Kind: verify.KindMalformed, WantSize: verify.Unknown, GotSize: int64(len(data)), Authority: "hub", Detail: fmt.Sprintf("larger than %d bytes", sshsig.MaxSignatureBytes)}
+	}
+	d.logf("%s: %d bytes", verify.SignatureFile, len(data))
+	return atomicWrite(filepath.Join(d.dir, filepath.FromSlash(IncompleteDir)), final, data)
+}
+
+// fetchSmall downloads p into memory, reading at most limit+1 bytes so
+// the caller can tell an oversized answer. With optional, a 404 is not an
+// error: found is false.
+func (d *downloader) fetchSmall(ctx context.Context, p string, limit int, optional bool) (data []byte, commit string, found bool, err error) {
 	var lastErr error
 	for attempt := 0; attempt <= d.opts.Retries; attempt++ {
 		if attempt > 0 {
 			if err := d.wait(ctx, attempt); err != nil {
-				return nil, "", err
+				return nil, "", false, err
 			}
 		}
-		resp, u, err := d.request(ctx, sums.SumsFile, 0)
+		resp, u, err := d.request(ctx, p, 0)
 		if err != nil {
 			lastErr = fmt.Errorf("download: %w", err)
 			if ctx.Err() != nil {
-				return nil, "", ctx.Err()
+				return nil, "", false, ctx.Err()
 			}
 			continue
+		}
+		if optional && resp.StatusCode == http.StatusNotFound {
+			resp.Body.Close()
+			return nil, "", false, nil
 		}
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
@@ -348,25 +392,22 @@ func (d *downloader) fetchList(ctx context.Context) ([]byte, string, error) {
 			if retryable(resp.StatusCode) {
 				continue
 			}
-			return nil, "", lastErr
+			return nil, "", false, lastErr
 		}
 		commit := resp.Header.Get("X-Repo-Commit")
 		if !commitRe.MatchString(commit) {
 			commit = ""
 		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, sums.MaxListBytes+1))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 		resp.Body.Close()
 		d.recv.Add(int64(len(data)))
 		if err != nil {
 			lastErr = fmt.Errorf("download: %s: %w", u, err)
 			continue
 		}
-		if len(data) > sums.MaxListBytes {
-			return nil, "", &verify.MismatchError{Path: sums.SumsFile, Kind: verify.KindMalformed, WantSize: verify.Unknown, GotSize: int64(len(data)), Authority: "hub", Detail: "larger than the list size limit"}
-		}
-		return data, commit, nil
+		return data, commit, true, nil
 	}
-	return nil, "", lastErr
+	return nil, "", false, lastErr
 }
 
 // fetchFile brings one listed file to its final name, verified; size is

@@ -1,8 +1,10 @@
 package download_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -98,13 +100,14 @@ func TestDownloadAndRerun(t *testing.T) {
 			t.Errorf("%s fetched at %q, want %q", r.Path, r.Revision, wantRev)
 		}
 	}
-	// A second run re-hashes and fetches nothing but the list.
+	// A second run re-hashes and fetches nothing but the list (and asks
+	// for a signature, which this release does not have).
 	before := len(h.Requests())
 	res, err = download.Download(context.Background(), opts(srv, cache))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Fetched) != 0 || len(h.Requests()) != before+1 {
+	if len(res.Fetched) != 0 || len(h.Requests()) != before+2 {
 		t.Errorf("rerun fetched %v (%d requests)", res.Fetched, len(h.Requests())-before)
 	}
 	// A damaged and a deleted file are fetched again, nothing else.
@@ -376,5 +379,39 @@ func TestRepo(t *testing.T) {
 	}
 	if _, err := download.Repo("https://h/only"); err == nil {
 		t.Error("one segment accepted")
+	}
+}
+
+// TestDownloadSignature: SHA256SUMS.sig, which SHA256SUMS cannot list, is
+// fetched when the hub has it, and a stale one is removed when the hub
+// no longer does.
+func TestDownloadSignature(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "release")
+	bundletest.CopyDir(t, release(t), dir)
+	sig := []byte("-----BEGIN SSH SIGNATURE-----\nnot checked without --allowed-signers\n-----END SSH SIGNATURE-----\n")
+	if err := os.WriteFile(filepath.Join(dir, verify.SignatureFile), sig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := hubtest.New(dir, repo, "v1")
+	h.Commit = commit
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	cache := t.TempDir()
+	res, err := download.Download(context.Background(), opts(srv, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(res.Dir, verify.SignatureFile))
+	if err != nil || !bytes.Equal(got, sig) {
+		t.Fatalf("signature %q, %v; want the hub's", got, err)
+	}
+	if err := os.Remove(filepath.Join(dir, verify.SignatureFile)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = download.Download(context.Background(), opts(srv, cache)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, verify.SignatureFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a signature the hub no longer has was kept: %v", err)
 	}
 }
