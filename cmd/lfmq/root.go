@@ -48,6 +48,7 @@ API, and builds and verifies reproducible releases.`,
 		newReleaseCmd(ios, nil),
 		newVerifyCmd(ios, nil),
 		newDownloadCmd(ios, nil),
+		newPublishCmd(ios, nil),
 	)
 	return root
 }

@@ -665,3 +665,17 @@ func pathsOf(fs []*relFile) []string {
 	}
 	return out
 }
+
+// Validate checks the options' endpoint, repository, branch and revision
+// (with the defaults Publish would fill in) without contacting the hub, so
+// that a command line can be refused before any work.
+func (o Options) Validate() error {
+	if o.Endpoint == "" {
+		o.Endpoint = DefaultEndpoint
+	}
+	if o.Branch == "" {
+		o.Branch = "main"
+	}
+	_, err := checkOptions(&o)
+	return err
+}
