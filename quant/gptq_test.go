@@ -19,6 +19,7 @@ import (
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/safetensors"
 	"github.com/lfmq/lfmq/quant/calib"
 	"github.com/lfmq/lfmq/quant/gptq"
 	"github.com/lfmq/lfmq/quant/hessian"
@@ -615,5 +616,34 @@ func TestGPTQWithoutTokenizer(t *testing.T) {
 	_, err := Quantize(t.Context(), Options{ModelDir: dir, OutDir: filepath.Join(t.TempDir(), "g2"), Method: GPTQ, CreatedBy: "test", GPTQ: g})
 	if err == nil || !strings.Contains(err.Error(), "tokenizer.json") || !strings.Contains(err.Error(), "input_ids") {
 		t.Errorf("a text record without a tokenizer: %v, want an error naming tokenizer.json and input_ids", err)
+	}
+}
+
+// TestGPTQNaNIsNotResumable: a NaN weight found after some layers are done
+// stops the run without keeping a partial run or suggesting --resume, which
+// would only meet the same NaN again.
+func TestGPTQNaNIsNotResumable(t *testing.T) {
+	const bad = "model.layers.6.feed_forward.experts.5.w2.weight"
+	model := copyModelWith(t, func(tensors []safetensors.Tensor) []safetensors.Tensor {
+		for i := range tensors {
+			if tensors[i].Name == bad {
+				tensors[i].Data[14], tensors[i].Data[15] = 0xC0, 0x7F // element 7: NaN
+			}
+		}
+		return tensors
+	})
+	g := gptqOptions(4)
+	g.EvalCorpora = nil
+	out := filepath.Join(t.TempDir(), "o")
+	_, err := Quantize(context.Background(), Options{ModelDir: model, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g})
+	var nf *NonFiniteError
+	if !errors.As(err, &nf) || nf.Tensor != bad {
+		t.Fatalf("err = %v, want a NonFiniteError for %s", err, bad)
+	}
+	if strings.Contains(err.Error(), "resume") || errors.As(err, new(*PartialError)) {
+		t.Errorf("a NaN weight suggests resuming: %v", err)
+	}
+	if _, err := os.Stat(lfmq1.PartialDir(out)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a NaN weight left a partial run: %v", err)
 	}
 }

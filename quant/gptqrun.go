@@ -160,7 +160,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		if committed {
 			return
 		}
-		if len(rs.prog.Layers) > 0 {
+		if len(rs.prog.Layers) > 0 && resumable(err) {
 			w.Keep()
 			err = &PartialError{Partial: w.Dir(), Layers: len(rs.prog.Layers), Err: err}
 			return
@@ -660,4 +660,21 @@ func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 	}
 	r.setStage(d.Layer, "resumed")
 	return lr, nil
+}
+
+// resumable reports whether a run stopped by err is worth resuming: an
+// interruption or an I/O failure may not recur, while bad values in the
+// weights or statistics, or a solver that cannot proceed, would stop the
+// resumed run the same way; those keep no partial run and suggest no
+// --resume.
+func resumable(err error) bool {
+	var nf *NonFiniteError
+	var se *StatsError
+	var fe *FallbackError
+	var gi *gptq.InputError
+	var gf *gptq.FactorError
+	var hi *hessian.InputError
+	var hn *hessian.NonFiniteError
+	return !(errors.As(err, &nf) || errors.As(err, &se) || errors.As(err, &fe) || errors.As(err, &gi) ||
+		errors.As(err, &gf) || errors.As(err, &hi) || errors.As(err, &hn))
 }

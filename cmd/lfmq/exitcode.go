@@ -5,6 +5,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence/refcache"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 )
 
@@ -28,10 +29,15 @@ func exitCode(err error) int {
 	var mm *lfmq1.MismatchError
 	var vm *verify.MismatchError
 	var rm *refcache.MismatchError
+	var oe *lfmq1.OutputExistsError
+	var ce *launch.CacheError
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &oe), errors.As(err, &ce):
+		// An output or cache directory that is not empty (or another
+		// release's) is the command line's fault: the same command with
+		// another directory works.
 		return exitUsage
 	case errors.As(err, &mm), errors.As(err, &vm), errors.As(err, &rm):
 		return exitMismatch

@@ -222,12 +222,12 @@ func TestLaunchRefuses(t *testing.T) {
 	}
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, launch.IdentityFile), []byte(`{"schema":"lfmq.cache-identity/1","release_id":"x","manifest_sha256":"`+strings.Repeat("a", 64)+`","runtime_sha256":"`+strings.Repeat("b", 64)+`"}`), 0o644)
-	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", foreign, "--port", "0"); code != exitFailure || !strings.Contains(msg, "belongs to another release") {
+	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", foreign, "--port", "0"); code != exitUsage || !strings.Contains(msg, "belongs to another release") {
 		t.Errorf("foreign cache: exit %d: %s", code, msg)
 	}
 	junk := t.TempDir()
 	os.WriteFile(filepath.Join(junk, "notes.txt"), []byte("mine"), 0o644)
-	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", junk); code != exitFailure || !strings.Contains(msg, "not empty") {
+	if code, msg := runLaunch("--release-dir", rel, "--cache-dir", junk); code != exitUsage || !strings.Contains(msg, "not empty") {
 		t.Errorf("unlabelled cache: exit %d: %s", code, msg)
 	}
 	f := filepath.Join(rel, "checkpoint", "manifest.json")

@@ -7,8 +7,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -28,6 +30,19 @@ func run(ctx context.Context, args []string, ios *IOStreams) int {
 	if err == nil {
 		return exitOK
 	}
-	ios.Errorf("lfmq: %v\n", err)
+	ios.Errorf("lfmq: %s\n", message(ctx, err))
 	return exitCode(err)
+}
+
+// message is err for people: a run stopped by Ctrl-C or SIGTERM says
+// "interrupted" where Go's context would say "context canceled".
+func message(ctx context.Context, err error) string {
+	msg := err.Error()
+	if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return msg
+	}
+	if msg = strings.ReplaceAll(msg, context.Canceled.Error(), "interrupted"); !strings.Contains(msg, "interrupted") {
+		msg = "interrupted: " + msg
+	}
+	return msg
 }

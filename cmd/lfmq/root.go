@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -50,6 +51,30 @@ API, and builds and verifies reproducible releases.`,
 		newDownloadCmd(ios, nil),
 		newPublishCmd(ios, nil),
 	)
+	// Cobra's own help and completion commands print help and succeed on
+	// a word they do not know; here that is a usage error (exit 2), as
+	// for every other command.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if cmd == nil || err != nil || len(rest) > 0 {
+				return &usageError{fmt.Errorf("unknown help topic %q; run 'lfmq help' for the commands", strings.Join(args, " "))}
+			}
+			return cmd.Help()
+		},
+	})
+	root.InitDefaultCompletionCmd()
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		comp.Args = cobra.ArbitraryArgs // the words reach RunE
+		comp.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &usageError{errors.New("give a shell: lfmq completion bash|zsh|fish|powershell")}
+			}
+			return &usageError{fmt.Errorf("unknown shell %q: lfmq completes bash, zsh, fish and powershell", args[0])}
+		}
+	}
 	return root
 }
 

@@ -42,6 +42,20 @@ type Record struct {
 	Tokens []int
 }
 
+// EmptyError reports a corpus with nothing to score: no records, or
+// records too short to give a single scored token.
+type EmptyError struct {
+	Path    string
+	Records int
+}
+
+func (e *EmptyError) Error() string {
+	if e.Records == 0 {
+		return fmt.Sprintf("corpus: %s has no records (an empty file, or only blank lines)", e.Path)
+	}
+	return fmt.Sprintf("corpus: %s has no token to score: its %d record(s) are all shorter than two tokens", e.Path, e.Records)
+}
+
 // RecordError reports a record that cannot be scored.
 type RecordError struct {
 	Path  string

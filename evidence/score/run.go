@@ -349,7 +349,9 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 			}
 		}
 		if targets == 0 {
-			return nil, &OptionsError{"corpus", fmt.Sprintf("%s (%s) has no token to score", spec.Name, spec.Path)}
+			// The file's content is at fault, not the command line: an
+			// empty corpus fails like a garbage one (exit 1).
+			return nil, &corpus.EmptyError{Path: spec.Path, Records: len(c.Records)}
 		}
 		total += targets
 		receipts[i] = evidence.Corpus{Name: spec.Name, Path: spec.Path, SHA256: c.SHA256, Bytes: c.Bytes, Records: len(c.Records), Windows: len(windows[i]), Tokens: targets}

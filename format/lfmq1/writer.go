@@ -60,10 +60,18 @@ func Create(dir string) (*Writer, error) {
 	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
 }
 
+// OutputExistsError refuses to write a checkpoint into a directory that
+// already holds something: lfmq never overwrites.
+type OutputExistsError struct{ Dir string }
+
+func (e *OutputExistsError) Error() string {
+	return fmt.Sprintf("lfmq1: output directory %s exists and is not empty; give a new directory, or remove this one", e.Dir)
+}
+
 // checkFinal refuses a destination that exists and is not empty.
 func checkFinal(dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("lfmq1: output directory %s exists and is not empty", dir)
+		return &OutputExistsError{Dir: dir}
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("lfmq1: output directory: %w", err)
 	}

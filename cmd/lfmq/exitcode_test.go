@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+)
+
+// TestExitCodes holds the rule of docs/cli.md, one class at a time: 2 when
+// the command line cannot work as given, 1 when the run fails or an input
+// file's content is bad, 3 when verification fails.
+func TestExitCodes(t *testing.T) {
+	tmp := t.TempDir()
+	notEmpty := filepath.Join(tmp, "not-empty")
+	os.MkdirAll(notEmpty, 0o755)
+	os.WriteFile(filepath.Join(notEmpty, "keep.txt"), []byte("mine"), 0o644)
+	emptyCorpus := filepath.Join(tmp, "empty.jsonl")
+	os.WriteFile(emptyCorpus, nil, 0o644)
+	garbageCorpus := filepath.Join(tmp, "garbage.jsonl")
+	os.WriteFile(garbageCorpus, []byte("this is not JSON\n"), 0o644)
+	tampered := filepath.Join(tmp, "release")
+	bundletest.CopyDir(t, bundletest.Release(t, nil), tampered)
+	notice := filepath.Join(tampered, "NOTICE")
+	data, _ := os.ReadFile(notice)
+	os.WriteFile(notice, append(data, '!'), 0o644)
+
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{"unknown help topic", []string{"help", "foo"}, exitUsage, `unknown help topic "foo"`},
+		{"unknown shell", []string{"completion", "tcsh"}, exitUsage, `unknown shell "tcsh"`},
+		{"no shell", []string{"completion"}, exitUsage, "give a shell"},
+		{"unknown flag", []string{"verify", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{"missing flag", []string{"generate", "--prompt", "x"}, exitUsage, "--model is required"},
+		{"conflicting flags", []string{"generate", "--model", tinyModel, "--prompt", "a", "--chat", "[]"}, exitUsage, "exactly one of --prompt and --chat"},
+		{"output not empty", []string{"quantize", "--model", tinyModel, "--out", notEmpty, "--method", "rtn"}, exitUsage, "exists and is not empty"},
+		{"empty corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "e=" + emptyCorpus}, exitFailure, "has no records"},
+		{"garbage corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "g=" + garbageCorpus}, exitFailure, "not a JSON object"},
+		{"not a checkpoint", []string{"generate", "--model", tmp, "--prompt", "x"}, exitFailure, "config.json"},
+		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), tt.args, ios); code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("%v: exit %d, want %d with %q\n%s%s", tt.args, code, tt.code, tt.want, stdout, stderr)
+			}
+		})
+	}
+	// Ctrl-C says "interrupted", never "context canceled".
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ios, _, stderr := testStreams()
+	if code := run(ctx, []string{"generate", "--model", tinyModel, "--prompt", "The", "--max-tokens", "4"}, ios); code != exitFailure ||
+		!strings.Contains(stderr.String(), "interrupted") || strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("interrupted generate: exit %d: %s", code, stderr)
+	}
+}
