@@ -182,6 +182,10 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	var prog quant.Progress
 	if opts.IO.ErrTTY {
 		prog = &barProgress{w: opts.IO}
+	} else {
+		lp := newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
+		defer lp.finish()
+		prog = lp
 	}
 	res, err := quant.Quantize(cmd.Context(), quant.Options{
 		ModelDir:    opts.Model,
@@ -194,7 +198,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		GPTQ:        opts.GPTQ,
 	})
 	if p, ok := prog.(*barProgress); ok {
-		p.finish()
+		p.finish(err == nil)
 	}
 	if err != nil {
 		return err
@@ -328,8 +332,9 @@ func (p *barProgress) Start(total int) {
 		progressbar.OptionSetWriter(p.w.ErrOut),
 		progressbar.OptionSetDescription("quantizing"),
 		progressbar.OptionShowCount(),
-		progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(100*time.Millisecond),
+		// The full bar stays, on its own line, above the summary.
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
 	)
 }
 
@@ -350,11 +355,17 @@ func (p *barProgress) Stage(layer int, stage string) {
 	}
 }
 
-// finish clears the bar so that the summary starts on a clean line.
-func (p *barProgress) finish() {
+// finish ends the bar so that the summary starts on a clean line: a
+// finished run's bar is drawn full first (the throttled bar may lag behind
+// the last tensors), a failed one's is left where it stopped.
+func (p *barProgress) finish(completed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
+	switch {
+	case p.bar == nil:
+	case completed:
+		p.bar.Finish()
+	default:
 		p.bar.Exit()
 	}
 }

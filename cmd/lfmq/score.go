@@ -51,7 +51,7 @@ func newScoreCmd(ios *IOStreams, runF func(*scoreOptions) error) *cobra.Command 
 		Use:   "score --reference DIR --candidate [NAME=]DIR|URL... --corpus NAME=FILE... [--out FILE]",
 		Short: "Score quantized checkpoints against the BF16 reference (evidence of fidelity)",
 		Long: `Score runs the reference checkpoint and every candidate teacher-forced over the
-same token windows of each corpus (scoring.md) and reports, per candidate and
+same token windows of each corpus (docs/scoring.md) and reports, per candidate and
 corpus and pooled over all corpora: scored tokens, perplexity reference →
 candidate, ΔPPL % (± SE of the paired per-token differences), top-1 agreement
 and KL(ref ‖ cand) over the full vocabulary (mean ± SE, median, p99, max).
@@ -277,6 +277,13 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 				)
 			}
 			bar.Set(done)
+		}
+	} else {
+		lp := newLineProgress(opts.IO.ErrOut, "scoring", "windows", statusEvery)
+		defer lp.finish()
+		so.Progress = func(done, total int) {
+			lp.Start(total)
+			lp.Set(done)
 		}
 	}
 	out, err := score.Run(cmd.Context(), so)

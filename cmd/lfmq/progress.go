@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// statusEvery is how often long work reports itself off a terminal (in a
+// log, in CI): often enough that it is never mistaken for a hang, rarely
+// enough that a log stays readable.
+const statusEvery = 10 * time.Second
+
+// statusTicker writes a status line every interval while work runs, for
+// output that is not a terminal and so gets no progress bar. The first
+// line comes after one interval: short work prints nothing.
+type statusTicker struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startStatus calls status every interval and writes its line to w, with
+// the time elapsed, until Stop. status must be safe to call from another
+// goroutine; an empty line is skipped.
+func startStatus(w io.Writer, every time.Duration, status func() string) *statusTicker {
+	t := &statusTicker{stop: make(chan struct{}), done: make(chan struct{})}
+	start := time.Now()
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.stop:
+				return
+			case <-tick.C:
+				if line := status(); line != "" {
+					fmt.Fprintf(w, "%s (%s elapsed)\n", line, time.Since(start).Round(time.Second))
+				}
+			}
+		}
+	}()
+	return t
+}
+
+// Stop ends the reports; nothing is written after it returns. A nil
+// ticker is a no-op.
+func (t *statusTicker) Stop() {
+	if t == nil {
+		return
+	}
+	close(t.stop)
+	<-t.done
+}
+
+// counter is done-of-total progress with an optional stage, read by a
+// statusTicker while the work updates it.
+type counter struct {
+	mu          sync.Mutex
+	what, unit  string
+	done, total int
+	stage       string
+}
+
+// line is the status line: "quantizing: 120/358 tensors, 34% (layer 4:
+// solve w1/w3)", with an estimate of the time left once a tenth is done.
+func (c *counter) line(elapsed time.Duration) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total == 0 {
+		if c.stage == "" {
+			return c.what + ": starting"
+		}
+		return c.what + ": " + c.stage
+	}
+	s := fmt.Sprintf("%s: %d/%d %s, %d%%", c.what, c.done, c.total, c.unit, 100*c.done/c.total)
+	if c.stage != "" {
+		s += " (" + c.stage + ")"
+	}
+	if c.done*10 >= c.total && c.done < c.total {
+		left := time.Duration(float64(elapsed) * float64(c.total-c.done) / float64(c.done))
+		s += fmt.Sprintf(", about %s left", left.Round(time.Second))
+	}
+	return s
+}
+
+// lineProgress is quant.Progress (and its stage reports) off a terminal:
+// one status line every statusEvery.
+type lineProgress struct {
+	c      counter
+	w      io.Writer
+	every  time.Duration
+	start  time.Time
+	ticker *statusTicker
+}
+
+func newLineProgress(w io.Writer, what, unit string, every time.Duration) *lineProgress {
+	p := &lineProgress{c: counter{what: what, unit: unit}, w: w, every: every, start: time.Now()}
+	p.ticker = startStatus(w, every, func() string { return p.c.line(time.Since(p.start)) })
+	return p
+}
+
+// Start sets the total.
+func (p *lineProgress) Start(total int) {
+	p.c.mu.Lock()
+	p.c.total = total
+	p.c.mu.Unlock()
+}
+
+// Done counts one item.
+func (p *lineProgress) Done(string) { p.Set(-1) }
+
+// Set sets the count done (-1: one more).
+func (p *lineProgress) Set(done int) {
+	p.c.mu.Lock()
+	if done < 0 {
+		p.c.done++
+	} else {
+		p.c.done = done
+	}
+	p.c.mu.Unlock()
+}
+
+// Stage names what a GPTQ run does while no tensor completes.
+func (p *lineProgress) Stage(layer int, stage string) {
+	p.c.mu.Lock()
+	p.c.stage = fmt.Sprintf("layer %d: %s", layer, stage)
+	p.c.mu.Unlock()
+}
+
+// finish stops the reports.
+func (p *lineProgress) finish() { p.ticker.Stop() }
