@@ -77,8 +77,11 @@ type Result struct {
 	OutDir         string
 	ManifestSHA256 string
 	Tensors        int
-	Bytes          int64
-	SourceBytes    int64
+	// Bytes and SourceBytes count tensor data only (no safetensors
+	// headers, manifest or copied files), so that the two compare like for
+	// like and agree with lfmq inspect.
+	Bytes       int64
+	SourceBytes int64
 	// GPTQ reports a GPTQ run's per-layer metrics, timings and warnings;
 	// nil for other methods.
 	GPTQ *GPTQReport
@@ -124,9 +127,11 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer src.Close()
 	srcTensors := map[string]plan.SourceTensor{}
+	var srcBytes int64
 	for _, name := range src.Names() {
 		info, _ := src.Info(name)
 		srcTensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
+		srcBytes += info.End - info.Begin
 	}
 	p, err := plan.Build(cfg, srcTensors, plan.Options{KeepExperts: opts.KeepExperts})
 	if err != nil {
@@ -137,7 +142,11 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if opts.Method == GPTQ && !opts.KeepExperts {
-		return quantizeGPTQ(ctx, opts, cfg, src, p, source)
+		res, err := quantizeGPTQ(ctx, opts, cfg, src, p, source)
+		if res != nil {
+			res.SourceBytes = srcBytes
+		}
+		return res, err
 	}
 
 	w, err := lfmq1.Create(opts.OutDir)
@@ -154,7 +163,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		opts.Progress.Start(len(p.Entries))
 	}
 	metrics := tensorMetrics{}
-	res := &Result{OutDir: opts.OutDir, Tensors: len(p.Entries)}
+	res := &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), SourceBytes: srcBytes}
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
 		out, err := produceAll(ctx, src, entries, opts.Workers, opts.Progress)
@@ -198,9 +207,6 @@ func finish(w *lfmq1.Writer, opts Options, source lfmq1.Source, q lfmq1.Quantiza
 	sum, err := w.Commit(man, metrics)
 	if err != nil {
 		return err
-	}
-	for _, f := range source.Files {
-		res.SourceBytes += f.Size
 	}
 	res.ManifestSHA256 = sum
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/inspect"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
@@ -17,6 +18,7 @@ type inspectOptions struct {
 	Dir      string
 	JSON     bool
 	NoVerify bool
+	Tensors  bool
 }
 
 func newInspectCmd(ios *IOStreams, runF func(*inspectOptions) error) *cobra.Command {
@@ -24,10 +26,19 @@ func newInspectCmd(ios *IOStreams, runF func(*inspectOptions) error) *cobra.Comm
 	cmd := &cobra.Command{
 		Use:   "inspect DIR",
 		Short: "List a checkpoint's tensors (Hugging Face or lfmq-1)",
-		Long: `Inspect prints one line per tensor (name, format, logical shape, stored bytes)
-and totals per format. For an lfmq-1 checkpoint it first checks every file and
-every tensor against manifest.json and exits 3 if anything differs.`,
-		Example: "  lfmq inspect ./LFM2-8B-A1B-lfmq1\n  lfmq inspect --json ./LFM2-8B-A1B",
+		Long: `Inspect summarises a checkpoint: one line per decoder layer (conv or attention
+mixer, dense or MoE feed-forward, experts, tensors, bytes per format), the
+tensors outside the layers, and totals per format. --tensors lists every
+tensor instead (name, format, logical shape, stored bytes), numbers in names
+ordered as numbers. Sizes count tensor data only, as quantize does.
+
+The layer structure comes from config.json, or from the tensor names when
+config.json is missing, unusable or describes other layers.
+
+For an lfmq-1 checkpoint inspect first checks every file and every tensor
+against manifest.json and exits 3 if anything differs; with --json the
+findings are printed on stdout in the form 'lfmq verify --json' uses.`,
+		Example: "  lfmq inspect ./LFM2-8B-A1B-lfmq1\n  lfmq inspect --tensors ./LFM2-8B-A1B\n  lfmq inspect --json ./LFM2-8B-A1B",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
@@ -37,8 +48,9 @@ every tensor against manifest.json and exits 3 if anything differs.`,
 			return inspectRun(opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report (every tensor, layers, totals) as JSON on stdout")
 	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "lfmq-1: check structure and sizes only, do not hash")
+	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor instead of the per-layer summary")
 	return cmd
 }
 
@@ -48,20 +60,120 @@ func inspectRun(opts *inspectOptions) error {
 	if opts.NoVerify {
 		check = lfmq1.CheckStructure
 	}
-	r, err := inspect.Dir(opts.Dir, inspect.Options{Check: check})
+	specs, cfgErr := configLayers(opts.Dir)
+	r, err := inspect.Dir(opts.Dir, inspect.Options{Check: check, Layers: specs})
+	if r != nil && opts.JSON {
+		// A checkpoint that differs from its manifest still gets its report
+		// on stdout (the findings), and err still sets the exit status.
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(r); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+	switch {
+	case cfgErr != nil && len(r.Layers) > 0:
+		opts.IO.Errorf("note: layer kinds read from tensor names: %v\n", cfgErr)
+	case r.LayersFrom == inspect.LayersFromNames:
+		opts.IO.Errorf("note: layer kinds read from tensor names: config.json describes %d layers, the tensors %d\n", len(specs), r.Layers[len(r.Layers)-1].Index+1)
 	}
-	printInspect(opts.IO, r, !opts.NoVerify)
+	if opts.JSON {
+		return nil
+	}
+	if opts.Tensors {
+		printTensors(opts.IO, r)
+	} else {
+		printLayers(opts.IO, r)
+	}
+	printTotals(opts.IO, r, !opts.NoVerify)
 	return nil
 }
 
-func printInspect(ios *IOStreams, r *inspect.Report, verified bool) {
+// configLayers reads the decoder layers from dir/config.json. An unusable
+// config is not an error for inspect, which then reads the structure from
+// the tensor names; the error says why.
+func configLayers(dir string) ([]inspect.LayerSpec, error) {
+	cfg, err := config.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]inspect.LayerSpec, cfg.NumLayers)
+	for i := range specs {
+		specs[i].Kind = inspect.MixerConv
+		if cfg.LayerKinds[i] == config.Attention {
+			specs[i].Kind = inspect.MixerAttention
+		}
+		specs[i].MoE = cfg.IsMoE(i)
+	}
+	return specs, nil
+}
+
+// printLayers writes one line per decoder layer with a column of bytes per
+// format, then the tensors outside the layers: a screenful even for a model
+// of thousands of tensors.
+func printLayers(ios *IOStreams, r *inspect.Report) {
+	if len(r.Layers) > 0 {
+		// A column per format shows where each format's bytes go; the sum
+		// column is left out when it would only repeat the one format's.
+		sum := len(r.Totals) > 1
+		layers := &table{}
+		head := []string{"layer", pad("kind", 9), pad("ffn", 5), "experts", "tensors"}
+		for _, t := range r.Totals {
+			head = append(head, t.Format)
+		}
+		if sum {
+			head = append(head, "bytes")
+		}
+		layers.add(head...)
+		for _, l := range r.Layers {
+			ffn, experts := "dense", "-"
+			if l.MoE {
+				ffn, experts = "moe", fmt.Sprint(l.Experts)
+			}
+			row := []string{fmt.Sprint(l.Index), pad(l.Kind, 9), pad(ffn, 5), experts, fmt.Sprint(l.Tensors)}
+			for _, t := range r.Totals {
+				row = append(row, formatBytes(l.Formats, t.Format))
+			}
+			if sum {
+				row = append(row, units.Bytes(l.Bytes))
+			}
+			layers.add(row...)
+		}
+		layers.write(ios.Out)
+		fmt.Fprintln(ios.Out)
+	}
+	if global := r.Global(); len(global) > 0 {
+		tensors := &table{}
+		tensors.add("global tensor", "format", "shape", "bytes")
+		for _, row := range global {
+			tensors.add(row.Name, row.Format, shapeString(row.Shape), fmt.Sprint(row.Bytes))
+		}
+		tensors.write(ios.Out)
+		fmt.Fprintln(ios.Out)
+	}
+}
+
+// pad left-aligns a word in a column that table would right-align.
+func pad(s string, width int) string {
+	return s + strings.Repeat(" ", max(0, width-len(s)))
+}
+
+// formatBytes is the cell of one format in a layer's line: "-" when the
+// layer holds none of it.
+func formatBytes(formats []inspect.Total, format string) string {
+	for _, t := range formats {
+		if t.Format == format {
+			return units.Bytes(t.Bytes)
+		}
+	}
+	return "-"
+}
+
+// printTensors writes every tensor, one line each.
+func printTensors(ios *IOStreams, r *inspect.Report) {
 	tensors := &table{}
 	tensors.add("name", "format", "shape", "bytes")
 	for _, row := range r.Rows {
@@ -69,13 +181,21 @@ func printInspect(ios *IOStreams, r *inspect.Report, verified bool) {
 	}
 	tensors.write(ios.Out)
 	fmt.Fprintln(ios.Out)
+}
+
+// printTotals writes the totals per format and the checkpoint's summary.
+func printTotals(ios *IOStreams, r *inspect.Report, verified bool) {
 	totals := &table{}
 	totals.add("format", "tensors", "params", "bytes", "bits/weight")
-	for _, t := range append(r.Totals, r.All) {
+	for _, t := range append(r.Totals, *r.All) {
 		totals.add(t.Format, fmt.Sprint(t.Tensors), fmt.Sprint(t.Params), fmt.Sprint(t.Bytes), fmt.Sprintf("%.3f", t.BitsPerWeight))
 	}
 	totals.write(ios.Out)
-	fmt.Fprintf(ios.Out, "\n%s checkpoint %s: %d tensors, %s\n", r.Kind, r.Dir, r.All.Tensors, units.Bytes(r.All.Bytes))
+	fmt.Fprintf(ios.Out, "\n%s checkpoint %s: %d tensors, %s of tensor data", r.Kind, r.Dir, r.All.Tensors, units.Bytes(r.All.Bytes))
+	if n := len(r.Layers); n > 0 {
+		fmt.Fprintf(ios.Out, ", %d layers", n)
+	}
+	fmt.Fprintln(ios.Out)
 	if r.ManifestSHA256 != "" {
 		state := "verified against manifest"
 		if !verified {
@@ -83,6 +203,18 @@ func printInspect(ios *IOStreams, r *inspect.Report, verified bool) {
 		}
 		fmt.Fprintf(ios.Out, "manifest sha256 %s (%s)\n", r.ManifestSHA256, state)
 	}
+}
+
+// sizeChange compares a checkpoint's size with its source's, in the
+// direction that is true: "3.52x smaller", "1.02x larger".
+func sizeChange(size, source int64) string {
+	switch {
+	case size == source:
+		return "same size"
+	case size < source:
+		return fmt.Sprintf("%.2fx smaller", float64(source)/float64(max(size, 1)))
+	}
+	return fmt.Sprintf("%.2fx larger", float64(size)/float64(max(source, 1)))
 }
 
 func shapeString(s []int64) string {

@@ -207,7 +207,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	out := opts.IO.Out
 	fmt.Fprintf(out, "wrote lfmq-1 checkpoint %s\n", res.OutDir)
 	fmt.Fprintf(out, "  tensors         %d\n", res.Tensors)
-	fmt.Fprintf(out, "  size            %s (source %s, %.2fx smaller)\n", units.Bytes(res.Bytes), units.Bytes(res.SourceBytes), float64(res.SourceBytes)/float64(max(res.Bytes, 1)))
+	fmt.Fprintf(out, "  size            %s of tensor data (source %s, %s)\n", units.Bytes(res.Bytes), units.Bytes(res.SourceBytes), sizeChange(res.Bytes, res.SourceBytes))
 	fmt.Fprintf(out, "  manifest sha256 %s\n", res.ManifestSHA256)
 	fmt.Fprintf(out, "  time            %s\n", elapsed.Round(time.Millisecond))
 	if res.GPTQ != nil {

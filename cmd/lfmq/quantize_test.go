@@ -75,7 +75,7 @@ func TestQuantizeAndInspect(t *testing.T) {
 	}
 
 	ios, stdout, stderr = testStreams()
-	if code := run(context.Background(), []string{"inspect", out}, ios); code != 0 {
+	if code := run(context.Background(), []string{"inspect", "--tensors", out}, ios); code != 0 {
 		t.Fatalf("inspect exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{

@@ -1,12 +1,13 @@
 // Package inspect describes a checkpoint directory, Hugging Face or lfmq-1,
-// as a list of tensors with their format, logical shape and stored bytes, plus
-// totals per format.
+// as a list of tensors with their format, logical shape and stored bytes, a
+// summary per decoder layer, plus totals per format.
 //
 // It reads headers and manifests (and, for lfmq-1, checks the files against
 // the manifest); it does not decode tensor values.
 package inspect
 
 import (
+	"errors"
 	"sort"
 
 	"github.com/lfmq/lfmq/format/hf"
@@ -41,16 +42,32 @@ type Total struct {
 	BitsPerWeight float64 `json:"bits_per_weight"`
 }
 
-// Report is the description of a checkpoint.
+// Report is the description of a checkpoint. When an lfmq-1 checkpoint
+// differs from its manifest, only Dir, Kind, Check, ManifestSHA256,
+// Findings and OK are set.
 type Report struct {
-	Dir    string  `json:"dir"`
-	Kind   Kind    `json:"kind"`
-	Rows   []Row   `json:"tensors"`
-	Totals []Total `json:"totals"`
-	// All sums every tensor.
-	All Total `json:"all"`
+	Dir  string `json:"dir"`
+	Kind Kind   `json:"kind"`
+	// Check names how far an lfmq-1 checkpoint was checked against its
+	// manifest: "structure", "files" or "tensors" (empty for HF).
+	Check string `json:"check,omitempty"`
+	// Rows lists every tensor in natural name order.
+	Rows []Row `json:"tensors,omitempty"`
+	// Layers summarises each decoder layer, in index order.
+	Layers []Layer `json:"layers,omitempty"`
+	// LayersFrom says what Layers' kinds and dense/MoE split were read
+	// from: LayersFromConfig or LayersFromNames.
+	LayersFrom string  `json:"layers_from,omitempty"`
+	Totals     []Total `json:"totals,omitempty"`
+	// All sums every tensor; nil when there are findings.
+	All *Total `json:"all,omitempty"`
 	// ManifestSHA256 is the lfmq-1 checkpoint identity (empty for HF).
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	// Findings are the lfmq-1 checkpoint's disagreements with its
+	// manifest, in the order lfmq1.Open reports them.
+	Findings []Finding `json:"findings,omitempty"`
+	// OK is false when there are findings.
+	OK bool `json:"ok"`
 }
 
 // Options selects what Dir checks.
@@ -58,24 +75,44 @@ type Options struct {
 	// Check is how thoroughly an lfmq-1 checkpoint is verified against its
 	// manifest before it is described.
 	Check lfmq1.Check
+	// Layers, if set, is the model's decoder layers as its config.json
+	// describes them (Layers[i] is layer i). Dir prefers it to guessing
+	// from tensor names, but only when it covers exactly the layers the
+	// names show: a config for another model must not relabel this one.
+	Layers []LayerSpec
 }
 
 // Dir describes the checkpoint in dir: lfmq-1 when it holds manifest.json,
 // else a Hugging Face checkpoint.
+//
+// If an lfmq-1 checkpoint differs from its manifest, Dir returns both the
+// error from lfmq1.Open (which joins *lfmq1.MismatchError values) and a
+// Report listing the findings, so a caller can print them in its own form.
 func Dir(dir string, opts Options) (*Report, error) {
 	if lfmq1.IsCheckpoint(dir) {
 		return lfmq1Report(dir, opts)
 	}
-	return hfReport(dir)
+	return hfReport(dir, opts)
 }
 
 func lfmq1Report(dir string, opts Options) (*Report, error) {
 	c, err := lfmq1.Open(dir, opts.Check)
 	if err != nil {
-		return nil, err
+		var mm *lfmq1.MismatchError
+		if !errors.As(err, &mm) {
+			return nil, err
+		}
+		r := &Report{Dir: dir, Kind: LFMQ1, Check: checkName(opts.Check), Findings: findings(dir, err)}
+		// Open read the manifest before it found anything wrong, so this
+		// read succeeds unless the file changed since; the digest tells the
+		// reader which manifest the findings are against.
+		if _, sum, rerr := lfmq1.ReadManifest(dir); rerr == nil {
+			r.ManifestSHA256 = sum
+		}
+		return r, err
 	}
 	defer c.Close()
-	r := &Report{Dir: dir, Kind: LFMQ1, ManifestSHA256: c.ManifestSHA256}
+	r := &Report{Dir: dir, Kind: LFMQ1, Check: checkName(opts.Check), ManifestSHA256: c.ManifestSHA256}
 	for _, t := range c.Manifest.Tensors {
 		stored := int64(1)
 		for _, d := range t.StoredShape {
@@ -86,8 +123,18 @@ func lfmq1Report(dir string, opts Options) (*Report, error) {
 		}
 		r.Rows = append(r.Rows, Row{Name: t.Name, Format: string(t.Format), Shape: t.Shape, Bytes: stored, File: t.File})
 	}
-	r.finish()
+	r.finish(opts.Layers)
 	return r, nil
+}
+
+func checkName(c lfmq1.Check) string {
+	switch c {
+	case lfmq1.CheckStructure:
+		return "structure"
+	case lfmq1.CheckFiles:
+		return "files"
+	}
+	return "tensors"
 }
 
 func dtypeSize(dt string) int64 {
@@ -100,7 +147,7 @@ func dtypeSize(dt string) int64 {
 	return 1
 }
 
-func hfReport(dir string) (*Report, error) {
+func hfReport(dir string, opts Options) (*Report, error) {
 	c, err := hf.Open(dir)
 	if err != nil {
 		return nil, err
@@ -115,14 +162,22 @@ func hfReport(dir string) (*Report, error) {
 			Bytes: info.End - info.Begin, File: baseName(f.Path()),
 		})
 	}
-	r.finish()
+	r.finish(opts.Layers)
 	return r, nil
 }
 
-func (r *Report) finish() {
-	sort.Slice(r.Rows, func(i, j int) bool { return r.Rows[i].Name < r.Rows[j].Name })
+func (r *Report) finish(specs []LayerSpec) {
+	r.OK = true
+	sort.Slice(r.Rows, func(i, j int) bool { return naturalLess(r.Rows[i].Name, r.Rows[j].Name) })
+	r.Totals, r.All = totals(r.Rows)
+	r.Layers, r.LayersFrom = layers(r.Rows, specs)
+}
+
+// totals sums rows per format (sorted by format name) and over all of them.
+func totals(rows []Row) ([]Total, *Total) {
 	byFormat := map[string]*Total{}
-	for _, row := range r.Rows {
+	all := &Total{Format: "all"}
+	for _, row := range rows {
 		t := byFormat[row.Format]
 		if t == nil {
 			t = &Total{Format: row.Format}
@@ -132,20 +187,32 @@ func (r *Report) finish() {
 		for _, d := range row.Shape {
 			params *= d
 		}
-		t.Tensors++
-		t.Params += params
-		t.Bytes += row.Bytes
-		r.All.Tensors++
-		r.All.Params += params
-		r.All.Bytes += row.Bytes
+		for _, t := range []*Total{t, all} {
+			t.Tensors++
+			t.Params += params
+			t.Bytes += row.Bytes
+		}
 	}
+	out := make([]Total, 0, len(byFormat))
 	for _, t := range byFormat {
 		t.BitsPerWeight = bits(t.Bytes, t.Params)
-		r.Totals = append(r.Totals, *t)
+		out = append(out, *t)
 	}
-	sort.Slice(r.Totals, func(i, j int) bool { return r.Totals[i].Format < r.Totals[j].Format })
-	r.All.Format = "all"
-	r.All.BitsPerWeight = bits(r.All.Bytes, r.All.Params)
+	sort.Slice(out, func(i, j int) bool { return out[i].Format < out[j].Format })
+	all.BitsPerWeight = bits(all.Bytes, all.Params)
+	return out, all
+}
+
+// Global returns the tensors outside every decoder layer (embedding, final
+// norm, head), in natural name order.
+func (r *Report) Global() []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if _, _, ok := layerOf(row.Name); !ok {
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 func bits(bytes, params int64) float64 {
