@@ -2,9 +2,13 @@ package lfmq_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,4 +70,42 @@ func inTestdata(path string) bool {
 		}
 	}
 	return false
+}
+
+// TestFixtureREADME: the tiny model's README describes the files that are
+// there: each row of its files table exists with that size and sha256, and
+// every file of the fixture has a row.
+func TestFixtureREADME(t *testing.T) {
+	const dir = "testdata/tiny-lfm2-moe"
+	data, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| ([0-9,]+) \\| `([0-9a-f]{64})` \\|$")
+	rows := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		p, size, sum := m[1], strings.ReplaceAll(m[2], ",", ""), m[3]
+		rows[p] = true
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			t.Errorf("README lists %s: %v", p, err)
+			continue
+		}
+		if got := sha256.Sum256(b); strconv.Itoa(len(b)) != size || hex.EncodeToString(got[:]) != sum {
+			t.Errorf("README lists %s as %s bytes, sha256 %s; it has %d bytes, sha256 %x", p, size, sum, len(b), got)
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatal("no files table in the README")
+	}
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "README.md" {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if !rows[filepath.ToSlash(rel)] {
+			t.Errorf("%s is not in the README's files table", rel)
+		}
+		return nil
+	})
 }
