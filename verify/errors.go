@@ -57,8 +57,10 @@ var (
 const Unknown int64 = -1
 
 // MismatchError is one finding. WantSHA256/WantSize are what Authority (the
-// list that made the claim) says; GotSHA256/GotSize are what is on disk.
-// Digests are empty and sizes Unknown where they do not apply.
+// list that made the claim) says; GotSHA256/GotSize are what is on disk,
+// never another list's claim (when two lists disagree, the other list's
+// claim is in Detail). Digests are empty and sizes Unknown where they do
+// not apply.
 type MismatchError struct {
 	Path       string
 	Kind       Kind
@@ -73,6 +75,15 @@ type MismatchError struct {
 	// Detail is a human explanation (the parser's message for a
 	// malformed list).
 	Detail string
+	// SameBytesAs, on an extra file, names the missing files whose
+	// expected sha256 it has (a rename, or a copy in the wrong place); on
+	// a missing file, the extra files that hold its bytes.
+	SameBytesAs []string
+
+	// refetch names files to download again to clear the finding besides
+	// those its kind implies (Report.Refetch gathers them): the lists
+	// that disagree, and the file when they disagree about its bytes.
+	refetch []string
 }
 
 func (e *MismatchError) Error() string {
@@ -85,6 +96,17 @@ func (e *MismatchError) Error() string {
 	case KindMissing:
 		if e.Authority != "" {
 			s += fmt.Sprintf(" (listed in %s)", e.Authority)
+		}
+	case KindDisagree, KindPin:
+		if e.WantSHA256 != "" {
+			s += fmt.Sprintf(": %s says sha256 %s", e.Authority, e.WantSHA256)
+			if e.GotSHA256 != "" {
+				s += ", found " + e.GotSHA256
+			}
+		}
+	case KindExtra:
+		if e.GotSHA256 != "" {
+			s += fmt.Sprintf(": sha256 %s, %d bytes", e.GotSHA256, e.GotSize)
 		}
 	}
 	if e.Detail != "" {
@@ -111,7 +133,8 @@ func (e *MismatchError) Unwrap() error {
 }
 
 // MarshalJSON writes the report form of release.md §6: kind, path,
-// expected/actual digest and size (null when unknown), authority, detail.
+// expected/actual digest and size (null when unknown), authority, detail,
+// and same_bytes_as when an extra file holds a missing file's bytes.
 func (e *MismatchError) MarshalJSON() ([]byte, error) {
 	size := func(n int64) *int64 {
 		if n < 0 {
@@ -126,13 +149,14 @@ func (e *MismatchError) MarshalJSON() ([]byte, error) {
 		return &s
 	}
 	return json.Marshal(struct {
-		Kind           Kind    `json:"kind"`
-		Path           string  `json:"path"`
-		ExpectedSHA256 *string `json:"expected_sha256"`
-		ActualSHA256   *string `json:"actual_sha256"`
-		ExpectedSize   *int64  `json:"expected_size"`
-		ActualSize     *int64  `json:"actual_size"`
-		Authority      string  `json:"authority"`
-		Detail         string  `json:"detail,omitempty"`
-	}{e.Kind, e.Path, str(e.WantSHA256), str(e.GotSHA256), size(e.WantSize), size(e.GotSize), e.Authority, e.Detail})
+		Kind           Kind     `json:"kind"`
+		Path           string   `json:"path"`
+		ExpectedSHA256 *string  `json:"expected_sha256"`
+		ActualSHA256   *string  `json:"actual_sha256"`
+		ExpectedSize   *int64   `json:"expected_size"`
+		ActualSize     *int64   `json:"actual_size"`
+		Authority      string   `json:"authority"`
+		Detail         string   `json:"detail,omitempty"`
+		SameBytesAs    []string `json:"same_bytes_as,omitempty"`
+	}{e.Kind, e.Path, str(e.WantSHA256), str(e.GotSHA256), size(e.WantSize), size(e.GotSize), e.Authority, e.Detail, e.SameBytesAs})
 }

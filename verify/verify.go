@@ -67,7 +67,11 @@ type Report struct {
 	Digest string `json:"digest,omitempty"`
 	// ManifestSHA256 is the sha256 of checkpoint/manifest.json as found.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
-	// Files and Bytes count what was hashed.
+	// Files and Bytes count the listed files that were hashed: for a clean
+	// release, every file SHA256SUMS lists (the same count and bytes as
+	// the build reports). The list file itself, the signature and unlisted
+	// (extra) files are not counted, though extra files are hashed for
+	// their findings.
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
 	// Deep reports whether tensors were checked.
@@ -77,8 +81,10 @@ type Report struct {
 	Signature *Signature `json:"signature,omitempty"`
 	// Findings are sorted by path, then kind.
 	Findings []*MismatchError `json:"findings"`
-	// Refetch is every path that is missing, of the wrong size or hash, or
-	// a malformed list: what to download again. Sorted, unique.
+	// Refetch is what to download again: every path that is missing, of
+	// the wrong size or hash, or a malformed list; for two lists that
+	// disagree, both lists and, when they disagree about a file's digest,
+	// that file. Sorted, unique.
 	Refetch []string `json:"refetch"`
 	// OK is true when there is no finding.
 	OK bool `json:"ok"`
@@ -134,6 +140,19 @@ type expectation struct {
 	sha256    string
 	size      int64
 	authority string
+	// sizeAuthority is the list that gave size: SHA256SUMS gives digests
+	// only, so a size comes from runtime-release.json even when the digest
+	// is SHA256SUMS's. Empty when size is Unknown.
+	sizeAuthority string
+	// unlisted marks an extra file: hashed so its finding can give its
+	// digest, compared with nothing and not counted in Report.Files.
+	unlisted bool
+}
+
+// onDisk is what hashing found at a path.
+type onDisk struct {
+	sha256 string
+	size   int64
 }
 
 // Release verifies the release in dir (release.md §6). The returned error is
@@ -219,15 +238,20 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 			x, ok := expect[f.Path]
 			switch {
 			case !ok && sumsOK:
-				add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "listed in runtime-release.json, not in SHA256SUMS"})
+				add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "listed in runtime-release.json, not in SHA256SUMS", refetch: releaseLists})
 				fallthrough
 			case !ok:
-				expect[f.Path] = &expectation{path: f.Path, sha256: f.SHA256, size: f.Size, authority: sums.RuntimeReleaseFile}
+				expect[f.Path] = &expectation{path: f.Path, sha256: f.SHA256, size: f.Size, authority: sums.RuntimeReleaseFile, sizeAuthority: sums.RuntimeReleaseFile}
+			case x.sha256 != f.SHA256:
+				// SHA256SUMS is the authority: the file is hashed against
+				// its digest alone. runtime-release.json's size goes with
+				// its other digest, so it is not an expectation; its
+				// claim is in the detail, and what is on disk is filled
+				// in once the file is hashed (fillOnDisk).
+				add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: x.sha256, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile,
+					Detail: fmt.Sprintf("%s says sha256 %s, %d bytes", sums.RuntimeReleaseFile, f.SHA256, f.Size), refetch: []string{f.Path, sums.SumsFile, sums.RuntimeReleaseFile}})
 			default:
-				if x.sha256 != f.SHA256 {
-					add(&MismatchError{Path: f.Path, Kind: KindDisagree, WantSHA256: x.sha256, GotSHA256: f.SHA256, WantSize: Unknown, GotSize: f.Size, Authority: sums.SumsFile, Detail: "runtime-release.json gives another sha256"})
-				}
-				x.size = f.Size
+				x.size, x.sizeAuthority = f.Size, sums.RuntimeReleaseFile
 			}
 		}
 		if sumsOK {
@@ -236,46 +260,70 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 					continue
 				}
 				if _, ok := rr.File(e.Path); !ok {
-					add(&MismatchError{Path: e.Path, Kind: KindDisagree, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "listed in SHA256SUMS, not in runtime-release.json"})
+					add(&MismatchError{Path: e.Path, Kind: KindDisagree, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "listed in SHA256SUMS, not in runtime-release.json", refetch: releaseLists})
 				}
 			}
 			if _, ok := expect[sums.RuntimeReleaseFile]; !ok {
-				add(&MismatchError{Path: sums.RuntimeReleaseFile, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "SHA256SUMS does not list runtime-release.json"})
+				add(&MismatchError{Path: sums.RuntimeReleaseFile, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "SHA256SUMS does not list runtime-release.json", refetch: releaseLists})
 			}
 		}
 		if m, ok := rr.File(sums.ManifestPath); ok && m.SHA256 != rr.Checkpoint.ManifestSHA256 {
-			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: m.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "checkpoint.manifest_sha256 differs from the files entry"})
+			// Both claims are the list's own; the actual digest is the
+			// file's, filled in once it is hashed.
+			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile,
+				Detail: "checkpoint.manifest_sha256 differs from the files entry, which says sha256 " + m.SHA256})
 		}
 	}
 
-	// Hash every expected file.
+	// Hash every expected file, and every unlisted one: an extra file's
+	// finding gives its digest, which also shows a renamed file. Extras
+	// are only meaningful when some list could be read. SHA256SUMS, its
+	// signature and runtime-release.json are never extra: no list names
+	// the first two, and runtime-release.json is reported by the checks
+	// of the lists when it is unlisted, unreadable or absent.
 	list := make([]*expectation, 0, len(expect))
 	for _, x := range expect {
 		list = append(list, x)
+	}
+	if len(expect) > 0 {
+		for p, e := range present {
+			if _, ok := expect[p]; !ok && e.regular && p != sums.SumsFile && p != SignatureFile && p != sums.RuntimeReleaseFile {
+				list = append(list, &expectation{path: p, size: Unknown, authority: listAuthority(sumsOK), unlisted: true})
+			}
+		}
 	}
 	slices.SortFunc(list, func(a, b *expectation) int { return strings.Compare(a.path, b.path) })
 	results, err := hashAll(ctx, root, list, present, opts, rep)
 	if err != nil {
 		return rep, err
 	}
+	// actual holds the listed files that match their expectation; disk
+	// every digest measured.
 	actual := map[string]string{}
+	disk := map[string]onDisk{}
+	var missing, extra []*MismatchError
 	for i, x := range list {
-		if f := results[i]; f != nil {
+		r := results[i]
+		if r.hashed {
+			disk[x.path] = onDisk{sha256: r.sha256, size: r.size}
+		}
+		switch {
+		case x.unlisted && r.hashed:
+			f := &MismatchError{Path: x.path, Kind: KindExtra, WantSize: Unknown, GotSHA256: r.sha256, GotSize: r.size, Authority: x.authority, Detail: "not listed"}
+			extra = append(extra, f)
 			add(f)
-		} else if present[x.path].regular {
+		case x.unlisted:
+			// Gone since the walk: no longer extra.
+		case r.finding != nil:
+			if r.finding.Kind == KindMissing {
+				missing = append(missing, r.finding)
+			}
+			add(r.finding)
+		case r.hashed:
 			actual[x.path] = x.sha256
 		}
 	}
-
-	// Extras: only meaningful when some list could be read. SHA256SUMS
-	// and its signature are the two files no list can name.
-	if len(expect) > 0 {
-		for p := range present {
-			if _, ok := expect[p]; !ok && p != sums.SumsFile && p != SignatureFile && present[p].regular {
-				add(&MismatchError{Path: p, Kind: KindExtra, WantSize: Unknown, GotSHA256: "", GotSize: present[p].size, Authority: listAuthority(sumsOK), Detail: "not listed"})
-			}
-		}
-	}
+	markRenames(missing, extra)
 
 	// Pins and the checkpoint manifest.
 	if rr != nil || sumsOK {
@@ -290,6 +338,7 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 		}
 	}
 
+	fillOnDisk(findings, disk)
 	sortFindings(findings)
 	rep.Findings = findings
 	rep.Refetch = refetch(findings, expect)
@@ -327,7 +376,11 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 	}
 	rep.ManifestSHA256 = got
 	if rr != nil && got != rr.Checkpoint.ManifestSHA256 {
-		add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: got, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "manifest_sha256 pin"})
+		// When runtime-release.json's files entry already contradicts its
+		// pin, that finding stands for this one: the file matched its entry.
+		if m, ok := rr.File(sums.ManifestPath); !ok || m.SHA256 == rr.Checkpoint.ManifestSHA256 {
+			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: got, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "manifest_sha256 pin"})
+		}
 	}
 	data, err := readBounded(root, sums.ManifestPath)
 	if err != nil {
@@ -352,15 +405,27 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 		x, ok := expect[p]
 		switch {
 		case !ok:
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the checkpoint manifest, not in the release's lists"})
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the checkpoint manifest, not in the release's lists",
+				refetch: manifestAndLists})
 		case x.sha256 != f.SHA256 || (x.size != Unknown && x.size != f.Size):
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, GotSHA256: x.sha256, WantSize: f.Size, GotSize: x.size, Authority: sums.ManifestPath, Detail: "the checkpoint manifest and " + x.authority + " disagree"})
+			// Expected is the manifest's claim, actual what is on disk
+			// (fillOnDisk); the lists' claim is the detail.
+			var claims []string
+			if x.sha256 != f.SHA256 {
+				claims = append(claims, fmt.Sprintf("%s says sha256 %s", x.authority, x.sha256))
+			}
+			if x.size != Unknown && x.size != f.Size {
+				claims = append(claims, fmt.Sprintf("%s says %d bytes", x.sizeAuthority, x.size))
+			}
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: strings.Join(claims, "; "),
+				refetch: append([]string{p}, manifestAndLists...)})
 		}
 	}
 	checkpointClean := true
 	for p := range expect {
 		if strings.HasPrefix(p, ckDir) && p != sums.ManifestPath && !inManifest[p] {
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the release's lists, not in the checkpoint manifest"})
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the release's lists, not in the checkpoint manifest",
+				refetch: manifestAndLists})
 		}
 	}
 	for p, e := range present {
@@ -434,9 +499,64 @@ func sortFindings(fs []*MismatchError) {
 	})
 }
 
+// Which list is wrong when two disagree cannot be told from the release
+// alone: a fresh copy of each list involved settles it.
+var (
+	releaseLists     = []string{sums.SumsFile, sums.RuntimeReleaseFile}
+	manifestAndLists = []string{sums.ManifestPath, sums.SumsFile, sums.RuntimeReleaseFile}
+)
+
+// markRenames links each extra file to the missing files whose expected
+// digest it has: a rename, or a copy in the wrong place.
+func markRenames(missing, extra []*MismatchError) {
+	byDigest := map[string][]*MismatchError{}
+	for _, m := range missing {
+		if m.WantSHA256 != "" {
+			byDigest[m.WantSHA256] = append(byDigest[m.WantSHA256], m)
+		}
+	}
+	for _, x := range extra {
+		for _, m := range byDigest[x.GotSHA256] {
+			x.SameBytesAs = append(x.SameBytesAs, m.Path)
+			m.SameBytesAs = append(m.SameBytesAs, x.Path)
+		}
+	}
+	for _, fs := range [][]*MismatchError{missing, extra} {
+		for _, f := range fs {
+			if len(f.SameBytesAs) == 0 {
+				continue
+			}
+			other := "missing"
+			if f.Kind == KindMissing {
+				other = "extra"
+			}
+			note := "same bytes as " + other + " " + strings.Join(f.SameBytesAs, ", ")
+			if f.Detail != "" {
+				note = f.Detail + "; " + note
+			}
+			f.Detail = note
+		}
+	}
+}
+
+// fillOnDisk completes the findings of lists that disagree, or a pin that
+// does not hold, with what is on disk, so that expected is always a list's
+// claim and actual always the file.
+func fillOnDisk(fs []*MismatchError, disk map[string]onDisk) {
+	for _, f := range fs {
+		if f.Kind != KindDisagree && f.Kind != KindPin || f.GotSHA256 != "" {
+			continue
+		}
+		if d, ok := disk[f.Path]; ok {
+			f.GotSHA256, f.GotSize = d.sha256, d.size
+		}
+	}
+}
+
 func refetch(fs []*MismatchError, expect map[string]*expectation) []string {
 	var out []string
 	for _, f := range fs {
+		out = append(out, f.refetch...)
 		switch f.Kind {
 		case KindMissing, KindSize, KindHash:
 		case KindMalformed:
@@ -522,11 +642,21 @@ func readBounded(root *os.Root, name string) ([]byte, error) {
 	return data, nil
 }
 
+// hashResult is the outcome of checking one expectation.
+type hashResult struct {
+	// finding is nil for a match (and always for an unlisted file).
+	finding *MismatchError
+	// hashed reports whether the file was read to the end; sha256 and
+	// size are then what was read.
+	hashed bool
+	sha256 string
+	size   int64
+}
+
 // hashAll checks each expectation against the file on disk, in parallel,
-// largest files first so the workers finish together. results[i] is nil
-// for a match.
-func hashAll(ctx context.Context, root *os.Root, list []*expectation, present map[string]entryInfo, opts Options, rep *Report) ([]*MismatchError, error) {
-	results := make([]*MismatchError, len(list))
+// largest files first so the workers finish together.
+func hashAll(ctx context.Context, root *os.Root, list []*expectation, present map[string]entryInfo, opts Options, rep *Report) ([]hashResult, error) {
+	results := make([]hashResult, len(list))
 	type job struct {
 		i    int
 		size int64
@@ -537,11 +667,13 @@ func hashAll(ctx context.Context, root *os.Root, list []*expectation, present ma
 		e, ok := present[x.path]
 		switch {
 		case !ok:
-			results[i] = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority}
+			results[i].finding = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority}
 		case !e.regular:
 			// The caller has reported it (an unsafe entry of the walk).
 		case x.size != Unknown && e.size != x.size:
-			results[i] = &MismatchError{Path: x.path, Kind: KindSize, WantSHA256: x.sha256, WantSize: x.size, GotSize: e.size, Authority: x.authority}
+			// The size is the claim found wrong, so its list is the
+			// authority; that list gives the digest too.
+			results[i].finding = &MismatchError{Path: x.path, Kind: KindSize, WantSHA256: x.sha256, WantSize: x.size, GotSize: e.size, Authority: x.sizeAuthority}
 		default:
 			jobs = append(jobs, job{i, e.size})
 			total += e.size
@@ -584,16 +716,22 @@ func hashAll(ctx context.Context, root *os.Root, list []*expectation, present ma
 			}()
 			sum, n, err := hashFile(ctx, root, x.path, buf, opts.Progress)
 			if errors.Is(err, fs.ErrNotExist) {
-				results[j.i] = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority, Detail: "disappeared while being verified"}
+				if !x.unlisted {
+					results[j.i].finding = &MismatchError{Path: x.path, Kind: KindMissing, WantSHA256: x.sha256, WantSize: x.size, GotSize: Unknown, Authority: x.authority, Detail: "disappeared while being verified"}
+				}
 				return nil
 			}
 			if err != nil {
 				return err
 			}
+			results[j.i].hashed, results[j.i].sha256, results[j.i].size = true, sum, n
+			if x.unlisted {
+				return nil
+			}
 			hashed.Add(n)
 			files.Add(1)
 			if sum != x.sha256 {
-				results[j.i] = &MismatchError{Path: x.path, Kind: KindHash, WantSHA256: x.sha256, GotSHA256: sum, WantSize: x.size, GotSize: n, Authority: x.authority}
+				results[j.i].finding = &MismatchError{Path: x.path, Kind: KindHash, WantSHA256: x.sha256, GotSHA256: sum, WantSize: x.size, GotSize: n, Authority: x.authority}
 			}
 			return nil
 		})
@@ -651,47 +789,49 @@ func hashFile(ctx context.Context, root *os.Root, name string, buf []byte, prog 
 // relative to the file's directory, must exist and have the listed sha256
 // (GNU sha256sum -c semantics, with the strict reader of release.md §3).
 // Links inside the directory are followed; a path that resolves outside it
-// is an unsafe finding. Unlisted files are not reported.
+// is an unsafe finding. Unlisted files are not reported. Report.List is the
+// file's base name (Report.Dir its directory); errors and each finding's
+// Authority name file as given.
 func Sums(ctx context.Context, file string, opts Options) (*Report, error) {
 	dir := filepath.Dir(file)
 	name := filepath.Base(file)
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("verify: %w", err)
+		return nil, listError(file, err)
 	}
 	defer root.Close()
 	rep := &Report{Dir: dir, List: name}
 	data, err := readBounded(root, name)
 	if err != nil {
-		return nil, fmt.Errorf("verify: %w", err)
+		return nil, listError(file, err)
 	}
 	sum := sha256.Sum256(data)
 	rep.Digest = hex.EncodeToString(sum[:])
 	var findings []*MismatchError
-	entries, err := sums.Parse(name, data, sums.AnyPath)
+	entries, err := sums.Parse(file, data, sums.AnyPath)
 	if err != nil {
 		kind := KindMalformed
 		if errors.Is(err, ErrUnsafePath) {
 			kind = KindUnsafe
 		}
-		findings = append(findings, &MismatchError{Path: name, Kind: kind, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+		findings = append(findings, &MismatchError{Path: name, Kind: kind, WantSize: Unknown, GotSize: Unknown, Authority: file, Detail: err.Error()})
 	}
 	list := make([]*expectation, len(entries))
 	present := map[string]entryInfo{}
 	for i, e := range entries {
-		list[i] = &expectation{path: e.Path, sha256: e.SHA256, size: Unknown, authority: name}
+		list[i] = &expectation{path: e.Path, sha256: e.SHA256, size: Unknown, authority: file}
 		st, err := root.Stat(e.Path)
 		switch {
 		case err == nil && st.Mode().IsRegular():
 			present[e.Path] = entryInfo{regular: true, size: st.Size()}
 		case err == nil:
-			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindMissing, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: "not a regular file"})
+			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindMissing, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: file, Detail: "not a regular file"})
 			list[i] = nil
 		case errors.Is(err, fs.ErrNotExist):
 		default:
 			// os.Root refuses a path that escapes it (a link out, or a
 			// "..").
-			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindUnsafe, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: name, Detail: err.Error()})
+			findings = append(findings, &MismatchError{Path: e.Path, Kind: KindUnsafe, WantSHA256: e.SHA256, WantSize: Unknown, GotSize: Unknown, Authority: file, Detail: err.Error()})
 			list[i] = nil
 		}
 	}
@@ -700,9 +840,9 @@ func Sums(ctx context.Context, file string, opts Options) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, f := range results {
-		if f != nil {
-			findings = append(findings, f)
+	for _, r := range results {
+		if r.finding != nil {
+			findings = append(findings, r.finding)
 		}
 	}
 	sortFindings(findings)
@@ -716,4 +856,14 @@ func Sums(ctx context.Context, file string, opts Options) (*Report, error) {
 		rep.Refetch = []string{}
 	}
 	return rep, nil
+}
+
+// listError names the list file as it was given: os.Root's errors name the
+// path relative to the root only, which for --sums DIR/x is just x.
+func listError(file string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("verify: %s: %w", file, err)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/bundle"
 	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
@@ -504,3 +506,265 @@ type atomicInt struct {
 
 func (a *atomicInt) Add(n int64) { a.mu.Lock(); a.v += n; a.mu.Unlock() }
 func (a *atomicInt) Load() int64 { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
+
+// sha256Hex is the hex sha256 of data.
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// editSumsLine points SHA256SUMS's line for path at digest, as someone
+// covering up a changed file would, leaving runtime-release.json alone.
+func editSumsLine(t *testing.T, dir, path, digest string) {
+	t.Helper()
+	p := filepath.Join(dir, sums.SumsFile)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	found := false
+	for i, l := range lines {
+		if strings.HasSuffix(l, "  "+path+"\n") {
+			lines[i] = digest + "  " + path + "\n"
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("SHA256SUMS has no line for %s", path)
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListsDisagree checks a file changed with SHA256SUMS edited to match:
+// the finding's expected digest is SHA256SUMS's (the authority), actual is
+// what is on disk, runtime-release.json's claim is in the detail, no size
+// finding borrows runtime-release.json's size under SHA256SUMS's name, and
+// the file and both lists are to be fetched again.
+func TestListsDisagree(t *testing.T) {
+	orig, err := os.ReadFile(filepath.Join(release(t), "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		changed []byte
+	}{
+		{"same size", append([]byte{orig[0] ^ 0x20}, orig[1:]...)},
+		{"longer", append(slices.Clone(orig), "changed\n"...)},
+		{"shorter", orig[:len(orig)/2]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyRelease(t)
+			if err := os.WriteFile(filepath.Join(dir, "LICENSE"), tt.changed, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			now := sha256Hex(tt.changed)
+			editSumsLine(t, dir, "LICENSE", now)
+			rep := run(t, dir, false)
+			if len(rep.Findings) != 1 {
+				t.Fatalf("want one disagree finding:\n%s", dump(rep))
+			}
+			f := rep.Findings[0]
+			if f.Kind != verify.KindDisagree || f.Path != "LICENSE" || f.Authority != sums.SumsFile {
+				t.Fatalf("finding %+v", f)
+			}
+			if f.WantSHA256 != now || f.WantSize != verify.Unknown {
+				t.Errorf("expected %s, %d bytes; want SHA256SUMS's claim %s and no size (it gives none)", f.WantSHA256, f.WantSize, now)
+			}
+			if f.GotSHA256 != now || f.GotSize != int64(len(tt.changed)) {
+				t.Errorf("actual %s, %d bytes; want the file on disk, %s, %d bytes", f.GotSHA256, f.GotSize, now, len(tt.changed))
+			}
+			want := fmt.Sprintf("runtime-release.json says sha256 %s, %d bytes", sha256Hex(orig), len(orig))
+			if !strings.Contains(f.Detail, want) {
+				t.Errorf("detail %q lacks %q", f.Detail, want)
+			}
+			if !slices.Equal(rep.Refetch, []string{"LICENSE", sums.SumsFile, sums.RuntimeReleaseFile}) {
+				t.Errorf("re-fetch %v", rep.Refetch)
+			}
+		})
+	}
+}
+
+// TestMissingSums checks that without SHA256SUMS its absence is the only
+// finding: runtime-release.json, which no list names itself, is not extra.
+func TestMissingSums(t *testing.T) {
+	dir := copyRelease(t)
+	if err := os.Remove(filepath.Join(dir, sums.SumsFile)); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, dir, false)
+	if len(rep.Findings) != 1 || !has(rep, sums.SumsFile, verify.KindMissing) {
+		t.Errorf("findings:\n%s", dump(rep))
+	}
+	if !slices.Equal(rep.Refetch, []string{sums.SumsFile}) {
+		t.Errorf("re-fetch %v", rep.Refetch)
+	}
+}
+
+// TestExtraFiles checks that extra files are hashed, and that one holding a
+// missing file's bytes says so on both findings and in the JSON report.
+func TestExtraFiles(t *testing.T) {
+	notice, err := os.ReadFile(filepath.Join(release(t), "NOTICE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		path, sha256 string
+		size         int64
+		sameAs       []string
+		detail       string
+	}
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+		extra   []want
+		missing []want
+	}{
+		{"new file", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "checkpoint", "new.bin"), []byte("new bytes"), 0o644)
+		}, []want{{path: "checkpoint/new.bin", sha256: sha256Hex([]byte("new bytes")), size: 9, detail: "not listed"}}, nil},
+		{"rename", func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "NOTICE"), filepath.Join(dir, "NOTICE.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}, []want{{path: "NOTICE.txt", sha256: sha256Hex(notice), size: int64(len(notice)), sameAs: []string{"NOTICE"}, detail: "same bytes as missing NOTICE"}},
+			[]want{{path: "NOTICE", sameAs: []string{"NOTICE.txt"}, detail: "same bytes as extra NOTICE.txt"}}},
+		{"copy elsewhere and a stranger", func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "NOTICE"), filepath.Join(dir, "evidence-NOTICE")); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "other"), []byte("other"), 0o644)
+		}, []want{
+			{path: "evidence-NOTICE", sha256: sha256Hex(notice), size: int64(len(notice)), sameAs: []string{"NOTICE"}, detail: "same bytes as missing NOTICE"},
+			{path: "other", sha256: sha256Hex([]byte("other")), size: 5, detail: "not listed"},
+		}, []want{{path: "NOTICE", sameAs: []string{"evidence-NOTICE"}, detail: "same bytes as extra evidence-NOTICE"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyRelease(t)
+			tt.prepare(t, dir)
+			rep := run(t, dir, false)
+			if len(rep.Findings) != len(tt.extra)+len(tt.missing) {
+				t.Fatalf("findings:\n%s", dump(rep))
+			}
+			find := func(path string, kind verify.Kind) *verify.MismatchError {
+				for _, f := range rep.Findings {
+					if f.Path == path && f.Kind == kind {
+						return f
+					}
+				}
+				t.Fatalf("no %s finding on %s:\n%s", kind, path, dump(rep))
+				return nil
+			}
+			check := func(kind verify.Kind, ws []want) {
+				for _, w := range ws {
+					f := find(w.path, kind)
+					if kind == verify.KindExtra && (f.GotSHA256 != w.sha256 || f.GotSize != w.size) {
+						t.Errorf("%s: actual %s, %d bytes; want %s, %d bytes", w.path, f.GotSHA256, f.GotSize, w.sha256, w.size)
+					}
+					if !slices.Equal(f.SameBytesAs, w.sameAs) || !strings.Contains(f.Detail, w.detail) {
+						t.Errorf("%s: same bytes as %v, detail %q; want %v, %q", w.path, f.SameBytesAs, f.Detail, w.sameAs, w.detail)
+					}
+				}
+			}
+			check(verify.KindExtra, tt.extra)
+			check(verify.KindMissing, tt.missing)
+
+			data, err := json.Marshal(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back struct {
+				Findings []struct {
+					Kind        verify.Kind
+					Path        string
+					Actual      *string  `json:"actual_sha256"`
+					SameBytesAs []string `json:"same_bytes_as"`
+				}
+			}
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range back.Findings {
+				me := rep.Findings[i]
+				if !slices.Equal(f.SameBytesAs, me.SameBytesAs) || f.Kind == verify.KindExtra && (f.Actual == nil || *f.Actual != me.GotSHA256) {
+					t.Errorf("JSON finding %+v for %+v", f, me)
+				}
+			}
+		})
+	}
+}
+
+// TestBuildCountIsVerifyCount checks that the build and the verification
+// of the same release count the same files and bytes: those SHA256SUMS
+// lists.
+func TestBuildCountIsVerifyCount(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "release")
+	res, err := bundle.Build(context.Background(), bundletest.Options(t, bundletest.Checkpoint(t), bundletest.Source(t), out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, out, false)
+	data, err := os.ReadFile(filepath.Join(out, sums.SumsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := sums.Parse(sums.SumsFile, data, sums.BundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Files != len(entries) || rep.Files != len(entries) || res.Bytes != rep.Bytes {
+		t.Errorf("build: %d files, %d bytes; verify: %d files, %d bytes; SHA256SUMS lists %d", res.Files, res.Bytes, rep.Files, rep.Bytes, len(entries))
+	}
+}
+
+// TestSumsNamesListPath checks that --sums errors and findings name the
+// list as it was given, not its base name alone.
+func TestSumsNamesListPath(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("alpha"), 0o644)
+	tests := []struct {
+		name string
+		list string // "" for no list file
+		// wantErr: the list cannot be read, an operational error naming
+		// it. Else one finding whose authority and message name the
+		// list, and with wantDetail its detail too.
+		wantErr, wantDetail bool
+	}{
+		{"absent list", "", true, false},
+		{"malformed list", "not a line\n", false, true},
+		{"missing file", strings.Repeat("0", 64) + "  b\n", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
+			if tt.list != "" {
+				os.WriteFile(file, []byte(tt.list), 0o644)
+			}
+			rep, err := verify.Sums(context.Background(), file, verify.Options{})
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), file) {
+					t.Fatalf("err = %v, want one naming %s", err, file)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Findings) != 1 {
+				t.Fatalf("findings:\n%s", dump(rep))
+			}
+			f := rep.Findings[0]
+			if f.Authority != file || !strings.Contains(f.Error(), file) {
+				t.Errorf("finding %q (authority %q) does not name %s", f.Error(), f.Authority, file)
+			}
+			if tt.wantDetail && !strings.Contains(f.Detail, file) {
+				t.Errorf("detail %q does not name %s", f.Detail, file)
+			}
+		})
+	}
+}

@@ -30,7 +30,12 @@ func run(ctx context.Context, args []string, ios *IOStreams) int {
 	if err == nil {
 		return exitOK
 	}
-	ios.Errorf("lfmq: %s\n", message(ctx, err))
+	// A command that printed its own report of the failure (lfmq verify's
+	// findings and summary) is not repeated here.
+	var shown *reportedError
+	if !errors.As(err, &shown) {
+		ios.Errorf("lfmq: %s\n", message(ctx, err))
+	}
 	return exitCode(err)
 }
 

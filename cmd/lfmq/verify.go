@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -121,8 +122,20 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	if err != nil {
 		return err
 	}
+	if ferr := rep.Err(); ferr != nil && !opts.JSON {
+		// The printed report ends with the summary: run adds nothing, and
+		// the exit status still comes from the findings.
+		return &reportedError{ferr}
+	}
 	return rep.Err()
 }
+
+// reportedError is an error whose report has been printed in full: run
+// prints no line of its own for it. Its exit code is the wrapped error's.
+type reportedError struct{ err error }
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
 
 // printReport writes a report: JSON on stdout, or findings, a summary and
 // the re-fetch list for people.
@@ -135,11 +148,17 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 	w := ios.Out
 	for _, f := range rep.Findings {
 		fmt.Fprintf(w, "%-9s %s\n", f.Kind, f.Path)
+		// Expected is always a list's claim, actual always the file: the
+		// labels say which list and that the other is on disk.
 		if f.WantSHA256 != "" || f.WantSize >= 0 {
-			fmt.Fprintf(w, "          expected %s (%s)\n", shaSize(f.WantSHA256, f.WantSize), f.Authority)
+			fmt.Fprintf(w, "          expected %s (per %s)\n", shaSize(f.WantSHA256, f.WantSize), f.Authority)
 		}
 		if f.GotSHA256 != "" || f.GotSize >= 0 {
-			fmt.Fprintf(w, "          actual   %s\n", shaSize(f.GotSHA256, f.GotSize))
+			where := "on disk"
+			if f.Kind == verify.KindSize {
+				where = "on disk, not hashed: the size differs"
+			}
+			fmt.Fprintf(w, "          actual   %s (%s)\n", shaSize(f.GotSHA256, f.GotSize), where)
 		}
 		if f.Detail != "" {
 			fmt.Fprintf(w, "          %s\n", f.Detail)
@@ -149,11 +168,16 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 	if rep.ReleaseID != "" {
 		what = "release " + rep.ReleaseID + " (" + rep.Dir + ")"
 	}
+	// A release's count is the one its build prints: the files SHA256SUMS
+	// lists, then SHA256SUMS itself, which no list can hold.
+	counted := fmt.Sprintf("%d files listed in %s (%s)", rep.Files, rep.List, units.Bytes(rep.Bytes))
 	if rep.List != "SHA256SUMS" || rep.ReleaseID == "" && rep.OK {
-		what = rep.List + " in " + rep.Dir
+		what = filepath.Join(rep.Dir, rep.List)
+	} else {
+		counted += ", plus " + rep.List + " itself,"
 	}
 	if rep.OK {
-		fmt.Fprintf(w, "OK: %s: %d files, %s verified", what, rep.Files, units.Bytes(rep.Bytes))
+		fmt.Fprintf(w, "OK: %s: %s verified", what, counted)
 		if rep.Deep {
 			fmt.Fprint(w, ", every tensor checked")
 		}
@@ -175,7 +199,7 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 	if sep == ", " {
 		fmt.Fprint(w, ")")
 	}
-	fmt.Fprintf(w, "; %d files, %s hashed\n", rep.Files, units.Bytes(rep.Bytes))
+	fmt.Fprintf(w, "; %d listed files, %s hashed\n", rep.Files, units.Bytes(rep.Bytes))
 	printSignature(w, rep)
 	if len(rep.Refetch) > 0 {
 		fmt.Fprintln(w, "re-fetch:")
@@ -193,15 +217,16 @@ func printSignature(w io.Writer, rep *verify.Report) {
 	}
 }
 
+// shaSize writes whichever of a digest and a size is known.
 func shaSize(sha string, size int64) string {
-	s := "sha256 " + sha
-	if sha == "" {
-		s = "sha256 ?"
+	var parts []string
+	if sha != "" {
+		parts = append(parts, "sha256 "+sha)
 	}
 	if size >= 0 {
-		s += fmt.Sprintf(", %d bytes", size)
+		parts = append(parts, fmt.Sprintf("%d bytes", size))
 	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 // byteBar is a progress bar of bytes on a terminal's error stream; nil is

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,8 +89,8 @@ func TestVerifyRun(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(stderr.String(), "lfmq: verify: 4 finding(s)") {
-		t.Errorf("stderr %q", stderr)
+	if stderr.Len() != 0 {
+		t.Errorf("stderr repeats the report: %q", stderr)
 	}
 
 	ios, stdout, _ = testStreams()
@@ -131,5 +135,130 @@ func TestVerifySums(t *testing.T) {
 	ios, stdout, _ = testStreams()
 	if code := run(context.Background(), []string{"verify", "--sums", filepath.Join(dir, "SUMS")}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "unsafe    SUMS") {
 		t.Errorf("traversal: exit %d\n%s", code, stdout)
+	}
+
+	// Every message names the list as given, not its base name alone.
+	absent := filepath.Join(dir, "x")
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"verify", "--sums", absent}, ios); code != exitFailure || stderr.String() != "lfmq: verify: "+absent+": no such file or directory\n" {
+		t.Errorf("absent list: exit %d, stderr %q", code, stderr)
+	}
+	os.WriteFile(absent, []byte(list[:64]+"  gone\n"), 0o644)
+	ios, stdout, _ = testStreams()
+	if code := run(context.Background(), []string{"verify", "--sums", absent}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "(per "+absent+")") || !strings.Contains(stdout.String(), "FAILED: "+absent+": ") {
+		t.Errorf("missing file: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestVerifyReport checks what lfmq verify prints for a release, clean or
+// damaged: each finding's expected (a list's claim) and actual (the file on
+// disk), the count of a clean release, the summary exactly once (on
+// stdout; stderr stays empty), and the re-fetch list in both the text and
+// the --json report.
+func TestVerifyReport(t *testing.T) {
+	base := bundletest.Release(t, nil)
+	sumHex := func(b []byte) string {
+		s := sha256.Sum256(b)
+		return hex.EncodeToString(s[:])
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(base, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	license, notice, list := read("LICENSE"), read("NOTICE"), read("SHA256SUMS")
+	changed := append(slices.Clone(license), "changed\n"...)
+	listed := strings.Count(string(list), "\n")
+
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		code   int
+		// want are substrings of stdout; absent must not be in it.
+		want, absent []string
+		refetch      []string
+	}{
+		{"clean", func(*testing.T, string) {}, exitOK,
+			[]string{fmt.Sprintf(": %d files listed in SHA256SUMS (", listed), "), plus SHA256SUMS itself, verified\n"}, nil, nil},
+		{"SHA256SUMS edited for a changed file", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "LICENSE"), changed, 0o644)
+			p := filepath.Join(dir, "SHA256SUMS")
+			os.WriteFile(p, []byte(strings.Replace(string(list), sumHex(license)+"  LICENSE\n", sumHex(changed)+"  LICENSE\n", 1)), 0o644)
+		}, exitMismatch, []string{"disagree  LICENSE\n" +
+			"          expected sha256 " + sumHex(changed) + " (per SHA256SUMS)\n" +
+			fmt.Sprintf("          actual   sha256 %s, %d bytes (on disk)\n", sumHex(changed), len(changed)) +
+			fmt.Sprintf("          runtime-release.json says sha256 %s, %d bytes\n", sumHex(license), len(license)),
+		}, []string{"size      LICENSE"}, []string{"LICENSE", "SHA256SUMS", "runtime-release.json"}},
+		{"extra file", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "stray.bin"), []byte("x"), 0o644)
+		}, exitMismatch, []string{"extra     stray.bin\n          actual   sha256 " + sumHex([]byte("x")) + ", 1 bytes (on disk)\n          not listed\n"},
+			[]string{"sha256 ?"}, nil},
+		{"renamed file", func(t *testing.T, dir string) {
+			os.Rename(filepath.Join(dir, "NOTICE"), filepath.Join(dir, "NOTICE.txt"))
+		}, exitMismatch, []string{
+			"missing   NOTICE\n" + fmt.Sprintf("          expected sha256 %s, %d bytes (per SHA256SUMS)\n", sumHex(notice), len(notice)) + "          same bytes as extra NOTICE.txt\n",
+			"extra     NOTICE.txt\n" + fmt.Sprintf("          actual   sha256 %s, %d bytes (on disk)\n", sumHex(notice), len(notice)) + "          not listed; same bytes as missing NOTICE\n",
+		}, nil, []string{"NOTICE"}},
+		{"missing SHA256SUMS", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "SHA256SUMS"))
+		}, exitMismatch, []string{"missing   SHA256SUMS\n", "1 finding(s) (1 missing)"}, []string{"extra"}, []string{"SHA256SUMS"}},
+		{"size", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "LICENSE"), changed, 0o644)
+		}, exitMismatch, []string{"size      LICENSE\n" +
+			fmt.Sprintf("          expected sha256 %s, %d bytes (per runtime-release.json)\n", sumHex(license), len(license)) +
+			fmt.Sprintf("          actual   %d bytes (on disk, not hashed: the size differs)\n", len(changed)),
+		}, nil, []string{"LICENSE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "r")
+			bundletest.CopyDir(t, base, dir)
+			tt.damage(t, dir)
+
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), []string{"verify", "--release-dir", dir}, ios); code != tt.code {
+				t.Fatalf("exit %d, want %d: %s%s", code, tt.code, stdout, stderr)
+			}
+			out := stdout.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("stdout has %q:\n%s", a, out)
+				}
+			}
+			summary := "OK: "
+			if tt.code != exitOK {
+				summary = "FAILED: "
+			}
+			if n := strings.Count(out+stderr.String(), summary); n != 1 || stderr.Len() != 0 {
+				t.Errorf("summary printed %d times; stderr %q", n, stderr)
+			}
+			if len(tt.refetch) > 0 && !strings.Contains(out, "re-fetch:\n"+strings.Join(tt.refetch, "\n")+"\n") {
+				t.Errorf("stdout lacks the re-fetch list %v:\n%s", tt.refetch, out)
+			}
+
+			// --json: the same re-fetch list; the one human line is the
+			// error on stderr.
+			ios, stdout, stderr = testStreams()
+			if code := run(context.Background(), []string{"verify", "--release-dir", dir, "--json"}, ios); code != tt.code {
+				t.Fatalf("--json: exit %d, want %d", code, tt.code)
+			}
+			var rep struct{ Refetch []string }
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("--json output: %v\n%s", err, stdout)
+			}
+			if rep.Refetch == nil || !slices.Equal(rep.Refetch, tt.refetch) {
+				t.Errorf("--json re-fetch %v, want %v", rep.Refetch, tt.refetch)
+			}
+			if n := strings.Count(stderr.String(), "\n"); tt.code != exitOK && (n != 1 || !strings.HasPrefix(stderr.String(), "lfmq: verify: ")) {
+				t.Errorf("--json stderr %q", stderr)
+			}
+		})
 	}
 }
