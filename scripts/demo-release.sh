@@ -13,7 +13,7 @@ mkdir -p "$out"
 printf 'Demo licence: the tiny LFM2-MoE fixture is test data, not a released model.\n' > "$out/LICENSE"
 "$bin" release build --checkpoint "$ckpt" --out "$out/release" --evidence "$evidence" \
 	--license "$out/LICENSE" --license-id other --license-name lfmq-demo --license-link LICENSE \
-	--base-model lfmq/tiny-lfm2-moe --revision demo \
+	--base-model lfmq/tiny-lfm2-moe --hub-repo lfmq/tiny-lfm2-moe-lfmq1 --revision demo \
 	--platforms "$(go env GOOS)/$(go env GOARCH)"
 echo
 "$bin" verify --release-dir "$out/release"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -19,9 +20,9 @@ import (
 // renderQuality renders the model card's quality section from a release's
 // evidence files: each evidence JSON file is parsed (evidence.Parse) and
 // rendered by evidence/report as the scoring.md §7 table, under a heading
-// naming the file. SVG plots are published but not rendered. It is passed
-// to the builder as bundle.Options.Quality, the one place the card's
-// quality tables come from.
+// naming the file. SVG plots are skipped: the builder shows them on the
+// card as images. It is passed to the builder as bundle.Options.Quality,
+// the one place the card's quality tables come from.
 func renderQuality(files []bundle.EvidenceFile) ([]string, error) {
 	var out []string
 	for _, f := range files {
@@ -74,9 +75,9 @@ func newReleaseBuildCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *
 	opts := &releaseBuildOptions{IO: ios}
 	var platforms string
 	cmd := &cobra.Command{
-		Use:   "build --checkpoint DIR --out DIR --license FILE [--evidence DIR] [--revision TAG]",
+		Use:   "build --checkpoint DIR --out DIR --license FILE --hub-repo OWNER/NAME [--evidence DIR] [--revision TAG]",
 		Short: "Assemble a verifiable release directory from an lfmq-1 checkpoint",
-		Long: `Build assembles a release (release.md): the lfmq-1 checkpoint, lfmq runtime
+		Long: `Build assembles a release (docs/release.md): the lfmq-1 checkpoint, lfmq runtime
 binaries for each platform built reproducibly (CGO_ENABLED=0, -trimpath, vendored
 dependencies, no dates or paths) from runtime/lfmq-src.tar.gz, the exact source
 archive, the source model's LICENSE and NOTICE files, the evidence files, the
@@ -90,12 +91,16 @@ The runtime is built from the lfmq module source in --source (default: the
 module containing the current directory) with the go command on PATH; if
 go.mod has a toolchain line, the go command must be that version.`,
 		Example: `  lfmq release build --checkpoint ./LFM2-8B-A1B-lfmq1 --out ./release \
-    --base-model LiquidAI/LFM2-8B-A1B --license ./LFM2-8B-A1B/LICENSE \
-    --source-card ./LFM2-8B-A1B/README.md --evidence ./evidence --revision v1`,
+    --base-model LiquidAI/LFM2-8B-A1B --hub-repo lfmq/LFM2-8B-A1B-lfmq1 \
+    --license ./LFM2-8B-A1B/LICENSE --source-card ./LFM2-8B-A1B/README.md \
+    --evidence ./evidence --revision v1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("checkpoint", opts.Checkpoint, "out", opts.Out, "license", opts.License); err != nil {
 				return err
+			}
+			if opts.HubRepo == "" {
+				return &usageError{errors.New("--hub-repo OWNER/NAME is required: the model card's download commands name the hub repo the release is published under")}
 			}
 			p, err := bundle.ParsePlatforms(platforms)
 			if err != nil {
@@ -140,9 +145,9 @@ go.mod has a toolchain line, the go command must be that version.`,
 	f.StringVar(&platforms, "platforms", strings.Join(defaultPlatforms, ","), "comma-separated os/arch list of runtime binaries")
 	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: config.json's _name_or_path)")
 	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known")
-	f.StringVar(&opts.HubRepo, "hub-repo", "", "repo id the release is published under, for the card's download commands")
+	f.StringVar(&opts.HubRepo, "hub-repo", "", "hub repo id OWNER/NAME the release is published under, named by the card's download commands (required)")
 	f.StringVar(&opts.SourceCard, "source-card", "", "the source model's README.md: licence and languages are carried over")
-	f.StringVar(&opts.LicenseID, "license-id", "", "hub licence id for the card (default: from --source-card or the licence text)")
+	f.StringVar(&opts.LicenseID, "license-id", "", "hub licence id for the card, e.g. apache-2.0, or other (default: from --source-card or the licence text)")
 	f.StringVar(&opts.LicenseName, "license-name", "", "licence name for the card (with --license-id other)")
 	f.StringVar(&opts.LicenseLink, "license-link", "", "licence link for the card (with --license-id other)")
 	f.StringArrayVar(&opts.Language, "language", nil, "card language (repeatable; default: from --source-card)")
@@ -165,12 +170,19 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 		Quality: renderQuality, Log: opts.IO.ErrOut,
 	})
 	if err != nil {
+		// An option the builder refuses (a malformed value, a missing path,
+		// an output directory in use, an unknown licence id) is a bad
+		// command line; refused file contents stay failures.
+		var ie *bundle.InputError
+		if errors.As(err, &ie) && ie.Option {
+			return &usageError{err}
+		}
 		return err
 	}
 	w := opts.IO.Out
 	fmt.Fprintf(w, "wrote release %s\n", res.Dir)
 	fmt.Fprintf(w, "  release id       %s\n", res.ReleaseID)
-	fmt.Fprintf(w, "  files            %d (%s)\n", res.Files, units.Bytes(res.Bytes))
+	fmt.Fprintf(w, "  files            %d listed in SHA256SUMS (%s), plus SHA256SUMS itself\n", res.Files, units.Bytes(res.Bytes))
 	fmt.Fprintf(w, "  manifest sha256  %s\n", res.ManifestSHA256)
 	fmt.Fprintf(w, "  source sha256    %s\n", res.SourceSHA256)
 	for _, b := range res.Runtime {

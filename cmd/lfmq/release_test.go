@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestReleaseBuildFlags(t *testing.T) {
 		check   func(t *testing.T, o *releaseBuildOptions)
 		wantErr string
 	}{
-		{"defaults", "--checkpoint " + named + " --out o --license L", func(t *testing.T, o *releaseBuildOptions) {
+		{"defaults", "--checkpoint " + named + " --out o --license L --hub-repo me/r", func(t *testing.T, o *releaseBuildOptions) {
 			if o.BaseModel != "LiquidAI/LFM2-8B-A1B" || o.Revision != "v1" || len(o.Platforms) != 3 || o.Source == "" {
 				t.Errorf("options %+v", o)
 			}
@@ -43,10 +44,12 @@ func TestReleaseBuildFlags(t *testing.T) {
 					t.Errorf("options %+v", o)
 				}
 			}, ""},
-		{"no licence", "--checkpoint c --out o --base-model a/b", nil, "--license is required"},
-		{"no checkpoint", "--out o --license L", nil, "--checkpoint is required"},
-		{"no base model", "--checkpoint " + local + " --out o --license L", nil, "--base-model is required"},
-		{"bad platforms", "--checkpoint c --out o --license L --base-model a/b --platforms linux", nil, "not os/arch"},
+		{"no licence", "--checkpoint c --out o --base-model a/b --hub-repo me/r", nil, "--license is required"},
+		{"no checkpoint", "--out o --license L --hub-repo me/r", nil, "--checkpoint is required"},
+		// The card's download commands need the repo: no placeholder.
+		{"no hub repo", "--checkpoint c --out o --license L --base-model a/b", nil, "--hub-repo OWNER/NAME is required: the model card's download commands"},
+		{"no base model", "--checkpoint " + local + " --out o --license L --hub-repo me/r", nil, "--base-model is required"},
+		{"bad platforms", "--checkpoint c --out o --license L --base-model a/b --hub-repo me/r --platforms linux", nil, "not os/arch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,12 +83,25 @@ func TestReleaseDemo(t *testing.T) {
 	}
 	lic := filepath.Join(tmp, "LICENSE")
 	os.WriteFile(lic, []byte(bundletest.License), 0o644)
+	ev := filepath.Join(tmp, "evidence")
+	os.Mkdir(ev, 0o755)
+	os.WriteFile(filepath.Join(ev, "score.json"), scoreEvidence(t), 0o644)
+	os.WriteFile(filepath.Join(ev, "kl-chat.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text>KL per token: chat</text></svg>`+"\n"), 0o644)
 	rel := filepath.Join(tmp, "release")
 	ios, stdout, stderr := testStreams()
-	args := []string{"release", "build", "--checkpoint", ckpt, "--out", rel, "--license", lic,
-		"--base-model", "test/tiny-lfm2-moe", "--platforms", "linux/amd64", "--source", bundletest.Source(t)}
+	args := []string{"release", "build", "--checkpoint", ckpt, "--out", rel, "--license", lic, "--evidence", ev,
+		"--base-model", "test/tiny-lfm2-moe", "--hub-repo", "test/tiny-lfm2-moe-lfmq1", "--platforms", "linux/amd64", "--source", bundletest.Source(t)}
 	if code := run(context.Background(), args, ios); code != 0 {
 		t.Fatalf("release build exit %d: %s", code, stderr)
+	}
+	card, _ := os.ReadFile(filepath.Join(rel, "README.md"))
+	for _, want := range []string{
+		"https://huggingface.co/test/tiny-lfm2-moe-lfmq1 --revision v1", "| chat | 1,234 |",
+		"![KL per token: chat](evidence/kl-chat.svg)", "| **total** |  | 358 | 7,602,464 |",
+	} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
 	}
 	for _, want := range []string{"wrote release", "release id       tiny-lfm2-moe-lfmq1-v1", "linux/amd64", "release digest"} {
 		if !strings.Contains(stdout.String(), want) {
@@ -109,16 +125,19 @@ func TestReleaseDemo(t *testing.T) {
 	if code := run(context.Background(), []string{"verify", "--release-dir", bad}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "re-fetch:\nruntime/lfmq-linux-amd64\n") {
 		t.Errorf("flipped byte: exit %d\n%s", code, stdout)
 	}
-	// The output directory exists: refused, nothing overwritten.
+	// The output directory exists: a bad command line, nothing overwritten.
 	ios, _, stderr = testStreams()
-	if code := run(context.Background(), args, ios); code != exitFailure || !strings.Contains(stderr.String(), "not empty") {
+	if code := run(context.Background(), args, ios); code != exitUsage || !strings.Contains(stderr.String(), "--out "+rel+": exists and is not empty") {
 		t.Errorf("second build into the same directory: exit %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(rel, "README.md")); err != nil {
+		t.Errorf("the first release was touched: %v", err)
 	}
 }
 
-// TestRenderQuality checks the card's quality hook: evidence JSON files
-// become evidence/report tables, plots are skipped, a bad file is an error.
-func TestRenderQuality(t *testing.T) {
+// scoreEvidence is a small evidence file of lfmq score.
+func scoreEvidence(t *testing.T) []byte {
+	t.Helper()
 	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
 		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
 	}}
@@ -126,6 +145,84 @@ func TestRenderQuality(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+// TestReleaseBuildExitCodes holds release build to the exit code rule: 2
+// when the command line cannot work as given, 1 when an input's contents
+// are refused. Every case fails before anything is built.
+func TestReleaseBuildExitCodes(t *testing.T) {
+	tmp := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(tmp, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(data), 0o644)
+		return p
+	}
+	lic := write("LICENSE", bundletest.License)
+	ckpt := filepath.Join(tmp, "ckpt") // never read: every case fails first
+	os.Mkdir(ckpt, 0o755)
+	notEmpty := filepath.Dir(write("not-empty/keep.txt", "mine"))
+	badJSON := filepath.Dir(write("bad-evidence/score.json", "{"))
+	src := bundletest.Source(t)
+	// args is the command line of a good build with the flags in edit
+	// changed: a value replaces the flag's, "" leaves the flag out.
+	args := func(edit map[string]string) []string {
+		flags := map[string]string{
+			"--checkpoint": ckpt, "--out": filepath.Join(t.TempDir(), "release"), "--license": lic,
+			"--base-model": "test/tiny-lfm2-moe", "--hub-repo": "test/tiny-lfm2-moe-lfmq1",
+			"--platforms": "linux/amd64", "--source": src,
+		}
+		maps.Copy(flags, edit)
+		out := []string{"release", "build"}
+		for _, k := range slices.Sorted(maps.Keys(flags)) {
+			if v := flags[k]; v != "" {
+				out = append(out, k, v)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		edit map[string]string
+		code int
+		want []string
+	}{
+		{"out not empty", map[string]string{"--out": notEmpty}, exitUsage, []string{"--out " + notEmpty + ": exists and is not empty"}},
+		{"unknown licence id", map[string]string{"--license-id": "foo"}, exitUsage,
+			[]string{`--license-id: "foo" is not a Hugging Face licence id`, "accepted: apache-2.0, mit,", "llama3.1", `"other", with --license-name`}},
+		{"other without name", map[string]string{"--license-id": "other"}, exitUsage, []string{"--license-name: required with --license-id other"}},
+		{"no hub repo", map[string]string{"--hub-repo": ""}, exitUsage, []string{"--hub-repo OWNER/NAME is required"}},
+		{"bad hub repo", map[string]string{"--hub-repo": "just-a-name"}, exitUsage, []string{"--hub-repo", "not a hub repo id"}},
+		{"licence missing", map[string]string{"--license": filepath.Join(tmp, "nope")}, exitUsage, []string{"--license " + filepath.Join(tmp, "nope") + ": no such file"}},
+		{"checkpoint missing", map[string]string{"--checkpoint": filepath.Join(tmp, "nope")}, exitUsage, []string{"--checkpoint " + filepath.Join(tmp, "nope") + ": no such directory"}},
+		{"evidence not JSON", map[string]string{"--evidence": badJSON}, exitFailure, []string{"score.json: not valid JSON"}},
+		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},
+		{"source card licence", map[string]string{"--source-card": write("card/README.md", "---\nlicense: foo\n---\n")}, exitFailure, []string{`license "foo"`, "--license-id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, stdout, stderr := testStreams()
+			code := run(context.Background(), args(tt.edit), ios)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q: %s", w, stderr)
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout: %s", stdout)
+			}
+		})
+	}
+}
+
+// TestRenderQuality checks the card's quality hook: evidence JSON files
+// become evidence/report tables, plots are skipped, a bad file is an error.
+func TestRenderQuality(t *testing.T) {
+	data := scoreEvidence(t)
 	out, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/fidelity.json", Data: data}, {Path: "evidence/kl.svg", Data: []byte("<svg/>")}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -38,8 +39,9 @@ type Input struct {
 	ReleaseID string
 	// Revision is the hub tag of the release.
 	Revision string
-	// HubRepo is where the release is published ("owner/name"); empty
-	// shows a placeholder in the download commands.
+	// HubRepo is where the release is published ("owner/name"), named by
+	// the download commands; required, since a card whose commands point
+	// at a placeholder would not work for anyone who copies them.
 	HubRepo string
 	// BaseModel is the source repo id; BaseRevision its commit, if known.
 	BaseModel    string
@@ -57,10 +59,23 @@ type Input struct {
 	Notices []string
 	// Evidence are the release paths of the evidence files.
 	Evidence []string
+	// Plots are the images among the evidence files, shown in the quality
+	// section in order.
+	Plots []Plot
 	// Quality is the quality section, already rendered as Markdown (the
 	// tables of scoring.md §7 with the noise floor and RTN rows), one
 	// element per table with its heading; inserted in order.
 	Quality []string
+}
+
+// Plot is an image the card shows.
+type Plot struct {
+	// Path is the image's release path, e.g. "evidence/kl-chat.svg": a
+	// relative link, so the image renders wherever the card is shown next
+	// to the release's files, on the hub or in a clone.
+	Path string
+	// Alt is the image's alternative text, for readers who cannot see it.
+	Alt string
 }
 
 // Error reports an Input the card cannot be rendered from. Field names it.
@@ -75,6 +90,9 @@ var (
 	repoRe  = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
 	plainRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 	hexRe   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// imageRe is a release path (segments of [A-Za-z0-9._-], none starting
+	// with a dot, so no "." or ".." either) of an image the hub renders.
+	imageRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*\.(svg|png)$`)
 )
 
 // Render returns the card's bytes.
@@ -86,7 +104,9 @@ func Render(in Input) ([]byte, error) {
 		return nil, &Error{Field: "Revision", Msg: "empty"}
 	case !repoRe.MatchString(in.BaseModel):
 		return nil, &Error{Field: "BaseModel", Msg: fmt.Sprintf("%q is not a hub repo id", in.BaseModel)}
-	case in.HubRepo != "" && !repoRe.MatchString(in.HubRepo):
+	case in.HubRepo == "":
+		return nil, &Error{Field: "HubRepo", Msg: "empty; the download commands need the repo id the release is published under"}
+	case !repoRe.MatchString(in.HubRepo):
 		return nil, &Error{Field: "HubRepo", Msg: fmt.Sprintf("%q is not a hub repo id", in.HubRepo)}
 	case in.Manifest == nil:
 		return nil, &Error{Field: "Manifest", Msg: "nil"}
@@ -94,12 +114,24 @@ func Render(in Input) ([]byte, error) {
 		return nil, &Error{Field: "ManifestSHA256", Msg: "not 64 hex digits"}
 	case in.License.ID == "":
 		return nil, &Error{Field: "License.ID", Msg: "empty"}
+	case !KnownLicense(in.License.ID):
+		return nil, &Error{Field: "License.ID", Msg: fmt.Sprintf("%q is not a hub licence id", in.License.ID)}
 	case in.License.ID == "other" && in.License.Name == "":
 		return nil, &Error{Field: "License.Name", Msg: "required when the licence is \"other\""}
 	}
 	for i, q := range in.Quality {
 		if strings.Contains(q, "\n---\n") || strings.HasPrefix(q, "---") {
 			return nil, &Error{Field: fmt.Sprintf("Quality[%d]", i), Msg: "a YAML document marker would break the card"}
+		}
+	}
+	for i, p := range in.Plots {
+		switch {
+		case !imageRe.MatchString(p.Path):
+			return nil, &Error{Field: fmt.Sprintf("Plots[%d].Path", i), Msg: fmt.Sprintf("%q is not the release path of an .svg or .png image", p.Path)}
+		case !slices.Contains(in.Evidence, p.Path):
+			return nil, &Error{Field: fmt.Sprintf("Plots[%d].Path", i), Msg: fmt.Sprintf("%q is not among the evidence files", p.Path)}
+		case mdAlt(p.Alt) == "":
+			return nil, &Error{Field: fmt.Sprintf("Plots[%d].Alt", i), Msg: "empty; an image needs alternative text"}
 		}
 	}
 	var b bytes.Buffer
@@ -145,10 +177,6 @@ func frontMatter(b *bytes.Buffer, in Input) {
 
 func body(b *bytes.Buffer, in Input) {
 	m := in.Manifest
-	hub := in.HubRepo
-	if hub == "" {
-		hub = "OWNER/REPO"
-	}
 	var plats []string
 	for _, r := range in.Runtime {
 		plats = append(plats, "`"+r.Platform+"`")
@@ -182,7 +210,7 @@ func body(b *bytes.Buffer, in Input) {
 		for _, f := range c.spec.Formats {
 			fs = append(fs, string(f))
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d |\n", c.name, mdCell(c.spec.Method), mdCell(strings.Join(fs, ", ")), c.spec.Tensors)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", c.name, mdCell(c.spec.Method), mdCell(strings.Join(fs, ", ")), count(int64(c.spec.Tensors)))
 	}
 	b.WriteString("\nEvery setting of the method is recorded in `checkpoint/manifest.json`.\n\n")
 
@@ -209,13 +237,14 @@ func body(b *bytes.Buffer, in Input) {
 	default:
 		b.WriteString("No evidence files were published with this release.\n\n")
 	}
+	plots(b, in.Plots)
 
 	b.WriteString("## Download\n\n```sh\n")
-	fmt.Fprintf(b, "lfmq download https://huggingface.co/%s --revision %s --cache-root ~/.cache/lfmq\n", hub, in.Revision)
+	fmt.Fprintf(b, "lfmq download https://huggingface.co/%s --revision %s --cache-root ~/.cache/lfmq\n", in.HubRepo, in.Revision)
 	b.WriteString("```\n\n")
 	b.WriteString("`lfmq download` fetches `SHA256SUMS` first, then every file it lists, resumes interrupted\n")
 	b.WriteString("files and verifies each one as it lands. Any other client works too, e.g.\n")
-	fmt.Fprintf(b, "`hf download %s --revision %s --local-dir %s`; then verify.\n\n", hub, in.Revision, in.ReleaseID)
+	fmt.Fprintf(b, "`hf download %s --revision %s --local-dir %s`; then verify.\n\n", in.HubRepo, in.Revision, in.ReleaseID)
 
 	b.WriteString("## Verify\n\n```sh\n")
 	b.WriteString("lfmq verify --release-dir .    # every byte, the lists and the pins\n")
@@ -356,7 +385,7 @@ func precisionTable(b *bytes.Buffer, m *lfmq1.Manifest) {
 	b.WriteString("| tensors | format | count | parameters | bits per weight | size |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|\n")
 	row := func(name, format string, g agg) {
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s |\n", name, format, g.n, g.params, bitsPerWeight(g.bytes, g.params), units.Bytes(g.bytes))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", name, format, count(g.n), count(g.params), bitsPerWeight(g.bytes, g.params), units.Bytes(g.bytes))
 	}
 	for _, k := range keys {
 		row(roles[k.role].name, "`"+string(k.format)+"`", *groups[k])
@@ -377,6 +406,44 @@ func bitsPerWeight(bytes, params int64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", float64(bytes)*8/float64(params))
+}
+
+// plots writes the images, each in its own paragraph so that they stack
+// rather than run together on one line.
+func plots(b *bytes.Buffer, ps []Plot) {
+	if len(ps) == 0 {
+		return
+	}
+	b.WriteString("### Plots\n\n")
+	for _, p := range ps {
+		fmt.Fprintf(b, "![%s](%s)\n\n", mdAlt(p.Alt), p.Path)
+	}
+}
+
+// count formats a count with comma thousands separators ("2,262,658"),
+// the style of the quality tables (evidence/report), so that every count
+// on the card reads the same way.
+func count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, s = "-", s[1:]
+	}
+	var out strings.Builder
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out.WriteByte(',')
+		}
+		out.WriteByte(s[i])
+	}
+	return sign + out.String()
+}
+
+// mdAlt makes s an image's alternative text: one line, with the characters
+// that would end the text or start markup escaped.
+func mdAlt(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "<", `\<`).Replace(s)
 }
 
 // mdCell escapes a value for a Markdown table cell.

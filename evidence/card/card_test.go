@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +62,8 @@ func sampleInput() Input {
 		License:  License{ID: "other", Name: "lfm1.0", Link: "LICENSE"},
 		Language: []string{"en", "ar", "zh"},
 		Notices:  []string{"NOTICE"},
-		Evidence: []string{"evidence/fidelity-rtn.json", "evidence/fidelity-gptq.json"},
+		Evidence: []string{"evidence/fidelity-rtn.json", "evidence/fidelity-gptq.json", "evidence/kl-chat.svg"},
+		Plots:    []Plot{{Path: "evidence/kl-chat.svg", Alt: "KL(BF16 ‖ candidate) per token: chat, 2,917 tokens"}},
 		Quality:  []string{"### Fidelity\n\n| candidate | KL |\n|---|---:|\n| noise floor | 0.001 |\n| RTN | 0.05 |\n"},
 	}
 }
@@ -72,9 +75,11 @@ func TestGolden(t *testing.T) {
 	}{
 		{"card", func(*Input) {}},
 		{"card-no-evidence", func(in *Input) {
-			in.Evidence, in.Quality, in.Notices, in.Language, in.HubRepo, in.BaseRevision = nil, nil, nil, nil, "", ""
+			in.Evidence, in.Plots, in.Quality, in.Notices, in.Language, in.BaseRevision = nil, nil, nil, nil, nil, ""
 			in.License = License{ID: "apache-2.0"}
 		}},
+		// Evidence files without the quality hook: listed, plots shown.
+		{"card-evidence-only", func(in *Input) { in.Quality = nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := sampleInput()
@@ -135,8 +140,8 @@ func TestFrontMatterFields(t *testing.T) {
 		t.Errorf("read back: %+v, %v", fm, err)
 	}
 	for _, want := range []string{
-		"| routed experts (w1, w3, w2) | `bfp4_b` | 6 | 98304 | 4.50 |",
-		"| LM head | `bfp8_b` | 1 | 1048576 | 8.50 |",
+		"| routed experts (w1, w3, w2) | `bfp4_b` | 6 | 98,304 | 4.50 |",
+		"| LM head | `bfp8_b` | 1 | 1,048,576 | 8.50 |",
 		"| expert biases | `f32` | 1 | 2 | 32.00 | 8 B |",
 		"lfmq verify --release-dir .", "sha256sum -c SHA256SUMS",
 		"quantized derivative of `LiquidAI/LFM2-8B-A1B`", "| noise floor | 0.001 |",
@@ -148,20 +153,43 @@ func TestFrontMatterFields(t *testing.T) {
 }
 
 func TestRenderRefuses(t *testing.T) {
-	for name, edit := range map[string]func(*Input){
-		"no release id":  func(in *Input) { in.ReleaseID = "" },
-		"bad base model": func(in *Input) { in.BaseModel = "x y" },
-		"no manifest":    func(in *Input) { in.Manifest = nil },
-		"no licence":     func(in *Input) { in.License = License{} },
-		"other unnamed":  func(in *Input) { in.License = License{ID: "other"} },
-		"yaml in tables": func(in *Input) { in.Quality = []string{"a\n---\nb"} },
+	for _, tt := range []struct {
+		name, field string
+		edit        func(*Input)
+	}{
+		{"no release id", "ReleaseID", func(in *Input) { in.ReleaseID = "" }},
+		{"bad base model", "BaseModel", func(in *Input) { in.BaseModel = "x y" }},
+		// The download commands must name a real repo, never a placeholder.
+		{"no hub repo", "HubRepo", func(in *Input) { in.HubRepo = "" }},
+		{"bad hub repo", "HubRepo", func(in *Input) { in.HubRepo = "OWNER REPO" }},
+		{"no manifest", "Manifest", func(in *Input) { in.Manifest = nil }},
+		{"no licence", "License.ID", func(in *Input) { in.License = License{} }},
+		{"unknown licence", "License.ID", func(in *Input) { in.License = License{ID: "foo"} }},
+		{"licence id case", "License.ID", func(in *Input) { in.License = License{ID: "Apache-2.0"} }},
+		{"other unnamed", "License.Name", func(in *Input) { in.License = License{ID: "other"} }},
+		{"yaml in tables", "Quality[0]", func(in *Input) { in.Quality = []string{"a\n---\nb"} }},
+		{"plot not an image", "Plots[0].Path", func(in *Input) {
+			in.Evidence = append(in.Evidence, "evidence/kl.json")
+			in.Plots[0].Path = "evidence/kl.json"
+		}},
+		{"plot path escapes", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "../kl-chat.svg" }},
+		{"plot absolute", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "/evidence/kl-chat.svg" }},
+		{"plot url", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "https://example.com/kl.svg" }},
+		{"plot not evidence", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "evidence/other.svg" }},
+		{"plot without alt", "Plots[0].Alt", func(in *Input) { in.Plots[0].Alt = " \n\t" }},
 	} {
-		in := sampleInput()
-		edit(&in)
-		var ce *Error
-		if _, err := Render(in); !errors.As(err, &ce) {
-			t.Errorf("%s: err = %v, want *card.Error", name, err)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			in := sampleInput()
+			tt.edit(&in)
+			out, err := Render(in)
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Field != tt.field {
+				t.Fatalf("err = %v, want a *card.Error for %s", err, tt.field)
+			}
+			if out != nil {
+				t.Error("a card was returned with the error")
+			}
+		})
 	}
 	// Odd values are quoted, not injected.
 	in := sampleInput()
@@ -172,6 +200,105 @@ func TestRenderRefuses(t *testing.T) {
 	}
 	if !strings.Contains(string(out), `license_name: "a: b\nc"`) || !strings.Contains(string(out), `license_link: "true"`) {
 		t.Errorf("values not quoted:\n%s", out[:300])
+	}
+}
+
+// TestPlots checks that plots are Markdown images with relative links and
+// alternative text that cannot break out of the brackets.
+func TestPlots(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		plots []Plot
+		want  []string
+	}{
+		{"one", []Plot{{"evidence/kl-chat.svg", "KL per token: chat"}},
+			[]string{"### Plots\n\n![KL per token: chat](evidence/kl-chat.svg)\n\n## Download"}},
+		{"in order", []Plot{{"evidence/kl-code.svg", "code"}, {"evidence/kl-chat.svg", "chat"}},
+			[]string{"![code](evidence/kl-code.svg)\n\n![chat](evidence/kl-chat.svg)\n"}},
+		{"png", []Plot{{"evidence/kl.png", "a plot"}}, []string{"![a plot](evidence/kl.png)"}},
+		{"alt escaped", []Plot{{"evidence/kl-chat.svg", "a ](x) [b]\n  c \\ <img>"}},
+			[]string{`![a \](x) \[b\] c \\ \<img>](evidence/kl-chat.svg)`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := sampleInput()
+			in.Plots = tt.plots
+			for _, p := range tt.plots {
+				if !slices.Contains(in.Evidence, p.Path) {
+					in.Evidence = append(in.Evidence, p.Path)
+				}
+			}
+			out, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("card lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	in := sampleInput()
+	in.Plots = nil
+	if out, _ := Render(in); strings.Contains(string(out), "![") || strings.Contains(string(out), "### Plots") {
+		t.Error("a card without plots shows images")
+	}
+}
+
+// TestCountsFormatted checks that every count in the card's tables has
+// thousands separators, like the quality tables of evidence/report.
+func TestCountsFormatted(t *testing.T) {
+	out, err := Render(sampleInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := regexp.MustCompile(`^[0-9]{4,}$`)
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		for _, cell := range strings.Split(line, "|") {
+			if bare.MatchString(strings.TrimSpace(cell)) {
+				t.Errorf("count without separators in %q", line)
+			}
+		}
+	}
+	for _, want := range []string{"| **total** |  | 15 | 2,262,658 | 11.81 | 3.34 MB |"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("card lacks %q", want)
+		}
+	}
+	for _, tt := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"}, {7, "7"}, {999, "999"}, {1000, "1,000"}, {98304, "98,304"},
+		{1048576, "1,048,576"}, {-1234, "-1,234"}, {-999, "-999"},
+	} {
+		if got := count(tt.n); got != tt.want {
+			t.Errorf("count(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestKnownLicense(t *testing.T) {
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{
+		{"apache-2.0", true}, {"mit", true}, {"other", true}, {"llama3.1", true}, {"openrail++", true},
+		{"", false}, {"foo", false}, {"Apache-2.0", false}, {"lfm1.0", false},
+	} {
+		if got := KnownLicense(tt.id); got != tt.want {
+			t.Errorf("KnownLicense(%q) = %v", tt.id, got)
+		}
+	}
+	seen := map[string]bool{}
+	for _, id := range LicenseIDs {
+		if seen[id] || id != strings.ToLower(id) {
+			t.Errorf("LicenseIDs: %q duplicated or not lower case", id)
+		}
+		seen[id] = true
 	}
 }
 

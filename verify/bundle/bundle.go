@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -95,8 +97,8 @@ type Options struct {
 	// hex) when known.
 	BaseModel    string
 	BaseRevision string
-	// HubRepo is where the release is published, for the card's
-	// download commands (optional).
+	// HubRepo is the hub repo id ("owner/name") the release is published
+	// under (required): the card's download commands name it.
 	HubRepo string
 	// LicenseFile is the source model's licence (required); NoticeFiles
 	// its NOTICE files, copied to the release root under their names.
@@ -142,8 +144,11 @@ type Result struct {
 	ManifestSHA256 string
 	SourceSHA256   string
 	Runtime        []sums.Binary
-	Files          int
-	Bytes          int64
+	// Files and Bytes count the files SHA256SUMS lists (every file of the
+	// release but SHA256SUMS itself): the count lfmq verify reports for
+	// the same release.
+	Files int
+	Bytes int64
 }
 
 // InputError reports an input the builder refuses. Path names the file,
@@ -151,6 +156,23 @@ type Result struct {
 type InputError struct {
 	Path string
 	Msg  string
+	// Option is true when an option cannot work as given: a value that is
+	// missing or malformed, a path that does not exist or is of the wrong
+	// kind, an output directory that is not empty, a licence that needs
+	// naming by option. It is false when the contents of an input are
+	// refused. A command maps the first to a usage error, the second to a
+	// failure.
+	Option bool
+}
+
+// optionError is an InputError in the value of flag, which is path.
+func optionError(flag, path, msg string) *InputError {
+	return &InputError{Path: flag + " " + path, Msg: msg, Option: true}
+}
+
+// acceptedLicenses lists the licence ids for an error message.
+func acceptedLicenses() string {
+	return "accepted: " + strings.Join(card.LicenseIDs, ", ") + ` (a licence not listed is "other", with --license-name)`
 }
 
 func (e *InputError) Error() string { return fmt.Sprintf("bundle: %s: %s", e.Path, e.Msg) }
@@ -194,26 +216,79 @@ func (o *Options) logf(format string, args ...any) {
 func (o *Options) check() error {
 	switch {
 	case o.CheckpointDir == "":
-		return &InputError{Path: "--checkpoint", Msg: "required"}
+		return &InputError{Path: "--checkpoint", Msg: "required", Option: true}
 	case o.OutDir == "":
-		return &InputError{Path: "--out", Msg: "required"}
+		return &InputError{Path: "--out", Msg: "required", Option: true}
 	case o.SourceDir == "":
-		return &InputError{Path: "--source", Msg: "required"}
+		return &InputError{Path: "--source", Msg: "required", Option: true}
 	case o.LicenseFile == "":
-		return &InputError{Path: "--license", Msg: "a release needs the source model's licence file"}
+		return &InputError{Path: "--license", Msg: "a release needs the source model's licence file", Option: true}
+	case o.HubRepo == "":
+		return &InputError{Path: "--hub-repo", Msg: "required (owner/name): the model card's download commands name the repo the release is published under", Option: true}
+	case !sums.ValidRepo(o.HubRepo):
+		return &InputError{Path: "--hub-repo", Msg: fmt.Sprintf("%q is not a hub repo id 'owner/name'", o.HubRepo), Option: true}
 	case !sums.ValidName(o.Revision):
-		return &InputError{Path: "--revision", Msg: fmt.Sprintf("%q is not a tag of [A-Za-z0-9._-]", o.Revision)}
+		return &InputError{Path: "--revision", Msg: fmt.Sprintf("%q is not a tag of [A-Za-z0-9._-]", o.Revision), Option: true}
 	case !sums.ValidRepo(o.BaseModel):
-		return &InputError{Path: "--base-model", Msg: fmt.Sprintf("%q is not a hub repo id 'owner/name'", o.BaseModel)}
+		return &InputError{Path: "--base-model", Msg: fmt.Sprintf("%q is not a hub repo id 'owner/name'", o.BaseModel), Option: true}
 	case o.BaseRevision != "" && !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(o.BaseRevision):
-		return &InputError{Path: "--base-revision", Msg: fmt.Sprintf("%q is not a 40-hex commit", o.BaseRevision)}
-	case o.HubRepo != "" && !sums.ValidRepo(o.HubRepo):
-		return &InputError{Path: "--hub-repo", Msg: fmt.Sprintf("%q is not a hub repo id 'owner/name'", o.HubRepo)}
+		return &InputError{Path: "--base-revision", Msg: fmt.Sprintf("%q is not a 40-hex commit", o.BaseRevision), Option: true}
+	case o.License.ID != "" && !card.KnownLicense(o.License.ID):
+		return &InputError{Path: "--license-id", Msg: fmt.Sprintf("%q is not a Hugging Face licence id; %s", o.License.ID, acceptedLicenses()), Option: true}
+	case o.License.ID == "other" && o.License.Name == "":
+		return &InputError{Path: "--license-name", Msg: "required with --license-id other: the card names the licence", Option: true}
 	case o.Version == "" || !sums.ValidName("lfmq-"+o.Version):
+		// The version is this binary's, not an option: a bad one is a
+		// build of lfmq that cannot make releases.
 		return &InputError{Path: "version", Msg: fmt.Sprintf("%q cannot name the source archive's directory", o.Version)}
 	}
 	if !sums.ValidName(ReleaseID(o.BaseModel, o.Revision)) {
-		return &InputError{Path: "--base-model", Msg: "gives an invalid release id"}
+		return &InputError{Path: "--base-model", Msg: "gives an invalid release id", Option: true}
+	}
+	return nil
+}
+
+// checkPaths checks that every path option names an existing file or
+// directory of the right kind, so that a mistyped path is refused at once
+// as a bad option, not minutes into the build as a failed read.
+func (o *Options) checkPaths() error {
+	for _, d := range []struct{ flag, path string }{
+		{"--checkpoint", o.CheckpointDir}, {"--source", o.SourceDir}, {"--evidence", o.EvidenceDir},
+	} {
+		if d.path == "" {
+			continue
+		}
+		info, err := os.Stat(d.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return optionError(d.flag, d.path, "no such directory")
+		case err != nil:
+			return optionError(d.flag, d.path, err.Error())
+		case !info.IsDir():
+			return optionError(d.flag, d.path, "not a directory")
+		}
+	}
+	files := []struct{ flag, path string }{{"--license", o.LicenseFile}, {"--source-card", o.SourceCard}}
+	for _, n := range o.NoticeFiles {
+		files = append(files, struct{ flag, path string }{"--notice", n})
+	}
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		// Lstat, as readInput: a link is refused, not followed.
+		info, err := os.Lstat(f.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return optionError(f.flag, f.path, "no such file")
+		case err != nil:
+			return optionError(f.flag, f.path, err.Error())
+		case !info.Mode().IsRegular():
+			return optionError(f.flag, f.path, "not a regular file")
+		}
+	}
+	if mod, err := readModulePath(filepath.Join(o.SourceDir, "go.mod")); err != nil || mod != ModulePath {
+		return optionError("--source", o.SourceDir, "not the root of the "+ModulePath+" module (a go.mod declaring it)")
 	}
 	return nil
 }
@@ -233,12 +308,19 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	if err := opts.checkPaths(); err != nil {
+		return nil, err
+	}
 	out, err := filepath.Abs(opts.OutDir)
 	if err != nil {
 		return nil, err
 	}
+	if info, err := os.Stat(out); err == nil && !info.IsDir() {
+		return nil, optionError("--out", opts.OutDir, "exists and is not a directory")
+	}
 	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
-		return nil, &InputError{Path: out, Msg: "exists and is not empty"}
+		// Never mixed with or replacing an earlier release.
+		return nil, optionError("--out", opts.OutDir, "exists and is not empty; give a new or empty directory")
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
@@ -377,6 +459,16 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	}
 
 	// The card, from what is known before it.
+	var plots []card.Plot
+	for _, e := range evidence {
+		if path.Ext(e.Path) == ".svg" {
+			alt := svgTitle(e.Data)
+			if alt == "" {
+				alt = "Plot " + path.Base(e.Path)
+			}
+			plots = append(plots, card.Plot{Path: e.Path, Alt: alt})
+		}
+	}
 	var quality []string
 	if o.Quality != nil && len(evidence) > 0 {
 		if quality, err = o.Quality(evidence); err != nil {
@@ -390,7 +482,7 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 		LfmqVersion: o.Version, Manifest: manifest, ManifestSHA256: manifestSHA,
 		Source:  card.Runtime{Path: sums.SourceArchivePath, Size: int64(len(srcArchive)), SHA256: srcSHA},
 		License: lmeta, Language: langs,
-		Notices: noticeNames, Evidence: evidencePaths, Quality: quality,
+		Notices: noticeNames, Evidence: evidencePaths, Plots: plots, Quality: quality,
 	}
 	for _, bin := range binaries {
 		in.Runtime = append(in.Runtime, card.Runtime{Platform: bin.Platform, Path: bin.Path, Size: bin.Size, SHA256: bin.SHA256})
@@ -456,7 +548,7 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	return &Result{
 		ReleaseID: releaseID, Digest: hex.EncodeToString(digest[:]),
 		ManifestSHA256: manifestSHA, SourceSHA256: srcSHA, Runtime: binaries,
-		Files: len(entries) + 1, Bytes: total + int64(len(sumsData)),
+		Files: len(entries), Bytes: total,
 	}, nil
 }
 
@@ -494,10 +586,10 @@ func (b *builder) notices() ([]EvidenceFile, error) {
 	for _, p := range b.opts.NoticeFiles {
 		name := filepath.Base(p)
 		if !sums.ValidName(name) || slices.Contains(reserved, name) {
-			return nil, &InputError{Path: p, Msg: fmt.Sprintf("%q cannot be a top-level file of the release", name)}
+			return nil, optionError("--notice", p, fmt.Sprintf("%q cannot be a top-level file of the release", name))
 		}
 		if slices.ContainsFunc(out, func(e EvidenceFile) bool { return e.Path == name }) {
-			return nil, &InputError{Path: p, Msg: "two notices named " + name}
+			return nil, optionError("--notice", p, "two notices named "+name)
 		}
 		data, err := readInput(p)
 		if err != nil {
@@ -543,6 +635,53 @@ func readEvidence(dir string) ([]EvidenceFile, error) {
 		return nil, &InputError{Path: dir, Msg: "no evidence files"}
 	}
 	return out, nil
+}
+
+// svgTitle returns an SVG's title, for the alternative text of its image on
+// the card: its <title> element, the SVG way of naming a graphic, else its
+// first <text> element, where lfmq score --plot writes the plot's title;
+// "" when it has neither.
+func svgTitle(data []byte) string {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	var first string
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return first
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok || (se.Name.Local != "title" && se.Name.Local != "text") {
+			continue
+		}
+		s := elementText(d)
+		if se.Name.Local == "title" && s != "" {
+			return s
+		}
+		if first == "" {
+			first = s
+		}
+	}
+}
+
+// elementText reads up to the end of the element just started and returns
+// its text, nested elements' included, on one line.
+func elementText(d *xml.Decoder) string {
+	var b strings.Builder
+	for depth := 1; depth > 0; {
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			b.Write(t)
+		}
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // copyCheckpoint checks the checkpoint's structure, then copies the
@@ -714,6 +853,9 @@ func resolveLicense(o *Options, text []byte) (card.License, []string, error) {
 		if err != nil {
 			return l, nil, &InputError{Path: o.SourceCard, Msg: err.Error()}
 		}
+		if fm.License.ID != "" && !card.KnownLicense(fm.License.ID) && o.License.ID == "" {
+			return l, nil, &InputError{Path: o.SourceCard, Msg: fmt.Sprintf("license %q is not a Hugging Face licence id; give --license-id (%s)", fm.License.ID, acceptedLicenses())}
+		}
 		l, langs = fm.License, fm.Language
 	}
 	if l.ID == "" && o.License.ID == "" {
@@ -735,9 +877,12 @@ func resolveLicense(o *Options, text []byte) (card.License, []string, error) {
 	}
 	switch {
 	case l.ID == "":
-		return l, nil, &InputError{Path: o.LicenseFile, Msg: "licence not recognised; give --license-id (and --license-name for other) or --source-card"}
+		// The text is fine; the command line has to name the licence.
+		return l, nil, &InputError{Path: o.LicenseFile, Msg: "licence not recognised; give --license-id (and --license-name for other) or --source-card", Option: true}
 	case l.ID == "other" && l.Name == "":
-		return l, nil, &InputError{Path: "--license-name", Msg: "required when the licence is \"other\""}
+		// check refuses --license-id other without a name, so this is the
+		// source card's license without its license_name.
+		return l, nil, &InputError{Path: o.SourceCard, Msg: "license \"other\" without a license_name; give --license-name"}
 	}
 	return l, langs, nil
 }

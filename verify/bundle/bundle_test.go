@@ -87,42 +87,70 @@ func TestParsePlatforms(t *testing.T) {
 func TestBuildRefuses(t *testing.T) {
 	ckpt := bundletest.Checkpoint(t)
 	src := bundletest.Source(t)
+	// writeFile writes data to a new file named name and returns its path.
+	writeFile := func(t *testing.T, name, data string) string {
+		p := filepath.Join(t.TempDir(), name)
+		os.WriteFile(p, []byte(data), 0o644)
+		return p
+	}
 	tests := []struct {
 		name string
 		edit func(t *testing.T, o *bundle.Options)
 		want func(err error) bool
+		// outExists: the test itself puts something at the output path.
+		outExists bool
 	}{
-		{"no licence", func(t *testing.T, o *bundle.Options) { o.LicenseFile = "" }, isInput},
-		{"licence missing", func(t *testing.T, o *bundle.Options) { o.LicenseFile = filepath.Join(t.TempDir(), "nope") }, isInput},
-		{"unknown licence", func(t *testing.T, o *bundle.Options) {
-			o.LicenseFile = filepath.Join(t.TempDir(), "L")
-			os.WriteFile(o.LicenseFile, []byte("All rights reserved.\n"), 0o644)
-		}, isInput},
-		{"other without name", func(t *testing.T, o *bundle.Options) { o.License.ID = "other" }, isInput},
-		{"bad revision", func(t *testing.T, o *bundle.Options) { o.Revision = "../v1" }, isInput},
-		{"bad base model", func(t *testing.T, o *bundle.Options) { o.BaseModel = "just-a-name" }, isInput},
+		// Options that cannot work as given.
+		{"no licence", func(t *testing.T, o *bundle.Options) { o.LicenseFile = "" }, isOption("--license"), false},
+		{"licence missing", func(t *testing.T, o *bundle.Options) { o.LicenseFile = filepath.Join(t.TempDir(), "nope") }, isOption("--license", "no such file"), false},
+		{"licence is a directory", func(t *testing.T, o *bundle.Options) { o.LicenseFile = t.TempDir() }, isOption("--license", "not a regular file"), false},
+		{"licence not recognised", func(t *testing.T, o *bundle.Options) {
+			o.LicenseFile = writeFile(t, "L", "All rights reserved.\n")
+		}, isOption("--license-id"), false},
+		{"unknown licence id", func(t *testing.T, o *bundle.Options) { o.License.ID = "foo" },
+			isOption("--license-id", `"foo" is not a Hugging Face licence id`, "accepted: apache-2.0, mit,", "llama3.1", "other"), false},
+		{"other without name", func(t *testing.T, o *bundle.Options) { o.License.ID = "other" }, isOption("--license-name"), false},
+		{"no hub repo", func(t *testing.T, o *bundle.Options) { o.HubRepo = "" }, isOption("--hub-repo", "download commands"), false},
+		{"bad hub repo", func(t *testing.T, o *bundle.Options) { o.HubRepo = "OWNER REPO" }, isOption("--hub-repo", "not a hub repo id"), false},
+		{"bad revision", func(t *testing.T, o *bundle.Options) { o.Revision = "../v1" }, isOption("--revision"), false},
+		{"bad base model", func(t *testing.T, o *bundle.Options) { o.BaseModel = "just-a-name" }, isOption("--base-model"), false},
+		{"checkpoint missing", func(t *testing.T, o *bundle.Options) { o.CheckpointDir = filepath.Join(t.TempDir(), "nope") }, isOption("--checkpoint", "no such directory"), false},
+		{"source not the module", func(t *testing.T, o *bundle.Options) { o.SourceDir = t.TempDir() }, isOption("--source", "module"), false},
+		{"evidence missing", func(t *testing.T, o *bundle.Options) { o.EvidenceDir = filepath.Join(t.TempDir(), "nope") }, isOption("--evidence", "no such directory"), false},
+		{"evidence is a file", func(t *testing.T, o *bundle.Options) { o.EvidenceDir = writeFile(t, "e.json", "{}") }, isOption("--evidence", "not a directory"), false},
+		{"source card missing", func(t *testing.T, o *bundle.Options) { o.SourceCard = filepath.Join(t.TempDir(), "README.md") }, isOption("--source-card", "no such file"), false},
 		{"notice named LICENSE", func(t *testing.T, o *bundle.Options) {
-			p := filepath.Join(t.TempDir(), "LICENSE")
-			os.WriteFile(p, []byte("x"), 0o644)
-			o.NoticeFiles = []string{p}
-		}, isInput},
+			o.NoticeFiles = []string{writeFile(t, "LICENSE", "x")}
+		}, isOption("--notice"), false},
 		{"notice named SHA256SUMS.sig", func(t *testing.T, o *bundle.Options) {
-			p := filepath.Join(t.TempDir(), "SHA256SUMS.sig")
-			os.WriteFile(p, []byte("x"), 0o644)
-			o.NoticeFiles = []string{p}
-		}, isInput},
+			o.NoticeFiles = []string{writeFile(t, "SHA256SUMS.sig", "x")}
+		}, isOption("--notice"), false},
 		{"out not empty", func(t *testing.T, o *bundle.Options) {
 			os.MkdirAll(o.OutDir, 0o755)
 			os.WriteFile(filepath.Join(o.OutDir, "x"), nil, 0o644)
-		}, isInput},
+		}, isOption("--out", "not empty"), true},
+		{"out is a file", func(t *testing.T, o *bundle.Options) {
+			os.WriteFile(o.OutDir, nil, 0o644)
+		}, isOption("--out", "not a directory"), true},
+		// Inputs whose contents are refused.
+		{"empty licence", func(t *testing.T, o *bundle.Options) { o.LicenseFile = writeFile(t, "L", "\n") }, isContent("empty licence"), false},
+		{"source card licence unknown", func(t *testing.T, o *bundle.Options) {
+			o.SourceCard = writeFile(t, "README.md", "---\nlicense: foo\n---\n")
+		}, isContent(`license "foo"`, "--license-id", "accepted:"), false},
+		{"source card other unnamed", func(t *testing.T, o *bundle.Options) {
+			o.SourceCard = writeFile(t, "README.md", "---\nlicense: other\n---\n")
+		}, isContent("license_name", "--license-name"), false},
+		{"source card front matter", func(t *testing.T, o *bundle.Options) {
+			o.SourceCard = writeFile(t, "README.md", "---\nlicense: mit\n")
+		}, isContent("front matter"), false},
 		{"evidence not json", func(t *testing.T, o *bundle.Options) {
 			o.EvidenceDir = t.TempDir()
 			os.WriteFile(filepath.Join(o.EvidenceDir, "a.json"), []byte("{"), 0o644)
-		}, isInput},
+		}, isContent("not valid JSON"), false},
 		{"evidence stray file", func(t *testing.T, o *bundle.Options) {
 			o.EvidenceDir = t.TempDir()
 			os.WriteFile(filepath.Join(o.EvidenceDir, "notes.txt"), []byte("x"), 0o644)
-		}, isInput},
+		}, isContent("not an evidence file"), false},
 		{"damaged checkpoint", func(t *testing.T, o *bundle.Options) {
 			dir := filepath.Join(t.TempDir(), "ck")
 			bundletest.CopyDir(t, ckpt, dir)
@@ -131,18 +159,18 @@ func TestBuildRefuses(t *testing.T) {
 			b[len(b)-1] ^= 1
 			os.WriteFile(p, b, 0o644)
 			o.CheckpointDir = dir
-		}, func(err error) bool { var m *lfmq1.MismatchError; return errors.As(err, &m) && m.Kind == "hash" }},
+		}, func(err error) bool { var m *lfmq1.MismatchError; return errors.As(err, &m) && m.Kind == "hash" }, false},
 		{"toolchain pin", func(t *testing.T, o *bundle.Options) {
 			dir := filepath.Join(t.TempDir(), "src")
 			bundletest.CopyDir(t, src, dir)
 			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module github.com/lfmq/lfmq\n\ngo 1.26.0\n\ntoolchain go1.26.0-not-this-one\n"), 0o644)
 			o.SourceDir = dir
-		}, func(err error) bool { var te *bundle.ToolchainError; return errors.As(err, &te) }},
+		}, func(err error) bool { var te *bundle.ToolchainError; return errors.As(err, &te) }, false},
 		{"build fails", func(t *testing.T, o *bundle.Options) {
 			o.BuildBinary = func(context.Context, bundle.Platform, string, string, string) error {
 				return errors.New("compiler on fire")
 			}
-		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "compiler on fire") }},
+		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "compiler on fire") }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,7 +187,7 @@ func TestBuildRefuses(t *testing.T) {
 				if strings.HasPrefix(e.Name(), ".release.tmp-") {
 					t.Errorf("temporary directory %s left behind", e.Name())
 				}
-				if e.Name() == "release" && tt.name != "out not empty" {
+				if e.Name() == "release" && !tt.outExists {
 					t.Error("a release directory appeared")
 				}
 			}
@@ -167,7 +195,32 @@ func TestBuildRefuses(t *testing.T) {
 	}
 }
 
-func isInput(err error) bool { var ie *bundle.InputError; return errors.As(err, &ie) }
+// isOption accepts an *InputError marked as an option error whose message
+// has every one of want.
+func isOption(want ...string) func(error) bool {
+	return isInputError(true, want)
+}
+
+// isContent accepts an *InputError about an input's contents whose message
+// has every one of want.
+func isContent(want ...string) func(error) bool {
+	return isInputError(false, want)
+}
+
+func isInputError(option bool, want []string) func(error) bool {
+	return func(err error) bool {
+		var ie *bundle.InputError
+		if !errors.As(err, &ie) || ie.Option != option {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				return false
+			}
+		}
+		return true
+	}
+}
 
 func TestBuildContents(t *testing.T) {
 	ckpt := bundletest.Checkpoint(t)
@@ -176,7 +229,8 @@ func TestBuildContents(t *testing.T) {
 	opts := bundletest.Options(t, ckpt, src, out)
 	opts.EvidenceDir = t.TempDir()
 	os.WriteFile(filepath.Join(opts.EvidenceDir, "fidelity-rtn.json"), []byte(`{"kl": 0.05}`+"\n"), 0o644)
-	os.WriteFile(filepath.Join(opts.EvidenceDir, "kl.svg"), []byte("<svg/>\n"), 0o644)
+	os.WriteFile(filepath.Join(opts.EvidenceDir, "kl.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text x="1">KL per token: chat</text></svg>`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(opts.EvidenceDir, "untitled.svg"), []byte("<svg/>\n"), 0o644)
 	var seen []string
 	opts.Quality = func(files []bundle.EvidenceFile) ([]string, error) {
 		for _, f := range files {
@@ -188,11 +242,15 @@ func TestBuildContents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seen, []string{"evidence/fidelity-rtn.json", "evidence/kl.svg"}) {
+	if !slices.Equal(seen, []string{"evidence/fidelity-rtn.json", "evidence/kl.svg", "evidence/untitled.svg"}) {
 		t.Errorf("quality hook saw %v", seen)
 	}
 	readme, _ := os.ReadFile(filepath.Join(out, "README.md"))
-	for _, want := range []string{"| RTN | 0.05 |", "license: apache-2.0", "base_model: test/tiny-lfm2-moe", "`NOTICE`", "`evidence/fidelity-rtn.json`"} {
+	for _, want := range []string{"| RTN | 0.05 |", "license: apache-2.0", "base_model: test/tiny-lfm2-moe", "`NOTICE`", "`evidence/fidelity-rtn.json`",
+		"lfmq download https://huggingface.co/" + bundletest.HubRepo + " --revision v1",
+		// Plots are images with relative links: the SVG's title as the
+		// alternative text, else the file's name.
+		"![KL per token: chat](evidence/kl.svg)", "![Plot untitled.svg](evidence/untitled.svg)"} {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README lacks %q", want)
 		}

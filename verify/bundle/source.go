@@ -36,7 +36,7 @@ func FindModuleRoot(dir string) (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", &InputError{Path: dir, Msg: "not inside the " + ModulePath + " module (no go.mod declaring it above); pass --source"}
+			return "", &InputError{Path: dir, Msg: "not inside the " + ModulePath + " module (no go.mod declaring it above); pass --source", Option: true}
 		}
 	}
 }

@@ -16,6 +16,9 @@ const License = "Test licence for lfmq fixtures.\n\nApache License\nVersion 2.0,
 // BaseModel is the base model repo id of test releases.
 const BaseModel = "test/tiny-lfm2-moe"
 
+// HubRepo is the hub repo id test releases are built for.
+const HubRepo = "test/tiny-lfm2-moe-lfmq1"
+
 // Checkpoint quantizes the fixture model with RTN into a new temporary
 // directory and returns it.
 func Checkpoint(t testing.TB) string {
@@ -65,7 +68,7 @@ func FakeBinary(_ context.Context, p bundle.Platform, _, ldflags, out string) er
 
 // Options returns the options of a test release into out: the given
 // checkpoint and source, linux/amd64 and darwin/arm64 stand-in binaries, a
-// licence and a notice.
+// licence and a notice, published as HubRepo.
 func Options(t testing.TB, ckpt, src, out string) bundle.Options {
 	t.Helper()
 	dir := t.TempDir()
@@ -79,7 +82,7 @@ func Options(t testing.TB, ckpt, src, out string) bundle.Options {
 	}
 	return bundle.Options{
 		CheckpointDir: ckpt, OutDir: out, SourceDir: src, Revision: "v1",
-		BaseModel: BaseModel, LicenseFile: lic, NoticeFiles: []string{notice},
+		BaseModel: BaseModel, HubRepo: HubRepo, LicenseFile: lic, NoticeFiles: []string{notice},
 		Platforms: []bundle.Platform{{GOOS: "darwin", GOARCH: "arm64"}, {GOOS: "linux", GOARCH: "amd64"}},
 		Version:   "0.0.0-test", BuildBinary: FakeBinary,
 	}
