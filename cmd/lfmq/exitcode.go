@@ -9,7 +9,7 @@ import (
 	"github.com/lfmq/lfmq/verify"
 )
 
-// Exit codes (DESIGN.md).
+// Exit codes (docs/cli.md has the rule and its examples).
 const (
 	exitOK       = 0
 	exitFailure  = 1
@@ -27,6 +27,7 @@ func (e *usageError) Unwrap() error { return e.err }
 func exitCode(err error) int {
 	var ue *usageError
 	var mm *lfmq1.MismatchError
+	var me *lfmq1.ManifestError
 	var vm *verify.MismatchError
 	var rm *refcache.MismatchError
 	var oe *lfmq1.OutputExistsError
@@ -39,7 +40,9 @@ func exitCode(err error) int {
 		// release's) is the command line's fault: the same command with
 		// another directory works.
 		return exitUsage
-	case errors.As(err, &mm), errors.As(err, &vm), errors.As(err, &rm):
+	case errors.As(err, &mm), errors.As(err, &vm), errors.As(err, &rm), errors.As(err, &me):
+		// A checkpoint whose manifest.json is unreadable fails
+		// verification like one whose files differ from it.
 		return exitMismatch
 	}
 	return exitFailure

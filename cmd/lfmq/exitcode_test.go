@@ -28,6 +28,13 @@ func TestExitCodes(t *testing.T) {
 	data, _ := os.ReadFile(notice)
 	os.WriteFile(notice, append(data, '!'), 0o644)
 
+	brokenManifest := filepath.Join(tmp, "ckpt")
+	ios0, _, stderr0 := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", brokenManifest, "--method", "rtn"}, ios0); code != 0 {
+		t.Fatalf("quantize: %s", stderr0)
+	}
+	os.WriteFile(filepath.Join(brokenManifest, "manifest.json"), []byte("{"), 0o644)
+
 	tests := []struct {
 		name string
 		args []string
@@ -46,6 +53,7 @@ func TestExitCodes(t *testing.T) {
 		{"garbage corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "g=" + garbageCorpus}, exitFailure, "not a JSON object"},
 		{"not a checkpoint", []string{"generate", "--model", tmp, "--prompt", "x"}, exitFailure, "config.json"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
+		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -84,6 +84,9 @@ func finding(dir string, err error) Finding {
 		return f
 	}
 	f.Kind, f.Path, f.Tensor = mm.Kind, mm.Path, mm.Tensor
+	if mm.Kind == "header" {
+		f.Kind = FindingMalformed // a safetensors header lfmq cannot read
+	}
 	switch {
 	case mm.Kind == "hash":
 		f.WantSHA256, f.GotSHA256 = mm.Want, mm.Got

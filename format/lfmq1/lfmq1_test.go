@@ -130,6 +130,12 @@ func TestDamage(t *testing.T) {
 		{"extra file", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644)
 		}, CheckStructure, "extra", "notes.txt"},
+		{"header damaged, size kept", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, GlobalFile)
+			data, _ := os.ReadFile(p)
+			data[10] = '!' // inside the JSON header
+			os.WriteFile(p, data, 0o644)
+		}, CheckStructure, "header", GlobalFile},
 		{"manifest not JSON", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), []byte("{"), 0o644)
 		}, CheckStructure, "", "invalid JSON"},

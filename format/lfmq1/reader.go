@@ -226,19 +226,23 @@ func Open(dir string, check Check) (*Checkpoint, error) {
 			add(&MismatchError{Path: e.Name(), Kind: "extra", Got: "not listed in the manifest"})
 		}
 	}
+	damaged := map[string]bool{} // files already reported: their headers are not read
 	for _, fe := range m.Files {
 		path := filepath.Join(dir, fe.Path)
 		st, err := os.Lstat(path)
 		if err != nil {
 			add(&MismatchError{Path: fe.Path, Kind: "missing"})
+			damaged[fe.Path] = true
 			continue
 		}
 		if !st.Mode().IsRegular() {
 			add(&MismatchError{Path: fe.Path, Kind: "file", Got: "not a regular file"})
+			damaged[fe.Path] = true
 			continue
 		}
 		if st.Size() != fe.Size {
 			add(&MismatchError{Path: fe.Path, Kind: "size", Want: fmt.Sprint(fe.Size), Got: fmt.Sprint(st.Size())})
+			damaged[fe.Path] = true
 			continue
 		}
 		if check >= CheckFiles {
@@ -261,12 +265,14 @@ func Open(dir string, check Check) (*Checkpoint, error) {
 		byFile[t.File] = append(byFile[t.File], t)
 	}
 	for _, fe := range m.Files {
-		if filepath.Ext(fe.Path) != ".safetensors" {
+		if filepath.Ext(fe.Path) != ".safetensors" || damaged[fe.Path] {
 			continue
 		}
 		f, err := safetensors.Open(filepath.Join(dir, fe.Path))
 		if err != nil {
-			findings = append(findings, err)
+			// The file has the listed size but not a readable header:
+			// it differs from what the manifest describes.
+			add(&MismatchError{Path: fe.Path, Kind: "header", Got: err.Error()})
 			continue
 		}
 		c.files[fe.Path] = f
