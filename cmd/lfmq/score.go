@@ -279,7 +279,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			bar.Set(done)
 		}
 	} else {
-		lp := newLineProgress(opts.IO.ErrOut, "scoring", "windows", statusEvery)
+		lp := newLineProgress(opts.IO.ErrOut, "scoring", "tokens", statusEvery)
 		defer lp.finish()
 		so.Progress = func(done, total int) {
 			lp.Start(total)
