@@ -290,6 +290,10 @@ func produce(src *hf.Checkpoint, e plan.Entry) (produced, error) {
 			return produced{}, err
 		}
 		t.DType, t.StoredShape, t.Data = dtype.F32, info.Shape, data
+		if e.Slice != nil {
+			// weightValues took the entry's slice of a fused source.
+			t.StoredShape = e.Shape
+		}
 		return produced{tensor: t}, nil
 	}
 	w, err := weightValues(src, e)

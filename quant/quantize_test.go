@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -354,6 +355,71 @@ func TestSymlinkedSource(t *testing.T) {
 		y, err2 := os.ReadFile(filepath.Join(out, name))
 		if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
 			t.Errorf("%s differs from the unlinked source's (%v, %v)", name, err1, err2)
+		}
+	}
+}
+
+// TestKeepExpertsFusedF32: --experts keep on the transformers-v5 fused
+// expert layout in F32 stores each expert's slice with the expert's own
+// shape and values (the whole fused shape was once recorded for it).
+func TestKeepExpertsFusedF32(t *testing.T) {
+	const E, H, F = 16, 128, 128
+	orig := map[string][]float32{}
+	model := copyModelWith(t, func(tensors []safetensors.Tensor) []safetensors.Tensor {
+		byName := map[string]safetensors.Tensor{}
+		var out []safetensors.Tensor
+		for _, x := range tensors {
+			if strings.Contains(x.Name, ".feed_forward.experts.") {
+				byName[x.Name] = x
+				continue
+			}
+			out = append(out, x)
+		}
+		f32 := func(x safetensors.Tensor) []byte {
+			v := make([]float32, len(x.Data)/2)
+			if err := dtype.ToFloat32(dtype.BF16, x.Data, v); err != nil {
+				t.Fatal(err)
+			}
+			orig[x.Name] = v
+			b, _ := dtype.FromFloat32(dtype.F32, v)
+			return b
+		}
+		for l := 2; l < 8; l++ {
+			p := fmt.Sprintf("model.layers.%d.feed_forward.experts.", l)
+			var up, down []byte
+			for e := range E {
+				up = append(up, f32(byName[fmt.Sprintf("%s%d.w1.weight", p, e)])...)
+				up = append(up, f32(byName[fmt.Sprintf("%s%d.w3.weight", p, e)])...)
+				down = append(down, f32(byName[fmt.Sprintf("%s%d.w2.weight", p, e)])...)
+			}
+			out = append(out,
+				safetensors.Tensor{Name: p + "gate_up_proj", DType: dtype.F32, Shape: []int64{E, 2 * F, H}, Data: up},
+				safetensors.Tensor{Name: p + "down_proj", DType: dtype.F32, Shape: []int64{E, H, F}, Data: down})
+		}
+		return out
+	})
+	out := filepath.Join(t.TempDir(), "keep")
+	if _, err := Quantize(context.Background(), Options{ModelDir: model, OutDir: out, KeepExperts: true, CreatedBy: "test"}); err != nil {
+		t.Fatalf("--experts keep on fused F32 experts: %v", err)
+	}
+	c, err := lfmq1.Open(out, lfmq1.CheckTensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, name := range []string{"model.layers.4.feed_forward.experts.3.w2.weight", "model.layers.7.feed_forward.experts.15.w3.weight"} {
+		st, err := c.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(st.StoredShape) != fmt.Sprint(st.Shape) || len(st.Data) != 4*F*H {
+			t.Errorf("%s: stored shape %v, logical %v, %d bytes", name, st.StoredShape, st.Shape, len(st.Data))
+			continue
+		}
+		got := make([]float32, F*H)
+		dtype.ToFloat32(dtype.F32, st.Data, got)
+		if fmt.Sprint(got) != fmt.Sprint(orig[name]) {
+			t.Errorf("%s: values differ from the source expert's", name)
 		}
 	}
 }
