@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/durable"
 )
 
 func sample() *evidence.File {
@@ -88,7 +89,7 @@ func TestWriteRead(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("temporary files left: %v", entries)
 	}
-	a, _ := evidence.CreateAtomic(filepath.Join(dir, "gone"))
+	a, _ := durable.Create(filepath.Join(dir, "gone"))
 	a.Write([]byte("x"))
 	a.Abort()
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {

@@ -286,16 +286,16 @@ func (p *Plan) bindCache(dry bool) error {
 // Command returns the plan as one shell line: the runtime and its
 // arguments, each quoted when it needs to be.
 func (p *Plan) Command() string {
-	parts := []string{quote(p.Binary)}
+	parts := []string{ShellQuote(p.Binary)}
 	for _, a := range p.Args {
-		parts = append(parts, quote(a))
+		parts = append(parts, ShellQuote(a))
 	}
 	return strings.Join(parts, " ")
 }
 
-// quote single-quotes a word for a POSIX shell when it has anything but
-// letters, digits and -_./=:,@+%.
-func quote(s string) string {
+// ShellQuote single-quotes a word for a POSIX shell when it has anything
+// but letters, digits and -_./=:,@+%, so printed commands can be pasted.
+func ShellQuote(s string) string {
 	if s == "" {
 		return "''"
 	}

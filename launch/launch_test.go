@@ -175,8 +175,8 @@ func TestDir(t *testing.T) {
 
 func TestQuote(t *testing.T) {
 	for in, want := range map[string]string{"plain/path-1.2": "plain/path-1.2", "with space": "'with space'", "it's": `'it'\''s'`, "": "''", `{"a":1}`: `'{"a":1}'`} {
-		if got := quote(in); got != want {
-			t.Errorf("quote(%q) = %s, want %s", in, got, want)
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

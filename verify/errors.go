@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lfmq/lfmq/internal/jsonnull"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -136,18 +137,6 @@ func (e *MismatchError) Unwrap() error {
 // expected/actual digest and size (null when unknown), authority, detail,
 // and same_bytes_as when an extra file holds a missing file's bytes.
 func (e *MismatchError) MarshalJSON() ([]byte, error) {
-	size := func(n int64) *int64 {
-		if n < 0 {
-			return nil
-		}
-		return &n
-	}
-	str := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
 	return json.Marshal(struct {
 		Kind           Kind     `json:"kind"`
 		Path           string   `json:"path"`
@@ -158,5 +147,5 @@ func (e *MismatchError) MarshalJSON() ([]byte, error) {
 		Authority      string   `json:"authority"`
 		Detail         string   `json:"detail,omitempty"`
 		SameBytesAs    []string `json:"same_bytes_as,omitempty"`
-	}{e.Kind, e.Path, str(e.WantSHA256), str(e.GotSHA256), size(e.WantSize), size(e.GotSize), e.Authority, e.Detail, e.SameBytesAs})
+	}{e.Kind, e.Path, jsonnull.String(e.WantSHA256), jsonnull.String(e.GotSHA256), jsonnull.Size(e.WantSize), jsonnull.Size(e.GotSize), e.Authority, e.Detail, e.SameBytesAs})
 }

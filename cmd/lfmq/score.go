@@ -17,6 +17,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/report"
 	"github.com/lfmq/lfmq/evidence/score"
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/units"
 )
 
@@ -353,7 +354,7 @@ func writePlots(dir string, out *score.Output) error {
 	ref := out.File.Receipts.Reference.Name
 	for _, c := range order {
 		svg := report.CDF(fmt.Sprintf("KL(%s ‖ candidate) per token: %s, %d tokens", ref, c, len(curves[c][0].KL)), curves[c])
-		if err := evidence.WriteFileAtomic(filepath.Join(dir, "kl-"+report.FileName(c)+".svg"), svg); err != nil {
+		if err := durable.WriteFile(filepath.Join(dir, "kl-"+report.FileName(c)+".svg"), svg); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -118,7 +119,7 @@ func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
 		return err
 	}
 	sigPath := filepath.Join(dir, verify.SignatureFile)
-	if err := writeFileAtomic(sigPath, sig, 0o644); err != nil {
+	if err := durable.WriteFile(sigPath, sig); err != nil {
 		return err
 	}
 
@@ -136,8 +137,8 @@ func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
 	fmt.Fprintf(w, "  %s namespaces=\"%s\" %s\n", id, verify.SignatureNamespace, bytes.TrimSpace(ssh.MarshalAuthorizedKey(pub)))
 	fmt.Fprintln(w, "check the signature with either of:")
 	fmt.Fprintf(w, "  ssh-keygen -Y verify -f allowed_signers -I %s -n %s -s %s < %s\n",
-		shellQuote(id), verify.SignatureNamespace, shellQuote(sigPath), shellQuote(filepath.Join(dir, sums.SumsFile)))
-	fmt.Fprintf(w, "  lfmq verify --release-dir %s --allowed-signers allowed_signers --identity %s\n", shellQuote(dir), shellQuote(id))
+		launch.ShellQuote(id), verify.SignatureNamespace, launch.ShellQuote(sigPath), launch.ShellQuote(filepath.Join(dir, sums.SumsFile)))
+	fmt.Fprintf(w, "  lfmq verify --release-dir %s --allowed-signers allowed_signers --identity %s\n", launch.ShellQuote(dir), launch.ShellQuote(id))
 	if opts.Identity == "" {
 		fmt.Fprintln(w, "(ID: the signer's principal in allowed_signers, e.g. an e-mail address; --identity fills it in)")
 	}
@@ -151,64 +152,9 @@ func readSums(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, sums.MaxListBytes+1))
+	data, err := sums.ReadList(f)
 	if err != nil {
-		return nil, err
-	}
-	if len(data) > sums.MaxListBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, sums.MaxListBytes)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, nil
-}
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, written, synced, renamed over path, then the directory synced,
-// so a crash leaves the old file or the new one, never a torn one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// shellQuote single-quotes a word for a POSIX shell when it has anything
-// but letters, digits and -_./=:,@+%.
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return s
 }

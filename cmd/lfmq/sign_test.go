@@ -250,33 +250,3 @@ func TestReleaseSignRun(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	for _, data := range []string{"one", "two, longer"} {
-		if err := writeFileAtomic(p, []byte(data), 0o640); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(p)
-		st, _ := os.Stat(p)
-		if string(got) != data || st.Mode().Perm() != 0o640 {
-			t.Errorf("%q %v", got, st.Mode())
-		}
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil {
-		t.Error("no error for a missing directory")
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("left %v", entries)
-	}
-}
-
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{"": "''", "a/b-c_d.e": "a/b-c_d.e", "a b": "'a b'", "it's": `'it'\''s'`, "$HOME": "'$HOME'"} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/internal/httpstatus"
 )
 
 // Identity is what /v1/models reports about the served checkpoint and the
@@ -129,43 +130,14 @@ func (s *Server) Handler() http.Handler {
 	return s.cors(mux)
 }
 
-// statusWriter records the status for metrics and passes Flush through
-// (SSE needs it).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // route wraps a handler with auth (when authed and a key is set) and the
 // request metrics.
 func (s *Server) route(name string, authed bool, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Writer{ResponseWriter: w}
 		defer func() {
-			status := sw.status
+			status := sw.Status
 			if status == 0 {
 				status = http.StatusOK
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/durable"
 )
 
 // Format is the value of Header.Format.
@@ -190,7 +191,7 @@ func validateHeader(h *Header) string {
 type Writer struct {
 	path   string
 	h      Header
-	file   *evidence.AtomicFile
+	file   *durable.File
 	hash   hash.Hash
 	size   int64
 	zw     *zstd.Encoder
@@ -223,7 +224,7 @@ func Create(path string, h Header) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("refcache: %w", err)
 	}
-	f, err := evidence.CreateAtomic(path)
+	f, err := durable.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +329,7 @@ func (w *Writer) Close() (sum string, size int64, err error) {
 	}
 	sum = hex.EncodeToString(w.hash.Sum(nil))
 	side := fmt.Sprintf("%s  %s\n", sum, filepath.Base(w.path))
-	if err := evidence.WriteFileAtomic(SumPath(w.path), []byte(side)); err != nil {
+	if err := durable.WriteFile(SumPath(w.path), []byte(side)); err != nil {
 		return "", 0, err
 	}
 	return sum, w.size, nil

@@ -3,7 +3,8 @@
 // (safetensors files, lfmq-1 checkpoints, GPTQ resume state, release
 // bundles) calls this one function instead of keeping its own copy.
 //
-// It does not choose temporary names or rename; its callers do.
+// SyncDir is for writers that choose their own temporary names; File and
+// WriteFile do the whole of it for a single file.
 package durable
 
 import "fmt"

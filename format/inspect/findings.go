@@ -9,6 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/internal/jsonnull"
 )
 
 // FindingMalformed is the Kind of a finding that is not a comparison with
@@ -38,18 +39,6 @@ type Finding struct {
 
 // MarshalJSON writes the finding with null for what does not apply.
 func (f Finding) MarshalJSON() ([]byte, error) {
-	size := func(n int64) *int64 {
-		if n < 0 {
-			return nil
-		}
-		return &n
-	}
-	str := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
 	return json.Marshal(struct {
 		Kind           string  `json:"kind"`
 		Path           string  `json:"path"`
@@ -60,7 +49,7 @@ func (f Finding) MarshalJSON() ([]byte, error) {
 		ActualSize     *int64  `json:"actual_size"`
 		Authority      string  `json:"authority"`
 		Detail         string  `json:"detail,omitempty"`
-	}{f.Kind, f.Path, f.Tensor, str(f.WantSHA256), str(f.GotSHA256), size(f.WantSize), size(f.GotSize), lfmq1.ManifestFile, f.Detail})
+	}{f.Kind, f.Path, f.Tensor, jsonnull.String(f.WantSHA256), jsonnull.String(f.GotSHA256), jsonnull.Size(f.WantSize), jsonnull.Size(f.GotSize), lfmq1.ManifestFile, f.Detail})
 }
 
 // findings turns the error of lfmq1.Open into one Finding per joined error.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -229,4 +230,21 @@ func Format(entries []Entry, rule PathRule) ([]byte, error) {
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes(), nil
+}
+
+// ErrTooLarge reports a list file over MaxListBytes.
+var ErrTooLarge = fmt.Errorf("larger than the %d-byte limit for a list file", MaxListBytes)
+
+// ReadList reads a list file (SHA256SUMS, runtime-release.json) from r,
+// reading at most MaxListBytes+1 bytes: a longer one is ErrTooLarge, so
+// that no reader of untrusted lists holds more than the limit.
+func ReadList(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxListBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxListBytes {
+		return nil, ErrTooLarge
+	}
+	return data, nil
 }

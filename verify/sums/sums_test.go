@@ -1,6 +1,7 @@
 package sums
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -175,4 +176,16 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadList(t *testing.T) {
+	for _, tt := range []struct {
+		n       int
+		tooLong bool
+	}{{0, false}, {MaxListBytes, false}, {MaxListBytes + 1, true}} {
+		data, err := ReadList(bytes.NewReader(make([]byte, tt.n)))
+		if tt.tooLong != errors.Is(err, ErrTooLarge) || (!tt.tooLong && len(data) != tt.n) {
+			t.Errorf("%d bytes: %d read, err %v", tt.n, len(data), err)
+		}
+	}
 }

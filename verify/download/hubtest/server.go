@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lfmq/lfmq/internal/httpstatus"
 )
 
 // DefaultGitAttributes is the .gitattributes of the initial commit the
@@ -413,32 +415,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// statusWriter records the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // bearer reports whether r carries the configured token. With no token
 // configured every request is authorised.
 func (s *Server) bearer(r *http.Request) bool {
@@ -472,9 +448,9 @@ func segments(escaped string) ([]string, bool) {
 // ServeHTTP serves the hub API, downloads and (without StorageURL) the
 // LFS storage URLs.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Writer{ResponseWriter: w}
 	storage := strings.HasPrefix(r.URL.Path, storagePrefix)
-	defer func() { s.record(r, sw.status, storage && s.StorageURL != "") }()
+	defer func() { s.record(r, sw.Status, storage && s.StorageURL != "") }()
 	if storage {
 		s.serveStorage(sw, r)
 		return
@@ -487,8 +463,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Authorization header: the hub's token must never reach it.
 func (s *Server) Storage() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() { s.record(r, sw.status, true) }()
+		sw := &httpstatus.Writer{ResponseWriter: w}
+		defer func() { s.record(r, sw.Status, true) }()
 		if !strings.HasPrefix(r.URL.Path, storagePrefix) {
 			apiError(sw, http.StatusNotFound, "", "not a storage URL")
 			return

@@ -1,0 +1,35 @@
+package httpstatus
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestWriter(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler func(w http.ResponseWriter)
+		want    int
+	}{
+		{"nothing written", func(http.ResponseWriter) {}, 0},
+		{"body first", func(w http.ResponseWriter) { w.Write([]byte("x")); w.WriteHeader(http.StatusTeapot) }, http.StatusOK},
+		{"header first", func(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound); w.WriteHeader(http.StatusOK) }, http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			w := &Writer{ResponseWriter: rec}
+			tt.handler(w)
+			if w.Status != tt.want {
+				t.Errorf("Status = %d, want %d", w.Status, tt.want)
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	w := &Writer{ResponseWriter: rec}
+	w.Flush()
+	if !rec.Flushed || w.Unwrap() != rec {
+		t.Error("Flush or Unwrap did not reach the wrapped writer")
+	}
+}
