@@ -48,6 +48,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"verify", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 		{"missing flag", []string{"generate", "--prompt", "x"}, exitUsage, "--model is required"},
 		{"conflicting flags", []string{"generate", "--model", tinyModel, "--prompt", "a", "--chat", "[]"}, exitUsage, "exactly one of --prompt and --chat"},
+		{"no such model", []string{"generate", "--model", filepath.Join(tmp, "nope"), "--prompt", "x"}, exitUsage, "no such directory"},
+		{"no such release", []string{"verify", "--release-dir", filepath.Join(tmp, "nope")}, exitUsage, "no such directory"},
 		{"output not empty", []string{"quantize", "--model", tinyModel, "--out", notEmpty, "--method", "rtn"}, exitUsage, "exists and is not empty"},
 		{"empty corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "e=" + emptyCorpus}, exitFailure, "has no records"},
 		{"garbage corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "g=" + garbageCorpus}, exitFailure, "not a JSON object"},

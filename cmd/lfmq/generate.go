@@ -119,6 +119,9 @@ func (o *generateOptions) params() sample.Params {
 }
 
 func generateRun(cmd *cobra.Command, opts *generateOptions) error {
+	if err := requireDirs("--model", opts.Model); err != nil {
+		return err
+	}
 	load := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads})

@@ -55,6 +55,9 @@ findings are printed on stdout in the form 'lfmq verify --json' uses.`,
 }
 
 func inspectRun(opts *inspectOptions) error {
+	if err := requireDirs("checkpoint", opts.Dir); err != nil {
+		return err
+	}
 	opts.IO.ConfigWarnings(opts.Dir)
 	check := lfmq1.CheckTensors
 	if opts.NoVerify {

@@ -139,6 +139,9 @@ func readTokenFile(path string) (string, error) {
 }
 
 func publishRun(cmd *cobra.Command, opts *publishOptions) error {
+	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	w := opts.IO.Out
 

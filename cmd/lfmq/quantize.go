@@ -177,6 +177,9 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if err := requireDirs("--model", opts.Model); err != nil {
+		return err
+	}
 	start := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	var prog quant.Progress

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -101,6 +102,24 @@ func requireFlags(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] == "" {
 			return &usageError{errors.New("--" + pairs[i] + " is required")}
+		}
+	}
+	return nil
+}
+
+// requireDirs refuses, as usage errors, flags (name, path pairs) whose
+// path names no directory: the command line cannot work as given.
+func requireDirs(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		name, path := pairs[i], pairs[i+1]
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return &usageError{fmt.Errorf("%s %s: no such directory", name, path)}
+		case err != nil:
+			return &usageError{fmt.Errorf("%s %s: %w", name, path, err)}
+		case !st.IsDir():
+			return &usageError{fmt.Errorf("%s %s: not a directory", name, path)}
 		}
 	}
 	return nil

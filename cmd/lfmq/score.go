@@ -234,6 +234,9 @@ func commandLine(o *scoreOptions) string {
 }
 
 func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
+	if err := requireDirs("--reference", opts.Reference); err != nil {
+		return err
+	}
 	// Output directories are made before scoring, so that a bad path fails
 	// at once rather than after the run.
 	for _, p := range []string{opts.Out, opts.SaveReference} {

@@ -237,6 +237,9 @@ func loopback(host string) bool {
 }
 
 func serveRun(cmd *cobra.Command, opts *serveOptions) error {
+	if err := requireDirs("--model", opts.Model); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {
 		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)

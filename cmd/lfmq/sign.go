@@ -80,6 +80,9 @@ Exit status: 0 signed, 3 the release has findings, 1 any other failure, 2 usage.
 }
 
 func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
+	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+		return err
+	}
 	dir := opts.ReleaseDir
 	vo := verify.Options{}
 	var bar *byteBar

@@ -93,6 +93,11 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 }
 
 func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
+	if opts.ReleaseDir != "" {
+		if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+			return err
+		}
+	}
 	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers, Identity: opts.Identity}
 	if opts.AllowedSigners != "" {
 		signers, err := sshsig.ReadAllowedSigners(opts.AllowedSigners)

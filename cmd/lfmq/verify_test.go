@@ -115,10 +115,10 @@ func TestVerifyRun(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 
-	// Operational failure: exit 1.
-	ios, _, _ = testStreams()
-	if code := run(context.Background(), []string{"verify", "--release-dir", filepath.Join(dir, "nope")}, ios); code != exitFailure {
-		t.Errorf("missing directory: exit %d", code)
+	// A --release-dir that names nothing is the command line's fault.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", filepath.Join(dir, "nope")}, ios); code != exitUsage || !strings.Contains(stderr.String(), "no such directory") {
+		t.Errorf("missing directory: exit %d: %s", code, stderr)
 	}
 }
 
