@@ -466,7 +466,7 @@ func TestQueueFull(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A long stream holds the only slot until cancelled.
-	first := startStream(t, ctx, ts.URL, map[string]any{"prompt": "The sea", "max_tokens": 3000, "temperature": 0, "stream": true})
+	first := startStream(t, ctx, ts.URL, map[string]any{"prompt": "The sea", "max_tokens": 3000, "min_tokens": 3000, "temperature": 0, "stream": true})
 	defer first.Body.Close()
 	second := make(chan int, 1)
 	go func() {
@@ -527,8 +527,8 @@ func waitFor(t testing.TB, cond func() bool) {
 func TestDisconnect(t *testing.T) {
 	ts := newTestServer(t, Options{}, sched.Config{MaxNumSeqs: 1})
 	for _, body := range []map[string]any{
-		{"prompt": "The sea", "max_tokens": 3000, "temperature": 0, "stream": true},
-		{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 3000, "temperature": 0, "stream": true},
+		{"prompt": "The sea", "max_tokens": 3000, "min_tokens": 3000, "temperature": 0, "stream": true},
+		{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 3000, "min_tokens": 3000, "temperature": 0, "stream": true},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		resp := startStream(t, ctx, ts.URL, body)

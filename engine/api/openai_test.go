@@ -166,10 +166,13 @@ func TestOpenAISDK(t *testing.T) {
 			t.Errorf("404: %v", err)
 		}
 		// 429: one long stream runs, one request waits, the next is refused.
+		// min_tokens keeps the stream running past the stop tokens, so the
+		// slot stays taken however fast the machine is.
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		long := client.Chat.Completions.NewStreaming(sctx, openai.ChatCompletionNewParams{Model: "tiny",
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(3000), Temperature: openai.Float(0)})
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(3000), Temperature: openai.Float(0)},
+			option.WithJSONSet("min_tokens", 3000))
 		long.Next()
 		queued := make(chan error, 1)
 		go func() {

@@ -66,7 +66,7 @@ func TestSSEErrorFrame(t *testing.T) {
 	done := make(chan struct{})
 	go func() { sch.Run(ctx); close(done) }()
 	ts.SetReady(&Engine{Session: tinySession(t), Sched: sch})
-	resp := startStream(t, context.Background(), ts.URL, map[string]any{"prompt": "The sea", "max_tokens": 3000, "temperature": 0, "stream": true})
+	resp := startStream(t, context.Background(), ts.URL, map[string]any{"prompt": "The sea", "max_tokens": 3000, "min_tokens": 3000, "temperature": 0, "stream": true})
 	defer resp.Body.Close()
 	buf := make([]byte, 1)
 	resp.Body.Read(buf) // the stream has started
