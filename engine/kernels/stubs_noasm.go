@@ -2,6 +2,8 @@
 
 package kernels
 
+import "unsafe"
+
 // useSIMD is false where no assembly is built; it is a variable only so that
 // tests can set it on every platform.
 var useSIMD = false
@@ -42,3 +44,5 @@ func axpyAVX(a float32, x, y []float32) { fmaAxpy(y[:len(x)], a, x) }
 func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
 	tileFMAGo(acc, accStride, w, x, xStride, rows, 6*nblk)
 }
+
+func readXorAVX(p *byte, n int) uint64 { return readXorGo(unsafe.Slice(p, n)) }
