@@ -37,34 +37,87 @@ func (p *Pool) MatMulAdd(m *Matrix, y, x []float32, batch int) { p.mul(m, y, x, 
 const parallelMinBytes = 128 << 10
 
 func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
-	if batch < 0 || len(x) < batch*m.In || len(y) < batch*m.Out {
-		panic(fmt.Sprintf("kernels: %s [%d, %d] product of batch %d needs len(x) ≥ %d and len(y) ≥ %d, got %d and %d",
-			m.Format, m.Out, m.In, batch, batch*m.In, batch*m.Out, len(x), len(y)))
-	}
+	m.checkProduct(y, x, batch)
 	if batch == 0 || m.Out == 0 {
 		return
 	}
 	if int64(m.WeightBytes())*int64(batch) < parallelMinBytes {
 		p = nil
 	}
+	units := m.units()
+	if p.Threads() == 1 {
+		m.mulUnits(y, x, batch, 0, units, add)
+		return
+	}
+	p.Run(units, func(lo, hi int) { m.mulUnits(y, x, batch, lo, hi, add) })
+}
+
+// checkProduct panics unless x and y can hold a product of batch rows.
+func (m *Matrix) checkProduct(y, x []float32, batch int) {
+	if batch < 0 || len(x) < batch*m.In || len(y) < batch*m.Out {
+		panic(fmt.Sprintf("kernels: %s [%d, %d] product of batch %d needs len(x) ≥ %d and len(y) ≥ %d, got %d and %d",
+			m.Format, m.Out, m.In, batch, batch*m.In, batch*m.Out, len(x), len(y)))
+	}
+}
+
+// units is how many pieces a product's outputs split into: four rows (the
+// width of the dense matrix-vector kernel) or one BFP tile column.
+func (m *Matrix) units() int {
 	switch m.Format {
 	case F32, BF16:
-		// Units of four rows, the width of the matrix-vector kernel.
-		units := (m.Out + 3) / 4
-		if p.Threads() == 1 {
-			m.mulRows(y, x, batch, 0, m.Out, add)
-			return
-		}
-		p.Run(units, func(lo, hi int) { m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add) })
+		return (m.Out + 3) / 4
 	case BFP8, BFP4:
-		if p.Threads() == 1 {
-			m.mulCols(y, x, batch, 0, m.nTiles(), add)
-			return
-		}
-		p.Run(m.nTiles(), func(lo, hi int) { m.mulCols(y, x, batch, lo, hi, add) })
-	default:
-		panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
+		return m.nTiles()
 	}
+	panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
+}
+
+// mulUnits computes the outputs of units [lo, hi).
+func (m *Matrix) mulUnits(y, x []float32, batch, lo, hi int, add bool) {
+	switch m.Format {
+	case F32, BF16:
+		m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add)
+	default:
+		m.mulCols(y, x, batch, lo, hi, add)
+	}
+}
+
+// MulJob is one product y = M·x over Batch rows, for Pool.MatMulAll.
+type MulJob struct {
+	M     *Matrix
+	Y, X  []float32
+	Batch int
+}
+
+// MatMulAll runs every job's product in one parallel region: the outputs
+// of all the jobs are split over the Pool's goroutines together, so a few
+// small products (the experts one token selects) keep every goroutine busy
+// and wait once, at the end, instead of once per product. Jobs must not
+// write where another reads. Each output is bit-identical to MatMul's.
+func (p *Pool) MatMulAll(jobs []MulJob) {
+	start := make([]int, len(jobs)+1)
+	var work int64
+	for i, j := range jobs {
+		j.M.checkProduct(j.Y, j.X, j.Batch)
+		n := 0
+		if j.Batch > 0 && j.M.Out > 0 {
+			n = j.M.units()
+		}
+		start[i+1] = start[i] + n
+		work += int64(j.M.WeightBytes()) * int64(j.Batch)
+	}
+	run := func(lo, hi int) {
+		for i, j := range jobs {
+			if a, b := max(lo, start[i]), min(hi, start[i+1]); a < b {
+				j.M.mulUnits(j.Y, j.X, j.Batch, a-start[i], b-start[i], false)
+			}
+		}
+	}
+	if work < parallelMinBytes || p.Threads() == 1 {
+		run(0, start[len(jobs)])
+		return
+	}
+	p.Run(start[len(jobs)], run)
 }
 
 func put(y []float32, i int, v float32, add bool) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -495,4 +496,44 @@ func TestBFPRowRoutes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMatMulAll: products run together in one parallel region give the
+// bits of each product run alone, for every format, batch and thread
+// count, with the work large enough to be split.
+func TestMatMulAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	var jobs []MulJob
+	var want [][]float32
+	for i, f := range []Format{BFP4, BFP4, BFP8, BF16, F32, BFP4} {
+		out, in, batch := 256+32*i, 1024, 1+i%3 // over parallelMinBytes in all
+		m := randMatrix(t, rng, f, out, in)
+		x := randVec(rng, batch*in)
+		y := make([]float32, batch*out)
+		m.MatMul(y, x, batch)
+		want = append(want, y)
+		jobs = append(jobs, MulJob{M: m, Y: make([]float32, batch*out), X: x, Batch: batch})
+	}
+	jobs = append(jobs, MulJob{M: jobs[0].M, Y: nil, X: nil, Batch: 0}) // an empty product
+	for _, threads := range []int{1, 3, 8} {
+		p := NewPool(threads)
+		for _, j := range jobs {
+			clear(j.Y)
+		}
+		p.MatMulAll(jobs)
+		p.Close()
+		for i := range want {
+			if !slices.Equal(math32bits(jobs[i].Y), math32bits(want[i])) {
+				t.Fatalf("threads %d: job %d differs from its own MatMul", threads, i)
+			}
+		}
+	}
+}
+
+func math32bits(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32bits(x)
+	}
+	return out
 }

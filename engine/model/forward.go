@@ -305,6 +305,7 @@ type workspace struct {
 	sel            []int
 	wts            []float32
 	ex, eg, eu, ey []float32
+	mulJobs        []kernels.MulJob // the MoE step's products, reused
 	fin            []float32
 	head           []float32 // grouped head products, grown on use
 	convBefore     []float32 // a conv state before a step, for snapshots

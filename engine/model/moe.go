@@ -127,8 +127,11 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 		pool.MatMul(ex.w2, y[p0*H:][:n*H], ge, n)
 	}
 	// Enough experts to occupy every goroutine: one expert per task, each
-	// product on one goroutine. Otherwise the experts run in turn, each
-	// product split over the Pool. The kernels give the same bits either way.
+	// product on one goroutine. Otherwise (a decode step's few experts on
+	// many goroutines) every expert's w1 and w3 run as one parallel
+	// region, then every w2: two waits for the layer instead of three per
+	// expert, and the tile columns of all the experts to share out. The
+	// kernels give the same bits either way.
 	if len(active) >= m.pool.Threads() {
 		m.pool.Run(len(active), func(lo, hi int) {
 			for _, e := range active[lo:hi] {
@@ -136,9 +139,23 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 			}
 		})
 	} else {
+		jobs := ws.mulJobs[:0]
 		for _, e := range active {
-			run(m.pool, e)
+			p0, n := start[e], start[e+1]-start[e]
+			ex, xe := ly.experts[e], x[p0*H:][:n*H]
+			jobs = append(jobs, kernels.MulJob{M: ex.w1, Y: g[p0*Fe:][:n*Fe], X: xe, Batch: n},
+				kernels.MulJob{M: ex.w3, Y: u[p0*Fe:][:n*Fe], X: xe, Batch: n})
 		}
+		m.pool.MatMulAll(jobs)
+		jobs = jobs[:0]
+		for _, e := range active {
+			p0, n := start[e], start[e+1]-start[e]
+			ge := g[p0*Fe:][:n*Fe]
+			kernels.SwiGLU(ge, ge, u[p0*Fe:][:n*Fe])
+			jobs = append(jobs, kernels.MulJob{M: ly.experts[e].w2, Y: y[p0*H:][:n*H], X: ge, Batch: n})
+		}
+		m.pool.MatMulAll(jobs)
+		ws.mulJobs = jobs[:0]
 	}
 	if obs != nil {
 		for _, e := range active {
