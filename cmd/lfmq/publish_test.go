@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,8 +76,8 @@ func TestPublishFlags(t *testing.T) {
 
 // testHub is a hub with its LFS storage on a second host.
 type testHub struct {
-	srv          *hubtest.Server
-	hub, storage *httptest.Server
+	srv *hubtest.Server
+	url string // the hub's base URL
 }
 
 func newTestHub(t *testing.T) *testHub {
@@ -86,17 +85,7 @@ func newTestHub(t *testing.T) *testHub {
 	srv.Token = publishToken
 	// The checkpoint's larger files go multipart, in several parts.
 	srv.MultipartThreshold, srv.ChunkSize = 400000, 128<<10
-	h := &testHub{srv: srv, storage: httptest.NewServer(srv.Storage())}
-	srv.StorageURL = h.storage.URL
-	h.hub = httptest.NewServer(srv)
-	t.Cleanup(func() {
-		h.hub.Close()
-		h.storage.Close()
-		if leaks := srv.Leaks(); len(leaks) > 0 {
-			t.Errorf("the storage host received the token: %v", leaks)
-		}
-	})
-	return h
+	return &testHub{srv: srv, url: hubtest.Start(t, srv)}
 }
 
 // publishReleases builds two releases of the same checkpoint and binaries
@@ -162,7 +151,7 @@ func TestPublishEndToEnd(t *testing.T) {
 		t.Fatalf("sign: exit %d\n%s%s", code, out, stderr)
 	}
 	publishArgs := func(dir string, extra ...string) []string {
-		return append([]string{"publish", "--release-dir", dir, "--repo", publishRepo, "--endpoint", h.hub.URL}, extra...)
+		return append([]string{"publish", "--release-dir", dir, "--repo", publishRepo, "--endpoint", h.url}, extra...)
 	}
 
 	// A missing repository needs --create.
@@ -174,7 +163,7 @@ func TestPublishEndToEnd(t *testing.T) {
 		t.Fatalf("publish: exit %d\n%s%s", code, out, stderr)
 	}
 	t.Logf("lfmq publish:\n%s%s", stderr, out)
-	for _, want := range []string{"verified " + relA, "created ", "committed ", "tagged v1", "checked: commit", "identical to " + relA, "release digest (sha256 of SHA256SUMS) ", "lfmq download " + h.hub.URL + "/" + publishRepo + " --revision v1"} {
+	for _, want := range []string{"verified " + relA, "created ", "committed ", "tagged v1", "checked: commit", "identical to " + relA, "release digest (sha256 of SHA256SUMS) ", "lfmq download " + h.url + "/" + publishRepo + " --revision v1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("publish output lacks %q:\n%s", want, out)
 		}
@@ -186,7 +175,7 @@ func TestPublishEndToEnd(t *testing.T) {
 
 	// Download by tag, verify with the signature: every byte equal.
 	cache := t.TempDir()
-	if code, out, stderr := exec1("download", h.hub.URL+"/"+publishRepo, "--revision", "v1", "--cache-root", cache); code != exitOK {
+	if code, out, stderr := exec1("download", h.url+"/"+publishRepo, "--revision", "v1", "--cache-root", cache); code != exitOK {
 		t.Fatalf("download: exit %d\n%s%s", code, out, stderr)
 	}
 	got := filepath.Join(cache, strings.Replace(publishRepo, "/", "--", 1), "v1")
@@ -268,7 +257,7 @@ func TestPublishStaleAndInterrupted(t *testing.T) {
 	h := newTestHub(t)
 	t.Setenv("HF_TOKEN", publishToken)
 	relA, _ := publishReleases(t)
-	args := []string{"publish", "--release-dir", relA, "--repo", publishRepo, "--endpoint", h.hub.URL, "--create", "--retries", "1"}
+	args := []string{"publish", "--release-dir", relA, "--repo", publishRepo, "--endpoint", h.url, "--create", "--retries", "1"}
 	files := listedFiles(t, relA)
 	globalSum, layerSum := files["checkpoint/global.safetensors"], files["checkpoint/layer-00.safetensors"]
 	st, err := os.Stat(filepath.Join(relA, "checkpoint", "layer-00.safetensors"))

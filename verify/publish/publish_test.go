@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,8 +98,8 @@ func TestMain(m *testing.M) {
 
 // env is a test hub with its object storage on a second host.
 type env struct {
-	srv          *hubtest.Server
-	hub, storage *httptest.Server
+	srv *hubtest.Server
+	hub string // the hub's base URL
 }
 
 func newEnv(t *testing.T, configure func(*hubtest.Server)) *env {
@@ -111,23 +110,12 @@ func newEnv(t *testing.T, configure func(*hubtest.Server)) *env {
 	if configure != nil {
 		configure(srv)
 	}
-	// The storage first: its URL is configuration the hub reads.
-	e := &env{srv: srv, storage: httptest.NewServer(srv.Storage())}
-	srv.StorageURL = e.storage.URL
-	e.hub = httptest.NewServer(srv)
-	t.Cleanup(func() {
-		e.hub.Close()
-		e.storage.Close()
-		if leaks := srv.Leaks(); len(leaks) > 0 {
-			t.Errorf("the storage host received an Authorization header: %v", leaks)
-		}
-	})
-	return e
+	return &env{srv: srv, hub: hubtest.Start(t, srv)}
 }
 
 func (e *env) opts(dir, revision string) publish.Options {
 	return publish.Options{
-		Endpoint: e.hub.URL, Repo: repo, Revision: revision, Dir: dir, Create: true, Token: token,
+		Endpoint: e.hub, Repo: repo, Revision: revision, Dir: dir, Create: true, Token: token,
 		Client: &http.Client{Timeout: time.Minute}, Jobs: 3, Retries: 2,
 		Backoff: func(int) time.Duration { return time.Millisecond },
 	}
@@ -197,7 +185,7 @@ func checkNoToken(t *testing.T, err error) {
 func (e *env) downloadAndVerify(t *testing.T, dir, revision string) {
 	t.Helper()
 	res, err := download.Download(context.Background(), download.Options{
-		URL: e.hub.URL + "/" + repo, Revision: revision, CacheRoot: t.TempDir(), Token: token,
+		URL: e.hub + "/" + repo, Revision: revision, CacheRoot: t.TempDir(), Token: token,
 		Client: &http.Client{Timeout: time.Minute}, Backoff: func(int) time.Duration { return time.Millisecond },
 	})
 	if err != nil {
@@ -282,7 +270,7 @@ func TestPublishNewRepoDownloadRepublish(t *testing.T) {
 		if write && !r.Token {
 			t.Errorf("%s %s without the token", r.Method, r.Path)
 		}
-		if strings.HasPrefix(r.Path, "/lfs-storage/") && (r.Token || !strings.HasSuffix(e.storage.URL, r.Host)) {
+		if strings.HasPrefix(r.Path, "/lfs-storage/") && (r.Token || !strings.HasSuffix(e.srv.StorageURL, r.Host)) {
 			t.Errorf("storage request %+v: on the hub host or with the token", r)
 		}
 	}

@@ -410,6 +410,16 @@ func apiError(w http.ResponseWriter, status int, code, msg string) {
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
+// readJSON decodes a request body of at most limit bytes into v; on
+// failure it answers 400 and returns false.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(v); err != nil {
+		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+		return false
+	}
+	return true
+}
+
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
@@ -533,8 +543,7 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusUnauthorized, "", "Invalid credentials in Authorization header")
 		return
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+	if !readJSON(w, r, 1<<20, &req) {
 		return
 	}
 	if req.Type != "" && req.Type != "model" {
@@ -708,8 +717,7 @@ func (s *Server) serveTag(w http.ResponseWriter, r *http.Request, id, rev string
 		Tag     string `json:"tag"`
 		Message string `json:"message"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+	if !readJSON(w, r, 1<<20, &req) {
 		return
 	}
 	s.mu.Lock()

@@ -52,8 +52,7 @@ func (s *Server) servePreupload(w http.ResponseWriter, r *http.Request, id, rev 
 		GitAttributes *string `json:"gitAttributes"`
 		GitIgnore     *string `json:"gitIgnore"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+	if !readJSON(w, r, 16<<20, &req) {
 		return
 	}
 	s.mu.Lock()
@@ -369,8 +368,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request) {
 			ETag       string `json:"etag"`
 		} `json:"parts"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+	if !readJSON(w, r, 16<<20, &req) {
 		return
 	}
 	s.mu.Lock()
@@ -419,8 +417,7 @@ func (s *Server) serveVerify(w http.ResponseWriter, r *http.Request, id string) 
 		OID  string `json:"oid"`
 		Size int64  `json:"size"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, "", "invalid JSON: "+err.Error())
+	if !readJSON(w, r, 1<<20, &req) {
 		return
 	}
 	s.mu.Lock()
