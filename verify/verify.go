@@ -451,7 +451,7 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 		ck.Close()
 		return out
 	}
-	for _, e := range flatten(err) {
+	for _, e := range lfmq1.Findings(err) {
 		f := &MismatchError{Path: sums.ManifestPath, Kind: KindTensor, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: e.Error()}
 		var lm *lfmq1.MismatchError
 		if errors.As(e, &lm) && lm.Tensor == "" && (lm.Kind == "missing" || lm.Kind == "extra" || lm.Kind == "size" || lm.Kind == "hash") {
@@ -474,17 +474,6 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 		add(f)
 	}
 	return out
-}
-
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
 
 func sortFindings(fs []*MismatchError) {

@@ -55,7 +55,7 @@ func (f Finding) MarshalJSON() ([]byte, error) {
 // findings turns the error of lfmq1.Open into one Finding per joined error.
 func findings(dir string, err error) []Finding {
 	var out []Finding
-	for _, e := range flatten(err) {
+	for _, e := range lfmq1.Findings(err) {
 		out = append(out, finding(dir, e))
 	}
 	return out
@@ -100,16 +100,4 @@ func relPath(dir, path string) string {
 		return filepath.ToSlash(rel)
 	}
 	return path
-}
-
-// flatten lists the leaves of a tree of joined errors.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

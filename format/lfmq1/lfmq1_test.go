@@ -226,3 +226,14 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+func TestFindings(t *testing.T) {
+	a, b, c := errors.New("a"), errors.New("b"), errors.New("c")
+	got := Findings(errors.Join(a, errors.Join(b, c)))
+	if len(got) != 3 || got[0] != a || got[1] != b || got[2] != c {
+		t.Errorf("Findings = %v", got)
+	}
+	if Findings(nil) != nil || len(Findings(a)) != 1 {
+		t.Error("nil or a single error")
+	}
+}

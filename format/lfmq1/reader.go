@@ -363,3 +363,20 @@ func (c *Checkpoint) Close() error {
 	c.files = map[string]*safetensors.File{}
 	return errors.Join(errs...)
 }
+
+// Findings lists the single findings of an error Open returned: the
+// leaves of its joined errors (one *MismatchError each, and any other
+// error as it is), in Open's order.
+func Findings(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Findings(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
