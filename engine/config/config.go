@@ -575,14 +575,23 @@ func (c *Config) DefaultedShapeKeys() []string {
 	return out
 }
 
-// ExplainShapes adds to a tensor-shape error which shape-deciding keys
-// config.json left to their defaults, since a dimension that came from a
-// default is the likeliest cause of a tensor that does not fit. The
+// ShapeDefaultsNote says which shape-deciding keys config.json left to
+// their defaults, or "" when it sets them all: a dimension that came from
+// a default is the likeliest cause of a tensor that does not fit.
+func (c *Config) ShapeDefaultsNote() string {
+	d := c.DefaultedShapeKeys()
+	if len(d) == 0 {
+		return ""
+	}
+	return "config.json does not set " + strings.Join(d, ", ") + ": these dimensions are defaults, not read from the checkpoint"
+}
+
+// ExplainShapes adds ShapeDefaultsNote to a tensor-shape error. The
 // result wraps err, so errors.As still finds its findings.
 func (c *Config) ExplainShapes(err error) error {
-	d := c.DefaultedShapeKeys()
-	if err == nil || len(d) == 0 {
+	note := c.ShapeDefaultsNote()
+	if err == nil || note == "" {
 		return err
 	}
-	return fmt.Errorf("%w\nconfig.json does not set %s: these dimensions are defaults, not read from the checkpoint", err, strings.Join(d, ", "))
+	return fmt.Errorf("%w\n%s", err, note)
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -554,8 +553,8 @@ func (m *Model) loadWeights(src tensorSource) error {
 	}
 	if len(ld.errs) > 0 {
 		fe := &FindingsError{Findings: ld.errs}
-		if d := cfg.DefaultedShapeKeys(); len(d) > 0 {
-			fe.Note = fmt.Sprintf("model: %s/config.json does not set %s: the defaults used for these dimensions do not fit the tensors", m.Dir, strings.Join(d, ", "))
+		if note := cfg.ShapeDefaultsNote(); note != "" {
+			fe.Note = fmt.Sprintf("model: %s/%s", m.Dir, note)
 		}
 		return fe
 	}
