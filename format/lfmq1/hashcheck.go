@@ -29,7 +29,7 @@ func (c *Checkpoint) HashFiles(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			sum, err := hashFileCtx(ctx, filepath.Join(c.Dir, fe.Path))
+			sum, _, err := hashFile(ctx, filepath.Join(c.Dir, fe.Path))
 			switch {
 			case err != nil:
 				findings[i] = err
@@ -52,27 +52,30 @@ func (c *Checkpoint) HashFiles(ctx context.Context) error {
 	return errors.Join(out...)
 }
 
-// hashFileCtx is HashFile that stops between 1 MiB reads once ctx ends.
-func hashFileCtx(ctx context.Context, path string) (string, error) {
+// hashFile returns the sha256 of the file at path and its size, reading
+// 1 MiB at a time and stopping between reads once ctx ends.
+func hashFile(ctx context.Context, path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("lfmq1: %w", err)
+		return "", 0, fmt.Errorf("lfmq1: %w", err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
+	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return "", n, err
 		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
+		m, err := f.Read(buf)
+		h.Write(buf[:m])
+		n += int64(m)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("lfmq1: reading %s: %w", path, err)
+			return "", n, fmt.Errorf("lfmq1: reading %s: %w", path, err)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

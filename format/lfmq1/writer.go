@@ -1,6 +1,7 @@
 package lfmq1
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -341,15 +342,5 @@ func writeSynced(path string, data []byte) error {
 
 // HashFile returns the sha256 (lower-case hex) and size of the file at path.
 func HashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, fmt.Errorf("lfmq1: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
-	if err != nil {
-		return "", 0, fmt.Errorf("lfmq1: reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return hashFile(context.Background(), path)
 }
