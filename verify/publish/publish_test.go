@@ -578,14 +578,14 @@ func TestPublishSignatureAndChangedSize(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "release")
 	bundletest.CopyDir(t, a, dir)
 	sig := []byte("-----BEGIN SSH SIGNATURE-----\nstand-in\n-----END SSH SIGNATURE-----\n")
-	if err := os.WriteFile(filepath.Join(dir, publish.SigFile), sig, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, verify.SignatureFile), sig, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, nil)
 	res := e.publishOK(t, e.opts(dir, "v1"))
 	tree, _ := e.srv.Files(repo, "v1")
-	if !bytes.Equal(tree[publish.SigFile].Content, sig) || !slices.Contains(res.Uploaded, publish.SigFile) {
-		t.Errorf("signature not published: %+v", tree[publish.SigFile])
+	if !bytes.Equal(tree[verify.SignatureFile].Content, sig) || !slices.Contains(res.Uploaded, verify.SignatureFile) {
+		t.Errorf("signature not published: %+v", tree[verify.SignatureFile])
 	}
 	// A file that changed size since verification is refused.
 	if err := os.WriteFile(filepath.Join(dir, "checkpoint", "config.json"), []byte("{}\n"), 0o644); err != nil {

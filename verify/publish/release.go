@@ -12,12 +12,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lfmq/lfmq/verify"
+	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
-
-// SigFile is the detached signature of SHA256SUMS, published with the
-// release when present.
-const SigFile = "SHA256SUMS.sig"
 
 // Bounds on what is read into memory.
 const (
@@ -106,7 +104,7 @@ func loadRelease(dir string) (*release, error) {
 		return nil
 	}
 	for _, e := range entries {
-		if e.Path == sums.SumsFile || e.Path == SigFile {
+		if e.Path == sums.SumsFile || e.Path == verify.SignatureFile {
 			return fail(&ReleaseError{Path: e.Path, Msg: "SHA256SUMS lists itself or its signature"})
 		}
 		if err := add(e.Path, e.SHA256); err != nil {
@@ -116,17 +114,17 @@ func loadRelease(dir string) (*release, error) {
 	if err := add(sums.SumsFile, rel.digest); err != nil {
 		return fail(err)
 	}
-	if _, err := root.Lstat(SigFile); err == nil {
-		sig, err := readBounded(root, SigFile, sums.MaxListBytes)
+	if _, err := root.Lstat(verify.SignatureFile); err == nil {
+		sig, err := readBounded(root, verify.SignatureFile, sshsig.MaxSignatureBytes)
 		if err != nil {
 			return fail(err)
 		}
 		s := sha256.Sum256(sig)
-		if err := add(SigFile, hex.EncodeToString(s[:])); err != nil {
+		if err := add(verify.SignatureFile, hex.EncodeToString(s[:])); err != nil {
 			return fail(err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fail(&ReleaseError{Path: SigFile, Msg: err.Error()})
+		return fail(&ReleaseError{Path: verify.SignatureFile, Msg: err.Error()})
 	}
 	slices.SortFunc(rel.files, func(a, b *relFile) int { return strings.Compare(a.path, b.path) })
 	if _, ok := rel.byPath[".gitattributes"]; ok {
