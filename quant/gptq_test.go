@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
@@ -177,7 +178,7 @@ func TestGPTQTiny(t *testing.T) {
 	if err := json.Unmarshal(q.Settings, &s); err != nil {
 		t.Fatal(err)
 	}
-	enc, err := calib.NewEncoder(tinyModel, 8192)
+	enc, err := calib.NewEncoder(tinyModel, 8192, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +187,12 @@ func TestGPTQTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.Calibration
-	if !s.ActOrder || s.BlockSize != 128 || s.Damp.W1 != 0.01 || s.Damp.W3 != 0.01 || s.Damp.W2 != 1 ||
+	if !s.ActOrder || s.Damp.W1 != 0.01 || s.Damp.W3 != 0.01 || s.Damp.W2 != 1 ||
 		s.Damp.Retries != 3 || s.ShrinkTokens != 128 || s.HessianWeight["w2"] != "g" || s.HessianWeight["w1"] != "g" ||
 		s.Order != "sequential" || s.Precision != "float64" || s.ExponentRule != "max" {
 		t.Errorf("settings %+v", s)
 	}
-	if c.Digest != set.Digest || c.Seqs != fastSeqs || c.Len != 256 || c.Seed != 1 || c.Tokens != fastSeqs*256 || c.FileSHA256 != set.FileSHA256 {
+	if c.Digest != set.Digest || c.Seqs != fastSeqs || c.Len != 256 || c.Seed != 1 || c.ChatDate != "2025-01-01" || c.Tokens != fastSeqs*256 || c.FileSHA256 != set.FileSHA256 {
 		t.Errorf("calibration settings %+v, want digest %s", c, set.Digest)
 	}
 	if d := s.Disjointness; !d.Checked || d.Result != "disjoint" || len(d.Corpora) != 4 || d.EvalWindows == 0 {
@@ -404,7 +405,7 @@ func klRow(zr, zc []float32) float64 {
 // to at most maxLen tokens.
 func evalRecords(t *testing.T, n, maxLen int) [][]int {
 	t.Helper()
-	enc, err := calib.NewEncoder(tinyModel, 8192)
+	enc, err := calib.NewEncoder(tinyModel, 8192, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

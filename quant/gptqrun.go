@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -93,7 +94,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	}
 	// Everything that can refuse the run is checked before any output
 	// exists: calibration input, disjointness, the model itself.
-	enc, err := calib.NewEncoder(opts.ModelDir, cfg.VocabSize)
+	enc, err := calib.NewEncoder(opts.ModelDir, cfg.VocabSize, g.chatTime())
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +102,11 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if err != nil {
 		return nil, err
 	}
+	// The corpora are checked, and recorded, in name order: the order of
+	// the flags that named them is no part of the checkpoint's identity.
+	evals := slices.SortedFunc(slices.Values(g.EvalCorpora), func(a, b EvalCorpus) int { return strings.Compare(a.Name, b.Name) })
 	var corpora []*calib.Corpus
-	for _, c := range g.EvalCorpora {
+	for _, c := range evals {
 		cp, err := calib.LoadCorpus(c.Name, c.Path, enc)
 		if err != nil {
 			return nil, err

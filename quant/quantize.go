@@ -54,8 +54,10 @@ type Options struct {
 	// KeepExperts stores the routed experts unquantized (BF16), for the
 	// "BF16 experts + BFP8 dense" ablation; Method is then unused.
 	KeepExperts bool
-	// CreatedBy is recorded in the manifest: the command line without
-	// machine paths.
+	// CreatedBy is recorded in the manifest: the command line that makes
+	// the checkpoint, without machine paths or speed-only flags, written
+	// from the effective settings (the manifest is the checkpoint's
+	// identity, so it must not depend on how the flags were typed).
 	CreatedBy string
 	// Progress, if set, is called once with the total number of tensors and
 	// then after each tensor is written. A GPTQ run also reports its stages

@@ -3,7 +3,9 @@ package quant
 import (
 	"fmt"
 	"math"
+	"time"
 
+	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/quant/calib"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
@@ -18,12 +20,17 @@ type GPTQOptions struct {
 	CalibSeqs int
 	CalibLen  int
 	Seed      uint64
+	// ChatDate (YYYY-MM-DD) is the day a chat template's strftime_now
+	// sees, at 00:00 UTC, when calibration and eval records are rendered:
+	// a fixed day keeps the ids, and so the bytes, the same on any day.
+	ChatDate string
 	// EvalCorpora are checked for 32-token windows shared with the
 	// calibration set; any sharing refuses it.
 	EvalCorpora []EvalCorpus
 	// DampW13 and DampW2 are the relative damping α of w1/w3 and of w2.
 	DampW13, DampW2 float64
-	// BlockSize is GPTQ's lazy block (changes no byte).
+	// BlockSize is GPTQ's lazy block. It changes speed, never a byte, so
+	// the manifest does not record it.
 	BlockSize int
 	// ActOrder processes input indices by decreasing Hessian diagonal.
 	ActOrder bool
@@ -53,7 +60,7 @@ type EvalCorpus struct {
 // calibration file).
 func DefaultGPTQOptions() GPTQOptions {
 	return GPTQOptions{
-		CalibSeqs: 128, CalibLen: 512, Seed: 0,
+		CalibSeqs: 128, CalibLen: 512, Seed: 0, ChatDate: chat.FixedDate().Format(time.DateOnly),
 		DampW13: 0.01, DampW2: 1.0, BlockSize: 128, ActOrder: true,
 		Shrink: 128, W2Weight: hessian.WeightG, Sequential: true,
 	}
@@ -82,6 +89,8 @@ func (o *GPTQOptions) validate() error {
 		return &OptionError{"CalibSeqs", fmt.Sprintf("%d; need at least 1", o.CalibSeqs)}
 	case o.CalibLen < 2:
 		return &OptionError{"CalibLen", fmt.Sprintf("%d; need at least 2", o.CalibLen)}
+	case !validDate(o.ChatDate):
+		return &OptionError{"ChatDate", fmt.Sprintf("%q; want a day as YYYY-MM-DD", o.ChatDate)}
 	case !finiteNonNeg(o.DampW13):
 		return &OptionError{"DampW13", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW13)}
 	case !finiteNonNeg(o.DampW2):
@@ -106,11 +115,24 @@ func (o *GPTQOptions) validate() error {
 	return nil
 }
 
+// validDate reports whether s is a day written YYYY-MM-DD.
+func validDate(s string) bool {
+	_, err := time.Parse(time.DateOnly, s)
+	return err == nil
+}
+
+// chatTime is the time strftime_now formats for ChatDate (validated).
+func (o *GPTQOptions) chatTime() time.Time {
+	d, _ := time.Parse(time.DateOnly, o.ChatDate)
+	return d
+}
+
 // GPTQSettings is the manifest's record of a GPTQ run
-// (quantization.settings): every setting that shapes the result.
+// (quantization.settings): every setting that shapes the result, and
+// nothing that does not (the lazy block size, the workers), since the
+// manifest is the checkpoint's identity.
 type GPTQSettings struct {
 	ActOrder      bool               `json:"act_order"`
-	BlockSize     int                `json:"block_size"`
 	Damp          DampSettings       `json:"damp"`
 	HessianWeight map[string]string  `json:"hessian_weight"`
 	ShrinkTokens  float64            `json:"shrink_tokens"`
@@ -139,6 +161,7 @@ type CalibSettings struct {
 	Seqs       int    `json:"seqs"`
 	Len        int    `json:"len"`
 	Seed       uint64 `json:"seed"`
+	ChatDate   string `json:"chat_date"`
 	Tokens     int    `json:"tokens"`
 	MaxWindow  int    `json:"max_window"`
 	Available  int    `json:"windows_available"`
@@ -150,8 +173,7 @@ func (o *GPTQOptions) settings(set *calib.Set, d *calib.Disjointness) GPTQSettin
 		order = "parallel"
 	}
 	return GPTQSettings{
-		ActOrder:  o.ActOrder,
-		BlockSize: o.BlockSize,
+		ActOrder: o.ActOrder,
 		Damp: DampSettings{W1: o.DampW13, W3: o.DampW13, W2: o.DampW2, Relative: "mean_diag",
 			Retries: choleskyRetries, RetryFactor: retryFactor},
 		HessianWeight: map[string]string{"w1": string(hessian.WeightG), "w3": string(hessian.WeightG), "w2": string(o.W2Weight)},
@@ -160,7 +182,7 @@ func (o *GPTQOptions) settings(set *calib.Set, d *calib.Disjointness) GPTQSettin
 		Order:         order,
 		Precision:     "float64",
 		Calibration: CalibSettings{Digest: set.Digest, FileSHA256: set.FileSHA256, Seqs: len(set.Windows), Len: o.CalibLen,
-			Seed: o.Seed, Tokens: set.Tokens, MaxWindow: set.MaxLen, Available: set.Available},
+			Seed: o.Seed, ChatDate: o.chatTime().Format(time.DateOnly), Tokens: set.Tokens, MaxWindow: set.MaxLen, Available: set.Available},
 		Disjointness: *d,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,13 +27,10 @@ type quantizeOptions struct {
 	Workers int
 	// GPTQ holds the GPTQ settings (used with --method gptq).
 	GPTQ quant.GPTQOptions
-	// changed lists the GPTQ flags given on the command line, for the
-	// manifest's created_by.
-	changed []string
 }
 
 // gptqFlags are the flags that only --method gptq uses.
-var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "eval-corpus", "damp-w13", "damp-w2",
+var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date", "eval-corpus", "damp-w13", "damp-w2",
 	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict"}
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
@@ -62,7 +60,11 @@ The output directory must not exist or be empty; it appears only when
 complete. A GPTQ run keeps each finished MoE layer in a hidden
 .NAME.partial directory beside it; after an interruption, the same command
 with --resume continues from there and writes the same bytes as an
-uninterrupted run. The bytes written never depend on --workers.`,
+uninterrupted run. The bytes written never depend on --workers or
+--block-size, and neither does the manifest: its created_by and settings
+hold the effective settings that shape the result, however they were typed.
+A chat template that calls strftime_now sees the day of --chat-date (at
+00:00 UTC), not today, so a run gives the same bytes on any day.`,
 		Example: `  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-lfmq1 --calib calib.jsonl \
       --eval-corpus chat=eval/chat.jsonl --eval-corpus code=eval/code.jsonl
   lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
@@ -82,15 +84,11 @@ uninterrupted run. The bytes written never depend on --workers.`,
 			if opts.Workers < 0 {
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
 			}
-			opts.changed = nil
-			for _, f := range gptqFlags {
-				if cmd.Flags().Changed(f) {
-					opts.changed = append(opts.changed, f)
-				}
-			}
 			useGPTQ := m == quant.GPTQ && opts.Experts == "quantize"
-			if !useGPTQ && len(opts.changed) > 0 {
-				return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize", opts.changed[0])}
+			for _, f := range gptqFlags {
+				if !useGPTQ && cmd.Flags().Changed(f) {
+					return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize", f)}
+				}
 			}
 			if useGPTQ {
 				if err := parseGPTQFlags(opts, w2Weight, evalCorpora); err != nil {
@@ -114,6 +112,7 @@ uninterrupted run. The bytes written never depend on --workers.`,
 	f.IntVar(&g.CalibSeqs, "calib-seqs", g.CalibSeqs, "calibration windows to use")
 	f.IntVar(&g.CalibLen, "calib-len", g.CalibLen, "tokens per window cut from text and chat records (input_ids records are used as given)")
 	f.Uint64Var(&g.Seed, "seed", g.Seed, "seed of the choice of windows when the file yields more than --calib-seqs")
+	f.StringVar(&g.ChatDate, "chat-date", g.ChatDate, "day (YYYY-MM-DD) a chat template's strftime_now sees when calibration and eval records are rendered")
 	f.StringArrayVar(&evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
 	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
 	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, "relative damping of w2")
@@ -164,6 +163,8 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 		return fmt.Errorf("--calib-seqs must be at least 1, got %d", g.CalibSeqs)
 	case g.CalibLen < 2:
 		return fmt.Errorf("--calib-len must be at least 2, got %d", g.CalibLen)
+	case !validDay(g.ChatDate):
+		return fmt.Errorf("--chat-date must be a day written YYYY-MM-DD, got %q", g.ChatDate)
 	case !(g.DampW13 >= 0):
 		return fmt.Errorf("--damp-w13 must be ≥ 0, got %v", g.DampW13)
 	case !(g.DampW2 >= 0):
@@ -276,48 +277,54 @@ func ratio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
 
-// createdBy is the command line recorded in the manifest. Paths are left
-// out: they belong to the machine, not the checkpoint, and the manifest must
-// not change with where it was written. --workers and --resume are left out
-// too: they change neither byte nor meaning, and a resumed run must write
-// the manifest of an uninterrupted one.
+func validDay(s string) bool {
+	_, err := time.Parse(time.DateOnly, s)
+	return err == nil
+}
+
+// createdBy is the manifest's created_by: the command line that makes the
+// checkpoint, written from the effective settings rather than from the flags
+// as typed, because the manifest is the checkpoint's identity and must not
+// change with how a setting was spelled (a default typed out, a flag order).
+// It holds the method and, in a fixed order, every setting that can change
+// the bytes and differs from its default. Left out: paths, which belong to
+// the machine (the manifest identifies the files by their digests);
+// --workers, --block-size and --resume, which change speed only; and
+// --strict, which can refuse a result but never changes one.
 func createdBy(opts *quantizeOptions) string {
-	s := "lfmq quantize --method " + string(opts.Method)
 	if opts.Experts != "quantize" {
-		s += " --experts " + opts.Experts
+		// The method is not used when the experts are kept.
+		return "lfmq quantize --experts " + opts.Experts
 	}
-	g := opts.GPTQ
-	for _, f := range opts.changed {
-		switch f {
-		case "calib", "resume":
-		case "eval-corpus":
-			for _, c := range g.EvalCorpora {
-				s += " --eval-corpus " + c.Name
-			}
-		case "calib-seqs":
-			s += " --calib-seqs " + strconv.Itoa(g.CalibSeqs)
-		case "calib-len":
-			s += " --calib-len " + strconv.Itoa(g.CalibLen)
-		case "seed":
-			s += " --seed " + strconv.FormatUint(g.Seed, 10)
-		case "damp-w13":
-			s += " --damp-w13 " + strconv.FormatFloat(g.DampW13, 'g', -1, 64)
-		case "damp-w2":
-			s += " --damp-w2 " + strconv.FormatFloat(g.DampW2, 'g', -1, 64)
-		case "block-size":
-			s += " --block-size " + strconv.Itoa(g.BlockSize)
-		case "act-order":
-			s += " --act-order=" + strconv.FormatBool(g.ActOrder)
-		case "shrink":
-			s += " --shrink " + strconv.FormatFloat(g.Shrink, 'g', -1, 64)
-		case "w2-weight":
-			s += " --w2-weight " + string(g.W2Weight)
-		case "sequential":
-			s += " --sequential=" + strconv.FormatBool(g.Sequential)
-		case "strict":
-			s += " --strict=" + strconv.FormatBool(g.Strict)
+	s := "lfmq quantize --method " + string(opts.Method)
+	if opts.Method != quant.GPTQ {
+		return s
+	}
+	g, d := opts.GPTQ, quant.DefaultGPTQOptions()
+	add := func(changed bool, flag, value string) {
+		if changed {
+			s += " " + flag + value
 		}
 	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	add(g.CalibSeqs != d.CalibSeqs, "--calib-seqs ", strconv.Itoa(g.CalibSeqs))
+	add(g.CalibLen != d.CalibLen, "--calib-len ", strconv.Itoa(g.CalibLen))
+	add(g.Seed != d.Seed, "--seed ", strconv.FormatUint(g.Seed, 10))
+	add(g.ChatDate != d.ChatDate, "--chat-date ", g.ChatDate)
+	names := make([]string, len(g.EvalCorpora))
+	for i, c := range g.EvalCorpora {
+		names[i] = c.Name
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		add(true, "--eval-corpus ", n)
+	}
+	add(g.DampW13 != d.DampW13, "--damp-w13 ", num(g.DampW13))
+	add(g.DampW2 != d.DampW2, "--damp-w2 ", num(g.DampW2))
+	add(g.ActOrder != d.ActOrder, "--act-order=", strconv.FormatBool(g.ActOrder))
+	add(g.Shrink != d.Shrink, "--shrink ", num(g.Shrink))
+	add(g.W2Weight != d.W2Weight, "--w2-weight ", string(g.W2Weight))
+	add(g.Sequential != d.Sequential, "--sequential=", strconv.FormatBool(g.Sequential))
 	return s
 }
 

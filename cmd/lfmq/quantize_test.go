@@ -31,6 +31,8 @@ func TestQuantizeFlags(t *testing.T) {
 		{"bad eval corpus", "--model m --out o --calib c --eval-corpus =x", quantizeOptions{}, "want NAME=FILE"},
 		{"repeated eval corpus", "--model m --out o --calib c --eval-corpus a/chat.jsonl --eval-corpus chat=b", quantizeOptions{}, `"chat" is given twice`},
 		{"bad block size", "--model m --out o --calib c --block-size 0", quantizeOptions{}, "--block-size"},
+		{"bad chat date", "--model m --out o --calib c --chat-date 2025-1-1", quantizeOptions{}, `--chat-date must be a day written YYYY-MM-DD, got "2025-1-1"`},
+		{"chat date with rtn", "--model m --out o --method rtn --chat-date 2025-01-01", quantizeOptions{}, "--chat-date applies to --method gptq"},
 		{"negative damping", "--model m --out o --calib c --damp-w13 -1", quantizeOptions{}, "--damp-w13"},
 		{"bad experts", "--model m --out o --experts drop", quantizeOptions{}, "--experts must be"},
 		{"missing model", "--out o", quantizeOptions{}, "--model is required"},
@@ -179,10 +181,10 @@ func parseQuantize(args string) (*quantizeOptions, error) {
 }
 
 // TestQuantizeGPTQFlags: every GPTQ flag reaches the options, and the
-// manifest's command line keeps the settings but no path, --workers or
-// --resume.
+// manifest's command line keeps the settings that shape the bytes but no
+// path, --workers, --block-size, --resume or --strict.
 func TestQuantizeGPTQFlags(t *testing.T) {
-	got, err := parseQuantize("--model /m --out /o --calib /data/c.jsonl --calib-seqs 8 --calib-len 64 --seed 3 " +
+	got, err := parseQuantize("--model /m --out /o --calib /data/c.jsonl --calib-seqs 8 --calib-len 64 --seed 3 --chat-date 2031-07-15 " +
 		"--eval-corpus chat=/e/a.jsonl --eval-corpus /e/code.jsonl --damp-w13 0.1 --damp-w2 0.5 --block-size 16 " +
 		"--act-order=false --shrink 0 --w2-weight g2 --sequential=false --resume --strict --workers 2")
 	if err != nil {
@@ -190,7 +192,7 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	}
 	g := got.GPTQ
 	want := quant.GPTQOptions{
-		Calib: "/data/c.jsonl", CalibSeqs: 8, CalibLen: 64, Seed: 3,
+		Calib: "/data/c.jsonl", CalibSeqs: 8, CalibLen: 64, Seed: 3, ChatDate: "2031-07-15",
 		DampW13: 0.1, DampW2: 0.5, BlockSize: 16, ActOrder: false, Shrink: 0, W2Weight: "g2",
 		Sequential: false, Resume: true, Strict: true,
 		EvalCorpora: []quant.EvalCorpus{{Name: "chat", Path: "/e/a.jsonl"}, {Name: "code", Path: "/e/code.jsonl"}},
@@ -198,8 +200,8 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("GPTQ options\n%+v\nwant\n%+v", g, want)
 	}
-	const wantCreated = "lfmq quantize --method gptq --calib-seqs 8 --calib-len 64 --seed 3 --eval-corpus chat --eval-corpus code " +
-		"--damp-w13 0.1 --damp-w2 0.5 --block-size 16 --act-order=false --shrink 0 --w2-weight g2 --sequential=false --strict=true"
+	const wantCreated = "lfmq quantize --method gptq --calib-seqs 8 --calib-len 64 --seed 3 --chat-date 2031-07-15 --eval-corpus chat --eval-corpus code " +
+		"--damp-w13 0.1 --damp-w2 0.5 --act-order=false --shrink 0 --w2-weight g2 --sequential=false"
 	if c := createdBy(got); c != wantCreated {
 		t.Errorf("created_by\n%s\nwant\n%s", c, wantCreated)
 	}
@@ -207,7 +209,7 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := quant.DefaultGPTQOptions(); got.GPTQ.DampW2 != d.DampW2 || !got.GPTQ.ActOrder || !got.GPTQ.Sequential || got.GPTQ.BlockSize != 128 || got.GPTQ.Resume {
+	if d := quant.DefaultGPTQOptions(); got.GPTQ.DampW2 != d.DampW2 || !got.GPTQ.ActOrder || !got.GPTQ.Sequential || got.GPTQ.BlockSize != 128 || got.GPTQ.Resume || got.GPTQ.ChatDate != "2025-01-01" {
 		t.Errorf("defaults %+v", got.GPTQ)
 	}
 	if c := createdBy(got); c != "lfmq quantize --method gptq" {

@@ -27,9 +27,16 @@ type Request struct {
 	// and float types are accepted too (map keys are then sorted).
 	Kwargs map[string]any
 	// Now is the time strftime_now formats; the zero value means
-	// time.Now() in the server's local zone.
+	// time.Now() in the server's local zone. Renderings whose ids must not
+	// depend on the day they run set it, usually to FixedDate().
 	Now time.Time
 }
+
+// FixedDate is the time strftime_now sees where the ids of a rendering are
+// part of a result that must be the same on every day: scored corpora, and
+// calibration and eval records unless the run names another day. It is
+// midnight UTC, so a template that prints the time of day prints 00:00.
+func FixedDate() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Message is one chat turn in the shape Hugging Face templates expect.
 type Message struct {

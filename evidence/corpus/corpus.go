@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/prompt"
@@ -104,10 +103,6 @@ func NewEncoder(tok *tokenizer.Tokenizer, vocabSize int, loadTemplate func() (*c
 	}
 	return &Encoder{tok: tok, vocab: vocabSize, loadPrompts: sync.OnceValues(load)}
 }
-
-// chatNow is the time a template's strftime_now sees: fixed, so that a
-// corpus always gives the same ids.
-var chatNow = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // wireRecord is a record's fields that matter here.
 type wireRecord struct {
@@ -219,7 +214,9 @@ func (e *Encoder) record(path string, line int, l []byte) (Record, error) {
 		// their tool-call and thinking markers are the control tokens it
 		// emits, so they are trusted (chat.TrustAssistant); every other
 		// request string is ordinary text.
-		ids, err := prompts.Chat(chat.Request{Messages: msgs, Tools: tools, Now: chatNow}, chat.TrustAssistant())
+		// The template's clock is pinned, so that a corpus always gives
+		// the same ids.
+		ids, err := prompts.Chat(chat.Request{Messages: msgs, Tools: tools, Now: chat.FixedDate()}, chat.TrustAssistant())
 		if err != nil {
 			return fail("messages", "rendering the chat template", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -19,7 +20,7 @@ const (
 
 func encoder(t *testing.T) *Encoder {
 	t.Helper()
-	enc, err := NewEncoder(tinyModel, vocab)
+	enc, err := NewEncoder(tinyModel, vocab, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/config"
@@ -26,15 +27,23 @@ type Encoder struct {
 	control map[int]bool
 	bos     int // -1 when there is none
 	vocab   int
+	// date is the time strftime_now formats: a chat record's ids must be
+	// the same on any day the run is made (or resumed).
+	date time.Time
 }
 
 // NewEncoder loads the tokenizer and, if the checkpoint has one, the chat
 // template of the model in dir; vocabSize bounds the ids records may give.
+// chatDate is the time a template's strftime_now formats (the zero time
+// means chat.FixedDate()); the clock is never read.
 // A checkpoint without tokenizer.json can still be calibrated on records
 // of input_ids: the control ids are then config.json's bos, eos and pad
 // ids, and only a text or chat record fails, naming the missing file.
-func NewEncoder(dir string, vocabSize int) (*Encoder, error) {
-	e := &Encoder{control: map[int]bool{}, vocab: vocabSize, bos: -1}
+func NewEncoder(dir string, vocabSize int, chatDate time.Time) (*Encoder, error) {
+	if chatDate.IsZero() {
+		chatDate = chat.FixedDate()
+	}
+	e := &Encoder{control: map[int]bool{}, vocab: vocabSize, bos: -1, date: chatDate}
 	tok, err := tokenizer.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		cfg, cerr := config.Load(dir)
@@ -98,7 +107,7 @@ func (e *Encoder) Chat(messages, tools []byte) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := chat.Request{Messages: msgs}
+	req := chat.Request{Messages: msgs, Now: e.date}
 	if len(tools) > 0 {
 		if req.Tools, err = chat.ParseTools(tools); err != nil {
 			return nil, err

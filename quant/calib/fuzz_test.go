@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // FuzzReadRecords feeds arbitrary bytes to the calibration file reader: it
@@ -20,7 +21,7 @@ func FuzzReadRecords(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	enc, err := NewEncoder(tinyModel, vocab)
+	enc, err := NewEncoder(tinyModel, vocab, time.Time{})
 	if err != nil {
 		f.Fatal(err)
 	}
