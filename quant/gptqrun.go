@@ -622,8 +622,8 @@ func (r *gptqRun) install(tensors []lfmq1.Tensor) error {
 // returns nil when the stored layer does not verify, which makes the run
 // compute it again.
 func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, entries []plan.Entry) (*layerResult, error) {
-	rec, ok := rs.load(d)
-	if ok && r.g.Strict && rec.Metrics.Fallbacks > 0 {
+	rec, problem := rs.load(d)
+	if problem == "" && r.g.Strict && rec.Metrics.Fallbacks > 0 {
 		// The interrupted run was not strict; this one is.
 		for _, e := range rec.Metrics.Experts {
 			for name, m := range map[string]MatrixMetrics{"w1": e.W1, "w3": e.W3, "w2": e.W2} {
@@ -633,8 +633,8 @@ func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 			}
 		}
 	}
-	if !ok {
-		r.warn(fmt.Sprintf("layer %d: the interrupted run's result does not verify; computing it again", d.Layer))
+	if problem != "" {
+		r.warn(fmt.Sprintf("layer %d: the interrupted run's result is damaged: %s; computing it and every later layer again", d.Layer, problem))
 		return nil, rs.save()
 	}
 	path := filepath.Join(w.Dir(), d.File)

@@ -19,8 +19,9 @@ import (
 // The resume area (gptq.md §9) lives inside the partial output directory,
 // which lfmq1.Writer sweeps of it on commit:
 //
-//	.resume/progress.json   fingerprint + completed layers, rewritten
-//	                        atomically after each layer (the commit point)
+//	.resume/progress.json   fingerprint + completed layers + the sha256
+//	                        of both, rewritten atomically after each
+//	                        layer (the commit point)
 //	.resume/layer-NN.json   a completed layer's metrics
 //
 // The layer's experts file itself is already in the partial directory under
@@ -28,7 +29,7 @@ import (
 const (
 	resumeDir     = ".resume"
 	progressFile  = "progress.json"
-	resumeVersion = "lfmq-gptq-resume-1"
+	resumeVersion = "lfmq-gptq-resume-2"
 )
 
 // progress is the content of progress.json.
@@ -37,6 +38,20 @@ type progress struct {
 	// files); two runs with equal fingerprints produce the same bytes.
 	Fingerprint map[string]string `json:"fingerprint"`
 	Layers      []doneLayer       `json:"layers"`
+	// SHA256 is the sha256 of the record's canonical JSON without this
+	// field. Damage that still parses (a digit of a layer number) would
+	// otherwise send a resume to the wrong files.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// digest returns the sha256 of p without its SHA256 field.
+func (p progress) digest() (string, error) {
+	p.SHA256 = ""
+	data, err := canonjson.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	return sha256Hex(data), nil
 }
 
 // doneLayer records one completed MoE layer.
@@ -66,6 +81,20 @@ type ResumeMismatchError struct {
 
 func (e *ResumeMismatchError) Error() string {
 	return fmt.Sprintf("quant: cannot resume %s: %s was %q in the interrupted run and is %q now; rerun without --resume after removing it", e.Partial, e.Field, e.Recorded, e.Current)
+}
+
+// ResumeDamagedError refuses to resume a partial run whose progress record
+// is damaged: without it no stored layer can be trusted, so the run is the
+// user's to remove. (A damaged layer file is not refused: that layer is
+// computed again.)
+type ResumeDamagedError struct {
+	Partial string
+	File    string // the damaged file
+	Problem string // what is wrong with it
+}
+
+func (e *ResumeDamagedError) Error() string {
+	return fmt.Sprintf("quant: cannot resume %s: %s is damaged (%s); remove %s and run again without --resume", e.Partial, e.File, e.Problem, e.Partial)
 }
 
 // PartialError wraps the error that stopped a GPTQ run after some layers
@@ -171,16 +200,29 @@ func openResume(dir string, fp map[string]string, resumed bool) (*resumeState, e
 	if !resumed {
 		return rs, rs.save()
 	}
-	data, err := os.ReadFile(filepath.Join(dir, resumeDir, progressFile))
+	path := filepath.Join(dir, resumeDir, progressFile)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return rs, rs.save()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("quant: %w", err)
 	}
+	damaged := func(problem string) error { return &ResumeDamagedError{Partial: dir, File: path, Problem: problem} }
 	var rec progress
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("quant: %s: unreadable progress record: %w", filepath.Join(dir, resumeDir, progressFile), err)
+		return nil, damaged(fmt.Sprintf("not a progress record: %v", err))
+	}
+	if v := rec.Fingerprint["resume_format"]; rec.SHA256 == "" && v != resumeVersion {
+		// A record without a checksum is from an older lfmq.
+		return nil, &ResumeMismatchError{Partial: dir, Field: "resume_format", Recorded: v, Current: resumeVersion}
+	}
+	sum, err := rec.digest()
+	if err != nil {
+		return nil, err
+	}
+	if sum != rec.SHA256 {
+		return nil, damaged(fmt.Sprintf("its content has sha256 %s, it records %s", sum, rec.SHA256))
 	}
 	if f, a, b := compareFingerprints(rec.Fingerprint, fp); f != "" {
 		return nil, &ResumeMismatchError{Partial: dir, Field: f, Recorded: a, Current: b}
@@ -191,6 +233,11 @@ func openResume(dir string, fp map[string]string, resumed bool) (*resumeState, e
 
 // save writes progress.json atomically.
 func (rs *resumeState) save() error {
+	sum, err := rs.prog.digest()
+	if err != nil {
+		return err
+	}
+	rs.prog.SHA256 = sum
 	data, err := canonjson.Marshal(rs.prog)
 	if err != nil {
 		return err
@@ -209,34 +256,58 @@ func (rs *resumeState) done(layer int) (doneLayer, bool) {
 }
 
 // load returns a completed layer's record after checking its experts file
-// and record against their digests; ok is false (and the layer and every
-// later one are forgotten, to be computed again) when either fails.
-func (rs *resumeState) load(d doneLayer) (*layerRecord, bool) {
-	forget := func() (*layerRecord, bool) {
+// and record against their digests. When either fails, problem names the
+// file and what is wrong with it, and the layer and every later one are
+// forgotten, to be computed again.
+func (rs *resumeState) load(d doneLayer) (rec *layerRecord, problem string) {
+	problem = checkFile(filepath.Join(rs.dir, d.File), d.Size, d.SHA256)
+	recPath := filepath.Join(rs.dir, resumeDir, d.Record)
+	var data []byte
+	if problem == "" {
+		var err error
+		data, err = os.ReadFile(recPath)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			problem = recPath + " is missing"
+		case err != nil:
+			problem = err.Error()
+		case sha256Hex(data) != d.RecordSHA256:
+			problem = fmt.Sprintf("%s has sha256 %s, the interrupted run wrote %s", recPath, sha256Hex(data), d.RecordSHA256)
+		}
+	}
+	if problem == "" {
+		rec = new(layerRecord)
+		if err := json.Unmarshal(data, rec); err != nil {
+			problem = fmt.Sprintf("%s is not a layer record: %v", recPath, err)
+		}
+	}
+	if problem != "" {
 		for i, x := range rs.prog.Layers {
 			if x.Layer == d.Layer {
 				rs.prog.Layers = rs.prog.Layers[:i]
 				break
 			}
 		}
-		return nil, false
+		return nil, problem
 	}
-	sum, size, err := lfmq1.HashFile(filepath.Join(rs.dir, d.File))
-	if err != nil || sum != d.SHA256 || size != d.Size {
-		return forget()
+	return rec, ""
+}
+
+// checkFile compares the file at path with the size and sha256 the
+// interrupted run recorded; it returns what differs, or "".
+func checkFile(path string, size int64, sum string) string {
+	got, n, err := lfmq1.HashFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return path + " is missing"
+	case err != nil:
+		return err.Error()
+	case n != size:
+		return fmt.Sprintf("%s has %d bytes, the interrupted run wrote %d", path, n, size)
+	case got != sum:
+		return fmt.Sprintf("%s has sha256 %s, the interrupted run wrote %s", path, got, sum)
 	}
-	data, err := os.ReadFile(filepath.Join(rs.dir, resumeDir, d.Record))
-	if err != nil {
-		return forget()
-	}
-	if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != d.RecordSHA256 {
-		return forget()
-	}
-	var rec layerRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return forget()
-	}
-	return &rec, true
+	return ""
 }
 
 // complete records a finished layer: its metrics record, then the progress
@@ -263,9 +334,6 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
-
-// hashFile streams a file through sha256 (an experts file of a large model
-// is hundreds of MB).
 
 // writeAtomic writes data to path through a synced temporary file and a
 // rename, so a crash leaves the old or the new content, never a mix.

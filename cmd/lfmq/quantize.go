@@ -60,7 +60,8 @@ The output directory must not exist or be empty; it appears only when
 complete. A GPTQ run keeps each finished MoE layer in a hidden
 .NAME.partial directory beside it; after an interruption, the same command
 with --resume continues from there and writes the same bytes as an
-uninterrupted run. The bytes written never depend on --workers or
+uninterrupted run (a damaged layer there is computed again; a damaged
+progress record is refused). The bytes written never depend on --workers or
 --block-size, and neither does the manifest: its created_by and settings
 hold the effective settings that shape the result, however they were typed.
 A chat template that calls strftime_now sees the day of --chat-date (at
