@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -92,7 +94,8 @@ func TestDocLinksResolve(t *testing.T) {
 
 // TestREADMEFlagDefaults: every flag default the README states (as
 // "`--flag` (default V)" or "`--flag` (V)") is the default the command
-// has, so a changed default cannot leave the README behind.
+// has, and the prefix cache's block is the size it states, so a changed
+// default cannot leave the README behind.
 func TestREADMEFlagDefaults(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
@@ -115,6 +118,9 @@ func TestREADMEFlagDefaults(t *testing.T) {
 		{"serve", "sampling-preset", "`liquid` (default;", "liquid"},
 		{"score", "ctx", "(`--ctx`, default 512)", "512"},
 		{"release build", "platforms", "(`--platforms`, default linux/amd64, linux/arm64, darwin/arm64)", "darwin/arm64,linux/amd64,linux/arm64"},
+	}
+	if phrase := fmt.Sprintf("every %d-token block", prefix.BlockSize); !strings.Contains(readme, phrase) {
+		t.Errorf("the README does not say %q, the prefix cache's block size", phrase)
 	}
 	ios, _, _ := testStreams()
 	root := newRootCmd(ios)
