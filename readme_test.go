@@ -11,8 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/report"
 )
 
 // readmeSkip says why a README command is not run by TestREADMECommands,
@@ -277,4 +281,71 @@ func TestREADMEFixtureFigures(t *testing.T) {
 			t.Errorf("the README does not say %q", want)
 		}
 	}
+}
+
+// readmeScoreEvidence is the evidence file the README's score table is
+// rendered from: make demo DEMO_RECORDS=0's demo-out/evidence/score-tiny.json.
+const readmeScoreEvidence = "docs/evidence/score-tiny.json"
+
+// TestREADMEScoreTable: the score table of the README (and its copy in
+// docs/scoring.md) is the pooled ("all") rows of the table lfmq score
+// prints (report.Markdown) for the committed evidence file, byte for byte,
+// and the token count stated above it is the file's, so the figures shown
+// are measured ones and cannot drift from their evidence.
+func TestREADMEScoreTable(t *testing.T) {
+	f, err := evidence.Read(readmeScoreEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, line := range strings.Split(strings.TrimRight(report.Markdown(f), "\n"), "\n") {
+		if line == "" {
+			break // the end of the main table
+		}
+		if i < 2 || slices.Contains(strings.Split(line, " | "), evidence.AllCorpora) {
+			want = append(want, line)
+		}
+	}
+	if len(want) < 3 {
+		t.Fatalf("%s renders no pooled rows:\n%s", readmeScoreEvidence, report.Markdown(f))
+	}
+	tokens := 0
+	for _, r := range f.Results {
+		if r.Corpus == evidence.AllCorpora {
+			tokens = r.Tokens
+			break
+		}
+	}
+	for _, doc := range []string{"README.md", "docs/scoring.md"} {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		start := slices.Index(lines, want[0])
+		if start < 0 {
+			t.Errorf("%s has no table headed %q (rendered from %s)", doc, want[0], readmeScoreEvidence)
+			continue
+		}
+		got := lines[start:]
+		if end := slices.IndexFunc(got, func(l string) bool { return !strings.HasPrefix(l, "|") }); end >= 0 {
+			got = got[:end]
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s's score table differs from %s rendered by report.Markdown:\n%s:\n%s\nrendered:\n%s",
+				doc, readmeScoreEvidence, doc, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if s := fmt.Sprintf("%s scored tokens", thousands(tokens)); !strings.Contains(strings.Join(strings.Fields(string(data)), " "), s) {
+			t.Errorf("%s does not say %q, the evidence file's total", doc, s)
+		}
+	}
+}
+
+// thousands writes n with comma separators, as the README does.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
