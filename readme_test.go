@@ -3,12 +3,20 @@ package lfmq_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/report"
 )
 
 // readmeSkip says why a README command is not run by TestREADMECommands,
@@ -76,7 +84,8 @@ func readmeCommands(t *testing.T) []string {
 // TestREADMECommands runs, in order and as written, every command of the
 // README's shell blocks that needs neither the network nor minutes, with
 // bin/lfmq built from this tree, in a fresh directory that has the
-// repository's testdata: the README shows commands that work.
+// repository's testdata: the README shows commands that work, and the
+// outputs it shows for them (readmeOutputs) are theirs.
 func TestREADMECommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -99,7 +108,7 @@ func TestREADMECommands(t *testing.T) {
 	if err := os.Symlink(testdata, filepath.Join(work, "testdata")); err != nil {
 		t.Fatal(err)
 	}
-	ran := 0
+	ran, shown := 0, 0
 	for _, cmd := range readmeCommands(t) {
 		if why := readmeSkip(cmd); why != "" {
 			t.Logf("skipped (%s): %s", why, cmd)
@@ -116,9 +125,227 @@ func TestREADMECommands(t *testing.T) {
 			continue
 		}
 		ran++
+		for prefix, marker := range readmeOutputs {
+			if strings.HasPrefix(cmd, prefix) {
+				checkOutput(t, cmd, readmeBlock(t, marker), string(out))
+				shown++
+			}
+		}
+	}
+	if shown != len(readmeOutputs) {
+		t.Errorf("%d of the README's %d example outputs were checked: a command or its block changed", shown, len(readmeOutputs))
 	}
 	// The tour alone has five; fewer means the README or this test lost them.
 	if ran < 4 {
 		t.Errorf("only %d README commands ran", ran)
 	}
+}
+
+// readmeOutputs maps the start of a README command to a line of the
+// README's plain ``` block that shows that command's output.
+var readmeOutputs = map[string]string{
+	"bin/lfmq quantize --model testdata/tiny-lfm2-moe/model --out tour/rtn --method rtn": "wrote lfmq-1 checkpoint tour/rtn",
+	"bin/lfmq generate --model tour/rtn ":                                                "model tour/rtn (lfmq-1), loaded in",
+}
+
+// readmeBlock returns the lines of the README's plain ``` block that has
+// a line containing marker.
+func readmeBlock(t *testing.T, marker string) []string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	in, found := false, false
+	for line := range strings.SplitSeq(string(data), "\n") {
+		switch {
+		case !in && line == "```":
+			in, block, found = true, nil, false
+		case in && line == "```":
+			if found {
+				return block
+			}
+			in = false
+		case in:
+			block = append(block, line)
+			found = found || strings.Contains(line, marker)
+		}
+	}
+	t.Fatalf("the README has no plain ``` block with a line containing %q", marker)
+	return nil
+}
+
+// readmeWild is what a README output line may show in place of a run's
+// own value: "…" for anything, and times and rates, which vary by run.
+var readmeWild = regexp.MustCompile(`…|[0-9]+(\.[0-9]+)? tokens/s|[0-9]+(\.[0-9]+)?(ns|µs|ms|s)\b`)
+
+// checkOutput compares the README's output block with the last lines of a
+// command's output (status lines may come before), byte for byte except
+// for readmeWild's values.
+func checkOutput(t *testing.T, cmd string, block []string, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) < len(block) {
+		t.Errorf("README shows %d lines of output for %s; it printed %d:\n%s", len(block), cmd, len(lines), out)
+		return
+	}
+	lines = lines[len(lines)-len(block):]
+	for i, want := range block {
+		var re strings.Builder
+		re.WriteString("^")
+		rest := want
+		for {
+			loc := readmeWild.FindStringIndex(rest)
+			if loc == nil {
+				re.WriteString(regexp.QuoteMeta(rest))
+				break
+			}
+			re.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
+			switch m := rest[loc[0]:loc[1]]; {
+			case m == "…":
+				re.WriteString(".+")
+			case strings.HasSuffix(m, "tokens/s"):
+				re.WriteString(`[0-9]+(\.[0-9]+)? tokens/s`)
+			default:
+				re.WriteString(`[0-9]+(\.[0-9]+)?(ns|µs|ms|s)`)
+			}
+			rest = rest[loc[1]:]
+		}
+		re.WriteString("$")
+		if !regexp.MustCompile(re.String()).MatchString(lines[i]) {
+			t.Errorf("README's output of %s, line %d:\n README %q\n actual %q", cmd, i+1, want, lines[i])
+		}
+	}
+}
+
+// TestREADMEFixtureFigures: what the README says of the test model (its
+// parameter count, layers, experts and width) is what its files hold.
+func TestREADMEFixtureFigures(t *testing.T) {
+	const model = "testdata/tiny-lfm2-moe/model"
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(data)), " ")
+
+	f, err := os.Open(filepath.Join(model, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n uint64
+	if err := binary.Read(f, binary.LittleEndian, &n); err != nil || n > 1<<24 {
+		t.Fatalf("safetensors header length %d: %v", n, err)
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(f, header); err != nil {
+		t.Fatal(err)
+	}
+	var tensors map[string]json.RawMessage
+	if err := json.Unmarshal(header, &tensors); err != nil {
+		t.Fatal(err)
+	}
+	params := 0
+	for name, raw := range tensors {
+		if name == "__metadata__" {
+			continue
+		}
+		var info struct{ Shape []int }
+		if err := json.Unmarshal(raw, &info); err != nil {
+			t.Fatal(err)
+		}
+		p := 1
+		for _, d := range info.Shape {
+			p *= d
+		}
+		params += p
+	}
+	var cfg struct {
+		Layers  int `json:"num_hidden_layers"`
+		Experts int `json:"num_experts"`
+		Hidden  int `json:"hidden_size"`
+	}
+	raw, err := os.ReadFile(filepath.Join(model, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("%.2f M parameter test model", float64(params)/1e6),
+		fmt.Sprintf("(%d layers, %d experts, hidden %d, BF16)", cfg.Layers, cfg.Experts, cfg.Hidden),
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("the README does not say %q", want)
+		}
+	}
+}
+
+// readmeScoreEvidence is the evidence file the README's score table is
+// rendered from: make demo DEMO_RECORDS=0's demo-out/evidence/score-tiny.json.
+const readmeScoreEvidence = "docs/evidence/score-tiny.json"
+
+// TestREADMEScoreTable: the score table of the README (and its copy in
+// docs/scoring.md) is the pooled ("all") rows of the table lfmq score
+// prints (report.Markdown) for the committed evidence file, byte for byte,
+// and the token count stated above it is the file's, so the figures shown
+// are measured ones and cannot drift from their evidence.
+func TestREADMEScoreTable(t *testing.T) {
+	f, err := evidence.Read(readmeScoreEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, line := range strings.Split(strings.TrimRight(report.Markdown(f), "\n"), "\n") {
+		if line == "" {
+			break // the end of the main table
+		}
+		if i < 2 || slices.Contains(strings.Split(line, " | "), evidence.AllCorpora) {
+			want = append(want, line)
+		}
+	}
+	if len(want) < 3 {
+		t.Fatalf("%s renders no pooled rows:\n%s", readmeScoreEvidence, report.Markdown(f))
+	}
+	tokens := 0
+	for _, r := range f.Results {
+		if r.Corpus == evidence.AllCorpora {
+			tokens = r.Tokens
+			break
+		}
+	}
+	for _, doc := range []string{"README.md", "docs/scoring.md"} {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		start := slices.Index(lines, want[0])
+		if start < 0 {
+			t.Errorf("%s has no table headed %q (rendered from %s)", doc, want[0], readmeScoreEvidence)
+			continue
+		}
+		got := lines[start:]
+		if end := slices.IndexFunc(got, func(l string) bool { return !strings.HasPrefix(l, "|") }); end >= 0 {
+			got = got[:end]
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s's score table differs from %s rendered by report.Markdown:\n%s:\n%s\nrendered:\n%s",
+				doc, readmeScoreEvidence, doc, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if s := fmt.Sprintf("%s scored tokens", thousands(tokens)); !strings.Contains(strings.Join(strings.Fields(string(data)), " "), s) {
+			t.Errorf("%s does not say %q, the evidence file's total", doc, s)
+		}
+	}
+}
+
+// thousands writes n with comma separators, as the README does.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

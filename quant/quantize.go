@@ -59,18 +59,32 @@ type Options struct {
 	// from the effective settings (the manifest is the checkpoint's
 	// identity, so it must not depend on how the flags were typed).
 	CreatedBy string
-	// Progress, if set, is called once with the total number of tensors and
-	// then after each tensor is written. A GPTQ run also reports its stages
-	// to a Progress that implements StageProgress.
+	// Progress, if set, is told the total number of tensors and then of
+	// each tensor as it is finished (see Progress for when, and from which
+	// goroutines). A GPTQ run also reports its stages to a Progress that
+	// implements StageProgress.
 	Progress Progress
 	// GPTQ holds the settings of Method GPTQ (start from
 	// DefaultGPTQOptions); unused otherwise.
 	GPTQ GPTQOptions
 }
 
-// Progress receives quantization progress.
+// Progress receives quantization progress. Its methods must be safe for
+// concurrent use.
 type Progress interface {
+	// Start is called once, by the goroutine that called Quantize, with
+	// the number of tensors the checkpoint will hold, before any Done.
 	Start(total int)
+	// Done is called once per tensor. For tensors packed by RTN or copied
+	// (every tensor of an RTN run; the dense, head and kept tensors of a
+	// GPTQ run) it is called from the worker pool's goroutines, up to
+	// Options.Workers at a time and in no fixed order, as soon as that
+	// tensor's bytes are in memory: before the safetensors file holding
+	// it is written, which happens once every tensor of the file is done.
+	// For a GPTQ run's routed experts it is called by the goroutine that
+	// called Quantize, after the layer's experts file is written (or
+	// taken over by --resume). A run that fails may have reported tensors
+	// that were never written.
 	Done(tensor string)
 }
 

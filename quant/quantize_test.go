@@ -142,8 +142,11 @@ func TestManifestCoversSource(t *testing.T) {
 }
 
 // TestQuantizedValues decodes every stored tensor and compares it with the
-// source: kept tensors exactly, BFP tensors within the error bands of
-// bfp.md §7 (≈1 % BFP8, ≈12 % BFP4).
+// source: kept tensors exactly, BFP tensors within the relative-error ranges
+// docs/bfp.md states for this model (0.68 %–0.77 % over 29 bfp8_b tensors,
+// 11.2 %–12.3 % over 288 bfp4_b tensors). RTN is deterministic, so each
+// band is the documented range widened only by its rounding: measured
+// 0.6778 %–0.7743 % and 11.235 %–12.256 % (linux/amd64).
 func TestQuantizedValues(t *testing.T) {
 	dir := tinyRTN(t)
 	ck, err := lfmq1.Open(dir, lfmq1.CheckStructure)
@@ -156,8 +159,9 @@ func TestQuantizedValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	bands := map[lfmq1.TensorFormat][2]float64{lfmq1.BFP8: {0.003, 0.02}, lfmq1.BFP4: {0.08, 0.16}}
-	worst := map[lfmq1.TensorFormat]float64{}
+	bands := map[lfmq1.TensorFormat][2]float64{lfmq1.BFP8: {0.00675, 0.00775}, lfmq1.BFP4: {0.1115, 0.1235}}
+	counts := map[lfmq1.TensorFormat]int{lfmq1.BFP8: 29, lfmq1.BFP4: 288}
+	best, worst, seen := map[lfmq1.TensorFormat]float64{}, map[lfmq1.TensorFormat]float64{}, map[lfmq1.TensorFormat]int{}
 	for _, e := range ck.Manifest.Tensors {
 		st, err := ck.Tensor(e.Name)
 		if err != nil {
@@ -200,13 +204,23 @@ func TestQuantizedValues(t *testing.T) {
 				den += float64(want[i]) * float64(want[i])
 			}
 			rel := math.Sqrt(num / den)
+			if seen[e.Format] == 0 || rel < best[e.Format] {
+				best[e.Format] = rel
+			}
 			worst[e.Format] = max(worst[e.Format], rel)
+			seen[e.Format]++
 			if b := bands[e.Format]; rel < b[0] || rel > b[1] {
 				t.Errorf("%s (%s): relative error %.4f outside [%g, %g]", e.Name, e.Format, rel, b[0], b[1])
 			}
 		}
 	}
-	t.Logf("worst relative error: BFP8 %.4f, BFP4 %.4f", worst[lfmq1.BFP8], worst[lfmq1.BFP4])
+	for _, f := range []lfmq1.TensorFormat{lfmq1.BFP8, lfmq1.BFP4} {
+		n := counts[f]
+		t.Logf("%s: %d tensors, relative error %.4f %%–%.4f %%", f, seen[f], 100*best[f], 100*worst[f])
+		if seen[f] != n {
+			t.Errorf("%d %s tensors, want %d", seen[f], f, n)
+		}
+	}
 }
 
 func TestQuantizeErrors(t *testing.T) {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/prefix"
+	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -84,6 +88,104 @@ func TestDocLinksResolve(t *testing.T) {
 				}
 				t.Errorf("%s: %q does not resolve to a file of the repository", f, target)
 			}
+		}
+	}
+}
+
+// TestREADMEFlagDefaults: every flag default the README states (as
+// "`--flag` (default V)" or "`--flag` (V)") is the default the command
+// has, and the prefix cache's block is the size it states, so a changed
+// default cannot leave the README behind.
+func TestREADMEFlagDefaults(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(data)), " ")
+	tests := []struct {
+		cmd, flag, phrase, value string
+	}{
+		{"serve", "host", "`--host` (default `127.0.0.1`)", "127.0.0.1"},
+		{"serve", "port", "`--port` (default 8000)", "8000"},
+		{"serve", "prefill-chunk", "`--prefill-chunk` (512)", "512"},
+		{"serve", "max-num-seqs", "`--max-num-seqs` (16)", "16"},
+		{"serve", "max-queue", "`--max-queue` (64)", "64"},
+		{"serve", "shutdown-timeout", "`--shutdown-timeout` (30s)", "30s"},
+		{"serve", "speculate", "(`--speculate on`, the default)", "on"},
+		{"serve", "spec-tokens", "`--spec-tokens` (4)", "4"},
+		{"serve", "lookup-max", "`--lookup-max`…`--lookup-min` (5…3)", "5"},
+		{"serve", "lookup-min", "`--lookup-max`…`--lookup-min` (5…3)", "3"},
+		{"serve", "sampling-preset", "`liquid` (default;", "liquid"},
+		{"score", "ctx", "(`--ctx`, default 512)", "512"},
+		{"release build", "platforms", "(`--platforms`, default linux/amd64, linux/arm64, darwin/arm64)", "darwin/arm64,linux/amd64,linux/arm64"},
+	}
+	if phrase := fmt.Sprintf("every %d-token block", prefix.BlockSize); !strings.Contains(readme, phrase) {
+		t.Errorf("the README does not say %q, the prefix cache's block size", phrase)
+	}
+	ios, _, _ := testStreams()
+	root := newRootCmd(ios)
+	for _, tt := range tests {
+		t.Run(tt.cmd+" --"+tt.flag, func(t *testing.T) {
+			if !strings.Contains(readme, tt.phrase) {
+				t.Fatalf("README no longer says %q", tt.phrase)
+			}
+			c, _, err := root.Find(strings.Fields(tt.cmd))
+			if err != nil || c.Name() != strings.Fields(tt.cmd)[len(strings.Fields(tt.cmd))-1] {
+				t.Fatalf("no command %q: %v", tt.cmd, err)
+			}
+			f := c.Flags().Lookup(tt.flag)
+			if f == nil {
+				t.Fatalf("%s has no flag --%s", tt.cmd, tt.flag)
+			}
+			if f.DefValue != tt.value {
+				t.Errorf("%s --%s defaults to %q; the README says %q", tt.cmd, tt.flag, f.DefValue, tt.phrase)
+			}
+		})
+	}
+}
+
+// TestREADMEPresetTable: the README's table of sampling presets is what
+// sample.Preset gives, field by field ("–" for a field the preset leaves
+// unset), and names every preset.
+func TestREADMEPresetTable(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z]+)`[^|]* \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\|$")
+	cell := func(p any) string {
+		switch v := p.(type) {
+		case *float64:
+			if v != nil {
+				return strconv.FormatFloat(*v, 'g', -1, 64)
+			}
+		case *int:
+			if v != nil {
+				return strconv.Itoa(*v)
+			}
+		}
+		return "–"
+	}
+	seen := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		d, err := sample.Preset(m[1])
+		if err != nil {
+			continue // another table's row
+		}
+		seen[m[1]] = true
+		want := []string{cell(d.Temperature), cell(d.TopK), cell(d.TopP), cell(d.RepetitionPenalty)}
+		for i, w := range want {
+			if got := strings.TrimSpace(m[2+i]); got != w {
+				t.Errorf("README preset %s, column %d: %q, the preset has %q", m[1], i+1, got, w)
+			}
+		}
+		if d.MinP != nil || d.MaxNewTokens != nil {
+			t.Errorf("preset %s sets a field the README table has no column for", m[1])
+		}
+	}
+	for _, name := range sample.PresetNames() {
+		if !seen[name] {
+			t.Errorf("the README's preset table has no row for %s", name)
 		}
 	}
 }

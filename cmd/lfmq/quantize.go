@@ -52,8 +52,8 @@ runs on the calibration windows of --calib, and each expert's matrices are
 solved against the router-weighted Hessian of their inputs, layer by layer
 with the layers below already quantized. --calib is JSONL ({"text": …},
 {"messages": […]} or {"input_ids": […]} records) or a safetensors token-id
-file. A calibration set that shares any 32-token window with an
---eval-corpus is refused. --method rtn rounds every block to nearest (the
+file. A calibration set that shares any 32-token window without a
+control token with an --eval-corpus is refused. --method rtn rounds every block to nearest (the
 plain BFP packer) and needs no calibration.
 
 The output directory must not exist or be empty; it appears only when

@@ -246,8 +246,10 @@ func TestQuantizeGPTQRun(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^all  0\.\d{3}  0\.\d{3}  0  `).MatchString(text) {
 		t.Errorf("no summary row:\n%s", stdout)
 	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr: %s", stderr)
+	// Off a terminal the only stderr output is the status line printed
+	// every 10 s (docs/cli.md), which a slow machine reaches.
+	if rest := regexp.MustCompile(`(?m)^quantizing: .* elapsed\)\n`).ReplaceAllString(stderr.String(), ""); rest != "" {
+		t.Errorf("stderr: %s", rest)
 	}
 	m, _, err := lfmq1.ReadManifest(out)
 	if err != nil {

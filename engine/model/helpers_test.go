@@ -15,11 +15,17 @@ import (
 )
 
 const (
-	fixture  = "../../testdata/tiny-lfm2-moe"
-	tinyDir  = fixture + "/model"
-	refDir   = fixture + "/reference"
-	greedyN  = 32
-	logitTol = 2e-3 // lfm2-moe.md §4.9
+	fixture = "../../testdata/tiny-lfm2-moe"
+	tinyDir = fixture + "/model"
+	refDir  = fixture + "/reference"
+	greedyN = 32
+	// logitTol bounds |Δlogit| against reference/logits.safetensors (full
+	// sequence and every greedy decode step). Measured 1.24e-5 (full) and
+	// 1.14e-5 (decode) on linux/amd64, with the AVX2/FMA kernels and with
+	// -tags purego alike (the two give the same bits); 3e-5 is 2.4x that.
+	// The spec's 2e-3 allowance (lfm2-moe.md §4.9) is 160x the measured
+	// error and would let a real regression pass.
+	logitTol = 3e-5
 )
 
 var (

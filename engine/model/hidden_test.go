@@ -45,6 +45,16 @@ func (r *recorder) Routing(layer int, _ model.Rows, rt *model.Routing) {
 	got.Logits = append(got.Logits, rt.Logits...)
 }
 
+// Tolerances of TestReferenceHiddenStates, each about 2-4x the largest
+// error measured on linux/amd64 with the AVX2/FMA kernels and with -tags
+// purego (identical on both paths).
+const (
+	hiddenTol       = 2e-5  // residual streams and final norm: max |Δ| 8.58e-6 (layer 8)
+	hiddenCosTol    = 4e-13 // 1−cosine of the same: 1.2e-13 (layer 1)
+	routerWeightTol = 5e-7  // top-k routing weights: 1.79e-7 (layer 5)
+	routerLogitTol  = 1e-5  // router logits: 3.34e-6 (layer 7)
+)
+
 // TestReferenceHiddenStates compares every layer's residual stream, the
 // final norm and the router decisions of the chat_multiturn_unicode prompt
 // with the reference, in small chunks so that the observer sees several
@@ -63,13 +73,13 @@ func TestReferenceHiddenStates(t *testing.T) {
 		got := rec.hidden[i]
 		d, c := maxAbsDiff(got, want), cosine(got, want)
 		t.Logf("hidden_states[%d]: max |Δ| %.3g, 1−cosine %.2g", i, d, 1-c)
-		if d > 1e-4 || c < 1-1e-9 {
-			t.Errorf("hidden_states[%d]: max |Δ| %.3g, cosine %.12f", i, d, c)
+		if d > hiddenTol || 1-c > hiddenCosTol {
+			t.Errorf("hidden_states[%d]: max |Δ| %.3g (tolerance %g), 1−cosine %.2g (tolerance %g)", i, d, hiddenTol, 1-c, hiddenCosTol)
 		}
 	}
 	fn := ref.get(t, "final_norm")
-	if d, c := maxAbsDiff(rec.final, fn), cosine(rec.final, fn); d > 1e-4 || c < 1-1e-9 {
-		t.Errorf("final_norm: max |Δ| %.3g, cosine %.12f", d, c)
+	if d, c := maxAbsDiff(rec.final, fn), cosine(rec.final, fn); d > hiddenTol || 1-c > hiddenCosTol {
+		t.Errorf("final_norm: max |Δ| %.3g (tolerance %g), 1−cosine %.2g (tolerance %g)", d, hiddenTol, 1-c, hiddenCosTol)
 	} else {
 		t.Logf("final_norm: max |Δ| %.3g, 1−cosine %.2g", d, 1-c)
 	}
@@ -121,11 +131,11 @@ func TestReferenceHiddenStates(t *testing.T) {
 		}
 		ld := maxAbsDiff(got.Logits, wantLogits)
 		t.Logf("layer %d router: top-%d ids identical for %d tokens, max |Δweight| %.3g, max |Δlogit| %.3g", l, K, T, wd, ld)
-		if wd > 1e-5 {
-			t.Errorf("layer %d: router weights differ by %.3g", l, wd)
+		if wd > routerWeightTol {
+			t.Errorf("layer %d: router weights differ by %.3g (tolerance %g)", l, wd, routerWeightTol)
 		}
-		if len(got.Logits) != T*E || ld > 1e-4 {
-			t.Errorf("layer %d: router logits differ by %.3g", l, ld)
+		if len(got.Logits) != T*E || ld > routerLogitTol {
+			t.Errorf("layer %d: router logits differ by %.3g (tolerance %g)", l, ld, routerLogitTol)
 		}
 	}
 }

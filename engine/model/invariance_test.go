@@ -11,11 +11,13 @@ import (
 )
 
 // TestIncrementalEqualsFull: decoding token by token, prefilling in chunks of
-// any size and one full-sequence forward give bit-identical logits.
+// any size and one full-sequence forward give bit-identical logits, for
+// every fixture prompt including the longest (chat_long_300: 314 prompt
+// tokens plus 31 decoded, about 4 s of the test's 6 on 2 busy cores).
 func TestIncrementalEqualsFull(t *testing.T) {
 	m := tiny(t)
 	V := m.Config.VocabSize
-	for _, p := range prompts(t)[:5] {
+	for _, p := range prompts(t) {
 		t.Run(p.Name, func(t *testing.T) {
 			all := append(append([]int(nil), p.InputIDs...), p.GreedyIDs[:greedyN-1]...)
 			_, full := forward(t, m, all, model.ForwardOptions{Logits: model.AllLogits})

@@ -11,11 +11,17 @@ import (
 	"github.com/lfmq/lfmq/quant"
 )
 
+// lfmq1FakeQuantTol bounds |Δlogit| between the packed-tile kernels and
+// the same weights decoded to float32: measured 1.43e-5 (chat_tools,
+// chat_long_300) on linux/amd64, assembly and -tags purego alike; 4e-5 is
+// 2.8x that.
+const lfmq1FakeQuantTol = 4e-5
+
 // TestLFMQ1 quantizes the fixture with RTN and checks that the lfmq-1
 // checkpoint (BF16 kept tensors, BFP8 dense and head, BFP4 experts, all run
 // by the packed-tile kernels) gives the logits of the fake-quant model (the
-// BF16 checkpoint with every BFP weight decoded to float32) within 1e-4:
-// the two differ only in the kernels' summation order.
+// BF16 checkpoint with every BFP weight decoded to float32) within
+// lfmq1FakeQuantTol: the two differ only in the kernels' summation order.
 func TestLFMQ1(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rtn")
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
@@ -41,8 +47,8 @@ func TestLFMQ1(t *testing.T) {
 		_, orig := forward(t, bf16, p.InputIDs, model.ForwardOptions{Logits: model.AllLogits})
 		d, dq := maxAbsDiff(got, want), maxAbsDiff(want, orig)
 		t.Logf("%s: lfmq-1 vs fake-quant max |Δlogit| %.3g (quantization moved the logits by up to %.3g)", p.Name, d, dq)
-		if d > 1e-4 {
-			t.Errorf("%s: lfmq-1 and fake-quant logits differ by %.3g", p.Name, d)
+		if d > lfmq1FakeQuantTol {
+			t.Errorf("%s: lfmq-1 and fake-quant logits differ by %.3g (tolerance %g)", p.Name, d, lfmq1FakeQuantTol)
 		}
 		if dq == 0 {
 			t.Errorf("%s: fake-quant logits equal the BF16 ones: nothing was substituted", p.Name)
