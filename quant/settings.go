@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/lfmq/lfmq/quant/calib"
+	"github.com/lfmq/lfmq/quant/gptq"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
 
@@ -41,6 +42,9 @@ type GPTQOptions struct {
 	// Strict makes a fallback to RTN (a Hessian that cannot be factored
 	// even at the largest damping) an error instead of a warning.
 	Strict bool
+	// hessianCost is the cost the hessian exponent rule minimises; only
+	// the ablation tests change it from gptq.CostGreedy.
+	hessianCost gptq.HessianCost
 }
 
 // EvalCorpus is an evaluation corpus named for reports.
@@ -109,16 +113,18 @@ func (o *GPTQOptions) validate() error {
 // GPTQSettings is the manifest's record of a GPTQ run
 // (quantization.settings): every setting that shapes the result.
 type GPTQSettings struct {
-	ActOrder      bool               `json:"act_order"`
-	BlockSize     int                `json:"block_size"`
-	Damp          DampSettings       `json:"damp"`
-	HessianWeight map[string]string  `json:"hessian_weight"`
-	ShrinkTokens  float64            `json:"shrink_tokens"`
-	ExponentRule  string             `json:"exponent_rule"`
-	Order         string             `json:"order"`
-	Precision     string             `json:"precision"`
-	Calibration   CalibSettings      `json:"calibration"`
-	Disjointness  calib.Disjointness `json:"disjointness"`
+	ActOrder      bool              `json:"act_order"`
+	BlockSize     int               `json:"block_size"`
+	Damp          DampSettings      `json:"damp"`
+	HessianWeight map[string]string `json:"hessian_weight"`
+	ShrinkTokens  float64           `json:"shrink_tokens"`
+	ExponentRule  string            `json:"exponent_rule"`
+	// DenseExponentRule is the rule of the RTN-packed BFP8 tensors.
+	DenseExponentRule string             `json:"dense_exponent_rule"`
+	Order             string             `json:"order"`
+	Precision         string             `json:"precision"`
+	Calibration       CalibSettings      `json:"calibration"`
+	Disjointness      calib.Disjointness `json:"disjointness"`
 }
 
 // DampSettings records the relative damping per projection and the retry
@@ -156,9 +162,11 @@ func (o *GPTQOptions) settings(set *calib.Set, d *calib.Disjointness) GPTQSettin
 			Retries: choleskyRetries, RetryFactor: retryFactor},
 		HessianWeight: map[string]string{"w1": string(hessian.WeightG), "w3": string(hessian.WeightG), "w2": string(o.W2Weight)},
 		ShrinkTokens:  o.Shrink,
-		ExponentRule:  "max",
-		Order:         order,
-		Precision:     "float64",
+		ExponentRule:  string(ExponentMax),
+		// quantizeGPTQ sets both rules from Options.
+		DenseExponentRule: string(ExponentMax),
+		Order:             order,
+		Precision:         "float64",
 		Calibration: CalibSettings{Digest: set.Digest, FileSHA256: set.FileSHA256, Seqs: len(set.Windows), Len: o.CalibLen,
 			Seed: o.Seed, Tokens: set.Tokens, MaxWindow: set.MaxLen, Available: set.Available},
 		Disjointness: *d,

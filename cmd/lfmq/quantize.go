@@ -26,6 +26,9 @@ type quantizeOptions struct {
 	Workers int
 	// GPTQ holds the GPTQ settings (used with --method gptq).
 	GPTQ quant.GPTQOptions
+	// ExponentRule and DenseExponentRule choose the BFP exponents of the
+	// routed experts and of the BFP8 dense tensors.
+	ExponentRule, DenseExponentRule quant.ExponentRule
 	// changed lists the GPTQ flags given on the command line, for the
 	// manifest's created_by.
 	changed []string
@@ -37,7 +40,7 @@ var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "eval-corpu
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
-	var method, w2Weight string
+	var method, w2Weight, expRule, denseRule string
 	var evalCorpora []string
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
@@ -82,6 +85,9 @@ uninterrupted run. The bytes written never depend on --workers.`,
 			if opts.Workers < 0 {
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
 			}
+			if err := parseExponentRules(opts, m, expRule, denseRule); err != nil {
+				return &usageError{err}
+			}
 			opts.changed = nil
 			for _, f := range gptqFlags {
 				if cmd.Flags().Changed(f) {
@@ -122,14 +128,37 @@ uninterrupted run. The bytes written never depend on --workers.`,
 	f.Float64Var(&g.Shrink, "shrink", g.Shrink, "pseudo-count (effective tokens) shrinking each expert's Hessian toward its layer's pool")
 	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
 	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
+	f.StringVar(&expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
+	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
 	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
 	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("dense-exponent-rule", cobra.FixedCompletions([]string{"max", "search"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// parseExponentRules checks --exponent-rule and --dense-exponent-rule:
+// hessian needs GPTQ's Hessian, which RTN, kept experts and the dense
+// tensors do not have.
+func parseExponentRules(opts *quantizeOptions, m quant.Method, expRule, denseRule string) error {
+	r, err := quant.ParseExponentRule(expRule)
+	if err != nil {
+		return fmt.Errorf("--exponent-rule must be max, search or hessian, got %q", expRule)
+	}
+	if r == quant.ExponentHessian && (m != quant.GPTQ || opts.Experts != "quantize") {
+		return errors.New("--exponent-rule hessian needs --method gptq with --experts quantize (RTN has no Hessian; use max or search)")
+	}
+	d, err := quant.ParseExponentRule(denseRule)
+	if err != nil || d == quant.ExponentHessian {
+		return fmt.Errorf("--dense-exponent-rule must be max or search (the dense tensors have no Hessian), got %q", denseRule)
+	}
+	opts.ExponentRule, opts.DenseExponentRule = r, d
+	return nil
 }
 
 // parseGPTQFlags completes and checks the GPTQ options from the flags.
@@ -199,6 +228,9 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		CreatedBy:   createdBy(opts),
 		Progress:    prog,
 		GPTQ:        opts.GPTQ,
+
+		ExponentRule:      opts.ExponentRule,
+		DenseExponentRule: opts.DenseExponentRule,
 	})
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
@@ -285,6 +317,14 @@ func createdBy(opts *quantizeOptions) string {
 	s := "lfmq quantize --method " + string(opts.Method)
 	if opts.Experts != "quantize" {
 		s += " --experts " + opts.Experts
+	}
+	// The rules are named only when they differ from max, so the manifest
+	// of a default run reads as it did before the flags existed.
+	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax {
+		s += " --exponent-rule " + string(r)
+	}
+	if r := opts.DenseExponentRule; r != "" && r != quant.ExponentMax {
+		s += " --dense-exponent-rule " + string(r)
 	}
 	g := opts.GPTQ
 	for _, f := range opts.changed {
