@@ -2,7 +2,11 @@ package gptq
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/lfmq/lfmq/format/bfp"
 )
 
 // TestBadExponentOptions: an unknown rule or cost is an *InputError naming
@@ -28,5 +32,31 @@ func TestBadExponentOptions(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("String() = %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// BenchmarkQuantizeRule times the row loop (Factor.Quantize, the part the
+// exponent rule changes) for each rule on one factor, so the ratios to
+// "max" in one run give the rules' cost; the factorization, which no rule
+// touches, is left out.
+func BenchmarkQuantizeRule(b *testing.B) {
+	const k, out = 512, 512
+	r := rand.New(rand.NewPCG(1, 1))
+	h := randomHessian(r, k, k, nil)
+	w := randomWeight(r, out, k)
+	for _, rule := range exponentRules {
+		b.Run(fmt.Sprintf("K=%d/%s", k, rule.name), func(b *testing.B) {
+			opts := DefaultOptions(0.01)
+			opts.Exponent, opts.HessianCost = rule.rule, rule.cost
+			f, err := NewFactor(h, k, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := f.Quantize(bfp.BFP4, w, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
