@@ -61,6 +61,15 @@ file. A calibration set that shares any 32-token window with an
 --eval-corpus is refused. --method rtn rounds every block to nearest (the
 plain BFP packer) and needs no calibration.
 
+--exponent-rule chooses the shared exponent of each 16-weight group of the
+routed experts: max (the largest exponent, tt-metal's packer, the default),
+search (tt-metal's exponent search: one less when that lowers the group's
+squared error) or hessian (GPTQ only: the least GPTQ loss among the largest
+exponent and the two below it). --dense-exponent-rule does the same for the
+BFP8 tensors (max or search). The rule is recorded in the manifest; see
+docs/bfp.md. On the fixture neither search nor hessian lowers the KL to the
+BF16 model, so max stays the default.
+
 The output directory must not exist or be empty; it appears only when
 complete. A GPTQ run keeps each finished MoE layer in a hidden
 .NAME.partial directory beside it; after an interruption, the same command
