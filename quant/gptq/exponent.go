@@ -202,6 +202,26 @@ func sqErr(fm bfp.Format, e uint8, c *[bfp.GroupSize]uint8, v *[bfp.GroupSize]fl
 	return s
 }
 
+// lookaheadAt returns the lookahead of permuted row i in the block
+// [b0, b1) of Quantize, or nil when there is none (next is nil: no
+// lookahead cost; or i is the last row). The next row's values are wp's
+// when it lies in the same block, whose updates are applied row by row;
+// for the first row of the next block they are rebuilt in next from the
+// block's pending errors.
+func (f *Factor) lookaheadAt(i, b0, b1, out int, wp, errs, next []float64) *lookahead {
+	k := f.k
+	if next == nil || i+1 >= k {
+		return nil
+	}
+	j := i + 1
+	la := &lookahead{next: wp[j*out : (j+1)*out], uii: f.u[i*k+i], uij: f.u[i*k+j], ujj: f.u[j*k+j]}
+	if j == b1 {
+		pendingRow(next, la.next, f.u, k, b0, i, j, out, errs)
+		la.next = next
+	}
+	return la
+}
+
 // pendingRow writes into dst the current values of row j = b1, the first
 // row of the next block, as they will be once the deferred feedback of rows
 // b0..i−1 of the current block is applied: the same subtractions, in the

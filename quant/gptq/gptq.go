@@ -253,15 +253,7 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 			for n, v := range row {
 				r32[n] = float32(v)
 			}
-			var la *lookahead
-			if next != nil && i+1 < k {
-				j := i + 1
-				la = &lookahead{next: wp[j*out : (j+1)*out], uii: f.u[i*k+i], uij: f.u[i*k+j], ujj: f.u[j*k+j]}
-				if j == b1 {
-					pendingRow(next, la.next, f.u, k, b0, i, j, out, errs)
-					la.next = next
-				}
-			}
+			la := f.lookaheadAt(i, b0, b1, out, wp, errs, next)
 			if err := enc.encode(row, r32, exps, codes, la); err != nil {
 				return nil, &InputError{What: "row", Msg: err.Error()}
 			}
