@@ -56,17 +56,28 @@ type gptqRunCache struct {
 	err  error
 }
 
-var gptqRuns sync.Map // seqs → *gptqRunCache
+var gptqRuns sync.Map // gptqRunKey → *gptqRunCache
+
+type gptqRunKey struct {
+	seqs int
+	rule ExponentRule
+}
 
 // tinyGPTQ quantizes the tiny model with GPTQ on seqs calibration windows,
 // once per test binary.
 func tinyGPTQ(t *testing.T, seqs int) (string, *Result) {
 	t.Helper()
-	v, _ := gptqRuns.LoadOrStore(seqs, &gptqRunCache{})
+	return tinyGPTQRule(t, seqs, ExponentMax)
+}
+
+// tinyGPTQRule is tinyGPTQ with the experts' exponent rule.
+func tinyGPTQRule(t *testing.T, seqs int, rule ExponentRule) (string, *Result) {
+	t.Helper()
+	v, _ := gptqRuns.LoadOrStore(gptqRunKey{seqs, rule}, &gptqRunCache{})
 	c := v.(*gptqRunCache)
 	c.once.Do(func() {
-		c.dir = filepath.Join(testRoot, fmt.Sprintf("gptq-%d", seqs))
-		c.res, c.err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: c.dir, Method: GPTQ, CreatedBy: "test", GPTQ: gptqOptions(seqs)})
+		c.dir = filepath.Join(testRoot, fmt.Sprintf("gptq-%d-%s", seqs, rule))
+		c.res, c.err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: c.dir, Method: GPTQ, CreatedBy: "test", GPTQ: gptqOptions(seqs), ExponentRule: rule})
 	})
 	if c.err != nil {
 		t.Fatal(c.err)
@@ -209,18 +220,91 @@ func TestGPTQTiny(t *testing.T) {
 	}
 }
 
+// exponentRules are the experts' exponent rules every GPTQ property must
+// hold for.
+var exponentRules = []ExponentRule{ExponentMax, ExponentSearch, ExponentHessian}
+
 // TestGPTQDeterministic: GOMAXPROCS=1 with one worker gives the same bytes
-// as the default.
+// as the default, for every exponent rule.
 func TestGPTQDeterministic(t *testing.T) {
-	base, _ := tinyGPTQ(t, fastSeqs)
-	other := filepath.Join(t.TempDir(), "one")
-	prev := runtime.GOMAXPROCS(1)
-	_, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: other, Method: GPTQ, Workers: 1, CreatedBy: "test", GPTQ: gptqOptions(fastSeqs)})
-	runtime.GOMAXPROCS(prev)
-	if err != nil {
-		t.Fatal(err)
+	for _, rule := range exponentRules {
+		t.Run(string(rule), func(t *testing.T) {
+			base, _ := tinyGPTQRule(t, fastSeqs, rule)
+			other := filepath.Join(t.TempDir(), "one")
+			prev := runtime.GOMAXPROCS(1)
+			_, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: other, Method: GPTQ, Workers: 1, CreatedBy: "test",
+				GPTQ: gptqOptions(fastSeqs), ExponentRule: rule})
+			runtime.GOMAXPROCS(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameFiles(t, base, other)
+		})
 	}
-	sameFiles(t, base, other)
+}
+
+// TestGPTQExponentRules: the search and hessian rules give canonical
+// tiles, other expert bytes than max with the same dense bytes, record
+// their rule, stay within the quality bar, and lower the mean GPTQ loss
+// below max's: the loss the hessian rule minimises group by group.
+func TestGPTQExponentRules(t *testing.T) {
+	maxDir, maxRes := tinyGPTQ(t, fastSeqs)
+	for _, rule := range []ExponentRule{ExponentSearch, ExponentHessian} {
+		t.Run(string(rule), func(t *testing.T) {
+			dir, res := tinyGPTQRule(t, fastSeqs, rule)
+			checkQuality(t, dir)
+			ck, err := lfmq1.Open(dir, lfmq1.CheckTensors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			base, err := lfmq1.Open(maxDir, lfmq1.CheckStructure)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer base.Close()
+			differ := 0
+			for _, e := range ck.Manifest.Tensors {
+				b, _ := base.Manifest.Tensor(e.Name)
+				if e.Format != lfmq1.BFP4 {
+					if e.SHA256 != b.SHA256 {
+						t.Errorf("%s: a dense tensor changed with the experts' rule", e.Name)
+					}
+					continue
+				}
+				st, err := ck.Tensor(e.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := bfp.Canonical(bfp.BFP4, st.Data, int(e.Shape[0]), int(e.Shape[1])); err != nil {
+					t.Errorf("%s: %v", e.Name, err)
+				}
+				if e.SHA256 != b.SHA256 {
+					differ++
+				}
+			}
+			if differ != 288 {
+				t.Errorf("%d of 288 expert tensors differ from the max rule's", differ)
+			}
+			var s GPTQSettings
+			if err := json.Unmarshal(ck.Manifest.Quantization.Settings, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.ExponentRule != string(rule) || s.DenseExponentRule != "max" {
+				t.Errorf("settings record exponent rules %q / %q, want %q / max", s.ExponentRule, s.DenseExponentRule, rule)
+			}
+			mean := func(r *Result) (m float64) {
+				for _, l := range r.GPTQ.Layers {
+					m += l.Metrics.MeanRatio / float64(len(r.GPTQ.Layers))
+				}
+				return m
+			}
+			t.Logf("mean GPTQ/RTN loss ratio: %s %.4f, max %.4f", rule, mean(res), mean(maxRes))
+			if !(mean(res) < mean(maxRes)) {
+				t.Errorf("mean loss ratio %.4f with %s, not below max's %.4f", mean(res), rule, mean(maxRes))
+			}
+		})
+	}
 }
 
 // sameFiles asserts that two directories hold the same files, byte for byte.

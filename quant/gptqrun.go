@@ -118,6 +118,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		return nil, err
 	}
 	settings := g.settings(set, disj)
+	settings.ExponentRule, settings.DenseExponentRule = string(opts.ExponentRule.orMax()), string(opts.DenseExponentRule.orMax())
 	settingsJSON, err := canonjson.Marshal(settings)
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		if entries[0].Class == plan.Experts {
 			continue
 		}
-		out, err := produceAll(ctx, src, entries, workers, r.prog)
+		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog)
 		if err != nil {
 			return nil, err
 		}
@@ -520,6 +521,14 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 	res := make([]solved, len(ws))
 	base := MatrixMetrics{Tokens: st.Tokens(), WeightSum: st.Weight(), NEff: st.NEff()}
 	rtnQ := make([][]float32, len(ws))
+	// The loss ratio's baseline is always the plain packer, whatever the
+	// exponent rule, so ratios of runs with different rules compare. A
+	// matrix that falls back stores RTN with the rule's Hessian-free form
+	// (search for search and hessian, the plain packer for max).
+	fallbackRule := bfp.RuleMax
+	if rule := r.opts.ExponentRule; rule == ExponentSearch || rule == ExponentHessian {
+		fallbackRule = bfp.RuleSearch
+	}
 	for i, w := range ws {
 		if j := firstNonFinite(w); j >= 0 {
 			return nil, &NonFiniteError{Tensor: pe[i].Source, Index: j, Value: w[j]}
@@ -534,6 +543,14 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 		}
 		rtnQ[i] = q
 		res[i] = solved{packed: packed, q: q, metric: base}
+		if fallbackRule != bfp.RuleMax {
+			if res[i].packed, err = bfp.PackMatrixRule(bfp.BFP4, fallbackRule, w, out, k); err != nil {
+				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
+			}
+			if res[i].q, err = bfp.UnpackMatrix(bfp.BFP4, res[i].packed, out, k); err != nil {
+				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
+			}
+		}
 		res[i].metric.Method, res[i].metric.Reason = string(RTN), "no_tokens"
 	}
 	if poolSt.Weight() == 0 {
@@ -545,7 +562,8 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 	}
 	var flop float64
 	fk := float64(k)
-	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor})
+	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor,
+		Exponent: r.opts.ExponentRule.gptqRule(), HessianCost: r.g.hessianCost})
 	var fe *gptq.FactorError
 	switch {
 	case errors.As(ferr, &fe):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -67,6 +68,11 @@ type Options struct {
 	// GPTQ holds the settings of Method GPTQ (start from
 	// DefaultGPTQOptions); unused otherwise.
 	GPTQ GPTQOptions
+	// ExponentRule chooses the BFP exponents of the routed experts (RTN or
+	// GPTQ; hessian needs GPTQ) and DenseExponentRule those of the BFP8
+	// dense tensors and the head (max or search). Empty means max.
+	ExponentRule      ExponentRule
+	DenseExponentRule ExponentRule
 }
 
 // Progress receives quantization progress. Its methods must be safe for
@@ -133,6 +139,9 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := ParseMethod(string(opts.Method)); err != nil {
 		return nil, err
 	}
+	if err := checkRules(&opts); err != nil {
+		return nil, err
+	}
 	cfg, err := config.Load(opts.ModelDir)
 	if err != nil {
 		return nil, err
@@ -182,7 +191,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	res := &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), SourceBytes: srcBytes}
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
-		out, err := produceAll(ctx, src, entries, opts.Workers, opts.Progress)
+		out, err := produceAll(ctx, src, entries, opts.packRules(), opts.Workers, opts.Progress)
 		if err != nil {
 			return nil, err
 		}
@@ -199,6 +208,10 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	q := quantizationSpec(p, opts.Method, opts.KeepExperts)
+	if q.Settings, err = canonjson.Marshal(RuleSettings{ExponentRule: string(opts.ExponentRule.orMax()),
+		DenseExponentRule: string(opts.DenseExponentRule.orMax())}); err != nil {
+		return nil, err
+	}
 	if err := finish(w, opts, source, q, map[string]any{"tensors": metrics}, res); err != nil {
 		return nil, err
 	}
@@ -243,7 +256,7 @@ type produced struct {
 	metric *TensorMetric
 }
 
-func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, workers int, prog Progress) ([]produced, error) {
+func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, rules packRules, workers int, prog Progress) ([]produced, error) {
 	out := make([]produced, len(entries))
 	pl := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError()
 	if workers > 0 {
@@ -258,7 +271,7 @@ func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, w
 			}
 			// Each result goes to its own slot, so file bytes never depend
 			// on which goroutine finishes first.
-			o, err := produce(src, e)
+			o, err := produce(src, e, rules.of(e.Class))
 			if err != nil {
 				return err
 			}
@@ -275,7 +288,7 @@ func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, w
 	return out, nil
 }
 
-func produce(src *hf.Checkpoint, e plan.Entry) (produced, error) {
+func produce(src *hf.Checkpoint, e plan.Entry, rule bfp.ExponentRule) (produced, error) {
 	info, ok := src.Info(e.Source)
 	if !ok {
 		return produced{}, fmt.Errorf("quant: source tensor %q vanished", e.Source)
@@ -324,7 +337,7 @@ func produce(src *hf.Checkpoint, e plan.Entry) (produced, error) {
 		f = bfp.BFP4
 	}
 	outDim, inDim := int(e.Shape[0]), int(e.Shape[1])
-	packed, err := bfp.PackMatrix(f, w, outDim, inDim)
+	packed, err := bfp.PackMatrixRule(f, rule, w, outDim, inDim)
 	if err != nil {
 		return produced{}, fmt.Errorf("quant: tensor %q: %w", e.Name, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/quant/calib"
+	"github.com/lfmq/lfmq/quant/gptq"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
 
@@ -48,6 +49,9 @@ type GPTQOptions struct {
 	// Strict makes a fallback to RTN (a Hessian that cannot be factored
 	// even at the largest damping) an error instead of a warning.
 	Strict bool
+	// hessianCost is the cost the hessian exponent rule minimises; only
+	// the ablation tests change it from gptq.CostGreedy.
+	hessianCost gptq.HessianCost
 }
 
 // EvalCorpus is an evaluation corpus named for reports.
@@ -132,15 +136,17 @@ func (o *GPTQOptions) chatTime() time.Time {
 // nothing that does not (the lazy block size, the workers), since the
 // manifest is the checkpoint's identity.
 type GPTQSettings struct {
-	ActOrder      bool               `json:"act_order"`
-	Damp          DampSettings       `json:"damp"`
-	HessianWeight map[string]string  `json:"hessian_weight"`
-	ShrinkTokens  float64            `json:"shrink_tokens"`
-	ExponentRule  string             `json:"exponent_rule"`
-	Order         string             `json:"order"`
-	Precision     string             `json:"precision"`
-	Calibration   CalibSettings      `json:"calibration"`
-	Disjointness  calib.Disjointness `json:"disjointness"`
+	ActOrder      bool              `json:"act_order"`
+	Damp          DampSettings      `json:"damp"`
+	HessianWeight map[string]string `json:"hessian_weight"`
+	ShrinkTokens  float64           `json:"shrink_tokens"`
+	ExponentRule  string            `json:"exponent_rule"`
+	// DenseExponentRule is the rule of the RTN-packed BFP8 tensors.
+	DenseExponentRule string             `json:"dense_exponent_rule"`
+	Order             string             `json:"order"`
+	Precision         string             `json:"precision"`
+	Calibration       CalibSettings      `json:"calibration"`
+	Disjointness      calib.Disjointness `json:"disjointness"`
 }
 
 // DampSettings records the relative damping per projection and the retry
@@ -178,9 +184,11 @@ func (o *GPTQOptions) settings(set *calib.Set, d *calib.Disjointness) GPTQSettin
 			Retries: choleskyRetries, RetryFactor: retryFactor},
 		HessianWeight: map[string]string{"w1": string(hessian.WeightG), "w3": string(hessian.WeightG), "w2": string(o.W2Weight)},
 		ShrinkTokens:  o.Shrink,
-		ExponentRule:  "max",
-		Order:         order,
-		Precision:     "float64",
+		ExponentRule:  string(ExponentMax),
+		// quantizeGPTQ sets both rules from Options.
+		DenseExponentRule: string(ExponentMax),
+		Order:             order,
+		Precision:         "float64",
 		Calibration: CalibSettings{Digest: set.Digest, FileSHA256: set.FileSHA256, Seqs: len(set.Windows), Len: o.CalibLen,
 			Seed: o.Seed, ChatDate: o.chatTime().Format(time.DateOnly), Tokens: set.Tokens, MaxWindow: set.MaxLen, Available: set.Available},
 		Disjointness: *d,

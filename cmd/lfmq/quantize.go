@@ -27,6 +27,9 @@ type quantizeOptions struct {
 	Workers int
 	// GPTQ holds the GPTQ settings (used with --method gptq).
 	GPTQ quant.GPTQOptions
+	// ExponentRule and DenseExponentRule choose the BFP exponents of the
+	// routed experts and of the BFP8 dense tensors.
+	ExponentRule, DenseExponentRule quant.ExponentRule
 }
 
 // gptqFlags are the flags that only --method gptq uses.
@@ -35,7 +38,7 @@ var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date"
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
-	var method, w2Weight string
+	var method, w2Weight, expRule, denseRule string
 	var evalCorpora []string
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
@@ -55,6 +58,15 @@ with the layers below already quantized. --calib is JSONL ({"text": …},
 file. A calibration set that shares any 32-token window without a
 control token with an --eval-corpus is refused. --method rtn rounds every block to nearest (the
 plain BFP packer) and needs no calibration.
+
+--exponent-rule chooses the shared exponent of each 16-weight group of the
+routed experts: max (the largest exponent, tt-metal's packer, the default),
+search (tt-metal's exponent search: one less when that lowers the group's
+squared error) or hessian (GPTQ only: the least GPTQ loss among the largest
+exponent and the two below it). --dense-exponent-rule does the same for the
+BFP8 tensors (max or search). The rule is recorded in the manifest; see
+docs/bfp.md. On the fixture neither search nor hessian lowers the KL to the
+BF16 model, so max stays the default.
 
 The output directory must not exist or be empty; it appears only when
 complete. A GPTQ run keeps each finished MoE layer in a hidden
@@ -84,6 +96,9 @@ A chat template that calls strftime_now sees the day of --chat-date (at
 			}
 			if opts.Workers < 0 {
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
+			}
+			if err := parseExponentRules(opts, m, expRule, denseRule); err != nil {
+				return &usageError{err}
 			}
 			useGPTQ := m == quant.GPTQ && opts.Experts == "quantize"
 			for _, f := range gptqFlags {
@@ -122,14 +137,37 @@ A chat template that calls strftime_now sees the day of --chat-date (at
 	f.Float64Var(&g.Shrink, "shrink", g.Shrink, "pseudo-count (effective tokens) shrinking each expert's Hessian toward its layer's pool")
 	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
 	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
+	f.StringVar(&expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
+	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
 	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
 	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("dense-exponent-rule", cobra.FixedCompletions([]string{"max", "search"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// parseExponentRules checks --exponent-rule and --dense-exponent-rule:
+// hessian needs GPTQ's Hessian, which RTN, kept experts and the dense
+// tensors do not have.
+func parseExponentRules(opts *quantizeOptions, m quant.Method, expRule, denseRule string) error {
+	r, err := quant.ParseExponentRule(expRule)
+	if err != nil {
+		return fmt.Errorf("--exponent-rule must be max, search or hessian, got %q", expRule)
+	}
+	if r == quant.ExponentHessian && (m != quant.GPTQ || opts.Experts != "quantize") {
+		return errors.New("--exponent-rule hessian needs --method gptq with --experts quantize (RTN has no Hessian; use max or search)")
+	}
+	d, err := quant.ParseExponentRule(denseRule)
+	if err != nil || d == quant.ExponentHessian {
+		return fmt.Errorf("--dense-exponent-rule must be max or search (the dense tensors have no Hessian), got %q", denseRule)
+	}
+	opts.ExponentRule, opts.DenseExponentRule = r, d
+	return nil
 }
 
 // parseGPTQFlags completes and checks the GPTQ options from the flags.
@@ -201,6 +239,9 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		CreatedBy:   createdBy(opts),
 		Progress:    prog,
 		GPTQ:        opts.GPTQ,
+
+		ExponentRule:      opts.ExponentRule,
+		DenseExponentRule: opts.DenseExponentRule,
 	})
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
@@ -293,11 +334,22 @@ func validDay(s string) bool {
 // --workers, --block-size and --resume, which change speed only; and
 // --strict, which can refuse a result but never changes one.
 func createdBy(opts *quantizeOptions) string {
+	// The rules are named only when they differ from max, so the manifest
+	// of a default run reads as it did before the flags existed.
+	dense := ""
+	if r := opts.DenseExponentRule; r != "" && r != quant.ExponentMax {
+		dense = " --dense-exponent-rule " + string(r)
+	}
 	if opts.Experts != "quantize" {
-		// The method is not used when the experts are kept.
-		return "lfmq quantize --experts " + opts.Experts
+		// The method and the experts' rule are not used when the experts
+		// are kept.
+		return "lfmq quantize --experts " + opts.Experts + dense
 	}
 	s := "lfmq quantize --method " + string(opts.Method)
+	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax {
+		s += " --exponent-rule " + string(r)
+	}
+	s += dense
 	if opts.Method != quant.GPTQ {
 		return s
 	}

@@ -212,7 +212,9 @@ func body(b *bytes.Buffer, in Input) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", c.name, mdCell(c.spec.Method), mdCell(strings.Join(fs, ", ")), count(int64(c.spec.Tensors)))
 	}
-	b.WriteString("\nEvery setting of the method is recorded in `checkpoint/manifest.json`.\n\n")
+	b.WriteString("\nEvery setting of the method is recorded in `checkpoint/manifest.json`.\n")
+	b.WriteString(exponentNote(q.Settings))
+	b.WriteString("\n")
 
 	b.WriteString("## Quality\n\n")
 	switch {
@@ -456,3 +458,44 @@ func mdCode(s string) string { return strings.ReplaceAll(mdCell(s), "`", "'") }
 
 // ErrFrontMatter is the sentinel of every front-matter parse error.
 var ErrFrontMatter = errors.New("card: invalid front matter")
+
+// exponentNote says how the BFP groups' shared exponents were chosen, from
+// the exponent rules in the manifest's quantization settings, and that the
+// plain packer's rule (the largest exponent, tt-metal's default and the
+// reference release's method) is one flag away. Settings without the rules
+// give "".
+func exponentNote(settings json.RawMessage) string {
+	var s struct {
+		Experts string `json:"exponent_rule"`
+		Dense   string `json:"dense_exponent_rule"`
+	}
+	if json.Unmarshal(settings, &s) != nil || s.Experts == "" {
+		return ""
+	}
+	if s.Dense == "" {
+		s.Dense = "max"
+	}
+	what := map[string]string{
+		"max":     "the largest exponent of each group (tt-metal's packer)",
+		"search":  "tt-metal's exponent search (one less than the largest when that lowers the group's error)",
+		"hessian": "the exponent of least GPTQ loss among the largest and the two below it",
+	}
+	desc := func(r string) string {
+		if d, ok := what[r]; ok {
+			return "`" + r + "`, " + d
+		}
+		return "`" + r + "`"
+	}
+	var b strings.Builder
+	b.WriteString("\nShared exponents of the BFP groups (`exponent_rule` in the settings): routed experts ")
+	b.WriteString(desc(s.Experts))
+	b.WriteString("; BFP8 tensors ")
+	b.WriteString(desc(s.Dense))
+	b.WriteString(".")
+	if s.Experts != "max" || s.Dense != "max" {
+		b.WriteString(" The plain rule `max`, the reference release's method, is one flag away:")
+		b.WriteString(" `lfmq quantize --exponent-rule max --dense-exponent-rule max`.")
+	}
+	b.WriteString("\n")
+	return b.String()
+}

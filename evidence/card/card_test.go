@@ -398,3 +398,43 @@ func FuzzParseFrontMatter(f *testing.F) {
 		}
 	})
 }
+
+// TestExponentNote: the card says which exponent rules made the
+// checkpoint, and points to max when another rule was used; a manifest
+// without the rules (the sample's) gets no note.
+func TestExponentNote(t *testing.T) {
+	for _, tt := range []struct {
+		settings string
+		want     []string
+		not      []string
+	}{
+		{``, nil, []string{"Shared exponents"}},
+		{`{"exponent_rule":"max","dense_exponent_rule":"max"}`,
+			[]string{"routed experts `max`, the largest exponent of each group (tt-metal's packer); BFP8 tensors `max`"},
+			[]string{"one flag away"}},
+		{`{"act_order":true,"exponent_rule":"search","dense_exponent_rule":"max"}`,
+			[]string{"routed experts `search`, tt-metal's exponent search", "BFP8 tensors `max`",
+				"The plain rule `max`, the reference release's method, is one flag away: `lfmq quantize --exponent-rule max --dense-exponent-rule max`."},
+			nil},
+	} {
+		in := sampleInput()
+		in.Manifest.Quantization.Settings = []byte(tt.settings)
+		if tt.settings == "" {
+			in.Manifest.Quantization.Settings = nil
+		}
+		out, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("settings %s: card lacks %q", tt.settings, w)
+			}
+		}
+		for _, w := range tt.not {
+			if strings.Contains(string(out), w) {
+				t.Errorf("settings %s: card has %q", tt.settings, w)
+			}
+		}
+	}
+}

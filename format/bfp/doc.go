@@ -21,6 +21,10 @@
 //   - Rows, for GPTQ (bfp.md §9): EncodeRow and DecodeRow quantize one row
 //     of Wᵀ (one input index) into per-group exponents and codes; a Builder
 //     assembles rows, in any order, into the packed tile stream.
+//   - Exponent rules: RuleMax is the plain packer; RuleSearch is tt-metal's
+//     optional exponent search (E_max − 1 when it lowers the group's
+//     squared error). SearchGroupExponent, EncodeGroupAt, GroupSqError,
+//     EncodeTileRule, PackMatrixRule and EncodeRowRule apply them.
 //
 // # Exactness
 //
@@ -36,8 +40,9 @@
 //
 // The package does not read or write files (safetensors and the lfmq-1
 // layout live elsewhere in format), does not refuse NaN or Inf (that is
-// lfmq quantize's policy, bfp.md §5), does not implement GPTQ or the
-// optional exponent search (package quant), does not parallelise, and has
+// lfmq quantize's policy, bfp.md §5), does not implement GPTQ or its
+// Hessian-weighted exponent choice (package quant/gptq), does not
+// parallelise, and has
 // no fast matmul kernels (package engine decodes groups itself, with Step).
 // Only 32×32 tiles and the "_b" (8-bit exponent) formats are supported.
 package bfp

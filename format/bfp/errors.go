@@ -26,6 +26,8 @@ var (
 	// ErrNotCanonical reports packed data that differs from what the
 	// plain packer makes of its decoded values (see Canonical).
 	ErrNotCanonical = errors.New("bfp: data not canonical")
+	// ErrRule reports an ExponentRule value the package does not know.
+	ErrRule = errors.New("bfp: unknown exponent rule")
 )
 
 // FormatError reports an unknown format: a name given to ParseFormat, or a

@@ -102,6 +102,11 @@ func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
 // packTiles checks the shape against n weights, then encodes every tile in
 // tile-index order; gather fills one tile's fp32 bit patterns (padding zero).
 func packTiles(f Format, n, out, in int, gather func(buf *[TileElems]uint32, kt, nt int)) ([]byte, error) {
+	return packTilesRule(f, RuleMax, n, out, in, gather)
+}
+
+// packTilesRule is packTiles with the exponents chosen by r, which is valid.
+func packTilesRule(f Format, r ExponentRule, n, out, in int, gather func(buf *[TileElems]uint32, kt, nt int)) ([]byte, error) {
 	kt, nt, err := checkMatrix(f, n, out, in, "weights")
 	if err != nil {
 		return nil, err
@@ -111,7 +116,7 @@ func packTiles(f Format, n, out, in int, gather func(buf *[TileElems]uint32, kt,
 	var buf [TileElems]uint32
 	for t := range kt * nt {
 		gather(&buf, t/nt, t%nt)
-		encodeTile(f, &buf, data[t*tb:(t+1)*tb])
+		encodeTileRule(f, r, &buf, data[t*tb:(t+1)*tb])
 	}
 	return data, nil
 }

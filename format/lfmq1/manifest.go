@@ -91,7 +91,8 @@ type Quantization struct {
 	Head    ClassSpec `json:"head"`
 	Kept    ClassSpec `json:"kept"`
 	// Settings holds every setting of the method (GPTQ's act order, block
-	// size, damping, calibration digest …); absent for RTN.
+	// size, damping, calibration digest …); an RTN run records only its
+	// exponent rules. Absent in checkpoints written before those existed.
 	Settings json.RawMessage `json:"settings,omitempty"`
 }
 

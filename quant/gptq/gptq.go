@@ -25,6 +25,11 @@ type Options struct {
 	// multiplied by RetryFactor (gptq.md §5: 3 and 10).
 	Retries     int
 	RetryFactor float64
+	// Exponent chooses each group's shared exponent in the row loop; the
+	// zero value is the plain packer's maximum. HessianCost is what
+	// ExponentHessian minimises.
+	Exponent    ExponentRule
+	HessianCost HessianCost
 }
 
 // DefaultOptions returns the defaults of gptq.md §6 with damping alpha.
@@ -75,6 +80,8 @@ type Factor struct {
 	lambda    float64
 	retries   int
 	blockSize int
+	exponent  ExponentRule
+	cost      HessianCost
 }
 
 // NewFactor prepares a K×K Hessian h (row-major, symmetric; not modified)
@@ -114,7 +121,11 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 			return nil, &InputError{What: "Hessian", Msg: fmt.Sprintf("entry (%d, %d) is %v", i/k, i%k, v)}
 		}
 	}
-	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize}
+	if opts.Exponent > ExponentHessian || opts.HessianCost > CostLookahead {
+		return nil, &InputError{What: "Exponent", Msg: fmt.Sprintf("rule %v with cost %v", opts.Exponent, opts.HessianCost)}
+	}
+	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize,
+		exponent: opts.Exponent, cost: opts.HessianCost}
 	diag := make([]float64, k)
 	var sum float64
 	for i := range k {
@@ -187,9 +198,10 @@ type Result struct {
 
 // Quantize runs the row loop of gptq.md §4 step 5 on w, a weight [out, in]
 // (Hugging Face layout, in = K), and returns the BFP result in format fm.
-// Each row of W_tt is rounded to float32 and quantized by the plain packer
-// rule (the exponent of each 16-wide group from its current, error-updated
-// values), its error is propagated to the later rows, and the rows are
+// Each row of W_tt is rounded to float32 and quantized group by group, the
+// exponent of each 16-wide group chosen from its current, error-updated
+// values by the Factor's ExponentRule (by default the plain packer's
+// maximum), its error is propagated to the later rows, and the rows are
 // placed into tiles at their original index.
 //
 // The update of every element is applied one row's error at a time in row
@@ -228,6 +240,11 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 	exps := make([]uint8, bfp.RowGroups(out))
 	codes := make([]uint8, bfp.PaddedDim(out))
 	q := make([]float32, out*k)
+	enc := &rowEncoder{fm: fm, rule: f.exponent, cost: f.cost, bits: make([]uint32, out)}
+	var next []float64 // the next row's pending values, for CostLookahead
+	if f.exponent == ExponentHessian && f.cost == CostLookahead {
+		next = make([]float64, out)
+	}
 	var loss float64
 	for b0 := 0; b0 < k; b0 += bs {
 		b1 := min(b0+bs, k)
@@ -236,7 +253,8 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 			for n, v := range row {
 				r32[n] = float32(v)
 			}
-			if err := bfp.EncodeRow(fm, r32, exps, codes); err != nil {
+			la := f.lookaheadAt(i, b0, b1, out, wp, errs, next)
+			if err := enc.encode(row, r32, exps, codes, la); err != nil {
 				return nil, &InputError{What: "row", Msg: err.Error()}
 			}
 			if err := bfp.DecodeRow(fm, exps, codes, q32); err != nil {

@@ -97,64 +97,96 @@ func TestLossIdentity(t *testing.T) {
 		{"bfp8", 64, 64, nil, 0.01, true, 128, bfp.BFP8, 1e-6},
 	}
 	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(i), 7))
-			h := randomHessian(r, c.k, 3*c.k, c.dead)
-			w := randomWeight(r, c.out, c.k)
-			f, err := NewFactor(h, c.k, Options{Alpha: c.alpha, ActOrder: c.actOrder, BlockSize: c.block})
-			if err != nil {
-				t.Fatal(err)
+		for _, rule := range exponentRules {
+			t.Run(c.name+"/"+rule.name, func(t *testing.T) {
+				testLossIdentity(t, uint64(i), c.k, c.out, c.dead, c.format, c.wantMaxRelErr,
+					Options{Alpha: c.alpha, ActOrder: c.actOrder, BlockSize: c.block, Exponent: rule.rule, HessianCost: rule.cost})
+			})
+		}
+	}
+}
+
+// exponentRules are the exponent choices every solver property must hold
+// for: the three rules, and ExponentHessian with each cost.
+var exponentRules = []struct {
+	name string
+	rule ExponentRule
+	cost HessianCost
+}{
+	{"max", ExponentMax, CostGreedy},
+	{"search", ExponentSearch, CostGreedy},
+	{"hessian", ExponentHessian, CostGreedy},
+	{"hessian-lookahead", ExponentHessian, CostLookahead},
+}
+
+// testLossIdentity is one case of TestLossIdentity: K = k inputs, out
+// outputs, the given dead inputs, relative tolerance maxRel.
+func testLossIdentity(t *testing.T, seed uint64, k, out int, dead []int, format bfp.Format, maxRel float64, opts Options) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	h := randomHessian(r, k, 3*k, dead)
+	w := randomWeight(r, out, k)
+	f, err := NewFactor(h, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Quantize(format, w, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The damped Hessian in the original frame (the trace is invariant
+	// under the permutation).
+	hd := append([]float64(nil), h...)
+	wz := append([]float32(nil), w...)
+	for i := range k {
+		if f.Dead(i) {
+			hd[i*k+i] = 1
+			for o := range out {
+				wz[o*k+i] = 0
 			}
-			res, err := f.Quantize(c.format, w, c.out)
-			if err != nil {
-				t.Fatal(err)
+		}
+	}
+	for i := range k {
+		hd[i*k+i] += f.Lambda()
+	}
+	want, err := Loss(hd, wz, res.Q, out, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := math.Abs(res.Loss-want) / want
+	t.Logf("row losses %.12g, trace %.12g, relative difference %.2g", res.Loss, want, rel)
+	if !(rel <= maxRel) {
+		t.Errorf("row losses %v ≠ ½·tr(ΔWᵀ H ΔW) %v (relative %g)", res.Loss, want, rel)
+	}
+	for _, i := range dead {
+		for o := range out {
+			if res.Q[o*k+i] != 0 {
+				t.Fatalf("dead input %d: Q[%d] = %v, want 0", i, o, res.Q[o*k+i])
 			}
-			// The damped Hessian in the original frame (the trace is
-			// invariant under the permutation).
-			hd := append([]float64(nil), h...)
-			wz := append([]float32(nil), w...)
-			for k := range c.k {
-				if f.Dead(k) {
-					hd[k*c.k+k] = 1
-					for o := range c.out {
-						wz[o*c.k+k] = 0
-					}
-				}
-			}
-			for k := range c.k {
-				hd[k*c.k+k] += f.Lambda()
-			}
-			want, err := Loss(hd, wz, res.Q, c.out, c.k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rel := math.Abs(res.Loss-want) / want
-			t.Logf("row losses %.12g, trace %.12g, relative difference %.2g", res.Loss, want, rel)
-			if !(rel <= c.wantMaxRelErr) {
-				t.Errorf("row losses %v ≠ ½·tr(ΔWᵀ H ΔW) %v (relative %g)", res.Loss, want, rel)
-			}
-			if len(c.dead) != 0 {
-				for _, k := range c.dead {
-					for o := range c.out {
-						if res.Q[o*c.k+k] != 0 {
-							t.Fatalf("dead input %d: Q[%d] = %v, want 0", k, o, res.Q[o*c.k+k])
-						}
-					}
-				}
-			}
+		}
+	}
+}
+
+// TestBlockInvariance: block sizes 1, 16 and 128 give identical bytes, for
+// every exponent rule (the lookahead reads the next row across a block
+// boundary before the block's deferred feedback reaches it).
+func TestBlockInvariance(t *testing.T) {
+	for _, rule := range exponentRules {
+		t.Run(rule.name, func(t *testing.T) {
+			testBlockInvariance(t, Options{Alpha: 0.01, ActOrder: true, Exponent: rule.rule, HessianCost: rule.cost})
 		})
 	}
 }
 
-// TestBlockInvariance: block sizes 1, 16 and 128 give identical bytes.
-func TestBlockInvariance(t *testing.T) {
+func testBlockInvariance(t *testing.T, opts Options) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const k, out = 200, 96
 	h := randomHessian(r, k, 400, []int{5, 199})
 	w := randomWeight(r, out, k)
 	var ref *Result
 	for _, bs := range []int{1, 16, 128, 200, 1000} {
-		f, err := NewFactor(h, k, Options{Alpha: 0.01, ActOrder: true, BlockSize: bs})
+		opts.BlockSize = bs
+		f, err := NewFactor(h, k, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +208,8 @@ func TestBlockInvariance(t *testing.T) {
 }
 
 // TestRTNLimit: H = c·I with no damping gives no error feedback, hence
-// exactly the plain packer's bytes.
+// exactly the packer's bytes: the plain packer's for ExponentMax, the
+// exponent search's for ExponentSearch.
 func TestRTNLimit(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
 	const k, out = 96, 64
@@ -185,33 +218,60 @@ func TestRTNLimit(t *testing.T) {
 		h[i*k+i] = 3.5
 	}
 	w := randomWeight(r, out, k)
-	for _, actOrder := range []bool{false, true} {
-		f, err := NewFactor(h, k, Options{Alpha: 0, ActOrder: actOrder, BlockSize: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := f.Quantize(bfp.BFP4, w, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := bfp.PackMatrix(bfp.BFP4, w, out, k)
-		if !bytes.Equal(res.Packed, want) {
-			t.Errorf("act-order %v: GPTQ with H = cI differs from RTN", actOrder)
+	for _, c := range []struct {
+		rule ExponentRule
+		pack bfp.ExponentRule
+	}{{ExponentMax, bfp.RuleMax}, {ExponentSearch, bfp.RuleSearch}} {
+		want, _ := bfp.PackMatrixRule(bfp.BFP4, c.pack, w, out, k)
+		for _, actOrder := range []bool{false, true} {
+			f, err := NewFactor(h, k, Options{Alpha: 0, ActOrder: actOrder, BlockSize: 32, Exponent: c.rule})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.Quantize(bfp.BFP4, w, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(res.Packed, want) {
+				t.Errorf("%v, act-order %v: GPTQ with H = cI differs from RTN %v", c.rule, actOrder, c.pack)
+			}
 		}
 	}
 }
 
-// TestCanonicalAndBetterThanRTN: every GPTQ tile re-encodes to itself, the
-// decoded Q is what the tiles hold, and GPTQ's loss under H is below RTN's.
+// TestCanonicalAndBetterThanRTN: for every exponent rule, every GPTQ tile
+// re-encodes to itself, the decoded Q is what the tiles hold, and GPTQ's
+// loss under H is below RTN's; the rules that may lower an exponent do
+// lower some and reach a lower loss than ExponentMax on these weights.
 func TestCanonicalAndBetterThanRTN(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	const k, out = 128, 128
 	h := randomHessian(r, k, 256, nil)
 	w := randomWeight(r, out, k)
-	f, err := NewFactor(h, k, DefaultOptions(0.01))
-	if err != nil {
-		t.Fatal(err)
+	var maxLoss float64
+	var maxPacked []byte
+	for _, rule := range exponentRules {
+		t.Run(rule.name, func(t *testing.T) {
+			opts := DefaultOptions(0.01)
+			opts.Exponent, opts.HessianCost = rule.rule, rule.cost
+			f, err := NewFactor(h, k, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := testCanonicalAndBetterThanRTN(t, f, h, w, out, k)
+			if rule.rule == ExponentMax {
+				maxLoss, maxPacked = res.Loss, res.Packed
+				return
+			}
+			if bytes.Equal(res.Packed, maxPacked) || !(res.Loss < maxLoss) {
+				t.Errorf("%s: loss %.6g, max rule %.6g (same bytes: %v)", rule.name, res.Loss, maxLoss, bytes.Equal(res.Packed, maxPacked))
+			}
+		})
 	}
+}
+
+func testCanonicalAndBetterThanRTN(t *testing.T, f *Factor, h []float64, w []float32, out, k int) *Result {
+	t.Helper()
 	res, err := f.Quantize(bfp.BFP4, w, out)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +294,7 @@ func TestCanonicalAndBetterThanRTN(t *testing.T) {
 	if !(lg < 0.85*lr) {
 		t.Errorf("GPTQ loss %v not below 0.85 × RTN loss %v", lg, lr)
 	}
+	return res
 }
 
 // TestFactorInverse: UᵀU is the inverse of the damped, permuted H.
