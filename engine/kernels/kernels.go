@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Dispatch between the SIMD kernels and their Go references. Every wrapper
 // first checks (by slicing, which panics on an internal bug rather than
 // letting assembly read out of bounds) that the ranges the kernel reads and
@@ -72,9 +74,59 @@ func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
 		bfpRowGo(f, acc, t, n, x)
 	case f == BFP8:
 		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
+	case useAVX512 && n >= 4 && len(x) == TileSize:
+		bfpRow4Wide(acc, t, n, (*[TileSize]float32)(x), next)
 	default:
 		bfpRow4AVX(acc, t, n, x, &bfp4Scale, next)
 	}
+}
+
+// bfpRow4Wide is bfpRow for 32 rows of BFP4 tiles with the AVX-512 kernel,
+// which takes the fast route four tiles at a time; the quads it declines
+// (one tile's exponents rule the route out) and the last n%4 tiles run on
+// the AVX2 kernel. Both give the bits of bfpRowGo.
+func bfpRow4Wide(acc []float32, t []byte, n int, x *[TileSize]float32, next int) {
+	const tb = 576
+	lo, width, ok := fastRange4(x)
+	if !ok {
+		bfpRow4AVX(acc, t, n, x[:], &bfp4Scale, next)
+		return
+	}
+	var xs [256]float32
+	for n > 0 {
+		done := bfpRow4Quads(acc, t, n, x, lo, width, next, &xs)
+		k := min(n-done, 4) // the quad declined, or the remainder
+		if k > 0 {
+			// Its prefetches aim at the tiles after it: the rest of
+			// this run, or the next run.
+			after := next - done*tb
+			if done+k < n {
+				after = k * tb
+			}
+			bfpRow4AVX(acc[done*TileSize:], t[done*tb:], k, x[:], &bfp4Scale, after)
+		}
+		done += k
+		acc, t, n, next = acc[done*TileSize:], t[done*tb:], n-done, next-done*tb
+	}
+}
+
+// fastRange4 returns the shared exponents E for which the BFP4 fast route
+// is exact with these 32 inputs (bfp_amd64.s): E in [lo, lo+width], with
+// lo = max(3, 130−emin) and lo+width = min(254, 383−emax), where emin is
+// the lowest exponent field of a non-zero input and emax the highest of
+// all; ok is false when no E qualifies. It is the check bfpRow4AVX makes.
+func fastRange4(x *[TileSize]float32) (lo, width int, ok bool) {
+	emin, emax := 256, 0 // 256: no non-zero input yet
+	for _, v := range x {
+		b := math.Float32bits(v)
+		e := int(b >> 23 & 0xff)
+		emax = max(emax, e)
+		if b<<1 != 0 {
+			emin = min(emin, e)
+		}
+	}
+	lo, hi := max(3, 130-emin), min(254, 383-emax)
+	return lo, hi - lo, lo <= hi
 }
 
 // decodeTile decodes one BFP tile to exact float32 weights, row-major.

@@ -414,7 +414,7 @@ func TestBFPRowRoutes(t *testing.T) {
 		}
 		tb := f.TileBytes()
 		for _, E := range []int{0, 1, minE - 1, minE, minE + 1, 60, 127, 200, 254, 255} {
-			const n = 3
+			const n = 9 // two quads of tiles and one more (the AVX-512 kernel runs quads)
 			tiles := make([]byte, n*tb)
 			for j := range n {
 				tile := tiles[j*tb:][:tb]
@@ -536,4 +536,65 @@ func math32bits(v []float32) []uint32 {
 		out[i] = math.Float32bits(x)
 	}
 	return out
+}
+
+// TestBFP4WideKernel runs one-row BFP4 products on weights of a real
+// model's scale (every full tile on the fast route) with the AVX-512 row
+// kernel, the AVX2 kernels alone and the Go kernels, and requires the same
+// bits from all three and from the spec-literal reference: for every
+// column count around the four-tile quads of the AVX-512 kernel, with one
+// tile whose low exponent rules the fast route out (its quad goes to the
+// AVX2 kernel), with zero inputs, and with a short last tile row (which
+// the AVX-512 kernel leaves to AVX2). It skips where the CPU has no
+// AVX-512 (its kernel then never runs).
+func TestBFP4WideKernel(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, in := range []int{96, 80} {
+		for nt := 1; nt <= 13; nt++ {
+			for _, lowTile := range []int{-1, 0, 5} {
+				if lowTile >= nt {
+					continue
+				}
+				out := nt * TileSize
+				w := randVec(rng, out*in)
+				for i := range w {
+					w[i] *= 0.03
+				}
+				if lowTile >= 0 {
+					// A tile column of tiny weights: their exponents are
+					// below what the inputs allow on the fast route (x·s
+					// would be subnormal and lose bits), and their outputs
+					// are tiny, so that a lost bit shows.
+					for c := range TileSize {
+						for i := range in {
+							w[(lowTile*TileSize+c)*in+i] *= 1e-36
+						}
+					}
+				}
+				m, err := NewBFP(BFP4, out, in, packBFP(BFP4, out, in, w))
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := randVec(rng, in)
+				x[7], x[33] = 0, float32(math.Copysign(0, -1))
+				wide := make([]float32, out)
+				m.MatVec(wide, x)
+				avx2 := make([]float32, out)
+				useAVX512 = false
+				m.MatVec(avx2, x)
+				useAVX512 = true
+				goy := make([]float32, out)
+				withGo(func() { m.MatVec(goy, x) })
+				ref := make([]float32, out)
+				matMulRef(m, ref, x, 1, false)
+				what := fmt.Sprintf("in=%d tiles=%d low tile %d", in, nt, lowTile)
+				checkSame(t, what+": avx512 vs reference", wide, ref)
+				checkSame(t, what+": avx2 vs reference", avx2, ref)
+				checkSame(t, what+": go vs reference", goy, ref)
+			}
+		}
+	}
 }

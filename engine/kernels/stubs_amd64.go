@@ -9,6 +9,12 @@ import "golang.org/x/sys/cpu"
 // the fma32-based Go kernels. Tests switch it off to run the Go kernels.
 var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// useAVX512 adds the AVX-512 BFP4 row kernel (bfp512_amd64.s) to the SIMD
+// kernels, where the CPU and the operating system support AVX-512 F and BW.
+// It only takes effect with useSIMD; tests switch it off to run the AVX2
+// kernels alone.
+var useAVX512 = useSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+
 // Each declaration below is the AVX2 version of the Go function whose name
 // ends in Go instead of AVX (ref.go), with the same arguments and bit-identical
 // results. The dispatching wrappers in kernels.go check every length before
@@ -89,3 +95,10 @@ func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, 
 //
 //go:noescape
 func readXorAVX(p *byte, n int) uint64
+
+// bfpRow4Quads runs full BFP4 tiles four at a time on the fast route while
+// every exponent of a quad lies in [lo, lo+width] (mod 256), and returns the
+// number of tiles it ran, a multiple of 4 (bfp512_amd64.s).
+//
+//go:noescape
+func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[256]float32) int

@@ -8,6 +8,9 @@ import "unsafe"
 // tests can set it on every platform.
 var useSIMD = false
 
+// useAVX512 is false where no assembly is built.
+var useAVX512 = false
+
 // The SIMD entry points forward to the Go kernels here, so that kernels.go
 // compiles everywhere; with useSIMD false they are never called.
 
@@ -46,3 +49,7 @@ func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, 
 }
 
 func readXorAVX(p *byte, n int) uint64 { return readXorGo(unsafe.Slice(p, n)) }
+
+func bfpRow4Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[256]float32) int {
+	return 0
+}

@@ -1,0 +1,310 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The BFP4 row kernel for CPUs with AVX-512 (F and BW), fast route only:
+// the tile's x·s are precomputed as in bfpRow4AVX (bfp_amd64.s says when
+// that is exact), and a code becomes its weight ±q as a float32 by one
+// table lookup instead of a widening and a conversion. One 512-bit
+// register holds the 16 columns of one exponent group of one row, so one
+// broadcast of x·s serves it, and four tiles run side by side: eight
+// independent accumulator chains hide the latency of the fused
+// multiply-add that a single tile's two chains would wait on.
+//
+// Decoding 16 codes (the 8 bytes of one group row, codes 2i and 2i+1 in
+// the low and high nibble of byte i) to 16 floats: broadcast the 8 bytes
+// to all eight quadwords, shift quadword L right by 4L bits, so that its
+// low doubleword starts with nibble L and its high doubleword with nibble
+// L+8, and look each doubleword's low 4 bits up in the 16-entry table of
+// the values ±q (VPERMPS ignores the index bits above 3). Lane 2L thus
+// holds column L and lane 2L+1 column L+8; the accumulators are kept in
+// that order inside the kernel and permuted back to column order when
+// they are stored, so the caller sees column order.
+
+// bfp4val[c] is the value ±q of BFP4 code c; code 8 (never emitted) is +0,
+// as decodeBFP decodes it.
+DATA bfp4val<>+0(SB)/4, $0x00000000
+DATA bfp4val<>+4(SB)/4, $0x3f800000
+DATA bfp4val<>+8(SB)/4, $0x40000000
+DATA bfp4val<>+12(SB)/4, $0x40400000
+DATA bfp4val<>+16(SB)/4, $0x40800000
+DATA bfp4val<>+20(SB)/4, $0x40a00000
+DATA bfp4val<>+24(SB)/4, $0x40c00000
+DATA bfp4val<>+28(SB)/4, $0x40e00000
+DATA bfp4val<>+32(SB)/4, $0x00000000
+DATA bfp4val<>+36(SB)/4, $0xbf800000
+DATA bfp4val<>+40(SB)/4, $0xc0000000
+DATA bfp4val<>+44(SB)/4, $0xc0400000
+DATA bfp4val<>+48(SB)/4, $0xc0800000
+DATA bfp4val<>+52(SB)/4, $0xc0a00000
+DATA bfp4val<>+56(SB)/4, $0xc0c00000
+DATA bfp4val<>+60(SB)/4, $0xc0e00000
+GLOBL bfp4val<>(SB), RODATA|NOPTR, $64
+
+// nibshift[L] = 4L, the right shift of quadword L.
+DATA nibshift<>+0(SB)/8, $0
+DATA nibshift<>+8(SB)/8, $4
+DATA nibshift<>+16(SB)/8, $8
+DATA nibshift<>+24(SB)/8, $12
+DATA nibshift<>+32(SB)/8, $16
+DATA nibshift<>+40(SB)/8, $20
+DATA nibshift<>+48(SB)/8, $24
+DATA nibshift<>+56(SB)/8, $28
+GLOBL nibshift<>(SB), RODATA|NOPTR, $64
+
+// lanecol[i] = i/2 + 8(i%2), the column lane i holds: loads column order
+// into lane order.
+DATA lanecol<>+0(SB)/4, $0
+DATA lanecol<>+4(SB)/4, $8
+DATA lanecol<>+8(SB)/4, $1
+DATA lanecol<>+12(SB)/4, $9
+DATA lanecol<>+16(SB)/4, $2
+DATA lanecol<>+20(SB)/4, $10
+DATA lanecol<>+24(SB)/4, $3
+DATA lanecol<>+28(SB)/4, $11
+DATA lanecol<>+32(SB)/4, $4
+DATA lanecol<>+36(SB)/4, $12
+DATA lanecol<>+40(SB)/4, $5
+DATA lanecol<>+44(SB)/4, $13
+DATA lanecol<>+48(SB)/4, $6
+DATA lanecol<>+52(SB)/4, $14
+DATA lanecol<>+56(SB)/4, $7
+DATA lanecol<>+60(SB)/4, $15
+GLOBL lanecol<>(SB), RODATA|NOPTR, $64
+
+// collane[c] = 2(c%8) + c/8, the lane that holds column c: stores lane
+// order back in column order.
+DATA collane<>+0(SB)/4, $0
+DATA collane<>+4(SB)/4, $2
+DATA collane<>+8(SB)/4, $4
+DATA collane<>+12(SB)/4, $6
+DATA collane<>+16(SB)/4, $8
+DATA collane<>+20(SB)/4, $10
+DATA collane<>+24(SB)/4, $12
+DATA collane<>+28(SB)/4, $14
+DATA collane<>+32(SB)/4, $1
+DATA collane<>+36(SB)/4, $3
+DATA collane<>+40(SB)/4, $5
+DATA collane<>+44(SB)/4, $7
+DATA collane<>+48(SB)/4, $9
+DATA collane<>+52(SB)/4, $11
+DATA collane<>+56(SB)/4, $13
+DATA collane<>+60(SB)/4, $15
+GLOBL collane<>(SB), RODATA|NOPTR, $64
+
+DATA bias4d<>+0(SB)/4, $2
+GLOBL bias4d<>(SB), RODATA|NOPTR, $4
+
+// XS4 computes x·s for the 16 groups whose exponents are the 16 bytes at
+// off(SI)+16q of tile j, with the 16 inputs xr (x[0:16] for q = 0, 1,
+// x[16:32] for q = 2, 3), into the scratch at R15 + 256j + 64q.
+#define XS4(j, q, xr) \
+	VPMOVZXBD     (576*j+16*q)(SI), Z16; \
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16; \
+	VPSLLD        $23, Z16, Z16; \
+	VMULPS        xr, Z16, Z16; \
+	VMOVUPS       Z16, (256*j+64*q)(R15)
+
+// GROUP decodes the group row whose codes are at cofs(CX) in tile j and
+// fuses it into accumulator acc with x·s from xofs(R8) of that tile.
+#define GROUP(j, cofs, xofs, tmp, acc) \
+	VPBROADCASTQ          (576*j+cofs)(CX), tmp; \
+	VPSRLVQ               Z28, tmp, tmp; \
+	VPERMPS               Z29, tmp, tmp; \
+	VFMADD231PS.BCST      (256*j+xofs)(R8), tmp, acc
+
+// ROW4 runs one tile row of the four tiles: the left group's codes at
+// cofs, the right group's 128 bytes on; x·s at xofs and 64 bytes on.
+#define ROW4(cofs, xofs) \
+	GROUP(0, cofs, xofs, Z16, Z0); \
+	GROUP(0, cofs+128, xofs+64, Z17, Z1); \
+	GROUP(1, cofs, xofs, Z18, Z2); \
+	GROUP(1, cofs+128, xofs+64, Z19, Z3); \
+	GROUP(2, cofs, xofs, Z20, Z4); \
+	GROUP(2, cofs+128, xofs+64, Z21, Z5); \
+	GROUP(3, cofs, xofs, Z22, Z6); \
+	GROUP(3, cofs+128, xofs+64, Z23, Z7)
+
+// func bfpRow4Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[256]float32) int
+//
+// bfpRowGo(BFP4, ...) with 32 rows on the fast route, four tiles at a
+// time: it runs the quads of tiles in order while every exponent E of the
+// quad satisfies (E − lo) mod 256 ≤ width, and returns how many tiles it
+// ran (a multiple of 4); the caller runs the quad it stopped at, and the
+// last n%4 tiles, on another kernel. lo and width come from x as in
+// bfpRow4AVX. xs is scratch for the quad's x·s. The tiles 8 ahead (in the
+// next run, next bytes from t, once past this one) are prefetched.
+//
+// Registers: DI acc of the quad, SI the quad's tiles, BX tiles left, R12
+// tiles done, R14 the prefetch gap, R15 xs; per row CX codes, R8 x·s, R9
+// rows left; Z0-Z7 accumulators (tile j's left and right group in
+// Z(2j), Z(2j+1)), Z16-Z23 temporaries, Z24/Z25 x[0:16]/x[16:32], Z26 lo,
+// Z27 width (bytes), Z28 shifts, Z29 the code table, Z30/Z31 the lane and
+// column permutations.
+TEXT ·bfpRow4Quads(SB), NOSPLIT, $0-104
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x+56(FP), DX
+	MOVQ     xs+88(FP), R15
+	XORQ     R12, R12
+	MOVQ     next+80(FP), R14
+	MOVQ     BX, AX
+	IMULQ    $576, AX
+	SUBQ     AX, R14           // gap: next run start − this run's end
+	VMOVUPS  (DX), Z24
+	VMOVUPS  64(DX), Z25
+	MOVQ     lo+64(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+72(FP), AX
+	VPBROADCASTB AX, Z27
+	VMOVUPS  nibshift<>(SB), Z28
+	VMOVUPS  bfp4val<>(SB), Z29
+	VMOVUPS  lanecol<>(SB), Z30
+	VMOVUPS  collane<>(SB), Z31
+
+quad:
+	CMPQ     BX, $4
+	JLT      out
+	// Every exponent of the four tiles in [lo, lo+width] (mod 256).
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 576(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1152(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1728(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out               // not all ones
+
+	// Prefetch the quad two ahead (or its place in the next run).
+	LEAQ     4608(SI), AX
+	LEAQ     (AX)(R14*1), R8
+	CMPQ     BX, $8
+	CMOVQLE  R8, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	PREFETCHT0 2176(AX)
+	PREFETCHT0 2240(AX)
+
+	// x·s of the 64 groups of each tile: groups 0-15 and 16-31 are the
+	// left and right groups of rows 0-15, 32-47 and 48-63 of rows 16-31.
+	XS4(0, 0, Z24)
+	XS4(0, 1, Z24)
+	XS4(0, 2, Z25)
+	XS4(0, 3, Z25)
+	XS4(1, 0, Z24)
+	XS4(1, 1, Z24)
+	XS4(1, 2, Z25)
+	XS4(1, 3, Z25)
+	XS4(2, 0, Z24)
+	XS4(2, 1, Z24)
+	XS4(2, 2, Z25)
+	XS4(2, 3, Z25)
+	XS4(3, 0, Z24)
+	XS4(3, 1, Z24)
+	XS4(3, 2, Z25)
+	XS4(3, 3, Z25)
+
+	// Accumulators into lane order.
+	VPERMPS  (DI), Z30, Z0
+	VPERMPS  64(DI), Z30, Z1
+	VPERMPS  128(DI), Z30, Z2
+	VPERMPS  192(DI), Z30, Z3
+	VPERMPS  256(DI), Z30, Z4
+	VPERMPS  320(DI), Z30, Z5
+	VPERMPS  384(DI), Z30, Z6
+	VPERMPS  448(DI), Z30, Z7
+
+	// Rows 0-15: left group r (codes at 64+8r), right group r+16; rows
+	// 16-31: left group r+16 (codes at 320+8(r−16)), right r+32. x·s of
+	// group g at 4g.
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+top:
+	ROW4(64, 0)
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+bottom:
+	ROW4(320, 128)
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      bottom
+
+	// Accumulators back into column order.
+	VPERMPS  Z0, Z31, Z0
+	VPERMPS  Z1, Z31, Z1
+	VPERMPS  Z2, Z31, Z2
+	VPERMPS  Z3, Z31, Z3
+	VPERMPS  Z4, Z31, Z4
+	VPERMPS  Z5, Z31, Z5
+	VPERMPS  Z6, Z31, Z6
+	VPERMPS  Z7, Z31, Z7
+	VMOVUPS  Z0, (DI)
+	VMOVUPS  Z1, 64(DI)
+	VMOVUPS  Z2, 128(DI)
+	VMOVUPS  Z3, 192(DI)
+	VMOVUPS  Z4, 256(DI)
+	VMOVUPS  Z5, 320(DI)
+	VMOVUPS  Z6, 384(DI)
+	VMOVUPS  Z7, 448(DI)
+
+	ADDQ     $512, DI
+	ADDQ     $2304, SI
+	SUBQ     $4, BX
+	ADDQ     $4, R12
+	JMP      quad
+
+out:
+	MOVQ     R12, ret+96(FP)
+	VZEROUPPER
+	RET
