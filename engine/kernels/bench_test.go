@@ -22,8 +22,10 @@ func reportFlops(b *testing.B, flopsPerOp float64, cpu time.Duration) {
 
 // benchShapes are LFM2-8B-A1B products, [out, in]: an expert's down
 // projection w2 (its w1/w3 are the transpose shape), attention-sized
-// 2048×2048, and the short-conv in_proj 3H×H.
-var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}}
+// 2048×2048, and the short-conv in_proj 3H×H; and a 512×1024 matrix whose
+// weights (at most 1.1 MB) stay in the core's L2 cache, so that its
+// figures are the kernels' own speed rather than the memory's.
+var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}, {512, 1024}}
 
 // BenchmarkMatMul runs every format, shape and batch width on one goroutine,
 // the SIMD kernels ("simd") against the Go kernels they are checked against

@@ -308,3 +308,278 @@ out:
 	MOVQ     R12, ret+96(FP)
 	VZEROUPPER
 	RET
+
+// The BFP8 row kernel for CPUs with AVX-512 (F and BW), fast route only,
+// four tiles at a time like bfpRow4Quads. A code byte (sign bit 7, 7-bit
+// magnitude) becomes the signed byte ±q (0x80 gives 0) for four rows' 64
+// codes at once (mask off the sign, negate where it was set), is parked in
+// the scratch, and is widened and converted 16 at a time; the columns stay
+// in order.
+
+DATA bias8d<>+0(SB)/4, $6
+GLOBL bias8d<>(SB), RODATA|NOPTR, $4
+
+DATA mask7fd<>+0(SB)/4, $0x7f7f7f7f
+GLOBL mask7fd<>(SB), RODATA|NOPTR, $4
+
+// XS8 is XS4 for BFP8 tiles (1088 bytes, step 2^(E−133)).
+#define XS8(j, q, xr) \
+	VPMOVZXBD     (1088*j+16*q)(SI), Z16; \
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16; \
+	VPSLLD        $23, Z16, Z16; \
+	VMULPS        xr, Z16, Z16; \
+	VMOVUPS       Z16, (256*j+64*q)(R15)
+
+// SIGN8 turns the 64 codes at cofs(CX) of tile j into signed bytes ±q at
+// sofs(R11). Z28 holds 0x7f in every byte, Z29 zero.
+#define SIGN8(j, cofs, sofs, tmp, kk) \
+	VMOVDQU8   (1088*j+cofs)(CX), tmp; \
+	VPMOVB2M   tmp, kk; \
+	VPANDD     Z28, tmp, tmp; \
+	VPSUBB     tmp, Z29, kk, tmp; \
+	VMOVDQU8   tmp, sofs(R11)
+
+// FMA8 widens the 16 signed bytes at sofs(R11), converts them and fuses
+// them into acc with the x·s at xofs(R8) of tile j.
+#define FMA8(j, sofs, xofs, tmp, acc) \
+	VPMOVSXBD         sofs(R11), tmp; \
+	VCVTDQ2PS         tmp, tmp; \
+	VFMADD231PS.BCST  (256*j+xofs)(R8), tmp, acc
+
+// ROW8 runs four tile rows of the four tiles: row i's left group codes
+// at cofs+16i, the right group's 256 bytes on; x·s at xofs+4i and 64
+// bytes on.
+#define ROW8(cofs, xofs) \
+	SIGN8(0, cofs+0, 0, Z16, K1); \
+	SIGN8(0, cofs+256, 64, Z17, K2); \
+	SIGN8(1, cofs+0, 128, Z18, K3); \
+	SIGN8(1, cofs+256, 192, Z19, K4); \
+	SIGN8(2, cofs+0, 256, Z20, K5); \
+	SIGN8(2, cofs+256, 320, Z21, K6); \
+	SIGN8(3, cofs+0, 384, Z22, K7); \
+	SIGN8(3, cofs+256, 448, Z23, K1); \
+	FMA8(0, 0, xofs+0, Z16, Z0); \
+	FMA8(0, 64, xofs+64, Z17, Z1); \
+	FMA8(1, 128, xofs+0, Z18, Z2); \
+	FMA8(1, 192, xofs+64, Z19, Z3); \
+	FMA8(2, 256, xofs+0, Z20, Z4); \
+	FMA8(2, 320, xofs+64, Z21, Z5); \
+	FMA8(3, 384, xofs+0, Z22, Z6); \
+	FMA8(3, 448, xofs+64, Z23, Z7); \
+	FMA8(0, 16, xofs+4, Z16, Z0); \
+	FMA8(0, 80, xofs+68, Z17, Z1); \
+	FMA8(1, 144, xofs+4, Z18, Z2); \
+	FMA8(1, 208, xofs+68, Z19, Z3); \
+	FMA8(2, 272, xofs+4, Z20, Z4); \
+	FMA8(2, 336, xofs+68, Z21, Z5); \
+	FMA8(3, 400, xofs+4, Z22, Z6); \
+	FMA8(3, 464, xofs+68, Z23, Z7); \
+	FMA8(0, 32, xofs+8, Z16, Z0); \
+	FMA8(0, 96, xofs+72, Z17, Z1); \
+	FMA8(1, 160, xofs+8, Z18, Z2); \
+	FMA8(1, 224, xofs+72, Z19, Z3); \
+	FMA8(2, 288, xofs+8, Z20, Z4); \
+	FMA8(2, 352, xofs+72, Z21, Z5); \
+	FMA8(3, 416, xofs+8, Z22, Z6); \
+	FMA8(3, 480, xofs+72, Z23, Z7); \
+	FMA8(0, 48, xofs+12, Z16, Z0); \
+	FMA8(0, 112, xofs+76, Z17, Z1); \
+	FMA8(1, 176, xofs+12, Z18, Z2); \
+	FMA8(1, 240, xofs+76, Z19, Z3); \
+	FMA8(2, 304, xofs+12, Z20, Z4); \
+	FMA8(2, 368, xofs+76, Z21, Z5); \
+	FMA8(3, 432, xofs+12, Z22, Z6); \
+	FMA8(3, 496, xofs+76, Z23, Z7)
+
+// func bfpRow8Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[384]float32) int
+//
+// bfpRow4Quads for BFP8 tiles: lo and width come from x as in
+// bfpRow8AVX; xs is scratch for the quad's x·s (1 KiB) and signed codes
+// (512 bytes).
+//
+// Registers as in bfpRow4Quads, and R11 the signed codes' scratch; Z28
+// 0x7f bytes, Z29 zero.
+TEXT ·bfpRow8Quads(SB), NOSPLIT, $0-104
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x+56(FP), DX
+	MOVQ     xs+88(FP), R15
+	LEAQ     1024(R15), R11
+	XORQ     R12, R12
+	MOVQ     next+80(FP), R14
+	MOVQ     BX, AX
+	IMULQ    $1088, AX
+	SUBQ     AX, R14           // gap: next run start − this run's end
+	VMOVUPS  (DX), Z24
+	VMOVUPS  64(DX), Z25
+	MOVQ     lo+64(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+72(FP), AX
+	VPBROADCASTB AX, Z27
+	VPBROADCASTD mask7fd<>(SB), Z28
+	VPXORD   Z29, Z29, Z29
+
+quad8:
+	CMPQ     BX, $4
+	JLT      out8
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1088(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 2176(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 3264(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out8
+
+	// Prefetch the quad two ahead (or its place in the next run).
+	LEAQ     8704(SI), AX
+	LEAQ     (AX)(R14*1), R8
+	CMPQ     BX, $8
+	CMOVQLE  R8, AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	PREFETCHT0 2176(AX)
+	PREFETCHT0 2240(AX)
+	PREFETCHT0 2304(AX)
+	PREFETCHT0 2368(AX)
+	PREFETCHT0 2432(AX)
+	PREFETCHT0 2496(AX)
+	PREFETCHT0 2560(AX)
+	PREFETCHT0 2624(AX)
+	PREFETCHT0 2688(AX)
+	PREFETCHT0 2752(AX)
+	PREFETCHT0 2816(AX)
+	PREFETCHT0 2880(AX)
+	PREFETCHT0 2944(AX)
+	PREFETCHT0 3008(AX)
+	PREFETCHT0 3072(AX)
+	PREFETCHT0 3136(AX)
+	PREFETCHT0 3200(AX)
+	PREFETCHT0 3264(AX)
+	PREFETCHT0 3328(AX)
+	PREFETCHT0 3392(AX)
+	PREFETCHT0 3456(AX)
+	PREFETCHT0 3520(AX)
+	PREFETCHT0 3584(AX)
+	PREFETCHT0 3648(AX)
+	PREFETCHT0 3712(AX)
+	PREFETCHT0 3776(AX)
+	PREFETCHT0 3840(AX)
+	PREFETCHT0 3904(AX)
+	PREFETCHT0 3968(AX)
+	PREFETCHT0 4032(AX)
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+
+	XS8(0, 0, Z24)
+	XS8(0, 1, Z24)
+	XS8(0, 2, Z25)
+	XS8(0, 3, Z25)
+	XS8(1, 0, Z24)
+	XS8(1, 1, Z24)
+	XS8(1, 2, Z25)
+	XS8(1, 3, Z25)
+	XS8(2, 0, Z24)
+	XS8(2, 1, Z24)
+	XS8(2, 2, Z25)
+	XS8(2, 3, Z25)
+	XS8(3, 0, Z24)
+	XS8(3, 1, Z24)
+	XS8(3, 2, Z25)
+	XS8(3, 3, Z25)
+
+	VMOVUPS  0(DI), Z0
+	VMOVUPS  64(DI), Z1
+	VMOVUPS  128(DI), Z2
+	VMOVUPS  192(DI), Z3
+	VMOVUPS  256(DI), Z4
+	VMOVUPS  320(DI), Z5
+	VMOVUPS  384(DI), Z6
+	VMOVUPS  448(DI), Z7
+
+	// Rows 0-15: left group r (codes at 64+16r), right r+16; rows 16-31:
+	// left group r+16 (codes at 576+16(r−16)), right r+32.
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+top8:
+	ROW8(64, 0)
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      top8
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+bottom8:
+	ROW8(576, 128)
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      bottom8
+
+	VMOVUPS  Z0, 0(DI)
+	VMOVUPS  Z1, 64(DI)
+	VMOVUPS  Z2, 128(DI)
+	VMOVUPS  Z3, 192(DI)
+	VMOVUPS  Z4, 256(DI)
+	VMOVUPS  Z5, 320(DI)
+	VMOVUPS  Z6, 384(DI)
+	VMOVUPS  Z7, 448(DI)
+
+	ADDQ     $512, DI
+	ADDQ     $4352, SI
+	SUBQ     $4, BX
+	ADDQ     $4, R12
+	JMP      quad8
+
+out8:
+	MOVQ     R12, ret+96(FP)
+	VZEROUPPER
+	RET

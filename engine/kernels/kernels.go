@@ -72,29 +72,41 @@ func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
 	switch {
 	case !useSIMD:
 		bfpRowGo(f, acc, t, n, x)
-	case f == BFP8:
-		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
 	case useAVX512 && n >= 4 && len(x) == TileSize:
-		bfpRow4Wide(acc, t, n, (*[TileSize]float32)(x), next)
+		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next)
 	default:
+		bfpRowAVX2(f, acc, t, n, x, next)
+	}
+}
+
+// bfpRowAVX2 is bfpRow on the AVX2 kernels.
+func bfpRowAVX2(f Format, acc []float32, t []byte, n int, x []float32, next int) {
+	if f == BFP8 {
+		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
+	} else {
 		bfpRow4AVX(acc, t, n, x, &bfp4Scale, next)
 	}
 }
 
-// bfpRow4Wide is bfpRow for 32 rows of BFP4 tiles with the AVX-512 kernel,
-// which takes the fast route four tiles at a time; the quads it declines
-// (one tile's exponents rule the route out) and the last n%4 tiles run on
-// the AVX2 kernel. Both give the bits of bfpRowGo.
-func bfpRow4Wide(acc []float32, t []byte, n int, x *[TileSize]float32, next int) {
-	const tb = 576
-	lo, width, ok := fastRange4(x)
+// bfpRowWide is bfpRow for 32 rows with the AVX-512 kernels, which take the
+// fast route four tiles at a time; the quads they decline (one tile's
+// exponents rule the route out) and the last n%4 tiles run on the AVX2
+// kernels. All of them give the bits of bfpRowGo.
+func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, next int) {
+	tb := f.TileBytes()
+	lo, width, ok := fastRange(f, x)
 	if !ok {
-		bfpRow4AVX(acc, t, n, x[:], &bfp4Scale, next)
+		bfpRowAVX2(f, acc, t, n, x[:], next)
 		return
 	}
-	var xs [256]float32
+	var xs [384]float32
 	for n > 0 {
-		done := bfpRow4Quads(acc, t, n, x, lo, width, next, &xs)
+		var done int
+		if f == BFP8 {
+			done = bfpRow8Quads(acc, t, n, x, lo, width, next, &xs)
+		} else {
+			done = bfpRow4Quads(acc, t, n, x, lo, width, next, (*[256]float32)(xs[:256]))
+		}
 		k := min(n-done, 4) // the quad declined, or the remainder
 		if k > 0 {
 			// Its prefetches aim at the tiles after it: the rest of
@@ -103,19 +115,26 @@ func bfpRow4Wide(acc []float32, t []byte, n int, x *[TileSize]float32, next int)
 			if done+k < n {
 				after = k * tb
 			}
-			bfpRow4AVX(acc[done*TileSize:], t[done*tb:], k, x[:], &bfp4Scale, after)
+			bfpRowAVX2(f, acc[done*TileSize:], t[done*tb:], k, x[:], after)
 		}
 		done += k
 		acc, t, n, next = acc[done*TileSize:], t[done*tb:], n-done, next-done*tb
 	}
 }
 
-// fastRange4 returns the shared exponents E for which the BFP4 fast route
-// is exact with these 32 inputs (bfp_amd64.s): E in [lo, lo+width], with
-// lo = max(3, 130−emin) and lo+width = min(254, 383−emax), where emin is
-// the lowest exponent field of a non-zero input and emax the highest of
-// all; ok is false when no E qualifies. It is the check bfpRow4AVX makes.
-func fastRange4(x *[TileSize]float32) (lo, width int, ok bool) {
+// fastRange returns the shared exponents E for which the fast route of the
+// BFP row kernels is exact with these 32 inputs (bfp_amd64.s): E in [lo,
+// lo+width], where lo is the larger of the least E with a normal step
+// (7 for BFP8, 3 for BFP4) and bias+1−emin, and lo+width the smaller of
+// 254 and bias+254−emax, bias being 133 (BFP8) or 129 (BFP4), emin the
+// lowest exponent field of a non-zero input and emax the highest of all;
+// ok is false when no E qualifies. It is the check bfpRow8AVX and
+// bfpRow4AVX make.
+func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
+	bias, minE := 129, 3
+	if f == BFP8 {
+		bias, minE = 133, 7
+	}
 	emin, emax := 256, 0 // 256: no non-zero input yet
 	for _, v := range x {
 		b := math.Float32bits(v)
@@ -125,7 +144,7 @@ func fastRange4(x *[TileSize]float32) (lo, width int, ok bool) {
 			emin = min(emin, e)
 		}
 	}
-	lo, hi := max(3, 130-emin), min(254, 383-emax)
+	lo, hi := max(minE, bias+1-emin), min(254, bias+254-emax)
 	return lo, hi - lo, lo <= hi
 }
 

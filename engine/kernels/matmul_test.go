@@ -538,21 +538,25 @@ func math32bits(v []float32) []uint32 {
 	return out
 }
 
-// TestBFP4WideKernel runs one-row BFP4 products on weights of a real
-// model's scale (every full tile on the fast route) with the AVX-512 row
-// kernel, the AVX2 kernels alone and the Go kernels, and requires the same
+// TestBFPWideKernels runs one-row BFP8 and BFP4 products on weights of a
+// real model's scale (every full tile on the fast route) with the AVX-512
+// row kernels, the AVX2 kernels alone and the Go kernels, and requires the same
 // bits from all three and from the spec-literal reference: for every
 // column count around the four-tile quads of the AVX-512 kernel, with one
-// tile whose low exponent rules the fast route out (its quad goes to the
-// AVX2 kernel), with zero inputs, and with a short last tile row (which
-// the AVX-512 kernel leaves to AVX2). It skips where the CPU has no
-// AVX-512 (its kernel then never runs).
-func TestBFP4WideKernel(t *testing.T) {
+// tile column whose low exponents rule the fast route out (its quad goes
+// to the AVX2 kernel), with zero inputs, and with a short last tile row
+// (which the AVX-512 kernels leave to AVX2). It skips where the CPU has no
+// AVX-512 (its kernels then never run).
+func TestBFPWideKernels(t *testing.T) {
 	if !useAVX512 {
-		t.Skip("no AVX-512 kernel on this CPU or build")
+		t.Skip("no AVX-512 kernels on this CPU or build")
 	}
 	rng := rand.New(rand.NewPCG(41, 42))
-	for _, in := range []int{96, 80} {
+	for _, c := range []struct {
+		f  Format
+		in int
+	}{{BFP4, 96}, {BFP4, 80}, {BFP8, 96}, {BFP8, 80}} {
+		f, in := c.f, c.in
 		for nt := 1; nt <= 13; nt++ {
 			for _, lowTile := range []int{-1, 0, 5} {
 				if lowTile >= nt {
@@ -574,7 +578,7 @@ func TestBFP4WideKernel(t *testing.T) {
 						}
 					}
 				}
-				m, err := NewBFP(BFP4, out, in, packBFP(BFP4, out, in, w))
+				m, err := NewBFP(f, out, in, packBFP(f, out, in, w))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -590,7 +594,7 @@ func TestBFP4WideKernel(t *testing.T) {
 				withGo(func() { m.MatVec(goy, x) })
 				ref := make([]float32, out)
 				matMulRef(m, ref, x, 1, false)
-				what := fmt.Sprintf("in=%d tiles=%d low tile %d", in, nt, lowTile)
+				what := fmt.Sprintf("%s in=%d tiles=%d low tile %d", f, in, nt, lowTile)
 				checkSame(t, what+": avx512 vs reference", wide, ref)
 				checkSame(t, what+": avx2 vs reference", avx2, ref)
 				checkSame(t, what+": go vs reference", goy, ref)

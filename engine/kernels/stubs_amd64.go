@@ -9,7 +9,7 @@ import "golang.org/x/sys/cpu"
 // the fma32-based Go kernels. Tests switch it off to run the Go kernels.
 var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// useAVX512 adds the AVX-512 BFP4 row kernel (bfp512_amd64.s) to the SIMD
+// useAVX512 adds the AVX-512 BFP row kernels (bfp512_amd64.s) to the SIMD
 // kernels, where the CPU and the operating system support AVX-512 F and BW.
 // It only takes effect with useSIMD; tests switch it off to run the AVX2
 // kernels alone.
@@ -102,3 +102,9 @@ func readXorAVX(p *byte, n int) uint64
 //
 //go:noescape
 func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[256]float32) int
+
+// bfpRow8Quads is bfpRow4Quads for BFP8 tiles; xs also holds the quad's
+// signed codes.
+//
+//go:noescape
+func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[384]float32) int

@@ -53,3 +53,7 @@ func readXorAVX(p *byte, n int) uint64 { return readXorGo(unsafe.Slice(p, n)) }
 func bfpRow4Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[256]float32) int {
 	return 0
 }
+
+func bfpRow8Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[384]float32) int {
+	return 0
+}
