@@ -39,7 +39,7 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, f := range []Format{BF16, BFP8, BFP4} {
 		for _, s := range benchShapes {
 			m := benchMatrix(b, rng, f, s.out, s.in)
-			for _, batch := range []int{1, 8, 64} {
+			for _, batch := range []int{1, 2, 4, 8, 64} {
 				x := randVec(rng, batch*s.in)
 				y := make([]float32, batch*s.out)
 				for _, impl := range []string{"simd", "avx2", "go"} {

@@ -45,8 +45,9 @@
 // the CPU also has AVX-512 (F and BW), one-row BFP products run full tiles
 // four at a time on AVX-512 kernels (bfp512_amd64.s): eight independent
 // accumulator chains instead of two, and for BFP4 one table lookup per 16
-// codes instead of a widening and a conversion. They follow the same
-// reduction order, so the bits do not change.
+// codes instead of a widening and a conversion; products of two to four
+// rows run pairs of tiles decoded once, in registers, for the whole batch.
+// They follow the same reduction order, so the bits do not change.
 //
 // A one-row BFP product (decode) is bound by reading the weights, so it
 // reads them in memory order: for each tile row, a run of up to 64

@@ -192,3 +192,52 @@ func tileFMA6(acc []float32, accStride int, w *[TileSize * TileSize]float32, x [
 	}
 	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
 }
+
+// smallRange returns the shared exponents E, [lo, lo+width], for which the
+// fast route is exact for every one of batch rows of 32 inputs,
+// x[b*xStride:][:32], and whether the AVX-512 small-batch kernels can run
+// at all (batch in [2, 4], the kernels on, some E left).
+func smallRange(f Format, x []float32, xStride, batch int) (lo, width int, ok bool) {
+	if !useSIMD || !useAVX512 || batch < 2 || batch > 4 {
+		return 0, 0, false
+	}
+	_ = x[(batch-1)*xStride : (batch-1)*xStride+TileSize]
+	lo, hi := 0, 255
+	for b := range batch {
+		l, w, ok := fastRange(f, (*[TileSize]float32)(x[b*xStride:]))
+		if !ok {
+			return 0, 0, false
+		}
+		lo, hi = max(lo, l), min(hi, l+w)
+	}
+	return lo, hi - lo, lo <= hi
+}
+
+// bfpRowsSmall applies the 32 rows of up to n consecutive tiles of one tile
+// row to batch ∈ [2, 4] rows on the AVX-512 kernels, pairs of tiles at a
+// time, each tile decoded once for the batch: batch row b's inputs are
+// x[b*xStride:][:32] and its accumulators of tile j acc[(j*batch+b)*32:].
+// lo and width are smallRange's. It returns how many tiles it ran; the
+// caller runs the next one (of a pair whose exponents rule the fast route
+// out, or the last) another way.
+func bfpRowsSmall(f Format, acc []float32, t []byte, n int, x []float32, xStride, batch, lo, width int) int {
+	_ = acc[:n*batch*TileSize]
+	_ = t[:n*f.TileBytes()]
+	_ = x[(batch-1)*xStride : (batch-1)*xStride+TileSize]
+	var xs [1024]float32
+	switch {
+	case f == BFP4 && batch == 2:
+		return bfpRow4PairsB2(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP4 && batch == 3:
+		return bfpRow4PairsB3(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP4 && batch == 4:
+		return bfpRow4PairsB4(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 2:
+		return bfpRow8PairsB2(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 3:
+		return bfpRow8PairsB3(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 4:
+		return bfpRow8PairsB4(acc, t, n, x, xStride, lo, width, &xs)
+	}
+	panic("kernels: bfpRowsSmall: bad format or batch")
+}

@@ -262,7 +262,20 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		clear(all)
 		for k := range kt {
 			rows := min(TileSize, in-k*TileSize)
-			for j := range nj {
+			// Batches of two to four rows: the AVX-512 kernels decode each
+			// tile once into registers for the batch, where the inputs
+			// and exponents allow (smallRange, bfpRowsSmall).
+			lo, width, small := 0, 0, false
+			if rows == TileSize {
+				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
+			}
+			for j := 0; j < nj; j++ {
+				if small {
+					done := bfpRowsSmall(f, all[j*batch*TileSize:], m.BFP[(k*nt+b0+j)*tb:], nj-j, x[k*TileSize:], in, batch, lo, width)
+					if j += done; j == nj {
+						break
+					}
+				}
 				decodeTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:])
 				acc := all[j*batch*TileSize:][:batch*TileSize]
 				// Blocks of six batch rows share each tile row from

@@ -538,15 +538,16 @@ func math32bits(v []float32) []uint32 {
 	return out
 }
 
-// TestBFPWideKernels runs one-row BFP8 and BFP4 products on weights of a
-// real model's scale (every full tile on the fast route) with the AVX-512
-// row kernels, the AVX2 kernels alone and the Go kernels, and requires the same
-// bits from all three and from the spec-literal reference: for every
-// column count around the four-tile quads of the AVX-512 kernel, with one
-// tile column whose low exponents rule the fast route out (its quad goes
-// to the AVX2 kernel), with zero inputs, and with a short last tile row
-// (which the AVX-512 kernels leave to AVX2). It skips where the CPU has no
-// AVX-512 (its kernels then never run).
+// TestBFPWideKernels runs BFP8 and BFP4 products of 1 to 5 batch rows on
+// weights of a real model's scale (every full tile on the fast route) with
+// the AVX-512 kernels (one row: quads of tiles; two to four rows: pairs of
+// tiles decoded once for the batch), the AVX2 kernels alone and the Go
+// kernels, and requires the same bits from all three and from the
+// spec-literal reference: for every column count around the quads and
+// pairs, with one tile column whose low exponents rule the fast route out
+// (its quad or pair goes to the AVX2 kernels), with zero inputs, and with
+// a short last tile row (which the AVX-512 kernels leave to AVX2). It
+// skips where the CPU has no AVX-512 (its kernels then never run).
 func TestBFPWideKernels(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("no AVX-512 kernels on this CPU or build")
@@ -582,22 +583,24 @@ func TestBFPWideKernels(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				x := randVec(rng, in)
-				x[7], x[33] = 0, float32(math.Copysign(0, -1))
-				wide := make([]float32, out)
-				m.MatVec(wide, x)
-				avx2 := make([]float32, out)
-				useAVX512 = false
-				m.MatVec(avx2, x)
-				useAVX512 = true
-				goy := make([]float32, out)
-				withGo(func() { m.MatVec(goy, x) })
-				ref := make([]float32, out)
-				matMulRef(m, ref, x, 1, false)
-				what := fmt.Sprintf("%s in=%d tiles=%d low tile %d", f, in, nt, lowTile)
-				checkSame(t, what+": avx512 vs reference", wide, ref)
-				checkSame(t, what+": avx2 vs reference", avx2, ref)
-				checkSame(t, what+": go vs reference", goy, ref)
+				for batch := 1; batch <= 5; batch++ {
+					x := randVec(rng, batch*in)
+					x[7], x[33] = 0, float32(math.Copysign(0, -1))
+					wide := make([]float32, batch*out)
+					m.MatMul(wide, x, batch)
+					avx2 := make([]float32, batch*out)
+					useAVX512 = false
+					m.MatMul(avx2, x, batch)
+					useAVX512 = true
+					goy := make([]float32, batch*out)
+					withGo(func() { m.MatMul(goy, x, batch) })
+					ref := make([]float32, batch*out)
+					matMulRef(m, ref, x, batch, false)
+					what := fmt.Sprintf("%s in=%d tiles=%d low tile %d batch %d", f, in, nt, lowTile, batch)
+					checkSame(t, what+": avx512 vs reference", wide, ref)
+					checkSame(t, what+": avx2 vs reference", avx2, ref)
+					checkSame(t, what+": go vs reference", goy, ref)
+				}
 			}
 		}
 	}

@@ -108,3 +108,27 @@ func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, widt
 //
 //go:noescape
 func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[384]float32) int
+
+// bfpRow{4,8}PairsB{2,3,4} run pairs of full BFP tiles for 2, 3 or 4 batch
+// rows on the fast route while every exponent of a pair lies in [lo,
+// lo+width] (mod 256), and return the number of tiles run, even: batch row
+// b's inputs are x[b*xStride:][:32], its accumulators of tile j
+// acc[(j*B+b)*32:][:32] (bfp512_amd64.s).
+//
+//go:noescape
+func bfpRow4PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow4PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow4PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int

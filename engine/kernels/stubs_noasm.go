@@ -57,3 +57,27 @@ func bfpRow4Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ in
 func bfpRow8Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[384]float32) int {
 	return 0
 }
+
+func bfpRow4PairsB2(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow4PairsB3(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow4PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB2(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB3(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
