@@ -2514,3 +2514,89 @@ out:
 	VZEROUPPER
 	RET
 
+
+// func tileFMA6Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows, nblk int)
+//
+// tileFMA6AVX with 512-bit registers: a tile row's 32 decoded weights are
+// two registers, fused into the twelve accumulators of six batch rows (two
+// each, columns 0-15 and 16-31) with each row's x[r] broadcast from memory
+// by the FMA itself; rows r in increasing order, as tileFMAGo.
+TEXT ·tileFMA6Z(SB), NOSPLIT, $0-88
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	MOVQ    nblk+80(FP), AX
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+
+zblock:
+	TESTQ   AX, AX
+	JEQ     zdone
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-5
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS (R12)(BX*1), Z8
+	VMOVUPS 64(R12)(BX*1), Z9
+	VMOVUPS (R12)(BX*2), Z10
+	VMOVUPS 64(R12)(BX*2), Z11
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10             // x[r] of rows 0-2
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-5
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     zstore
+
+zloop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	VFMADD231PS.BCST (R11)(R8*1), Z12, Z8
+	VFMADD231PS.BCST (R11)(R8*1), Z13, Z9
+	VFMADD231PS.BCST (R11)(R8*2), Z12, Z10
+	VFMADD231PS.BCST (R11)(R8*2), Z13, Z11
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     zloop
+
+zstore:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VMOVUPS Z8, (R12)(BX*1)
+	VMOVUPS Z9, 64(R12)(BX*1)
+	VMOVUPS Z10, (R12)(BX*2)
+	VMOVUPS Z11, 64(R12)(BX*2)
+	// The next six batch rows.
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*2), DI
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*2), DX
+	DECQ    AX
+	JMP     zblock
+
+zdone:
+	VZEROUPPER
+	RET

@@ -46,7 +46,9 @@
 // four at a time on AVX-512 kernels (bfp512_amd64.s): eight independent
 // accumulator chains instead of two, and for BFP4 one table lookup per 16
 // codes instead of a widening and a conversion; products of two to four
-// rows run pairs of tiles decoded once, in registers, for the whole batch.
+// rows run pairs of tiles decoded once, in registers, for the whole batch,
+// and larger batches apply each decoded tile to six rows at a time with
+// 512-bit fused multiply-adds.
 // They follow the same reduction order, so the bits do not change.
 //
 // A one-row BFP product (decode) is bound by reading the weights, so it

@@ -186,7 +186,11 @@ func tileFMA6(acc []float32, accStride int, w *[TileSize * TileSize]float32, x [
 	nb := 6 * nblk
 	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
 	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
-	if useSIMD {
+	switch {
+	case useSIMD && useAVX512:
+		tileFMA6Z(acc, accStride, w, x, xStride, rows, nblk)
+		return
+	case useSIMD:
 		tileFMA6AVX(acc, accStride, w, x, xStride, rows, nblk)
 		return
 	}

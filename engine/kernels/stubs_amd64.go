@@ -132,3 +132,8 @@ func bfpRow8PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, wi
 
 //go:noescape
 func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+// tileFMA6Z is tileFMA6AVX with 512-bit registers (bfp512_amd64.s).
+//
+//go:noescape
+func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)

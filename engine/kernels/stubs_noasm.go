@@ -81,3 +81,7 @@ func bfpRow8PairsB3(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[
 func bfpRow8PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
 	return 0
 }
+
+func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 6*nblk)
+}
