@@ -29,6 +29,7 @@
 #   --gptq-seqs N       calibration windows [32]
 #   --gptq-len N        tokens per window [512]
 #   --gptq-threads N    GPTQ workers [the largest thread count]
+#   --gptq-model DIR    BF16 checkpoint GPTQ quantizes [the synthetic one]
 #   --out DIR           keep the raw logs there [a temporary directory]
 #
 # Columns: decode tokens/s of one sequence, the weight bytes a token reads
@@ -42,7 +43,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 prebuilt="" build_only="" threads="1 2 4 8 16" force=0 layers=6
 synth_dir="${TMPDIR:-/tmp}/lfmq-bench-scaling" steps=40 prefills=5
-gptq=1 gptq_seqs=32 gptq_len=512 gptq_threads="" out=""
+gptq=1 gptq_seqs=32 gptq_len=512 gptq_threads="" gptq_model="" out=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--prebuilt) prebuilt=$2; shift ;;
@@ -57,6 +58,7 @@ while [ $# -gt 0 ]; do
 	--gptq-seqs) gptq_seqs=$2; shift ;;
 	--gptq-len) gptq_len=$2; shift ;;
 	--gptq-threads) gptq_threads=$2; shift ;;
+	--gptq-model) gptq_model=$2; shift ;;
 	--out) out=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench-scaling.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -110,7 +112,7 @@ last=${list##* }
 export LFMQ_BENCH_SYNTH_DIR=$synth_dir LFMQ_BENCH_SYNTH_LAYERS=$layers
 name=synth
 [ "$layers" = 4 ] || name=synth$layers
-bf16_dir=$synth_dir/$name-bf16
+bf16_dir=${gptq_model:-$synth_dir/$name-bf16}
 
 # bench LOG THREADS PATTERN BENCHTIME: one run of the benchmark binary (in
 # the log directory: the binary needs no source tree).
@@ -158,17 +160,23 @@ gptq_line="GPTQ: skipped (--no-gptq)"
 if [ "$gptq" = 1 ]; then
 	gt=${gptq_threads:-$last}
 	calib=$out/calib.jsonl gout=$out/gptq-out glog=$out/gptq.log
-	# Seeded random token ids: the timing and memory of GPTQ depend on the
-	# shapes and the token count, not on what the tokens say.
-	awk -v n="$gptq_seqs" -v len="$gptq_len" 'BEGIN {
+	# Seeded random token ids below the model's vocabulary size: the time
+	# and memory of GPTQ depend on the shapes and the token count, not on
+	# what the tokens say.
+	vocab=$(sed -n 's/.*"vocab_size": *\([0-9][0-9]*\).*/\1/p' "$bf16_dir/config.json" | head -1)
+	[ -n "$vocab" ] || { echo "bench-scaling.sh: no vocab_size in $bf16_dir/config.json" >&2; exit 1; }
+	awk -v n="$gptq_seqs" -v len="$gptq_len" -v vocab="$vocab" 'BEGIN {
 		srand(12)
 		for (i = 0; i < n; i++) {
 			printf "{\"input_ids\": ["
-			for (j = 0; j < len; j++) printf "%s%d", (j ? "," : ""), 3 + int(rand() * 65000)
+			for (j = 0; j < len; j++) printf "%s%d", (j ? "," : ""), 3 + int(rand() * (vocab - 3))
 			print "]}"
 		}
 	}' >"$calib"
-	rm -rf "$gout"
+	# An interrupted run leaves its finished layers in a hidden directory
+	# beside the output (lfmq quantize --resume): remove both, always.
+	trap 'rm -rf "$gout" "$out/.gptq-out.partial"' EXIT
+	rm -rf "$gout" "$out/.gptq-out.partial"
 	echo "GPTQ of $bf16_dir: $gptq_seqs windows of $gptq_len tokens, $gt workers" >&2
 	cmd=("$bin/lfmq" quantize --model "$bf16_dir" --out "$gout" --calib "$calib"
 		--calib-seqs "$gptq_seqs" --calib-len "$gptq_len" --workers "$gt")
@@ -188,9 +196,8 @@ if [ "$gptq" = 1 ]; then
 		wait "$pid" || { cat "$glog" >&2; exit 1; }
 	fi
 	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-	gptq_line=$(printf 'GPTQ (%d layers, %d×%d calibration tokens, %s workers): %s s wall, %.2f GB peak RSS' \
-		"$layers" "$gptq_seqs" "$gptq_len" "$gt" "$wall" "$(awk -v k="${rss_kb:-0}" 'BEGIN { print k * 1024 / 1e9 }')")
-	rm -rf "$gout"
+	gptq_line=$(printf 'GPTQ of %s (%d×%d calibration tokens, %s workers): %s s wall, %.2f GB peak RSS' \
+		"$(basename "$bf16_dir")" "$gptq_seqs" "$gptq_len" "$gt" "$wall" "$(awk -v k="${rss_kb:-0}" 'BEGIN { print k * 1024 / 1e9 }')")
 fi
 
 echo
