@@ -60,14 +60,21 @@ func (m *Matrix) checkProduct(y, x []float32, batch int) {
 	}
 }
 
+// bfpUnitTiles is how many BFP tile columns make one unit of parallel
+// work: the four tiles the AVX-512 row kernels run side by side, so that a
+// goroutine's range never leaves them a remainder of one to three tiles
+// (which the slower AVX2 kernel would run) except at a matrix's end.
+const bfpUnitTiles = 4
+
 // units is how many pieces a product's outputs split into: four rows (the
-// width of the dense matrix-vector kernel) or one BFP tile column.
+// width of the dense matrix-vector kernel) or bfpUnitTiles BFP tile
+// columns.
 func (m *Matrix) units() int {
 	switch m.Format {
 	case F32, BF16:
 		return (m.Out + 3) / 4
 	case BFP8, BFP4:
-		return m.nTiles()
+		return (m.nTiles() + bfpUnitTiles - 1) / bfpUnitTiles
 	}
 	panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
 }
@@ -78,7 +85,7 @@ func (m *Matrix) mulUnits(y, x []float32, batch, lo, hi int, add bool) {
 	case F32, BF16:
 		m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add)
 	default:
-		m.mulCols(y, x, batch, lo, hi, add)
+		m.mulCols(y, x, batch, bfpUnitTiles*lo, min(bfpUnitTiles*hi, m.nTiles()), add)
 	}
 }
 
