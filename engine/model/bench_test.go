@@ -205,6 +205,22 @@ var (
 	benchThreads = threadCounts()
 )
 
+// loadBench loads a benchmark model and waits for the background hash of an
+// lfmq-1 checkpoint's files (model.LoadOptions.Check) to finish: it would
+// otherwise take a core's worth of time from the first second or so of the
+// measurement, a share that depends on the benchmark's length.
+func loadBench(b *testing.B, dir string, threads int) *model.Model {
+	m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Verified(context.Background()); err != nil {
+		m.Close()
+		b.Fatal(err)
+	}
+	return m
+}
+
 // BenchmarkDecode measures one-token decode steps of a batch of one
 // sequence (and, on the tiny model, of eight) after a 32-token prompt. The
 // tokens fed are seeded random ids, so routing varies from step to step as
@@ -230,10 +246,7 @@ func BenchmarkDecode(b *testing.B) {
 						defer probe.free()
 						interleave := which == "synth"
 						resetPeakRSS()
-						m, err := model.Load(dir, model.LoadOptions{Threads: threads})
-						if err != nil {
-							b.Fatal(err)
-						}
+						m := loadBench(b, dir, threads)
 						defer m.Close()
 						base, _ := forward(b, m, benchPrompt(b, m, which, prompt), model.ForwardOptions{})
 						seqs := make([]*model.Sequence, batch)
@@ -301,10 +314,7 @@ func BenchmarkPrefill(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d", which, format, threads, n), func(b *testing.B) {
 					dir := benchModel(b, which, format)
 					resetPeakRSS()
-					m, err := model.Load(dir, model.LoadOptions{Threads: threads})
-					if err != nil {
-						b.Fatal(err)
-					}
+					m := loadBench(b, dir, threads)
 					defer m.Close()
 					ids := benchPrompt(b, m, which, n)
 					forward(b, m, ids, model.ForwardOptions{}) // map the weights in
