@@ -2600,3 +2600,253 @@ zstore:
 zdone:
 	VZEROUPPER
 	RET
+
+// tileFMA{1-5}Z are tileFMAGo for 1 to 5 batch rows with 512-bit
+// registers, for what is left of a batch after tileFMA6Z's blocks of six:
+// two accumulators per batch row, x[r] broadcast by the FMA itself, rows r
+// in increasing order. Written alike; they differ only in the row count.
+
+// func tileFMA1Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA1Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VZEROUPPER
+	RET
+
+// func tileFMA2Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA2Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VZEROUPPER
+	RET
+
+// func tileFMA3Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA3Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VZEROUPPER
+	RET
+
+// func tileFMA4Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA4Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VZEROUPPER
+	RET
+
+// func tileFMA5Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA5Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS (R12)(BX*1), Z8
+	VMOVUPS 64(R12)(BX*1), Z9
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	VFMADD231PS.BCST (R11)(R8*1), Z12, Z8
+	VFMADD231PS.BCST (R11)(R8*1), Z13, Z9
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VMOVUPS Z8, (R12)(BX*1)
+	VMOVUPS Z9, 64(R12)(BX*1)
+	VZEROUPPER
+	RET

@@ -103,6 +103,15 @@ func TestBFPKernels(t *testing.T) {
 					}
 				}
 				useAVX512 = saved
+				// The AVX-512 kernels of one to five rows.
+				for nb := 1; useSIMD && useAVX512 && nb <= 5; nb++ {
+					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
+					copy(accGo, acc)
+					x := randVec(rng, (nb-1)*50+rows)
+					tileFMAZ(acc, 40, &want, x, 50, rows, nb)
+					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMAZ rows=%d nb=%d", rows, nb), acc, accGo)
+				}
 			}
 		})
 	}

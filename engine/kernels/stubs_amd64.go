@@ -137,3 +137,21 @@ func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, wi
 //
 //go:noescape
 func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)
+
+// tileFMA1Z … tileFMA5Z are tileFMAGo for 1 to 5 batch rows with 512-bit
+// registers (bfp512_amd64.s).
+
+//go:noescape
+func tileFMA1Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA2Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA3Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
