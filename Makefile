@@ -136,3 +136,11 @@ sums:
 
 clean:
 	rm -rf bin $(DEMO_OUT)
+
+# bench-scaling: decode, prefill and one GPTQ run against thread counts on the
+# synthetic 8B-shape checkpoint (6 layers), printed as one table; see
+# scripts/bench-scaling.sh --help. BENCH_SCALING_ARGS passes options, e.g.
+# make bench-scaling BENCH_SCALING_ARGS='--threads "1 2" --no-gptq'.
+.PHONY: bench-scaling
+bench-scaling:
+	scripts/bench-scaling.sh $(BENCH_SCALING_ARGS)

@@ -22,13 +22,16 @@ func reportFlops(b *testing.B, flopsPerOp float64, cpu time.Duration) {
 
 // benchShapes are LFM2-8B-A1B products, [out, in]: an expert's down
 // projection w2 (its w1/w3 are the transpose shape), attention-sized
-// 2048×2048, and the short-conv in_proj 3H×H.
-var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}}
+// 2048×2048, and the short-conv in_proj 3H×H; and a 512×1024 matrix whose
+// weights (at most 1.1 MB) stay in the core's L2 cache, so that its
+// figures are the kernels' own speed rather than the memory's.
+var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}, {512, 1024}}
 
 // BenchmarkMatMul runs every format, shape and batch width on one goroutine,
 // the SIMD kernels ("simd") against the Go kernels they are checked against
-// ("go"), and reports GFLOP/s (2·Out·In·batch per product) and weight bytes
-// per second.
+// ("go") and, where the CPU has AVX-512, against the AVX2 kernels alone
+// ("avx2", the baseline of the AVX-512 kernels), and reports GFLOP/s
+// (2·Out·In·batch per product) and weight bytes per second.
 //
 //	go test -run '^$' -bench MatMul ./engine/kernels
 func BenchmarkMatMul(b *testing.B) {
@@ -36,18 +39,21 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, f := range []Format{BF16, BFP8, BFP4} {
 		for _, s := range benchShapes {
 			m := benchMatrix(b, rng, f, s.out, s.in)
-			for _, batch := range []int{1, 8, 64} {
+			for _, batch := range []int{1, 2, 4, 8, 64} {
 				x := randVec(rng, batch*s.in)
 				y := make([]float32, batch*s.out)
-				for _, impl := range []string{"simd", "go"} {
+				for _, impl := range []string{"simd", "avx2", "go"} {
 					name := fmt.Sprintf("%s/%dx%d/b%d/%s", f, s.out, s.in, batch, impl)
 					b.Run(name, func(b *testing.B) {
-						if impl == "simd" && !useSIMD {
+						if impl != "go" && !useSIMD {
 							b.Skip("no SIMD kernels")
 						}
-						saved := useSIMD
-						useSIMD = impl == "simd"
-						defer func() { useSIMD = saved }()
+						if impl == "avx2" && !useAVX512 {
+							b.Skip("simd is avx2 here")
+						}
+						saved, saved512 := useSIMD, useAVX512
+						useSIMD, useAVX512 = impl != "go", impl == "simd" && useAVX512
+						defer func() { useSIMD, useAVX512 = saved, saved512 }()
 						b.SetBytes(int64(m.WeightBytes()))
 						cpu := cpuTime()
 						for b.Loop() {

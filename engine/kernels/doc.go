@@ -41,7 +41,15 @@
 //
 // On amd64 the products, Dot and Axpy use AVX2+FMA assembly when the CPU has
 // both (detected at run time); elsewhere, with the purego build tag, or on
-// older CPUs, the Go kernels run. CGO_ENABLED=0 builds always work.
+// older CPUs, the Go kernels run. CGO_ENABLED=0 builds always work. Where
+// the CPU also has AVX-512 (F and BW), one-row BFP products run full tiles
+// four at a time on AVX-512 kernels (bfp512_amd64.s): eight independent
+// accumulator chains instead of two, and for BFP4 one table lookup per 16
+// codes instead of a widening and a conversion; products of two to four
+// rows run pairs of tiles decoded once, in registers, for the whole batch,
+// and larger batches apply each decoded tile to six rows at a time with
+// 512-bit fused multiply-adds.
+// They follow the same reduction order, so the bits do not change.
 //
 // A one-row BFP product (decode) is bound by reading the weights, so it
 // reads them in memory order: for each tile row, a run of up to 64

@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Dispatch between the SIMD kernels and their Go references. Every wrapper
 // first checks (by slicing, which panics on an internal bug rather than
 // letting assembly read out of bounds) that the ranges the kernel reads and
@@ -70,11 +72,80 @@ func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
 	switch {
 	case !useSIMD:
 		bfpRowGo(f, acc, t, n, x)
-	case f == BFP8:
-		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
+	case useAVX512 && n >= 4 && len(x) == TileSize:
+		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next)
 	default:
+		bfpRowAVX2(f, acc, t, n, x, next)
+	}
+}
+
+// bfpRowAVX2 is bfpRow on the AVX2 kernels.
+func bfpRowAVX2(f Format, acc []float32, t []byte, n int, x []float32, next int) {
+	if f == BFP8 {
+		bfpRow8AVX(acc, t, n, x, &bfp8Scale, next)
+	} else {
 		bfpRow4AVX(acc, t, n, x, &bfp4Scale, next)
 	}
+}
+
+// bfpRowWide is bfpRow for 32 rows with the AVX-512 kernels, which take the
+// fast route four tiles at a time; the quads they decline (one tile's
+// exponents rule the route out) and the last n%4 tiles run on the AVX2
+// kernels. All of them give the bits of bfpRowGo.
+func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, next int) {
+	tb := f.TileBytes()
+	lo, width, ok := fastRange(f, x)
+	if !ok {
+		bfpRowAVX2(f, acc, t, n, x[:], next)
+		return
+	}
+	var xs [384]float32
+	for n > 0 {
+		var done int
+		if f == BFP8 {
+			done = bfpRow8Quads(acc, t, n, x, lo, width, next, &xs)
+		} else {
+			done = bfpRow4Quads(acc, t, n, x, lo, width, next, (*[256]float32)(xs[:256]))
+		}
+		k := min(n-done, 4) // the quad declined, or the remainder
+		if k > 0 {
+			// Its prefetches aim at the tiles after it: the rest of
+			// this run, or the next run.
+			after := next - done*tb
+			if done+k < n {
+				after = k * tb
+			}
+			bfpRowAVX2(f, acc[done*TileSize:], t[done*tb:], k, x[:], after)
+		}
+		done += k
+		acc, t, n, next = acc[done*TileSize:], t[done*tb:], n-done, next-done*tb
+	}
+}
+
+// fastRange returns the shared exponents E for which the fast route of the
+// BFP row kernels is exact with these 32 inputs (bfp_amd64.s): E in [lo,
+// lo+width], where lo is the larger of the least E with a normal step
+// (7 for BFP8, 3 for BFP4) and bias+1−emin, and lo+width the smaller of
+// 254 and bias+254−emax, bias being 133 (BFP8) or 129 (BFP4), emin the
+// lowest exponent field of a non-zero input and emax the highest of all;
+// ok is false when no E qualifies. It is the check bfpRow8AVX and
+// bfpRow4AVX make.
+func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
+	bias, minE := 129, 3
+	if f == BFP8 {
+		bias, minE = 133, 7
+	}
+	emin, emax := 256, 0 // 256: no non-zero input yet
+	for _, v := range x {
+		b := math.Float32bits(v)
+		e := int(b >> 23 & 0xff)
+		emax = max(emax, e)
+		if b<<1 != 0 {
+			emin = min(emin, e)
+		}
+	}
+	lo, hi := max(minE, bias+1-emin), min(254, bias+254-emax)
+	return lo, hi - lo, lo <= hi
 }
 
 // decodeTile decodes one BFP tile to exact float32 weights, row-major.
@@ -115,9 +186,85 @@ func tileFMA6(acc []float32, accStride int, w *[TileSize * TileSize]float32, x [
 	nb := 6 * nblk
 	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
 	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
-	if useSIMD {
+	switch {
+	case useSIMD && useAVX512:
+		tileFMA6Z(acc, accStride, w, x, xStride, rows, nblk)
+		return
+	case useSIMD:
 		tileFMA6AVX(acc, accStride, w, x, xStride, rows, nblk)
 		return
 	}
 	tileFMAGo(acc, accStride, w, x, xStride, rows, nb)
+}
+
+// smallRange returns the shared exponents E, [lo, lo+width], for which the
+// fast route is exact for every one of batch rows of 32 inputs,
+// x[b*xStride:][:32], and whether the AVX-512 small-batch kernels can run
+// at all (batch in [2, 4], the kernels on, some E left).
+func smallRange(f Format, x []float32, xStride, batch int) (lo, width int, ok bool) {
+	if !useSIMD || !useAVX512 || batch < 2 || batch > 4 {
+		return 0, 0, false
+	}
+	_ = x[(batch-1)*xStride : (batch-1)*xStride+TileSize]
+	lo, hi := 0, 255
+	for b := range batch {
+		l, w, ok := fastRange(f, (*[TileSize]float32)(x[b*xStride:]))
+		if !ok {
+			return 0, 0, false
+		}
+		lo, hi = max(lo, l), min(hi, l+w)
+	}
+	return lo, hi - lo, lo <= hi
+}
+
+// bfpRowsSmall applies the 32 rows of up to n consecutive tiles of one tile
+// row to batch ∈ [2, 4] rows on the AVX-512 kernels, pairs of tiles at a
+// time, each tile decoded once for the batch: batch row b's inputs are
+// x[b*xStride:][:32] and its accumulators of tile j acc[(j*batch+b)*32:].
+// lo and width are smallRange's. It returns how many tiles it ran; the
+// caller runs the next one (of a pair whose exponents rule the fast route
+// out, or the last) another way.
+func bfpRowsSmall(f Format, acc []float32, t []byte, n int, x []float32, xStride, batch, lo, width int) int {
+	_ = acc[:n*batch*TileSize]
+	_ = t[:n*f.TileBytes()]
+	_ = x[(batch-1)*xStride : (batch-1)*xStride+TileSize]
+	var xs [1024]float32
+	switch {
+	case f == BFP4 && batch == 2:
+		return bfpRow4PairsB2(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP4 && batch == 3:
+		return bfpRow4PairsB3(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP4 && batch == 4:
+		return bfpRow4PairsB4(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 2:
+		return bfpRow8PairsB2(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 3:
+		return bfpRow8PairsB3(acc, t, n, x, xStride, lo, width, &xs)
+	case f == BFP8 && batch == 4:
+		return bfpRow8PairsB4(acc, t, n, x, xStride, lo, width, &xs)
+	}
+	panic("kernels: bfpRowsSmall: bad format or batch")
+}
+
+// tileFMAZ applies rows rows of a decoded tile to nb ∈ [1, 5] batch rows
+// with the AVX-512 kernels, like tileFMA (bit for bit); only with useSIMD
+// and useAVX512.
+func tileFMAZ(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	if rows < 0 || rows > TileSize || nb < 1 || nb > 5 || accStride < TileSize || xStride < rows || !useSIMD || !useAVX512 {
+		panic("kernels: tileFMAZ: bad rows, strides or batch")
+	}
+	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
+	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
+	switch nb {
+	case 1:
+		tileFMA1Z(acc, accStride, w, x, xStride, rows)
+	case 2:
+		tileFMA2Z(acc, accStride, w, x, xStride, rows)
+	case 3:
+		tileFMA3Z(acc, accStride, w, x, xStride, rows)
+	case 4:
+		tileFMA4Z(acc, accStride, w, x, xStride, rows)
+	default:
+		tileFMA5Z(acc, accStride, w, x, xStride, rows)
+	}
 }

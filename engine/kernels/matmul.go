@@ -60,14 +60,21 @@ func (m *Matrix) checkProduct(y, x []float32, batch int) {
 	}
 }
 
+// bfpUnitTiles is how many BFP tile columns make one unit of parallel
+// work: the four tiles the AVX-512 row kernels run side by side, so that a
+// goroutine's range never leaves them a remainder of one to three tiles
+// (which the slower AVX2 kernel would run) except at a matrix's end.
+const bfpUnitTiles = 4
+
 // units is how many pieces a product's outputs split into: four rows (the
-// width of the dense matrix-vector kernel) or one BFP tile column.
+// width of the dense matrix-vector kernel) or bfpUnitTiles BFP tile
+// columns.
 func (m *Matrix) units() int {
 	switch m.Format {
 	case F32, BF16:
 		return (m.Out + 3) / 4
 	case BFP8, BFP4:
-		return m.nTiles()
+		return (m.nTiles() + bfpUnitTiles - 1) / bfpUnitTiles
 	}
 	panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
 }
@@ -78,7 +85,7 @@ func (m *Matrix) mulUnits(y, x []float32, batch, lo, hi int, add bool) {
 	case F32, BF16:
 		m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add)
 	default:
-		m.mulCols(y, x, batch, lo, hi, add)
+		m.mulCols(y, x, batch, bfpUnitTiles*lo, min(bfpUnitTiles*hi, m.nTiles()), add)
 	}
 }
 
@@ -262,7 +269,20 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		clear(all)
 		for k := range kt {
 			rows := min(TileSize, in-k*TileSize)
-			for j := range nj {
+			// Batches of two to four rows: the AVX-512 kernels decode each
+			// tile once into registers for the batch, where the inputs
+			// and exponents allow (smallRange, bfpRowsSmall).
+			lo, width, small := 0, 0, false
+			if rows == TileSize {
+				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
+			}
+			for j := 0; j < nj; j++ {
+				if small {
+					done := bfpRowsSmall(f, all[j*batch*TileSize:], m.BFP[(k*nt+b0+j)*tb:], nj-j, x[k*TileSize:], in, batch, lo, width)
+					if j += done; j == nj {
+						break
+					}
+				}
 				decodeTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:])
 				acc := all[j*batch*TileSize:][:batch*TileSize]
 				// Blocks of six batch rows share each tile row from
@@ -273,6 +293,11 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 				if nblk := batch / 6; nblk > 0 {
 					tileFMA6(acc, TileSize, &s.w, x[k*TileSize:], in, rows, nblk)
 					b = 6 * nblk
+				}
+				if b < batch && useSIMD && useAVX512 {
+					// The rest, one to five rows, in one call.
+					tileFMAZ(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, batch-b)
+					b = batch
 				}
 				for b < batch {
 					g := min(3, batch-b)

@@ -86,15 +86,31 @@ func TestBFPKernels(t *testing.T) {
 					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
 					checkSame(t, fmt.Sprintf("tileFMA rows=%d nb=%d", rows, nb), acc, accGo)
 				}
-				// The six-row kernel, at odd strides, one and two blocks.
-				for nblk := 1; nblk <= 2; nblk++ {
-					nb := 6 * nblk
+				// The six-row kernel, at odd strides, one and two blocks;
+				// with the AVX2 kernel and, where the CPU has it, the
+				// AVX-512 one.
+				saved := useAVX512
+				for _, z := range []bool{false, saved} {
+					useAVX512 = z
+					for nblk := 1; nblk <= 2; nblk++ {
+						nb := 6 * nblk
+						acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
+						copy(accGo, acc)
+						x := randVec(rng, (nb-1)*50+rows)
+						tileFMA6(acc, 40, &want, x, 50, rows, nblk)
+						tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
+						checkSame(t, fmt.Sprintf("tileFMA6 avx512=%v rows=%d nblk=%d", z, rows, nblk), acc, accGo)
+					}
+				}
+				useAVX512 = saved
+				// The AVX-512 kernels of one to five rows.
+				for nb := 1; useSIMD && useAVX512 && nb <= 5; nb++ {
 					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
 					copy(accGo, acc)
 					x := randVec(rng, (nb-1)*50+rows)
-					tileFMA6(acc, 40, &want, x, 50, rows, nblk)
+					tileFMAZ(acc, 40, &want, x, 50, rows, nb)
 					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
-					checkSame(t, fmt.Sprintf("tileFMA6 rows=%d nblk=%d", rows, nblk), acc, accGo)
+					checkSame(t, fmt.Sprintf("tileFMAZ rows=%d nb=%d", rows, nb), acc, accGo)
 				}
 			}
 		})
@@ -414,7 +430,7 @@ func TestBFPRowRoutes(t *testing.T) {
 		}
 		tb := f.TileBytes()
 		for _, E := range []int{0, 1, minE - 1, minE, minE + 1, 60, 127, 200, 254, 255} {
-			const n = 3
+			const n = 9 // two quads of tiles and one more (the AVX-512 kernel runs quads)
 			tiles := make([]byte, n*tb)
 			for j := range n {
 				tile := tiles[j*tb:][:tb]
@@ -536,4 +552,72 @@ func math32bits(v []float32) []uint32 {
 		out[i] = math.Float32bits(x)
 	}
 	return out
+}
+
+// TestBFPWideKernels runs BFP8 and BFP4 products of 1 to 5 batch rows on
+// weights of a real model's scale (every full tile on the fast route) with
+// the AVX-512 kernels (one row: quads of tiles; two to four rows: pairs of
+// tiles decoded once for the batch), the AVX2 kernels alone and the Go
+// kernels, and requires the same bits from all three and from the
+// spec-literal reference: for every column count around the quads and
+// pairs, with one tile column whose low exponents rule the fast route out
+// (its quad or pair goes to the AVX2 kernels), with zero inputs, and with
+// a short last tile row (which the AVX-512 kernels leave to AVX2). It
+// skips where the CPU has no AVX-512 (its kernels then never run).
+func TestBFPWideKernels(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, c := range []struct {
+		f  Format
+		in int
+	}{{BFP4, 96}, {BFP4, 80}, {BFP8, 96}, {BFP8, 80}} {
+		f, in := c.f, c.in
+		for nt := 1; nt <= 13; nt++ {
+			for _, lowTile := range []int{-1, 0, 5} {
+				if lowTile >= nt {
+					continue
+				}
+				out := nt * TileSize
+				w := randVec(rng, out*in)
+				for i := range w {
+					w[i] *= 0.03
+				}
+				if lowTile >= 0 {
+					// A tile column of tiny weights: their exponents are
+					// below what the inputs allow on the fast route (x·s
+					// would be subnormal and lose bits), and their outputs
+					// are tiny, so that a lost bit shows.
+					for c := range TileSize {
+						for i := range in {
+							w[(lowTile*TileSize+c)*in+i] *= 1e-36
+						}
+					}
+				}
+				m, err := NewBFP(f, out, in, packBFP(f, out, in, w))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for batch := 1; batch <= 5; batch++ {
+					x := randVec(rng, batch*in)
+					x[7], x[33] = 0, float32(math.Copysign(0, -1))
+					wide := make([]float32, batch*out)
+					m.MatMul(wide, x, batch)
+					avx2 := make([]float32, batch*out)
+					useAVX512 = false
+					m.MatMul(avx2, x, batch)
+					useAVX512 = true
+					goy := make([]float32, batch*out)
+					withGo(func() { m.MatMul(goy, x, batch) })
+					ref := make([]float32, batch*out)
+					matMulRef(m, ref, x, batch, false)
+					what := fmt.Sprintf("%s in=%d tiles=%d low tile %d batch %d", f, in, nt, lowTile, batch)
+					checkSame(t, what+": avx512 vs reference", wide, ref)
+					checkSame(t, what+": avx2 vs reference", avx2, ref)
+					checkSame(t, what+": go vs reference", goy, ref)
+				}
+			}
+		}
+	}
 }

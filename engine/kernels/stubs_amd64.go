@@ -9,6 +9,12 @@ import "golang.org/x/sys/cpu"
 // the fma32-based Go kernels. Tests switch it off to run the Go kernels.
 var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// useAVX512 adds the AVX-512 BFP row kernels (bfp512_amd64.s) to the SIMD
+// kernels, where the CPU and the operating system support AVX-512 F and BW.
+// It only takes effect with useSIMD; tests switch it off to run the AVX2
+// kernels alone.
+var useAVX512 = useSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+
 // Each declaration below is the AVX2 version of the Go function whose name
 // ends in Go instead of AVX (ref.go), with the same arguments and bit-identical
 // results. The dispatching wrappers in kernels.go check every length before
@@ -89,3 +95,63 @@ func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, 
 //
 //go:noescape
 func readXorAVX(p *byte, n int) uint64
+
+// bfpRow4Quads runs full BFP4 tiles four at a time on the fast route while
+// every exponent of a quad lies in [lo, lo+width] (mod 256), and returns the
+// number of tiles it ran, a multiple of 4 (bfp512_amd64.s).
+//
+//go:noescape
+func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[256]float32) int
+
+// bfpRow8Quads is bfpRow4Quads for BFP8 tiles; xs also holds the quad's
+// signed codes.
+//
+//go:noescape
+func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[384]float32) int
+
+// bfpRow{4,8}PairsB{2,3,4} run pairs of full BFP tiles for 2, 3 or 4 batch
+// rows on the fast route while every exponent of a pair lies in [lo,
+// lo+width] (mod 256), and return the number of tiles run, even: batch row
+// b's inputs are x[b*xStride:][:32], its accumulators of tile j
+// acc[(j*B+b)*32:][:32] (bfp512_amd64.s).
+//
+//go:noescape
+func bfpRow4PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow4PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow4PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+//go:noescape
+func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+
+// tileFMA6Z is tileFMA6AVX with 512-bit registers (bfp512_amd64.s).
+//
+//go:noescape
+func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)
+
+// tileFMA1Z … tileFMA5Z are tileFMAGo for 1 to 5 batch rows with 512-bit
+// registers (bfp512_amd64.s).
+
+//go:noescape
+func tileFMA1Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA2Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA3Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+//go:noescape
+func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)

@@ -8,6 +8,9 @@ import "unsafe"
 // tests can set it on every platform.
 var useSIMD = false
 
+// useAVX512 is false where no assembly is built.
+var useAVX512 = false
+
 // The SIMD entry points forward to the Go kernels here, so that kernels.go
 // compiles everywhere; with useSIMD false they are never called.
 
@@ -46,3 +49,59 @@ func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, 
 }
 
 func readXorAVX(p *byte, n int) uint64 { return readXorGo(unsafe.Slice(p, n)) }
+
+func bfpRow4Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[256]float32) int {
+	return 0
+}
+
+func bfpRow8Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[384]float32) int {
+	return 0
+}
+
+func bfpRow4PairsB2(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow4PairsB3(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow4PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB2(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB3(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func bfpRow8PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[1024]float32) int {
+	return 0
+}
+
+func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 6*nblk)
+}
+
+func tileFMA1Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 1)
+}
+
+func tileFMA2Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 2)
+}
+
+func tileFMA3Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 3)
+}
+
+func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 4)
+}
+
+func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
+	tileFMAGo(acc, accStride, w, x, xStride, rows, 5)
+}

@@ -29,25 +29,74 @@ import (
 // LFM2-8B-A1B layer shapes (synth.RealShape: 4 layers, about 2.6 GB of BF16
 // weights, written to a temporary directory on first use and removed when
 // the test binary exits; set LFMQ_BENCH_SYNTH_DIR to keep and reuse it
-// between runs), each in BF16 and as its RTN lfmq-1 quantization, on 1 and
-// 2 threads.
+// between runs; LFMQ_BENCH_SYNTH_LAYERS changes its layer count), each in
+// BF16 and as its RTN lfmq-1 quantization, on 1 and 2 threads (or those of
+// LFMQ_BENCH_THREADS). scripts/bench-scaling.sh runs them over thread
+// counts and prints one table.
 //
-// Decode benchmarks on the synthetic model hold the weight bytes a token
-// reads (Model.DecodeWeightBytes) against the memory bandwidth measured in
-// the same benchmark, interleaved with it: every few decode steps the timer
-// stops for one pass of copy() between two buffers far larger than the
-// caches, on as many goroutines as the model has threads. weightGB/s is the
-// weight bytes times tokens/s, copyGB/s the read side of the copies (bytes
-// copied per second, over all passes; the memory also writes as many), and
-// bw_frac their ratio, the fraction of the bandwidth limit decode reaches.
-// The pairing matters on a shared machine, where both figures drift with
-// the load; a stream that only reads can exceed copy's read side, so
-// bw_frac may pass 1. peakRSS_MB is the process's peak resident memory from
-// loading the model to the end of the benchmark (without the copy buffers).
+// Every decode benchmark holds the weight bytes a step reads
+// (Model.DecodeWeightBytes) against the memory's read bandwidth measured in
+// the same benchmark: on the synthetic model interleaved with it (every
+// few decode steps the timer stops for one pass of kernels.ReadXor over a
+// buffer far larger than the caches, on as many goroutines as the model
+// has threads), on the tiny model, whose steps are far shorter than a
+// pass, in passes after the steps. weightGB/s is the weight bytes times
+// steps per second, readGB/s the probe's rate, and bw_frac their ratio,
+// the fraction of the read bandwidth decode reaches (the tiny model's
+// weights stay in the caches, so its bw_frac may pass 1). The pairing
+// matters on a shared machine, where both figures drift with the load.
+// peakRSS_MB is the process's peak resident memory from loading the model
+// to the end of the benchmark (without the probe's buffer).
 
 // synthEnv names a directory in which the synthetic checkpoints are kept
 // between benchmark runs instead of a temporary one.
 const synthEnv = "LFMQ_BENCH_SYNTH_DIR"
+
+// layersEnv sets the synthetic model's layer count (default 4, synth's
+// RealShape); threadsEnv the thread counts the benchmarks run, a comma- or
+// space-separated list (default 1,2). scripts/bench-scaling.sh sets both.
+const (
+	layersEnv  = "LFMQ_BENCH_SYNTH_LAYERS"
+	threadsEnv = "LFMQ_BENCH_THREADS"
+)
+
+// synthShape returns RealShape with the layer count of layersEnv: further
+// layers repeat RealShape's pattern of mixers (conv, attention, conv,
+// conv), so 6 layers have two attention layers and five MoE layers.
+func synthShape(b *testing.B) (synth.Shape, int) {
+	s := synth.RealShape()
+	v := os.Getenv(layersEnv)
+	if v == "" {
+		return s, len(s.LayerTypes)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 || n > 64 {
+		b.Fatalf("%s=%q: want a layer count in [2, 64]", layersEnv, v)
+	}
+	base := s.LayerTypes
+	s.LayerTypes = make([]string, n)
+	for i := range n {
+		s.LayerTypes[i] = base[i%len(base)]
+	}
+	return s, n
+}
+
+// threadCounts returns the thread counts of threadsEnv, or 1 and 2.
+func threadCounts() []int {
+	v := os.Getenv(threadsEnv)
+	if v == "" {
+		return []int{1, 2}
+	}
+	var out []int
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			panic(fmt.Sprintf("%s=%q: %q is not a thread count", threadsEnv, v, f))
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 var (
 	benchRootOnce sync.Once
@@ -101,12 +150,17 @@ func benchModel(b *testing.B, which, format string) string {
 		if root == "" {
 			root = tempRoot(b)
 		}
-		synthDirs = [2]string{filepath.Join(root, "synth-bf16"), filepath.Join(root, "synth-rtn")}
+		shape, layers := synthShape(b)
+		name := "synth"
+		if layers != 4 { // RealShape's four layers keep the old names
+			name = fmt.Sprintf("synth%d", layers)
+		}
+		synthDirs = [2]string{filepath.Join(root, name+"-bf16"), filepath.Join(root, name+"-rtn")}
 		if _, err := os.Stat(filepath.Join(synthDirs[1], "manifest.json")); err == nil {
 			return // kept from an earlier run (synthEnv)
 		}
 		t0 := time.Now()
-		if _, synthErr = synth.Write(context.Background(), synthDirs[0], synth.Options{Seed: 1}); synthErr != nil {
+		if _, synthErr = synth.Write(context.Background(), synthDirs[0], synth.Options{Shape: shape, Seed: 1}); synthErr != nil {
 			return
 		}
 		t1 := time.Now()
@@ -148,8 +202,24 @@ func benchPrompt(b *testing.B, m *model.Model, which string, n int) []int {
 var (
 	benchModels  = []string{"tiny", "synth"}
 	benchFormats = []string{"bf16", "lfmq1"}
-	benchThreads = []int{1, 2}
+	benchThreads = threadCounts()
 )
+
+// loadBench loads a benchmark model and waits for the background hash of an
+// lfmq-1 checkpoint's files (model.LoadOptions.Check) to finish: it would
+// otherwise take a core's worth of time from the first second or so of the
+// measurement, a share that depends on the benchmark's length.
+func loadBench(b *testing.B, dir string, threads int) *model.Model {
+	m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Verified(context.Background()); err != nil {
+		m.Close()
+		b.Fatal(err)
+	}
+	return m
+}
 
 // BenchmarkDecode measures one-token decode steps of a batch of one
 // sequence (and, on the tiny model, of eight) after a 32-token prompt. The
@@ -169,16 +239,14 @@ func BenchmarkDecode(b *testing.B) {
 					name := fmt.Sprintf("%s/%s/threads=%d/batch=%d", which, format, threads, batch)
 					b.Run(name, func(b *testing.B) {
 						dir := benchModel(b, which, format)
-						var probe *readProbe
-						if which == "synth" {
-							probe = newReadProbe(threads)
-							defer probe.free()
-						}
+						// The synthetic model's steps interleave with probe
+						// passes; the tiny model's steps are far shorter
+						// than a pass, so its probe runs before and after.
+						probe := newReadProbe(threads)
+						defer probe.free()
+						interleave := which == "synth"
 						resetPeakRSS()
-						m, err := model.Load(dir, model.LoadOptions{Threads: threads})
-						if err != nil {
-							b.Fatal(err)
-						}
+						m := loadBench(b, dir, threads)
 						defer m.Close()
 						base, _ := forward(b, m, benchPrompt(b, m, which, prompt), model.ForwardOptions{})
 						seqs := make([]*model.Sequence, batch)
@@ -193,7 +261,7 @@ func BenchmarkDecode(b *testing.B) {
 						b.ReportAllocs()
 						n := 0
 						for b.Loop() {
-							if probe != nil && n%probeEvery == 0 {
+							if interleave && n%probeEvery == 0 {
 								b.StopTimer()
 								probe.pass()
 								b.StartTimer()
@@ -210,14 +278,20 @@ func BenchmarkDecode(b *testing.B) {
 							n += batch
 						}
 						tps := float64(n) / b.Elapsed().Seconds()
-						b.ReportMetric(tps, "tokens/s")
-						if probe != nil {
-							wbs := float64(m.DecodeWeightBytes()) * tps
-							bw := probe.bandwidth()
-							b.ReportMetric(wbs/1e9, "weightGB/s")
-							b.ReportMetric(bw/1e9, "readGB/s")
-							b.ReportMetric(wbs/bw, "bw_frac")
+						if !interleave {
+							probe.pass()
+							probe.pass()
 						}
+						// A step reads at least one token's weight bytes
+						// whatever the batch (its sequences may route to
+						// more experts): per step, so a lower bound for
+						// batch > 1.
+						wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
+						bw := probe.bandwidth()
+						b.ReportMetric(tps, "tokens/s")
+						b.ReportMetric(wbs/1e9, "weightGB/s")
+						b.ReportMetric(bw/1e9, "readGB/s")
+						b.ReportMetric(wbs/bw, "bw_frac")
 						reportPeakRSS(b, probe.size())
 					})
 				}
@@ -240,10 +314,7 @@ func BenchmarkPrefill(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d", which, format, threads, n), func(b *testing.B) {
 					dir := benchModel(b, which, format)
 					resetPeakRSS()
-					m, err := model.Load(dir, model.LoadOptions{Threads: threads})
-					if err != nil {
-						b.Fatal(err)
-					}
+					m := loadBench(b, dir, threads)
 					defer m.Close()
 					ids := benchPrompt(b, m, which, n)
 					forward(b, m, ids, model.ForwardOptions{}) // map the weights in

@@ -305,7 +305,7 @@ type workspace struct {
 	sel            []int
 	wts            []float32
 	ex, eg, eu, ey []float32
-	mulJobs        []kernels.MulJob // the MoE step's products, reused
+	mulJobs        []kernels.MulJob // products run as one parallel region, reused
 	fin            []float32
 	head           []float32 // grouped head products, grown on use
 	convBefore     []float32 // a conv state before a step, for snapshots
@@ -542,9 +542,11 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 		obs.Linear(l, p+"self_attn.k_proj.weight", rows, a)
 		obs.Linear(l, p+"self_attn.v_proj.weight", rows, a)
 	}
-	m.pool.MatMul(ly.q, q, a, R)
-	m.pool.MatMul(ly.k, k, a, R)
-	m.pool.MatMul(ly.v, v, a, R)
+	// One parallel region for the three projections of the same input: one
+	// wait instead of three, and their outputs shared out together.
+	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.q, Y: q, X: a, Batch: R},
+		kernels.MulJob{M: ly.k, Y: k, X: a, Batch: R}, kernels.MulJob{M: ly.v, Y: v, X: a, Batch: R})
+	m.pool.MatMulAll(ws.mulJobs)
 	// Per-head RMSNorm, then RoPE at the token's absolute position.
 	for r, pos := range rows.Pos {
 		for hd := range Hq {
@@ -600,8 +602,10 @@ func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []
 		obs.Linear(l, p+"feed_forward.w1.weight", rows, a)
 		obs.Linear(l, p+"feed_forward.w3.weight", rows, a)
 	}
-	m.pool.MatMul(ly.w1, g, a, R)
-	m.pool.MatMul(ly.w3, u, a, R)
+	// w1 and w3 read the same input: one parallel region for both.
+	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.w1, Y: g, X: a, Batch: R},
+		kernels.MulJob{M: ly.w3, Y: u, X: a, Batch: R})
+	m.pool.MatMulAll(ws.mulJobs)
 	kernels.SwiGLU(g, g, u)
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"feed_forward.w2.weight", rows, g)

@@ -1,0 +1,2852 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The BFP4 row kernel for CPUs with AVX-512 (F and BW), fast route only:
+// the tile's x·s are precomputed as in bfpRow4AVX (bfp_amd64.s says when
+// that is exact), and a code becomes its weight ±q as a float32 by one
+// table lookup instead of a widening and a conversion. One 512-bit
+// register holds the 16 columns of one exponent group of one row, so one
+// broadcast of x·s serves it, and four tiles run side by side: eight
+// independent accumulator chains hide the latency of the fused
+// multiply-add that a single tile's two chains would wait on.
+//
+// Decoding 16 codes (the 8 bytes of one group row, codes 2i and 2i+1 in
+// the low and high nibble of byte i) to 16 floats: broadcast the 8 bytes
+// to all eight quadwords, shift quadword L right by 4L bits, so that its
+// low doubleword starts with nibble L and its high doubleword with nibble
+// L+8, and look each doubleword's low 4 bits up in the 16-entry table of
+// the values ±q (VPERMPS ignores the index bits above 3). Lane 2L thus
+// holds column L and lane 2L+1 column L+8; the accumulators are kept in
+// that order inside the kernel and permuted back to column order when
+// they are stored, so the caller sees column order.
+
+// bfp4val[c] is the value ±q of BFP4 code c; code 8 (never emitted) is +0,
+// as decodeBFP decodes it.
+DATA bfp4val<>+0(SB)/4, $0x00000000
+DATA bfp4val<>+4(SB)/4, $0x3f800000
+DATA bfp4val<>+8(SB)/4, $0x40000000
+DATA bfp4val<>+12(SB)/4, $0x40400000
+DATA bfp4val<>+16(SB)/4, $0x40800000
+DATA bfp4val<>+20(SB)/4, $0x40a00000
+DATA bfp4val<>+24(SB)/4, $0x40c00000
+DATA bfp4val<>+28(SB)/4, $0x40e00000
+DATA bfp4val<>+32(SB)/4, $0x00000000
+DATA bfp4val<>+36(SB)/4, $0xbf800000
+DATA bfp4val<>+40(SB)/4, $0xc0000000
+DATA bfp4val<>+44(SB)/4, $0xc0400000
+DATA bfp4val<>+48(SB)/4, $0xc0800000
+DATA bfp4val<>+52(SB)/4, $0xc0a00000
+DATA bfp4val<>+56(SB)/4, $0xc0c00000
+DATA bfp4val<>+60(SB)/4, $0xc0e00000
+GLOBL bfp4val<>(SB), RODATA|NOPTR, $64
+
+// nibshift[L] = 4L, the right shift of quadword L.
+DATA nibshift<>+0(SB)/8, $0
+DATA nibshift<>+8(SB)/8, $4
+DATA nibshift<>+16(SB)/8, $8
+DATA nibshift<>+24(SB)/8, $12
+DATA nibshift<>+32(SB)/8, $16
+DATA nibshift<>+40(SB)/8, $20
+DATA nibshift<>+48(SB)/8, $24
+DATA nibshift<>+56(SB)/8, $28
+GLOBL nibshift<>(SB), RODATA|NOPTR, $64
+
+// lanecol[i] = i/2 + 8(i%2), the column lane i holds: loads column order
+// into lane order.
+DATA lanecol<>+0(SB)/4, $0
+DATA lanecol<>+4(SB)/4, $8
+DATA lanecol<>+8(SB)/4, $1
+DATA lanecol<>+12(SB)/4, $9
+DATA lanecol<>+16(SB)/4, $2
+DATA lanecol<>+20(SB)/4, $10
+DATA lanecol<>+24(SB)/4, $3
+DATA lanecol<>+28(SB)/4, $11
+DATA lanecol<>+32(SB)/4, $4
+DATA lanecol<>+36(SB)/4, $12
+DATA lanecol<>+40(SB)/4, $5
+DATA lanecol<>+44(SB)/4, $13
+DATA lanecol<>+48(SB)/4, $6
+DATA lanecol<>+52(SB)/4, $14
+DATA lanecol<>+56(SB)/4, $7
+DATA lanecol<>+60(SB)/4, $15
+GLOBL lanecol<>(SB), RODATA|NOPTR, $64
+
+// collane[c] = 2(c%8) + c/8, the lane that holds column c: stores lane
+// order back in column order.
+DATA collane<>+0(SB)/4, $0
+DATA collane<>+4(SB)/4, $2
+DATA collane<>+8(SB)/4, $4
+DATA collane<>+12(SB)/4, $6
+DATA collane<>+16(SB)/4, $8
+DATA collane<>+20(SB)/4, $10
+DATA collane<>+24(SB)/4, $12
+DATA collane<>+28(SB)/4, $14
+DATA collane<>+32(SB)/4, $1
+DATA collane<>+36(SB)/4, $3
+DATA collane<>+40(SB)/4, $5
+DATA collane<>+44(SB)/4, $7
+DATA collane<>+48(SB)/4, $9
+DATA collane<>+52(SB)/4, $11
+DATA collane<>+56(SB)/4, $13
+DATA collane<>+60(SB)/4, $15
+GLOBL collane<>(SB), RODATA|NOPTR, $64
+
+DATA bias4d<>+0(SB)/4, $2
+GLOBL bias4d<>(SB), RODATA|NOPTR, $4
+
+// XS4 computes x·s for the 16 groups whose exponents are the 16 bytes at
+// off(SI)+16q of tile j, with the 16 inputs xr (x[0:16] for q = 0, 1,
+// x[16:32] for q = 2, 3), into the scratch at R15 + 256j + 64q.
+#define XS4(j, q, xr) \
+	VPMOVZXBD     (576*j+16*q)(SI), Z16; \
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16; \
+	VPSLLD        $23, Z16, Z16; \
+	VMULPS        xr, Z16, Z16; \
+	VMOVUPS       Z16, (256*j+64*q)(R15)
+
+// GROUP decodes the group row whose codes are at cofs(CX) in tile j and
+// fuses it into accumulator acc with x·s from xofs(R8) of that tile.
+#define GROUP(j, cofs, xofs, tmp, acc) \
+	VPBROADCASTQ          (576*j+cofs)(CX), tmp; \
+	VPSRLVQ               Z28, tmp, tmp; \
+	VPERMPS               Z29, tmp, tmp; \
+	VFMADD231PS.BCST      (256*j+xofs)(R8), tmp, acc
+
+// ROW4 runs one tile row of the four tiles: the left group's codes at
+// cofs, the right group's 128 bytes on; x·s at xofs and 64 bytes on.
+#define ROW4(cofs, xofs) \
+	GROUP(0, cofs, xofs, Z16, Z0); \
+	GROUP(0, cofs+128, xofs+64, Z17, Z1); \
+	GROUP(1, cofs, xofs, Z18, Z2); \
+	GROUP(1, cofs+128, xofs+64, Z19, Z3); \
+	GROUP(2, cofs, xofs, Z20, Z4); \
+	GROUP(2, cofs+128, xofs+64, Z21, Z5); \
+	GROUP(3, cofs, xofs, Z22, Z6); \
+	GROUP(3, cofs+128, xofs+64, Z23, Z7)
+
+// func bfpRow4Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[256]float32) int
+//
+// bfpRowGo(BFP4, ...) with 32 rows on the fast route, four tiles at a
+// time: it runs the quads of tiles in order while every exponent E of the
+// quad satisfies (E − lo) mod 256 ≤ width, and returns how many tiles it
+// ran (a multiple of 4); the caller runs the quad it stopped at, and the
+// last n%4 tiles, on another kernel. lo and width come from x as in
+// bfpRow4AVX. xs is scratch for the quad's x·s. The tiles 8 ahead (in the
+// next run, next bytes from t, once past this one) are prefetched.
+//
+// Registers: DI acc of the quad, SI the quad's tiles, BX tiles left, R12
+// tiles done, R14 the prefetch gap, R15 xs; per row CX codes, R8 x·s, R9
+// rows left; Z0-Z7 accumulators (tile j's left and right group in
+// Z(2j), Z(2j+1)), Z16-Z23 temporaries, Z24/Z25 x[0:16]/x[16:32], Z26 lo,
+// Z27 width (bytes), Z28 shifts, Z29 the code table, Z30/Z31 the lane and
+// column permutations.
+TEXT ·bfpRow4Quads(SB), NOSPLIT, $0-104
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x+56(FP), DX
+	MOVQ     xs+88(FP), R15
+	XORQ     R12, R12
+	MOVQ     next+80(FP), R14
+	MOVQ     BX, AX
+	IMULQ    $576, AX
+	SUBQ     AX, R14           // gap: next run start − this run's end
+	VMOVUPS  (DX), Z24
+	VMOVUPS  64(DX), Z25
+	MOVQ     lo+64(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+72(FP), AX
+	VPBROADCASTB AX, Z27
+	VMOVUPS  nibshift<>(SB), Z28
+	VMOVUPS  bfp4val<>(SB), Z29
+	VMOVUPS  lanecol<>(SB), Z30
+	VMOVUPS  collane<>(SB), Z31
+
+quad:
+	CMPQ     BX, $4
+	JLT      out
+	// Every exponent of the four tiles in [lo, lo+width] (mod 256).
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 576(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1152(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1728(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out               // not all ones
+
+	// Prefetch the quad two ahead (or its place in the next run).
+	LEAQ     4608(SI), AX
+	LEAQ     (AX)(R14*1), R8
+	CMPQ     BX, $8
+	CMOVQLE  R8, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	PREFETCHT0 2176(AX)
+	PREFETCHT0 2240(AX)
+
+	// x·s of the 64 groups of each tile: groups 0-15 and 16-31 are the
+	// left and right groups of rows 0-15, 32-47 and 48-63 of rows 16-31.
+	XS4(0, 0, Z24)
+	XS4(0, 1, Z24)
+	XS4(0, 2, Z25)
+	XS4(0, 3, Z25)
+	XS4(1, 0, Z24)
+	XS4(1, 1, Z24)
+	XS4(1, 2, Z25)
+	XS4(1, 3, Z25)
+	XS4(2, 0, Z24)
+	XS4(2, 1, Z24)
+	XS4(2, 2, Z25)
+	XS4(2, 3, Z25)
+	XS4(3, 0, Z24)
+	XS4(3, 1, Z24)
+	XS4(3, 2, Z25)
+	XS4(3, 3, Z25)
+
+	// Accumulators into lane order.
+	VPERMPS  (DI), Z30, Z0
+	VPERMPS  64(DI), Z30, Z1
+	VPERMPS  128(DI), Z30, Z2
+	VPERMPS  192(DI), Z30, Z3
+	VPERMPS  256(DI), Z30, Z4
+	VPERMPS  320(DI), Z30, Z5
+	VPERMPS  384(DI), Z30, Z6
+	VPERMPS  448(DI), Z30, Z7
+
+	// Rows 0-15: left group r (codes at 64+8r), right group r+16; rows
+	// 16-31: left group r+16 (codes at 320+8(r−16)), right r+32. x·s of
+	// group g at 4g.
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+top:
+	ROW4(64, 0)
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+bottom:
+	ROW4(320, 128)
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      bottom
+
+	// Accumulators back into column order.
+	VPERMPS  Z0, Z31, Z0
+	VPERMPS  Z1, Z31, Z1
+	VPERMPS  Z2, Z31, Z2
+	VPERMPS  Z3, Z31, Z3
+	VPERMPS  Z4, Z31, Z4
+	VPERMPS  Z5, Z31, Z5
+	VPERMPS  Z6, Z31, Z6
+	VPERMPS  Z7, Z31, Z7
+	VMOVUPS  Z0, (DI)
+	VMOVUPS  Z1, 64(DI)
+	VMOVUPS  Z2, 128(DI)
+	VMOVUPS  Z3, 192(DI)
+	VMOVUPS  Z4, 256(DI)
+	VMOVUPS  Z5, 320(DI)
+	VMOVUPS  Z6, 384(DI)
+	VMOVUPS  Z7, 448(DI)
+
+	ADDQ     $512, DI
+	ADDQ     $2304, SI
+	SUBQ     $4, BX
+	ADDQ     $4, R12
+	JMP      quad
+
+out:
+	MOVQ     R12, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// The BFP8 row kernel for CPUs with AVX-512 (F and BW), fast route only,
+// four tiles at a time like bfpRow4Quads. A code byte (sign bit 7, 7-bit
+// magnitude) becomes the signed byte ±q (0x80 gives 0) for four rows' 64
+// codes at once (mask off the sign, negate where it was set), is parked in
+// the scratch, and is widened and converted 16 at a time; the columns stay
+// in order.
+
+DATA bias8d<>+0(SB)/4, $6
+GLOBL bias8d<>(SB), RODATA|NOPTR, $4
+
+DATA mask7fd<>+0(SB)/4, $0x7f7f7f7f
+GLOBL mask7fd<>(SB), RODATA|NOPTR, $4
+
+// XS8 is XS4 for BFP8 tiles (1088 bytes, step 2^(E−133)).
+#define XS8(j, q, xr) \
+	VPMOVZXBD     (1088*j+16*q)(SI), Z16; \
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16; \
+	VPSLLD        $23, Z16, Z16; \
+	VMULPS        xr, Z16, Z16; \
+	VMOVUPS       Z16, (256*j+64*q)(R15)
+
+// SIGN8 turns the 64 codes at cofs(CX) of tile j into signed bytes ±q at
+// sofs(R11). Z28 holds 0x7f in every byte, Z29 zero.
+#define SIGN8(j, cofs, sofs, tmp, kk) \
+	VMOVDQU8   (1088*j+cofs)(CX), tmp; \
+	VPMOVB2M   tmp, kk; \
+	VPANDD     Z28, tmp, tmp; \
+	VPSUBB     tmp, Z29, kk, tmp; \
+	VMOVDQU8   tmp, sofs(R11)
+
+// FMA8 widens the 16 signed bytes at sofs(R11), converts them and fuses
+// them into acc with the x·s at xofs(R8) of tile j.
+#define FMA8(j, sofs, xofs, tmp, acc) \
+	VPMOVSXBD         sofs(R11), tmp; \
+	VCVTDQ2PS         tmp, tmp; \
+	VFMADD231PS.BCST  (256*j+xofs)(R8), tmp, acc
+
+// ROW8 runs four tile rows of the four tiles: row i's left group codes
+// at cofs+16i, the right group's 256 bytes on; x·s at xofs+4i and 64
+// bytes on.
+#define ROW8(cofs, xofs) \
+	SIGN8(0, cofs+0, 0, Z16, K1); \
+	SIGN8(0, cofs+256, 64, Z17, K2); \
+	SIGN8(1, cofs+0, 128, Z18, K3); \
+	SIGN8(1, cofs+256, 192, Z19, K4); \
+	SIGN8(2, cofs+0, 256, Z20, K5); \
+	SIGN8(2, cofs+256, 320, Z21, K6); \
+	SIGN8(3, cofs+0, 384, Z22, K7); \
+	SIGN8(3, cofs+256, 448, Z23, K1); \
+	FMA8(0, 0, xofs+0, Z16, Z0); \
+	FMA8(0, 64, xofs+64, Z17, Z1); \
+	FMA8(1, 128, xofs+0, Z18, Z2); \
+	FMA8(1, 192, xofs+64, Z19, Z3); \
+	FMA8(2, 256, xofs+0, Z20, Z4); \
+	FMA8(2, 320, xofs+64, Z21, Z5); \
+	FMA8(3, 384, xofs+0, Z22, Z6); \
+	FMA8(3, 448, xofs+64, Z23, Z7); \
+	FMA8(0, 16, xofs+4, Z16, Z0); \
+	FMA8(0, 80, xofs+68, Z17, Z1); \
+	FMA8(1, 144, xofs+4, Z18, Z2); \
+	FMA8(1, 208, xofs+68, Z19, Z3); \
+	FMA8(2, 272, xofs+4, Z20, Z4); \
+	FMA8(2, 336, xofs+68, Z21, Z5); \
+	FMA8(3, 400, xofs+4, Z22, Z6); \
+	FMA8(3, 464, xofs+68, Z23, Z7); \
+	FMA8(0, 32, xofs+8, Z16, Z0); \
+	FMA8(0, 96, xofs+72, Z17, Z1); \
+	FMA8(1, 160, xofs+8, Z18, Z2); \
+	FMA8(1, 224, xofs+72, Z19, Z3); \
+	FMA8(2, 288, xofs+8, Z20, Z4); \
+	FMA8(2, 352, xofs+72, Z21, Z5); \
+	FMA8(3, 416, xofs+8, Z22, Z6); \
+	FMA8(3, 480, xofs+72, Z23, Z7); \
+	FMA8(0, 48, xofs+12, Z16, Z0); \
+	FMA8(0, 112, xofs+76, Z17, Z1); \
+	FMA8(1, 176, xofs+12, Z18, Z2); \
+	FMA8(1, 240, xofs+76, Z19, Z3); \
+	FMA8(2, 304, xofs+12, Z20, Z4); \
+	FMA8(2, 368, xofs+76, Z21, Z5); \
+	FMA8(3, 432, xofs+12, Z22, Z6); \
+	FMA8(3, 496, xofs+76, Z23, Z7)
+
+// func bfpRow8Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[384]float32) int
+//
+// bfpRow4Quads for BFP8 tiles: lo and width come from x as in
+// bfpRow8AVX; xs is scratch for the quad's x·s (1 KiB) and signed codes
+// (512 bytes).
+//
+// Registers as in bfpRow4Quads, and R11 the signed codes' scratch; Z28
+// 0x7f bytes, Z29 zero.
+TEXT ·bfpRow8Quads(SB), NOSPLIT, $0-104
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x+56(FP), DX
+	MOVQ     xs+88(FP), R15
+	LEAQ     1024(R15), R11
+	XORQ     R12, R12
+	MOVQ     next+80(FP), R14
+	MOVQ     BX, AX
+	IMULQ    $1088, AX
+	SUBQ     AX, R14           // gap: next run start − this run's end
+	VMOVUPS  (DX), Z24
+	VMOVUPS  64(DX), Z25
+	MOVQ     lo+64(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+72(FP), AX
+	VPBROADCASTB AX, Z27
+	VPBROADCASTD mask7fd<>(SB), Z28
+	VPXORD   Z29, Z29, Z29
+
+quad8:
+	CMPQ     BX, $4
+	JLT      out8
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1088(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 2176(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 3264(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out8
+
+	// Prefetch the quad two ahead (or its place in the next run).
+	LEAQ     8704(SI), AX
+	LEAQ     (AX)(R14*1), R8
+	CMPQ     BX, $8
+	CMOVQLE  R8, AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	PREFETCHT0 2176(AX)
+	PREFETCHT0 2240(AX)
+	PREFETCHT0 2304(AX)
+	PREFETCHT0 2368(AX)
+	PREFETCHT0 2432(AX)
+	PREFETCHT0 2496(AX)
+	PREFETCHT0 2560(AX)
+	PREFETCHT0 2624(AX)
+	PREFETCHT0 2688(AX)
+	PREFETCHT0 2752(AX)
+	PREFETCHT0 2816(AX)
+	PREFETCHT0 2880(AX)
+	PREFETCHT0 2944(AX)
+	PREFETCHT0 3008(AX)
+	PREFETCHT0 3072(AX)
+	PREFETCHT0 3136(AX)
+	PREFETCHT0 3200(AX)
+	PREFETCHT0 3264(AX)
+	PREFETCHT0 3328(AX)
+	PREFETCHT0 3392(AX)
+	PREFETCHT0 3456(AX)
+	PREFETCHT0 3520(AX)
+	PREFETCHT0 3584(AX)
+	PREFETCHT0 3648(AX)
+	PREFETCHT0 3712(AX)
+	PREFETCHT0 3776(AX)
+	PREFETCHT0 3840(AX)
+	PREFETCHT0 3904(AX)
+	PREFETCHT0 3968(AX)
+	PREFETCHT0 4032(AX)
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+
+	XS8(0, 0, Z24)
+	XS8(0, 1, Z24)
+	XS8(0, 2, Z25)
+	XS8(0, 3, Z25)
+	XS8(1, 0, Z24)
+	XS8(1, 1, Z24)
+	XS8(1, 2, Z25)
+	XS8(1, 3, Z25)
+	XS8(2, 0, Z24)
+	XS8(2, 1, Z24)
+	XS8(2, 2, Z25)
+	XS8(2, 3, Z25)
+	XS8(3, 0, Z24)
+	XS8(3, 1, Z24)
+	XS8(3, 2, Z25)
+	XS8(3, 3, Z25)
+
+	VMOVUPS  0(DI), Z0
+	VMOVUPS  64(DI), Z1
+	VMOVUPS  128(DI), Z2
+	VMOVUPS  192(DI), Z3
+	VMOVUPS  256(DI), Z4
+	VMOVUPS  320(DI), Z5
+	VMOVUPS  384(DI), Z6
+	VMOVUPS  448(DI), Z7
+
+	// Rows 0-15: left group r (codes at 64+16r), right r+16; rows 16-31:
+	// left group r+16 (codes at 576+16(r−16)), right r+32.
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+top8:
+	ROW8(64, 0)
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      top8
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+bottom8:
+	ROW8(576, 128)
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      bottom8
+
+	VMOVUPS  Z0, 0(DI)
+	VMOVUPS  Z1, 64(DI)
+	VMOVUPS  Z2, 128(DI)
+	VMOVUPS  Z3, 192(DI)
+	VMOVUPS  Z4, 256(DI)
+	VMOVUPS  Z5, 320(DI)
+	VMOVUPS  Z6, 384(DI)
+	VMOVUPS  Z7, 448(DI)
+
+	ADDQ     $512, DI
+	ADDQ     $4352, SI
+	SUBQ     $4, BX
+	ADDQ     $4, R12
+	JMP      quad8
+
+out8:
+	MOVQ     R12, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// The AVX-512 BFP row kernels for small batches (2-4 rows), fast route
+// only: like bfpRow4Quads and bfpRow8Quads (bfp512_amd64.s), but each
+// decoded group row feeds the accumulators of every batch row, so a tile
+// is decoded once for the batch. Tiles run in pairs: 2 tiles × 2 groups ×
+// B rows accumulators, 8 to 16 independent chains. Each accumulator is the
+// chain of one output of one batch row over k, in the order of bfpRowGo.
+//
+// The accumulators of tile j and batch row b are at acc + 128(jB + b)
+// (the layout of mulCols's batched path); batch row b's 32 inputs at
+// x + 4b·xStride. The scratch holds x·s of tile j and row b at 256(jB + b)
+// and, for BFP8, the signed codes at 2048. The six kernels differ only in
+// the format's decoding and in B; keep them alike.
+
+// func bfpRow4PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP4 tiles for 2 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 2 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow4PairsB2(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VMOVUPS  nibshift<>(SB), Z28
+	VMOVUPS  bfp4val<>(SB), Z29
+	VMOVUPS  lanecol<>(SB), Z30
+	VMOVUPS  collane<>(SB), Z31
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 576(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     2304(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VPMOVZXBD     (576)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (512)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (768)(R15)
+	VPMOVZXBD     (592)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (576)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (832)(R15)
+	VPMOVZXBD     (608)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (640)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (896)(R15)
+	VPMOVZXBD     (624)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (704)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (960)(R15)
+	VPERMPS  0(DI), Z30, Z0
+	VPERMPS  128(DI), Z30, Z1
+	VPERMPS  64(DI), Z30, Z2
+	VPERMPS  192(DI), Z30, Z3
+	VPERMPS  256(DI), Z30, Z4
+	VPERMPS  384(DI), Z30, Z5
+	VPERMPS  320(DI), Z30, Z6
+	VPERMPS  448(DI), Z30, Z7
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+top:
+	VPBROADCASTQ (64)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VPBROADCASTQ (192)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z2
+	VFMADD231PS.BCST (320)(R8), Z17, Z3
+	VPBROADCASTQ (640)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (512)(R8), Z18, Z4
+	VFMADD231PS.BCST (768)(R8), Z18, Z5
+	VPBROADCASTQ (768)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (576)(R8), Z19, Z6
+	VFMADD231PS.BCST (832)(R8), Z19, Z7
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+bottom:
+	VPBROADCASTQ (320)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VPBROADCASTQ (448)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z2
+	VFMADD231PS.BCST (448)(R8), Z17, Z3
+	VPBROADCASTQ (896)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (640)(R8), Z18, Z4
+	VFMADD231PS.BCST (896)(R8), Z18, Z5
+	VPBROADCASTQ (1024)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (704)(R8), Z19, Z6
+	VFMADD231PS.BCST (960)(R8), Z19, Z7
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      bottom
+	VPERMPS  Z0, Z31, Z0
+	VMOVUPS  Z0, 0(DI)
+	VPERMPS  Z1, Z31, Z1
+	VMOVUPS  Z1, 128(DI)
+	VPERMPS  Z2, Z31, Z2
+	VMOVUPS  Z2, 64(DI)
+	VPERMPS  Z3, Z31, Z3
+	VMOVUPS  Z3, 192(DI)
+	VPERMPS  Z4, Z31, Z4
+	VMOVUPS  Z4, 256(DI)
+	VPERMPS  Z5, Z31, Z5
+	VMOVUPS  Z5, 384(DI)
+	VPERMPS  Z6, Z31, Z6
+	VMOVUPS  Z6, 320(DI)
+	VPERMPS  Z7, Z31, Z7
+	VMOVUPS  Z7, 448(DI)
+	ADDQ     $512, DI
+	ADDQ     $1152, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+// func bfpRow4PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP4 tiles for 3 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 3 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow4PairsB3(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VMOVUPS  nibshift<>(SB), Z28
+	VMOVUPS  bfp4val<>(SB), Z29
+	VMOVUPS  lanecol<>(SB), Z30
+	VMOVUPS  collane<>(SB), Z31
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 576(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     2304(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (512)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (576)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (640)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (704)(R15)
+	VPMOVZXBD     (576)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (768)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1024)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1280)(R15)
+	VPMOVZXBD     (592)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (832)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1088)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1344)(R15)
+	VPMOVZXBD     (608)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (896)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1152)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1408)(R15)
+	VPMOVZXBD     (624)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (960)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1216)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1472)(R15)
+	VPERMPS  0(DI), Z30, Z0
+	VPERMPS  128(DI), Z30, Z1
+	VPERMPS  256(DI), Z30, Z2
+	VPERMPS  64(DI), Z30, Z3
+	VPERMPS  192(DI), Z30, Z4
+	VPERMPS  320(DI), Z30, Z5
+	VPERMPS  384(DI), Z30, Z6
+	VPERMPS  512(DI), Z30, Z7
+	VPERMPS  640(DI), Z30, Z8
+	VPERMPS  448(DI), Z30, Z9
+	VPERMPS  576(DI), Z30, Z10
+	VPERMPS  704(DI), Z30, Z11
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+top:
+	VPBROADCASTQ (64)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VFMADD231PS.BCST (512)(R8), Z16, Z2
+	VPBROADCASTQ (192)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z3
+	VFMADD231PS.BCST (320)(R8), Z17, Z4
+	VFMADD231PS.BCST (576)(R8), Z17, Z5
+	VPBROADCASTQ (640)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (768)(R8), Z18, Z6
+	VFMADD231PS.BCST (1024)(R8), Z18, Z7
+	VFMADD231PS.BCST (1280)(R8), Z18, Z8
+	VPBROADCASTQ (768)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (832)(R8), Z19, Z9
+	VFMADD231PS.BCST (1088)(R8), Z19, Z10
+	VFMADD231PS.BCST (1344)(R8), Z19, Z11
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+bottom:
+	VPBROADCASTQ (320)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VFMADD231PS.BCST (640)(R8), Z16, Z2
+	VPBROADCASTQ (448)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z3
+	VFMADD231PS.BCST (448)(R8), Z17, Z4
+	VFMADD231PS.BCST (704)(R8), Z17, Z5
+	VPBROADCASTQ (896)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (896)(R8), Z18, Z6
+	VFMADD231PS.BCST (1152)(R8), Z18, Z7
+	VFMADD231PS.BCST (1408)(R8), Z18, Z8
+	VPBROADCASTQ (1024)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (960)(R8), Z19, Z9
+	VFMADD231PS.BCST (1216)(R8), Z19, Z10
+	VFMADD231PS.BCST (1472)(R8), Z19, Z11
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      bottom
+	VPERMPS  Z0, Z31, Z0
+	VMOVUPS  Z0, 0(DI)
+	VPERMPS  Z1, Z31, Z1
+	VMOVUPS  Z1, 128(DI)
+	VPERMPS  Z2, Z31, Z2
+	VMOVUPS  Z2, 256(DI)
+	VPERMPS  Z3, Z31, Z3
+	VMOVUPS  Z3, 64(DI)
+	VPERMPS  Z4, Z31, Z4
+	VMOVUPS  Z4, 192(DI)
+	VPERMPS  Z5, Z31, Z5
+	VMOVUPS  Z5, 320(DI)
+	VPERMPS  Z6, Z31, Z6
+	VMOVUPS  Z6, 384(DI)
+	VPERMPS  Z7, Z31, Z7
+	VMOVUPS  Z7, 512(DI)
+	VPERMPS  Z8, Z31, Z8
+	VMOVUPS  Z8, 640(DI)
+	VPERMPS  Z9, Z31, Z9
+	VMOVUPS  Z9, 448(DI)
+	VPERMPS  Z10, Z31, Z10
+	VMOVUPS  Z10, 576(DI)
+	VPERMPS  Z11, Z31, Z11
+	VMOVUPS  Z11, 704(DI)
+	ADDQ     $768, DI
+	ADDQ     $1152, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+// func bfpRow4PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP4 tiles for 4 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 4 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow4PairsB4(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VMOVUPS  nibshift<>(SB), Z28
+	VMOVUPS  bfp4val<>(SB), Z29
+	VMOVUPS  lanecol<>(SB), Z30
+	VMOVUPS  collane<>(SB), Z31
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 576(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     2304(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (512)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (768)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (576)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (832)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (640)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (896)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (704)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (960)(R15)
+	VPMOVZXBD     (576)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (1024)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1280)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1536)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (1792)(R15)
+	VPMOVZXBD     (592)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (1088)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1344)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1600)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (1856)(R15)
+	VPMOVZXBD     (608)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (1152)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1408)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1664)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (1920)(R15)
+	VPMOVZXBD     (624)(SI), Z16
+	VPSUBD.BCST   bias4d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (1216)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1472)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1728)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (1984)(R15)
+	VPERMPS  0(DI), Z30, Z0
+	VPERMPS  128(DI), Z30, Z1
+	VPERMPS  256(DI), Z30, Z2
+	VPERMPS  384(DI), Z30, Z3
+	VPERMPS  64(DI), Z30, Z4
+	VPERMPS  192(DI), Z30, Z5
+	VPERMPS  320(DI), Z30, Z6
+	VPERMPS  448(DI), Z30, Z7
+	VPERMPS  512(DI), Z30, Z8
+	VPERMPS  640(DI), Z30, Z9
+	VPERMPS  768(DI), Z30, Z10
+	VPERMPS  896(DI), Z30, Z11
+	VPERMPS  576(DI), Z30, Z12
+	VPERMPS  704(DI), Z30, Z13
+	VPERMPS  832(DI), Z30, Z14
+	VPERMPS  960(DI), Z30, Z15
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+top:
+	VPBROADCASTQ (64)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VFMADD231PS.BCST (512)(R8), Z16, Z2
+	VFMADD231PS.BCST (768)(R8), Z16, Z3
+	VPBROADCASTQ (192)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z4
+	VFMADD231PS.BCST (320)(R8), Z17, Z5
+	VFMADD231PS.BCST (576)(R8), Z17, Z6
+	VFMADD231PS.BCST (832)(R8), Z17, Z7
+	VPBROADCASTQ (640)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (1024)(R8), Z18, Z8
+	VFMADD231PS.BCST (1280)(R8), Z18, Z9
+	VFMADD231PS.BCST (1536)(R8), Z18, Z10
+	VFMADD231PS.BCST (1792)(R8), Z18, Z11
+	VPBROADCASTQ (768)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (1088)(R8), Z19, Z12
+	VFMADD231PS.BCST (1344)(R8), Z19, Z13
+	VFMADD231PS.BCST (1600)(R8), Z19, Z14
+	VFMADD231PS.BCST (1856)(R8), Z19, Z15
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $16, R9
+bottom:
+	VPBROADCASTQ (320)(CX), Z16
+	VPSRLVQ      Z28, Z16, Z16
+	VPERMPS      Z29, Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VFMADD231PS.BCST (640)(R8), Z16, Z2
+	VFMADD231PS.BCST (896)(R8), Z16, Z3
+	VPBROADCASTQ (448)(CX), Z17
+	VPSRLVQ      Z28, Z17, Z17
+	VPERMPS      Z29, Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z4
+	VFMADD231PS.BCST (448)(R8), Z17, Z5
+	VFMADD231PS.BCST (704)(R8), Z17, Z6
+	VFMADD231PS.BCST (960)(R8), Z17, Z7
+	VPBROADCASTQ (896)(CX), Z18
+	VPSRLVQ      Z28, Z18, Z18
+	VPERMPS      Z29, Z18, Z18
+	VFMADD231PS.BCST (1152)(R8), Z18, Z8
+	VFMADD231PS.BCST (1408)(R8), Z18, Z9
+	VFMADD231PS.BCST (1664)(R8), Z18, Z10
+	VFMADD231PS.BCST (1920)(R8), Z18, Z11
+	VPBROADCASTQ (1024)(CX), Z19
+	VPSRLVQ      Z28, Z19, Z19
+	VPERMPS      Z29, Z19, Z19
+	VFMADD231PS.BCST (1216)(R8), Z19, Z12
+	VFMADD231PS.BCST (1472)(R8), Z19, Z13
+	VFMADD231PS.BCST (1728)(R8), Z19, Z14
+	VFMADD231PS.BCST (1984)(R8), Z19, Z15
+	ADDQ     $8, CX
+	ADDQ     $4, R8
+	DECQ     R9
+	JNZ      bottom
+	VPERMPS  Z0, Z31, Z0
+	VMOVUPS  Z0, 0(DI)
+	VPERMPS  Z1, Z31, Z1
+	VMOVUPS  Z1, 128(DI)
+	VPERMPS  Z2, Z31, Z2
+	VMOVUPS  Z2, 256(DI)
+	VPERMPS  Z3, Z31, Z3
+	VMOVUPS  Z3, 384(DI)
+	VPERMPS  Z4, Z31, Z4
+	VMOVUPS  Z4, 64(DI)
+	VPERMPS  Z5, Z31, Z5
+	VMOVUPS  Z5, 192(DI)
+	VPERMPS  Z6, Z31, Z6
+	VMOVUPS  Z6, 320(DI)
+	VPERMPS  Z7, Z31, Z7
+	VMOVUPS  Z7, 448(DI)
+	VPERMPS  Z8, Z31, Z8
+	VMOVUPS  Z8, 512(DI)
+	VPERMPS  Z9, Z31, Z9
+	VMOVUPS  Z9, 640(DI)
+	VPERMPS  Z10, Z31, Z10
+	VMOVUPS  Z10, 768(DI)
+	VPERMPS  Z11, Z31, Z11
+	VMOVUPS  Z11, 896(DI)
+	VPERMPS  Z12, Z31, Z12
+	VMOVUPS  Z12, 576(DI)
+	VPERMPS  Z13, Z31, Z13
+	VMOVUPS  Z13, 704(DI)
+	VPERMPS  Z14, Z31, Z14
+	VMOVUPS  Z14, 832(DI)
+	VPERMPS  Z15, Z31, Z15
+	VMOVUPS  Z15, 960(DI)
+	ADDQ     $1024, DI
+	ADDQ     $1152, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+// func bfpRow8PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP8 tiles for 2 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 2 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow8PairsB2(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VPBROADCASTD mask7fd<>(SB), Z28
+	VPXORD   Z29, Z29, Z29
+	LEAQ     2048(R15), R11
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1088(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     4352(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VPMOVZXBD     (1088)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (512)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (768)(R15)
+	VPMOVZXBD     (1104)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (576)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (832)(R15)
+	VPMOVZXBD     (1120)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (640)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (896)(R15)
+	VPMOVZXBD     (1136)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (704)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (960)(R15)
+	VMOVUPS  0(DI), Z0
+	VMOVUPS  128(DI), Z1
+	VMOVUPS  64(DI), Z2
+	VMOVUPS  192(DI), Z3
+	VMOVUPS  256(DI), Z4
+	VMOVUPS  384(DI), Z5
+	VMOVUPS  320(DI), Z6
+	VMOVUPS  448(DI), Z7
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+top:
+	VMOVDQU8   (64)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (320)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1152)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1408)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z2
+	VFMADD231PS.BCST (320)(R8), Z17, Z3
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (512)(R8), Z18, Z4
+	VFMADD231PS.BCST (768)(R8), Z18, Z5
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (576)(R8), Z19, Z6
+	VFMADD231PS.BCST (832)(R8), Z19, Z7
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (4)(R8), Z20, Z0
+	VFMADD231PS.BCST (260)(R8), Z20, Z1
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (68)(R8), Z21, Z2
+	VFMADD231PS.BCST (324)(R8), Z21, Z3
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (516)(R8), Z22, Z4
+	VFMADD231PS.BCST (772)(R8), Z22, Z5
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (580)(R8), Z23, Z6
+	VFMADD231PS.BCST (836)(R8), Z23, Z7
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (8)(R8), Z16, Z0
+	VFMADD231PS.BCST (264)(R8), Z16, Z1
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (72)(R8), Z17, Z2
+	VFMADD231PS.BCST (328)(R8), Z17, Z3
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (520)(R8), Z18, Z4
+	VFMADD231PS.BCST (776)(R8), Z18, Z5
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (584)(R8), Z19, Z6
+	VFMADD231PS.BCST (840)(R8), Z19, Z7
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (12)(R8), Z20, Z0
+	VFMADD231PS.BCST (268)(R8), Z20, Z1
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (76)(R8), Z21, Z2
+	VFMADD231PS.BCST (332)(R8), Z21, Z3
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (524)(R8), Z22, Z4
+	VFMADD231PS.BCST (780)(R8), Z22, Z5
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (588)(R8), Z23, Z6
+	VFMADD231PS.BCST (844)(R8), Z23, Z7
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+bottom:
+	VMOVDQU8   (576)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (832)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1664)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1920)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z2
+	VFMADD231PS.BCST (448)(R8), Z17, Z3
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (640)(R8), Z18, Z4
+	VFMADD231PS.BCST (896)(R8), Z18, Z5
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (704)(R8), Z19, Z6
+	VFMADD231PS.BCST (960)(R8), Z19, Z7
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (132)(R8), Z20, Z0
+	VFMADD231PS.BCST (388)(R8), Z20, Z1
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (196)(R8), Z21, Z2
+	VFMADD231PS.BCST (452)(R8), Z21, Z3
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (644)(R8), Z22, Z4
+	VFMADD231PS.BCST (900)(R8), Z22, Z5
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (708)(R8), Z23, Z6
+	VFMADD231PS.BCST (964)(R8), Z23, Z7
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (136)(R8), Z16, Z0
+	VFMADD231PS.BCST (392)(R8), Z16, Z1
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (200)(R8), Z17, Z2
+	VFMADD231PS.BCST (456)(R8), Z17, Z3
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (648)(R8), Z18, Z4
+	VFMADD231PS.BCST (904)(R8), Z18, Z5
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (712)(R8), Z19, Z6
+	VFMADD231PS.BCST (968)(R8), Z19, Z7
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (140)(R8), Z20, Z0
+	VFMADD231PS.BCST (396)(R8), Z20, Z1
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (204)(R8), Z21, Z2
+	VFMADD231PS.BCST (460)(R8), Z21, Z3
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (652)(R8), Z22, Z4
+	VFMADD231PS.BCST (908)(R8), Z22, Z5
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (716)(R8), Z23, Z6
+	VFMADD231PS.BCST (972)(R8), Z23, Z7
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      bottom
+	VMOVUPS  Z0, 0(DI)
+	VMOVUPS  Z1, 128(DI)
+	VMOVUPS  Z2, 64(DI)
+	VMOVUPS  Z3, 192(DI)
+	VMOVUPS  Z4, 256(DI)
+	VMOVUPS  Z5, 384(DI)
+	VMOVUPS  Z6, 320(DI)
+	VMOVUPS  Z7, 448(DI)
+	ADDQ     $512, DI
+	ADDQ     $2176, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+// func bfpRow8PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP8 tiles for 3 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 3 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow8PairsB3(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VPBROADCASTD mask7fd<>(SB), Z28
+	VPXORD   Z29, Z29, Z29
+	LEAQ     2048(R15), R11
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1088(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     4352(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (512)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (576)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (640)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (704)(R15)
+	VPMOVZXBD     (1088)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (768)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1024)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1280)(R15)
+	VPMOVZXBD     (1104)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (832)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1088)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1344)(R15)
+	VPMOVZXBD     (1120)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (896)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1152)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1408)(R15)
+	VPMOVZXBD     (1136)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (960)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1216)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1472)(R15)
+	VMOVUPS  0(DI), Z0
+	VMOVUPS  128(DI), Z1
+	VMOVUPS  256(DI), Z2
+	VMOVUPS  64(DI), Z3
+	VMOVUPS  192(DI), Z4
+	VMOVUPS  320(DI), Z5
+	VMOVUPS  384(DI), Z6
+	VMOVUPS  512(DI), Z7
+	VMOVUPS  640(DI), Z8
+	VMOVUPS  448(DI), Z9
+	VMOVUPS  576(DI), Z10
+	VMOVUPS  704(DI), Z11
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+top:
+	VMOVDQU8   (64)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (320)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1152)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1408)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VFMADD231PS.BCST (512)(R8), Z16, Z2
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z3
+	VFMADD231PS.BCST (320)(R8), Z17, Z4
+	VFMADD231PS.BCST (576)(R8), Z17, Z5
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (768)(R8), Z18, Z6
+	VFMADD231PS.BCST (1024)(R8), Z18, Z7
+	VFMADD231PS.BCST (1280)(R8), Z18, Z8
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (832)(R8), Z19, Z9
+	VFMADD231PS.BCST (1088)(R8), Z19, Z10
+	VFMADD231PS.BCST (1344)(R8), Z19, Z11
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (4)(R8), Z20, Z0
+	VFMADD231PS.BCST (260)(R8), Z20, Z1
+	VFMADD231PS.BCST (516)(R8), Z20, Z2
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (68)(R8), Z21, Z3
+	VFMADD231PS.BCST (324)(R8), Z21, Z4
+	VFMADD231PS.BCST (580)(R8), Z21, Z5
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (772)(R8), Z22, Z6
+	VFMADD231PS.BCST (1028)(R8), Z22, Z7
+	VFMADD231PS.BCST (1284)(R8), Z22, Z8
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (836)(R8), Z23, Z9
+	VFMADD231PS.BCST (1092)(R8), Z23, Z10
+	VFMADD231PS.BCST (1348)(R8), Z23, Z11
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (8)(R8), Z16, Z0
+	VFMADD231PS.BCST (264)(R8), Z16, Z1
+	VFMADD231PS.BCST (520)(R8), Z16, Z2
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (72)(R8), Z17, Z3
+	VFMADD231PS.BCST (328)(R8), Z17, Z4
+	VFMADD231PS.BCST (584)(R8), Z17, Z5
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (776)(R8), Z18, Z6
+	VFMADD231PS.BCST (1032)(R8), Z18, Z7
+	VFMADD231PS.BCST (1288)(R8), Z18, Z8
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (840)(R8), Z19, Z9
+	VFMADD231PS.BCST (1096)(R8), Z19, Z10
+	VFMADD231PS.BCST (1352)(R8), Z19, Z11
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (12)(R8), Z20, Z0
+	VFMADD231PS.BCST (268)(R8), Z20, Z1
+	VFMADD231PS.BCST (524)(R8), Z20, Z2
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (76)(R8), Z21, Z3
+	VFMADD231PS.BCST (332)(R8), Z21, Z4
+	VFMADD231PS.BCST (588)(R8), Z21, Z5
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (780)(R8), Z22, Z6
+	VFMADD231PS.BCST (1036)(R8), Z22, Z7
+	VFMADD231PS.BCST (1292)(R8), Z22, Z8
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (844)(R8), Z23, Z9
+	VFMADD231PS.BCST (1100)(R8), Z23, Z10
+	VFMADD231PS.BCST (1356)(R8), Z23, Z11
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+bottom:
+	VMOVDQU8   (576)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (832)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1664)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1920)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VFMADD231PS.BCST (640)(R8), Z16, Z2
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z3
+	VFMADD231PS.BCST (448)(R8), Z17, Z4
+	VFMADD231PS.BCST (704)(R8), Z17, Z5
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (896)(R8), Z18, Z6
+	VFMADD231PS.BCST (1152)(R8), Z18, Z7
+	VFMADD231PS.BCST (1408)(R8), Z18, Z8
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (960)(R8), Z19, Z9
+	VFMADD231PS.BCST (1216)(R8), Z19, Z10
+	VFMADD231PS.BCST (1472)(R8), Z19, Z11
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (132)(R8), Z20, Z0
+	VFMADD231PS.BCST (388)(R8), Z20, Z1
+	VFMADD231PS.BCST (644)(R8), Z20, Z2
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (196)(R8), Z21, Z3
+	VFMADD231PS.BCST (452)(R8), Z21, Z4
+	VFMADD231PS.BCST (708)(R8), Z21, Z5
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (900)(R8), Z22, Z6
+	VFMADD231PS.BCST (1156)(R8), Z22, Z7
+	VFMADD231PS.BCST (1412)(R8), Z22, Z8
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (964)(R8), Z23, Z9
+	VFMADD231PS.BCST (1220)(R8), Z23, Z10
+	VFMADD231PS.BCST (1476)(R8), Z23, Z11
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (136)(R8), Z16, Z0
+	VFMADD231PS.BCST (392)(R8), Z16, Z1
+	VFMADD231PS.BCST (648)(R8), Z16, Z2
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (200)(R8), Z17, Z3
+	VFMADD231PS.BCST (456)(R8), Z17, Z4
+	VFMADD231PS.BCST (712)(R8), Z17, Z5
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (904)(R8), Z18, Z6
+	VFMADD231PS.BCST (1160)(R8), Z18, Z7
+	VFMADD231PS.BCST (1416)(R8), Z18, Z8
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (968)(R8), Z19, Z9
+	VFMADD231PS.BCST (1224)(R8), Z19, Z10
+	VFMADD231PS.BCST (1480)(R8), Z19, Z11
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (140)(R8), Z20, Z0
+	VFMADD231PS.BCST (396)(R8), Z20, Z1
+	VFMADD231PS.BCST (652)(R8), Z20, Z2
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (204)(R8), Z21, Z3
+	VFMADD231PS.BCST (460)(R8), Z21, Z4
+	VFMADD231PS.BCST (716)(R8), Z21, Z5
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (908)(R8), Z22, Z6
+	VFMADD231PS.BCST (1164)(R8), Z22, Z7
+	VFMADD231PS.BCST (1420)(R8), Z22, Z8
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (972)(R8), Z23, Z9
+	VFMADD231PS.BCST (1228)(R8), Z23, Z10
+	VFMADD231PS.BCST (1484)(R8), Z23, Z11
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      bottom
+	VMOVUPS  Z0, 0(DI)
+	VMOVUPS  Z1, 128(DI)
+	VMOVUPS  Z2, 256(DI)
+	VMOVUPS  Z3, 64(DI)
+	VMOVUPS  Z4, 192(DI)
+	VMOVUPS  Z5, 320(DI)
+	VMOVUPS  Z6, 384(DI)
+	VMOVUPS  Z7, 512(DI)
+	VMOVUPS  Z8, 640(DI)
+	VMOVUPS  Z9, 448(DI)
+	VMOVUPS  Z10, 576(DI)
+	VMOVUPS  Z11, 704(DI)
+	ADDQ     $768, DI
+	ADDQ     $2176, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+// func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
+//
+// Runs pairs of BFP8 tiles for 4 batch rows while every exponent E of
+// the pair satisfies (E − lo) mod 256 ≤ width (lo and width computed from
+// all 4 rows' inputs), and returns how many tiles it ran (even).
+TEXT ·bfpRow8PairsB4(SB), NOSPLIT, $0-120
+	MOVQ     acc_base+0(FP), DI
+	MOVQ     t_base+24(FP), SI
+	MOVQ     n+48(FP), BX
+	MOVQ     x_base+56(FP), DX
+	MOVQ     xStride+80(FP), R10
+	SHLQ     $2, R10
+	MOVQ     xs+104(FP), R15
+	LEAQ     (DX)(R10*2), R13   // row 2
+	ADDQ     R10, R13           // row 3
+	XORQ     R12, R12
+	MOVQ     lo+88(FP), AX
+	VPBROADCASTB AX, Z26
+	MOVQ     width+96(FP), AX
+	VPBROADCASTB AX, Z27
+	VPBROADCASTD mask7fd<>(SB), Z28
+	VPXORD   Z29, Z29, Z29
+	LEAQ     2048(R15), R11
+
+pair:
+	CMPQ     BX, $2
+	JLT      out
+	KXNORQ   K2, K2, K2
+	VMOVDQU8 (SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	VMOVDQU8 1088(SI), Z16
+	VPSUBB   Z26, Z16, Z16
+	VPCMPUB  $2, Z27, Z16, K1
+	KANDQ    K1, K2, K2
+	KORTESTQ K2, K2
+	JCC      out
+
+	LEAQ     4352(SI), AX
+	PREFETCHT0 0(AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	PREFETCHT0 512(AX)
+	PREFETCHT0 576(AX)
+	PREFETCHT0 640(AX)
+	PREFETCHT0 704(AX)
+	PREFETCHT0 768(AX)
+	PREFETCHT0 832(AX)
+	PREFETCHT0 896(AX)
+	PREFETCHT0 960(AX)
+	PREFETCHT0 1024(AX)
+	PREFETCHT0 1088(AX)
+	PREFETCHT0 1152(AX)
+	PREFETCHT0 1216(AX)
+	PREFETCHT0 1280(AX)
+	PREFETCHT0 1344(AX)
+	PREFETCHT0 1408(AX)
+	PREFETCHT0 1472(AX)
+	PREFETCHT0 1536(AX)
+	PREFETCHT0 1600(AX)
+	PREFETCHT0 1664(AX)
+	PREFETCHT0 1728(AX)
+	PREFETCHT0 1792(AX)
+	PREFETCHT0 1856(AX)
+	PREFETCHT0 1920(AX)
+	PREFETCHT0 1984(AX)
+	PREFETCHT0 2048(AX)
+	PREFETCHT0 2112(AX)
+	VPMOVZXBD     (0)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (0)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (256)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (512)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (768)(R15)
+	VPMOVZXBD     (16)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (64)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (320)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (576)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (832)(R15)
+	VPMOVZXBD     (32)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (128)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (384)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (640)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (896)(R15)
+	VPMOVZXBD     (48)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (192)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (448)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (704)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (960)(R15)
+	VPMOVZXBD     (1088)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (1024)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1280)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1536)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (1792)(R15)
+	VPMOVZXBD     (1104)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        (DX), Z16, Z17
+	VMOVUPS       Z17, (1088)(R15)
+	VMULPS        (DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1344)(R15)
+	VMULPS        (DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1600)(R15)
+	VMULPS        (R13), Z16, Z20
+	VMOVUPS       Z20, (1856)(R15)
+	VPMOVZXBD     (1120)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (1152)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1408)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1664)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (1920)(R15)
+	VPMOVZXBD     (1136)(SI), Z16
+	VPSUBD.BCST   bias8d<>(SB), Z16, Z16
+	VPSLLD        $23, Z16, Z16
+	VMULPS        64(DX), Z16, Z17
+	VMOVUPS       Z17, (1216)(R15)
+	VMULPS        64(DX)(R10*1), Z16, Z18
+	VMOVUPS       Z18, (1472)(R15)
+	VMULPS        64(DX)(R10*2), Z16, Z19
+	VMOVUPS       Z19, (1728)(R15)
+	VMULPS        64(R13), Z16, Z20
+	VMOVUPS       Z20, (1984)(R15)
+	VMOVUPS  0(DI), Z0
+	VMOVUPS  128(DI), Z1
+	VMOVUPS  256(DI), Z2
+	VMOVUPS  384(DI), Z3
+	VMOVUPS  64(DI), Z4
+	VMOVUPS  192(DI), Z5
+	VMOVUPS  320(DI), Z6
+	VMOVUPS  448(DI), Z7
+	VMOVUPS  512(DI), Z8
+	VMOVUPS  640(DI), Z9
+	VMOVUPS  768(DI), Z10
+	VMOVUPS  896(DI), Z11
+	VMOVUPS  576(DI), Z12
+	VMOVUPS  704(DI), Z13
+	VMOVUPS  832(DI), Z14
+	VMOVUPS  960(DI), Z15
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+top:
+	VMOVDQU8   (64)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (320)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1152)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1408)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (0)(R8), Z16, Z0
+	VFMADD231PS.BCST (256)(R8), Z16, Z1
+	VFMADD231PS.BCST (512)(R8), Z16, Z2
+	VFMADD231PS.BCST (768)(R8), Z16, Z3
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (64)(R8), Z17, Z4
+	VFMADD231PS.BCST (320)(R8), Z17, Z5
+	VFMADD231PS.BCST (576)(R8), Z17, Z6
+	VFMADD231PS.BCST (832)(R8), Z17, Z7
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (1024)(R8), Z18, Z8
+	VFMADD231PS.BCST (1280)(R8), Z18, Z9
+	VFMADD231PS.BCST (1536)(R8), Z18, Z10
+	VFMADD231PS.BCST (1792)(R8), Z18, Z11
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (1088)(R8), Z19, Z12
+	VFMADD231PS.BCST (1344)(R8), Z19, Z13
+	VFMADD231PS.BCST (1600)(R8), Z19, Z14
+	VFMADD231PS.BCST (1856)(R8), Z19, Z15
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (4)(R8), Z20, Z0
+	VFMADD231PS.BCST (260)(R8), Z20, Z1
+	VFMADD231PS.BCST (516)(R8), Z20, Z2
+	VFMADD231PS.BCST (772)(R8), Z20, Z3
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (68)(R8), Z21, Z4
+	VFMADD231PS.BCST (324)(R8), Z21, Z5
+	VFMADD231PS.BCST (580)(R8), Z21, Z6
+	VFMADD231PS.BCST (836)(R8), Z21, Z7
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (1028)(R8), Z22, Z8
+	VFMADD231PS.BCST (1284)(R8), Z22, Z9
+	VFMADD231PS.BCST (1540)(R8), Z22, Z10
+	VFMADD231PS.BCST (1796)(R8), Z22, Z11
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (1092)(R8), Z23, Z12
+	VFMADD231PS.BCST (1348)(R8), Z23, Z13
+	VFMADD231PS.BCST (1604)(R8), Z23, Z14
+	VFMADD231PS.BCST (1860)(R8), Z23, Z15
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (8)(R8), Z16, Z0
+	VFMADD231PS.BCST (264)(R8), Z16, Z1
+	VFMADD231PS.BCST (520)(R8), Z16, Z2
+	VFMADD231PS.BCST (776)(R8), Z16, Z3
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (72)(R8), Z17, Z4
+	VFMADD231PS.BCST (328)(R8), Z17, Z5
+	VFMADD231PS.BCST (584)(R8), Z17, Z6
+	VFMADD231PS.BCST (840)(R8), Z17, Z7
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (1032)(R8), Z18, Z8
+	VFMADD231PS.BCST (1288)(R8), Z18, Z9
+	VFMADD231PS.BCST (1544)(R8), Z18, Z10
+	VFMADD231PS.BCST (1800)(R8), Z18, Z11
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (1096)(R8), Z19, Z12
+	VFMADD231PS.BCST (1352)(R8), Z19, Z13
+	VFMADD231PS.BCST (1608)(R8), Z19, Z14
+	VFMADD231PS.BCST (1864)(R8), Z19, Z15
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (12)(R8), Z20, Z0
+	VFMADD231PS.BCST (268)(R8), Z20, Z1
+	VFMADD231PS.BCST (524)(R8), Z20, Z2
+	VFMADD231PS.BCST (780)(R8), Z20, Z3
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (76)(R8), Z21, Z4
+	VFMADD231PS.BCST (332)(R8), Z21, Z5
+	VFMADD231PS.BCST (588)(R8), Z21, Z6
+	VFMADD231PS.BCST (844)(R8), Z21, Z7
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (1036)(R8), Z22, Z8
+	VFMADD231PS.BCST (1292)(R8), Z22, Z9
+	VFMADD231PS.BCST (1548)(R8), Z22, Z10
+	VFMADD231PS.BCST (1804)(R8), Z22, Z11
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (1100)(R8), Z23, Z12
+	VFMADD231PS.BCST (1356)(R8), Z23, Z13
+	VFMADD231PS.BCST (1612)(R8), Z23, Z14
+	VFMADD231PS.BCST (1868)(R8), Z23, Z15
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      top
+	MOVQ     SI, CX
+	MOVQ     R15, R8
+	MOVQ     $4, R9
+bottom:
+	VMOVDQU8   (576)(CX), Z16
+	VPMOVB2M   Z16, K1
+	VPANDD     Z28, Z16, Z16
+	VPSUBB     Z16, Z29, K1, Z16
+	VMOVDQU8   Z16, 0(R11)
+	VMOVDQU8   (832)(CX), Z17
+	VPMOVB2M   Z17, K3
+	VPANDD     Z28, Z17, Z17
+	VPSUBB     Z17, Z29, K3, Z17
+	VMOVDQU8   Z17, 64(R11)
+	VMOVDQU8   (1664)(CX), Z18
+	VPMOVB2M   Z18, K4
+	VPANDD     Z28, Z18, Z18
+	VPSUBB     Z18, Z29, K4, Z18
+	VMOVDQU8   Z18, 128(R11)
+	VMOVDQU8   (1920)(CX), Z19
+	VPMOVB2M   Z19, K5
+	VPANDD     Z28, Z19, Z19
+	VPSUBB     Z19, Z29, K5, Z19
+	VMOVDQU8   Z19, 192(R11)
+	VPMOVSXBD  0(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (128)(R8), Z16, Z0
+	VFMADD231PS.BCST (384)(R8), Z16, Z1
+	VFMADD231PS.BCST (640)(R8), Z16, Z2
+	VFMADD231PS.BCST (896)(R8), Z16, Z3
+	VPMOVSXBD  64(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (192)(R8), Z17, Z4
+	VFMADD231PS.BCST (448)(R8), Z17, Z5
+	VFMADD231PS.BCST (704)(R8), Z17, Z6
+	VFMADD231PS.BCST (960)(R8), Z17, Z7
+	VPMOVSXBD  128(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (1152)(R8), Z18, Z8
+	VFMADD231PS.BCST (1408)(R8), Z18, Z9
+	VFMADD231PS.BCST (1664)(R8), Z18, Z10
+	VFMADD231PS.BCST (1920)(R8), Z18, Z11
+	VPMOVSXBD  192(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (1216)(R8), Z19, Z12
+	VFMADD231PS.BCST (1472)(R8), Z19, Z13
+	VFMADD231PS.BCST (1728)(R8), Z19, Z14
+	VFMADD231PS.BCST (1984)(R8), Z19, Z15
+	VPMOVSXBD  16(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (132)(R8), Z20, Z0
+	VFMADD231PS.BCST (388)(R8), Z20, Z1
+	VFMADD231PS.BCST (644)(R8), Z20, Z2
+	VFMADD231PS.BCST (900)(R8), Z20, Z3
+	VPMOVSXBD  80(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (196)(R8), Z21, Z4
+	VFMADD231PS.BCST (452)(R8), Z21, Z5
+	VFMADD231PS.BCST (708)(R8), Z21, Z6
+	VFMADD231PS.BCST (964)(R8), Z21, Z7
+	VPMOVSXBD  144(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (1156)(R8), Z22, Z8
+	VFMADD231PS.BCST (1412)(R8), Z22, Z9
+	VFMADD231PS.BCST (1668)(R8), Z22, Z10
+	VFMADD231PS.BCST (1924)(R8), Z22, Z11
+	VPMOVSXBD  208(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (1220)(R8), Z23, Z12
+	VFMADD231PS.BCST (1476)(R8), Z23, Z13
+	VFMADD231PS.BCST (1732)(R8), Z23, Z14
+	VFMADD231PS.BCST (1988)(R8), Z23, Z15
+	VPMOVSXBD  32(R11), Z16
+	VCVTDQ2PS  Z16, Z16
+	VFMADD231PS.BCST (136)(R8), Z16, Z0
+	VFMADD231PS.BCST (392)(R8), Z16, Z1
+	VFMADD231PS.BCST (648)(R8), Z16, Z2
+	VFMADD231PS.BCST (904)(R8), Z16, Z3
+	VPMOVSXBD  96(R11), Z17
+	VCVTDQ2PS  Z17, Z17
+	VFMADD231PS.BCST (200)(R8), Z17, Z4
+	VFMADD231PS.BCST (456)(R8), Z17, Z5
+	VFMADD231PS.BCST (712)(R8), Z17, Z6
+	VFMADD231PS.BCST (968)(R8), Z17, Z7
+	VPMOVSXBD  160(R11), Z18
+	VCVTDQ2PS  Z18, Z18
+	VFMADD231PS.BCST (1160)(R8), Z18, Z8
+	VFMADD231PS.BCST (1416)(R8), Z18, Z9
+	VFMADD231PS.BCST (1672)(R8), Z18, Z10
+	VFMADD231PS.BCST (1928)(R8), Z18, Z11
+	VPMOVSXBD  224(R11), Z19
+	VCVTDQ2PS  Z19, Z19
+	VFMADD231PS.BCST (1224)(R8), Z19, Z12
+	VFMADD231PS.BCST (1480)(R8), Z19, Z13
+	VFMADD231PS.BCST (1736)(R8), Z19, Z14
+	VFMADD231PS.BCST (1992)(R8), Z19, Z15
+	VPMOVSXBD  48(R11), Z20
+	VCVTDQ2PS  Z20, Z20
+	VFMADD231PS.BCST (140)(R8), Z20, Z0
+	VFMADD231PS.BCST (396)(R8), Z20, Z1
+	VFMADD231PS.BCST (652)(R8), Z20, Z2
+	VFMADD231PS.BCST (908)(R8), Z20, Z3
+	VPMOVSXBD  112(R11), Z21
+	VCVTDQ2PS  Z21, Z21
+	VFMADD231PS.BCST (204)(R8), Z21, Z4
+	VFMADD231PS.BCST (460)(R8), Z21, Z5
+	VFMADD231PS.BCST (716)(R8), Z21, Z6
+	VFMADD231PS.BCST (972)(R8), Z21, Z7
+	VPMOVSXBD  176(R11), Z22
+	VCVTDQ2PS  Z22, Z22
+	VFMADD231PS.BCST (1164)(R8), Z22, Z8
+	VFMADD231PS.BCST (1420)(R8), Z22, Z9
+	VFMADD231PS.BCST (1676)(R8), Z22, Z10
+	VFMADD231PS.BCST (1932)(R8), Z22, Z11
+	VPMOVSXBD  240(R11), Z23
+	VCVTDQ2PS  Z23, Z23
+	VFMADD231PS.BCST (1228)(R8), Z23, Z12
+	VFMADD231PS.BCST (1484)(R8), Z23, Z13
+	VFMADD231PS.BCST (1740)(R8), Z23, Z14
+	VFMADD231PS.BCST (1996)(R8), Z23, Z15
+	ADDQ     $64, CX
+	ADDQ     $16, R8
+	DECQ     R9
+	JNZ      bottom
+	VMOVUPS  Z0, 0(DI)
+	VMOVUPS  Z1, 128(DI)
+	VMOVUPS  Z2, 256(DI)
+	VMOVUPS  Z3, 384(DI)
+	VMOVUPS  Z4, 64(DI)
+	VMOVUPS  Z5, 192(DI)
+	VMOVUPS  Z6, 320(DI)
+	VMOVUPS  Z7, 448(DI)
+	VMOVUPS  Z8, 512(DI)
+	VMOVUPS  Z9, 640(DI)
+	VMOVUPS  Z10, 768(DI)
+	VMOVUPS  Z11, 896(DI)
+	VMOVUPS  Z12, 576(DI)
+	VMOVUPS  Z13, 704(DI)
+	VMOVUPS  Z14, 832(DI)
+	VMOVUPS  Z15, 960(DI)
+	ADDQ     $1024, DI
+	ADDQ     $2176, SI
+	SUBQ     $2, BX
+	ADDQ     $2, R12
+	JMP      pair
+
+out:
+	MOVQ     R12, ret+112(FP)
+	VZEROUPPER
+	RET
+
+
+// func tileFMA6Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows, nblk int)
+//
+// tileFMA6AVX with 512-bit registers: a tile row's 32 decoded weights are
+// two registers, fused into the twelve accumulators of six batch rows (two
+// each, columns 0-15 and 16-31) with each row's x[r] broadcast from memory
+// by the FMA itself; rows r in increasing order, as tileFMAGo.
+TEXT ·tileFMA6Z(SB), NOSPLIT, $0-88
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	MOVQ    nblk+80(FP), AX
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+
+zblock:
+	TESTQ   AX, AX
+	JEQ     zdone
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-5
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS (R12)(BX*1), Z8
+	VMOVUPS 64(R12)(BX*1), Z9
+	VMOVUPS (R12)(BX*2), Z10
+	VMOVUPS 64(R12)(BX*2), Z11
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10             // x[r] of rows 0-2
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-5
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     zstore
+
+zloop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	VFMADD231PS.BCST (R11)(R8*1), Z12, Z8
+	VFMADD231PS.BCST (R11)(R8*1), Z13, Z9
+	VFMADD231PS.BCST (R11)(R8*2), Z12, Z10
+	VFMADD231PS.BCST (R11)(R8*2), Z13, Z11
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     zloop
+
+zstore:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VMOVUPS Z8, (R12)(BX*1)
+	VMOVUPS Z9, 64(R12)(BX*1)
+	VMOVUPS Z10, (R12)(BX*2)
+	VMOVUPS Z11, 64(R12)(BX*2)
+	// The next six batch rows.
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*2), DI
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*2), DX
+	DECQ    AX
+	JMP     zblock
+
+zdone:
+	VZEROUPPER
+	RET
+
+// tileFMA{1-5}Z are tileFMAGo for 1 to 5 batch rows with 512-bit
+// registers, for what is left of a batch after tileFMA6Z's blocks of six:
+// two accumulators per batch row, x[r] broadcast by the FMA itself, rows r
+// in increasing order. Written alike; they differ only in the row count.
+
+// func tileFMA1Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA1Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VZEROUPPER
+	RET
+
+// func tileFMA2Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA2Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VZEROUPPER
+	RET
+
+// func tileFMA3Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA3Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VZEROUPPER
+	RET
+
+// func tileFMA4Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA4Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VZEROUPPER
+	RET
+
+// func tileFMA5Z(acc []float32, accStride int, w *[1024]float32, x []float32, xStride, rows int)
+TEXT ·tileFMA5Z(SB), NOSPLIT, $0-80
+	MOVQ    acc_base+0(FP), DI
+	MOVQ    accStride+24(FP), BX
+	MOVQ    x_base+40(FP), DX
+	MOVQ    xStride+64(FP), R8
+	SHLQ    $2, BX
+	SHLQ    $2, R8
+	LEAQ    (BX)(BX*2), R13
+	LEAQ    (DI)(R13*1), R12    // acc of rows 3-4
+	LEAQ    (R8)(R8*2), R13
+	LEAQ    (DX)(R13*1), R11    // x[r] of rows 3-4
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS (R12)(BX*1), Z8
+	VMOVUPS 64(R12)(BX*1), Z9
+	MOVQ    w+32(FP), SI
+	MOVQ    DX, R10
+	MOVQ    rows+72(FP), CX
+	TESTQ   CX, CX
+	JEQ     store
+
+loop:
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VFMADD231PS.BCST (R10), Z12, Z0
+	VFMADD231PS.BCST (R10), Z13, Z1
+	VFMADD231PS.BCST (R10)(R8*1), Z12, Z2
+	VFMADD231PS.BCST (R10)(R8*1), Z13, Z3
+	VFMADD231PS.BCST (R10)(R8*2), Z12, Z4
+	VFMADD231PS.BCST (R10)(R8*2), Z13, Z5
+	VFMADD231PS.BCST (R11), Z12, Z6
+	VFMADD231PS.BCST (R11), Z13, Z7
+	VFMADD231PS.BCST (R11)(R8*1), Z12, Z8
+	VFMADD231PS.BCST (R11)(R8*1), Z13, Z9
+	ADDQ    $128, SI
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	DECQ    CX
+	JNE     loop
+
+store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	VMOVUPS Z8, (R12)(BX*1)
+	VMOVUPS Z9, 64(R12)(BX*1)
+	VZEROUPPER
+	RET
