@@ -214,6 +214,9 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		}
 	}
 	r.report.Dense = time.Since(start)
+	// The dense tensors' float32 copies are garbage now; the heap they
+	// grew must not stay under the MoE layers' statistics.
+	releaseMemory()
 
 	var layers []LayerMetrics
 	for l := range cfg.NumLayers {
