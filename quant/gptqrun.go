@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -218,6 +219,9 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		}
 	}
 	r.report.Dense = time.Since(start)
+	// The dense tensors' float32 copies are garbage now; the heap they
+	// grew must not stay under the MoE layers' statistics.
+	releaseMemory()
 
 	var layers []LayerMetrics
 	for l := range cfg.NumLayers {
@@ -265,6 +269,8 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		layers = append(layers, lr.report.Metrics)
 		r.report.Layers = append(r.report.Layers, lr.report)
 		r.report.Fallbacks += lr.report.Metrics.Fallbacks
+		lr = nil
+		releaseMemory()
 		r.setStage(l, "done")
 	}
 	q := quantizationSpec(p, GPTQ, false)
@@ -332,8 +338,13 @@ func expertEntries(entries []plan.Entry, n int) ([][3]*plan.Entry, error) {
 // solved is one expert matrix's stored result.
 type solved struct {
 	packed []byte
+	// q is the decoded result while solve runs; it is dropped once the
+	// losses and tensor are computed, so that a layer's results hold
+	// only the packed bytes (a decoded float32 expert matrix is 8× their
+	// size, 14.7 MB at 8B-A1B's shapes).
 	q      []float32
 	metric MatrixMetrics
+	tensor TensorMetric
 	flop   float64
 }
 
@@ -400,12 +411,14 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 			return err
 		}
 		upRes[e] = [2]solved{out[0], out[1]}
+		up[e] = nil // this expert's statistics are used up
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	rep.SolveW13 = time.Since(t0)
-	up = nil // one input kind's statistics at a time (gptq.md §2)
+	up, upPool = nil, nil // one input kind's statistics at a time (gptq.md §2)
+	releaseMemory()
 
 	// The w2 inputs come from the w1/w3 the engine will run: the stored
 	// quantized ones in sequential mode, the source ones otherwise.
@@ -437,7 +450,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	if err != nil {
 		return nil, err
 	}
-	cache = nil // the layer's activations are no longer needed
+	cache, mats = nil, nil // the layer's activations and w1/w3 are no longer needed
 	rep.DownStats = time.Since(t0)
 	for _, st := range down {
 		rep.DownHessianFLOP += float64(st.Tokens()) * float64(Fe*(Fe+1))
@@ -457,6 +470,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 			return err
 		}
 		downRes[e] = out[0]
+		down[e] = nil
 		return nil
 	}); err != nil {
 		return nil, err
@@ -479,11 +493,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		out, in := int(pe.Shape[0]), int(pe.Shape[1])
 		lr.tensors = append(lr.tensors, lfmq1.Tensor{Name: pe.Name, Format: lfmq1.BFP4, Shape: pe.Shape, DType: dtype.U8,
 			StoredShape: []int64{int64(bfp.NumTiles(out, in)), int64(bfp.BFP4.TileBytes())}, Data: s.packed})
-		w, err := weightValues(r.src, pe)
-		if err != nil {
-			return nil, err
-		}
-		lr.tensorMetrics[pe.Name] = weightError(w, s.q)
+		lr.tensorMetrics[pe.Name] = s.tensor
 	}
 	lr.report = rep
 	return lr, nil
@@ -603,6 +613,8 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 		flop += 3 * fk * fk * float64(out)
 		m.LossGPTQ, m.LossRTN = losses[0], losses[1]
 		m.Ratio, m.RelMSE = ratioOf(losses[0], losses[1]), ratioOf(losses[0], losses[2])
+		res[i].tensor = weightError(w, res[i].q)
+		res[i].q = nil
 	}
 	if len(res) > 0 {
 		res[0].flop = flop
@@ -700,3 +712,11 @@ func resumable(err error) bool {
 	return !(errors.As(err, &nf) || errors.As(err, &se) || errors.As(err, &fe) || errors.As(err, &gi) ||
 		errors.As(err, &gf) || errors.As(err, &hi) || errors.As(err, &hn))
 }
+
+// releaseMemory collects the garbage of a finished stage (a layer's
+// statistics, its solve buffers, its packed results once written) and
+// returns the freed pages to the OS. Without it the heap may grow to twice
+// what is live before the collector runs, so the next stage's statistics
+// could sit on top of the last stage's garbage: a GPTQ run's peak is set by
+// the largest single stage only when each stage starts from a collected heap.
+func releaseMemory() { debug.FreeOSMemory() }

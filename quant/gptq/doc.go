@@ -15,6 +15,13 @@
 // thread count or the machine (products are written float64(a*b) so no
 // platform fuses them into an FMA).
 //
+// The hot loops (the factorization, the lazy blocks' deferred feedback, the
+// in-block updates and Losses) run on the kernels of kernels.go: AVX2 on
+// amd64, plain Go with -tags purego or elsewhere. They vectorise across
+// independent results only, never inside one sum, so both versions give the
+// bits of the one-dot-per-entry loops they replace; ref_test.go keeps those
+// loops as the reference the tests and benchmarks compare against.
+//
 // The package does not collect statistics (quant/hessian does), decide
 // fallbacks or write checkpoints (package quant does).
 package gptq

@@ -283,37 +283,12 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 		}
 		// The deferred feedback of the block to every later row, applied
 		// in the same per-row order as the updates inside the block.
-		for j := b1; j < k; j++ {
-			dst := wp[j*out : (j+1)*out]
-			for i := b0; i < b1; i++ {
-				if uij := f.u[i*k+j]; uij != 0 {
-					subScaled(dst, uij, errs[(i-b0)*out:(i-b0+1)*out])
-				}
-			}
-		}
+		deferredUpdate(wp, f.u, errs, k, out, b0, b1)
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}
 	}
 	return &Result{Packed: b.Bytes(), Q: q, Loss: loss}, nil
-}
-
-// subScaled sets dst[n] −= a·x[n]. The product is rounded before the
-// subtraction (no FMA), so every platform gives the same bits.
-func subScaled(dst []float64, a float64, x []float64) {
-	x = x[:len(dst)]
-	n := 0
-	for ; n+4 <= len(dst); n += 4 {
-		d := (*[4]float64)(dst[n:])
-		s := (*[4]float64)(x[n:])
-		d[0] -= float64(a * s[0])
-		d[1] -= float64(a * s[1])
-		d[2] -= float64(a * s[2])
-		d[3] -= float64(a * s[3])
-	}
-	for ; n < len(dst); n++ {
-		dst[n] -= float64(a * x[n])
-	}
 }
 
 // dot returns Σ a[i]·b[i] over len(a) in one fixed order: four running
@@ -337,62 +312,6 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// factorInverse computes into u (k×k, row-major) the upper triangular U
-// with h⁻¹ = UᵀU, h symmetric positive definite; h is overwritten. It
-// returns −1 on success, else the failing row and the reason.
-//
-// First h = R·Rᵀ with R upper triangular (Cholesky from the last index
-// down), then U = R⁻¹.
-func factorInverse(h, u []float64, k int) (int, string) {
-	// R is found through the reversed matrix: with J the index reversal,
-	// J·h·J = L·Lᵀ by the ordinary row-oriented Cholesky (whose inner
-	// products run over contiguous rows of L) and R = J·L·J.
-	l := h // reuse: L overwrites the lower triangle of H' in place
-	// Build H' = J H J in place: element (a, b) of H' is h[(k-1-a)][(k-1-b)].
-	reverseBoth(l, k)
-	for i := range k {
-		li := l[i*k : i*k+k]
-		for j := 0; j <= i; j++ {
-			lj := l[j*k : j*k+k]
-			s := li[j] - dot(li[:j], lj[:j])
-			if i == j {
-				if !(s > 0) || math.IsInf(s, 0) {
-					return k - 1 - i, "non-positive pivot"
-				}
-				li[i] = math.Sqrt(s)
-			} else {
-				li[j] = s / lj[j]
-			}
-		}
-		if v := li[i]; math.IsNaN(v) || math.IsInf(v, 0) {
-			return k - 1 - i, "non-finite factor"
-		}
-	}
-	// U = R⁻¹ = J·L⁻¹·J, and L⁻¹ is lower triangular. Compute M = L⁻¹
-	// column by column (forward substitution on unit vectors), writing
-	// U[k−1−a][k−1−b] = M[a][b].
-	clear(u)
-	col := make([]float64, k)
-	for b := range k {
-		// Column b of M: M[a][b] = 0 for a < b; M[b][b] = 1/L[b][b];
-		// M[a][b] = −(Σ_{m=b}^{a−1} L[a][m]·M[m][b]) / L[a][a].
-		clear(col)
-		col[b] = 1 / l[b*k+b]
-		for a := b + 1; a < k; a++ {
-			la := l[a*k : a*k+a]
-			col[a] = -dot(la[b:a], col[b:a]) / l[a*k+a]
-		}
-		for a := b; a < k; a++ {
-			v := col[a]
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return k - 1 - a, "non-finite inverse"
-			}
-			u[(k-1-a)*k+(k-1-b)] = v
-		}
-	}
-	return -1, ""
-}
-
 // reverseBoth replaces the k×k matrix m by J·m·J (both index orders
 // reversed), in place.
 func reverseBoth(m []float64, k int) {
@@ -400,87 +319,4 @@ func reverseBoth(m []float64, k int) {
 	for i := 0; i < n/2; i++ {
 		m[i], m[n-1-i] = m[n-1-i], m[i]
 	}
-}
-
-// Loss returns ½·tr(ΔWᵀ H ΔW) in float64 for ΔW = W − Q in the W_tt frame,
-// where w and q are [out, in] row-major (Hugging Face layout) and h is the
-// in×in Hessian: the router-weighted mean squared output error that GPTQ
-// minimises (gptq.md §1). It is Losses with one Q.
-func Loss(h []float64, w, q []float32, out, in int) (float64, error) {
-	l, err := Losses(h, w, [][]float32{q}, out, in)
-	if err != nil {
-		return 0, err
-	}
-	return l[0], nil
-}
-
-// Losses returns Loss for several Q of one W in one pass (a nil Q stands for
-// Q = 0, whose loss ½·tr(Wᵀ H W) normalises the others). h must be
-// symmetric: only its upper triangle is read, as
-// ½·Σ_k (H_kk·‖ΔW_k‖² + 2·Σ_{l>k} H_kl·ΔW_k·ΔW_l), each sum in index order.
-func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
-	if len(h) != in*in || len(w) != out*in {
-		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
-	}
-	totals := make([]float64, len(qs))
-	// d holds ΔWᵀ: row k is input k over all outputs.
-	d := make([]float64, in*out)
-	for m, q := range qs {
-		if q != nil && len(q) != out*in {
-			return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("Q %d has %d values for [%d, %d]", m, len(q), out, in)}
-		}
-		for o := range out {
-			for k := range in {
-				v := float64(w[o*in+k])
-				if q != nil {
-					v -= float64(q[o*in+k])
-				}
-				d[k*out+o] = v
-			}
-		}
-		row := func(k int) []float64 { return d[k*out : (k+1)*out] }
-		var total float64
-		// Four rows k at a time share each read of row l > k; each row's
-		// own sum still runs over l in order.
-		for k0 := 0; k0 < in; k0 += 4 {
-			kn := min(4, in-k0)
-			var part [4]float64
-			for a := range kn {
-				k := k0 + a
-				part[a] = float64(h[k*in+k] * dot(row(k), row(k)))
-				for l := k + 1; l < k0+kn; l++ {
-					part[a] += float64(2 * float64(h[k*in+l]*dot(row(k), row(l))))
-				}
-			}
-			if kn == 4 {
-				r0, r1, r2, r3 := row(k0), row(k0+1), row(k0+2), row(k0+3)
-				for l := k0 + 4; l < in; l++ {
-					x0, x1, x2, x3 := dot4(r0, r1, r2, r3, row(l))
-					part[0] += float64(2 * float64(h[k0*in+l]*x0))
-					part[1] += float64(2 * float64(h[(k0+1)*in+l]*x1))
-					part[2] += float64(2 * float64(h[(k0+2)*in+l]*x2))
-					part[3] += float64(2 * float64(h[(k0+3)*in+l]*x3))
-				}
-			}
-			for a := range kn {
-				total += part[a]
-			}
-		}
-		totals[m] = total / 2
-	}
-	return totals, nil
-}
-
-// dot4 returns the inner products of a0…a3 with b, each summed over n in
-// order; reading b once for four rows is what makes Losses fast.
-func dot4(a0, a1, a2, a3, b []float64) (s0, s1, s2, s3 float64) {
-	n := len(b)
-	a0, a1, a2, a3 = a0[:n], a1[:n], a2[:n], a3[:n]
-	for i, y := range b {
-		s0 += float64(a0[i] * y)
-		s1 += float64(a1[i] * y)
-		s2 += float64(a2[i] * y)
-		s3 += float64(a3[i] * y)
-	}
-	return s0, s1, s2, s3
 }

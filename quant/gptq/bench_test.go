@@ -1,0 +1,180 @@
+package gptq
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lfmq/lfmq/format/bfp"
+)
+
+// solveShape is one expert matrix solve at the LFM2-8B-A1B shapes:
+// w1/w3 (K = hidden 2048, out = 1792) and w2 (K = 1792, out = 2048).
+var solveShapes = []struct {
+	name   string
+	k, out int
+}{
+	{"w13_K2048", 2048, 1792},
+	{"w2_K1792", 1792, 2048},
+}
+
+// BenchmarkSolveStages times each stage of one expert matrix solve at real
+// shapes, the reference (original) kernels next to the current ones in the
+// same run, and reports GFLOP/s with the FLOP counts quant's layer report
+// uses: factor 2K³/3, row loop K²·out, Losses K²·out per Q. GFLOP/cpu-s
+// divides by the CPU time the process used instead of the wall clock, which
+// on a shared machine also counts waiting for a core; the stages run on
+// one goroutine, so it is the rate per core.
+func BenchmarkSolveStages(b *testing.B) {
+	for _, s := range solveShapes {
+		r := rand.New(rand.NewPCG(12, uint64(s.k)))
+		h := lowRankHessian(r, s.k, 512, []int{7})
+		w := randomWeight(r, s.out, s.k)
+		k := float64(s.k)
+		f, err := NewFactor(h, s.k, DefaultOptions(0.01))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := f.Quantize(bfp.BFP4, w, s.out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hp := make([]float64, len(h))
+		u := make([]float64, len(h))
+		stages := []struct {
+			name string
+			flop float64
+			run  func(ref bool)
+		}{
+			{"factor", 2 * k * k * k / 3, func(ref bool) {
+				copy(hp, h)
+				for i := range s.k {
+					hp[i*s.k+i] += f.lambda
+				}
+				if ref {
+					factorInverseRef(hp, u, s.k)
+				} else {
+					factorInverse(hp, u, s.k)
+				}
+			}},
+			{"quantize", k * k * float64(s.out), func(ref bool) {
+				var err error
+				if ref {
+					_, err = quantizeRef(f, bfp.BFP4, w, s.out)
+				} else {
+					_, err = f.Quantize(bfp.BFP4, w, s.out)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}},
+			{"losses3", 3 * k * k * float64(s.out), func(ref bool) {
+				qs := [][]float32{res.Q, res.Q, nil}
+				if ref {
+					lossesRef(h, w, qs, s.out, s.k)
+				} else if _, err := Losses(h, w, qs, s.out, s.k); err != nil {
+					b.Fatal(err)
+				}
+			}},
+		}
+		for _, st := range stages {
+			for _, impl := range []string{"ref", "new"} {
+				b.Run(s.name+"/"+st.name+"/"+impl, func(b *testing.B) {
+					c0 := cpuTime()
+					for b.Loop() {
+						st.run(impl == "ref")
+					}
+					b.ReportMetric(st.flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					if c := cpuTime() - c0; c > 0 {
+						b.ReportMetric(st.flop*float64(b.N)/c.Seconds()/1e9, "GFLOP/cpu-s")
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkSolveExpert is one LFM2-8B-A1B expert's whole solve as package
+// quant runs it: the w1/w3 factor, both row loops and both matrices' three
+// losses, then the same for w2; reference kernels and current ones in the
+// same run. GFLOP counts as quant's SolveFLOP, so GFLOP/cpu-s is the
+// figure the layer report's solve throughput divides per core.
+func BenchmarkSolveExpert(b *testing.B) {
+	type prob struct {
+		k, out int
+		h      []float64
+		ws     [][]float32
+	}
+	var probs []prob
+	var flop float64
+	for i, s := range solveShapes {
+		r := rand.New(rand.NewPCG(13, uint64(s.k)))
+		p := prob{k: s.k, out: s.out, h: lowRankHessian(r, s.k, 512, nil)}
+		for range 2 - i { // w1 and w3 share a Hessian, w2 is alone
+			p.ws = append(p.ws, randomWeight(r, s.out, s.k))
+		}
+		k := float64(s.k)
+		flop += 2*k*k*k/3 + float64(len(p.ws))*4*k*k*float64(s.out)
+		probs = append(probs, p)
+	}
+	for _, impl := range []string{"ref", "new"} {
+		b.Run(impl, func(b *testing.B) {
+			c0 := cpuTime()
+			for b.Loop() {
+				for _, p := range probs {
+					solveOnce(b, p.h, p.ws, p.k, p.out, impl == "ref")
+				}
+			}
+			b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			if c := cpuTime() - c0; c > 0 {
+				b.ReportMetric(flop*float64(b.N)/c.Seconds()/1e9, "GFLOP/cpu-s")
+			}
+		})
+	}
+}
+
+// solveOnce is quant's per-Hessian solve: NewFactor, then for each weight
+// Quantize and the losses of the GPTQ result, RTN and zero.
+func solveOnce(b *testing.B, h []float64, ws [][]float32, k, out int, ref bool) {
+	b.Helper()
+	newFactor := NewFactor
+	if ref {
+		newFactor = newFactorRef
+	}
+	f, err := newFactor(h, k, DefaultOptions(0.01))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range ws {
+		var res *Result
+		if ref {
+			res, err = quantizeRef(f, bfp.BFP4, w, out)
+		} else {
+			res, err = f.Quantize(bfp.BFP4, w, out)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		rtnQ, err := bfp.UnpackMatrix(bfp.BFP4, mustPackB(b, w, out, k), out, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		qs := [][]float32{res.Q, rtnQ, nil}
+		if ref {
+			_, err = lossesRef(h, w, qs, out, k)
+		} else {
+			_, err = Losses(h, w, qs, out, k)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func mustPackB(b *testing.B, w []float32, out, in int) []byte {
+	b.Helper()
+	p, err := bfp.PackMatrix(bfp.BFP4, w, out, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,170 @@
+package gptq
+
+// The solver's float64 kernels. Each one vectorises across independent
+// results only: every single value is still computed by exactly the
+// sequence of roundings the plain loops of the original solver used
+// (products rounded before they are added, no FMA, every sum in its
+// original order), so the assembly and the Go versions here give the same
+// bits, and both give the bytes of the original solver.
+
+// dotLanes4 sets acc[4c+r] = Σ_t a[ao[c]+4t+r]·b[bo[c]+4t+r] over t < quads,
+// each a running sum from +0 in t order: the four lane sums of dot for four
+// independent pairs of vectors, over their first 4·quads elements.
+func dotLanes4(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	if useAVX && quads > 0 {
+		for c := range 4 {
+			// The assembly trusts the ranges; check them here.
+			_ = a[ao[c]+4*quads-1]
+			_ = b[bo[c]+4*quads-1]
+		}
+		dotLanes4AVX(acc, a, ao, b, bo, quads)
+		return
+	}
+	dotLanes4Go(acc, a, ao, b, bo, quads)
+}
+
+func dotLanes4Go(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	for c := range 4 {
+		x := a[ao[c]:][:4*quads]
+		y := b[bo[c]:][:4*quads]
+		var s0, s1, s2, s3 float64
+		for i := 0; i < len(x); i += 4 {
+			s0 += float64(x[i] * y[i])
+			s1 += float64(x[i+1] * y[i+1])
+			s2 += float64(x[i+2] * y[i+2])
+			s3 += float64(x[i+3] * y[i+3])
+		}
+		acc[4*c], acc[4*c+1], acc[4*c+2], acc[4*c+3] = s0, s1, s2, s3
+	}
+}
+
+// combine is the end of dot for lane sums s: (s0+s1)+(s2+s3).
+func combine(s []float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
+
+// gram8 sets x[4b+a] = Σ_t g[4t+a]·p[(b/4)·4n + 4t + b%4] over t < n, each a
+// running sum from +0 in t order. g holds four vectors of length n
+// interleaved (element t of vector a at 4t+a), p two such groups one after
+// the other: the 4×8 inner products of the four vectors of g with the
+// eight of p, each summed strictly in order like dot4.
+func gram8(x *[32]float64, g, p []float64, n int) {
+	if useAVX && n > 0 {
+		_ = g[4*n-1]
+		_ = p[8*n-1]
+		gram8AVX(x, g, p, n)
+		return
+	}
+	gram8Go(x, g, p, n)
+}
+
+func gram8Go(x *[32]float64, g, p []float64, n int) {
+	g = g[:4*n]
+	p = p[:8*n]
+	for b := range 8 {
+		q := p[(b/4)*4*n+b%4:]
+		var s0, s1, s2, s3 float64
+		for t := range n {
+			y := q[4*t]
+			s0 += float64(g[4*t] * y)
+			s1 += float64(g[4*t+1] * y)
+			s2 += float64(g[4*t+2] * y)
+			s3 += float64(g[4*t+3] * y)
+		}
+		x[4*b], x[4*b+1], x[4*b+2], x[4*b+3] = s0, s1, s2, s3
+	}
+}
+
+// deferredUpdate applies a finished block's error feedback to every later
+// row: for rows j in [b1, k) of wp (rows of length out) and each block row
+// i in [b0, b1) in order, wp[j] −= U_ij·errs[i−b0] when U_ij ≠ 0. Every
+// element sees the same subtractions in the same order as the row-by-row
+// loop; the assembly does four rows and eight columns at a time, each
+// element still one rounded product and one rounded subtraction per i.
+func deferredUpdate(wp, u, errs []float64, k, out, b0, b1 int) {
+	bs := b1 - b0
+	n8 := out &^ 7
+	j := b1
+	if useAVX && n8 > 0 && j+4 <= k {
+		// The block's errors by tiles of eight columns (tile t, row i at
+		// (t·bs+i)·8) and four columns of U by rows (i at 4i), so that
+		// the kernel reads both sequentially.
+		ep := make([]float64, bs*n8)
+		for i := range bs {
+			e := errs[i*out : i*out+n8]
+			for t := 0; t < n8; t += 8 {
+				copy(ep[(t*bs+i*8):(t*bs+i*8)+8], e[t:t+8])
+			}
+		}
+		up := make([]float64, 4*bs)
+		_ = wp[k*out-1]
+		for ; j+4 <= k; j += 4 {
+			zero := false
+			for i := range bs {
+				r := u[(b0+i)*k+j : (b0+i)*k+j+4]
+				copy(up[4*i:4*i+4], r)
+				zero = zero || r[0] == 0 || r[1] == 0 || r[2] == 0 || r[3] == 0
+			}
+			if zero {
+				// A zero multiplier is skipped, not subtracted (that could
+				// turn −0 into +0): those rows take the plain loop.
+				updateRows(wp, u, errs, k, out, b0, b1, j, j+4, 0, out)
+				continue
+			}
+			updateAVX(wp[j*out:], out, up, ep, bs, n8)
+			updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
+		}
+	}
+	updateRows(wp, u, errs, k, out, b0, b1, j, k, 0, out)
+}
+
+// updateRows is deferredUpdate for rows [j0, j1) and columns [n0, n1) in
+// plain Go.
+func updateRows(wp, u, errs []float64, k, out, b0, b1, j0, j1, n0, n1 int) {
+	if n0 >= n1 {
+		return
+	}
+	for j := j0; j < j1; j++ {
+		dst := wp[j*out+n0 : j*out+n1]
+		for i := b0; i < b1; i++ {
+			if uij := u[i*k+j]; uij != 0 {
+				subScaled(dst, uij, errs[(i-b0)*out+n0:(i-b0)*out+n1])
+			}
+		}
+	}
+}
+
+// updateAVXGo is what updateAVX computes, in Go: for the four rows of c
+// (stride cs) and columns n < cols (a multiple of 8), c[r][n] −= up[4i+r]·
+// ep[((n/8)·bs+i)·8+n%8] for i < bs in order, with no zero test.
+func updateAVXGo(c []float64, cs int, up, ep []float64, bs, cols int) {
+	for r := range 4 {
+		dst := c[r*cs : r*cs+cols]
+		for i := range bs {
+			a := up[4*i+r]
+			for n := range dst {
+				dst[n] -= float64(a * ep[((n/8)*bs+i)*8+n%8])
+			}
+		}
+	}
+}
+
+// subScaled sets dst[n] −= a·x[n]. The product is rounded before the
+// subtraction (no FMA), so every platform gives the same bits.
+func subScaled(dst []float64, a float64, x []float64) {
+	x = x[:len(dst)]
+	n := 0
+	if useAVX && len(dst) >= 16 {
+		n = len(dst) &^ 15
+		subScaledAVX(dst[:n], a, x[:n])
+	}
+	for ; n+4 <= len(dst); n += 4 {
+		d := (*[4]float64)(dst[n:])
+		s := (*[4]float64)(x[n:])
+		d[0] -= float64(a * s[0])
+		d[1] -= float64(a * s[1])
+		d[2] -= float64(a * s[2])
+		d[3] -= float64(a * s[3])
+	}
+	for ; n < len(dst); n++ {
+		dst[n] -= float64(a * x[n])
+	}
+}

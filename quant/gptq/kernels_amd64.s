@@ -1,0 +1,204 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 float64 kernels of the GPTQ solver (kernels.go). Products are
+// VMULPD and sums VADDPD/VSUBPD, never a fused multiply-add, and every
+// vector lane is one of the scalar sums of the Go kernels, in its order:
+// the results are those of the Go kernels, bit for bit.
+
+// func dotLanes4AVX(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)
+TEXT ·dotLanes4AVX(SB), NOSPLIT, $0-80
+	MOVQ   a_base+8(FP), SI
+	MOVQ   ao+32(FP), DI
+	MOVQ   0(DI), R8
+	LEAQ   (SI)(R8*8), R8
+	MOVQ   8(DI), R9
+	LEAQ   (SI)(R9*8), R9
+	MOVQ   16(DI), R10
+	LEAQ   (SI)(R10*8), R10
+	MOVQ   24(DI), R11
+	LEAQ   (SI)(R11*8), R11
+	MOVQ   b_base+40(FP), SI
+	MOVQ   bo+64(FP), DI
+	MOVQ   0(DI), R12
+	LEAQ   (SI)(R12*8), R12
+	MOVQ   8(DI), R13
+	LEAQ   (SI)(R13*8), R13
+	MOVQ   16(DI), BX
+	LEAQ   (SI)(BX*8), BX
+	MOVQ   24(DI), DX
+	LEAQ   (SI)(DX*8), DX
+	MOVQ   quads+72(FP), CX
+	SHLQ   $2, CX
+	XORQ   AX, AX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+dl4loop:
+	VMOVUPD (R8)(AX*8), Y4
+	VMULPD  (R12)(AX*8), Y4, Y4
+	VADDPD  Y4, Y0, Y0
+	VMOVUPD (R9)(AX*8), Y5
+	VMULPD  (R13)(AX*8), Y5, Y5
+	VADDPD  Y5, Y1, Y1
+	VMOVUPD (R10)(AX*8), Y6
+	VMULPD  (BX)(AX*8), Y6, Y6
+	VADDPD  Y6, Y2, Y2
+	VMOVUPD (R11)(AX*8), Y7
+	VMULPD  (DX)(AX*8), Y7, Y7
+	VADDPD  Y7, Y3, Y3
+	ADDQ    $4, AX
+	CMPQ    AX, CX
+	JLT     dl4loop
+
+	MOVQ    acc+0(FP), DI
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// GRAMSTEP multiplies the broadcast of mem by Y8 (four interleaved values
+// of g) into acc.
+#define GRAMSTEP(mem, tmp, acc) \
+	VBROADCASTSD mem, tmp; \
+	VMULPD       Y8, tmp, tmp; \
+	VADDPD       tmp, acc, acc
+
+// func gram8AVX(x *[32]float64, g, p []float64, n int)
+TEXT ·gram8AVX(SB), NOSPLIT, $0-64
+	MOVQ   g_base+8(FP), SI
+	MOVQ   p_base+32(FP), R8
+	MOVQ   n+56(FP), CX
+	MOVQ   CX, R9
+	SHLQ   $5, R9
+	ADDQ   R8, R9          // the second group of p
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+
+g8loop:
+	VMOVUPD (SI), Y8
+	GRAMSTEP(0(R8), Y9, Y0)
+	GRAMSTEP(8(R8), Y10, Y1)
+	GRAMSTEP(16(R8), Y11, Y2)
+	GRAMSTEP(24(R8), Y12, Y3)
+	GRAMSTEP(0(R9), Y13, Y4)
+	GRAMSTEP(8(R9), Y14, Y5)
+	GRAMSTEP(16(R9), Y15, Y6)
+	GRAMSTEP(24(R9), Y9, Y7)
+	ADDQ    $32, SI
+	ADDQ    $32, R8
+	ADDQ    $32, R9
+	DECQ    CX
+	JNZ     g8loop
+
+	MOVQ    x+0(FP), DI
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y4, 128(DI)
+	VMOVUPD Y5, 160(DI)
+	VMOVUPD Y6, 192(DI)
+	VMOVUPD Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// UPDSTEP subtracts the broadcast of mem times Y8:Y9 (eight values of e)
+// from accumulators lo:hi.
+#define UPDSTEP(mem, lo, hi) \
+	VBROADCASTSD mem, Y10; \
+	VMULPD       Y8, Y10, Y11; \
+	VSUBPD       Y11, lo, lo; \
+	VMULPD       Y9, Y10, Y12; \
+	VSUBPD       Y12, hi, hi
+
+// func updateAVX(c []float64, cs int, up, ep []float64, bs, cols int)
+TEXT ·updateAVX(SB), NOSPLIT, $0-96
+	MOVQ c_base+0(FP), DI
+	MOVQ cs+24(FP), R8
+	SHLQ $3, R8            // row stride of c in bytes
+	MOVQ ep_base+56(FP), DX // tiles follow each other
+	MOVQ cols+88(FP), R11
+	SHRQ $3, R11           // column tiles of eight
+	LEAQ (R8)(R8*2), R13   // three rows of c
+
+tile:
+	// Rows 0-3 of c at this tile: Y0:Y1, Y2:Y3, Y4:Y5, Y6:Y7.
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 0(DI)(R8*1), Y2
+	VMOVUPD 32(DI)(R8*1), Y3
+	VMOVUPD 0(DI)(R8*2), Y4
+	VMOVUPD 32(DI)(R8*2), Y5
+	VMOVUPD 0(DI)(R13*1), Y6
+	VMOVUPD 32(DI)(R13*1), Y7
+	MOVQ    up_base+32(FP), SI
+	MOVQ    bs+80(FP), CX
+
+updloop:
+	VMOVUPD 0(DX), Y8
+	VMOVUPD 32(DX), Y9
+	UPDSTEP(0(SI), Y0, Y1)
+	UPDSTEP(8(SI), Y2, Y3)
+	UPDSTEP(16(SI), Y4, Y5)
+	UPDSTEP(24(SI), Y6, Y7)
+	ADDQ    $64, DX
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     updloop
+
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 0(DI)(R8*1)
+	VMOVUPD Y3, 32(DI)(R8*1)
+	VMOVUPD Y4, 0(DI)(R8*2)
+	VMOVUPD Y5, 32(DI)(R8*2)
+	VMOVUPD Y6, 0(DI)(R13*1)
+	VMOVUPD Y7, 32(DI)(R13*1)
+	ADDQ    $64, DI
+	DECQ    R11
+	JNZ     tile
+	VZEROUPPER
+	RET
+
+// func subScaledAVX(dst []float64, a float64, x []float64)
+TEXT ·subScaledAVX(SB), NOSPLIT, $0-56
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         dst_len+8(FP), CX
+	VBROADCASTSD a+24(FP), Y8
+	MOVQ         x_base+32(FP), SI
+	XORQ         AX, AX
+
+ssloop:
+	VMULPD  0(SI)(AX*8), Y8, Y0
+	VMULPD  32(SI)(AX*8), Y8, Y1
+	VMULPD  64(SI)(AX*8), Y8, Y2
+	VMULPD  96(SI)(AX*8), Y8, Y3
+	VMOVUPD 0(DI)(AX*8), Y4
+	VMOVUPD 32(DI)(AX*8), Y5
+	VMOVUPD 64(DI)(AX*8), Y6
+	VMOVUPD 96(DI)(AX*8), Y7
+	VSUBPD  Y0, Y4, Y4
+	VSUBPD  Y1, Y5, Y5
+	VSUBPD  Y2, Y6, Y6
+	VSUBPD  Y3, Y7, Y7
+	VMOVUPD Y4, 0(DI)(AX*8)
+	VMOVUPD Y5, 32(DI)(AX*8)
+	VMOVUPD Y6, 64(DI)(AX*8)
+	VMOVUPD Y7, 96(DI)(AX*8)
+	ADDQ    $16, AX
+	CMPQ    AX, CX
+	JLT     ssloop
+	VZEROUPPER
+	RET

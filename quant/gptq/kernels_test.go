@@ -1,0 +1,257 @@
+package gptq
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lfmq/lfmq/format/bfp"
+)
+
+// withKernels runs f with the assembly kernels (where built) and with the
+// Go ones.
+func withKernels(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	prev := useAVX
+	defer func() { useAVX = prev }()
+	for _, simd := range []bool{true, false} {
+		if simd && !prev {
+			continue // no assembly here
+		}
+		useAVX = simd
+		t.Run(fmt.Sprintf("simd=%v", simd), f)
+	}
+}
+
+// sameBits reports the first index where a and b differ in their bits.
+func sameBits(a, b []float64) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// dampedPermuted returns h with λ = α·mean diagonal added, as NewFactor
+// hands it to factorInverse (without the permutation, which changes
+// nothing here).
+func damped(h []float64, k int, alpha float64) []float64 {
+	var mean float64
+	for i := range k {
+		mean += h[i*k+i]
+	}
+	mean /= float64(k)
+	out := append([]float64(nil), h...)
+	for i := range k {
+		if out[i*k+i] == 0 {
+			out[i*k+i] = 1
+		}
+		out[i*k+i] += alpha * mean
+	}
+	return out
+}
+
+// TestFactorInverseMatchesReference: the blocked factorInverse gives the
+// original's U bit for bit, and fails at the same row for the same reason.
+func TestFactorInverseMatchesReference(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		for _, k := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 31, 64, 130, 257, 300} {
+			r := rand.New(rand.NewPCG(uint64(k), 21))
+			h := damped(lowRankHessian(r, k, max(2, k/3), []int{k / 2}), k, 0.01)
+			u, uRef := make([]float64, k*k), make([]float64, k*k)
+			i, why := factorInverse(append([]float64(nil), h...), u, k)
+			iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
+			if i != iRef || why != whyRef {
+				t.Fatalf("K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
+			}
+			if at := sameBits(u, uRef); at >= 0 {
+				t.Fatalf("K=%d: U[%d] = %v, reference %v", k, at, u[at], uRef[at])
+			}
+		}
+		// Indefinite: both fail at the same row.
+		for _, k := range []int{6, 40} {
+			r := rand.New(rand.NewPCG(uint64(k), 22))
+			h := damped(lowRankHessian(r, k, k, nil), k, 0.01)
+			h[(k/2)*k+k/2] = -1e6
+			u, uRef := make([]float64, k*k), make([]float64, k*k)
+			i, why := factorInverse(append([]float64(nil), h...), u, k)
+			iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
+			if i != iRef || why != whyRef || i < 0 {
+				t.Fatalf("indefinite K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
+			}
+		}
+	})
+}
+
+// TestLossesMatchReference: the grouped Losses equals the original's bits
+// for shapes with and without whole groups of four and pairs of groups.
+func TestLossesMatchReference(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		for _, s := range []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}} {
+			r := rand.New(rand.NewPCG(uint64(s.in), uint64(s.out)))
+			h := lowRankHessian(r, s.in, 8, nil)
+			w := randomWeight(r, s.out, s.in)
+			q, err := bfp.UnpackMatrix(bfp.BFP4, mustPack(t, w, s.out, s.in), s.out, s.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qs := [][]float32{q, nil, w}
+			got, err := Losses(h, w, qs, s.out, s.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := lossesRef(h, w, qs, s.out, s.in)
+			if at := sameBits(got, want); at >= 0 {
+				t.Errorf("[%d, %d] Q %d: loss %v, reference %v", s.out, s.in, at, got[at], want[at])
+			}
+		}
+	})
+}
+
+func mustPack(t *testing.T, w []float32, out, in int) []byte {
+	t.Helper()
+	p, err := bfp.PackMatrix(bfp.BFP4, w, out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDeferredUpdateMatchesReference: the block feedback equals the
+// row-by-row loop's bits, with zero multipliers (skipped, so −0 stays −0)
+// and with widths that are not multiples of the tile.
+func TestDeferredUpdateMatchesReference(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		for _, s := range []struct{ k, out, b0, b1 int }{
+			{8, 8, 0, 4}, {40, 17, 0, 16}, {41, 64, 8, 24}, {130, 7, 0, 128}, {131, 100, 3, 4}, {200, 72, 64, 128},
+		} {
+			r := rand.New(rand.NewPCG(uint64(s.k), uint64(s.out)))
+			wp := make([]float64, s.k*s.out)
+			for i := range wp {
+				wp[i] = r.NormFloat64()
+				if r.IntN(10) == 0 {
+					wp[i] = math.Copysign(0, -1)
+				}
+			}
+			u := make([]float64, s.k*s.k)
+			for i := range u {
+				u[i] = r.NormFloat64()
+			}
+			if s.k > 20 {
+				for i := s.b0; i < s.b1; i++ {
+					u[i*s.k+s.k-5] = 0 // one zero column in a group of four
+				}
+				u[s.b0*s.k+s.b1] = 0
+			}
+			bs := s.b1 - s.b0
+			errs := make([]float64, bs*s.out)
+			for i := range errs {
+				errs[i] = r.NormFloat64()
+				if r.IntN(10) == 0 {
+					errs[i] = 0
+				}
+			}
+			want := append([]float64(nil), wp...)
+			deferredRef(want, u, errs, s.k, s.out, s.b0, s.b1)
+			deferredUpdate(wp, u, errs, s.k, s.out, s.b0, s.b1)
+			if at := sameBits(wp, want); at >= 0 {
+				t.Errorf("%+v: element %d = %v, reference %v", s, at, wp[at], want[at])
+			}
+		}
+	})
+}
+
+// TestSolveMatchesReference: a whole solve (factor, row loop, losses)
+// gives the original solver's bytes, loss and U at a size with several
+// lazy blocks and ragged tiles.
+func TestSolveMatchesReference(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		checkSolveMatchesReference(t, 301, 90)
+	})
+}
+
+// checkSolveMatchesReference compares NewFactor + Quantize + Losses with
+// the reference kernels on a random [out, k] problem.
+func checkSolveMatchesReference(t *testing.T, k, out int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(k), uint64(out)))
+	h := lowRankHessian(r, k, min(k, 256), []int{1, k - 2})
+	w := randomWeight(r, out, k)
+	f, err := NewFactor(h, k, DefaultOptions(0.01))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uRef := make([]float64, k*k)
+	hp := make([]float64, k*k)
+	for i, oi := range f.perm {
+		for j, oj := range f.perm {
+			hp[i*k+j] = h[oi*k+oj]
+		}
+		if f.dead[oi] {
+			hp[i*k+i] = 1
+		}
+		hp[i*k+i] += f.lambda
+	}
+	if i, why := factorInverseRef(hp, uRef, k); i >= 0 {
+		t.Fatalf("reference factor failed at %d: %s", i, why)
+	}
+	if at := sameBits(f.u, uRef); at >= 0 {
+		t.Fatalf("U[%d] = %v, reference %v", at, f.u[at], uRef[at])
+	}
+	got, err := f.Quantize(bfp.BFP4, w, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := quantizeRef(f, bfp.BFP4, w, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Packed, want.Packed) || math.Float64bits(got.Loss) != math.Float64bits(want.Loss) {
+		t.Fatalf("Quantize differs from the reference (loss %v, reference %v)", got.Loss, want.Loss)
+	}
+	qs := [][]float32{got.Q, nil}
+	l, err := Losses(h, w, qs, out, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lRef, _ := lossesRef(h, w, qs, out, k)
+	if at := sameBits(l, lRef); at >= 0 {
+		t.Fatalf("loss %d = %v, reference %v", at, l[at], lRef[at])
+	}
+}
+
+// TestSubScaledMatchesReference: the vector subScaled equals the scalar
+// dst[n] −= a·x[n] bit for bit at every length, −0 and zeros included.
+func TestSubScaledMatchesReference(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 9))
+		for _, n := range []int{0, 1, 3, 4, 15, 16, 17, 33, 64, 1792} {
+			dst := make([]float64, n)
+			x := make([]float64, n+3)
+			for i := range dst {
+				dst[i] = r.NormFloat64()
+				if i%7 == 0 {
+					dst[i] = math.Copysign(0, -1)
+				}
+			}
+			for i := range x {
+				x[i] = r.NormFloat64() * 1e-3
+			}
+			a := r.NormFloat64()
+			want := append([]float64(nil), dst...)
+			for i := range want {
+				want[i] -= float64(a * x[i])
+			}
+			subScaled(dst, a, x)
+			if at := sameBits(dst, want); at >= 0 {
+				t.Errorf("n=%d: element %d = %v, want %v", n, at, dst[at], want[at])
+			}
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package gptq
+
+import "fmt"
+
+// Loss returns ½·tr(ΔWᵀ H ΔW) in float64 for ΔW = W − Q in the W_tt frame,
+// where w and q are [out, in] row-major (Hugging Face layout) and h is the
+// in×in Hessian: the router-weighted mean squared output error that GPTQ
+// minimises (gptq.md §1). It is Losses with one Q.
+func Loss(h []float64, w, q []float32, out, in int) (float64, error) {
+	l, err := Losses(h, w, [][]float32{q}, out, in)
+	if err != nil {
+		return 0, err
+	}
+	return l[0], nil
+}
+
+// lossBlockGroups is the number of groups of four rows whose products with
+// every later row are formed together: their rows (4·out values each) stay
+// in the cache while each later row passes once.
+const lossBlockGroups = 16
+
+// Losses returns Loss for several Q of one W in one pass (a nil Q stands for
+// Q = 0, whose loss ½·tr(Wᵀ H W) normalises the others). h must be
+// symmetric: only its upper triangle is read, as
+// ½·Σ_k (H_kk·‖ΔW_k‖² + 2·Σ_{l>k} H_kl·ΔW_k·ΔW_l), each sum in index order.
+//
+// The rows k are taken four at a time (a group). Inside a group the
+// products ΔW_k·ΔW_l are dot's; with the rows after the group they are
+// plain running sums over the outputs in order, which gram8 forms for a
+// group against eight later rows at once. The bits do not depend on how
+// the work is cut.
+func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
+	if len(h) != in*in || len(w) != out*in {
+		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
+	}
+	for m, q := range qs {
+		if q != nil && len(q) != out*in {
+			return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("Q %d has %d values for [%d, %d]", m, len(q), out, in)}
+		}
+	}
+	totals := make([]float64, len(qs))
+	groups := (in + 3) / 4
+	pairs := (groups + 1) / 2
+	// d holds ΔWᵀ in groups of four rows, interleaved: element o of row
+	// 4g+a is d[(g·out+o)·4+a]. Rows past in (padding up to a whole pair
+	// of groups) stay zero.
+	d := make([]float64, 2*pairs*4*out)
+	// x[(g−g0)·stride + 4l + a] = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the groups
+	// g of the current block and the rows l after group g.
+	stride := 2 * pairs * 4 * 4
+	x := make([]float64, lossBlockGroups*stride)
+	var tile [32]float64
+	for m, q := range qs {
+		for o := range out {
+			for k := range in {
+				v := float64(w[o*in+k])
+				if q != nil {
+					v -= float64(q[o*in+k])
+				}
+				d[((k/4)*out+o)*4+k%4] = v
+			}
+		}
+		group := func(g int) []float64 { return d[g*4*out : (g+1)*4*out] }
+		var total float64
+		for g0 := 0; g0 < groups; g0 += lossBlockGroups {
+			g1 := min(g0+lossBlockGroups, groups)
+			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g.
+			for p := (g0 + 1) / 2; p < pairs; p++ {
+				pd := d[2*p*4*out : (2*p+2)*4*out]
+				for g := g0; g < g1 && (g+1)/2 <= p; g++ {
+					gram8(&tile, group(g), pd, out)
+					copy(x[(g-g0)*stride+32*p:], tile[:])
+				}
+			}
+			for g := g0; g < g1; g++ {
+				k0 := 4 * g
+				kn := min(4, in-k0)
+				gd := group(g)
+				var part [4]float64
+				for a := range kn {
+					k := k0 + a
+					part[a] = float64(h[k*in+k] * dotInterleaved(gd, a, a, out))
+					for l := k + 1; l < k0+kn; l++ {
+						part[a] += float64(2 * float64(h[k*in+l]*dotInterleaved(gd, a, l-k0, out)))
+					}
+				}
+				if kn == 4 {
+					xg := x[(g-g0)*stride:]
+					for l := k0 + 4; l < in; l++ {
+						xl := xg[4*l : 4*l+4]
+						part[0] += float64(2 * float64(h[k0*in+l]*xl[0]))
+						part[1] += float64(2 * float64(h[(k0+1)*in+l]*xl[1]))
+						part[2] += float64(2 * float64(h[(k0+2)*in+l]*xl[2]))
+						part[3] += float64(2 * float64(h[(k0+3)*in+l]*xl[3]))
+					}
+				}
+				for a := range kn {
+					total += part[a]
+				}
+			}
+		}
+		totals[m] = total / 2
+	}
+	return totals, nil
+}
+
+// dotInterleaved is dot of rows a and b of a group of four interleaved
+// rows of length n (element t of row r at 4t+r), in dot's order.
+func dotInterleaved(g []float64, a, b, n int) float64 {
+	var s0, s1, s2, s3 float64
+	t := 0
+	for ; t+4 <= n; t += 4 {
+		s0 += float64(g[4*t+a] * g[4*t+b])
+		s1 += float64(g[4*(t+1)+a] * g[4*(t+1)+b])
+		s2 += float64(g[4*(t+2)+a] * g[4*(t+2)+b])
+		s3 += float64(g[4*(t+3)+a] * g[4*(t+3)+b])
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; t < n; t++ {
+		s += float64(g[4*t+a] * g[4*t+b])
+	}
+	return s
+}
