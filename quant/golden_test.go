@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
 // tensorFileSums returns the sha256 of every .safetensors file of a
@@ -35,9 +37,16 @@ func tensorFileSums(t *testing.T, dir string) map[string]string {
 }
 
 // The tensor files of the tiny fixture's RTN checkpoint and of its fast GPTQ
-// checkpoint (fastSeqs windows) as the code wrote them before exponent
-// rules existed: the exponent rule "max" must keep reproducing them byte for
-// byte. A deliberate change of the bytes updates these sums and says why.
+// checkpoint (fastSeqs windows, default settings), and the sha256 of that
+// GPTQ manifest's metrics block (every expert matrix's losses), as the code
+// wrote them at commit 722b37f: before the exponent rules existed (issue 16)
+// and before the solver's kernels were rewritten for speed (issue 12). The
+// exponent rule "max" must keep reproducing them byte for byte, and a kernel
+// that reorders a floating-point operation feeding a quantized value or a
+// recorded loss changes one of them. The rest of the manifest (version,
+// settings, created_by) is left out: it records identity that other changes
+// may extend without touching a tensor byte. A deliberate change of the
+// bytes updates these sums and says why.
 var (
 	goldenDense = map[string]string{
 		"global.safetensors":   "9eb07a1c2494b13bb1854a1da61853019e46d78dc0a6c2b106330c062954adda",
@@ -66,12 +75,20 @@ var (
 		"experts-06.safetensors": "c6660f42b35f37c28dabfff1b2fdcc070df699c1df8872e81465ace8df467c92",
 		"experts-07.safetensors": "911beaaf3ea902d252e9a0dfd3aefc18f1584b44e41785fc68fe923f5a8a0aa9",
 	}
+	goldenGPTQMetrics = "dd8b4f92e3e7551489b5cc699d7e622a1930ae9cd5ad3cd6771644efbd476b19"
 )
 
-// TestGoldenMaxRule: RTN and GPTQ with the default exponent rule (max)
-// write the same tensor bytes as before the rule was configurable.
-func TestGoldenMaxRule(t *testing.T) {
+// TestGoldenBytes: RTN and GPTQ with the default exponent rule (max) write
+// the same tensor bytes as the reference code, and GPTQ the same losses.
+func TestGoldenBytes(t *testing.T) {
 	gptqDir, _ := tinyGPTQ(t, fastSeqs)
+	man, _, err := lfmq1.ReadManifest(gptqDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != goldenGPTQMetrics {
+		t.Errorf("gptq: manifest metrics have sha256 %x, want %s", s, goldenGPTQMetrics)
+	}
 	for _, c := range []struct {
 		name    string
 		dir     string
