@@ -8,7 +8,7 @@ FUZZTIME ?= 30s
 # The tests need no cgo; builds are pure Go.
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-long demo bench fuzz lint sums clean
+.PHONY: all build test test-long test-race test-arm64 check-goldens demo bench fuzz lint sums clean
 
 all: build
 
@@ -22,6 +22,15 @@ test:
 
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...
+
+# check-goldens: the chat template goldens against Python Jinja2 (needs
+# python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
+# renderer that wrote them. Fails when a golden differs from what Jinja2 renders.
+# -B: no __pycache__ under testdata/ (TestSHA256SUMS lists every file there).
+PYTHON ?= python3
+check-goldens:
+	$(PYTHON) -B engine/chat/testdata/check_lfm25_golden.py
+	$(PYTHON) -B engine/chat/testdata/gen_jinja2_cases.py --check
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
