@@ -183,10 +183,11 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	start := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	var prog quant.Progress
+	var lp *lineProgress
 	if opts.IO.ErrTTY {
 		prog = &barProgress{w: opts.IO}
 	} else {
-		lp := newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
+		lp = newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
 		defer lp.finish()
 		prog = lp
 	}
@@ -200,6 +201,8 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		Progress:    prog,
 		GPTQ:        opts.GPTQ,
 	})
+	// The status lines end before anything else is written.
+	lp.finish()
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
 	}
