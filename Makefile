@@ -33,12 +33,14 @@ test-long:
 # and the RTN worker pool, scoring's cache and served paths, and the
 # commands' serve, launch and status-line tests without
 # TestServedScoreEqualsInProcess (its chat clients load the server for as
-# long as scoring runs: minutes under -race; engine/api covers the server).
+# long as scoring runs: minutes under -race; engine/api covers the server),
+# and the server without TestLoad (16 clients × 50 requests).
 RACE = CGO_ENABLED=1 $(GO) test -race -count=1 -short -timeout 20m
 test-race:
 	@command -v $${CC:-cc} >/dev/null || { echo "test-race: no C compiler (cc) for cgo; install gcc and libc6-dev" >&2; exit 1; }
-	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched ./engine/api \
+	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched \
 		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch
+	$(RACE) -skip '^TestLoad$$' ./engine/api
 	$(RACE) -skip '^TestProducts$$' ./engine/kernels
 	$(RACE) -run '^(TestQuantizeDeterministic|TestGPTQTiny)$$' ./quant
 	$(RACE) -run '^(TestRunCache|TestServedEqualsInProcess)$$' ./evidence/score
