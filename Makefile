@@ -8,7 +8,7 @@ FUZZTIME ?= 30s
 # The tests need no cgo; builds are pure Go.
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-long demo bench fuzz lint sums clean
+.PHONY: all build test test-long test-race test-arm64 check-goldens demo bench fuzz lint sums clean
 
 all: build
 
@@ -22,6 +22,53 @@ test:
 
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...
+
+# test-race: the race detector on the packages that run goroutines (the
+# engine and its server, quantization, scoring, verification, the commands'
+# serve/launch/progress paths). -race needs cgo, so this target alone builds
+# with CGO_ENABLED=1 and a C toolchain (Debian: gcc libc6-dev); the product
+# binary stays pure Go. The race detector makes code 5-10x slower, so a few
+# packages run a selection: the kernels without TestProducts (exhaustive
+# single-threaded products), quant's one default GPTQ run (TestGPTQTiny)
+# and the RTN worker pool, scoring's cache and served paths, and the
+# commands' serve, launch and status-line tests without
+# TestServedScoreEqualsInProcess (its chat clients load the server for as
+# long as scoring runs: minutes under -race; engine/api covers the server),
+# and the server without TestLoad (16 clients × 50 requests).
+RACE = CGO_ENABLED=1 $(GO) test -race -count=1 -short -timeout 20m
+test-race:
+	@command -v $${CC:-cc} >/dev/null || { echo "test-race: no C compiler (cc) for cgo; install gcc and libc6-dev" >&2; exit 1; }
+	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched \
+		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch
+	$(RACE) -skip '^TestLoad$$' ./engine/api
+	$(RACE) -skip '^TestProducts$$' ./engine/kernels
+	$(RACE) -run '^(TestQuantizeDeterministic|TestGPTQTiny)$$' ./quant
+	$(RACE) -run '^(TestRunCache|TestServedEqualsInProcess)$$' ./evidence/score
+	$(RACE) -run '^(TestServe|TestLaunch|TestStatusLinesEndWithTheWork$$|TestLineProgress$$)' \
+		-skip '^TestServedScoreEqualsInProcess$$' ./cmd/lfmq
+
+# test-arm64: "the same bits on every platform", run rather than assumed:
+# the kernels' and codec's tests and the engine's reference tests built for
+# GOARCH=arm64 (the pure-Go kernels) and run under qemu-user (Debian:
+# qemu-user or qemu-user-static). TestLogitsBits checks the logits of the
+# BF16 fixture and of its RTN checkpoint against one committed golden of
+# their float32 bits that amd64 (make test) matches too. About 3 minutes
+# on 2 cores; TestProducts runs in -short mode.
+QEMU_AARCH64 ?= $(shell command -v qemu-aarch64 || command -v qemu-aarch64-static)
+ARM64 = GOARCH=arm64 $(GO) test -count=1 -short -timeout 20m -exec $(QEMU_AARCH64)
+test-arm64:
+	@test -n "$(QEMU_AARCH64)" || { echo "test-arm64: no qemu-aarch64 or qemu-aarch64-static; install qemu-user" >&2; exit 1; }
+	$(ARM64) ./engine/kernels ./format/bfp
+	$(ARM64) -run '^(TestLogitsBits|TestReferenceLogits|TestReferenceHiddenStates)$$' ./engine/model
+
+# check-goldens: the chat template goldens against Python Jinja2 (needs
+# python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
+# renderer that wrote them. Fails when a golden differs from what Jinja2 renders.
+# -B: no __pycache__ under testdata/ (TestSHA256SUMS lists every file there).
+PYTHON ?= python3
+check-goldens:
+	$(PYTHON) -B engine/chat/testdata/check_lfm25_golden.py
+	$(PYTHON) -B engine/chat/testdata/gen_jinja2_cases.py --check
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'

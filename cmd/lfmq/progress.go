@@ -9,8 +9,9 @@ import (
 
 // statusEvery is how often long work reports itself off a terminal (in a
 // log, in CI): often enough that it is never mistaken for a hang, rarely
-// enough that a log stays readable.
-const statusEvery = 10 * time.Second
+// enough that a log stays readable. A variable only so that a test can make
+// the lines come during a short run.
+var statusEvery = 10 * time.Second
 
 // statusTicker writes a status line every interval while work runs, for
 // output that is not a terminal and so gets no progress bar. The first
@@ -18,6 +19,7 @@ const statusEvery = 10 * time.Second
 type statusTicker struct {
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
 }
 
 // startStatus calls status every interval and writes its line to w, with
@@ -44,13 +46,14 @@ func startStatus(w io.Writer, every time.Duration, status func() string) *status
 	return t
 }
 
-// Stop ends the reports; nothing is written after it returns. A nil
-// ticker is a no-op.
+// Stop ends the reports; nothing is written after it returns, so the
+// caller may write to the same writer without a lock from then on. A nil
+// ticker and a second Stop are no-ops.
 func (t *statusTicker) Stop() {
 	if t == nil {
 		return
 	}
-	close(t.stop)
+	t.once.Do(func() { close(t.stop) })
 	<-t.done
 }
 
@@ -129,5 +132,11 @@ func (p *lineProgress) Stage(layer int, stage string) {
 	p.c.mu.Unlock()
 }
 
-// finish stops the reports.
-func (p *lineProgress) finish() { p.ticker.Stop() }
+// finish stops the reports. Call it as soon as the work returns, before
+// the command writes its summary to the same stream: the ticker writes
+// from its own goroutine. A nil lineProgress and a second finish are no-ops.
+func (p *lineProgress) finish() {
+	if p != nil {
+		p.ticker.Stop()
+	}
+}

@@ -223,10 +223,11 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	start := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	var prog quant.Progress
+	var lp *lineProgress
 	if opts.IO.ErrTTY {
 		prog = &barProgress{w: opts.IO}
 	} else {
-		lp := newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
+		lp = newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
 		defer lp.finish()
 		prog = lp
 	}
@@ -243,6 +244,8 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		ExponentRule:      opts.ExponentRule,
 		DenseExponentRule: opts.DenseExponentRule,
 	})
+	// The status lines end before anything else is written.
+	lp.finish()
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
 	}

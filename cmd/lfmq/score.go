@@ -269,6 +269,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		so.HTTPClient = opts.HTTPClient()
 	}
 	var bar *progressbar.ProgressBar
+	var lp *lineProgress
 	if opts.IO.ErrTTY {
 		so.Progress = func(done, total int) {
 			if bar == nil {
@@ -283,7 +284,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			bar.Set(done)
 		}
 	} else {
-		lp := newLineProgress(opts.IO.ErrOut, "scoring", "tokens", statusEvery)
+		lp = newLineProgress(opts.IO.ErrOut, "scoring", "tokens", statusEvery)
 		defer lp.finish()
 		so.Progress = func(done, total int) {
 			lp.Start(total)
@@ -291,6 +292,8 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		}
 	}
 	out, err := score.Run(cmd.Context(), so)
+	// The status lines end before anything else goes to ErrOut.
+	lp.finish()
 	if bar != nil {
 		bar.Finish()
 	}

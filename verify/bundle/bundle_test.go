@@ -301,15 +301,21 @@ func runtimeGoVersion(t *testing.T) string {
 }
 
 // TestReproducible builds a release twice with real go builds (linux/amd64
-// here; every default platform with -tags long) into different directories
-// with different GOMAXPROCS and build parallelism, and compares every byte.
+// here; every default platform with -tags long) and compares every byte.
+// The two builds share nothing the output could depend on: the source
+// archive is extracted into two directories, the releases go to different
+// directories, GOMAXPROCS and the build parallelism differ, and the second
+// build runs cold: an empty GOCACHE, an empty GOPATH and module cache, and
+// the modules from the first one's download cache as a file:// proxy (no
+// network). A build whose bytes depend on a cache's contents or path, or on
+// where the source lies, fails here.
 //
 // The source is a snapshot: the source archive of the working tree,
 // extracted. That also checks that the archive is a fixed point: archiving
 // the extracted archive gives the same bytes.
 func TestReproducible(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds lfmq twice")
+		t.Skip("builds lfmq twice, once with a cold cache")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
@@ -325,14 +331,18 @@ func TestReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcArchive, _ := os.ReadFile(filepath.Join(snapOut, "runtime", "lfmq-src.tar.gz"))
-	src, err := archive.Extract(bytes.NewReader(srcArchive), filepath.Join(t.TempDir(), "src"))
-	if err != nil {
-		t.Fatal(err)
+	extract := func(dir string) string {
+		t.Helper()
+		src, err := archive.Extract(bytes.NewReader(srcArchive), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
 	}
 	evidence := t.TempDir()
 	os.WriteFile(filepath.Join(evidence, "fidelity.json"), []byte("{\"kl\": 0.01}\n"), 0o644)
 
-	build := func(out string, procs int) *bundle.Result {
+	build := func(src, out string, procs int) *bundle.Result {
 		t.Helper()
 		opts := bundletest.Options(t, ckpt, src, out)
 		opts.BuildBinary = nil // the real go build
@@ -347,8 +357,15 @@ func TestReproducible(t *testing.T) {
 		}
 		return res
 	}
-	a := build(filepath.Join(t.TempDir(), "first", "release"), 1)
-	b := build(filepath.Join(t.TempDir(), "elsewhere", "second-name"), max(2, runtime.NumCPU()))
+	a := build(extract(filepath.Join(t.TempDir(), "src")), filepath.Join(t.TempDir(), "first", "release"), 1)
+
+	cold := coldGoEnv(t)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := build(extract(filepath.Join(elsewhere, "source")), filepath.Join(elsewhere, "second-name"), max(2, runtime.NumCPU()))
+	cold.check(t)
 	if a.Digest != b.Digest {
 		t.Errorf("release digests differ: %s %s", a.Digest, b.Digest)
 	}
@@ -371,6 +388,56 @@ func TestReproducible(t *testing.T) {
 		out, err := exec.Command(filepath.Join(a.Dir, "runtime", "lfmq-linux-amd64"), "version").Output()
 		if err != nil || !strings.Contains(string(out), "source sha256 "+a.SourceSHA256) || !strings.Contains(string(out), "lfmq 0.0.0-test") {
 			t.Errorf("runtime version: %v\n%s", err, out)
+		}
+	}
+}
+
+// coldEnv is a go environment with nothing cached.
+type coldEnv struct{ cache, modcache string }
+
+// coldGoEnv points the go command of the rest of the test at an empty
+// GOCACHE, GOPATH and GOMODCACHE. The modules come from the current module
+// cache's download directory used as a file:// GOPROXY, which holds the
+// zips `go mod download` fetched and verified; go.sum pins each of them and
+// Build refuses a go.sum that go mod vendor changes, so GOSUMDB is not
+// needed. Nothing is fetched from the network.
+func coldGoEnv(t *testing.T) coldEnv {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	download := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	if _, err := os.Stat(download); err != nil {
+		t.Fatalf("no module download cache to serve the cold build: %v", err)
+	}
+	dir := t.TempDir()
+	c := coldEnv{cache: filepath.Join(dir, "gocache"), modcache: filepath.Join(dir, "gopath", "pkg", "mod")}
+	t.Setenv("GOCACHE", c.cache)
+	t.Setenv("GOPATH", filepath.Join(dir, "gopath"))
+	t.Setenv("GOMODCACHE", c.modcache)
+	t.Setenv("GOPROXY", "file://"+filepath.ToSlash(download))
+	t.Setenv("GOSUMDB", "off")
+	t.Setenv("GOFLAGS", "")
+	// The module cache is read-only: go clean -modcache removes it before
+	// the temporary directory's own cleanup (cleanups run last first).
+	t.Cleanup(func() {
+		cmd := exec.Command("go", "clean", "-modcache")
+		cmd.Env = append(os.Environ(), "GOMODCACHE="+c.modcache)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("go clean -modcache: %v\n%s", err, out)
+		}
+	})
+	return c
+}
+
+// check fails the test unless the build really ran in the cold
+// environment: it must have filled the empty caches.
+func (c coldEnv) check(t *testing.T) {
+	t.Helper()
+	for _, dir := range []string{c.cache, filepath.Join(c.modcache, "github.com", "klauspost")} {
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+			t.Errorf("the cold build did not use %s (%v): the build's go environment is not the caller's", dir, err)
 		}
 	}
 }

@@ -4,10 +4,14 @@ templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
 loopcontrols, a {% generation %} extension, tojson = json.dumps with
 ensure_ascii=False, raise_exception, strftime_now on a pinned clock).
 
-Run from this directory with Jinja2 3.1: python3 gen_jinja2_cases.py
+Run with Jinja2 3.1: python3 gen_jinja2_cases.py
 The Go test renders every case and compares byte for byte.
+python3 gen_jinja2_cases.py --check writes nothing and exits 1 when the
+committed file differs from what Jinja2 renders (make check-goldens, CI).
 """
 import json
+import os
+import sys
 from datetime import datetime
 
 import jinja2
@@ -125,9 +129,35 @@ def main():
         except jinja2.exceptions.TemplateError as e:
             case["error"] = str(e)
         out["cases"].append(case)
-    with open("jinja2_cases.json", "w", encoding="utf-8") as f:
-        json.dump(out, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    text = json.dumps(out, ensure_ascii=False, indent=1) + "\n"
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jinja2_cases.json")
+    if sys.argv[1:] == ["--check"]:
+        with open(path, encoding="utf-8") as f:
+            committed = json.load(f)
+        # Compare case by case so that a failure names the case, not just the file.
+        ok = True
+        byname = {c["name"]: c for c in committed.get("cases", [])}
+        for case in out["cases"]:
+            got = byname.pop(case["name"], None)
+            if got != case:
+                ok = False
+                print("jinja2_cases.json: case %s: committed %r, Jinja2 %s gives %r"
+                      % (case["name"], got, jinja2.__version__, case), file=sys.stderr)
+        for name in byname:
+            ok = False
+            print("jinja2_cases.json: case %s is not in gen_jinja2_cases.py" % name, file=sys.stderr)
+        if committed.get("data") != out["data"] or committed.get("now") != out["now"]:
+            ok = False
+            print("jinja2_cases.json: data or now differ from gen_jinja2_cases.py", file=sys.stderr)
+        if ok and open(path, encoding="utf-8").read() != text:
+            ok = False
+            print("jinja2_cases.json: same cases, different bytes: rerun gen_jinja2_cases.py", file=sys.stderr)
+        print("jinja2_cases.json: %d cases %s" % (len(out["cases"]), "ok" if ok else "DIFFER"))
+        sys.exit(0 if ok else 1)
+    if sys.argv[1:]:
+        sys.exit("usage: gen_jinja2_cases.py [--check]")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 if __name__ == "__main__":
