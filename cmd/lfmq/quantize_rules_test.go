@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/lfmq/lfmq/quant"
@@ -33,12 +32,7 @@ func TestQuantizeExponentRuleFlags(t *testing.T) {
 		t.Run(tt.args, func(t *testing.T) {
 			got, err := parseQuantize("--model m --out o " + tt.args)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				if exitCode(err) != exitUsage {
-					t.Errorf("exit code %d, want %d", exitCode(err), exitUsage)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

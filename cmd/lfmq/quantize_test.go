@@ -46,12 +46,7 @@ func TestQuantizeFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseQuantize(tt.args)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				if exitCode(err) != exitUsage {
-					t.Errorf("exit code %d, want %d", exitCode(err), exitUsage)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

@@ -70,12 +70,7 @@ func TestScoreFlags(t *testing.T) {
 			var got *scoreOptions
 			err := executeWith(ios, newScoreCmd(ios, func(o *scoreOptions) error { got = o; return nil }), append([]string{"score"}, strings.Fields(tt.args)...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				if exitCode(err) != exitUsage {
-					t.Errorf("exit code %d, want %d", exitCode(err), exitUsage)
-				}
+				wantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

@@ -1,9 +1,0 @@
-//go:build !unix
-
-package kernels
-
-import "time"
-
-// cpuTime is not measured here; the benchmarks then omit their CPU-time
-// metric.
-func cpuTime() time.Duration { return 0 }
