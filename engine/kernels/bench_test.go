@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/lfmq/lfmq/internal/cputime"
 )
 
 // reportFlops reports GFLOP/s of wall-clock time and, where the process CPU
@@ -55,11 +57,11 @@ func BenchmarkMatMul(b *testing.B) {
 						useSIMD, useAVX512 = impl != "go", impl == "simd" && useAVX512
 						defer func() { useSIMD, useAVX512 = saved, saved512 }()
 						b.SetBytes(int64(m.WeightBytes()))
-						cpu := cpuTime()
+						cpu := cputime.Process()
 						for b.Loop() {
 							m.MatMul(y, x, batch)
 						}
-						reportFlops(b, 2*float64(s.out)*float64(s.in)*float64(batch), cpuTime()-cpu)
+						reportFlops(b, 2*float64(s.out)*float64(s.in)*float64(batch), cputime.Process()-cpu)
 					})
 				}
 			}
@@ -100,11 +102,11 @@ func BenchmarkMatVecPool(b *testing.B) {
 				p := NewPool(threads)
 				defer p.Close()
 				b.SetBytes(int64(m.WeightBytes()))
-				cpu := cpuTime()
+				cpu := cputime.Process()
 				for b.Loop() {
 					p.MatVec(m, y, x)
 				}
-				reportFlops(b, 2*6144*2048, cpuTime()-cpu)
+				reportFlops(b, 2*6144*2048, cputime.Process()-cpu)
 			})
 		}
 	}
