@@ -45,19 +45,7 @@ func EncodeRow(f Format, row []float32, exps, codes []uint8) error {
 
 // EncodeRowBits is EncodeRow for fp32 bit patterns (BF16 widened by << 16).
 func EncodeRowBits(f Format, row []uint32, exps, codes []uint8) error {
-	if err := checkRow(f, len(row), len(exps), len(codes), "row"); err != nil {
-		return err
-	}
-	var bits [GroupSize]uint32
-	for G := range exps {
-		n0 := G * GroupSize
-		bits = [GroupSize]uint32{}
-		if n0 < len(row) {
-			copy(bits[:], row[n0:min(n0+GroupSize, len(row))])
-		}
-		exps[G], *(*[GroupSize]uint8)(codes[n0:]) = QuantizeGroupBits(f, &bits)
-	}
-	return nil
+	return EncodeRowRule(f, RuleMax, row, exps, codes)
 }
 
 // DecodeRow decodes an encoded row into dst (len(dst) = out ≥ 1), each value
