@@ -93,7 +93,7 @@ func (o *GPTQOptions) validate() error {
 		return &OptionError{"CalibSeqs", fmt.Sprintf("%d; need at least 1", o.CalibSeqs)}
 	case o.CalibLen < 2:
 		return &OptionError{"CalibLen", fmt.Sprintf("%d; need at least 2", o.CalibLen)}
-	case !validDate(o.ChatDate):
+	case !ValidChatDate(o.ChatDate):
 		return &OptionError{"ChatDate", fmt.Sprintf("%q; want a day as YYYY-MM-DD", o.ChatDate)}
 	case !finiteNonNeg(o.DampW13):
 		return &OptionError{"DampW13", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW13)}
@@ -119,8 +119,9 @@ func (o *GPTQOptions) validate() error {
 	return nil
 }
 
-// validDate reports whether s is a day written YYYY-MM-DD.
-func validDate(s string) bool {
+// ValidChatDate reports whether s is a day written YYYY-MM-DD, the form of
+// GPTQOptions.ChatDate.
+func ValidChatDate(s string) bool {
 	_, err := time.Parse(time.DateOnly, s)
 	return err == nil
 }

@@ -202,7 +202,7 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 		return fmt.Errorf("--calib-seqs must be at least 1, got %d", g.CalibSeqs)
 	case g.CalibLen < 2:
 		return fmt.Errorf("--calib-len must be at least 2, got %d", g.CalibLen)
-	case !validDay(g.ChatDate):
+	case !quant.ValidChatDate(g.ChatDate):
 		return fmt.Errorf("--chat-date must be a day written YYYY-MM-DD, got %q", g.ChatDate)
 	case !(g.DampW13 >= 0):
 		return fmt.Errorf("--damp-w13 must be ≥ 0, got %v", g.DampW13)
@@ -321,11 +321,6 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 func ratio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
-
-func validDay(s string) bool {
-	_, err := time.Parse(time.DateOnly, s)
-	return err == nil
-}
 
 // createdBy is the manifest's created_by: the command line that makes the
 // checkpoint, written from the effective settings rather than from the flags
