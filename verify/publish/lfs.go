@@ -270,19 +270,9 @@ func (up *uploader) object(ctx context.Context, o *lfsObject) error {
 	}
 	if v := o.plan.Verify; v != nil {
 		body, _ := json.Marshal(map[string]any{"oid": o.oid, "size": o.size})
-		resp, err := up.api.do(ctx, call{op: "lfs verify", ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}, mk: func() (*http.Request, error) {
-			r, err := http.NewRequest(http.MethodPost, v.Href, bytes.NewReader(body))
-			if err == nil {
-				setHeaders(r, v.Header)
-				r.Header.Set("Accept", lfsMediaType)
-				r.Header.Set("Content-Type", lfsMediaType)
-			}
-			return r, err
-		}})
-		if err != nil {
+		if err := up.postLFS(ctx, "lfs verify", v.Href, v.Header, body); err != nil {
 			return err
 		}
-		resp.Body.Close()
 	}
 	up.progress.done(path, Uploaded)
 	return nil
@@ -384,10 +374,17 @@ func (up *uploader) multipart(ctx context.Context, f *os.File, o *lfsObject) err
 		completion.Parts = append(completion.Parts, part{i + 1, e})
 	}
 	body, _ := json.Marshal(completion)
-	href := o.plan.Upload.Href
-	resp, err := up.api.do(ctx, call{op: "complete multipart", ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}, mk: func() (*http.Request, error) {
+	return up.postLFS(ctx, "complete multipart", o.plan.Upload.Href, nil, body)
+}
+
+// postLFS posts a JSON body in the LFS media type to an action's href (the
+// verify call and the multipart completion), with the action's headers,
+// and expects no content back.
+func (up *uploader) postLFS(ctx context.Context, op, href string, header map[string]string, body []byte) error {
+	resp, err := up.api.do(ctx, call{op: op, ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}, mk: func() (*http.Request, error) {
 		r, err := http.NewRequest(http.MethodPost, href, bytes.NewReader(body))
 		if err == nil {
+			setHeaders(r, header)
 			r.Header.Set("Accept", lfsMediaType)
 			r.Header.Set("Content-Type", lfsMediaType)
 		}
