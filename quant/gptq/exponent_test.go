@@ -1,7 +1,6 @@
 package gptq
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -68,26 +67,6 @@ func BenchmarkQuantizeRule(b *testing.B) {
 // choices depend on those values, so block sizes 1, 8 and 128 giving the
 // same bytes shows that the rebuilt row is the one the solve will see.
 func TestLookaheadBlockInvariance(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 3))
-	const k, out = 128, 512
-	h := randomHessian(r, k, 256, nil)
-	w := randomWeight(r, out, k)
-	var ref *Result
-	for _, bs := range []int{1, 8, 128} {
-		f, err := NewFactor(h, k, Options{Alpha: 0.01, ActOrder: true, BlockSize: bs, Exponent: ExponentHessian, HessianCost: CostLookahead})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := f.Quantize(bfp.BFP4, w, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ref == nil {
-			ref = res
-			continue
-		}
-		if !bytes.Equal(res.Packed, ref.Packed) || res.Loss != ref.Loss {
-			t.Errorf("block size %d: bytes or loss differ from block size 1", bs)
-		}
-	}
+	testBlockInvariance(t, Options{Alpha: 0.01, ActOrder: true, Exponent: ExponentHessian, HessianCost: CostLookahead},
+		128, 512, 256, nil, []int{1, 8, 128})
 }

@@ -173,18 +173,22 @@ func testLossIdentity(t *testing.T, seed uint64, k, out int, dead []int, format 
 func TestBlockInvariance(t *testing.T) {
 	for _, rule := range exponentRules {
 		t.Run(rule.name, func(t *testing.T) {
-			testBlockInvariance(t, Options{Alpha: 0.01, ActOrder: true, Exponent: rule.rule, HessianCost: rule.cost})
+			testBlockInvariance(t, Options{Alpha: 0.01, ActOrder: true, Exponent: rule.rule, HessianCost: rule.cost},
+				200, 96, 400, []int{5, 199}, []int{1, 16, 128, 200, 1000})
 		})
 	}
 }
 
-func testBlockInvariance(t *testing.T, opts Options) {
+// testBlockInvariance solves one random k×out problem (a Hessian of tokens
+// samples with the dead input indices) at each block size and checks that
+// bytes and loss equal those of the first size.
+func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, sizes []int) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(3, 3))
-	const k, out = 200, 96
-	h := randomHessian(r, k, 400, []int{5, 199})
+	h := randomHessian(r, k, tokens, dead)
 	w := randomWeight(r, out, k)
 	var ref *Result
-	for _, bs := range []int{1, 16, 128, 200, 1000} {
+	for _, bs := range sizes {
 		opts.BlockSize = bs
 		f, err := NewFactor(h, k, opts)
 		if err != nil {
@@ -199,10 +203,10 @@ func testBlockInvariance(t *testing.T, opts Options) {
 			continue
 		}
 		if !bytes.Equal(res.Packed, ref.Packed) {
-			t.Errorf("block size %d: bytes differ from block size 1", bs)
+			t.Errorf("block size %d: bytes differ from block size %d", bs, sizes[0])
 		}
 		if res.Loss != ref.Loss {
-			t.Errorf("block size %d: loss %v, block size 1 %v", bs, res.Loss, ref.Loss)
+			t.Errorf("block size %d: loss %v, block size %d %v", bs, res.Loss, sizes[0], ref.Loss)
 		}
 	}
 }
