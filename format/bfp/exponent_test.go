@@ -27,7 +27,8 @@ func searchTile(x float32) *[1024]uint32 {
 // TestExponentSearchVectors checks the published exponent-search vectors:
 // with the search every exponent byte is 126 (first word 0x7e7e7e7e) and
 // the group decodes to 0.875 / 0.125 (BFP4) or 0.9921875 / 0.0078125
-// (BFP8); without it, 0x7f7f7f7f and the plain values. Row-major packing of
+// (BFP8); without it (RuleMax, and the plain EncodeTile), 0x7f7f7f7f and
+// the plain values 1 / 0.25 (BFP4) or 1 / 0.015625 (BFP8). Row-major packing of
 // the same 32×32 matrix gives the same bytes as the tile path.
 func TestExponentSearchVectors(t *testing.T) {
 	tests := []struct {
@@ -50,6 +51,21 @@ func TestExponentSearchVectors(t *testing.T) {
 			tile := make([]byte, tt.f.TileBytes())
 			if err := bfp.EncodeTileRule(tt.f, tt.rule, src, tile); err != nil {
 				t.Fatal(err)
+			}
+			if tt.rule == bfp.RuleMax {
+				// The plain packer's own entry point (tt-metal's test
+				// without the search) writes the same tile.
+				var plain [1024]float32
+				for k, b := range src {
+					plain[k] = math.Float32frombits(b)
+				}
+				want := make([]byte, len(tile))
+				if err := bfp.EncodeTile(tt.f, &plain, want); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(tile, want) {
+					t.Error("EncodeTileRule with RuleMax differs from EncodeTile")
+				}
 			}
 			if w := binary.LittleEndian.Uint32(tile); w != tt.word {
 				t.Errorf("first exponent word = %#x, want %#x", w, tt.word)

@@ -139,68 +139,6 @@ func TestSharedExponentSpecials(t *testing.T) {
 	}
 }
 
-func TestExponentSearchBlockPlain(t *testing.T) {
-	// HostOnlyTest.Bfp4ExponentSearch / Bfp8ExponentSearch, plain packing:
-	// every group is [1.0, x, x, …, x].
-	tests := []struct {
-		f         bfp.Format
-		x         float32
-		code1     uint8 // code of 1.0
-		codeX     uint8
-		decodedX  float32
-		codeBytes func(tile []byte, g, j int) uint8
-	}{
-		{bfp.BFP4, 0.13, 0x4, 0x1, 0.25, nibble},
-		{bfp.BFP8, 0.008, 0x40, 0x01, 0.015625, byteCode},
-	}
-	for _, tt := range tests {
-		t.Run(tt.f.String(), func(t *testing.T) {
-			var src [1024]float32
-			for r := range 32 {
-				for c := range 32 {
-					src[r*32+c] = tt.x
-					if c%16 == 0 { // lane 0 of the group
-						src[r*32+c] = 1
-					}
-				}
-			}
-			tile := make([]byte, tt.f.TileBytes())
-			if err := bfp.EncodeTile(tt.f, &src, tile); err != nil {
-				t.Fatal(err)
-			}
-			if w := binary.LittleEndian.Uint32(tile); w != 0x7f7f7f7f {
-				t.Errorf("first exponent word = %#x, want 0x7f7f7f7f", w)
-			}
-			for g := range 64 {
-				if tile[g] != 0x7F {
-					t.Fatalf("exponent %d = %#x, want 0x7f", g, tile[g])
-				}
-				if c := tt.codeBytes(tile, g, 0); c != tt.code1 {
-					t.Fatalf("group %d lane 0 code %#x, want %#x", g, c, tt.code1)
-				}
-				for j := 1; j < 16; j++ {
-					if c := tt.codeBytes(tile, g, j); c != tt.codeX {
-						t.Fatalf("group %d lane %d code %#x, want %#x", g, j, c, tt.codeX)
-					}
-				}
-			}
-			var dst [1024]float32
-			if err := bfp.DecodeTile(tt.f, tile, &dst); err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range dst {
-				want := tt.decodedX
-				if k%16 == 0 {
-					want = 1
-				}
-				if v != want {
-					t.Fatalf("decoded[%d] = %v, want %v", k, v, want)
-				}
-			}
-		})
-	}
-}
-
 // nibble and byteCode read lane j of group g straight from the bytes, with
 // bfp.md §1's offsets: 64 + 8g + j/2 (even lanes low) and 64 + 16g + j.
 func nibble(tile []byte, g, j int) uint8 { return tile[64+8*g+j/2] >> (4 * (j % 2)) & 0xF }
