@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/lfmq/lfmq/internal/cputime"
 )
@@ -107,6 +108,65 @@ func BenchmarkMatVecPool(b *testing.B) {
 					p.MatVec(m, y, x)
 				}
 				reportFlops(b, 2*6144*2048, cputime.Process()-cpu)
+			})
+		}
+	}
+}
+
+// BenchmarkMatVecCold streams one batch row through matrices far larger
+// than the caches (copies of the LM head's shape, 65536×2048, cycled over
+// ≥ 512 MB), on a Pool of 1 and 2 threads, and reads the same bytes with
+// ReadXor split the same way in the same run: weightGB/s is the kernels'
+// rate, readGB/s the probe's, bw_frac their ratio.
+func BenchmarkMatVecCold(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const out, in = 65536, 2048
+	for _, f := range []Format{BFP8, BFP4, BF16} {
+		base := benchMatrix(b, rng, f, out, in)
+		var ms []*Matrix
+		for total := 0; total < 512<<20; total += base.WeightBytes() {
+			c := *base
+			c.BFP = append([]byte(nil), base.BFP...)
+			c.BF16 = append([]uint16(nil), base.BF16...)
+			ms = append(ms, &c)
+		}
+		x := randVec(rng, in)
+		y := make([]float32, out)
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads%d", f, threads), func(b *testing.B) {
+				p := NewPool(threads)
+				defer p.Close()
+				var kern, probe time.Duration
+				var sink uint64
+				for i := 0; b.Loop(); i++ {
+					m := ms[i%len(ms)]
+					t0 := time.Now()
+					p.MatVec(m, y, x)
+					kern += time.Since(t0)
+					b.StopTimer()
+					var raw []byte
+					if m.BFP != nil {
+						raw = m.BFP
+					} else {
+						raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
+					}
+					t0 = time.Now()
+					part := len(raw) / threads &^ 127
+					var parts [2]uint64
+					p.Run(threads, func(lo, hi int) {
+						for t := lo; t < hi; t++ {
+							parts[t] = ReadXor(raw[t*part : (t+1)*part])
+						}
+					})
+					probe += time.Since(t0)
+					sink ^= parts[0] ^ parts[1]
+					b.StartTimer()
+				}
+				_ = sink
+				wb := float64(base.WeightBytes()) * float64(b.N)
+				b.ReportMetric(wb/kern.Seconds()/1e9, "weightGB/s")
+				b.ReportMetric(wb/probe.Seconds()/1e9, "readGB/s")
+				b.ReportMetric(probe.Seconds()/kern.Seconds(), "bw_frac")
 			})
 		}
 	}

@@ -192,42 +192,11 @@ quad:
 	LEAQ     (AX)(R14*1), R8
 	CMPQ     BX, $8
 	CMOVQLE  R8, AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
-	PREFETCHT0 576(AX)
-	PREFETCHT0 640(AX)
-	PREFETCHT0 704(AX)
-	PREFETCHT0 768(AX)
-	PREFETCHT0 832(AX)
-	PREFETCHT0 896(AX)
-	PREFETCHT0 960(AX)
-	PREFETCHT0 1024(AX)
-	PREFETCHT0 1088(AX)
-	PREFETCHT0 1152(AX)
-	PREFETCHT0 1216(AX)
-	PREFETCHT0 1280(AX)
-	PREFETCHT0 1344(AX)
-	PREFETCHT0 1408(AX)
-	PREFETCHT0 1472(AX)
-	PREFETCHT0 1536(AX)
-	PREFETCHT0 1600(AX)
-	PREFETCHT0 1664(AX)
-	PREFETCHT0 1728(AX)
-	PREFETCHT0 1792(AX)
-	PREFETCHT0 1856(AX)
-	PREFETCHT0 1920(AX)
-	PREFETCHT0 1984(AX)
 	PREFETCHT0 2048(AX)
 	PREFETCHT0 2112(AX)
 	PREFETCHT0 2176(AX)
 	PREFETCHT0 2240(AX)
+	MOVQ     AX, R13
 
 	// x·s of the 64 groups of each tile: groups 0-15 and 16-31 are the
 	// left and right groups of rows 0-15, 32-47 and 48-63 of rows 16-31.
@@ -266,6 +235,8 @@ quad:
 	MOVQ     $16, R9
 top:
 	ROW4(64, 0)
+	PREFETCHT0 (R13)
+	ADDQ     $64, R13
 	ADDQ     $8, CX
 	ADDQ     $4, R8
 	DECQ     R9
@@ -275,6 +246,8 @@ top:
 	MOVQ     $16, R9
 bottom:
 	ROW4(320, 128)
+	PREFETCHT0 (R13)
+	ADDQ     $64, R13
 	ADDQ     $8, CX
 	ADDQ     $4, R8
 	DECQ     R9
@@ -322,6 +295,9 @@ GLOBL bias8d<>(SB), RODATA|NOPTR, $4
 DATA mask7fd<>+0(SB)/4, $0x7f7f7f7f
 GLOBL mask7fd<>(SB), RODATA|NOPTR, $4
 
+DATA bytes80<>+0(SB)/4, $0x80808080
+GLOBL bytes80<>(SB), RODATA|NOPTR, $4
+
 // XS8 is XS4 for BFP8 tiles (1088 bytes, step 2^(E−133)).
 #define XS8(j, q, xr) \
 	VPMOVZXBD     (1088*j+16*q)(SI), Z16; \
@@ -331,13 +307,13 @@ GLOBL mask7fd<>(SB), RODATA|NOPTR, $4
 	VMOVUPS       Z16, (256*j+64*q)(R15)
 
 // SIGN8 turns the 64 codes at cofs(CX) of tile j into signed bytes ±q at
-// sofs(R11). Z28 holds 0x7f in every byte, Z29 zero.
+// sofs(R11): a negative code 0x80|q becomes 0x80 − code = −q (mod 256).
+// Z28 holds 0x80 in every byte.
 #define SIGN8(j, cofs, sofs, tmp, kk) \
 	VMOVDQU8   (1088*j+cofs)(CX), tmp; \
 	VPMOVB2M   tmp, kk; \
-	VPANDD     Z28, tmp, tmp; \
-	VPSUBB     tmp, Z29, kk, tmp; \
-	VMOVDQU8   tmp, sofs(R11)
+	VPSUBB     tmp, Z28, kk, tmp; \
+	VMOVDQU64  tmp, sofs(R11)
 
 // FMA8 widens the 16 signed bytes at sofs(R11), converts them and fuses
 // them into acc with the x·s at xofs(R8) of tile j.
@@ -346,59 +322,66 @@ GLOBL mask7fd<>(SB), RODATA|NOPTR, $4
 	VCVTDQ2PS         tmp, tmp; \
 	VFMADD231PS.BCST  (256*j+xofs)(R8), tmp, acc
 
-// ROW8 runs four tile rows of the four tiles: row i's left group codes
-// at cofs+16i, the right group's 256 bytes on; x·s at xofs+4i and 64
-// bytes on.
-#define ROW8(cofs, xofs) \
-	SIGN8(0, cofs+0, 0, Z16, K1); \
-	SIGN8(0, cofs+256, 64, Z17, K2); \
-	SIGN8(1, cofs+0, 128, Z18, K3); \
-	SIGN8(1, cofs+256, 192, Z19, K4); \
-	SIGN8(2, cofs+0, 256, Z20, K5); \
-	SIGN8(2, cofs+256, 320, Z21, K6); \
-	SIGN8(3, cofs+0, 384, Z22, K7); \
-	SIGN8(3, cofs+256, 448, Z23, K1); \
-	FMA8(0, 0, xofs+0, Z16, Z0); \
-	FMA8(0, 64, xofs+64, Z17, Z1); \
-	FMA8(1, 128, xofs+0, Z18, Z2); \
-	FMA8(1, 192, xofs+64, Z19, Z3); \
-	FMA8(2, 256, xofs+0, Z20, Z4); \
-	FMA8(2, 320, xofs+64, Z21, Z5); \
-	FMA8(3, 384, xofs+0, Z22, Z6); \
-	FMA8(3, 448, xofs+64, Z23, Z7); \
-	FMA8(0, 16, xofs+4, Z16, Z0); \
-	FMA8(0, 80, xofs+68, Z17, Z1); \
-	FMA8(1, 144, xofs+4, Z18, Z2); \
-	FMA8(1, 208, xofs+68, Z19, Z3); \
-	FMA8(2, 272, xofs+4, Z20, Z4); \
-	FMA8(2, 336, xofs+68, Z21, Z5); \
-	FMA8(3, 400, xofs+4, Z22, Z6); \
-	FMA8(3, 464, xofs+68, Z23, Z7); \
-	FMA8(0, 32, xofs+8, Z16, Z0); \
-	FMA8(0, 96, xofs+72, Z17, Z1); \
-	FMA8(1, 160, xofs+8, Z18, Z2); \
-	FMA8(1, 224, xofs+72, Z19, Z3); \
-	FMA8(2, 288, xofs+8, Z20, Z4); \
-	FMA8(2, 352, xofs+72, Z21, Z5); \
-	FMA8(3, 416, xofs+8, Z22, Z6); \
-	FMA8(3, 480, xofs+72, Z23, Z7); \
-	FMA8(0, 48, xofs+12, Z16, Z0); \
-	FMA8(0, 112, xofs+76, Z17, Z1); \
-	FMA8(1, 176, xofs+12, Z18, Z2); \
-	FMA8(1, 240, xofs+76, Z19, Z3); \
-	FMA8(2, 304, xofs+12, Z20, Z4); \
-	FMA8(2, 368, xofs+76, Z21, Z5); \
-	FMA8(3, 432, xofs+12, Z22, Z6); \
-	FMA8(3, 496, xofs+76, Z23, Z7)
+// SROW8 signs four tile rows of the four tiles, row i's left group codes
+// at cofs+16i and the right group's 256 bytes on, into the scratch at
+// sbase(R11).
+#define SROW8(cofs, sbase) \
+	SIGN8(0, cofs+0, sbase+0, Z16, K1); \
+	SIGN8(0, cofs+256, sbase+64, Z17, K2); \
+	SIGN8(1, cofs+0, sbase+128, Z18, K3); \
+	SIGN8(1, cofs+256, sbase+192, Z19, K4); \
+	SIGN8(2, cofs+0, sbase+256, Z20, K5); \
+	SIGN8(2, cofs+256, sbase+320, Z21, K6); \
+	SIGN8(3, cofs+0, sbase+384, Z22, K7); \
+	SIGN8(3, cofs+256, sbase+448, Z23, K1)
 
-// func bfpRow8Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[384]float32) int
+// FROW8 runs the four tile rows SROW8 signed into sbase(R11) with the x·s
+// at xofs(R8) (row i's at xofs+4i, the right group's 64 bytes on).
+#define FROW8(sbase, xofs) \
+	FMA8(0, sbase+0, xofs+0, Z16, Z0); \
+	FMA8(0, sbase+64, xofs+64, Z17, Z1); \
+	FMA8(1, sbase+128, xofs+0, Z18, Z2); \
+	FMA8(1, sbase+192, xofs+64, Z19, Z3); \
+	FMA8(2, sbase+256, xofs+0, Z20, Z4); \
+	FMA8(2, sbase+320, xofs+64, Z21, Z5); \
+	FMA8(3, sbase+384, xofs+0, Z22, Z6); \
+	FMA8(3, sbase+448, xofs+64, Z23, Z7); \
+	FMA8(0, sbase+16, xofs+4, Z16, Z0); \
+	FMA8(0, sbase+80, xofs+68, Z17, Z1); \
+	FMA8(1, sbase+144, xofs+4, Z18, Z2); \
+	FMA8(1, sbase+208, xofs+68, Z19, Z3); \
+	FMA8(2, sbase+272, xofs+4, Z20, Z4); \
+	FMA8(2, sbase+336, xofs+68, Z21, Z5); \
+	FMA8(3, sbase+400, xofs+4, Z22, Z6); \
+	FMA8(3, sbase+464, xofs+68, Z23, Z7); \
+	FMA8(0, sbase+32, xofs+8, Z16, Z0); \
+	FMA8(0, sbase+96, xofs+72, Z17, Z1); \
+	FMA8(1, sbase+160, xofs+8, Z18, Z2); \
+	FMA8(1, sbase+224, xofs+72, Z19, Z3); \
+	FMA8(2, sbase+288, xofs+8, Z20, Z4); \
+	FMA8(2, sbase+352, xofs+72, Z21, Z5); \
+	FMA8(3, sbase+416, xofs+8, Z22, Z6); \
+	FMA8(3, sbase+480, xofs+72, Z23, Z7); \
+	FMA8(0, sbase+48, xofs+12, Z16, Z0); \
+	FMA8(0, sbase+112, xofs+76, Z17, Z1); \
+	FMA8(1, sbase+176, xofs+12, Z18, Z2); \
+	FMA8(1, sbase+240, xofs+76, Z19, Z3); \
+	FMA8(2, sbase+304, xofs+12, Z20, Z4); \
+	FMA8(2, sbase+368, xofs+76, Z21, Z5); \
+	FMA8(3, sbase+432, xofs+12, Z22, Z6); \
+	FMA8(3, sbase+496, xofs+76, Z23, Z7)
+
+// func bfpRow8Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[512]float32) int
 //
 // bfpRow4Quads for BFP8 tiles: lo and width come from x as in
-// bfpRow8AVX; xs is scratch for the quad's x·s (1 KiB) and signed codes
-// (512 bytes).
+// bfpRow8AVX; xs is scratch for the quad's x·s (1 KiB) and two halves of
+// signed codes (512 bytes each, one being written while the other is
+// read). The quad's prefetches are spread over its eight steps, nine
+// lines each, rather than issued at once: a burst of them fills the
+// core's miss buffers and stalls the arithmetic behind it.
 //
-// Registers as in bfpRow4Quads, and R11 the signed codes' scratch; Z28
-// 0x7f bytes, Z29 zero.
+// Registers as in bfpRow4Quads, and R11 the signed codes' scratch, R13
+// the next line to prefetch; Z28 0x80 bytes.
 TEXT ·bfpRow8Quads(SB), NOSPLIT, $0-104
 	MOVQ     acc_base+0(FP), DI
 	MOVQ     t_base+24(FP), SI
@@ -417,8 +400,7 @@ TEXT ·bfpRow8Quads(SB), NOSPLIT, $0-104
 	VPBROADCASTB AX, Z26
 	MOVQ     width+72(FP), AX
 	VPBROADCASTB AX, Z27
-	VPBROADCASTD mask7fd<>(SB), Z28
-	VPXORD   Z29, Z29, Z29
+	VPBROADCASTD bytes80<>(SB), Z28
 
 quad8:
 	CMPQ     BX, $4
@@ -448,74 +430,7 @@ quad8:
 	LEAQ     (AX)(R14*1), R8
 	CMPQ     BX, $8
 	CMOVQLE  R8, AX
-	PREFETCHT0 0(AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
-	PREFETCHT0 576(AX)
-	PREFETCHT0 640(AX)
-	PREFETCHT0 704(AX)
-	PREFETCHT0 768(AX)
-	PREFETCHT0 832(AX)
-	PREFETCHT0 896(AX)
-	PREFETCHT0 960(AX)
-	PREFETCHT0 1024(AX)
-	PREFETCHT0 1088(AX)
-	PREFETCHT0 1152(AX)
-	PREFETCHT0 1216(AX)
-	PREFETCHT0 1280(AX)
-	PREFETCHT0 1344(AX)
-	PREFETCHT0 1408(AX)
-	PREFETCHT0 1472(AX)
-	PREFETCHT0 1536(AX)
-	PREFETCHT0 1600(AX)
-	PREFETCHT0 1664(AX)
-	PREFETCHT0 1728(AX)
-	PREFETCHT0 1792(AX)
-	PREFETCHT0 1856(AX)
-	PREFETCHT0 1920(AX)
-	PREFETCHT0 1984(AX)
-	PREFETCHT0 2048(AX)
-	PREFETCHT0 2112(AX)
-	PREFETCHT0 2176(AX)
-	PREFETCHT0 2240(AX)
-	PREFETCHT0 2304(AX)
-	PREFETCHT0 2368(AX)
-	PREFETCHT0 2432(AX)
-	PREFETCHT0 2496(AX)
-	PREFETCHT0 2560(AX)
-	PREFETCHT0 2624(AX)
-	PREFETCHT0 2688(AX)
-	PREFETCHT0 2752(AX)
-	PREFETCHT0 2816(AX)
-	PREFETCHT0 2880(AX)
-	PREFETCHT0 2944(AX)
-	PREFETCHT0 3008(AX)
-	PREFETCHT0 3072(AX)
-	PREFETCHT0 3136(AX)
-	PREFETCHT0 3200(AX)
-	PREFETCHT0 3264(AX)
-	PREFETCHT0 3328(AX)
-	PREFETCHT0 3392(AX)
-	PREFETCHT0 3456(AX)
-	PREFETCHT0 3520(AX)
-	PREFETCHT0 3584(AX)
-	PREFETCHT0 3648(AX)
-	PREFETCHT0 3712(AX)
-	PREFETCHT0 3776(AX)
-	PREFETCHT0 3840(AX)
-	PREFETCHT0 3904(AX)
-	PREFETCHT0 3968(AX)
-	PREFETCHT0 4032(AX)
-	PREFETCHT0 4096(AX)
-	PREFETCHT0 4160(AX)
-	PREFETCHT0 4224(AX)
-	PREFETCHT0 4288(AX)
+	MOVQ     AX, R13
 
 	XS8(0, 0, Z24)
 	XS8(0, 1, Z24)
@@ -543,26 +458,109 @@ quad8:
 	VMOVUPS  384(DI), Z6
 	VMOVUPS  448(DI), Z7
 
-	// Rows 0-15: left group r (codes at 64+16r), right r+16; rows 16-31:
-	// left group r+16 (codes at 576+16(r−16)), right r+32.
+	// Eight steps of four tile rows each: rows 4i..4i+3 of every tile,
+	// codes of row block i at cofs = 64+64i (top faces, i < 4) or
+	// 576+64(i−4) (bottom faces), x·s at xofs = 16i or 128+16(i−4).
+	// Step i signs row block i+1's codes into the scratch half the next
+	// step reads, so that the reloads come long after the stores.
 	MOVQ     SI, CX
 	MOVQ     R15, R8
-	MOVQ     $4, R9
-top8:
-	ROW8(64, 0)
-	ADDQ     $64, CX
-	ADDQ     $16, R8
-	DECQ     R9
-	JNZ      top8
-	MOVQ     SI, CX
-	MOVQ     R15, R8
-	MOVQ     $4, R9
-bottom8:
-	ROW8(576, 128)
-	ADDQ     $64, CX
-	ADDQ     $16, R8
-	DECQ     R9
-	JNZ      bottom8
+	SROW8(64, 0)
+	SROW8(128, 512)
+	FROW8(0, 0)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(192, 0)
+	FROW8(512, 16)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(256, 512)
+	FROW8(0, 32)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(576, 0)
+	FROW8(512, 48)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(640, 512)
+	FROW8(0, 128)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(704, 0)
+	FROW8(512, 144)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	SROW8(768, 512)
+	FROW8(0, 160)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
+	FROW8(512, 176)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ     $576, R13
 
 	VMOVUPS  Z0, 0(DI)
 	VMOVUPS  Z1, 64(DI)

@@ -99,7 +99,7 @@ func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, 
 		bfpRowAVX2(f, acc, t, n, x[:], next)
 		return
 	}
-	var xs [384]float32
+	var xs [512]float32
 	for n > 0 {
 		var done int
 		if f == BFP8 {

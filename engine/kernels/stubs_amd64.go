@@ -107,7 +107,7 @@ func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, widt
 // signed codes.
 //
 //go:noescape
-func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[384]float32) int
+func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[512]float32) int
 
 // bfpRow{4,8}PairsB{2,3,4} run pairs of full BFP tiles for 2, 3 or 4 batch
 // rows on the fast route while every exponent of a pair lies in [lo,

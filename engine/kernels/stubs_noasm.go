@@ -54,7 +54,7 @@ func bfpRow4Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ in
 	return 0
 }
 
-func bfpRow8Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[384]float32) int {
+func bfpRow8Quads(_ []float32, _ []byte, _ int, _ *[TileSize]float32, _, _, _ int, _ *[512]float32) int {
 	return 0
 }
 
