@@ -13,8 +13,8 @@ import (
 // what it copies. The AVX2 and Go paths give the same value.
 func ReadXor(b []byte) uint64 {
 	var x uint64
-	if useSIMD && len(b) >= 128 {
-		n := len(b) &^ 127
+	if useSIMD && len(b) >= 256 {
+		n := len(b) &^ 255
 		x = readXorAVX(unsafe.SliceData(b), n)
 		b = b[n:]
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // TestReadXor: the SIMD path gives the XOR of the words, as a byte-by-byte
-// fold computes it, at every length and alignment around its 128-byte
+// fold computes it, at every length and alignment around its 256-byte
 // blocks.
 func TestReadXor(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))

@@ -91,7 +91,7 @@ func axpyAVX(a float32, x, y []float32)
 func tileFMA6AVX(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)
 
 // readXorAVX returns the XOR of the n bytes at p as 64-bit words; n is a
-// multiple of 128.
+// multiple of 256 (read_amd64.s).
 //
 //go:noescape
 func readXorAVX(p *byte, n int) uint64
