@@ -113,15 +113,20 @@ func BenchmarkMatVecPool(b *testing.B) {
 	}
 }
 
-// BenchmarkMatVecCold streams one batch row through matrices far larger
-// than the caches (copies of the LM head's shape, 65536×2048, cycled over
-// ≥ 512 MB), on a Pool of 1 and 2 threads, and reads the same bytes with
-// ReadXor split the same way in the same run: weightGB/s is the kernels'
-// rate, readGB/s the probe's, bw_frac their ratio.
+// BenchmarkMatVecCold streams one batch row through copies of a matrix
+// cycled over ≥ 512 MB, far more than the caches hold, on a Pool of 1 and
+// 2 threads, and reads the same bytes with ReadXor split the same way in
+// the same run: weightGB/s is the kernels' rate, readGB/s the probe's,
+// bw_frac their ratio. The shapes are the LM head's (65536×2048) and an
+// expert's w1 and w2 (1792×2048, 2048×1792), whose products are short
+// enough that starting and ending one shows.
 func BenchmarkMatVecCold(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	const out, in = 65536, 2048
-	for _, f := range []Format{BFP8, BFP4, BF16} {
+	for _, c := range []struct {
+		f       Format
+		out, in int
+	}{{BFP8, 65536, 2048}, {BFP4, 65536, 2048}, {BF16, 65536, 2048}, {BFP4, 1792, 2048}, {BFP4, 2048, 1792}, {BFP8, 2048, 2048}} {
+		f, out, in := c.f, c.out, c.in
 		base := benchMatrix(b, rng, f, out, in)
 		var ms []*Matrix
 		for total := 0; total < 512<<20; total += base.WeightBytes() {
@@ -133,7 +138,7 @@ func BenchmarkMatVecCold(b *testing.B) {
 		x := randVec(rng, in)
 		y := make([]float32, out)
 		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/threads%d", f, threads), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%dx%d/threads%d", f, out, in, threads), func(b *testing.B) {
 				p := NewPool(threads)
 				defer p.Close()
 				var kern, probe time.Duration
@@ -144,6 +149,9 @@ func BenchmarkMatVecCold(b *testing.B) {
 					p.MatVec(m, y, x)
 					kern += time.Since(t0)
 					b.StopTimer()
+					// The probe reads another copy, half a cycle away: the
+					// one just multiplied may still be in the caches.
+					m = ms[(i+len(ms)/2)%len(ms)]
 					var raw []byte
 					if m.BFP != nil {
 						raw = m.BFP
