@@ -117,7 +117,8 @@ func BenchmarkMatVecPool(b *testing.B) {
 // cycled over ≥ 512 MB, far more than the caches hold, on a Pool of 1 and
 // 2 threads, and reads the same bytes with ReadXor split the same way in
 // the same run: weightGB/s is the kernels' rate, readGB/s the probe's,
-// bw_frac their ratio. The shapes are the LM head's (65536×2048) and an
+// bw_frac their ratio; "avx2" is the AVX2 kernels alone on a CPU with
+// AVX-512. The shapes are the LM head's (65536×2048) and an
 // expert's w1 and w2 (1792×2048, 2048×1792), whose products are short
 // enough that starting and ending one shows.
 func BenchmarkMatVecCold(b *testing.B) {
@@ -137,8 +138,21 @@ func BenchmarkMatVecCold(b *testing.B) {
 		}
 		x := randVec(rng, in)
 		y := make([]float32, out)
-		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/%dx%d/threads%d", f, out, in, threads), func(b *testing.B) {
+		for _, cfg := range []struct {
+			impl    string
+			threads int
+		}{{"simd", 1}, {"simd", 2}, {"avx2", 1}, {"avx2", 2}} {
+			impl, threads := cfg.impl, cfg.threads
+			b.Run(fmt.Sprintf("%s/%dx%d/%s/threads%d", f, out, in, impl, threads), func(b *testing.B) {
+				if !useSIMD {
+					b.Skip("no SIMD kernels")
+				}
+				if impl == "avx2" && !useAVX512 {
+					b.Skip("simd is avx2 here")
+				}
+				saved := useAVX512
+				useAVX512 = impl == "simd" && useAVX512
+				defer func() { useAVX512 = saved }()
 				p := NewPool(threads)
 				defer p.Close()
 				var kern, probe time.Duration

@@ -193,13 +193,17 @@ GLOBL bias4<>(SB), RODATA|NOPTR, $32
 // row to their columns' accumulators acc[32j:32j+32], in increasing r. The
 // tiles are read in memory order, and the tile 4 ahead in processing order
 // (at the start of the next call's run, next bytes on, once past this
-// run's end) is prefetched, so that loads stay ahead also across the 4 KiB
-// pages of a memory-mapped checkpoint, where the hardware prefetchers stop.
+// run's end) is prefetched into L1 and the tile 24 ahead into L2, so that
+// loads stay ahead also across the 4 KiB pages of a memory-mapped
+// checkpoint, where the hardware prefetchers stop. On the fast route the
+// prefetches are spread over the tile, a line of each per pair of rows,
+// not issued at once (see bfpRow4Quads).
 // The accumulators live in registers for a tile and in acc (L1) between
 // tiles.
 //
 // Register use: DI acc of tile j, SI tile j, BX tiles left, DX &x[0], R9
-// rows, R14 scale table, R15 scratch; the row loop: R11 exponent of g0
+// rows, R14 scale table, R15 scratch, R10 and R11 the L1 and L2 prefetch
+// addresses (fast route); the row loop: R11 exponent of g0
 // (g0+16 is 16 bytes on), R12 codes of g0 (g0+16 is 256 bytes on), R13
 // &x[r], CX rows left, R10 rows left in this face row half, Y12 x[r],
 // Y8/Y9 group scales; Y0-Y3 accumulators of columns 0-7, 8-15, 16-23,
@@ -314,23 +318,12 @@ tile:
 	ADDQ     AX, R8
 	CMPQ     BX, $4
 	CMOVQLE  R8, AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
-	PREFETCHT0 576(AX)
-	PREFETCHT0 640(AX)
-	PREFETCHT0 704(AX)
-	PREFETCHT0 768(AX)
-	PREFETCHT0 832(AX)
-	PREFETCHT0 896(AX)
-	PREFETCHT0 960(AX)
-	PREFETCHT0 1024(AX)
+	MOVQ     AX, R10            // the L1 stream: the tile 4 ahead
+	LEAQ     26112(SI), R11     // the L2 stream: 24 ahead
+	MOVQ     gap-8(SP), R8
+	ADDQ     R11, R8
+	CMPQ     BX, $24
+	CMOVQLE  R8, R11
 	VMOVUPS  (DI), Y0
 	VMOVUPS  32(DI), Y1
 	VMOVUPS  64(DI), Y2
@@ -394,26 +387,78 @@ tile:
 	VPSLLD   $23, Y4, Y4
 	VMULPS   96(DX), Y4, Y4
 	VMOVAPS  Y4, 288(R15)
+	PREFETCHT0 0(R10)
+	PREFETCHT1 0(R11)
 	PAIR8(64, 128, 68, 132, 64, 320)
+	PREFETCHT0 64(R10)
+	PREFETCHT1 64(R11)
 	PAIR8(72, 136, 76, 140, 96, 352)
+	PREFETCHT0 128(R10)
+	PREFETCHT1 128(R11)
 	PAIR8(80, 144, 84, 148, 128, 384)
+	PREFETCHT0 192(R10)
+	PREFETCHT1 192(R11)
 	PAIR8(88, 152, 92, 156, 160, 416)
+	PREFETCHT0 256(R10)
+	PREFETCHT1 256(R11)
 	PAIR8(96, 160, 100, 164, 192, 448)
+	PREFETCHT0 320(R10)
+	PREFETCHT1 320(R11)
 	PAIR8(104, 168, 108, 172, 224, 480)
+	PREFETCHT0 384(R10)
+	PREFETCHT1 384(R11)
 	PAIR8(112, 176, 116, 180, 256, 512)
+	PREFETCHT0 448(R10)
+	PREFETCHT1 448(R11)
 	PAIR8(120, 184, 124, 188, 288, 544)
+	PREFETCHT0 512(R10)
+	PREFETCHT1 512(R11)
 	PAIR8(192, 256, 196, 260, 576, 832)
+	PREFETCHT0 576(R10)
+	PREFETCHT1 576(R11)
 	PAIR8(200, 264, 204, 268, 608, 864)
+	PREFETCHT0 640(R10)
+	PREFETCHT1 640(R11)
 	PAIR8(208, 272, 212, 276, 640, 896)
+	PREFETCHT0 704(R10)
+	PREFETCHT1 704(R11)
 	PAIR8(216, 280, 220, 284, 672, 928)
+	PREFETCHT0 768(R10)
+	PREFETCHT1 768(R11)
 	PAIR8(224, 288, 228, 292, 704, 960)
+	PREFETCHT0 832(R10)
+	PREFETCHT1 832(R11)
 	PAIR8(232, 296, 236, 300, 736, 992)
+	PREFETCHT0 896(R10)
+	PREFETCHT1 896(R11)
 	PAIR8(240, 304, 244, 308, 768, 1024)
+	PREFETCHT0 960(R10)
+	PREFETCHT1 960(R11)
 	PAIR8(248, 312, 252, 316, 800, 1056)
+	PREFETCHT0 1024(R10)
+	PREFETCHT1 1024(R11)
 	JMP      tiledone
 
 	// The general route, one row at a time.
 rows:
+	// The general route is slow enough for the tile's lines at once.
+	PREFETCHT0 0(R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	PREFETCHT0 256(R10)
+	PREFETCHT0 320(R10)
+	PREFETCHT0 384(R10)
+	PREFETCHT0 448(R10)
+	PREFETCHT0 512(R10)
+	PREFETCHT0 576(R10)
+	PREFETCHT0 640(R10)
+	PREFETCHT0 704(R10)
+	PREFETCHT0 768(R10)
+	PREFETCHT0 832(R10)
+	PREFETCHT0 896(R10)
+	PREFETCHT0 960(R10)
+	PREFETCHT0 1024(R10)
 	MOVQ     SI, R11
 	LEAQ     64(SI), R12
 	MOVQ     DX, R13
@@ -573,15 +618,12 @@ tile:
 	ADDQ     AX, R8
 	CMPQ     BX, $4
 	CMOVQLE  R8, AX
-	PREFETCHT0 (AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
+	MOVQ     AX, R10            // the L1 stream: the tile 4 ahead
+	LEAQ     13824(SI), R11     // the L2 stream: 24 ahead
+	MOVQ     gap-8(SP), R8
+	ADDQ     R11, R8
+	CMPQ     BX, $24
+	CMOVQLE  R8, R11
 	VMOVUPS  (DI), Y0
 	VMOVUPS  32(DI), Y1
 	VMOVUPS  64(DI), Y2
@@ -645,26 +687,54 @@ tile:
 	VPSLLD   $23, Y4, Y4
 	VMULPS   96(DX), Y4, Y4
 	VMOVAPS  Y4, 288(R15)
+	PREFETCHT0 0(R10)
+	PREFETCHT1 0(R11)
 	PAIR4(64, 128, 68, 132, 64, 192)
 	PAIR4(72, 136, 76, 140, 80, 208)
+	PREFETCHT0 64(R10)
+	PREFETCHT1 64(R11)
 	PAIR4(80, 144, 84, 148, 96, 224)
 	PAIR4(88, 152, 92, 156, 112, 240)
+	PREFETCHT0 128(R10)
+	PREFETCHT1 128(R11)
 	PAIR4(96, 160, 100, 164, 128, 256)
 	PAIR4(104, 168, 108, 172, 144, 272)
+	PREFETCHT0 192(R10)
+	PREFETCHT1 192(R11)
 	PAIR4(112, 176, 116, 180, 160, 288)
 	PAIR4(120, 184, 124, 188, 176, 304)
+	PREFETCHT0 256(R10)
+	PREFETCHT1 256(R11)
 	PAIR4(192, 256, 196, 260, 320, 448)
 	PAIR4(200, 264, 204, 268, 336, 464)
+	PREFETCHT0 320(R10)
+	PREFETCHT1 320(R11)
 	PAIR4(208, 272, 212, 276, 352, 480)
 	PAIR4(216, 280, 220, 284, 368, 496)
+	PREFETCHT0 384(R10)
+	PREFETCHT1 384(R11)
 	PAIR4(224, 288, 228, 292, 384, 512)
 	PAIR4(232, 296, 236, 300, 400, 528)
+	PREFETCHT0 448(R10)
+	PREFETCHT1 448(R11)
 	PAIR4(240, 304, 244, 308, 416, 544)
 	PAIR4(248, 312, 252, 316, 432, 560)
+	PREFETCHT0 512(R10)
+	PREFETCHT1 512(R11)
 	JMP      tiledone
 
 	// The general route, one row at a time.
 rows:
+	// The general route is slow enough for the tile's lines at once.
+	PREFETCHT0 0(R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	PREFETCHT0 256(R10)
+	PREFETCHT0 320(R10)
+	PREFETCHT0 384(R10)
+	PREFETCHT0 448(R10)
+	PREFETCHT0 512(R10)
 	MOVQ     SI, R11
 	LEAQ     64(SI), R12
 	MOVQ     DX, R13
