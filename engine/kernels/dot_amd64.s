@@ -170,6 +170,13 @@ tcheck:
 	RET
 
 // func dotBF16x4AVX(dst *[4]float32, w []uint16, stride int, x []float32)
+//
+// Rows 8 to 11 on (R12-R15), those of the call after next when the caller
+// walks a matrix four rows at a time, are prefetched into L2 as the loop
+// goes: the hardware prefetchers alone leave a quarter of the memory's read
+// rate unused (BenchmarkMatVecCold/bf16, bw_frac 0.72-0.87 -> 0.93-1.0 on
+// one thread). Prefetches never fault, so rows past the matrix's end are
+// harmless.
 TEXT ·dotBF16x4AVX(SB), NOSPLIT, $0-64
 	MOVQ   dst+0(FP), DI
 	MOVQ   w_base+8(FP), SI
@@ -180,6 +187,10 @@ TEXT ·dotBF16x4AVX(SB), NOSPLIT, $0-64
 	LEAQ   (SI)(BX*1), R8
 	LEAQ   (SI)(BX*2), R9
 	LEAQ   (R8)(BX*2), R10
+	LEAQ   (SI)(BX*8), R12
+	LEAQ   (R12)(BX*1), R13
+	LEAQ   (R12)(BX*2), R14
+	LEAQ   (R13)(BX*2), R15
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -212,6 +223,10 @@ loop:
 	VFMADD231PS Y9, Y11, Y5
 	VFMADD231PS Y8, Y12, Y6
 	VFMADD231PS Y9, Y13, Y7
+	PREFETCHT1 (R12)(AX*2)
+	PREFETCHT1 (R13)(AX*2)
+	PREFETCHT1 (R14)(AX*2)
+	PREFETCHT1 (R15)(AX*2)
 	ADDQ        $16, AX
 
 check:
