@@ -21,18 +21,22 @@ type Stat struct {
 	weight  float64
 	weight2 float64
 	tokens  int
-	// The pending chunk, transposed so that each product runs over
-	// contiguous memory: xt[i*ChunkRows+t] = x_t[i], xw the same times ω_t.
-	// Rows of the padding (i ≥ k, up to a multiple of 4) stay zero.
-	xt, xw  []float64
+	// The pending chunk: xr[t*kr+j] = x_t[j], row by row, so that a row's
+	// values for a block of columns j are contiguous (vector loads), and
+	// xw[i*ChunkRows+t] = ω_t·x_t[i], feature by feature, so that a block's
+	// four rows i are four strided scalars. The padding (j ≥ k up to kr, a
+	// multiple of the widest block, 16 columns; i ≥ k up to a multiple of
+	// 4) stays zero.
+	xr, xw  []float64
+	kr      int
 	pending int
 	done    bool
 }
 
 // NewStat returns an empty Stat for inputs of dimension k ≥ 1.
 func NewStat(k int) *Stat {
-	k4 := (k + 3) &^ 3
-	return &Stat{k: k, s: make([]float64, k*k), xt: make([]float64, k4*ChunkRows), xw: make([]float64, k4*ChunkRows)}
+	k4, kr := (k+3)&^3, (k+15)&^15
+	return &Stat{k: k, s: make([]float64, k*k), kr: kr, xr: make([]float64, ChunkRows*kr), xw: make([]float64, k4*ChunkRows)}
 }
 
 // K returns the input dimension.
@@ -71,9 +75,10 @@ func (s *Stat) Add(x []float32, w float64) error {
 		return &InputError{What: "Add", Msg: fmt.Sprintf("row weight %v", w)}
 	}
 	t := s.pending
+	xr := s.xr[t*s.kr:][:len(x)]
 	for i, v := range x {
 		f := float64(v)
-		s.xt[i*ChunkRows+t] = f
+		xr[i] = f
 		s.xw[i*ChunkRows+t] = float64(w * f)
 	}
 	s.weight += w
@@ -87,37 +92,26 @@ func (s *Stat) Add(x []float32, w float64) error {
 }
 
 // flush adds the pending chunk's Σ_t ω_t·x_t·x_tᵀ to the upper triangle of
-// S, in blocks of 4×4 entries whose inner sums run over t in order.
+// S, in blocks of 4 rows × blockCols() columns whose sums each run over t in
+// order (block4), so S is the same whichever kernel runs them.
 func (s *Stat) flush() {
 	n := s.pending
 	if n == 0 {
 		return
 	}
-	k := s.k
+	k, cols := s.k, blockCols()
 	for ib := 0; ib < k; ib += 4 {
-		a0 := s.xw[(ib+0)*ChunkRows:][:n]
-		a1 := s.xw[(ib+1)*ChunkRows:][:n]
-		a2 := s.xw[(ib+2)*ChunkRows:][:n]
-		a3 := s.xw[(ib+3)*ChunkRows:][:n]
-		for jb := ib; jb < k; jb += 4 {
-			b0 := s.xt[(jb+0)*ChunkRows:][:n]
-			b1 := s.xt[(jb+1)*ChunkRows:][:n]
-			b2 := s.xt[(jb+2)*ChunkRows:][:n]
-			b3 := s.xt[(jb+3)*ChunkRows:][:n]
-			var acc [4][4]float64
-			kernel4x4(&acc, a0, a1, a2, a3, b0, b1, b2, b3)
+		for jb := ib - ib%cols; jb < k; jb += cols {
+			var acc [4][16]float64
+			block4(&acc, s.xw[ib*ChunkRows:], s.xr[jb:], s.kr, n, cols)
 			for a := range 4 {
 				i := ib + a
 				if i >= k {
 					break
 				}
 				row := s.s[i*k:]
-				for b := range 4 {
-					j := jb + b
-					if j >= k {
-						break
-					}
-					if j >= i {
+				for b := range cols {
+					if j := jb + b; j >= i && j < k {
 						row[j] += acc[a][b]
 					}
 				}
@@ -126,40 +120,52 @@ func (s *Stat) flush() {
 	}
 	// Clear the chunk so that rows of a short final chunk never see stale
 	// values (the kernel reads only the first n, but padding must stay 0).
-	clear(s.xt)
+	clear(s.xr)
 	clear(s.xw)
 	s.pending = 0
 }
 
-// kernel4x4 sets acc[a][b] = Σ_t a_a[t]·b_b[t], each sum in t order. The
-// products are rounded before they are added (no FMA on any platform).
-func kernel4x4(acc *[4][4]float64, a0, a1, a2, a3, b0, b1, b2, b3 []float64) {
-	n := len(a0)
-	a1, a2, a3 = a1[:n], a2[:n], a3[:n]
-	b0, b1, b2, b3 = b0[:n], b1[:n], b2[:n], b3[:n]
-	// Rows of a are handled two at a time so that the eight sums and the
-	// six loaded values fit the sixteen SSE registers of amd64.
-	for half := range 2 {
-		x0, x1 := a0, a1
-		if half == 1 {
-			x0, x1 = a2, a3
+// blockCols is the width of flush's blocks: 16 columns (two 512-bit
+// registers) on CPUs with AVX-512, else 8 (two 256-bit ones).
+func blockCols() int {
+	if useAVX512 {
+		return 16
+	}
+	return 8
+}
+
+// block4 sets acc[a][b] = Σ_{t<n} w[a·ChunkRows+t]·y[t·ys+b] for a < 4 and
+// b < cols (8 or 16), each sum in t order, the products rounded before they
+// are added (no FMA on any platform). w holds four rows of ω·x, ChunkRows
+// apart; y the chunk's rows of x from the block's first column, ys apart.
+func block4(acc *[4][16]float64, w, y []float64, ys, n, cols int) {
+	if n == 0 {
+		return
+	}
+	_ = w[3*ChunkRows+n-1]
+	_ = y[(n-1)*ys+cols-1]
+	switch {
+	case cols == 16 && useAVX512:
+		block4x16AVX512(acc, &w[0], &y[0], ys, n)
+	case cols == 8 && useAVX:
+		block4x8AVX(acc, &w[0], &y[0], ys, n)
+	default:
+		block4Go(acc, w, y, ys, n, cols)
+	}
+}
+
+// block4Go is block4 in Go, the reference of the assembly.
+func block4Go(acc *[4][16]float64, w, y []float64, ys, n, cols int) {
+	for a := range 4 {
+		wa := w[a*ChunkRows:][:n]
+		var c [16]float64
+		for t, p := range wa {
+			yt := y[t*ys:][:cols]
+			for b, v := range yt {
+				c[b] += float64(p * v)
+			}
 		}
-		var c00, c01, c02, c03, c10, c11, c12, c13 float64
-		for t := range n {
-			p, q := x0[t], x1[t]
-			y0, y1, y2, y3 := b0[t], b1[t], b2[t], b3[t]
-			c00 += float64(p * y0)
-			c01 += float64(p * y1)
-			c02 += float64(p * y2)
-			c03 += float64(p * y3)
-			c10 += float64(q * y0)
-			c11 += float64(q * y1)
-			c12 += float64(q * y2)
-			c13 += float64(q * y3)
-		}
-		r := 2 * half
-		acc[r] = [4]float64{c00, c01, c02, c03}
-		acc[r+1] = [4]float64{c10, c11, c12, c13}
+		acc[a] = c
 	}
 }
 
@@ -175,7 +181,7 @@ func (s *Stat) Finish() error {
 				s.s[j*k+i] = s.s[i*k+j]
 			}
 		}
-		s.xt, s.xw = nil, nil
+		s.xr, s.xw = nil, nil
 		s.done = true
 	}
 	for i, v := range s.s {

@@ -56,6 +56,64 @@ func TestStatMatchesDirectSum(t *testing.T) {
 	}
 }
 
+// TestStatChunkSums: S is, bit for bit, the chunked sum gptq.md §2 fixes:
+// per chunk of ChunkRows rows and per entry (i ≤ j), Σ_t (ω_t·x_t[i])·x_t[j]
+// in row order with each product rounded, the chunk sums added to S in
+// chunk order; with the AVX2 and AVX-512 kernels and with the Go one.
+func TestStatChunkSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, kern := range []struct {
+		name        string
+		avx, avx512 bool
+	}{{"go", false, false}, {"avx2", true, false}, {"avx512", true, true}} {
+		if kern.avx && !useAVX || kern.avx512 && !useAVX512 {
+			continue
+		}
+		savedAVX, savedAVX512 := useAVX, useAVX512
+		useAVX, useAVX512 = kern.avx, kern.avx512
+		for _, k := range []int{1, 5, 8, 13, 16, 36, 47} {
+			for _, n := range []int{1, ChunkRows, 2*ChunkRows + 9} {
+				rows := make([][]float32, n)
+				ws := make([]float64, n)
+				st := NewStat(k)
+				for q := range rows {
+					rows[q] = make([]float32, k)
+					for i := range rows[q] {
+						rows[q][i] = float32(r.NormFloat64())
+					}
+					ws[q] = r.Float64()
+					if err := st.Add(rows[q], ws[q]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := st.Finish(); err != nil {
+					t.Fatal(err)
+				}
+				want := make([]float64, k*k)
+				for c0 := 0; c0 < n; c0 += ChunkRows {
+					for i := range k {
+						for j := i; j < k; j++ {
+							var c float64
+							for q := c0; q < min(n, c0+ChunkRows); q++ {
+								c += float64(float64(ws[q]*float64(rows[q][i])) * float64(rows[q][j]))
+							}
+							want[i*k+j] += c
+						}
+					}
+				}
+				for i := range k {
+					for j := i; j < k; j++ {
+						if got := st.S()[i*k+j]; math.Float64bits(got) != math.Float64bits(want[i*k+j]) {
+							t.Fatalf("%s, k=%d n=%d: S[%d][%d] = %v, want %v", kern.name, k, n, i, j, got, want[i*k+j])
+						}
+					}
+				}
+			}
+		}
+		useAVX, useAVX512 = savedAVX, savedAVX512
+	}
+}
+
 func TestShrunk(t *testing.T) {
 	mk := func(k int, rows [][]float32, w []float64) *Stat {
 		st := NewStat(k)
@@ -128,21 +186,35 @@ func TestStatErrors(t *testing.T) {
 	}
 }
 
+// BenchmarkStat: rows added to a Stat of K = 128, 512 and 2048 (an 8B
+// expert's w1/w3 input), each kernel in the same run (the Go one is the
+// baseline of the SIMD ones).
 func BenchmarkStat(b *testing.B) {
-	for _, k := range []int{128, 512} {
-		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 1))
-			x := make([]float32, k)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
-			st := NewStat(k)
-			b.ResetTimer()
-			for b.Loop() {
-				st.Add(x, 0.3)
-			}
-			// k(k+1)/2 multiply-adds per row.
-			b.ReportMetric(float64(k*(k+1))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+	for _, k := range []int{128, 512, 2048} {
+		for _, kern := range []struct {
+			name        string
+			avx, avx512 bool
+		}{{"go", false, false}, {"avx2", true, false}, {"avx512", true, true}} {
+			b.Run(fmt.Sprintf("K=%d/%s", k, kern.name), func(b *testing.B) {
+				if kern.avx && !useAVX || kern.avx512 && !useAVX512 {
+					b.Skip("not on this CPU")
+				}
+				savedAVX, savedAVX512 := useAVX, useAVX512
+				useAVX, useAVX512 = kern.avx, kern.avx512
+				defer func() { useAVX, useAVX512 = savedAVX, savedAVX512 }()
+				r := rand.New(rand.NewPCG(1, 1))
+				x := make([]float32, k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				st := NewStat(k)
+				for b.Loop() {
+					st.Add(x, 0.3)
+				}
+				// k(k+1)/2 multiply-adds per row (the kernels also compute
+				// the lower half of the diagonal blocks; not counted).
+				b.ReportMetric(float64(k*(k+1))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
