@@ -113,14 +113,15 @@ func BenchmarkMatVecPool(b *testing.B) {
 	}
 }
 
-// BenchmarkMatVecCold streams one batch row through copies of a matrix
-// cycled over ≥ 512 MB, far more than the caches hold, on a Pool of 1 and
-// 2 threads, and reads the same bytes with ReadXor split the same way in
-// the same run: weightGB/s is the kernels' rate, readGB/s the probe's,
-// bw_frac their ratio; "avx2" is the AVX2 kernels alone on a CPU with
-// AVX-512. The shapes are the LM head's (65536×2048) and an
-// expert's w1 and w2 (1792×2048, 2048×1792), whose products are short
-// enough that starting and ending one shows.
+// BenchmarkMatVecCold streams one batch row (b1; and four, b4, the
+// serving batch kernels' case) through copies of a matrix cycled over
+// ≥ 512 MB, far more than the caches hold, on a Pool of 1 and 2 threads,
+// and reads the same bytes with ReadXor split the same way in the same
+// run: weightGB/s is the kernels' rate (weight bytes per product, whatever
+// the batch), readGB/s the probe's, bw_frac their ratio; "avx2" is the
+// AVX2 kernels alone on a CPU with AVX-512. The shapes are the LM head's
+// (65536×2048) and an expert's w1 and w2 (1792×2048, 2048×1792), whose
+// products are short enough that starting and ending one shows.
 func BenchmarkMatVecCold(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, c := range []struct {
@@ -136,14 +137,14 @@ func BenchmarkMatVecCold(b *testing.B) {
 			c.BF16 = append([]uint16(nil), base.BF16...)
 			ms = append(ms, &c)
 		}
-		x := randVec(rng, in)
-		y := make([]float32, out)
+		x := randVec(rng, 4*in)
+		y := make([]float32, 4*out)
 		for _, cfg := range []struct {
-			impl    string
-			threads int
-		}{{"simd", 1}, {"simd", 2}, {"avx2", 1}, {"avx2", 2}} {
-			impl, threads := cfg.impl, cfg.threads
-			b.Run(fmt.Sprintf("%s/%dx%d/%s/threads%d", f, out, in, impl, threads), func(b *testing.B) {
+			impl           string
+			threads, batch int
+		}{{"simd", 1, 1}, {"simd", 2, 1}, {"avx2", 1, 1}, {"avx2", 2, 1}, {"simd", 1, 4}} {
+			impl, threads, batch := cfg.impl, cfg.threads, cfg.batch
+			b.Run(fmt.Sprintf("%s/%dx%d/%s/threads%d/b%d", f, out, in, impl, threads, batch), func(b *testing.B) {
 				if !useSIMD {
 					b.Skip("no SIMD kernels")
 				}
@@ -160,7 +161,7 @@ func BenchmarkMatVecCold(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					m := ms[i%len(ms)]
 					t0 := time.Now()
-					p.MatVec(m, y, x)
+					p.MatMul(m, y, x, batch)
 					kern += time.Since(t0)
 					b.StopTimer()
 					// The probe reads another copy, half a cycle away: the
