@@ -155,3 +155,15 @@ func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 
 //go:noescape
 func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+// fmaPeakZ runs n iterations of 16 independent 512-bit VFMADD231PS
+// (512·n flops) and fmaPeakY n iterations of 12 independent 256-bit ones
+// (192·n flops), on registers only: the core's fp32 FMA peak, the
+// yardstick of BenchmarkFMAPeak and of BenchmarkMatMul's peak_frac
+// (peak_amd64.s). Only the benchmarks call them.
+//
+//go:noescape
+func fmaPeakZ(n int)
+
+//go:noescape
+func fmaPeakY(n int)
