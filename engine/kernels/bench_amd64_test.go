@@ -38,10 +38,11 @@ func BenchmarkFMAPeak(b *testing.B) {
 	}
 }
 
-// fmaPeakGFLOPS measures the FMA peak of one core in GFLOP/s: the best of
-// several short runs of the widest probe the CPU has (the best, because
-// other processes can only slow a run down), or 0 without the SIMD
-// kernels.
+// fmaPeakGFLOPS measures the FMA peak of one core in GFLOP/s per CPU
+// second (per second where the CPU time is unknown): the best of several
+// runs of about 2 ms of the widest probe the CPU has (the best, because
+// other processes and interrupts can only slow a run down), or 0 without
+// the SIMD kernels.
 func fmaPeakGFLOPS() float64 {
 	if !useSIMD {
 		return 0
@@ -50,12 +51,16 @@ func fmaPeakGFLOPS() float64 {
 	if useAVX512 {
 		run, flops = fmaPeakZ, 512
 	}
-	const n = 1 << 15
+	const n = 1 << 18
 	best := 0.0
-	for range 20 {
-		t0 := time.Now()
+	for range 16 {
+		t0, c0 := time.Now(), cputime.Process()
 		run(n)
-		best = max(best, flops*n/time.Since(t0).Seconds()/1e9)
+		secs := time.Since(t0).Seconds()
+		if c := cputime.Process() - c0; c > 0 {
+			secs = c.Seconds()
+		}
+		best = max(best, flops*n/secs/1e9)
 	}
 	return best
 }

@@ -167,3 +167,18 @@ func fmaPeakZ(n int)
 
 //go:noescape
 func fmaPeakY(n int)
+
+// decodeTile4Z and decodeTile8Z are decodeTileGo(BFP4, ...) and
+// decodeTileGo(BFP8, ...) with 512-bit registers (tile512_amd64.s).
+//
+//go:noescape
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+
+//go:noescape
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+
+// tileFMATZ is tileFMATGo for nb ∈ [1, 12] batch rows with 512-bit
+// registers (tile512_amd64.s).
+//
+//go:noescape
+func tileFMATZ(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int)

@@ -105,3 +105,15 @@ func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
 	tileFMAGo(acc, accStride, w, x, xStride, rows, 5)
 }
+
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+	decodeTileGo(BFP4, dst, t)
+}
+
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+	decodeTileGo(BFP8, dst, t)
+}
+
+func tileFMATZ(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int) {
+	tileFMATGo(acc, w, xt, xStride, rows, nb)
+}

@@ -1,0 +1,66 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lfmq/lfmq/internal/cputime"
+)
+
+// BenchmarkTileKernels runs the batched BFP product's tile kernels on data
+// in L1: the decoders (one tile per op) and the FMA kernels (one 32-row
+// tile applied to nb batch rows per op), with GFLOP/s and peak_frac, so
+// that a kernel's own speed can be told from the product's.
+func BenchmarkTileKernels(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, f := range []Format{BFP8, BFP4} {
+		tiles := benchMatrix(b, rng, f, TileSize, TileSize).BFP
+		for _, z := range []bool{false, true} {
+			b.Run(fmt.Sprintf("decode/%s/avx512=%v", f, z), func(b *testing.B) {
+				if !useSIMD || (z && !useAVX512) {
+					b.Skip("not on this CPU")
+				}
+				saved := useAVX512
+				useAVX512 = z
+				defer func() { useAVX512 = saved }()
+				var w [TileSize * TileSize]float32
+				for b.Loop() {
+					decodeTile(f, &w, tiles)
+				}
+			})
+		}
+	}
+	// Weights of a real model's scale (benchMatrix): randTiles' tiny
+	// exponents would make subnormal products, which run far slower.
+	var w [TileSize * TileSize]float32
+	decodeTileGo(BFP8, &w, benchMatrix(b, rng, BFP8, TileSize, TileSize).BFP)
+	for nb := 1; nb <= tileFMATMax; nb++ {
+		acc := make([]float32, nb*TileSize)
+		xt := randVec(rng, TileSize*nb)
+		x := randVec(rng, TileSize*nb)
+		flops := 2 * float64(TileSize*TileSize*nb)
+		b.Run(fmt.Sprintf("fmaT/nb%d", nb), func(b *testing.B) {
+			peakGFLOPS()
+			cpu := cputime.Process()
+			for b.Loop() {
+				tileFMAT(acc, &w, xt, nb, TileSize, nb)
+			}
+			cpu = cputime.Process() - cpu
+			reportFlops(b, flops, cpu)
+			reportPeakFrac(b, flops, cpu)
+		})
+		if nb%6 == 0 {
+			b.Run(fmt.Sprintf("fma6/nb%d", nb), func(b *testing.B) {
+				peakGFLOPS()
+				cpu := cputime.Process()
+				for b.Loop() {
+					tileFMA6(acc, TileSize, &w, x, TileSize, TileSize, nb/6)
+				}
+				cpu = cputime.Process() - cpu
+				reportFlops(b, flops, cpu)
+				reportPeakFrac(b, flops, cpu)
+			})
+		}
+	}
+}
