@@ -165,28 +165,25 @@ func decodeTile(f Format, dst *[TileSize * TileSize]float32, t []byte) {
 	}
 }
 
-// tileFMATMax is the most batch rows tileFMAT takes in one call: two
-// accumulator registers each, 24 of the 32 AVX-512 registers.
-const tileFMATMax = 12
+// tileFMAPackedMax is the most batch rows tileFMAPacked takes in one
+// call: two accumulator registers each, 24 of the 32 AVX-512 registers.
+const tileFMAPackedMax = 12
 
-// tileFMAT applies rows rows of a decoded tile to nb ∈ [1, tileFMATMax]
-// batch rows whose inputs are stored transposed, x_b[r] = xt[r*xStride+b],
-// and whose accumulators are packed, acc[32b:32b+32]: the FMAs of
-// tileFMAGo, in its order, with the tile's rows reused across the nb
-// batch rows from registers and every input broadcast straight from xt.
-func tileFMAT(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int) {
-	if rows < 0 || rows > TileSize || nb < 1 || nb > tileFMATMax || xStride < nb {
-		panic("kernels: tileFMAT: bad rows, stride or batch")
+// tileFMAPacked is tileFMA for nb ∈ [1, tileFMAPackedMax] batch rows whose
+// accumulators are packed, acc[32b:32b+32]: the FMAs of tileFMAGo in its
+// order, with the tile's rows reused across the nb batch rows from
+// registers (tileFMAPackedZ), where the AVX-512 kernels run.
+func tileFMAPacked(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	if rows < 0 || rows > TileSize || nb < 1 || nb > tileFMAPackedMax || xStride < rows {
+		panic("kernels: tileFMAPacked: bad rows, stride or batch")
 	}
 	_ = acc[:nb*TileSize]
-	if rows > 0 {
-		_ = xt[:(rows-1)*xStride+nb]
-	}
+	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
 	if useSIMD && useAVX512 {
-		tileFMATZ(acc, w, xt, xStride, rows, nb)
+		tileFMAPackedZ(acc, w, x, xStride, rows, nb)
 		return
 	}
-	tileFMATGo(acc, w, xt, xStride, rows, nb)
+	tileFMAGo(acc, TileSize, w, x, xStride, rows, nb)
 }
 
 // tileFMA applies rows rows of a decoded tile to nb ∈ {1, 2, 3} batch rows.

@@ -197,12 +197,10 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 }
 
 // bfpScratch is one goroutine's working memory for the batched BFP product:
-// a decoded tile, the batch's accumulators for a block of tile columns and,
-// for the AVX-512 kernels, the batch's inputs transposed.
+// a decoded tile and the batch's accumulators for a block of tile columns.
 type bfpScratch struct {
 	w   [TileSize * TileSize]float32
 	acc []float32
-	xt  []float32
 }
 
 // bfpBatchAccRows is how many batch rows of one tile column's accumulators
@@ -328,28 +326,15 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 }
 
 // mulColsZ is the batched part of mulCols on the AVX-512 kernels, for
-// blocks of nb tile columns. The batch's inputs are first transposed into
-// s.xt, tile row by tile row (xt[(32k+r)*batch+b] = x[b*In+32k+r]), once
-// for all the blocks: the FMA kernels then broadcast every input from one
-// pointer plus a constant offset (an indexed address would cost the FMA an
-// extra micro-op on the cores that have AVX-512). Each tile is decoded
-// once and applied to the batch in blocks of at most tileFMATMax rows, of
-// sizes as equal as they can be (no block is left a row or two, whose few
-// FMA chains would wait on the FMA latency). Batches of two to four rows
-// take bfpRowsSmall where it applies, as mulCols does.
+// blocks of nb tile columns: each tile is decoded once and applied to the
+// batch in blocks of at most tileFMAPackedMax rows, of sizes as equal as
+// they can be (no block is left a row or two, whose few FMA chains would
+// wait on the FMA latency), one kernel call per block. Batches of two to
+// four rows take bfpRowsSmall where it applies, as mulCols does.
 func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScratch, store func(b, n0 int, col []float32)) {
 	f, in := m.Format, m.In
 	tb, nt, kt := f.TileBytes(), m.nTiles(), m.kTiles()
-	if cap(s.xt) < in*batch {
-		s.xt = make([]float32, in*batch)
-	}
-	xt := s.xt[:in*batch]
-	for b := range batch {
-		for i, v := range x[b*in:][:in] {
-			xt[i*batch+b] = v
-		}
-	}
-	nblk := (batch + tileFMATMax - 1) / tileFMATMax
+	nblk := (batch + tileFMAPackedMax - 1) / tileFMAPackedMax
 	for b0 := ntLo; b0 < ntHi; b0 += nb {
 		nj := min(nb, ntHi-b0)
 		all := s.acc[:nj*batch*TileSize]
@@ -360,7 +345,6 @@ func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScrat
 			if rows == TileSize {
 				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
 			}
-			xk := xt[k*TileSize*batch:]
 			for j := 0; j < nj; j++ {
 				if small {
 					done := bfpRowsSmall(f, all[j*batch*TileSize:], m.BFP[(k*nt+b0+j)*tb:], nj-j, x[k*TileSize:], in, batch, lo, width)
@@ -372,7 +356,7 @@ func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScrat
 				acc := all[j*batch*TileSize:][:batch*TileSize]
 				for i, r0 := 0, 0; i < nblk; i++ {
 					r1 := (i + 1) * batch / nblk
-					tileFMAT(acc[r0*TileSize:], &s.w, xk[r0:], batch, rows, r1-r0)
+					tileFMAPacked(acc[r0*TileSize:], &s.w, x[r0*in+k*TileSize:], in, rows, r1-r0)
 					r0 = r1
 				}
 			}

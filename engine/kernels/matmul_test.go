@@ -122,14 +122,15 @@ func TestBFPKernels(t *testing.T) {
 					}
 				}
 				useAVX512 = saved
-				// The transposed-input kernel at every width, odd strides.
-				for nb := 1; nb <= tileFMATMax; nb++ {
+				// The packed-accumulator kernel at every width, at an odd
+				// input stride.
+				for nb := 1; nb <= tileFMAPackedMax; nb++ {
 					acc, accGo := randVec(rng, nb*TileSize), make([]float32, nb*TileSize)
 					copy(accGo, acc)
-					xt := randVec(rng, 31*(nb+3)+nb)
-					tileFMAT(acc, &want, xt, nb+3, rows, nb)
-					tileFMATGo(accGo, &want, xt, nb+3, rows, nb)
-					checkSame(t, fmt.Sprintf("tileFMAT rows=%d nb=%d", rows, nb), acc, accGo)
+					x := randVec(rng, (nb-1)*50+rows)
+					tileFMAPacked(acc, &want, x, 50, rows, nb)
+					tileFMAGo(accGo, TileSize, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMAPacked rows=%d nb=%d", rows, nb), acc, accGo)
 				}
 				// The AVX-512 kernels of one to five rows.
 				for nb := 1; useSIMD && useAVX512 && nb <= 5; nb++ {

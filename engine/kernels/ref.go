@@ -192,19 +192,6 @@ func tileFMAGo(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 	}
 }
 
-// tileFMATGo is tileFMAGo with the inputs stored transposed and the
-// accumulators packed: acc_b[c] = fma32(x_b[r], w[r][c], acc_b[c]) for r <
-// rows in increasing order, for b < nb, where acc_b = acc[32b:32b+32] and
-// x_b[r] = xt[r*xStride+b].
-func tileFMATGo(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int) {
-	for b := range nb {
-		a := acc[b*TileSize:][:TileSize]
-		for r := range rows {
-			fmaAxpy(a, xt[r*xStride+b], w[r*TileSize:(r+1)*TileSize])
-		}
-	}
-}
-
 // matMulRef is the specification of every product, written as literally as
 // possible and independently of the structured kernels: row b of y is W·x_b
 // (or y_b + W·x_b when add is set) with each output reduced in the canonical

@@ -177,8 +177,8 @@ func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float
 //go:noescape
 func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
 
-// tileFMATZ is tileFMATGo for nb ∈ [1, 12] batch rows with 512-bit
-// registers (tile512_amd64.s).
+// tileFMAPackedZ is tileFMAGo for nb ∈ [1, 12] batch rows with packed
+// accumulators (accStride 32) and 512-bit registers (tile512_amd64.s).
 //
 //go:noescape
-func tileFMATZ(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int)
+func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int)

@@ -114,6 +114,6 @@ func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) 
 	decodeTileGo(BFP8, dst, t)
 }
 
-func tileFMATZ(acc []float32, w *[TileSize * TileSize]float32, xt []float32, xStride, rows, nb int) {
-	tileFMATGo(acc, w, xt, xStride, rows, nb)
+func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	tileFMAGo(acc, TileSize, w, x, xStride, rows, nb)
 }
