@@ -27,8 +27,12 @@ func BenchmarkTileKernels(b *testing.B) {
 				useAVX512 = z
 				defer func() { useAVX512 = saved }()
 				var w [TileSize * TileSize]float32
+				cpu := cputime.Process()
 				for b.Loop() {
 					decodeTile(f, &w, tiles)
+				}
+				if cpu = cputime.Process() - cpu; cpu > 0 {
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
