@@ -150,14 +150,21 @@ func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
 
 // decodeTile decodes one BFP tile to exact float32 weights, row-major.
 func decodeTile(f Format, dst *[TileSize * TileSize]float32, t []byte) {
+	decodeTileAhead(f, dst, t, 0)
+}
+
+// decodeTileAhead is decodeTile that also prefetches, on the AVX-512
+// kernels, the tile ahead bytes on from t (prefetches never fault, so it
+// may lie past t's end; ahead only affects speed).
+func decodeTileAhead(f Format, dst *[TileSize * TileSize]float32, t []byte, ahead int) {
 	t = t[:f.TileBytes()]
 	switch {
 	case !useSIMD:
 		decodeTileGo(f, dst, t)
 	case useAVX512 && f == BFP8:
-		decodeTile8Z(dst, t, &bfp8Scale)
+		decodeTile8Z(dst, t, &bfp8Scale, ahead)
 	case useAVX512:
-		decodeTile4Z(dst, t, &bfp4Scale)
+		decodeTile4Z(dst, t, &bfp4Scale, ahead)
 	case f == BFP8:
 		decodeTile8AVX(dst, t, &bfp8Scale)
 	default:

@@ -329,8 +329,10 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 // blocks of nb tile columns: each tile is decoded once and applied to the
 // batch in blocks of at most tileFMAPackedMax rows, of sizes as equal as
 // they can be (no block is left a row or two, whose few FMA chains would
-// wait on the FMA latency), one kernel call per block. Batches of two to
-// four rows take bfpRowsSmall where it applies, as mulCols does.
+// wait on the FMA latency), one kernel call per block. Decoding a tile
+// prefetches the one below it in the next tile row (after the last row,
+// the first of the next block), a whole run of tiles ahead. Batches of
+// two to four rows take bfpRowsSmall where it applies, as mulCols does.
 func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScratch, store func(b, n0 int, col []float32)) {
 	f, in := m.Format, m.In
 	tb, nt, kt := f.TileBytes(), m.nTiles(), m.kTiles()
@@ -352,7 +354,11 @@ func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScrat
 						break
 					}
 				}
-				decodeTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:])
+				ahead := nt * tb
+				if k == kt-1 {
+					ahead = (nj - k*nt) * tb
+				}
+				decodeTileAhead(f, &s.w, m.BFP[(k*nt+b0+j)*tb:], ahead)
 				acc := all[j*batch*TileSize:][:batch*TileSize]
 				for i, r0 := 0, 0; i < nblk; i++ {
 					r1 := (i + 1) * batch / nblk

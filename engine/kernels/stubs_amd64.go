@@ -169,13 +169,14 @@ func fmaPeakZ(n int)
 func fmaPeakY(n int)
 
 // decodeTile4Z and decodeTile8Z are decodeTileGo(BFP4, ...) and
-// decodeTileGo(BFP8, ...) with 512-bit registers (tile512_amd64.s).
+// decodeTileGo(BFP8, ...) with 512-bit registers; they prefetch the tile
+// ahead bytes on from t (tile512_amd64.s).
 //
 //go:noescape
-func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32, ahead int)
 
 //go:noescape
-func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32)
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32, ahead int)
 
 // tileFMAPackedZ is tileFMAGo for nb ∈ [1, 12] batch rows with packed
 // accumulators (accStride 32) and 512-bit registers (tile512_amd64.s).

@@ -106,11 +106,11 @@ func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 	tileFMAGo(acc, accStride, w, x, xStride, rows, 5)
 }
 
-func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, _ int) {
 	decodeTileGo(BFP4, dst, t)
 }
 
-func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32) {
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, _ int) {
 	decodeTileGo(BFP8, dst, t)
 }
 
