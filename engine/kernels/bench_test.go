@@ -209,3 +209,26 @@ func BenchmarkMatVecCold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSwiGLU runs the feed-forward activation over an expert's rows
+// of a 128-token prefill (16 rows of 1792), on the AVX-512 kernel where
+// the CPU has it ("simd") and on the Go loop ("go").
+func BenchmarkSwiGLU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const n = 16 * 1792
+	gate, up, y := randVec(rng, n), randVec(rng, n), make([]float32, n)
+	for _, impl := range []string{"simd", "go"} {
+		b.Run(impl, func(b *testing.B) {
+			if impl == "simd" && !useAVX512 {
+				b.Skip("no AVX-512 kernel here")
+			}
+			saved := useAVX512
+			useAVX512 = impl == "simd"
+			defer func() { useAVX512 = saved }()
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				SwiGLU(y, gate, up)
+			}
+		})
+	}
+}

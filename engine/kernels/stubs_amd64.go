@@ -183,3 +183,9 @@ func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float
 //
 //go:noescape
 func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int)
+
+// swiGLUZ is SwiGLU for the first len(gate)&^63 elements with 512-bit
+// registers; c is &swiGLUConst (swiglu_amd64.s).
+//
+//go:noescape
+func swiGLUZ(y, gate, up []float32, c *[18]float64)

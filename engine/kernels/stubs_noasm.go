@@ -117,3 +117,9 @@ func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, 
 func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
 	tileFMAGo(acc, TileSize, w, x, xStride, rows, nb)
 }
+
+func swiGLUZ(y, gate, up []float32, _ *[18]float64) {
+	for i, g := range gate {
+		y[i] = SiLU(g) * up[i]
+	}
+}
