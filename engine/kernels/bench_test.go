@@ -4,12 +4,26 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/lfmq/lfmq/internal/cputime"
 )
+
+// measurePeak, where the build has SIMD kernels, measures one core's fp32
+// FMA peak in GFLOP/s (bench_amd64_test.go); nil elsewhere.
+var measurePeak func() float64
+
+// peakGFLOPS is measurePeak's figure, measured once per process (0 when
+// unknown).
+var peakGFLOPS = sync.OnceValue(func() float64 {
+	if measurePeak == nil {
+		return 0
+	}
+	return measurePeak()
+})
 
 // reportFlops reports GFLOP/s of wall-clock time and, where the process CPU
 // time is known, "cpuGFLOP/s": flops per second of CPU time used, which is
@@ -34,15 +48,20 @@ var benchShapes = []shape{{2048, 1792}, {2048, 2048}, {6144, 2048}, {512, 1024}}
 // the SIMD kernels ("simd") against the Go kernels they are checked against
 // ("go") and, where the CPU has AVX-512, against the AVX2 kernels alone
 // ("avx2", the baseline of the AVX-512 kernels), and reports GFLOP/s
-// (2·Out·In·batch per product) and weight bytes per second.
+// (2·Out·In·batch per product), weight bytes per second and, where the
+// SIMD kernels are built, peak_frac: the rate (per CPU second where that
+// is known) as a fraction of the core's fp32 FMA peak measured in the same
+// process with the widest registers the CPU has (BenchmarkFMAPeak reports
+// that peak on its own).
 //
-//	go test -run '^$' -bench MatMul ./engine/kernels
+//	go test -run '^$' -bench 'FMAPeak|MatMul' ./engine/kernels
 func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, f := range []Format{BF16, BFP8, BFP4} {
 		for _, s := range benchShapes {
 			m := benchMatrix(b, rng, f, s.out, s.in)
-			for _, batch := range []int{1, 2, 4, 8, 64} {
+			// 16 and 24: the rows an expert of a 128-token prefill sees.
+			for _, batch := range []int{1, 2, 4, 8, 16, 24, 64} {
 				x := randVec(rng, batch*s.in)
 				y := make([]float32, batch*s.out)
 				for _, impl := range []string{"simd", "avx2", "go"} {
@@ -58,16 +77,35 @@ func BenchmarkMatMul(b *testing.B) {
 						useSIMD, useAVX512 = impl != "go", impl == "simd" && useAVX512
 						defer func() { useSIMD, useAVX512 = saved, saved512 }()
 						b.SetBytes(int64(m.WeightBytes()))
+						peakGFLOPS() // measured once, before any timing
 						cpu := cputime.Process()
 						for b.Loop() {
 							m.MatMul(y, x, batch)
 						}
-						reportFlops(b, 2*float64(s.out)*float64(s.in)*float64(batch), cputime.Process()-cpu)
+						cpu = cputime.Process() - cpu
+						flops := 2 * float64(s.out) * float64(s.in) * float64(batch)
+						reportFlops(b, flops, cpu)
+						reportPeakFrac(b, flops, cpu)
 					})
 				}
 			}
 		}
 	}
+}
+
+// reportPeakFrac reports peak_frac, the benchmark's flop rate (per CPU
+// second where the CPU time is known, else per second) over peakGFLOPS,
+// where the peak is known.
+func reportPeakFrac(b *testing.B, flopsPerOp float64, cpu time.Duration) {
+	peak := peakGFLOPS()
+	if peak <= 0 {
+		return
+	}
+	secs := b.Elapsed().Seconds()
+	if cpu > 0 {
+		secs = cpu.Seconds()
+	}
+	b.ReportMetric(flopsPerOp*float64(b.N)/secs/1e9/peak, "peak_frac")
 }
 
 // benchMatrix returns a matrix of format f with Gaussian weights of a real
@@ -192,5 +230,28 @@ func BenchmarkMatVecCold(b *testing.B) {
 				b.ReportMetric(probe.Seconds()/kern.Seconds(), "bw_frac")
 			})
 		}
+	}
+}
+
+// BenchmarkSwiGLU runs the feed-forward activation over an expert's rows
+// of a 128-token prefill (16 rows of 1792), on the AVX-512 kernel where
+// the CPU has it ("simd") and on the Go loop ("go").
+func BenchmarkSwiGLU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const n = 16 * 1792
+	gate, up, y := randVec(rng, n), randVec(rng, n), make([]float32, n)
+	for _, impl := range []string{"simd", "go"} {
+		b.Run(impl, func(b *testing.B) {
+			if impl == "simd" && !useAVX512 {
+				b.Skip("no AVX-512 kernel here")
+			}
+			saved := useAVX512
+			useAVX512 = impl == "simd"
+			defer func() { useAVX512 = saved }()
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				SwiGLU(y, gate, up)
+			}
+		})
 	}
 }

@@ -46,9 +46,12 @@
 // four at a time on AVX-512 kernels (bfp512_amd64.s): eight independent
 // accumulator chains instead of two, and for BFP4 one table lookup per 16
 // codes instead of a widening and a conversion; products of two to four
-// rows run pairs of tiles decoded once, in registers, for the whole batch,
-// and larger batches apply each decoded tile to six rows at a time with
-// 512-bit fused multiply-adds.
+// rows run pairs of tiles decoded once, in registers, for the whole batch
+// where the inputs and exponents allow; otherwise, and for larger batches,
+// each tile is decoded once with 512-bit byte operations (tile512_amd64.s)
+// and applied to the batch in blocks of up to twelve rows of as equal a
+// size as they can be, each block's accumulators in registers for the
+// tile. SwiGLU runs 64 elements at a time (swiglu_amd64.s).
 // They follow the same reduction order, so the bits do not change.
 //
 // A one-row BFP product (decode) is bound by reading the weights, so it

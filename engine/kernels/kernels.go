@@ -150,15 +150,47 @@ func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
 
 // decodeTile decodes one BFP tile to exact float32 weights, row-major.
 func decodeTile(f Format, dst *[TileSize * TileSize]float32, t []byte) {
+	decodeTileAhead(f, dst, t, 0)
+}
+
+// decodeTileAhead is decodeTile that also prefetches, on the AVX-512
+// kernels, the tile ahead bytes on from t (prefetches never fault, so it
+// may lie past t's end; ahead only affects speed).
+func decodeTileAhead(f Format, dst *[TileSize * TileSize]float32, t []byte, ahead int) {
 	t = t[:f.TileBytes()]
 	switch {
 	case !useSIMD:
 		decodeTileGo(f, dst, t)
+	case useAVX512 && f == BFP8:
+		decodeTile8Z(dst, t, &bfp8Scale, ahead)
+	case useAVX512:
+		decodeTile4Z(dst, t, &bfp4Scale, ahead)
 	case f == BFP8:
 		decodeTile8AVX(dst, t, &bfp8Scale)
 	default:
 		decodeTile4AVX(dst, t, &bfp4Scale)
 	}
+}
+
+// tileFMAPackedMax is the most batch rows tileFMAPacked takes in one
+// call: two accumulator registers each, 24 of the 32 AVX-512 registers.
+const tileFMAPackedMax = 12
+
+// tileFMAPacked is tileFMA for nb ∈ [1, tileFMAPackedMax] batch rows whose
+// accumulators are packed, acc[32b:32b+32]: the FMAs of tileFMAGo in its
+// order, with the tile's rows reused across the nb batch rows from
+// registers (tileFMAPackedZ), where the AVX-512 kernels run.
+func tileFMAPacked(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	if rows < 0 || rows > TileSize || nb < 1 || nb > tileFMAPackedMax || xStride < rows {
+		panic("kernels: tileFMAPacked: bad rows, stride or batch")
+	}
+	_ = acc[:nb*TileSize]
+	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
+	if useSIMD && useAVX512 {
+		tileFMAPackedZ(acc, w, x, xStride, rows, nb)
+		return
+	}
+	tileFMAGo(acc, TileSize, w, x, xStride, rows, nb)
 }
 
 // tileFMA applies rows rows of a decoded tile to nb ∈ {1, 2, 3} batch rows.

@@ -228,9 +228,13 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 	f, in, out := m.Format, m.In, m.Out
 	tb, nt := f.TileBytes(), m.nTiles()
 	store := func(b, n0 int, col []float32) {
-		yb := y[b*out:][:out]
-		for c := range min(TileSize, out-n0) {
-			put(yb, n0+c, col[c], add)
+		dst := y[b*out+n0:][:min(TileSize, out-n0)]
+		if !add {
+			copy(dst, col)
+			return
+		}
+		for c := range dst {
+			dst[c] += col[c]
 		}
 	}
 	if batch == 1 {
@@ -263,6 +267,10 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		s.acc = make([]float32, nb*batch*TileSize)
 	}
 	kt := m.kTiles()
+	if useSIMD && useAVX512 {
+		m.mulColsZ(y, x, batch, ntLo, ntHi, nb, s, store)
+		return
+	}
 	for b0 := ntLo; b0 < ntHi; b0 += nb {
 		nj := min(nb, ntHi-b0)
 		all := s.acc[:nj*batch*TileSize]
@@ -306,6 +314,56 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 					}
 					tileFMA(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, g)
 					b += g
+				}
+			}
+		}
+		for j := range nj {
+			for b := range batch {
+				store(b, (b0+j)*TileSize, all[(j*batch+b)*TileSize:])
+			}
+		}
+	}
+}
+
+// mulColsZ is the batched part of mulCols on the AVX-512 kernels, for
+// blocks of nb tile columns: each tile is decoded once and applied to the
+// batch in blocks of at most tileFMAPackedMax rows, of sizes as equal as
+// they can be (no block is left a row or two, whose few FMA chains would
+// wait on the FMA latency), one kernel call per block. Decoding a tile
+// prefetches the one below it in the next tile row (after the last row,
+// the first of the next block), a whole run of tiles ahead. Batches of
+// two to four rows take bfpRowsSmall where it applies, as mulCols does.
+func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScratch, store func(b, n0 int, col []float32)) {
+	f, in := m.Format, m.In
+	tb, nt, kt := f.TileBytes(), m.nTiles(), m.kTiles()
+	nblk := (batch + tileFMAPackedMax - 1) / tileFMAPackedMax
+	for b0 := ntLo; b0 < ntHi; b0 += nb {
+		nj := min(nb, ntHi-b0)
+		all := s.acc[:nj*batch*TileSize]
+		clear(all)
+		for k := range kt {
+			rows := min(TileSize, in-k*TileSize)
+			lo, width, small := 0, 0, false
+			if rows == TileSize {
+				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
+			}
+			for j := 0; j < nj; j++ {
+				if small {
+					done := bfpRowsSmall(f, all[j*batch*TileSize:], m.BFP[(k*nt+b0+j)*tb:], nj-j, x[k*TileSize:], in, batch, lo, width)
+					if j += done; j == nj {
+						break
+					}
+				}
+				ahead := nt * tb
+				if k == kt-1 {
+					ahead = (nj - k*nt) * tb
+				}
+				decodeTileAhead(f, &s.w, m.BFP[(k*nt+b0+j)*tb:], ahead)
+				acc := all[j*batch*TileSize:][:batch*TileSize]
+				for i, r0 := 0, 0; i < nblk; i++ {
+					r1 := (i + 1) * batch / nblk
+					tileFMAPacked(acc[r0*TileSize:], &s.w, x[r0*in+k*TileSize:], in, rows, r1-r0)
+					r0 = r1
 				}
 			}
 		}

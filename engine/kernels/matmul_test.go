@@ -61,11 +61,30 @@ func TestBFPKernels(t *testing.T) {
 			tb := f.TileBytes()
 			tiles := randTiles(rng, f, 96, 100) // 3×4 tiles
 			var got, want [TileSize * TileSize]float32
-			for tile := range 12 {
-				decodeTile(f, &got, tiles[tile*tb:])
-				decodeTileGo(f, &want, tiles[tile*tb:])
-				checkSame(t, "decodeTile", got[:], want[:])
+			// The decoders, AVX2 and (where the CPU has it) AVX-512, on
+			// the random tiles and on one whose groups take every
+			// exponent 0-255 (subnormal steps, Inf/NaN groups) and every
+			// code, negative zero included.
+			every := make([]byte, 4*tb)
+			for i := range every {
+				every[i] = byte(i * 7)
 			}
+			saved := useAVX512
+			for _, z := range []bool{false, saved} {
+				useAVX512 = z
+				for tile := range 16 {
+					var src []byte
+					if tile < 12 {
+						src = tiles[tile*tb:]
+					} else {
+						src = every[(tile-12)*tb:]
+					}
+					decodeTile(f, &got, src)
+					decodeTileGo(f, &want, src)
+					checkSame(t, fmt.Sprintf("decodeTile avx512=%v tile %d", z, tile), got[:], want[:])
+				}
+			}
+			useAVX512 = saved
 			for _, rows := range []int{0, 1, 15, 16, 17, 31, 32} {
 				for n := range 4 {
 					x := randVec(rng, rows)
@@ -103,6 +122,16 @@ func TestBFPKernels(t *testing.T) {
 					}
 				}
 				useAVX512 = saved
+				// The packed-accumulator kernel at every width, at an odd
+				// input stride.
+				for nb := 1; nb <= tileFMAPackedMax; nb++ {
+					acc, accGo := randVec(rng, nb*TileSize), make([]float32, nb*TileSize)
+					copy(accGo, acc)
+					x := randVec(rng, (nb-1)*50+rows)
+					tileFMAPacked(acc, &want, x, 50, rows, nb)
+					tileFMAGo(accGo, TileSize, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMAPacked rows=%d nb=%d", rows, nb), acc, accGo)
+				}
 				// The AVX-512 kernels of one to five rows.
 				for nb := 1; useSIMD && useAVX512 && nb <= 5; nb++ {
 					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)

@@ -155,3 +155,37 @@ func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 
 //go:noescape
 func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
+
+// fmaPeakZ runs n iterations of 16 independent 512-bit VFMADD231PS
+// (512·n flops) and fmaPeakY n iterations of 12 independent 256-bit ones
+// (192·n flops), on registers only: the core's fp32 FMA peak, the
+// yardstick of BenchmarkFMAPeak and of BenchmarkMatMul's peak_frac
+// (peak_amd64.s). Only the benchmarks call them.
+//
+//go:noescape
+func fmaPeakZ(n int)
+
+//go:noescape
+func fmaPeakY(n int)
+
+// decodeTile4Z and decodeTile8Z are decodeTileGo(BFP4, ...) and
+// decodeTileGo(BFP8, ...) with 512-bit registers; they prefetch the tile
+// ahead bytes on from t (tile512_amd64.s).
+//
+//go:noescape
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32, ahead int)
+
+//go:noescape
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, scale *[256]float32, ahead int)
+
+// tileFMAPackedZ is tileFMAGo for nb ∈ [1, 12] batch rows with packed
+// accumulators (accStride 32) and 512-bit registers (tile512_amd64.s).
+//
+//go:noescape
+func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int)
+
+// swiGLUZ is SwiGLU for the first len(gate)&^63 elements with 512-bit
+// registers; c is &swiGLUConst (swiglu_amd64.s).
+//
+//go:noescape
+func swiGLUZ(y, gate, up []float32, c *[18]float64)

@@ -105,3 +105,21 @@ func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x 
 func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
 	tileFMAGo(acc, accStride, w, x, xStride, rows, 5)
 }
+
+func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, _ int) {
+	decodeTileGo(BFP4, dst, t)
+}
+
+func decodeTile8Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, _ int) {
+	decodeTileGo(BFP8, dst, t)
+}
+
+func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
+	tileFMAGo(acc, TileSize, w, x, xStride, rows, nb)
+}
+
+func swiGLUZ(y, gate, up []float32, _ *[18]float64) {
+	for i, g := range gate {
+		y[i] = SiLU(g) * up[i]
+	}
+}

@@ -105,21 +105,34 @@ func Exp(x float32) float32 {
 // resolution. Each float64() conversion pins a rounding that the compiler
 // could otherwise fuse away.
 func exp64(t float64) float64 {
-	const (
-		log2e = 1.44269504088896338700e+00
-		ln2hi = 6.93147180369123816490e-01 // 32 significant bits: k·ln2hi is exact
-		ln2lo = 1.90821492927058770002e-10
-	)
-	k := math.RoundToEven(float64(t * log2e))
-	r := float64(t - float64(k*ln2hi))
-	r = float64(r - float64(k*ln2lo))
-	p := 1.0 / 479001600 // 1/12!
-	for _, c := range [...]float64{1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
-		1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
+	k := math.RoundToEven(float64(t * exp64Log2e))
+	r := float64(t - float64(k*exp64Ln2hi))
+	r = float64(r - float64(k*exp64Ln2lo))
+	p := exp64Poly[0]
+	for _, c := range exp64Poly[1:] {
 		p = float64(float64(p*r) + c)
 	}
 	return math.Ldexp(p, int(k))
 }
+
+const (
+	exp64Log2e = 1.44269504088896338700e+00
+	exp64Ln2hi = 6.93147180369123816490e-01 // 32 significant bits: k·ln2hi is exact
+	exp64Ln2lo = 1.90821492927058770002e-10
+)
+
+// exp64Poly holds the coefficients of exp64's polynomial, 1/12! down to
+// 1/0!, in the order exp64 applies them.
+var exp64Poly = [13]float64{1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
+	1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}
+
+// swiGLUConst is exp64's constants for swiGLUZ: log2e, ln2hi, ln2lo, the
+// bounds 89 and −104 of Exp's range, then exp64Poly.
+var swiGLUConst = func() (c [18]float64) {
+	c[0], c[1], c[2], c[3], c[4] = exp64Log2e, exp64Ln2hi, exp64Ln2lo, 89, -104
+	copy(c[5:], exp64Poly[:])
+	return c
+}()
 
 // Sigmoid returns 1/(1 + e^−x) in float32 (the MoE router's σ).
 func Sigmoid(x float32) float32 { return 1 / (1 + Exp(-x)) }
@@ -146,10 +159,18 @@ func SiLUVec(y, x []float32) {
 // SwiGLU sets y[i] = SiLU(gate[i])·up[i], the activation of the dense and
 // expert feed-forward blocks (docs/lfm2-moe.md §4.6). y may alias either
 // input.
+//
+// With AVX-512 the elements run 64 at a time (swiGLUZ) with the same bits
+// (NaN payloads aside).
 func SwiGLU(y, gate, up []float32) {
 	checkLen("SwiGLU", len(y), len(gate), len(up))
-	for i, g := range gate {
-		y[i] = SiLU(g) * up[i]
+	i := 0
+	if n := len(gate) &^ 63; n > 0 && useSIMD && useAVX512 {
+		swiGLUZ(y[:n], gate[:n], up[:n], &swiGLUConst)
+		i = n
+	}
+	for ; i < len(gate); i++ {
+		y[i] = SiLU(gate[i]) * up[i]
 	}
 }
 

@@ -329,3 +329,58 @@ func TestPool(t *testing.T) {
 		t.Error("nil pool threads")
 	}
 }
+
+// TestSwiGLUWide: SwiGLU on the AVX-512 kernel (64 elements at a time)
+// gives the bits of the Go loop, NaN payloads aside, for inputs across
+// Exp's whole range and its edges: ±0, subnormals, the bounds 89 and −104
+// of Exp(−g) and their neighbours, values whose exponential overflows or
+// underflows float32, ±Inf, NaN; at lengths around the 64-element step and
+// with y aliasing gate.
+func TestSwiGLUWide(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(61, 62))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 1e-38, -89, 89, -104, 104,
+		math.Nextafter32(-89, 0), math.Nextafter32(-89, -200), math.Nextafter32(104, 0), math.Nextafter32(104, 200),
+		-88.7, 87.3, -103.9, 103.2, 200, -200, 3e38, -3e38,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	pick := func() float32 {
+		switch rng.IntN(4) {
+		case 0:
+			return special[rng.IntN(len(special))]
+		case 1:
+			return float32(rng.NormFloat64() * 40)
+		default:
+			return float32(rng.NormFloat64() * 3)
+		}
+	}
+	same := func(a, b float32) bool {
+		return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+	}
+	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 200, 4096, 1 << 20} {
+		gate, up := make([]float32, n), make([]float32, n)
+		for i := range gate {
+			gate[i], up[i] = pick(), pick()
+			if n == 1<<20 {
+				// Every 4096th float32 bit pattern, times 1 (and the
+				// next one), across both signs and all exponents.
+				gate[i], up[i] = math.Float32frombits(uint32(i)<<12|uint32(i)&0xfff), 1
+			}
+		}
+		want := make([]float32, n)
+		saved := useAVX512
+		useAVX512 = false
+		SwiGLU(want, gate, up)
+		useAVX512 = saved
+		got := make([]float32, n)
+		SwiGLU(got, gate, up)
+		alias := append([]float32(nil), gate...)
+		SwiGLU(alias, alias, up)
+		for i := range want {
+			if !same(got[i], want[i]) || !same(alias[i], want[i]) {
+				t.Fatalf("n=%d: SwiGLU(%g, %g) = %g (aliased %g), want %g", n, gate[i], up[i], got[i], alias[i], want[i])
+			}
+		}
+	}
+}

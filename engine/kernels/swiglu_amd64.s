@@ -1,0 +1,416 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// SwiGLU with AVX-512 (F): swiGLUZ.
+
+DATA signbit<>+0(SB)/4, $0x80000000
+GLOBL signbit<>(SB), RODATA|NOPTR, $4
+
+DATA onef<>+0(SB)/4, $0x3f800000
+GLOBL onef<>(SB), RODATA|NOPTR, $4
+
+// infF is float32 +Inf, m89F −89 and p104F 104.
+DATA infF<>+0(SB)/4, $0x7f800000
+GLOBL infF<>(SB), RODATA|NOPTR, $4
+DATA m89F<>+0(SB)/4, $0xc2b20000
+GLOBL m89F<>(SB), RODATA|NOPTR, $4
+DATA p104F<>+0(SB)/4, $0x42d00000
+GLOBL p104F<>(SB), RODATA|NOPTR, $4
+
+// func swiGLUZ(y, gate, up []float32, c *[18]float64)
+//
+// SwiGLU for the first len(gate)&^63 elements: y[i] = g/(1 + Exp(−g))·up[i]
+// with g = gate[i] and Exp exactly as Exp computes it. t = −g is widened
+// to float64 and, clamped to [−104, 89], run through exp64's float64
+// operations in exp64's order (c holds its constants as Go rounds them:
+// log2e, ln2hi, ln2lo, 89, −104, then the polynomial's coefficients from
+// 1/12! to the last 1; VRNDSCALEPD rounds to even as math.RoundToEven;
+// VSCALEFPD multiplies by 2^k exactly, as math.Ldexp does, the result
+// being a normal float64), then rounded once to float32. Lanes outside
+// Exp's range take its other cases, decided on g in float32: +Inf for
+// t > 89 (g < −89), 0 for t < −104 (g > 104), and t itself for a NaN.
+// Then SiLU's float32 add and divide and SwiGLU's multiply. Each
+// iteration runs 64 elements, eight groups of eight float64 lanes side by
+// side, so that the polynomial's dependent operations overlap. Inputs are
+// read before the iteration's outputs are written, so y may alias gate or
+// up.
+TEXT ·swiGLUZ(SB), NOSPLIT, $0-80
+	MOVQ y_base+0(FP), DI
+	MOVQ gate_base+24(FP), SI
+	MOVQ gate_len+32(FP), CX
+	MOVQ up_base+48(FP), DX
+	MOVQ c+72(FP), R8
+	SHRQ $6, CX
+	JEQ  done
+
+loop:
+	VMOVUPS       0(SI), Z24
+	VPXORD.BCST   signbit<>(SB), Z24, Z24
+	VMOVUPS       64(SI), Z25
+	VPXORD.BCST   signbit<>(SB), Z25, Z25
+	VMOVUPS       128(SI), Z26
+	VPXORD.BCST   signbit<>(SB), Z26, Z26
+	VMOVUPS       192(SI), Z27
+	VPXORD.BCST   signbit<>(SB), Z27, Z27
+	VCVTPS2PD     Y24, Z0
+	VEXTRACTF64X4 $1, Z24, Y24
+	VCVTPS2PD     Y24, Z1
+	VCVTPS2PD     Y25, Z2
+	VEXTRACTF64X4 $1, Z25, Y25
+	VCVTPS2PD     Y25, Z3
+	VCVTPS2PD     Y26, Z4
+	VEXTRACTF64X4 $1, Z26, Y26
+	VCVTPS2PD     Y26, Z5
+	VCVTPS2PD     Y27, Z6
+	VEXTRACTF64X4 $1, Z27, Y27
+	VCVTPS2PD     Y27, Z7
+	// Clamp t to [−104, 89] (a NaN becomes 89).
+	VMINPD.BCST   24(R8), Z0, Z0
+	VMAXPD.BCST   32(R8), Z0, Z0
+	VMINPD.BCST   24(R8), Z1, Z1
+	VMAXPD.BCST   32(R8), Z1, Z1
+	VMINPD.BCST   24(R8), Z2, Z2
+	VMAXPD.BCST   32(R8), Z2, Z2
+	VMINPD.BCST   24(R8), Z3, Z3
+	VMAXPD.BCST   32(R8), Z3, Z3
+	VMINPD.BCST   24(R8), Z4, Z4
+	VMAXPD.BCST   32(R8), Z4, Z4
+	VMINPD.BCST   24(R8), Z5, Z5
+	VMAXPD.BCST   32(R8), Z5, Z5
+	VMINPD.BCST   24(R8), Z6, Z6
+	VMAXPD.BCST   32(R8), Z6, Z6
+	VMINPD.BCST   24(R8), Z7, Z7
+	VMAXPD.BCST   32(R8), Z7, Z7
+	// k = RoundToEven(t·log2e).
+	VMULPD.BCST   0(R8), Z0, Z8
+	VMULPD.BCST   0(R8), Z1, Z9
+	VMULPD.BCST   0(R8), Z2, Z10
+	VMULPD.BCST   0(R8), Z3, Z11
+	VMULPD.BCST   0(R8), Z4, Z12
+	VMULPD.BCST   0(R8), Z5, Z13
+	VMULPD.BCST   0(R8), Z6, Z14
+	VMULPD.BCST   0(R8), Z7, Z15
+	VRNDSCALEPD   $0, Z8, Z8
+	VRNDSCALEPD   $0, Z9, Z9
+	VRNDSCALEPD   $0, Z10, Z10
+	VRNDSCALEPD   $0, Z11, Z11
+	VRNDSCALEPD   $0, Z12, Z12
+	VRNDSCALEPD   $0, Z13, Z13
+	VRNDSCALEPD   $0, Z14, Z14
+	VRNDSCALEPD   $0, Z15, Z15
+	// r = (t − k·ln2hi) − k·ln2lo.
+	VMULPD.BCST   8(R8), Z8, Z24
+	VSUBPD        Z24, Z0, Z0
+	VMULPD.BCST   8(R8), Z9, Z24
+	VSUBPD        Z24, Z1, Z1
+	VMULPD.BCST   8(R8), Z10, Z24
+	VSUBPD        Z24, Z2, Z2
+	VMULPD.BCST   8(R8), Z11, Z24
+	VSUBPD        Z24, Z3, Z3
+	VMULPD.BCST   8(R8), Z12, Z24
+	VSUBPD        Z24, Z4, Z4
+	VMULPD.BCST   8(R8), Z13, Z24
+	VSUBPD        Z24, Z5, Z5
+	VMULPD.BCST   8(R8), Z14, Z24
+	VSUBPD        Z24, Z6, Z6
+	VMULPD.BCST   8(R8), Z15, Z24
+	VSUBPD        Z24, Z7, Z7
+	VMULPD.BCST   16(R8), Z8, Z25
+	VSUBPD        Z25, Z0, Z0
+	VMULPD.BCST   16(R8), Z9, Z25
+	VSUBPD        Z25, Z1, Z1
+	VMULPD.BCST   16(R8), Z10, Z25
+	VSUBPD        Z25, Z2, Z2
+	VMULPD.BCST   16(R8), Z11, Z25
+	VSUBPD        Z25, Z3, Z3
+	VMULPD.BCST   16(R8), Z12, Z25
+	VSUBPD        Z25, Z4, Z4
+	VMULPD.BCST   16(R8), Z13, Z25
+	VSUBPD        Z25, Z5, Z5
+	VMULPD.BCST   16(R8), Z14, Z25
+	VSUBPD        Z25, Z6, Z6
+	VMULPD.BCST   16(R8), Z15, Z25
+	VSUBPD        Z25, Z7, Z7
+	// p = (…(c5·r + c6)·r + …)·r + c17, then p·2^k.
+	VBROADCASTSD  40(R8), Z16
+	VBROADCASTSD  40(R8), Z17
+	VBROADCASTSD  40(R8), Z18
+	VBROADCASTSD  40(R8), Z19
+	VBROADCASTSD  40(R8), Z20
+	VBROADCASTSD  40(R8), Z21
+	VBROADCASTSD  40(R8), Z22
+	VBROADCASTSD  40(R8), Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   48(R8), Z16, Z16
+	VADDPD.BCST   48(R8), Z17, Z17
+	VADDPD.BCST   48(R8), Z18, Z18
+	VADDPD.BCST   48(R8), Z19, Z19
+	VADDPD.BCST   48(R8), Z20, Z20
+	VADDPD.BCST   48(R8), Z21, Z21
+	VADDPD.BCST   48(R8), Z22, Z22
+	VADDPD.BCST   48(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   56(R8), Z16, Z16
+	VADDPD.BCST   56(R8), Z17, Z17
+	VADDPD.BCST   56(R8), Z18, Z18
+	VADDPD.BCST   56(R8), Z19, Z19
+	VADDPD.BCST   56(R8), Z20, Z20
+	VADDPD.BCST   56(R8), Z21, Z21
+	VADDPD.BCST   56(R8), Z22, Z22
+	VADDPD.BCST   56(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   64(R8), Z16, Z16
+	VADDPD.BCST   64(R8), Z17, Z17
+	VADDPD.BCST   64(R8), Z18, Z18
+	VADDPD.BCST   64(R8), Z19, Z19
+	VADDPD.BCST   64(R8), Z20, Z20
+	VADDPD.BCST   64(R8), Z21, Z21
+	VADDPD.BCST   64(R8), Z22, Z22
+	VADDPD.BCST   64(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   72(R8), Z16, Z16
+	VADDPD.BCST   72(R8), Z17, Z17
+	VADDPD.BCST   72(R8), Z18, Z18
+	VADDPD.BCST   72(R8), Z19, Z19
+	VADDPD.BCST   72(R8), Z20, Z20
+	VADDPD.BCST   72(R8), Z21, Z21
+	VADDPD.BCST   72(R8), Z22, Z22
+	VADDPD.BCST   72(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   80(R8), Z16, Z16
+	VADDPD.BCST   80(R8), Z17, Z17
+	VADDPD.BCST   80(R8), Z18, Z18
+	VADDPD.BCST   80(R8), Z19, Z19
+	VADDPD.BCST   80(R8), Z20, Z20
+	VADDPD.BCST   80(R8), Z21, Z21
+	VADDPD.BCST   80(R8), Z22, Z22
+	VADDPD.BCST   80(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   88(R8), Z16, Z16
+	VADDPD.BCST   88(R8), Z17, Z17
+	VADDPD.BCST   88(R8), Z18, Z18
+	VADDPD.BCST   88(R8), Z19, Z19
+	VADDPD.BCST   88(R8), Z20, Z20
+	VADDPD.BCST   88(R8), Z21, Z21
+	VADDPD.BCST   88(R8), Z22, Z22
+	VADDPD.BCST   88(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   96(R8), Z16, Z16
+	VADDPD.BCST   96(R8), Z17, Z17
+	VADDPD.BCST   96(R8), Z18, Z18
+	VADDPD.BCST   96(R8), Z19, Z19
+	VADDPD.BCST   96(R8), Z20, Z20
+	VADDPD.BCST   96(R8), Z21, Z21
+	VADDPD.BCST   96(R8), Z22, Z22
+	VADDPD.BCST   96(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   104(R8), Z16, Z16
+	VADDPD.BCST   104(R8), Z17, Z17
+	VADDPD.BCST   104(R8), Z18, Z18
+	VADDPD.BCST   104(R8), Z19, Z19
+	VADDPD.BCST   104(R8), Z20, Z20
+	VADDPD.BCST   104(R8), Z21, Z21
+	VADDPD.BCST   104(R8), Z22, Z22
+	VADDPD.BCST   104(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   112(R8), Z16, Z16
+	VADDPD.BCST   112(R8), Z17, Z17
+	VADDPD.BCST   112(R8), Z18, Z18
+	VADDPD.BCST   112(R8), Z19, Z19
+	VADDPD.BCST   112(R8), Z20, Z20
+	VADDPD.BCST   112(R8), Z21, Z21
+	VADDPD.BCST   112(R8), Z22, Z22
+	VADDPD.BCST   112(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   120(R8), Z16, Z16
+	VADDPD.BCST   120(R8), Z17, Z17
+	VADDPD.BCST   120(R8), Z18, Z18
+	VADDPD.BCST   120(R8), Z19, Z19
+	VADDPD.BCST   120(R8), Z20, Z20
+	VADDPD.BCST   120(R8), Z21, Z21
+	VADDPD.BCST   120(R8), Z22, Z22
+	VADDPD.BCST   120(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   128(R8), Z16, Z16
+	VADDPD.BCST   128(R8), Z17, Z17
+	VADDPD.BCST   128(R8), Z18, Z18
+	VADDPD.BCST   128(R8), Z19, Z19
+	VADDPD.BCST   128(R8), Z20, Z20
+	VADDPD.BCST   128(R8), Z21, Z21
+	VADDPD.BCST   128(R8), Z22, Z22
+	VADDPD.BCST   128(R8), Z23, Z23
+	VMULPD        Z0, Z16, Z16
+	VMULPD        Z1, Z17, Z17
+	VMULPD        Z2, Z18, Z18
+	VMULPD        Z3, Z19, Z19
+	VMULPD        Z4, Z20, Z20
+	VMULPD        Z5, Z21, Z21
+	VMULPD        Z6, Z22, Z22
+	VMULPD        Z7, Z23, Z23
+	VADDPD.BCST   136(R8), Z16, Z16
+	VADDPD.BCST   136(R8), Z17, Z17
+	VADDPD.BCST   136(R8), Z18, Z18
+	VADDPD.BCST   136(R8), Z19, Z19
+	VADDPD.BCST   136(R8), Z20, Z20
+	VADDPD.BCST   136(R8), Z21, Z21
+	VADDPD.BCST   136(R8), Z22, Z22
+	VADDPD.BCST   136(R8), Z23, Z23
+	VSCALEFPD     Z8, Z16, Z16
+	VSCALEFPD     Z9, Z17, Z17
+	VSCALEFPD     Z10, Z18, Z18
+	VSCALEFPD     Z11, Z19, Z19
+	VSCALEFPD     Z12, Z20, Z20
+	VSCALEFPD     Z13, Z21, Z21
+	VSCALEFPD     Z14, Z22, Z22
+	VSCALEFPD     Z15, Z23, Z23
+	VCVTPD2PS     Z16, Y16
+	VCVTPD2PS     Z17, Y17
+	VCVTPD2PS     Z18, Y18
+	VCVTPD2PS     Z19, Y19
+	VCVTPD2PS     Z20, Y20
+	VCVTPD2PS     Z21, Y21
+	VCVTPD2PS     Z22, Y22
+	VCVTPD2PS     Z23, Y23
+	VINSERTF64X4  $1, Y17, Z16, Z16
+	VMOVUPS       0(SI), Z24
+	VCMPPS.BCST   $0x11, m89F<>(SB), Z24, K1
+	VCMPPS.BCST   $0x1e, p104F<>(SB), Z24, K2
+	VCMPPS        $3, Z24, Z24, K3
+	VBROADCASTSS  infF<>(SB), K1, Z16
+	VPXORD        Z25, Z25, Z25
+	VMOVAPS       Z25, K2, Z16
+	VPXORD.BCST   signbit<>(SB), Z24, Z26
+	VMOVAPS       Z26, K3, Z16
+	VADDPS.BCST   onef<>(SB), Z16, Z16
+	VDIVPS        Z16, Z24, Z16
+	VMULPS        0(DX), Z16, Z16
+	VINSERTF64X4  $1, Y19, Z18, Z18
+	VMOVUPS       64(SI), Z24
+	VCMPPS.BCST   $0x11, m89F<>(SB), Z24, K1
+	VCMPPS.BCST   $0x1e, p104F<>(SB), Z24, K2
+	VCMPPS        $3, Z24, Z24, K3
+	VBROADCASTSS  infF<>(SB), K1, Z18
+	VPXORD        Z25, Z25, Z25
+	VMOVAPS       Z25, K2, Z18
+	VPXORD.BCST   signbit<>(SB), Z24, Z26
+	VMOVAPS       Z26, K3, Z18
+	VADDPS.BCST   onef<>(SB), Z18, Z18
+	VDIVPS        Z18, Z24, Z18
+	VMULPS        64(DX), Z18, Z18
+	VINSERTF64X4  $1, Y21, Z20, Z20
+	VMOVUPS       128(SI), Z24
+	VCMPPS.BCST   $0x11, m89F<>(SB), Z24, K1
+	VCMPPS.BCST   $0x1e, p104F<>(SB), Z24, K2
+	VCMPPS        $3, Z24, Z24, K3
+	VBROADCASTSS  infF<>(SB), K1, Z20
+	VPXORD        Z25, Z25, Z25
+	VMOVAPS       Z25, K2, Z20
+	VPXORD.BCST   signbit<>(SB), Z24, Z26
+	VMOVAPS       Z26, K3, Z20
+	VADDPS.BCST   onef<>(SB), Z20, Z20
+	VDIVPS        Z20, Z24, Z20
+	VMULPS        128(DX), Z20, Z20
+	VINSERTF64X4  $1, Y23, Z22, Z22
+	VMOVUPS       192(SI), Z24
+	VCMPPS.BCST   $0x11, m89F<>(SB), Z24, K1
+	VCMPPS.BCST   $0x1e, p104F<>(SB), Z24, K2
+	VCMPPS        $3, Z24, Z24, K3
+	VBROADCASTSS  infF<>(SB), K1, Z22
+	VPXORD        Z25, Z25, Z25
+	VMOVAPS       Z25, K2, Z22
+	VPXORD.BCST   signbit<>(SB), Z24, Z26
+	VMOVAPS       Z26, K3, Z22
+	VADDPS.BCST   onef<>(SB), Z22, Z22
+	VDIVPS        Z22, Z24, Z22
+	VMULPS        192(DX), Z22, Z22
+	VMOVUPS       Z16, 0(DI)
+	VMOVUPS       Z18, 64(DI)
+	VMOVUPS       Z20, 128(DI)
+	VMOVUPS       Z22, 192(DI)
+	ADDQ          $256, SI
+	ADDQ          $256, DX
+	ADDQ          $256, DI
+	DECQ          CX
+	JNE           loop
+
+done:
+	VZEROUPPER
+	RET
