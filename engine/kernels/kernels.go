@@ -218,11 +218,7 @@ func tileFMA6(acc []float32, accStride int, w *[TileSize * TileSize]float32, x [
 	nb := 6 * nblk
 	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
 	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
-	switch {
-	case useSIMD && useAVX512:
-		tileFMA6Z(acc, accStride, w, x, xStride, rows, nblk)
-		return
-	case useSIMD:
+	if useSIMD {
 		tileFMA6AVX(acc, accStride, w, x, xStride, rows, nblk)
 		return
 	}
@@ -276,27 +272,4 @@ func bfpRowsSmall(f Format, acc []float32, t []byte, n int, x []float32, xStride
 		return bfpRow8PairsB4(acc, t, n, x, xStride, lo, width, &xs)
 	}
 	panic("kernels: bfpRowsSmall: bad format or batch")
-}
-
-// tileFMAZ applies rows rows of a decoded tile to nb ∈ [1, 5] batch rows
-// with the AVX-512 kernels, like tileFMA (bit for bit); only with useSIMD
-// and useAVX512.
-func tileFMAZ(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nb int) {
-	if rows < 0 || rows > TileSize || nb < 1 || nb > 5 || accStride < TileSize || xStride < rows || !useSIMD || !useAVX512 {
-		panic("kernels: tileFMAZ: bad rows, strides or batch")
-	}
-	_ = acc[(nb-1)*accStride : (nb-1)*accStride+TileSize]
-	_ = x[(nb-1)*xStride : (nb-1)*xStride+rows]
-	switch nb {
-	case 1:
-		tileFMA1Z(acc, accStride, w, x, xStride, rows)
-	case 2:
-		tileFMA2Z(acc, accStride, w, x, xStride, rows)
-	case 3:
-		tileFMA3Z(acc, accStride, w, x, xStride, rows)
-	case 4:
-		tileFMA4Z(acc, accStride, w, x, xStride, rows)
-	default:
-		tileFMA5Z(acc, accStride, w, x, xStride, rows)
-	}
 }

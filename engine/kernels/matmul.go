@@ -302,11 +302,6 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 					tileFMA6(acc, TileSize, &s.w, x[k*TileSize:], in, rows, nblk)
 					b = 6 * nblk
 				}
-				if b < batch && useSIMD && useAVX512 {
-					// The rest, one to five rows, in one call.
-					tileFMAZ(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, batch-b)
-					b = batch
-				}
 				for b < batch {
 					g := min(3, batch-b)
 					if batch-b == 4 {

@@ -105,23 +105,17 @@ func TestBFPKernels(t *testing.T) {
 					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
 					checkSame(t, fmt.Sprintf("tileFMA rows=%d nb=%d", rows, nb), acc, accGo)
 				}
-				// The six-row kernel, at odd strides, one and two blocks;
-				// with the AVX2 kernel and, where the CPU has it, the
-				// AVX-512 one.
-				saved := useAVX512
-				for _, z := range []bool{false, saved} {
-					useAVX512 = z
-					for nblk := 1; nblk <= 2; nblk++ {
-						nb := 6 * nblk
-						acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
-						copy(accGo, acc)
-						x := randVec(rng, (nb-1)*50+rows)
-						tileFMA6(acc, 40, &want, x, 50, rows, nblk)
-						tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
-						checkSame(t, fmt.Sprintf("tileFMA6 avx512=%v rows=%d nblk=%d", z, rows, nblk), acc, accGo)
-					}
+				// The six-row kernel (AVX2), at odd strides, one and two
+				// blocks.
+				for nblk := 1; nblk <= 2; nblk++ {
+					nb := 6 * nblk
+					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
+					copy(accGo, acc)
+					x := randVec(rng, (nb-1)*50+rows)
+					tileFMA6(acc, 40, &want, x, 50, rows, nblk)
+					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
+					checkSame(t, fmt.Sprintf("tileFMA6 rows=%d nblk=%d", rows, nblk), acc, accGo)
 				}
-				useAVX512 = saved
 				// The packed-accumulator kernel at every width, at an odd
 				// input stride.
 				for nb := 1; nb <= tileFMAPackedMax; nb++ {
@@ -131,15 +125,6 @@ func TestBFPKernels(t *testing.T) {
 					tileFMAPacked(acc, &want, x, 50, rows, nb)
 					tileFMAGo(accGo, TileSize, &want, x, 50, rows, nb)
 					checkSame(t, fmt.Sprintf("tileFMAPacked rows=%d nb=%d", rows, nb), acc, accGo)
-				}
-				// The AVX-512 kernels of one to five rows.
-				for nb := 1; useSIMD && useAVX512 && nb <= 5; nb++ {
-					acc, accGo := randVec(rng, (nb-1)*40+TileSize), make([]float32, (nb-1)*40+TileSize)
-					copy(accGo, acc)
-					x := randVec(rng, (nb-1)*50+rows)
-					tileFMAZ(acc, 40, &want, x, 50, rows, nb)
-					tileFMAGo(accGo, 40, &want, x, 50, rows, nb)
-					checkSame(t, fmt.Sprintf("tileFMAZ rows=%d nb=%d", rows, nb), acc, accGo)
 				}
 			}
 		})

@@ -133,29 +133,6 @@ func bfpRow8PairsB3(acc []float32, t []byte, n int, x []float32, xStride, lo, wi
 //go:noescape
 func bfpRow8PairsB4(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
 
-// tileFMA6Z is tileFMA6AVX with 512-bit registers (bfp512_amd64.s).
-//
-//go:noescape
-func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int)
-
-// tileFMA1Z … tileFMA5Z are tileFMAGo for 1 to 5 batch rows with 512-bit
-// registers (bfp512_amd64.s).
-
-//go:noescape
-func tileFMA1Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
-
-//go:noescape
-func tileFMA2Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
-
-//go:noescape
-func tileFMA3Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
-
-//go:noescape
-func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
-
-//go:noescape
-func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int)
-
 // fmaPeakZ runs n iterations of 16 independent 512-bit VFMADD231PS
 // (512·n flops) and fmaPeakY n iterations of 12 independent 256-bit ones
 // (192·n flops), on registers only: the core's fp32 FMA peak, the

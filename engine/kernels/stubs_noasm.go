@@ -82,30 +82,6 @@ func bfpRow8PairsB4(_ []float32, _ []byte, _ int, _ []float32, _, _, _ int, _ *[
 	return 0
 }
 
-func tileFMA6Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows, nblk int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 6*nblk)
-}
-
-func tileFMA1Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 1)
-}
-
-func tileFMA2Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 2)
-}
-
-func tileFMA3Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 3)
-}
-
-func tileFMA4Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 4)
-}
-
-func tileFMA5Z(acc []float32, accStride int, w *[TileSize * TileSize]float32, x []float32, xStride, rows int) {
-	tileFMAGo(acc, accStride, w, x, xStride, rows, 5)
-}
-
 func decodeTile4Z(dst *[TileSize * TileSize]float32, t []byte, _ *[256]float32, _ int) {
 	decodeTileGo(BFP4, dst, t)
 }
