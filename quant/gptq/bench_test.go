@@ -54,7 +54,7 @@ func BenchmarkSolveStages(b *testing.B) {
 				if ref {
 					factorInverseRef(hp, u, s.k)
 				} else {
-					factorInverse(hp, u, s.k)
+					factorInverse(hp, u, s.k, 1)
 				}
 			}},
 			{"quantize", k * k * float64(s.out), func(ref bool) {
