@@ -7,34 +7,47 @@ import (
 	"github.com/lfmq/lfmq/format/bfp"
 )
 
-// Memory of GPTQ, one MoE layer at a time (measured at LFM2-8B-A1B's
-// shapes, see solveScratch and defaultSolveMemory): what a run holds while
-// it quantizes MoE layer l, and why.
+// Memory of GPTQ, one MoE layer at a time: what a run holds while it
+// quantizes MoE layer l, and why. Sizes at LFM2-8B-A1B's shapes (E = 32
+// experts, H = 2048, F = 1792) for T calibration tokens; "measured" is one
+// MoE layer of the synthetic 8B-shape checkpoint with T = 8×512 and 16
+// workers (scripts/bench-scaling.sh --layers 2 --gptq-seqs 8
+// --gptq-threads 16, RSS split from /proc, live heap from GODEBUG=gctrace=1).
 //
 //   - The model the calibration forward runs (engine/model): the source
-//     checkpoint's tensors, memory-mapped (file pages, counted in RSS once
-//     read), with the BFP8 dense weights and the finished layers' BFP4
-//     experts replacing them. The same for every layer.
-//   - The calibration activations (hessian.Cache and Stream): the layer's
-//     expert input z and the residual stream, float32 [T, H] each (two
-//     streams while one advances): 4·T·H bytes apiece, 32 MB each for
-//     T = 4096 tokens, 134 MB for 16384.
+//     tensors memory-mapped (file pages, counted in RSS once read: measured
+//     1.4–2.1 GB of file RSS), with the BFP8 dense weights and the finished
+//     layers' BFP4 experts in their place. The same for every layer.
+//   - The dense RTN pass before the first MoE layer: float32 copies of the
+//     tensors being packed (measured up to 1.8 GB of heap), released
+//     before the MoE layers start.
+//   - The calibration activations (hessian.Cache, Stream): the layer's
+//     expert input z and the residual stream, float32 [T, H] each, two
+//     streams while one advances: 4·T·H bytes apiece, 34 MB each at
+//     T = 4096, 134 MB at 16384 (measured 0.15–0.55 GB live with the
+//     engine's forward buffers).
 //   - The statistics: every expert's float64 S = Σ ω·x·xᵀ is needed before
 //     the pooled Hessian exists, so all E are held at once: E·H²·8 bytes
 //     for w1/w3 (1.07 GB), then E·F²·8 for w2 (0.82 GB), plus the pool,
-//     whatever the token count. An expert's statistics are dropped when
-//     its solve ends. Accumulating them needs only a 64-token chunk per
-//     expert being accumulated (2 MB), so the worker count hardly shows.
-//   - The solves' scratch (solveScratch): per expert solve about 215 MB for
-//     w1/w3 and 159 MB for w2. This is the part that grew with the number
-//     of workers when each worker ran a whole solve; it is now bounded by
-//     GPTQOptions.SolveMemory (see solveSlots).
-//   - The results: the packed BFP4 bytes of the layer (E·3·H·F/2 bytes plus
+//     whatever T. An expert's statistics go when its solve ends.
+//     Accumulating them takes a 64-token chunk (2 MB) per expert being
+//     accumulated: the worker count hardly shows.
+//   - The solves' scratch (solveScratch): 215 MB per w1/w3 solve, 159 MB
+//     per w2 solve. With every worker running a whole solve this grew with
+//     the workers (16: 3.4 GB live; measured 2.7–3.9 GB live during the
+//     solves); it is now at most GPTQOptions.SolveMemory (solveSlots),
+//     default one layer's w1/w3 statistics, 1.07 GB (measured 1.1–1.8 GB
+//     live during the solves, statistics included).
+//   - The results: the layer's packed BFP4 bytes (3·E·H·F/2 plus
 //     exponents, 185 MB), kept until the layer's file is written.
+//   - The collector's headroom: the heap may grow past the live bytes by
+//     GOGC percent before a collection. At the default 100 this doubled
+//     the solves' live heap (measured heap goal 7.8 GB with 16 whole
+//     solves, 3.8 GB under the default budget).
 //
-// So a layer's peak is the model, the activations, one input kind's
-// statistics, the solve budget and the packed results, none of which
-// depends on the number of layers, and only the budget on the workers.
+// None of these depends on the number of layers, and beyond the budget none
+// depends on the workers. Measured peak RSS: 10.05 GB with 16 whole solves
+// (the code before the budget), 6.04 GB with the budget.
 
 // solveScratch is the most memory one expert solve (gptqRun.solve) holds at
 // once, in bytes, for mats matrices [out, k] sharing one Hessian: the
