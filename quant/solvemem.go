@@ -34,20 +34,24 @@ import (
 //     accumulated: the worker count hardly shows.
 //   - The solves' scratch (solveScratch): 215 MB per w1/w3 solve, 159 MB
 //     per w2 solve. With every worker running a whole solve this grew with
-//     the workers (16: 3.4 GB live; measured 2.7–3.9 GB live during the
-//     solves); it is now at most GPTQOptions.SolveMemory (solveSlots),
-//     default one layer's w1/w3 statistics, 1.07 GB (measured 1.1–1.8 GB
-//     live during the solves, statistics included).
+//     the workers (16: 3.4 GB; measured up to 4.0 GB live during the
+//     solves, statistics included); it is now at most
+//     GPTQOptions.SolveMemory (solveSlots), by default one layer's w1/w3
+//     statistics, 1.07 GB (measured up to 1.8 GB live, statistics
+//     included).
 //   - The results: the layer's packed BFP4 bytes (3·E·H·F/2 plus
 //     exponents, 185 MB), kept until the layer's file is written.
-//   - The collector's headroom: the heap may grow past the live bytes by
-//     GOGC percent before a collection. At the default 100 this doubled
-//     the solves' live heap (measured heap goal 7.8 GB with 16 whole
-//     solves, 3.8 GB under the default budget).
+//   - The collector's headroom: the heap grows past the live bytes by GOGC
+//     percent before a collection. At the default 100 this doubled the
+//     solves' live heap (measured heap peaks: 8.0 GB with 16 whole solves,
+//     3.8 GB under the budget), so a run collects at gptqGCPercent (2.3
+//     GB).
 //
 // None of these depends on the number of layers, and beyond the budget none
-// depends on the workers. Measured peak RSS: 10.05 GB with 16 whole solves
-// (the code before the budget), 6.04 GB with the budget.
+// depends on the workers. Measured peak RSS at 16 workers: 10.26 GB with 16
+// whole solves (the code before the budget), 5.99 GB with the budget, 4.48
+// GB with the budget at GOGC 25, where the peak is the dense RTN pass and
+// the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files).
 
 // solveScratch is the most memory one expert solve (gptqRun.solve) holds at
 // once, in bytes, for mats matrices [out, k] sharing one Hessian: the
