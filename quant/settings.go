@@ -49,9 +49,19 @@ type GPTQOptions struct {
 	// Strict makes a fallback to RTN (a Hessian that cannot be factored
 	// even at the largest damping) an error instead of a warning.
 	Strict bool
+	// SolveMemory bounds the bytes of scratch the expert solves in flight
+	// hold together (see solveScratch): fewer solves run at once, each on
+	// more goroutines, when the workers' solves would not fit. 0 chooses
+	// the size of a layer's w1/w3 statistics (defaultSolveMemory). It
+	// changes speed and memory, never a byte, so the manifest does not
+	// record it.
+	SolveMemory int64
 	// hessianCost is the cost the hessian exponent rule minimises; only
 	// the ablation tests change it from gptq.CostGreedy.
 	hessianCost gptq.HessianCost
+	// solveAccount, if set, sees the solve budget's bytes in flight after
+	// every change (tests).
+	solveAccount func(used, limit int64)
 }
 
 // EvalCorpus is an evaluation corpus named for reports.
@@ -105,6 +115,8 @@ func (o *GPTQOptions) validate() error {
 		return &OptionError{"Shrink", fmt.Sprintf("%v; must be finite and ≥ 0", o.Shrink)}
 	case !o.W2Weight.Valid():
 		return &OptionError{"W2Weight", fmt.Sprintf("%q; want g or g2", o.W2Weight)}
+	case o.SolveMemory < 0:
+		return &OptionError{"SolveMemory", fmt.Sprintf("%d bytes; must be ≥ 0 (0: automatic)", o.SolveMemory)}
 	}
 	seen := map[string]bool{}
 	for _, c := range o.EvalCorpora {

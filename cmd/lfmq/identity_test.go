@@ -18,7 +18,8 @@ var manifestSum = regexp.MustCompile(`(?m)^  manifest sha256 ([0-9a-f]{64})$`)
 // of its manifest) is a function of the effective settings that shape the
 // bytes. The same settings spelled three ways (flags left out; defaults
 // typed, other flag order, --block-size 16, --workers 1, --resume on a
-// fresh run; --block-size 128, --workers 2) give one manifest and the same
+// fresh run; --block-size 128, --workers 2, --solve-memory 1 (one solve at
+// a time, on both workers)) give one manifest and the same
 // files; another --chat-date is another identity, recorded in the
 // calibration settings.
 func TestQuantizeIdentityIgnoresSpelling(t *testing.T) {
@@ -38,8 +39,8 @@ func TestQuantizeIdentityIgnoresSpelling(t *testing.T) {
 			"--method", "gptq", "--experts", "quantize", "--calib-len", "512", "--seed", "0", "--chat-date", "2025-01-01",
 			"--damp-w13", "0.010", "--damp-w2", "1", "--act-order", "--shrink", "128.0", "--w2-weight", "g", "--sequential=true",
 			"--block-size", "16", "--workers", "1", "--resume"}, "2025-01-01", true},
-		{"block 128, two workers, strict", []string{"--eval-corpus", code, "--eval-corpus", book,
-			"--block-size", "128", "--workers", "2", "--strict"}, "2025-01-01", true},
+		{"block 128, two workers, one solve at a time, strict", []string{"--eval-corpus", code, "--eval-corpus", book,
+			"--block-size", "128", "--workers", "2", "--solve-memory", "1", "--strict"}, "2025-01-01", true},
 		{"another chat date", []string{"--eval-corpus", code, "--eval-corpus", book, "--chat-date", "2031-07-15"}, "2031-07-15", false},
 	}
 	var firstSum string

@@ -34,12 +34,13 @@ type quantizeOptions struct {
 
 // gptqFlags are the flags that only --method gptq uses.
 var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date", "eval-corpus", "damp-w13", "damp-w2",
-	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict"}
+	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict", "solve-memory"}
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
 	var method, w2Weight, expRule, denseRule string
 	var evalCorpora []string
+	var solveMiB int64
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
 		Short: "Quantize a BF16 LFM2-MoE checkpoint to an lfmq-1 checkpoint",
@@ -73,11 +74,18 @@ complete. A GPTQ run keeps each finished MoE layer in a hidden
 .NAME.partial directory beside it; after an interruption, the same command
 with --resume continues from there and writes the same bytes as an
 uninterrupted run (a damaged layer there is computed again; a damaged
-progress record is refused). The bytes written never depend on --workers or
---block-size, and neither does the manifest: its created_by and settings
+progress record is refused). The bytes written never depend on --workers,
+--block-size or --solve-memory, and neither does the manifest: its created_by and settings
 hold the effective settings that shape the result, however they were typed.
 A chat template that calls strftime_now sees the day of --chat-date (at
-00:00 UTC), not today, so a run gives the same bytes on any day.`,
+00:00 UTC), not today, so a run gives the same bytes on any day.
+
+--solve-memory bounds the scratch memory of the expert solves running at
+once (about 215 MiB per w1/w3 solve and 160 MiB per w2 solve at
+LFM2-8B-A1B's shapes): fewer solves then run together, each on more of the
+--workers, so the peak memory does not grow with the number of workers. The
+default, 0, allows as much as one MoE layer's w1/w3 statistics take
+(experts × hidden² × 8 bytes: 1 GiB for LFM2-8B-A1B).`,
 		Example: `  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-lfmq1 --calib calib.jsonl \
       --eval-corpus chat=eval/chat.jsonl --eval-corpus code=eval/code.jsonl
   lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
@@ -107,7 +115,7 @@ A chat template that calls strftime_now sees the day of --chat-date (at
 				}
 			}
 			if useGPTQ {
-				if err := parseGPTQFlags(opts, w2Weight, evalCorpora); err != nil {
+				if err := parseGPTQFlags(opts, w2Weight, evalCorpora, solveMiB); err != nil {
 					return &usageError{err}
 				}
 			}
@@ -141,6 +149,7 @@ A chat template that calls strftime_now sees the day of --chat-date (at
 	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
 	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
+	f.Int64Var(&solveMiB, "solve-memory", 0, "MiB of scratch the GPTQ expert solves running at once may hold (0 = one layer's w1/w3 statistics size; changes speed and memory, not bytes)")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
 	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
@@ -170,8 +179,12 @@ func parseExponentRules(opts *quantizeOptions, m quant.Method, expRule, denseRul
 	return nil
 }
 
+// solveMemoryMaxMiB is the largest --solve-memory: 1 PiB, far above any
+// machine, and small enough that the byte count cannot overflow.
+const solveMemoryMaxMiB = 1 << 30
+
 // parseGPTQFlags completes and checks the GPTQ options from the flags.
-func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string) error {
+func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string, solveMiB int64) error {
 	g := &opts.GPTQ
 	if g.Calib == "" {
 		return errors.New("--calib is required with --method gptq (or use --method rtn)")
@@ -212,7 +225,10 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 		return fmt.Errorf("--block-size must be at least 1, got %d", g.BlockSize)
 	case !(g.Shrink >= 0):
 		return fmt.Errorf("--shrink must be ≥ 0, got %v", g.Shrink)
+	case solveMiB < 0 || solveMiB > solveMemoryMaxMiB:
+		return fmt.Errorf("--solve-memory must be 0 (automatic) or a number of MiB up to %d, got %d", solveMemoryMaxMiB, solveMiB)
 	}
+	g.SolveMemory = solveMiB << 20
 	return nil
 }
 
@@ -329,7 +345,8 @@ func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), '
 // It holds the method and, in a fixed order, every setting that can change
 // the bytes and differs from its default. Left out: paths, which belong to
 // the machine (the manifest identifies the files by their digests);
-// --workers, --block-size and --resume, which change speed only; and
+// --workers, --block-size, --solve-memory and --resume, which change speed
+// (and memory) only; and
 // --strict, which can refuse a result but never changes one.
 func createdBy(opts *quantizeOptions) string {
 	// The rules are named only when they differ from max, so the manifest

@@ -31,6 +31,9 @@ func TestQuantizeFlags(t *testing.T) {
 		{"bad eval corpus", "--model m --out o --calib c --eval-corpus =x", quantizeOptions{}, "want NAME=FILE"},
 		{"repeated eval corpus", "--model m --out o --calib c --eval-corpus a/chat.jsonl --eval-corpus chat=b", quantizeOptions{}, `"chat" is given twice`},
 		{"bad block size", "--model m --out o --calib c --block-size 0", quantizeOptions{}, "--block-size"},
+		{"negative solve memory", "--model m --out o --calib c --solve-memory -1", quantizeOptions{}, "--solve-memory must be 0 (automatic) or a number of MiB"},
+		{"huge solve memory", "--model m --out o --calib c --solve-memory 9999999999", quantizeOptions{}, "--solve-memory must be"},
+		{"solve memory with rtn", "--model m --out o --method rtn --solve-memory 512", quantizeOptions{}, "--solve-memory applies to --method gptq"},
 		{"bad chat date", "--model m --out o --calib c --chat-date 2025-1-1", quantizeOptions{}, `--chat-date must be a day written YYYY-MM-DD, got "2025-1-1"`},
 		{"chat date with rtn", "--model m --out o --method rtn --chat-date 2025-01-01", quantizeOptions{}, "--chat-date applies to --method gptq"},
 		{"negative damping", "--model m --out o --calib c --damp-w13 -1", quantizeOptions{}, "--damp-w13"},
@@ -177,11 +180,11 @@ func parseQuantize(args string) (*quantizeOptions, error) {
 
 // TestQuantizeGPTQFlags: every GPTQ flag reaches the options, and the
 // manifest's command line keeps the settings that shape the bytes but no
-// path, --workers, --block-size, --resume or --strict.
+// path, --workers, --block-size, --solve-memory, --resume or --strict.
 func TestQuantizeGPTQFlags(t *testing.T) {
 	got, err := parseQuantize("--model /m --out /o --calib /data/c.jsonl --calib-seqs 8 --calib-len 64 --seed 3 --chat-date 2031-07-15 " +
 		"--eval-corpus chat=/e/a.jsonl --eval-corpus /e/code.jsonl --damp-w13 0.1 --damp-w2 0.5 --block-size 16 " +
-		"--act-order=false --shrink 0 --w2-weight g2 --sequential=false --resume --strict --workers 2")
+		"--act-order=false --shrink 0 --w2-weight g2 --sequential=false --resume --strict --workers 2 --solve-memory 512")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +192,7 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	want := quant.GPTQOptions{
 		Calib: "/data/c.jsonl", CalibSeqs: 8, CalibLen: 64, Seed: 3, ChatDate: "2031-07-15",
 		DampW13: 0.1, DampW2: 0.5, BlockSize: 16, ActOrder: false, Shrink: 0, W2Weight: "g2",
-		Sequential: false, Resume: true, Strict: true,
+		Sequential: false, Resume: true, Strict: true, SolveMemory: 512 << 20,
 		EvalCorpora: []quant.EvalCorpus{{Name: "chat", Path: "/e/a.jsonl"}, {Name: "code", Path: "/e/code.jsonl"}},
 	}
 	if !reflect.DeepEqual(g, want) {

@@ -1,7 +1,9 @@
 package gptq
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/lfmq/lfmq/format/bfp"
@@ -54,7 +56,7 @@ func BenchmarkSolveStages(b *testing.B) {
 				if ref {
 					factorInverseRef(hp, u, s.k)
 				} else {
-					factorInverse(hp, u, s.k)
+					factorInverse(hp, u, s.k, 1)
 				}
 			}},
 			{"quantize", k * k * float64(s.out), func(ref bool) {
@@ -98,7 +100,10 @@ func BenchmarkSolveStages(b *testing.B) {
 // quant runs it: the w1/w3 factor, both row loops and both matrices' three
 // losses, then the same for w2; reference kernels and current ones in the
 // same run. GFLOP counts as quant's SolveFLOP, so GFLOP/cpu-s is the
-// figure the layer report's solve throughput divides per core.
+// figure the layer report's solve throughput divides per core. "threads=N"
+// is the current kernels with the solve split over N = GOMAXPROCS
+// goroutines (Options.Threads), as package quant runs a solve when fewer
+// solves than workers fit its memory budget.
 func BenchmarkSolveExpert(b *testing.B) {
 	type prob struct {
 		k, out int
@@ -117,12 +122,20 @@ func BenchmarkSolveExpert(b *testing.B) {
 		flop += 2*k*k*k/3 + float64(len(p.ws))*4*k*k*float64(s.out)
 		probs = append(probs, p)
 	}
-	for _, impl := range []string{"ref", "new"} {
+	impls := []string{"ref", "new"}
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		impls = append(impls, fmt.Sprintf("threads=%d", n))
+	}
+	for _, impl := range impls {
+		threads := 1
+		if impl != "ref" && impl != "new" {
+			threads = runtime.GOMAXPROCS(0)
+		}
 		b.Run(impl, func(b *testing.B) {
 			c0 := cputime.Process()
 			for b.Loop() {
 				for _, p := range probs {
-					solveOnce(b, p.h, p.ws, p.k, p.out, impl == "ref")
+					solveOnce(b, p.h, p.ws, p.k, p.out, impl == "ref", threads)
 				}
 			}
 			b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
@@ -134,14 +147,17 @@ func BenchmarkSolveExpert(b *testing.B) {
 }
 
 // solveOnce is quant's per-Hessian solve: NewFactor, then for each weight
-// Quantize and the losses of the GPTQ result, RTN and zero.
-func solveOnce(b *testing.B, h []float64, ws [][]float32, k, out int, ref bool) {
+// Quantize and the losses of the GPTQ result, RTN and zero; the current
+// kernels on threads goroutines.
+func solveOnce(b *testing.B, h []float64, ws [][]float32, k, out int, ref bool, threads int) {
 	b.Helper()
 	newFactor := NewFactor
 	if ref {
 		newFactor = newFactorRef
 	}
-	f, err := newFactor(h, k, DefaultOptions(0.01))
+	opts := DefaultOptions(0.01)
+	opts.Threads = threads
+	f, err := newFactor(h, k, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -163,7 +179,7 @@ func solveOnce(b *testing.B, h []float64, ws [][]float32, k, out int, ref bool) 
 		if ref {
 			_, err = lossesRef(h, w, qs, out, k)
 		} else {
-			_, err = Losses(h, w, qs, out, k)
+			_, err = LossesThreads(h, w, qs, out, k, threads)
 		}
 		if err != nil {
 			b.Fatal(err)

@@ -22,6 +22,16 @@
 // bits of the one-dot-per-entry loops they replace; ref_test.go keeps those
 // loops as the reference the tests and benchmarks compare against.
 //
+// One solve may use several goroutines (Options.Threads, LossesThreads):
+// the factor is formed a panel of rows at a time with the rows below each
+// panel taking their entries in parallel, the inverse's columns, the
+// deferred feedback's rows and Losses' groups of rows are split between
+// goroutines. Each value is still computed by one goroutine with the
+// serial loop's operations, and every reduction keeps its order, so the
+// bits are those of one goroutine. This lets a caller run fewer solves at
+// once (each holds a few hundred MB of scratch at real shapes) without
+// leaving cores idle.
+//
 // The package does not collect statistics (quant/hessian does), decide
 // fallbacks or write checkpoints (package quant does).
 package gptq

@@ -30,6 +30,11 @@ type Options struct {
 	// ExponentHessian minimises.
 	Exponent    ExponentRule
 	HessianCost HessianCost
+	// Threads is the number of goroutines one solve may use: NewFactor's
+	// factorization and inverse and Quantize's deferred updates split
+	// their independent results over them. 0 or 1: the caller's goroutine
+	// only. It changes no bit of any result.
+	Threads int
 }
 
 // DefaultOptions returns the defaults of gptq.md §6 with damping alpha.
@@ -82,6 +87,7 @@ type Factor struct {
 	blockSize int
 	exponent  ExponentRule
 	cost      HessianCost
+	threads   int
 }
 
 // NewFactor prepares a K×K Hessian h (row-major, symmetric; not modified)
@@ -124,8 +130,11 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 	if opts.Exponent > ExponentHessian || opts.HessianCost > CostLookahead {
 		return nil, &InputError{What: "Exponent", Msg: fmt.Sprintf("rule %v with cost %v", opts.Exponent, opts.HessianCost)}
 	}
+	if opts.Threads < 0 {
+		return nil, &InputError{What: "Threads", Msg: fmt.Sprintf("%d; must be ≥ 0", opts.Threads)}
+	}
 	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize,
-		exponent: opts.Exponent, cost: opts.HessianCost}
+		exponent: opts.Exponent, cost: opts.HessianCost, threads: max(1, opts.Threads)}
 	diag := make([]float64, k)
 	var sum float64
 	for i := range k {
@@ -156,7 +165,7 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 			}
 			row[i] = diag[oi] + lambda
 		}
-		idx, reason := factorInverse(hp, f.u, k)
+		idx, reason := factorInverse(hp, f.u, k, f.threads)
 		if idx < 0 {
 			f.alpha, f.lambda, f.retries = alpha, lambda, try
 			return f, nil
@@ -283,7 +292,7 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 		}
 		// The deferred feedback of the block to every later row, applied
 		// in the same per-row order as the updates inside the block.
-		deferredUpdate(wp, f.u, errs, k, out, b0, b1)
+		deferredUpdate(wp, f.u, errs, k, out, b0, b1, f.threads)
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}

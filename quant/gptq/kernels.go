@@ -79,10 +79,17 @@ func gram8Go(x *[32]float64, g, p []float64, n int) {
 // element sees the same subtractions in the same order as the row-by-row
 // loop; the assembly does four rows and eight columns at a time, each
 // element still one rounded product and one rounded subtraction per i.
-func deferredUpdate(wp, u, errs []float64, k, out, b0, b1 int) {
+//
+// The rows are independent, so they are split into runs of whole groups of
+// four (the same groups, from b1, whatever threads is) that up to threads
+// goroutines update.
+func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 	bs := b1 - b0
 	n8 := out &^ 7
 	j := b1
+	if (k-b1)*out*bs < minParallelWork {
+		threads = 1
+	}
 	if useAVX && n8 > 0 && j+4 <= k {
 		// The block's errors by tiles of eight columns (tile t, row i at
 		// (t·bs+i)·8) and four columns of U by rows (i at 4i), so that
@@ -94,26 +101,51 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1 int) {
 				copy(ep[(t*bs+i*8):(t*bs+i*8)+8], e[t:t+8])
 			}
 		}
-		up := make([]float64, 4*bs)
 		_ = wp[k*out-1]
-		for ; j+4 <= k; j += 4 {
-			zero := false
-			for i := range bs {
-				r := u[(b0+i)*k+j : (b0+i)*k+j+4]
-				copy(up[4*i:4*i+4], r)
-				zero = zero || r[0] == 0 || r[1] == 0 || r[2] == 0 || r[3] == 0
+		quads := (k - j) / 4
+		per := runLength(quads, threads)
+		ups := make([][]float64, min(threads, quads))
+		parallel(threads, (quads+per-1)/per, func(w, t int) {
+			if ups[w] == nil {
+				ups[w] = make([]float64, 4*bs)
 			}
-			if zero {
-				// A zero multiplier is skipped, not subtracted (that could
-				// turn −0 into +0): those rows take the plain loop.
-				updateRows(wp, u, errs, k, out, b0, b1, j, j+4, 0, out)
-				continue
+			up := ups[w]
+			for q := t * per; q < min(quads, (t+1)*per); q++ {
+				j := b1 + 4*q
+				zero := false
+				for i := range bs {
+					r := u[(b0+i)*k+j : (b0+i)*k+j+4]
+					copy(up[4*i:4*i+4], r)
+					zero = zero || r[0] == 0 || r[1] == 0 || r[2] == 0 || r[3] == 0
+				}
+				if zero {
+					// A zero multiplier is skipped, not subtracted (that
+					// could turn −0 into +0): those rows take the plain
+					// loop.
+					updateRows(wp, u, errs, k, out, b0, b1, j, j+4, 0, out)
+					continue
+				}
+				updateAVX(wp[j*out:], out, up, ep, bs, n8)
+				updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
 			}
-			updateAVX(wp[j*out:], out, up, ep, bs, n8)
-			updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
-		}
+		})
+		j += 4 * quads
 	}
-	updateRows(wp, u, errs, k, out, b0, b1, j, k, 0, out)
+	rows := k - j
+	per := runLength(rows, threads)
+	parallel(threads, (rows+per-1)/per, func(_, t int) {
+		updateRows(wp, u, errs, k, out, b0, b1, j+t*per, min(k, j+(t+1)*per), 0, out)
+	})
+}
+
+// runLength is the number of items per task when n items are split for
+// threads goroutines: about four tasks per goroutine, so that one slow
+// goroutine does not hold up the rest.
+func runLength(n, threads int) int {
+	if threads <= 1 {
+		return max(1, n)
+	}
+	return max(1, n/(4*threads))
 }
 
 // updateRows is deferredUpdate for rows [j0, j1) and columns [n0, n1) in

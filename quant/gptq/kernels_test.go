@@ -25,6 +25,23 @@ func withKernels(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// testThreads are the goroutine counts the parallel kernels are checked
+// at: one (the serial loops), two, and counts that divide none of the
+// shapes' groups evenly.
+var testThreads = []int{1, 2, 3, 7}
+
+// withThreads runs f at each of testThreads with the size threshold of the
+// parallel paths off, so that small shapes are split too.
+func withThreads(t *testing.T, f func(t *testing.T, threads int)) {
+	t.Helper()
+	prev := minParallelWork
+	minParallelWork = 0
+	defer func() { minParallelWork = prev }()
+	for _, th := range testThreads {
+		t.Run(fmt.Sprintf("threads=%d", th), func(t *testing.T) { f(t, th) })
+	}
+}
+
 // sameBits reports the first index where a and b differ in their bits.
 func sameBits(a, b []float64) int {
 	if len(a) != len(b) {
@@ -58,59 +75,67 @@ func damped(h []float64, k int, alpha float64) []float64 {
 }
 
 // TestFactorInverseMatchesReference: the blocked factorInverse gives the
-// original's U bit for bit, and fails at the same row for the same reason.
+// original's U bit for bit, and fails at the same row for the same reason,
+// on any number of goroutines (shapes with partial panels and a partial
+// last group of four included).
 func TestFactorInverseMatchesReference(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
-		for _, k := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 31, 64, 130, 257, 300} {
-			r := rand.New(rand.NewPCG(uint64(k), 21))
-			h := damped(lowRankHessian(r, k, max(2, k/3), []int{k / 2}), k, 0.01)
-			u, uRef := make([]float64, k*k), make([]float64, k*k)
-			i, why := factorInverse(append([]float64(nil), h...), u, k)
-			iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
-			if i != iRef || why != whyRef {
-				t.Fatalf("K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
+		withThreads(t, func(t *testing.T, threads int) {
+			for _, k := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 31, 33, 64, 66, 130, 257, 300} {
+				r := rand.New(rand.NewPCG(uint64(k), 21))
+				h := damped(lowRankHessian(r, k, max(2, k/3), []int{k / 2}), k, 0.01)
+				u, uRef := make([]float64, k*k), make([]float64, k*k)
+				i, why := factorInverse(append([]float64(nil), h...), u, k, threads)
+				iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
+				if i != iRef || why != whyRef {
+					t.Fatalf("K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
+				}
+				if at := sameBits(u, uRef); at >= 0 {
+					t.Fatalf("K=%d: U[%d] = %v, reference %v", k, at, u[at], uRef[at])
+				}
 			}
-			if at := sameBits(u, uRef); at >= 0 {
-				t.Fatalf("K=%d: U[%d] = %v, reference %v", k, at, u[at], uRef[at])
+			// Indefinite: both fail at the same row, also when the failing
+			// row lies in a later panel than rows the goroutines have filled.
+			for _, k := range []int{6, 40, 101} {
+				r := rand.New(rand.NewPCG(uint64(k), 22))
+				h := damped(lowRankHessian(r, k, k, nil), k, 0.01)
+				h[(k/2)*k+k/2] = -1e6
+				u, uRef := make([]float64, k*k), make([]float64, k*k)
+				i, why := factorInverse(append([]float64(nil), h...), u, k, threads)
+				iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
+				if i != iRef || why != whyRef || i < 0 {
+					t.Fatalf("indefinite K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
+				}
 			}
-		}
-		// Indefinite: both fail at the same row.
-		for _, k := range []int{6, 40} {
-			r := rand.New(rand.NewPCG(uint64(k), 22))
-			h := damped(lowRankHessian(r, k, k, nil), k, 0.01)
-			h[(k/2)*k+k/2] = -1e6
-			u, uRef := make([]float64, k*k), make([]float64, k*k)
-			i, why := factorInverse(append([]float64(nil), h...), u, k)
-			iRef, whyRef := factorInverseRef(append([]float64(nil), h...), uRef, k)
-			if i != iRef || why != whyRef || i < 0 {
-				t.Fatalf("indefinite K=%d: failure (%d, %q), reference (%d, %q)", k, i, why, iRef, whyRef)
-			}
-		}
+		})
 	})
 }
 
 // TestLossesMatchReference: the grouped Losses equals the original's bits
-// for shapes with and without whole groups of four and pairs of groups.
+// for shapes with and without whole groups of four and pairs of groups, on
+// any number of goroutines (several blocks of groups from in = 70 on).
 func TestLossesMatchReference(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
-		for _, s := range []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}} {
-			r := rand.New(rand.NewPCG(uint64(s.in), uint64(s.out)))
-			h := lowRankHessian(r, s.in, 8, nil)
-			w := randomWeight(r, s.out, s.in)
-			q, err := bfp.UnpackMatrix(bfp.BFP4, mustPack(t, w, s.out, s.in), s.out, s.in)
-			if err != nil {
-				t.Fatal(err)
+		withThreads(t, func(t *testing.T, threads int) {
+			for _, s := range []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}, {263, 17}} {
+				r := rand.New(rand.NewPCG(uint64(s.in), uint64(s.out)))
+				h := lowRankHessian(r, s.in, 8, nil)
+				w := randomWeight(r, s.out, s.in)
+				q, err := bfp.UnpackMatrix(bfp.BFP4, mustPack(t, w, s.out, s.in), s.out, s.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				qs := [][]float32{q, nil, w}
+				got, err := LossesThreads(h, w, qs, s.out, s.in, threads)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := lossesRef(h, w, qs, s.out, s.in)
+				if at := sameBits(got, want); at >= 0 {
+					t.Errorf("[%d, %d] Q %d: loss %v, reference %v", s.out, s.in, at, got[at], want[at])
+				}
 			}
-			qs := [][]float32{q, nil, w}
-			got, err := Losses(h, w, qs, s.out, s.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _ := lossesRef(h, w, qs, s.out, s.in)
-			if at := sameBits(got, want); at >= 0 {
-				t.Errorf("[%d, %d] Q %d: loss %v, reference %v", s.out, s.in, at, got[at], want[at])
-			}
-		}
+		})
 	})
 }
 
@@ -125,65 +150,74 @@ func mustPack(t *testing.T, w []float32, out, in int) []byte {
 
 // TestDeferredUpdateMatchesReference: the block feedback equals the
 // row-by-row loop's bits, with zero multipliers (skipped, so −0 stays −0)
-// and with widths that are not multiples of the tile.
+// and with widths that are not multiples of the tile, on any number of
+// goroutines (row counts after the block that are and are not multiples of
+// four, fewer groups of rows than goroutines).
 func TestDeferredUpdateMatchesReference(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
-		for _, s := range []struct{ k, out, b0, b1 int }{
-			{8, 8, 0, 4}, {40, 17, 0, 16}, {41, 64, 8, 24}, {130, 7, 0, 128}, {131, 100, 3, 4}, {200, 72, 64, 128},
-		} {
-			r := rand.New(rand.NewPCG(uint64(s.k), uint64(s.out)))
-			wp := make([]float64, s.k*s.out)
-			for i := range wp {
-				wp[i] = r.NormFloat64()
-				if r.IntN(10) == 0 {
-					wp[i] = math.Copysign(0, -1)
+		withThreads(t, func(t *testing.T, threads int) {
+			for _, s := range []struct{ k, out, b0, b1 int }{
+				{8, 8, 0, 4}, {40, 17, 0, 16}, {41, 64, 8, 24}, {130, 7, 0, 128}, {131, 100, 3, 4}, {200, 72, 64, 128}, {203, 33, 0, 64},
+			} {
+				r := rand.New(rand.NewPCG(uint64(s.k), uint64(s.out)))
+				wp := make([]float64, s.k*s.out)
+				for i := range wp {
+					wp[i] = r.NormFloat64()
+					if r.IntN(10) == 0 {
+						wp[i] = math.Copysign(0, -1)
+					}
+				}
+				u := make([]float64, s.k*s.k)
+				for i := range u {
+					u[i] = r.NormFloat64()
+				}
+				if s.k > 20 {
+					for i := s.b0; i < s.b1; i++ {
+						u[i*s.k+s.k-5] = 0 // one zero column in a group of four
+					}
+					u[s.b0*s.k+s.b1] = 0
+				}
+				bs := s.b1 - s.b0
+				errs := make([]float64, bs*s.out)
+				for i := range errs {
+					errs[i] = r.NormFloat64()
+					if r.IntN(10) == 0 {
+						errs[i] = 0
+					}
+				}
+				want := append([]float64(nil), wp...)
+				deferredRef(want, u, errs, s.k, s.out, s.b0, s.b1)
+				deferredUpdate(wp, u, errs, s.k, s.out, s.b0, s.b1, threads)
+				if at := sameBits(wp, want); at >= 0 {
+					t.Errorf("%+v: element %d = %v, reference %v", s, at, wp[at], want[at])
 				}
 			}
-			u := make([]float64, s.k*s.k)
-			for i := range u {
-				u[i] = r.NormFloat64()
-			}
-			if s.k > 20 {
-				for i := s.b0; i < s.b1; i++ {
-					u[i*s.k+s.k-5] = 0 // one zero column in a group of four
-				}
-				u[s.b0*s.k+s.b1] = 0
-			}
-			bs := s.b1 - s.b0
-			errs := make([]float64, bs*s.out)
-			for i := range errs {
-				errs[i] = r.NormFloat64()
-				if r.IntN(10) == 0 {
-					errs[i] = 0
-				}
-			}
-			want := append([]float64(nil), wp...)
-			deferredRef(want, u, errs, s.k, s.out, s.b0, s.b1)
-			deferredUpdate(wp, u, errs, s.k, s.out, s.b0, s.b1)
-			if at := sameBits(wp, want); at >= 0 {
-				t.Errorf("%+v: element %d = %v, reference %v", s, at, wp[at], want[at])
-			}
-		}
+		})
 	})
 }
 
 // TestSolveMatchesReference: a whole solve (factor, row loop, losses)
 // gives the original solver's bytes, loss and U at a size with several
-// lazy blocks and ragged tiles.
+// lazy blocks and ragged tiles, on any number of goroutines.
 func TestSolveMatchesReference(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
-		checkSolveMatchesReference(t, 301, 90)
+		withThreads(t, func(t *testing.T, threads int) {
+			checkSolveMatchesReference(t, 301, 90, threads)
+		})
 	})
 }
 
-// checkSolveMatchesReference compares NewFactor + Quantize + Losses with
-// the reference kernels on a random [out, k] problem.
-func checkSolveMatchesReference(t *testing.T, k, out int) {
+// checkSolveMatchesReference compares NewFactor + Quantize + Losses on
+// threads goroutines with the reference kernels on a random [out, k]
+// problem.
+func checkSolveMatchesReference(t *testing.T, k, out, threads int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(k), uint64(out)))
 	h := lowRankHessian(r, k, min(k, 256), []int{1, k - 2})
 	w := randomWeight(r, out, k)
-	f, err := NewFactor(h, k, DefaultOptions(0.01))
+	opts := DefaultOptions(0.01)
+	opts.Threads = threads
+	f, err := NewFactor(h, k, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +250,7 @@ func checkSolveMatchesReference(t *testing.T, k, out int) {
 		t.Fatalf("Quantize differs from the reference (loss %v, reference %v)", got.Loss, want.Loss)
 	}
 	qs := [][]float32{got.Q, nil}
-	l, err := Losses(h, w, qs, out, k)
+	l, err := LossesThreads(h, w, qs, out, k, threads)
 	if err != nil {
 		t.Fatal(err)
 	}

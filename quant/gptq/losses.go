@@ -30,6 +30,14 @@ const lossBlockGroups = 16
 // group against eight later rows at once. The bits do not depend on how
 // the work is cut.
 func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
+	return LossesThreads(h, w, qs, out, in, 1)
+}
+
+// LossesThreads is Losses on up to threads goroutines, with the same bits
+// for any threads: the blocks of lossBlockGroups groups are independent
+// (each forms its groups' partial sums), and the partial sums are added in
+// group order on one goroutine, as Losses adds them.
+func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads int) ([]float64, error) {
 	if len(h) != in*in || len(w) != out*in {
 		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
 	}
@@ -38,18 +46,23 @@ func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, e
 			return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("Q %d has %d values for [%d, %d]", m, len(q), out, in)}
 		}
 	}
+	if threads < 1 || in*in*out < minParallelWork {
+		threads = 1
+	}
 	totals := make([]float64, len(qs))
 	groups := (in + 3) / 4
 	pairs := (groups + 1) / 2
+	blocks := (groups + lossBlockGroups - 1) / lossBlockGroups
 	// d holds ΔWᵀ in groups of four rows, interleaved: element o of row
 	// 4g+a is d[(g·out+o)·4+a]. Rows past in (padding up to a whole pair
 	// of groups) stay zero.
 	d := make([]float64, 2*pairs*4*out)
 	// x[(g−g0)·stride + 4l + a] = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the groups
-	// g of the current block and the rows l after group g.
+	// g of a block and the rows l after group g: one per goroutine.
 	stride := 2 * pairs * 4 * 4
-	x := make([]float64, lossBlockGroups*stride)
-	var tile [32]float64
+	xs := make([][]float64, min(threads, blocks))
+	// parts[4g+a] is row 4g+a's share of the total.
+	parts := make([]float64, 4*groups)
 	for m, q := range qs {
 		for o := range out {
 			for k := range in {
@@ -61,8 +74,13 @@ func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, e
 			}
 		}
 		group := func(g int) []float64 { return d[g*4*out : (g+1)*4*out] }
-		var total float64
-		for g0 := 0; g0 < groups; g0 += lossBlockGroups {
+		parallel(threads, blocks, func(wk, b int) {
+			if xs[wk] == nil {
+				xs[wk] = make([]float64, lossBlockGroups*stride)
+			}
+			x := xs[wk]
+			var tile [32]float64
+			g0 := b * lossBlockGroups
 			g1 := min(g0+lossBlockGroups, groups)
 			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g.
 			for p := (g0 + 1) / 2; p < pairs; p++ {
@@ -94,9 +112,13 @@ func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, e
 						part[3] += float64(2 * float64(h[(k0+3)*in+l]*xl[3]))
 					}
 				}
-				for a := range kn {
-					total += part[a]
-				}
+				copy(parts[4*g:4*g+4], part[:])
+			}
+		})
+		var total float64
+		for g := range groups {
+			for a := range min(4, in-4*g) {
+				total += parts[4*g+a]
 			}
 		}
 		totals[m] = total / 2
