@@ -738,11 +738,7 @@ func resumable(err error) bool {
 // statistics and the solves' scratch, a few large pointer-free float
 // arrays that cost the collector almost nothing to mark, while the default
 // 100 lets the heap reach twice the live size: with 1.9 GB live at 8B-A1B's
-// shapes that doubling was the largest single part of the peak. Measured on
-// one MoE layer of the synthetic 8B-shape checkpoint on 2 shared cores:
-// peak RSS 5.99 → 4.48 GB at 16 workers and 4.86 → 3.66 GB at 2, for about
-// the same CPU time at 16 workers and up to 10 % more at 2 (more
-// collections, and pages returned to the OS and faulted in again).
+// shapes that doubling was the largest single part of the peak.
 const gptqGCPercent = 25
 
 // releaseMemory collects the garbage of a finished stage (a layer's
