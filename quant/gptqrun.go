@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -141,9 +140,6 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = max(1, runtimeProcs())
-	}
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(gptqGCPercent))
 	}
 	m, err := model.Load(opts.ModelDir, model.LoadOptions{Threads: workers})
 	if err != nil {
@@ -731,15 +727,6 @@ func resumable(err error) bool {
 	return !(errors.As(err, &nf) || errors.As(err, &se) || errors.As(err, &fe) || errors.As(err, &gi) ||
 		errors.As(err, &gf) || errors.As(err, &hi) || errors.As(err, &hn))
 }
-
-// gptqGCPercent is the collector's GOGC while a GPTQ run works (unless the
-// user set GOGC): the heap may grow by a quarter of what is live before a
-// collection rather than by all of it. A layer's live heap is mostly its
-// statistics and the solves' scratch, a few large pointer-free float
-// arrays that cost the collector almost nothing to mark, while the default
-// 100 lets the heap reach twice the live size: with 1.9 GB live at 8B-A1B's
-// shapes that doubling was the largest single part of the peak.
-const gptqGCPercent = 25
 
 // releaseMemory collects the garbage of a finished stage (a layer's
 // statistics, its solve buffers, its packed results once written) and
