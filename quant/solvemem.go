@@ -42,15 +42,16 @@ import (
 //   - The results: the layer's packed BFP4 bytes (3·E·H·F/2 plus
 //     exponents, 185 MB), kept until the layer's file is written.
 //   - The collector's headroom: the heap grows past the live bytes by GOGC
-//     percent before a collection. At the default 100 this doubled the
+//     percent before a collection. At the default 100 this doubles the
 //     solves' live heap (measured heap peaks: 8.0 GB with 16 whole solves,
-//     3.8 GB under the budget), so a run collects at gptqGCPercent (2.3
-//     GB).
+//     3.8 GB under the budget; 2.3 GB with GOGC=25 in the environment,
+//     which cost up to 10 % more CPU time at 2 workers, so it is the
+//     user's choice, not the default).
 //
 // None of these depends on the number of layers, and beyond the budget none
 // depends on the workers. Measured peak RSS at 16 workers: 10.26 GB with 16
 // whole solves (the code before the budget), 5.99 GB with the budget, 4.48
-// GB with the budget at GOGC 25, where the peak is the dense RTN pass and
+// GB with the budget and GOGC=25, where the peak is the dense RTN pass and
 // the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files).
 
 // solveScratch is the most memory one expert solve (gptqRun.solve) holds at
