@@ -133,6 +133,16 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 	if opts.Threads < 0 {
 		return nil, &InputError{What: "Threads", Msg: fmt.Sprintf("%d; must be ≥ 0", opts.Threads)}
 	}
+	threads := max(1, opts.Threads)
+	return newFactorWith(h, k, opts, func(hp, u []float64, k int) (int, string) {
+		return factorInverse(hp, u, k, threads)
+	})
+}
+
+// newFactorWith is NewFactor after its input checks, with the factorization
+// inv (factorInverse on the Factor's goroutines; the tests' reference
+// passes the original one).
+func newFactorWith(h []float64, k int, opts Options, inv func(hp, u []float64, k int) (int, string)) (*Factor, error) {
 	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize,
 		exponent: opts.Exponent, cost: opts.HessianCost, threads: max(1, opts.Threads)}
 	diag := make([]float64, k)
@@ -165,7 +175,7 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 			}
 			row[i] = diag[oi] + lambda
 		}
-		idx, reason := factorInverse(hp, f.u, k, f.threads)
+		idx, reason := inv(hp, f.u, k)
 		if idx < 0 {
 			f.alpha, f.lambda, f.retries = alpha, lambda, try
 			return f, nil

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 
 	"github.com/lfmq/lfmq/format/bfp"
 )
@@ -226,40 +225,5 @@ func lowRankHessian(r *rand.Rand, k, rank int, dead []int) []float64 {
 
 // newFactorRef is NewFactor on factorInverseRef, without input checks.
 func newFactorRef(h []float64, k int, opts Options) (*Factor, error) {
-	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize}
-	diag := make([]float64, k)
-	var sum float64
-	for i := range k {
-		diag[i] = h[i*k+i]
-		if diag[i] == 0 {
-			f.dead[i], diag[i] = true, 1
-		}
-		sum += diag[i]
-		f.perm[i] = i
-	}
-	if opts.ActOrder {
-		sort.SliceStable(f.perm, func(a, b int) bool { return diag[f.perm[a]] > diag[f.perm[b]] })
-	}
-	mean := sum / float64(k)
-	hp := make([]float64, k*k)
-	f.u = make([]float64, k*k)
-	alpha := opts.Alpha
-	for try := 0; try <= opts.Retries; try++ {
-		if try > 0 {
-			alpha *= opts.RetryFactor
-		}
-		lambda := alpha * mean
-		for i, oi := range f.perm {
-			row := hp[i*k : (i+1)*k]
-			for j, oj := range f.perm {
-				row[j] = h[oi*k+oj]
-			}
-			row[i] = diag[oi] + lambda
-		}
-		if idx, _ := factorInverseRef(hp, f.u, k); idx < 0 {
-			f.alpha, f.lambda, f.retries = alpha, lambda, try
-			return f, nil
-		}
-	}
-	return nil, fmt.Errorf("reference factorization failed")
+	return newFactorWith(h, k, opts, factorInverseRef)
 }
