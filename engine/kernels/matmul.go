@@ -267,10 +267,6 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		s.acc = make([]float32, nb*batch*TileSize)
 	}
 	kt := m.kTiles()
-	if useSIMD && useAVX512 {
-		m.mulColsZ(y, x, batch, ntLo, ntHi, nb, s, store)
-		return
-	}
 	for b0 := ntLo; b0 < ntHi; b0 += nb {
 		nj := min(nb, ntHi-b0)
 		all := s.acc[:nj*batch*TileSize]
@@ -279,7 +275,8 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 			rows := min(TileSize, in-k*TileSize)
 			// Batches of two to four rows: the AVX-512 kernels decode each
 			// tile once into registers for the batch, where the inputs
-			// and exponents allow (smallRange, bfpRowsSmall).
+			// and exponents allow (smallRange, bfpRowsSmall); other tiles
+			// are decoded into scratch and applied to the batch.
 			lo, width, small := 0, 0, false
 			if rows == TileSize {
 				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
@@ -291,25 +288,13 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 						break
 					}
 				}
-				decodeTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:])
-				acc := all[j*batch*TileSize:][:batch*TileSize]
-				// Blocks of six batch rows share each tile row from
-				// registers; the remaining zero to five rows go at most
-				// three at a time, four as two and two (a single row's
-				// four FMA chains would wait on the FMA latency).
-				b := 0
-				if nblk := batch / 6; nblk > 0 {
-					tileFMA6(acc, TileSize, &s.w, x[k*TileSize:], in, rows, nblk)
-					b = 6 * nblk
+				// The tile below in the next tile row (after the last row,
+				// this tile's place in the next block) is a run ahead.
+				ahead := nt * tb
+				if k == kt-1 {
+					ahead = (nj - k*nt) * tb
 				}
-				for b < batch {
-					g := min(3, batch-b)
-					if batch-b == 4 {
-						g = 2
-					}
-					tileFMA(acc[b*TileSize:], TileSize, &s.w, x[b*in+k*TileSize:], in, rows, g)
-					b += g
-				}
+				applyTile(f, &s.w, m.BFP[(k*nt+b0+j)*tb:], ahead, all[j*batch*TileSize:][:batch*TileSize], x[k*TileSize:], in, rows, batch)
 			}
 		}
 		for j := range nj {
@@ -320,52 +305,38 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 	}
 }
 
-// mulColsZ is the batched part of mulCols on the AVX-512 kernels, for
-// blocks of nb tile columns: each tile is decoded once and applied to the
-// batch in blocks of at most tileFMAPackedMax rows, of sizes as equal as
-// they can be (no block is left a row or two, whose few FMA chains would
-// wait on the FMA latency), one kernel call per block. Decoding a tile
-// prefetches the one below it in the next tile row (after the last row,
-// the first of the next block), a whole run of tiles ahead. Batches of
-// two to four rows take bfpRowsSmall where it applies, as mulCols does.
-func (m *Matrix) mulColsZ(y, x []float32, batch, ntLo, ntHi, nb int, s *bfpScratch, store func(b, n0 int, col []float32)) {
-	f, in := m.Format, m.In
-	tb, nt, kt := f.TileBytes(), m.nTiles(), m.kTiles()
-	nblk := (batch + tileFMAPackedMax - 1) / tileFMAPackedMax
-	for b0 := ntLo; b0 < ntHi; b0 += nb {
-		nj := min(nb, ntHi-b0)
-		all := s.acc[:nj*batch*TileSize]
-		clear(all)
-		for k := range kt {
-			rows := min(TileSize, in-k*TileSize)
-			lo, width, small := 0, 0, false
-			if rows == TileSize {
-				lo, width, small = smallRange(f, x[k*TileSize:], in, batch)
-			}
-			for j := 0; j < nj; j++ {
-				if small {
-					done := bfpRowsSmall(f, all[j*batch*TileSize:], m.BFP[(k*nt+b0+j)*tb:], nj-j, x[k*TileSize:], in, batch, lo, width)
-					if j += done; j == nj {
-						break
-					}
-				}
-				ahead := nt * tb
-				if k == kt-1 {
-					ahead = (nj - k*nt) * tb
-				}
-				decodeTileAhead(f, &s.w, m.BFP[(k*nt+b0+j)*tb:], ahead)
-				acc := all[j*batch*TileSize:][:batch*TileSize]
-				for i, r0 := 0, 0; i < nblk; i++ {
-					r1 := (i + 1) * batch / nblk
-					tileFMAPacked(acc[r0*TileSize:], &s.w, x[r0*in+k*TileSize:], in, rows, r1-r0)
-					r0 = r1
-				}
-			}
+// applyTile decodes the tile at t into w and applies its rows rows to the
+// batch rows' accumulators acc[32b:32b+32] with their inputs x[b·xStride:].
+// On the AVX-512 kernels the decoder also prefetches the tile ahead bytes
+// on, and the batch goes in blocks of at most tileFMAPackedMax rows, of
+// sizes as equal as they can be (no block is left a row or two, whose few
+// FMA chains would wait on the FMA latency). Otherwise blocks of six batch
+// rows share each tile row from registers and the remaining zero to five
+// rows go at most three at a time, four as two and two. Every accumulator
+// sees tileFMAGo's FMAs in its order.
+func applyTile(f Format, w *[TileSize * TileSize]float32, t []byte, ahead int, acc, x []float32, xStride, rows, batch int) {
+	if useSIMD && useAVX512 {
+		decodeTileAhead(f, w, t, ahead)
+		nblk := (batch + tileFMAPackedMax - 1) / tileFMAPackedMax
+		for i, r0 := 0, 0; i < nblk; i++ {
+			r1 := (i + 1) * batch / nblk
+			tileFMAPacked(acc[r0*TileSize:], w, x[r0*xStride:], xStride, rows, r1-r0)
+			r0 = r1
 		}
-		for j := range nj {
-			for b := range batch {
-				store(b, (b0+j)*TileSize, all[(j*batch+b)*TileSize:])
-			}
+		return
+	}
+	decodeTile(f, w, t)
+	b := 0
+	if nblk := batch / 6; nblk > 0 {
+		tileFMA6(acc, TileSize, w, x, xStride, rows, nblk)
+		b = 6 * nblk
+	}
+	for b < batch {
+		g := min(3, batch-b)
+		if batch-b == 4 {
+			g = 2
 		}
+		tileFMA(acc[b*TileSize:], TileSize, w, x[b*xStride:], xStride, rows, g)
+		b += g
 	}
 }
