@@ -63,12 +63,16 @@ test-arm64:
 
 # check-goldens: the chat template goldens against Python Jinja2 (needs
 # python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
-# renderer that wrote them. Fails when a golden differs from what Jinja2 renders.
+# renderer that wrote them. Fails when a golden differs from what Jinja2 renders,
+# or when a generated assembly file differs from what its engine/kernels/gen
+# script writes.
 # -B: no __pycache__ under testdata/ (TestSHA256SUMS lists every file there).
 PYTHON ?= python3
 check-goldens:
 	$(PYTHON) -B engine/chat/testdata/check_lfm25_golden.py
 	$(PYTHON) -B engine/chat/testdata/gen_jinja2_cases.py --check
+	$(PYTHON) -B engine/kernels/gen/tile512.py | cmp - engine/kernels/tile512_amd64.s
+	$(PYTHON) -B engine/kernels/gen/swiglu.py | cmp - engine/kernels/swiglu_amd64.s
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
