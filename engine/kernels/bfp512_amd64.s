@@ -125,6 +125,16 @@ GLOBL bias4d<>(SB), RODATA|NOPTR, $4
 	GROUP(3, cofs, xofs, Z22, Z6); \
 	GROUP(3, cofs+128, xofs+64, Z23, Z7)
 
+// AHEAD sets reg to the address ahead bytes past the quad at SI or, when
+// no more than tiles tiles are left (BX), to its place in the next run
+// (R14 the gap between the runs): where the quad kernels prefetch. It uses
+// R8.
+#define AHEAD(ahead, tiles, reg) \
+	LEAQ    ahead(SI), reg; \
+	LEAQ    (reg)(R14*1), R8; \
+	CMPQ    BX, $tiles; \
+	CMOVQLE R8, reg
+
 // func bfpRow4Quads(acc []float32, t []byte, n int, x *[32]float32, lo, width, next int, xs *[256]float32) int
 //
 // bfpRowGo(BFP4, ...) with 32 rows on the fast route, four tiles at a
@@ -196,24 +206,16 @@ quad:
 
 	// Prefetch the next quad into L1 (R13) and the sixth one on into L2
 	// (R10), or their places in the next run.
-	LEAQ     2304(SI), AX
-	LEAQ     (AX)(R14*1), R8
-	CMPQ     BX, $4
-	CMOVQLE  R8, AX
-	PREFETCHT0 2048(AX)
-	PREFETCHT0 2112(AX)
-	PREFETCHT0 2176(AX)
-	PREFETCHT0 2240(AX)
-	MOVQ     AX, R13
-	LEAQ     13824(SI), AX
-	LEAQ     (AX)(R14*1), R8
-	CMPQ     BX, $24
-	CMOVQLE  R8, AX
-	PREFETCHT1 2048(AX)
-	PREFETCHT1 2112(AX)
-	PREFETCHT1 2176(AX)
-	PREFETCHT1 2240(AX)
-	MOVQ     AX, R10
+	AHEAD(2304, 4, R13)
+	PREFETCHT0 2048(R13)
+	PREFETCHT0 2112(R13)
+	PREFETCHT0 2176(R13)
+	PREFETCHT0 2240(R13)
+	AHEAD(13824, 24, R10)
+	PREFETCHT1 2048(R10)
+	PREFETCHT1 2112(R10)
+	PREFETCHT1 2176(R10)
+	PREFETCHT1 2240(R10)
 
 	// x·s of the 64 groups of each tile: groups 0-15 and 16-31 are the
 	// left and right groups of rows 0-15, 32-47 and 48-63 of rows 16-31.
@@ -447,16 +449,8 @@ quad8:
 
 	// Prefetch the next quad into L1 (R13) and the sixth one on into L2
 	// (R10), or their places in the next run.
-	LEAQ     4352(SI), AX
-	LEAQ     (AX)(R14*1), R8
-	CMPQ     BX, $4
-	CMOVQLE  R8, AX
-	MOVQ     AX, R13
-	LEAQ     26112(SI), AX
-	LEAQ     (AX)(R14*1), R8
-	CMPQ     BX, $24
-	CMOVQLE  R8, AX
-	MOVQ     AX, R10
+	AHEAD(4352, 4, R13)
+	AHEAD(26112, 24, R10)
 
 	XS8(0, 0, Z24)
 	XS8(0, 1, Z24)
