@@ -187,6 +187,17 @@ GLOBL bias4<>(SB), RODATA|NOPTR, $32
 	VFMADD231PS  Y11, Y6, Y2; \
 	VFMADD231PS  Y11, Y7, Y3
 
+// AHEAD sets reg to the address ahead bytes past the tile at SI or, when
+// no more than tiles tiles are left (BX), to its place in the next run
+// (gap-8(SP) the gap between the runs): where the row kernels prefetch. It
+// uses R8.
+#define AHEAD(ahead, tiles, reg) \
+	LEAQ    ahead(SI), reg; \
+	MOVQ    gap-8(SP), R8; \
+	ADDQ    reg, R8; \
+	CMPQ    BX, $tiles; \
+	CMOVQLE R8, reg
+
 // func bfpRow8AVX(acc []float32, t []byte, n int, x []float32, scale *[256]float32, next int)
 //
 // Applies rows r < len(x) (at most 32) of n consecutive tiles of one tile
@@ -313,17 +324,8 @@ TEXT ·bfpRow8AVX(SB), NOSPLIT, $448-96
 tile:
 	TESTQ    BX, BX
 	JZ       done
-	LEAQ     4352(SI), AX
-	MOVQ     gap-8(SP), R8
-	ADDQ     AX, R8
-	CMPQ     BX, $4
-	CMOVQLE  R8, AX
-	MOVQ     AX, R10            // the L1 stream: the tile 4 ahead
-	LEAQ     26112(SI), R11     // the L2 stream: 24 ahead
-	MOVQ     gap-8(SP), R8
-	ADDQ     R11, R8
-	CMPQ     BX, $24
-	CMOVQLE  R8, R11
+	AHEAD(4352, 4, R10) // L1: the tile 4 ahead
+	AHEAD(26112, 24, R11) // L2: 24 ahead
 	VMOVUPS  (DI), Y0
 	VMOVUPS  32(DI), Y1
 	VMOVUPS  64(DI), Y2
@@ -613,17 +615,8 @@ TEXT ·bfpRow4AVX(SB), NOSPLIT, $448-96
 tile:
 	TESTQ    BX, BX
 	JZ       done
-	LEAQ     2304(SI), AX
-	MOVQ     gap-8(SP), R8
-	ADDQ     AX, R8
-	CMPQ     BX, $4
-	CMOVQLE  R8, AX
-	MOVQ     AX, R10            // the L1 stream: the tile 4 ahead
-	LEAQ     13824(SI), R11     // the L2 stream: 24 ahead
-	MOVQ     gap-8(SP), R8
-	ADDQ     R11, R8
-	CMPQ     BX, $24
-	CMOVQLE  R8, R11
+	AHEAD(2304, 4, R10) // L1: the tile 4 ahead
+	AHEAD(13824, 24, R11) // L2: 24 ahead
 	VMOVUPS  (DI), Y0
 	VMOVUPS  32(DI), Y1
 	VMOVUPS  64(DI), Y2
