@@ -2,6 +2,16 @@
 
 #include "textflag.h"
 
+// STEP adds to the sums s0, s1 of one block row a the row's values y0, y1
+// times a's weight, which lies at off(SI) (a·ChunkRows·8 bytes on) and is
+// broadcast into w; p0, p1 hold the rounded products.
+#define STEP(off, y0, y1, w, p0, p1, s0, s1) \
+	VBROADCASTSD off(SI), w; \
+	VMULPD       y0, w, p0; \
+	VMULPD       y1, w, p1; \
+	VADDPD       p0, s0, s0; \
+	VADDPD       p1, s1, s1
+
 // func block4x8AVX(acc *[4][16]float64, w, y *float64, ys, n int)
 //
 // block4Go with 8 columns on AVX2: for each t, the row's 8 values y[t·ys:][:8] in two
@@ -31,26 +41,10 @@ TEXT ·block4x8AVX(SB), NOSPLIT, $0-40
 loop:
 	VMOVUPD      (DX), Y8
 	VMOVUPD      32(DX), Y9
-	VBROADCASTSD (SI), Y10
-	VMULPD       Y8, Y10, Y11
-	VMULPD       Y9, Y10, Y12
-	VADDPD       Y11, Y0, Y0
-	VADDPD       Y12, Y1, Y1
-	VBROADCASTSD 512(SI), Y10
-	VMULPD       Y8, Y10, Y11
-	VMULPD       Y9, Y10, Y12
-	VADDPD       Y11, Y2, Y2
-	VADDPD       Y12, Y3, Y3
-	VBROADCASTSD 1024(SI), Y10
-	VMULPD       Y8, Y10, Y11
-	VMULPD       Y9, Y10, Y12
-	VADDPD       Y11, Y4, Y4
-	VADDPD       Y12, Y5, Y5
-	VBROADCASTSD 1536(SI), Y10
-	VMULPD       Y8, Y10, Y11
-	VMULPD       Y9, Y10, Y12
-	VADDPD       Y11, Y6, Y6
-	VADDPD       Y12, Y7, Y7
+	STEP(0, Y8, Y9, Y10, Y11, Y12, Y0, Y1)
+	STEP(512, Y8, Y9, Y10, Y11, Y12, Y2, Y3)
+	STEP(1024, Y8, Y9, Y10, Y11, Y12, Y4, Y5)
+	STEP(1536, Y8, Y9, Y10, Y11, Y12, Y6, Y7)
 	ADDQ         $8, SI
 	ADDQ         BX, DX
 	DECQ         CX
@@ -90,26 +84,10 @@ TEXT ·block4x16AVX512(SB), NOSPLIT, $0-40
 loop:
 	VMOVUPD      (DX), Z8
 	VMOVUPD      64(DX), Z9
-	VBROADCASTSD (SI), Z10
-	VMULPD       Z8, Z10, Z11
-	VMULPD       Z9, Z10, Z12
-	VADDPD       Z11, Z0, Z0
-	VADDPD       Z12, Z1, Z1
-	VBROADCASTSD 512(SI), Z10
-	VMULPD       Z8, Z10, Z11
-	VMULPD       Z9, Z10, Z12
-	VADDPD       Z11, Z2, Z2
-	VADDPD       Z12, Z3, Z3
-	VBROADCASTSD 1024(SI), Z10
-	VMULPD       Z8, Z10, Z11
-	VMULPD       Z9, Z10, Z12
-	VADDPD       Z11, Z4, Z4
-	VADDPD       Z12, Z5, Z5
-	VBROADCASTSD 1536(SI), Z10
-	VMULPD       Z8, Z10, Z11
-	VMULPD       Z9, Z10, Z12
-	VADDPD       Z11, Z6, Z6
-	VADDPD       Z12, Z7, Z7
+	STEP(0, Z8, Z9, Z10, Z11, Z12, Z0, Z1)
+	STEP(512, Z8, Z9, Z10, Z11, Z12, Z2, Z3)
+	STEP(1024, Z8, Z9, Z10, Z11, Z12, Z4, Z5)
+	STEP(1536, Z8, Z9, Z10, Z11, Z12, Z6, Z7)
 	ADDQ         $8, SI
 	ADDQ         BX, DX
 	DECQ         CX
