@@ -9,14 +9,16 @@
 # BASE_REV (from a temporary git worktree) and at the working tree, then
 # runs ROUNDS [2] times each, alternating base and new: the 2-thread decode
 # benchmarks of lfmq-1 and BF16 on the synthetic LFM2-8B-A1B-shape
-# checkpoint (40 steps) and the 2-thread 128-token lfmq-1 prefill (3
-# prefills). Each benchmark line is printed with "base" or "new" in front.
+# checkpoint (BENCH_AB_STEPS steps [40]), each followed by that revision's
+# 2-thread read probe (BenchmarkMemRead: the probe its bw_frac divides
+# by), and the 2-thread 128-token lfmq-1 prefill (3 prefills). Each
+# benchmark line is printed with "base" or "new" in front.
 # LFMQ_BENCH_SYNTH_DIR keeps the synthetic checkpoint between runs
 # [${TMPDIR:-/tmp}/lfmq-bench-synth]; the first run writes it (2.6 GB,
 # minutes).
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
-	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
 	[ $# -ge 1 ] && { [ "$1" = -h ] || [ "$1" = --help ]; } && exit 0
 	exit 2
 fi
@@ -46,9 +48,16 @@ cd engine/model
 run() {
 	"$work/$1.test" -test.run '^$' -test.bench "$2" -test.benchtime "$3" | grep '^Benchmark' | sed "s/^/$1 /"
 }
+steps=${BENCH_AB_STEPS:-40}
+case $steps in '' | *[!0-9]* | 0)
+	echo "bench-ab.sh: BENCH_AB_STEPS must be a positive integer, got '$steps'" >&2
+	exit 2
+	;;
+esac
 for _ in $(seq "$rounds"); do
 	for v in base new; do
-		run $v 'Decode/synth/(lfmq1|bf16)/threads=2$' 40x
+		run $v 'Decode/synth/(lfmq1|bf16)/threads=2$' "${steps}x"
+		run $v 'MemRead/threads=2$' 10x
 	done
 done
 for _ in $(seq "$rounds"); do
