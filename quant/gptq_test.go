@@ -341,6 +341,69 @@ func (c *cancelAfter) Stage(layer int, stage string) {
 	}
 }
 
+// progressLog records what a GPTQ run reports, in order.
+type progressLog struct {
+	mu     sync.Mutex
+	total  int
+	events []string // "stage L S" or "done NAME"
+}
+
+func (p *progressLog) Start(total int) { p.total = total }
+func (p *progressLog) Done(tensor string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, "done "+tensor)
+}
+func (p *progressLog) Stage(layer int, stage string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, fmt.Sprintf("stage %d %s", layer, stage))
+}
+
+// check: every one of the run's tensors was reported once, and a solved
+// layer's experts as their solves ended: w1 and w3 during "solve w1/w3",
+// w2 during "solve w2", so the count moves while a layer is solved; a
+// resumed layer's between its "resumed" and "done".
+func (p *progressLog) check(t *testing.T, tensors int) {
+	t.Helper()
+	if p.total != tensors {
+		t.Errorf("Start(%d), the checkpoint has %d tensors", p.total, tensors)
+	}
+	seen := map[string]bool{}
+	stage := map[int]string{}
+	var layer, experts int
+	for _, ev := range p.events {
+		if rest, ok := strings.CutPrefix(ev, "stage "); ok {
+			var s string
+			n, _ := fmt.Sscanf(rest, "%d", &layer)
+			if n != 1 {
+				t.Fatalf("event %q", ev)
+			}
+			_, s, _ = strings.Cut(rest, " ")
+			stage[layer] = s
+			continue
+		}
+		name := strings.TrimPrefix(ev, "done ")
+		if seen[name] {
+			t.Errorf("%s reported twice", name)
+		}
+		seen[name] = true
+		var l, e int
+		var kind string
+		if n, _ := fmt.Sscanf(name, "model.layers.%d.feed_forward.experts.%d.%s", &l, &e, &kind); n != 3 {
+			continue // a dense, head or copied tensor
+		}
+		experts++
+		want := map[string]string{"w1.weight": "solve w1/w3", "w3.weight": "solve w1/w3", "w2.weight": "solve w2"}[kind]
+		if got := stage[l]; got != want && got != "resumed" {
+			t.Errorf("%s reported during layer %d's %q, want %q (or a resumed layer)", name, l, got, want)
+		}
+	}
+	if len(seen) != tensors || experts == 0 {
+		t.Errorf("%d tensors reported (%d experts'), the checkpoint has %d", len(seen), experts, tensors)
+	}
+}
+
 // TestGPTQResume interrupts a run after its third MoE layer and resumes
 // it: the result is byte-identical to an uninterrupted run, the interrupted
 // run leaves no directory that looks complete, and a resume with other
@@ -386,10 +449,12 @@ func TestGPTQResume(t *testing.T) {
 
 	g := gptqOptions(fastSeqs)
 	g.Resume = true
-	res, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g})
+	rec := &progressLog{}
+	res, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g, Progress: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.check(t, res.Tensors)
 	var resumed []int
 	for _, l := range res.GPTQ.Layers {
 		if l.Resumed {

@@ -194,12 +194,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	// Dense, head and kept tensors: RTN, as in an RTN run. In sequential
 	// mode the engine then runs with every BFP8 weight quantized.
 	start := time.Now()
+	packBudget := newMemBudget(packMemory(cfg, g.SolveMemory), nil)
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
 		if entries[0].Class == plan.Experts {
 			continue
 		}
-		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog)
+		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog, packBudget)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +244,8 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 				return nil, err
 			}
 		}
-		if lr == nil {
+		resumed := lr != nil
+		if !resumed {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -260,8 +262,8 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		}
 		for _, t := range lr.tensors {
 			res.Bytes += int64(len(t.Data))
-			if r.prog != nil {
-				r.prog.Done(t.Name)
+			if resumed {
+				r.done(t.Name) // a solved layer reported each tensor as its solve ended
 			}
 		}
 		for name, tm := range lr.tensorMetrics {
@@ -295,6 +297,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 type gptqMetrics struct {
 	Tensors tensorMetrics  `json:"tensors"`
 	Layers  []LayerMetrics `json:"layers"`
+}
+
+// done reports a tensor's bytes in memory to the Progress, if any.
+func (r *gptqRun) done(tensor string) {
+	if r.prog != nil {
+		r.prog.Done(tensor)
+	}
 }
 
 func (r *gptqRun) setStage(layer int, s string) {
@@ -418,6 +427,8 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		}
 		upRes[e] = [2]solved{out[0], out[1]}
 		up[e] = nil // this expert's statistics are used up
+		r.done(ex[e][0].Name)
+		r.done(ex[e][1].Name)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -476,6 +487,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 			return err
 		}
 		downRes[e] = out[0]
+		r.done(ex[e][2].Name)
 		down[e] = nil
 		return nil
 	}); err != nil {

@@ -87,10 +87,12 @@ type Progress interface {
 	// Options.Workers at a time and in no fixed order, as soon as that
 	// tensor's bytes are in memory: before the safetensors file holding
 	// it is written, which happens once every tensor of the file is done.
-	// For a GPTQ run's routed experts it is called by the goroutine that
-	// called Quantize, after the layer's experts file is written (or
-	// taken over by --resume). A run that fails may have reported tensors
-	// that were never written.
+	// For a GPTQ run's routed experts it is called from the solving
+	// goroutines as each expert's solve ends (w1 and w3 together, then
+	// w2), before the layer's experts file is written, so that the count
+	// moves while a layer is solved; for a layer taken over by --resume,
+	// by the goroutine that called Quantize. A run that fails may have
+	// reported tensors that were never written.
 	Done(tensor string)
 }
 
@@ -189,9 +191,10 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	}
 	metrics := tensorMetrics{}
 	res := &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), SourceBytes: srcBytes}
+	budget := newMemBudget(packMemory(cfg, 0), nil)
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
-		out, err := produceAll(ctx, src, entries, opts.packRules(), opts.Workers, opts.Progress)
+		out, err := produceAll(ctx, src, entries, opts.packRules(), opts.Workers, opts.Progress, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +259,11 @@ type produced struct {
 	metric *TensorMetric
 }
 
-func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, rules packRules, workers int, prog Progress) ([]produced, error) {
+// produceAll produces entries on up to workers goroutines, each admitted by
+// budget for the bytes produce will hold (produceScratch): without it, 16
+// workers on an 8B model's dense tensors held 1.8 GB of float32 copies,
+// the peak of a whole GPTQ run (solvemem.go).
+func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, rules packRules, workers int, prog Progress, budget *memBudget) ([]produced, error) {
 	out := make([]produced, len(entries))
 	pl := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError()
 	if workers > 0 {
@@ -269,9 +276,14 @@ func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, r
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			scratch := produceScratch(e)
+			if err := budget.acquire(ctx, scratch); err != nil {
+				return err
+			}
 			// Each result goes to its own slot, so file bytes never depend
 			// on which goroutine finishes first.
 			o, err := produce(src, e, rules.of(e.Class))
+			budget.release(scratch)
 			if err != nil {
 				return err
 			}
@@ -286,6 +298,37 @@ func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, r
 		return nil, err
 	}
 	return out, nil
+}
+
+// produceScratch is the most heap produce holds for e beyond its result:
+// the float32 weights and, for BFP, their decoded quantization (the error
+// metric compares the two), or for F32 the widened values. BF16 tensors are
+// slices of the mapped source and hold nothing. The packed result stays in
+// memory until its file is written, so it is not scratch.
+func produceScratch(e plan.Entry) int64 {
+	if e.Format == lfmq1.BF16 {
+		return 0
+	}
+	n := int64(1)
+	for _, d := range e.Shape {
+		n *= d
+	}
+	return 8 * n
+}
+
+// minPackMemory is the least budget of an automatic RTN pass: a small
+// model's tensors then all fit at once, whatever its statistics' size.
+const minPackMemory = 1 << 30
+
+// packMemory is the budget of the RTN pass over a checkpoint of cfg's
+// shapes: limit when the user set one (GPTQOptions.SolveMemory), else the
+// automatic solve budget (a layer's w1/w3 statistics, the size of an 8B
+// model's head in float32) but at least minPackMemory.
+func packMemory(cfg *config.Config, limit int64) int64 {
+	if limit > 0 {
+		return limit
+	}
+	return max(defaultSolveMemory(cfg.NumExperts, cfg.HiddenSize), minPackMemory)
 }
 
 func produce(src *hf.Checkpoint, e plan.Entry, rule bfp.ExponentRule) (produced, error) {

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/quant/plan"
 )
 
 // TestSolveSlots: the solves admitted at once and the goroutines of each
@@ -172,5 +177,72 @@ func TestGPTQWorkersSameBytes(t *testing.T) {
 				t.Error("no solve went through the budget")
 			}
 		})
+	}
+}
+
+// TestPackPassUnderBudget: the RTN pass admits tensors by the float32
+// bytes they hold (produceScratch), so with a budget of the largest
+// tensor's scratch and 8 workers, no two tensors that do not fit together
+// are ever in memory at once; and what it produces does not depend on the
+// budget.
+func TestPackPassUnderBudget(t *testing.T) {
+	cfg, err := config.Load(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := hf.Open(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tensors := map[string]plan.SourceTensor{}
+	for _, name := range src.Names() {
+		info, _ := src.Info(name)
+		tensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
+	}
+	p, err := plan.Build(cfg, tensors, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []plan.Entry
+	var largest int64
+	for _, file := range p.Files() {
+		for _, e := range p.ByFile(file) {
+			if e.Class != plan.Experts {
+				entries = append(entries, e)
+				largest = max(largest, produceScratch(e))
+			}
+		}
+	}
+	if len(entries) < 8 || largest == 0 {
+		t.Fatalf("%d dense entries, the largest holding %d bytes: not a test of the budget", len(entries), largest)
+	}
+	var opts Options
+	rules := opts.packRules()
+	free, err := produceAll(context.Background(), src, entries, rules, 8, nil, newMemBudget(1<<40, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var peak int64
+	b := newMemBudget(largest, func(used, limit int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		peak = max(peak, used)
+		if used > limit {
+			t.Errorf("%d bytes of tensors in flight, budget %d", used, limit)
+		}
+	})
+	bounded, err := produceAll(context.Background(), src, entries, rules, 8, nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak == 0 || b.used != 0 {
+		t.Errorf("peak %d bytes, %d still admitted: the pass did not go through the budget", peak, b.used)
+	}
+	for i := range entries {
+		if !bytes.Equal(free[i].tensor.Data, bounded[i].tensor.Data) || free[i].metric != nil && *free[i].metric != *bounded[i].metric {
+			t.Errorf("%s: the budget changed what was produced", entries[i].Name)
+		}
 	}
 }
