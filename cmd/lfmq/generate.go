@@ -119,7 +119,7 @@ func (o *generateOptions) params() sample.Params {
 }
 
 func generateRun(cmd *cobra.Command, opts *generateOptions) error {
-	if err := requireDirs("--model", opts.Model); err != nil {
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
 	load := time.Now()

@@ -233,7 +233,7 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
-	if err := requireDirs("--model", opts.Model); err != nil {
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
 	start := time.Now()

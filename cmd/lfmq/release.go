@@ -12,6 +12,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/card"
 	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify/bundle"
 	"github.com/lfmq/lfmq/version"
@@ -107,6 +108,12 @@ go.mod has a toolchain line, the go command must be that version.`,
 				return &usageError{err}
 			}
 			opts.Platforms = p
+			if err := requireDirs("--checkpoint", opts.Checkpoint); err != nil {
+				return err
+			}
+			if !lfmq1.IsCheckpoint(opts.Checkpoint) {
+				return &usageError{fmt.Errorf("--checkpoint %s: not an lfmq-1 checkpoint (no %s): make one with lfmq quantize", opts.Checkpoint, lfmq1.ManifestFile)}
+			}
 			if opts.BaseModel == "" {
 				bm, ok := bundle.BaseModelFromConfig(opts.Checkpoint)
 				if !ok {

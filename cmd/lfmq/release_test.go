@@ -160,8 +160,9 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		return p
 	}
 	lic := write("LICENSE", bundletest.License)
-	ckpt := filepath.Join(tmp, "ckpt") // never read: every case fails first
-	os.Mkdir(ckpt, 0o755)
+	// Never read beyond its manifest's presence: every case fails first.
+	ckpt := filepath.Dir(write("ckpt/manifest.json", "{}"))
+	notCkpt := filepath.Dir(write("hf/config.json", "{}"))
 	notEmpty := filepath.Dir(write("not-empty/keep.txt", "mine"))
 	badJSON := filepath.Dir(write("bad-evidence/score.json", "{"))
 	src := bundletest.Source(t)
@@ -196,6 +197,7 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		{"bad hub repo", map[string]string{"--hub-repo": "just-a-name"}, exitUsage, []string{"--hub-repo", "not a hub repo id"}},
 		{"licence missing", map[string]string{"--license": filepath.Join(tmp, "nope")}, exitUsage, []string{"--license " + filepath.Join(tmp, "nope") + ": no such file"}},
 		{"checkpoint missing", map[string]string{"--checkpoint": filepath.Join(tmp, "nope")}, exitUsage, []string{"--checkpoint " + filepath.Join(tmp, "nope") + ": no such directory"}},
+		{"checkpoint not lfmq-1", map[string]string{"--checkpoint": notCkpt}, exitUsage, []string{"--checkpoint " + notCkpt + ": not an lfmq-1 checkpoint (no manifest.json)"}},
 		{"evidence not JSON", map[string]string{"--evidence": badJSON}, exitFailure, []string{"score.json: not valid JSON"}},
 		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},
 		{"source card licence", map[string]string{"--source-card": write("card/README.md", "---\nlicense: foo\n---\n")}, exitFailure, []string{`license "foo"`, "--license-id"}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -103,6 +104,27 @@ func requireFlags(pairs ...string) error {
 		if pairs[i+1] == "" {
 			return &usageError{errors.New("--" + pairs[i] + " is required")}
 		}
+	}
+	return nil
+}
+
+// requireCheckpoint is requireDirs for a flag that names a model: the
+// directory dir, given on the command line as value, must also hold
+// config.json, which a Hugging Face checkpoint and an lfmq-1 checkpoint
+// both have, so that a wrong directory is refused by the flag's name rather
+// than by the file a loader failed to open.
+func requireCheckpoint(flag, value, dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &usageError{fmt.Errorf("%s %s: no such directory", flag, value)}
+	case err != nil:
+		return &usageError{fmt.Errorf("%s %s: %w", flag, value, err)}
+	case !st.IsDir():
+		return &usageError{fmt.Errorf("%s %s: not a directory", flag, value)}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
+		return &usageError{fmt.Errorf("%s %s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", flag, value)}
 	}
 	return nil
 }

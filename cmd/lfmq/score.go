@@ -234,8 +234,15 @@ func commandLine(o *scoreOptions) string {
 }
 
 func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
-	if err := requireDirs("--reference", opts.Reference); err != nil {
+	if err := requireCheckpoint("--reference", opts.Reference, opts.Reference); err != nil {
 		return err
+	}
+	for _, c := range opts.Candidates {
+		if c.Dir != "" {
+			if err := requireCheckpoint("--candidate", c.Name+"="+c.Dir, c.Dir); err != nil {
+				return err
+			}
+		}
 	}
 	// Output directories are made before scoring, so that a bad path fails
 	// at once rather than after the run.

@@ -237,7 +237,7 @@ func loopback(host string) bool {
 }
 
 func serveRun(cmd *cobra.Command, opts *serveOptions) error {
-	if err := requireDirs("--model", opts.Model); err != nil {
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))

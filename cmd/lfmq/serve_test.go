@@ -241,7 +241,7 @@ func TestServeBadSetup(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--model", t.TempDir(), "--port", "0"}, exitUsage, "--model: "},
+		{[]string{"--model", t.TempDir(), "--port", "0"}, exitUsage, ": not a checkpoint directory (no config.json)"},
 		{[]string{"--model", tinyModel, "--port", "0", "--max-model-len", "99999"}, exitUsage, "--max-model-len: 99999 is more than the model's context, 4096"},
 	} {
 		ios, _, stderr := testStreams()
