@@ -57,9 +57,11 @@ func TestExitCodes(t *testing.T) {
 		{"not a reference", []string{"score", "--reference", tmp, "--noise-floor", "--corpus", "e=" + emptyCorpus}, exitUsage, "--reference " + tmp + ": not a checkpoint directory"},
 		{"not a candidate", []string{"score", "--reference", tinyModel, "--candidate", "q=" + tmp, "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate q=" + tmp + ": not a checkpoint directory"},
 		{"not a model to quantize", []string{"quantize", "--model", tmp, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "not a checkpoint directory"},
-		{"not a model to inspect", []string{"inspect", tmp}, exitUsage, "not a checkpoint directory"},
 		{"not a model to serve", []string{"serve", "--model", tmp}, exitUsage, "not a checkpoint directory"},
 		{"release of a source checkpoint", []string{"release", "build", "--checkpoint", tinyModel, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "not an lfmq-1 checkpoint (no manifest.json)"},
+		{"no such calibration file", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--calib " + filepath.Join(tmp, "nope.jsonl") + ": no such file"},
+		{"eval corpus is a directory", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", emptyCorpus, "--eval-corpus", "d=" + tmp}, exitUsage, "--eval-corpus d=" + tmp + ": a directory, not a file"},
+		{"no such corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "c=" + filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--corpus c=" + filepath.Join(tmp, "nope.jsonl") + ": no such file"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
 		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
 	}

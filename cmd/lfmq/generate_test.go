@@ -126,7 +126,7 @@ func TestGenerateRun(t *testing.T) {
 		t.Errorf("generate on a changed lfmq-1 checkpoint: exit %d, want %d: %s", code, exitMismatch, stderr)
 	}
 	ios, _, stderr = testStreams()
-	if code := run(context.Background(), []string{"generate", "--model", t.TempDir(), "--prompt", "x"}, ios); code != exitFailure {
+	if code := run(context.Background(), []string{"generate", "--model", t.TempDir(), "--prompt", "x"}, ios); code != exitUsage || !strings.Contains(stderr.String(), "not a checkpoint directory") {
 		t.Errorf("generate on an empty dir: exit %d (%s)", code, stderr)
 	}
 }

@@ -55,7 +55,7 @@ findings are printed on stdout in the form 'lfmq verify --json' uses.`,
 }
 
 func inspectRun(opts *inspectOptions) error {
-	if err := requireCheckpoint("checkpoint", opts.Dir, opts.Dir); err != nil {
+	if err := requireDirs("checkpoint", opts.Dir); err != nil {
 		return err
 	}
 	opts.IO.ConfigWarnings(opts.Dir)

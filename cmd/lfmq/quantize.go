@@ -236,6 +236,15 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
+	if opts.Method == quant.GPTQ {
+		files := []string{"--calib " + opts.GPTQ.Calib, opts.GPTQ.Calib}
+		for _, c := range opts.GPTQ.EvalCorpora {
+			files = append(files, "--eval-corpus "+c.Name+"="+c.Path, c.Path)
+		}
+		if err := requireFiles(files...); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	var prog quant.Progress

@@ -158,6 +158,12 @@ func TestUsageExitCodes(t *testing.T) {
 	if code := run(context.Background(), []string{"version"}, ios); code != 0 || !strings.HasPrefix(stdout.String(), "lfmq ") {
 		t.Errorf("version: exit %d, %q", code, stdout)
 	}
+	for _, flag := range []string{"--version", "-v"} {
+		ios, out, _ := testStreams()
+		if code := run(context.Background(), []string{flag}, ios); code != 0 || out.String() != stdout.String() {
+			t.Errorf("lfmq %s: exit %d, %q; want what 'lfmq version' prints, %q", flag, code, out, stdout)
+		}
+	}
 	ios, stdout, _ = testStreams()
 	if code := run(context.Background(), []string{"completion", "bash"}, ios); code != 0 || !strings.Contains(stdout.String(), "bash completion") {
 		t.Errorf("completion bash: exit %d", code)

@@ -108,13 +108,12 @@ go.mod has a toolchain line, the go command must be that version.`,
 				return &usageError{err}
 			}
 			opts.Platforms = p
-			if err := requireDirs("--checkpoint", opts.Checkpoint); err != nil {
-				return err
-			}
-			if !lfmq1.IsCheckpoint(opts.Checkpoint) {
-				return &usageError{fmt.Errorf("--checkpoint %s: not an lfmq-1 checkpoint (no %s): make one with lfmq quantize", opts.Checkpoint, lfmq1.ManifestFile)}
-			}
 			if opts.BaseModel == "" {
+				// The default comes from the checkpoint: check it is one
+				// first, so that a wrong directory is named as such.
+				if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
+					return err
+				}
 				bm, ok := bundle.BaseModelFromConfig(opts.Checkpoint)
 				if !ok {
 					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's config.json has no hub repo id in _name_or_path")}
@@ -166,7 +165,22 @@ go.mod has a toolchain line, the go command must be that version.`,
 	return cmd
 }
 
+// requireLFMQ1 refuses, as a usage error, a flag whose directory is not an
+// lfmq-1 checkpoint (has no manifest.json).
+func requireLFMQ1(flag, dir string) error {
+	if err := requireDirs(flag, dir); err != nil {
+		return err
+	}
+	if !lfmq1.IsCheckpoint(dir) {
+		return &usageError{fmt.Errorf("%s %s: not an lfmq-1 checkpoint (no %s): make one with lfmq quantize", flag, dir, lfmq1.ManifestFile)}
+	}
+	return nil
+}
+
 func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
+	if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
+		return err
+	}
 	res, err := bundle.Build(cmd.Context(), bundle.Options{
 		CheckpointDir: opts.Checkpoint, OutDir: opts.Out, SourceDir: opts.Source,
 		EvidenceDir: opts.Evidence, Revision: opts.Revision,

@@ -18,8 +18,12 @@ import (
 func TestReleaseBuildFlags(t *testing.T) {
 	named := t.TempDir()
 	os.WriteFile(filepath.Join(named, "config.json"), []byte(`{"_name_or_path": "LiquidAI/LFM2-8B-A1B"}`), 0o644)
+	os.WriteFile(filepath.Join(named, "manifest.json"), []byte(`{}`), 0o644)
 	local := t.TempDir()
 	os.WriteFile(filepath.Join(local, "config.json"), []byte(`{"_name_or_path": "/home/me/models/x"}`), 0o644)
+	os.WriteFile(filepath.Join(local, "manifest.json"), []byte(`{}`), 0o644)
+	source := t.TempDir() // a Hugging Face checkpoint: no manifest.json
+	os.WriteFile(filepath.Join(source, "config.json"), []byte(`{"_name_or_path": "LiquidAI/LFM2-8B-A1B"}`), 0o644)
 	tests := []struct {
 		name    string
 		args    string
@@ -48,6 +52,7 @@ func TestReleaseBuildFlags(t *testing.T) {
 		{"no checkpoint", "--out o --license L --hub-repo me/r", nil, "--checkpoint is required"},
 		// The card's download commands need the repo: no placeholder.
 		{"no hub repo", "--checkpoint c --out o --license L --base-model a/b", nil, "--hub-repo OWNER/NAME is required: the model card's download commands"},
+		{"not lfmq-1", "--checkpoint " + source + " --out o --license L --hub-repo me/r", nil, "--checkpoint " + source + ": not an lfmq-1 checkpoint (no manifest.json)"},
 		{"no base model", "--checkpoint " + local + " --out o --license L --hub-repo me/r", nil, "--base-model is required"},
 		{"bad platforms", "--checkpoint c --out o --license L --base-model a/b --hub-repo me/r --platforms linux", nil, "not os/arch"},
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lfmq/lfmq/version"
 )
 
 func newRootCmd(ios *IOStreams) *cobra.Command {
@@ -56,6 +58,10 @@ API, and builds and verifies reproducible releases.`,
 	// Cobra's own help and completion commands print help and succeed on
 	// a word they do not know; here that is a usage error (exit 2), as
 	// for every other command.
+	// --version, which most tools take, prints what 'lfmq version' does.
+	root.Version = version.Version
+	root.SetVersionTemplate(versionText())
+	root.Flags().BoolP("version", "v", false, "print the lfmq version, as 'lfmq version' does")
 	root.SetHelpCommand(&cobra.Command{
 		Use:   "help [command]",
 		Short: "Help about any command",
@@ -125,6 +131,25 @@ func requireCheckpoint(flag, value, dir string) error {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
 		return &usageError{fmt.Errorf("%s %s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", flag, value)}
+	}
+	return nil
+}
+
+// requireFiles refuses, as usage errors, inputs (label, path pairs; the
+// label is the flag as typed, e.g. "--corpus chat=x.jsonl") whose path
+// names no regular file, before any work starts.
+func requireFiles(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		label, path := pairs[i], pairs[i+1]
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return &usageError{fmt.Errorf("%s: no such file", label)}
+		case err != nil:
+			return &usageError{fmt.Errorf("%s: %w", label, err)}
+		case st.IsDir():
+			return &usageError{fmt.Errorf("%s: a directory, not a file", label)}
+		}
 	}
 	return nil
 }

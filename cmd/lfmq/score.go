@@ -244,6 +244,16 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			}
 		}
 	}
+	var files []string
+	for _, c := range opts.Corpora {
+		files = append(files, "--corpus "+c.Name+"="+c.Path, c.Path)
+	}
+	if opts.APIKeyFile != "" {
+		files = append(files, "--api-key-file "+opts.APIKeyFile, opts.APIKeyFile)
+	}
+	if err := requireFiles(files...); err != nil {
+		return err
+	}
 	// Output directories are made before scoring, so that a bad path fails
 	// at once rather than after the run.
 	for _, p := range []string{opts.Out, opts.SaveReference} {

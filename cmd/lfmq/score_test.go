@@ -240,7 +240,7 @@ func TestScoreRun(t *testing.T) {
 
 	// Failures.
 	ios, _, stderr = testStreams()
-	if code := run(context.Background(), scoreArgs(filepath.Join(dir, "missing.jsonl"), filepath.Join(dir, "y.json")), ios); code != exitFailure || !strings.Contains(stderr.String(), "missing.jsonl") {
+	if code := run(context.Background(), scoreArgs(filepath.Join(dir, "missing.jsonl"), filepath.Join(dir, "y.json")), ios); code != exitUsage || !strings.Contains(stderr.String(), "missing.jsonl: no such file") {
 		t.Errorf("missing corpus: exit %d: %s", code, stderr)
 	}
 	bad := filepath.Join(dir, "bad.jsonl")

@@ -15,11 +15,17 @@ func newVersionCmd(ios *IOStreams) *cobra.Command {
 		Short: "Print the lfmq version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(ios.Out, "lfmq %s (%s, %s/%s)\n", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			if version.SourceDigest != "" {
-				fmt.Fprintf(ios.Out, "source sha256 %s\n", version.SourceDigest)
-			}
+			fmt.Fprint(ios.Out, versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what 'lfmq version' and 'lfmq --version' print.
+func versionText() string {
+	s := fmt.Sprintf("lfmq %s (%s, %s/%s)\n", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if version.SourceDigest != "" {
+		s += fmt.Sprintf("source sha256 %s\n", version.SourceDigest)
+	}
+	return s
 }
