@@ -63,7 +63,9 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Log, if set, receives one line per file.
 	Log io.Writer
-	// Verify configures the final verification.
+	// Verify configures the final verification. With AllowedSigners set,
+	// the signature is also checked as soon as it and SHA256SUMS have
+	// arrived, before any listed file is fetched or anything is written.
 	Verify verify.Options
 }
 
@@ -175,8 +177,12 @@ func (d *downloader) logf(format string, args ...any) {
 // Download fetches the release and verifies it. The error joins every
 // finding (each a *verify.MismatchError: a file the hub serves wrong, and
 // the final verification's findings) and any file that could not be
-// fetched; it is an operational error alone when SHA256SUMS itself cannot be
-// fetched or the context ends.
+// fetched; it is an operational error alone when SHA256SUMS or its
+// signature cannot be fetched (other than a 404 for the signature: an
+// unsigned release) or the context ends. A signature that opts.Verify
+// requires and that is absent or bad is a *verify.MismatchError of
+// verify.KindSignature alone, returned before any listed file is fetched,
+// with no Report.
 func Download(ctx context.Context, opts Options) (*Result, error) {
 	dir, err := Dest(opts.CacheRoot, opts.URL, opts.Revision)
 	if err != nil {
@@ -229,9 +235,10 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	if opts.Verify.AllowedSigners != nil {
-		// A signature is required: check it before SHA256SUMS is trusted
-		// with a byte of the directory or a byte of the release is
-		// fetched. The final verification checks it again, on disk.
+		// A signature is required: check it now, so that an unsigned or
+		// wrongly signed release costs two small requests rather than the
+		// release, and nothing of it is written. The final verification
+		// checks it again, on disk.
 		if _, err := verify.CheckSignature(sig, list, opts.Verify); err != nil {
 			res.BytesReceived = d.recv.Load()
 			return res, err
