@@ -45,10 +45,13 @@ const (
 // callers can ask errors.Is(err, verify.ErrMissing). ErrMalformed and
 // ErrUnsafePath are the same values as in package sums.
 var (
-	ErrMissing    = errors.New("verify: missing file")
-	ErrExtra      = errors.New("verify: unlisted file")
-	ErrMismatch   = errors.New("verify: mismatch")
-	ErrSignature  = errors.New("verify: bad release signature")
+	ErrMissing   = errors.New("verify: missing file")
+	ErrExtra     = errors.New("verify: unlisted file")
+	ErrMismatch  = errors.New("verify: mismatch")
+	ErrSignature = errors.New("verify: bad release signature")
+	// ErrUnsigned marks the signature finding of a release that has no
+	// SHA256SUMS.sig at all (errors.Is(ErrUnsigned, ErrSignature) holds).
+	ErrUnsigned   = fmt.Errorf("%w: the release is not signed", ErrSignature)
 	ErrUnsafePath = sums.ErrUnsafePath
 	ErrMalformed  = sums.ErrMalformed
 )
@@ -80,6 +83,10 @@ type MismatchError struct {
 	// expected sha256 it has (a rename, or a copy in the wrong place); on
 	// a missing file, the extra files that hold its bytes.
 	SameBytesAs []string
+
+	// unsigned marks the signature finding of a release without
+	// SignatureFile (Unwrap gives ErrUnsigned).
+	unsigned bool
 
 	// refetch names files to download again to clear the finding besides
 	// those its kind implies (Report.Refetch gathers them): the lists
@@ -128,6 +135,9 @@ func (e *MismatchError) Unwrap() error {
 	case KindMalformed:
 		return ErrMalformed
 	case KindSignature:
+		if e.unsigned {
+			return ErrUnsigned
+		}
 		return ErrSignature
 	}
 	return ErrMismatch

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,6 +129,14 @@ func TestSignature(t *testing.T) {
 				if c.allowed == nil && rep.Signature != nil {
 					t.Errorf("signature reported without allowed signers: %+v", rep.Signature)
 				}
+				if c.allowed != nil {
+					list, _ := os.ReadFile(filepath.Join(dir, sums.SumsFile))
+					sig, _ := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+					s, err := verify.CheckSignature(sig, list, verify.Options{AllowedSigners: c.allowed, Identity: c.identity})
+					if err != nil || s == nil || s.Fingerprint != rep.Signature.Fingerprint || !slices.Equal(s.Principals, rep.Signature.Principals) {
+						t.Errorf("CheckSignature: %+v, %v; Release found %+v", s, err, rep.Signature)
+					}
+				}
 				return
 			}
 			if len(rep.Findings) != 1 || !has(rep, c.on, c.want) || !strings.Contains(rep.Findings[0].Detail, c.detail) {
@@ -140,6 +149,23 @@ func TestSignature(t *testing.T) {
 			if c.want == verify.KindSignature {
 				if !errors.Is(rep.Err(), verify.ErrSignature) || me.Authority != "allowed_signers" || len(rep.Refetch) != 0 || rep.Signature != nil {
 					t.Errorf("finding %+v, re-fetch %v, signature %+v", me, rep.Refetch, rep.Signature)
+				}
+				// Only an absent signature is ErrUnsigned: the two ask
+				// different things of the person who reads them.
+				if unsigned := errors.Is(rep.Err(), verify.ErrUnsigned); unsigned != (c.detail == "absent") {
+					t.Errorf("errors.Is(ErrUnsigned) = %v for %q", unsigned, me.Detail)
+				}
+				// CheckSignature, the same check on bytes in memory,
+				// finds the same.
+				list, _ := os.ReadFile(filepath.Join(dir, sums.SumsFile))
+				sig, err := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+				if err != nil {
+					sig = nil
+				}
+				s, cerr := verify.CheckSignature(sig, list, verify.Options{AllowedSigners: c.allowed, Identity: c.identity})
+				var ce *verify.MismatchError
+				if s != nil || !errors.As(cerr, &ce) || ce.Detail != me.Detail || errors.Is(cerr, verify.ErrUnsigned) != (c.detail == "absent") {
+					t.Errorf("CheckSignature: %+v, %v; Release found %q", s, cerr, me.Detail)
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/download"
 )
@@ -20,6 +22,9 @@ type downloadOptions struct {
 	DownloadOnly bool
 	Jobs         int
 	JSON         bool
+	// AllowedSigners and Identity require a signature, as verify's flags.
+	AllowedSigners string
+	Identity       string
 	// Token is HF_TOKEN; HTTPClient builds the client lazily (tests inject
 	// one).
 	Token      string
@@ -29,24 +34,32 @@ type downloadOptions struct {
 func newDownloadCmd(ios *IOStreams, runF func(*downloadOptions) error) *cobra.Command {
 	opts := &downloadOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "download URL --revision REV --cache-root DIR [--download-only]",
+		Use:   "download URL --revision REV --cache-root DIR [--allowed-signers FILE [--identity ID]] [--download-only]",
 		Short: "Fetch a release from a hub and verify every byte",
 		Long: `Download fetches a release published on a Hugging Face style hub, where files
 live at {URL}/resolve/{revision}/{path}, into DIR/<owner>--<name>/<revision>/.
 
-SHA256SUMS comes first; every file it lists follows, several at a time. A
-partial file is resumed with an HTTP Range request; each file is checked
+SHA256SUMS comes first, then SHA256SUMS.sig when the release is signed;
+every file SHA256SUMS lists follows, several at a time. A partial file is resumed with an HTTP Range request; each file is checked
 against its sha256 before it takes its final name, and a file the hub serves
 wrong is fetched once more, then reported, never kept. When the hub names the
 commit of the revision, every file is fetched at that commit. Rerunning only
 fetches what is missing or wrong. The run ends with 'lfmq verify' over the
 directory, and its exit status is verify's.
 
+--allowed-signers FILE [--identity ID] requires a good signature, as in
+'lfmq verify': SHA256SUMS.sig is checked against FILE as soon as it and
+SHA256SUMS have arrived, and a release that is unsigned or whose signature
+does not verify is refused (exit 3) before anything else is fetched or
+written. Without the flag, the signature is fetched but not checked.
+
 HF_TOKEN, when set, is sent to the URL's host only. Afterwards it prints the
-'lfmq launch' command that serves the release; --download-only prints no
-follow-up hint.`,
-		Example: "  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq",
-		Args:    exactArgs(1),
+'lfmq launch' command that serves the release (with the same
+--allowed-signers and --identity); --download-only prints no follow-up
+hint.`,
+		Example: "  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq\n" +
+			"  lfmq download https://huggingface.co/lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --cache-root ~/.cache/lfmq --allowed-signers allowed_signers --identity release@example.org",
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
 			if err := requireFlags("revision", opts.Revision, "cache-root", opts.CacheRoot); err != nil {
@@ -57,6 +70,9 @@ follow-up hint.`,
 			}
 			if opts.Jobs < 1 {
 				return &usageError{fmt.Errorf("--jobs must be positive, got %d", opts.Jobs)}
+			}
+			if err := checkSignerFlags(opts.AllowedSigners, opts.Identity); err != nil {
+				return err
 			}
 			opts.Token = os.Getenv("HF_TOKEN")
 			if runF != nil {
@@ -70,6 +86,7 @@ follow-up hint.`,
 	cmd.Flags().BoolVar(&opts.DownloadOnly, "download-only", false, "fetch and verify only")
 	cmd.Flags().IntVar(&opts.Jobs, "jobs", 4, "files fetched at once")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the final verification report as JSON on stdout")
+	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	cmd.MarkFlagDirname("cache-root")
 	return cmd
 }
@@ -82,10 +99,14 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 	if opts.HTTPClient != nil {
 		dopts.Client = opts.HTTPClient()
 	}
+	// An unreadable allowed_signers file stops the run before the network.
+	if err := loadSigners(opts.AllowedSigners, opts.Identity, &dopts.Verify); err != nil {
+		return err
+	}
 	var bar *byteBar
 	if opts.IO.ErrTTY && !opts.JSON {
 		bar = &byteBar{w: opts.IO, desc: "verifying"}
-		dopts.Verify = verify.Options{Progress: bar}
+		dopts.Verify.Progress = bar
 	}
 	res, err := download.Download(cmd.Context(), dopts)
 	bar.finish()
@@ -102,11 +123,20 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 		}
 		fmt.Fprintln(w)
 		if err == nil && !opts.DownloadOnly {
-			fmt.Fprintf(w, "check it again at any time with: lfmq verify --release-dir %s\n", res.Dir)
+			signers := signerArgs(opts.AllowedSigners, opts.Identity)
+			fmt.Fprintf(w, "check it again at any time with: lfmq verify --release-dir %s%s\n", launch.ShellQuote(res.Dir), signers)
 			if repo, rerr := download.Repo(opts.URL); rerr == nil {
-				fmt.Fprintf(w, "serve it with: lfmq launch --cache-root %s --repo %s --revision %s\n", opts.CacheRoot, repo, opts.Revision)
+				fmt.Fprintf(w, "serve it with: lfmq launch --cache-root %s --repo %s --revision %s%s\n", launch.ShellQuote(opts.CacheRoot), repo, opts.Revision, signers)
 			}
 		}
+	}
+	// A signature refused before any file was fetched has no report to
+	// show it: say what to do after run's message.
+	var me *verify.MismatchError
+	if (res == nil || res.Report == nil) && errors.As(err, &me) && me.Kind == verify.KindSignature {
+		opts.IO.Errorf("lfmq: %s; refused before fetching the files SHA256SUMS lists\n", message(cmd.Context(), err))
+		opts.IO.Errorf("%s\n", signatureAdvice(me))
+		return &reportedError{err}
 	}
 	return err
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/launch"
-	"github.com/lfmq/lfmq/verify"
 )
 
 type launchOptions struct {
@@ -20,6 +19,9 @@ type launchOptions struct {
 	Revision     string
 	CacheDir     string
 	PrintCommand bool
+	// AllowedSigners and Identity require a signature, as verify's flags.
+	AllowedSigners string
+	Identity       string
 	// Serve holds the serve flags passed through (validated as serve
 	// validates them); Forward their command-line form.
 	Serve   serveOptions
@@ -37,7 +39,7 @@ func newLaunchCmd(ios *IOStreams, runF func(*launchOptions) error) *cobra.Comman
 func newLaunchCmdWith(ios *IOStreams, runF func(*launchOptions) error, execF func(*launch.Plan) error) *cobra.Command {
 	opts := &launchOptions{IO: ios, Exec: execF}
 	cmd := &cobra.Command{
-		Use:   "launch (--release-dir DIR | --cache-root DIR --repo OWNER/NAME --revision REV) [serve flags]",
+		Use:   "launch (--release-dir DIR | --cache-root DIR --repo OWNER/NAME --revision REV) [--allowed-signers FILE [--identity ID]] [serve flags]",
 		Short: "Verify a release and start its bundled runtime as an OpenAI-compatible server",
 		Long: `Launch starts the server a release bundles, pinned to the bytes that were
 verified. It checks every byte of the release (as 'lfmq verify'; any finding
@@ -54,9 +56,16 @@ labelled, is refused), then replaces itself with
 exactly as --print-command prints it. The serve flags are checked here first,
 by serve's own rules. A release fetched with 'lfmq download' is named by
 --cache-root, --repo and --revision. The API key comes from --api-key-file or
-LFMQ_API_KEY (never from the command line, where other users could read it).`,
+LFMQ_API_KEY (never from the command line, where other users could read it).
+
+--allowed-signers FILE [--identity ID] also requires the release signature,
+exactly as 'lfmq verify' checks it: SHA256SUMS.sig must be a good signature
+over SHA256SUMS by a key FILE grants (to ID). An unsigned release, or one
+whose signature does not verify, exits 3 and nothing starts. Without the
+flag the signature is not read.`,
 		Example: `  lfmq launch --release-dir ./LFM2-8B-A1B-lfmq1 --sampling-preset agentic
   lfmq launch --cache-root ~/.cache/lfmq --repo lfmq/LFM2-8B-A1B-lfmq1 --revision v1 --port 8080
+  lfmq launch --release-dir ./release --allowed-signers allowed_signers --identity release@example.org
   lfmq launch --release-dir ./release --print-command`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -76,6 +85,7 @@ LFMQ_API_KEY (never from the command line, where other users could read it).`,
 	f.StringVar(&opts.Revision, "revision", "", "revision of the downloaded release")
 	f.StringVar(&opts.CacheDir, "cache-dir", "", "the server's cache directory (default: .cache/lfmq/serve in the release)")
 	f.BoolVar(&opts.PrintCommand, "print-command", false, "check everything, print the runtime command and exit")
+	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	addServeFlags(f, &opts.Serve)
 	cmd.MarkFlagDirname("release-dir")
 	cmd.MarkFlagDirname("cache-root")
@@ -84,12 +94,16 @@ LFMQ_API_KEY (never from the command line, where other users could read it).`,
 
 // launchOwn are launch's own flags; every other changed flag is a serve
 // flag passed through.
-var launchOwn = map[string]bool{"release-dir": true, "cache-root": true, "repo": true, "revision": true, "cache-dir": true, "print-command": true, "help": true}
+var launchOwn = map[string]bool{"release-dir": true, "cache-root": true, "repo": true, "revision": true, "cache-dir": true, "print-command": true,
+	"allowed-signers": true, "identity": true, "help": true}
 
 func (o *launchOptions) validate(f *pflag.FlagSet) error {
 	lo := launch.Options{ReleaseDir: o.ReleaseDir, CacheRoot: o.CacheRoot, Repo: o.Repo, Revision: o.Revision}
 	if _, err := lo.Dir(); err != nil {
 		return &usageError{errors.New(strings.TrimPrefix(err.Error(), "launch: ") + " (--release-dir, or --cache-root with --repo and --revision)")}
+	}
+	if err := checkSignerFlags(o.AllowedSigners, o.Identity); err != nil {
+		return err
 	}
 	if o.Serve.PrefixCaching == "off" && o.CacheDir != "" {
 		return &usageError{errors.New("--cache-dir keeps the prefix cache, which --prefix-caching off turns off")}
@@ -116,10 +130,13 @@ func (o *launchOptions) validate(f *pflag.FlagSet) error {
 func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
 		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
+	if err := loadSigners(opts.AllowedSigners, opts.Identity, &lo.Verify); err != nil {
+		return err
+	}
 	var bar *byteBar
 	if opts.IO.ErrTTY && !opts.PrintCommand {
 		bar = &byteBar{w: opts.IO, desc: "verifying"}
-		lo.Verify = verify.Options{Progress: bar}
+		lo.Verify.Progress = bar
 	}
 	plan, err := launch.Prepare(cmd.Context(), lo)
 	bar.finish()
@@ -134,6 +151,7 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 		return nil
 	}
 	opts.IO.Errorf("verified %s: %d files; runtime %s (sha256 %s)\n", plan.ReleaseID, plan.Report.Files, plan.Binary, plan.RuntimeSHA256)
+	printSignature(opts.IO.ErrOut, plan.Report)
 	if plan.MadeExecutable {
 		opts.IO.Errorf("the runtime had lost its execute bit (a download that drops file modes); it has it again\n")
 	}

@@ -40,6 +40,8 @@ func TestLaunchFlags(t *testing.T) {
 		{"bad spec tokens", "--release-dir r --spec-tokens 9", "--spec-tokens", nil},
 		{"no model flag", "--release-dir r --model m", "unknown flag: --model", nil},
 		{"no key flag", "--release-dir r --api-key k", "unknown flag: --api-key", nil},
+		{"signature flags are launch's own", "--release-dir r --allowed-signers as --identity me@x --port 9", "", []string{"--port", "9"}},
+		{"identity alone", "--release-dir r --identity me@x", "--identity needs --allowed-signers", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,5 +275,73 @@ func TestLaunchDownloaded(t *testing.T) {
 	proc.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Errorf("exit: %v", err)
+	}
+}
+
+// TestLaunchSigned: with --allowed-signers [--identity], launch checks the
+// release signature as verify does: a good one is named and the runtime
+// runs; an unsigned release, a tampered signature and another principal
+// exit 3 with what to do, and nothing runs. Without the flag a bad
+// signature is not read.
+func TestLaunchSigned(t *testing.T) {
+	signed, allowed := signedRelease(t, "")
+	for _, c := range []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+		args    []string
+		code    int
+		errOut  []string
+	}{
+		{"good", nil, []string{"--allowed-signers", allowed, "--identity", "release@lfmq.test"}, exitOK,
+			[]string{"signature SHA256SUMS.sig: good, ssh-ed25519 key ", "of release@lfmq.test\n", "exec "}},
+		{"good, any principal", nil, []string{"--allowed-signers", allowed}, exitOK, []string{"signature SHA256SUMS.sig: good"}},
+		{"unsigned", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "SHA256SUMS.sig"))
+		}, []string{"--allowed-signers", allowed, "--identity", "release@lfmq.test"}, exitMismatch,
+			[]string{"signature SHA256SUMS.sig\n", "absent", "what to do: get the release with its signature", "(1 signature)"}},
+		{"tampered", func(t *testing.T, dir string) { tamperSignature(t, dir) }, []string{"--allowed-signers", allowed}, exitMismatch,
+			[]string{"signature SHA256SUMS.sig\n", "what to do: do not use this release"}},
+		{"another principal", nil, []string{"--allowed-signers", allowed, "--identity", "other@lfmq.test"}, exitMismatch,
+			[]string{"not allowed for identity", "what to do: do not use this release"}},
+		{"tampered, not checked", func(t *testing.T, dir string) { tamperSignature(t, dir) }, nil, exitOK, []string{"exec "}},
+		{"unreadable allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitFailure, []string{"allowed_signers.missing"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rel := filepath.Join(t.TempDir(), "release")
+			bundletest.CopyDir(t, signed, rel)
+			if c.prepare != nil {
+				c.prepare(t, rel)
+			}
+			for _, printOnly := range []bool{true, false} {
+				ios, stdout, stderr := testStreams()
+				executed := false
+				cmd := newLaunchCmdWith(ios, nil, func(*launch.Plan) error { executed = true; return nil })
+				args := append([]string{"launch", "--release-dir", rel, "--port", "0"}, c.args...)
+				if printOnly {
+					args = append(args, "--print-command")
+				}
+				err := executeWith(ios, cmd, args...)
+				if err != nil {
+					ios.Errorf("lfmq: %v\n", err)
+				}
+				if code := exitCode(err); code != c.code {
+					t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, c.code, stdout, stderr)
+				}
+				if executed != (c.code == exitOK && !printOnly) {
+					t.Errorf("%v: executed %v", args, executed)
+				}
+				if printOnly {
+					if c.code == exitOK && !strings.Contains(stdout.String(), " serve --model ") {
+						t.Errorf("--print-command printed %q", stdout)
+					}
+					continue
+				}
+				for _, want := range c.errOut {
+					if !strings.Contains(stderr.String(), want) {
+						t.Errorf("stderr lacks %q:\n%s", want, stderr)
+					}
+				}
+			}
+		})
 	}
 }

@@ -224,7 +224,13 @@ func publishRun(cmd *cobra.Command, opts *publishOptions) error {
 	fmt.Fprintf(w, "commit  %s\n", res.CommitURL)
 	fmt.Fprintf(w, "release digest (sha256 of SHA256SUMS) %s\n", rep.Digest)
 	if res.Tag != "" {
-		fmt.Fprintf(w, "download it with: lfmq download %s --revision %s --cache-root DIR\n", res.URL, res.Tag)
+		// A signed release is worth downloading with its signature
+		// checked; FILE is the checker's allowed_signers.
+		var check string
+		if _, err := os.Lstat(filepath.Join(opts.ReleaseDir, verify.SignatureFile)); err == nil {
+			check = " --allowed-signers FILE"
+		}
+		fmt.Fprintf(w, "download it with: lfmq download %s --revision %s --cache-root DIR%s\n", res.URL, res.Tag, check)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func TestPublishEndToEnd(t *testing.T) {
 		t.Fatalf("publish: exit %d\n%s%s", code, out, stderr)
 	}
 	t.Logf("lfmq publish:\n%s%s", stderr, out)
-	for _, want := range []string{"verified " + relA, "created ", "committed ", "tagged v1", "checked: commit", "identical to " + relA, "release digest (sha256 of SHA256SUMS) ", "lfmq download " + h.url + "/" + publishRepo + " --revision v1"} {
+	for _, want := range []string{"verified " + relA, "created ", "committed ", "tagged v1", "checked: commit", "identical to " + relA, "release digest (sha256 of SHA256SUMS) ", "lfmq download " + h.url + "/" + publishRepo + " --revision v1 --cache-root DIR --allowed-signers FILE\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("publish output lacks %q:\n%s", want, out)
 		}
@@ -173,9 +173,10 @@ func TestPublishEndToEnd(t *testing.T) {
 	}
 	commits := len(h.srv.Commits(publishRepo, "main"))
 
-	// Download by tag, verify with the signature: every byte equal.
+	// Download by tag, checking the signature, and verify again: every
+	// byte equal.
 	cache := t.TempDir()
-	if code, out, stderr := exec1("download", h.url+"/"+publishRepo, "--revision", "v1", "--cache-root", cache); code != exitOK {
+	if code, out, stderr := exec1("download", h.url+"/"+publishRepo, "--revision", "v1", "--cache-root", cache, "--allowed-signers", allowed); code != exitOK || !strings.Contains(out, "signature SHA256SUMS.sig: good") {
 		t.Fatalf("download: exit %d\n%s%s", code, out, stderr)
 	}
 	got := filepath.Join(cache, strings.Replace(publishRepo, "/", "--", 1), "v1")

@@ -250,3 +250,47 @@ func TestReleaseSignRun(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// signedRelease builds a test release (nil: bundletest's default), signs
+// it with lfmq release sign and the ed25519 key of seed 1, and returns it
+// with an allowed_signers file that grants that key to release@lfmq.test.
+func signedRelease(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if dir == "" {
+		dir = bundletest.Release(t, nil)
+	}
+	keys := t.TempDir()
+	key, pub := writeKey(t, keys, 1, "")
+	allowed := filepath.Join(keys, "allowed_signers")
+	if err := os.WriteFile(allowed, []byte("release@lfmq.test namespaces=\"lfmq-release\" "+string(ssh.MarshalAuthorizedKey(pub))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), []string{"release", "sign", "--release-dir", dir, "--key", key}, ios); code != exitOK {
+		t.Fatalf("release sign: exit %d\n%s%s", code, stdout, stderr)
+	}
+	return dir, allowed
+}
+
+// tamperSignature replaces one base64 letter inside the signature blob of
+// dir's SHA256SUMS.sig: still armored, no longer the signature.
+func tamperSignature(t *testing.T, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, verify.SignatureFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	l := []byte(lines[3])
+	if l[10] == 'A' {
+		l[10] = 'B'
+	} else {
+		l[10] = 'A'
+	}
+	lines[3] = string(l)
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

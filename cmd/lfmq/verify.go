@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sshsig"
 )
@@ -69,10 +71,11 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 				return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
 			case opts.AllowedSigners != "" && opts.Sums != "":
 				return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
-			case opts.Identity != "" && opts.AllowedSigners == "":
-				return &usageError{fmt.Errorf("--identity needs --allowed-signers")}
 			case opts.Workers < 0:
 				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
+			}
+			if err := checkSignerFlags(opts.AllowedSigners, opts.Identity); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -85,10 +88,8 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 	cmd.Flags().BoolVar(&opts.Deep, "deep", false, "also check every checkpoint tensor's sha256")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "files hashed in parallel (0 = all cores)")
-	cmd.Flags().StringVar(&opts.AllowedSigners, "allowed-signers", "", "ssh-keygen allowed_signers file: also verify SHA256SUMS.sig")
-	cmd.Flags().StringVar(&opts.Identity, "identity", "", "principal that must have signed (default: any in --allowed-signers)")
+	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	cmd.MarkFlagDirname("release-dir")
-	cmd.MarkFlagFilename("allowed-signers")
 	return cmd
 }
 
@@ -98,13 +99,9 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 			return err
 		}
 	}
-	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers, Identity: opts.Identity}
-	if opts.AllowedSigners != "" {
-		signers, err := sshsig.ReadAllowedSigners(opts.AllowedSigners)
-		if err != nil {
-			return err
-		}
-		vo.AllowedSigners = signers
+	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers}
+	if err := loadSigners(opts.AllowedSigners, opts.Identity, &vo); err != nil {
+		return err
 	}
 	var bar *byteBar
 	if opts.IO.ErrTTY && !opts.JSON {
@@ -168,6 +165,9 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		if f.Detail != "" {
 			fmt.Fprintf(w, "          %s\n", f.Detail)
 		}
+		if f.Kind == verify.KindSignature {
+			fmt.Fprintf(w, "          %s\n", signatureAdvice(f))
+		}
 	}
 	what := "release " + rep.Dir
 	if rep.ReleaseID != "" {
@@ -213,6 +213,61 @@ func printReport(ios *IOStreams, rep *verify.Report, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// addSignerFlags adds --allowed-signers and --identity, which mean the
+// same in verify, download and launch: check SHA256SUMS.sig as verify
+// does.
+func addSignerFlags(cmd *cobra.Command, allowed, identity *string) {
+	cmd.Flags().StringVar(allowed, "allowed-signers", "", "ssh-keygen allowed_signers file: also verify SHA256SUMS.sig")
+	cmd.Flags().StringVar(identity, "identity", "", "principal that must have signed (default: any in --allowed-signers)")
+	cmd.MarkFlagFilename("allowed-signers")
+}
+
+// checkSignerFlags refuses --identity without --allowed-signers.
+func checkSignerFlags(allowed, identity string) error {
+	if identity != "" && allowed == "" {
+		return &usageError{fmt.Errorf("--identity needs --allowed-signers")}
+	}
+	return nil
+}
+
+// loadSigners reads the --allowed-signers file into vo, which then makes
+// the signature part of the verification; without the flag it does
+// nothing.
+func loadSigners(allowed, identity string, vo *verify.Options) error {
+	if allowed == "" {
+		return nil
+	}
+	signers, err := sshsig.ReadAllowedSigners(allowed)
+	if err != nil {
+		return err
+	}
+	vo.AllowedSigners, vo.Identity = signers, identity
+	return nil
+}
+
+// signerArgs are the --allowed-signers and --identity arguments that
+// repeat a check in a printed follow-up command, quoted for a shell.
+func signerArgs(allowed, identity string) string {
+	var s string
+	if allowed != "" {
+		s += " --allowed-signers " + launch.ShellQuote(allowed)
+	}
+	if identity != "" {
+		s += " --identity " + launch.ShellQuote(identity)
+	}
+	return s
+}
+
+// signatureAdvice says what to do about a signature finding: the finding
+// says what is wrong, and a person must decide whether to trust the bytes.
+func signatureAdvice(f *verify.MismatchError) string {
+	if errors.Is(f, verify.ErrUnsigned) {
+		return "what to do: get the release with its signature (SHA256SUMS.sig beside SHA256SUMS) from its publisher, or leave out --allowed-signers to accept it unsigned"
+	}
+	return "what to do: do not use this release. Either it or its signature changed after signing (fetch both again from the publisher), or " +
+		f.Authority + " does not grant the publisher's key to the principal asked for (check it with the publisher)"
 }
 
 // printSignature names the key and principals of a verified signature.

@@ -1,6 +1,7 @@
 package download
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +63,9 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Log, if set, receives one line per file.
 	Log io.Writer
-	// Verify configures the final verification.
+	// Verify configures the final verification. With AllowedSigners set,
+	// the signature is also checked as soon as it and SHA256SUMS have
+	// arrived, before any listed file is fetched or anything is written.
 	Verify verify.Options
 }
 
@@ -174,8 +177,12 @@ func (d *downloader) logf(format string, args ...any) {
 // Download fetches the release and verifies it. The error joins every
 // finding (each a *verify.MismatchError: a file the hub serves wrong, and
 // the final verification's findings) and any file that could not be
-// fetched; it is an operational error alone when SHA256SUMS itself cannot be
-// fetched or the context ends.
+// fetched; it is an operational error alone when SHA256SUMS or its
+// signature cannot be fetched (other than a 404 for the signature: an
+// unsigned release) or the context ends. A signature that opts.Verify
+// requires and that is absent or bad is a *verify.MismatchError of
+// verify.KindSignature alone, returned before any listed file is fetched,
+// with no Report.
 func Download(ctx context.Context, opts Options) (*Result, error) {
 	dir, err := Dest(opts.CacheRoot, opts.URL, opts.Revision)
 	if err != nil {
@@ -211,10 +218,8 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	if commit != "" {
+		// Everything else, the signature included, comes from this commit.
 		res.Commit, d.rev = commit, commit
-		if err := atomicWrite(filepath.Join(dir, filepath.FromSlash(IncompleteDir)), filepath.Join(dir, filepath.FromSlash(CommitFile)), []byte(commit+"\n")); err != nil {
-			return res, err
-		}
 	}
 	entries, err := sums.Parse(sums.SumsFile, list, sums.BundlePath)
 	if err != nil {
@@ -224,11 +229,32 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		}
 		return res, &verify.MismatchError{Path: sums.SumsFile, Kind: kind, WantSize: verify.Unknown, GotSize: verify.Unknown, Authority: "hub", Detail: err.Error()}
 	}
-	if err := atomicWrite(filepath.Join(dir, filepath.FromSlash(IncompleteDir)), filepath.Join(dir, sums.SumsFile), list); err != nil {
+	sig, err := d.fetchSignature(ctx)
+	if err != nil {
+		res.BytesReceived = d.recv.Load()
+		return res, err
+	}
+	if opts.Verify.AllowedSigners != nil {
+		// A signature is required: check it now, so that an unsigned or
+		// wrongly signed release costs two small requests rather than the
+		// release, and nothing of it is written. The final verification
+		// checks it again, on disk.
+		if _, err := verify.CheckSignature(sig, list, opts.Verify); err != nil {
+			res.BytesReceived = d.recv.Load()
+			return res, err
+		}
+	}
+	tmp := filepath.Join(dir, filepath.FromSlash(IncompleteDir))
+	if commit != "" {
+		if err := atomicWrite(tmp, filepath.Join(dir, filepath.FromSlash(CommitFile)), []byte(commit+"\n")); err != nil {
+			return res, err
+		}
+	}
+	if err := atomicWrite(tmp, filepath.Join(dir, sums.SumsFile), list); err != nil {
 		return res, err
 	}
 	d.logf("SHA256SUMS: %d files (revision %s)", len(entries), d.rev)
-	if err := d.fetchSignature(ctx); err != nil {
+	if err := d.placeSignature(sig); err != nil {
 		return res, err
 	}
 
@@ -342,25 +368,45 @@ func (d *downloader) fetchList(ctx context.Context) ([]byte, string, error) {
 	return data, commit, nil
 }
 
-// fetchSignature brings SHA256SUMS.sig, the one release file SHA256SUMS
-// cannot list, when the hub has it: a release may be unsigned, so a 404
-// only removes a signature an earlier download left.
-func (d *downloader) fetchSignature(ctx context.Context) error {
-	final := filepath.Join(d.dir, verify.SignatureFile)
+// fetchSignature fetches SHA256SUMS.sig, the one release file SHA256SUMS
+// cannot list, at the revision (or commit) of SHA256SUMS. A release may be
+// unsigned, so a 404 is not an error: the data is nil. Any other failure
+// is an error that names the URL, and a signature larger than
+// sshsig.MaxSignatureBytes is refused unread past the limit.
+func (d *downloader) fetchSignature(ctx context.Context) ([]byte, error) {
 	data, _, found, err := d.fetchSmall(ctx, verify.SignatureFile, sshsig.MaxSignatureBytes, true)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case !found:
+		return nil, nil
+	case len(data) > sshsig.MaxSignatureBytes:
+		return nil, &verify.MismatchError{Path: verify.SignatureFile, Kind: verify.KindMalformed, WantSize: verify.Unknown, GotSize: verify.Unknown, Authority: "hub",
+			Detail: fmt.Sprintf("%s serves more than %d bytes, more than any signature; not kept", resolveURL(d.base, d.rev, verify.SignatureFile), sshsig.MaxSignatureBytes)}
+	case data == nil:
+		data = []byte{} // an empty answer is a (malformed) signature, not none
+	}
+	return data, nil
+}
+
+// placeSignature writes the fetched signature (temporary name, fsync,
+// rename), or, for a release the hub serves unsigned (nil), removes a
+// signature an earlier download left. An identical file is left as it is.
+func (d *downloader) placeSignature(sig []byte) error {
+	final := filepath.Join(d.dir, verify.SignatureFile)
+	if sig == nil {
 		if err := os.Remove(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("download: %w", err)
 		}
 		return nil
-	case len(data) > sshsig.MaxSignatureBytes:
-		return &verify.MismatchError{Path: verify.SignatureFile, Kind: verify.KindMalformed, WantSize: verify.Unknown, GotSize: int64(len(data)), Authority: "hub", Detail: fmt.Sprintf("larger than %d bytes", sshsig.MaxSignatureBytes)}
 	}
-	d.logf("%s: %d bytes", verify.SignatureFile, len(data))
-	return atomicWrite(filepath.Join(d.dir, filepath.FromSlash(IncompleteDir)), final, data)
+	d.logf("%s: %d bytes", verify.SignatureFile, len(sig))
+	if info, err := os.Lstat(final); err == nil && info.Mode().IsRegular() && info.Size() == int64(len(sig)) {
+		if have, err := os.ReadFile(final); err == nil && bytes.Equal(have, sig) {
+			return nil
+		}
+	}
+	return atomicWrite(filepath.Join(d.dir, filepath.FromSlash(IncompleteDir)), final, sig)
 }
 
 // fetchSmall downloads p into memory, reading at most limit+1 bytes so

@@ -3,6 +3,7 @@ package download_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -15,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/download"
 	"github.com/lfmq/lfmq/verify/download/hubtest"
+	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -413,5 +417,208 @@ func TestDownloadSignature(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, verify.SignatureFile)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a signature the hub no longer has was kept: %v", err)
+	}
+}
+
+// signedCopy returns a copy of the test release signed (over its
+// SHA256SUMS, namespace lfmq-release) by the ed25519 key of seed, and the
+// allowed signers that grant that key to release@lfmq.test.
+func signedCopy(t *testing.T, seed byte) (string, *sshsig.AllowedSigners) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "release")
+	bundletest.CopyDir(t, release(t), dir)
+	signer, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := os.ReadFile(filepath.Join(dir, sums.SumsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := sshsig.Sign(signer, list, verify.SignatureNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, verify.SignatureFile), sig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allowed, err := sshsig.ParseAllowedSigners("allowed_signers", []byte("release@lfmq.test "+string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, allowed
+}
+
+// TestDownloadRequiresSignature: with allowed signers, the signature is
+// fetched at the commit of SHA256SUMS and checked before anything else is
+// fetched or written: a release that is unsigned, or whose signature does
+// not verify, is refused having fetched only SHA256SUMS and its signature,
+// and leaves the destination as it was. A hub failure on the signature
+// other than a 404 is an error naming its URL, and an oversized signature
+// is refused.
+func TestDownloadRequiresSignature(t *testing.T) {
+	signed, allowed := signedCopy(t, 1)
+	sigURL := "/" + repo + "/resolve/" + commit + "/" + verify.SignatureFile
+	for _, c := range []struct {
+		name     string
+		prepare  func(t *testing.T, dir string, h *hubtest.Hub)
+		identity string
+		// check checks the error; nil for a clean download.
+		check func(t *testing.T, err error)
+	}{
+		{"signed", nil, "release@lfmq.test", nil},
+		{"signed, any principal", nil, "", nil},
+		{"unsigned", func(t *testing.T, dir string, _ *hubtest.Hub) {
+			os.Remove(filepath.Join(dir, verify.SignatureFile))
+		}, "release@lfmq.test", func(t *testing.T, err error) {
+			if !errors.Is(err, verify.ErrUnsigned) {
+				t.Errorf("error %v, want ErrUnsigned", err)
+			}
+		}},
+		{"tampered signature", func(t *testing.T, dir string, _ *hubtest.Hub) {
+			p := filepath.Join(dir, verify.SignatureFile)
+			b, _ := os.ReadFile(p)
+			lines := strings.Split(string(b), "\n")
+			// Another base64 letter inside the blob: still armored
+			// base64, no longer the signature.
+			l := []byte(lines[3])
+			if l[10] == 'A' {
+				l[10] = 'B'
+			} else {
+				l[10] = 'A'
+			}
+			lines[3] = string(l)
+			os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
+		}, "release@lfmq.test", func(t *testing.T, err error) {
+			var me *verify.MismatchError
+			if !errors.As(err, &me) || me.Kind != verify.KindSignature || errors.Is(err, verify.ErrUnsigned) || me.Authority != "allowed_signers" {
+				t.Errorf("error %v, want a signature finding", err)
+			}
+		}},
+		{"another identity", nil, "other@lfmq.test", func(t *testing.T, err error) {
+			if !errors.Is(err, verify.ErrSignature) || !strings.Contains(err.Error(), "not allowed") {
+				t.Errorf("error %v, want a signature finding", err)
+			}
+		}},
+		{"hub refuses the signature", func(t *testing.T, _ string, h *hubtest.Hub) {
+			h.Fail(verify.SignatureFile, http.StatusForbidden, 1)
+		}, "", func(t *testing.T, err error) {
+			var he *download.HTTPError
+			if !errors.As(err, &he) || he.Status != http.StatusForbidden || !strings.HasSuffix(he.URL, sigURL) || !strings.Contains(err.Error(), sigURL) {
+				t.Errorf("error %v, want HTTP 403 naming %s", err, sigURL)
+			}
+			if errors.Is(err, verify.ErrSignature) {
+				t.Errorf("a hub error reads as a bad signature: %v", err)
+			}
+		}},
+		{"hub keeps failing on the signature", func(t *testing.T, _ string, h *hubtest.Hub) {
+			h.Fail(verify.SignatureFile, http.StatusBadGateway, 100)
+		}, "", func(t *testing.T, err error) {
+			var he *download.HTTPError
+			if !errors.As(err, &he) || he.Status != http.StatusBadGateway || !strings.Contains(err.Error(), sigURL) {
+				t.Errorf("error %v, want HTTP 502 naming %s", err, sigURL)
+			}
+		}},
+		{"oversized signature", func(t *testing.T, dir string, _ *hubtest.Hub) {
+			os.WriteFile(filepath.Join(dir, verify.SignatureFile), bytes.Repeat([]byte("A"), sshsig.MaxSignatureBytes+1), 0o644)
+		}, "", func(t *testing.T, err error) {
+			var me *verify.MismatchError
+			if !errors.As(err, &me) || me.Path != verify.SignatureFile || !strings.Contains(me.Detail, sigURL) || !strings.Contains(me.Detail, "65536 bytes") {
+				t.Errorf("error %v, want the oversized signature refused, naming its URL", err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "release")
+			bundletest.CopyDir(t, signed, dir)
+			h := hubtest.New(dir, repo, "v1")
+			h.Commit = commit
+			if c.prepare != nil {
+				c.prepare(t, dir, h)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			o := opts(srv, t.TempDir())
+			o.Verify.AllowedSigners, o.Verify.Identity = allowed, c.identity
+			res, err := download.Download(context.Background(), o)
+			sigAt := ""
+			for _, r := range h.Requests() {
+				if r.Path == verify.SignatureFile {
+					sigAt = r.Revision
+				}
+			}
+			if sigAt != commit {
+				t.Errorf("signature fetched at %q, want the commit of SHA256SUMS", sigAt)
+			}
+			if c.check == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := res.Report.Signature; s == nil || s.Identity != c.identity || !slices.Equal(s.Principals, []string{"release@lfmq.test"}) {
+					t.Errorf("signature %+v", s)
+				}
+				want, _ := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+				if got, err := os.ReadFile(filepath.Join(res.Dir, verify.SignatureFile)); err != nil || !bytes.Equal(got, want) {
+					t.Errorf("downloaded signature %q, %v", got, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			c.check(t, err)
+			for _, r := range h.Requests() {
+				if r.Path != sums.SumsFile && r.Path != verify.SignatureFile {
+					t.Errorf("%s fetched although the signature was refused", r.Path)
+				}
+			}
+			// Nothing of the refused release is kept.
+			err = filepath.WalkDir(res.Dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					t.Errorf("%s written although the signature was refused", p)
+				}
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestDownloadSignatureRerun: downloading a signed release again leaves
+// its signature in place (the same bytes, not rewritten) and fetches
+// nothing else; a signature file damaged in the cache is replaced by the
+// hub's.
+func TestDownloadSignatureRerun(t *testing.T) {
+	signed, allowed := signedCopy(t, 1)
+	h := hubtest.New(signed, repo, "v1")
+	h.Commit = commit
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	o := opts(srv, t.TempDir())
+	o.Verify.AllowedSigners = allowed
+	res, err := download.Download(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(res.Dir, verify.SignatureFile)
+	before, err := os.Stat(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = download.Download(context.Background(), o); err != nil || len(res.Fetched) != 0 {
+		t.Fatalf("rerun: fetched %v, %v", res.Fetched, err)
+	}
+	if after, err := os.Stat(local); err != nil || !os.SameFile(before, after) {
+		t.Errorf("an identical signature was rewritten: %v", err)
+	}
+	os.WriteFile(local, []byte("junk"), 0o644)
+	if res, err = download.Download(context.Background(), o); err != nil || res.Report.Signature == nil {
+		t.Fatalf("damaged local signature: %v", err)
+	}
+	want, _ := os.ReadFile(filepath.Join(signed, verify.SignatureFile))
+	if got, _ := os.ReadFile(local); !bytes.Equal(got, want) {
+		t.Errorf("the damaged signature was kept: %q", got)
 	}
 }

@@ -3,7 +3,7 @@
 // Hub serves one release directory read-only at
 // /{owner}/{name}/resolve/{rev}/{path} with Range support, X-Repo-Commit
 // and optional LFS ETags, and injects faults (a connection dropped
-// mid-file, a corrupted byte, a 503).
+// mid-file, a corrupted byte, a 503 or any other status).
 //
 // Server is a mutable hub: repositories in memory (commits holding whole
 // trees, branches, tags, an LFS object store per repository) behind the

@@ -32,11 +32,15 @@ type Hub struct {
 	drops     map[string]int
 	// corrupt[path] flips the byte at that offset in every response.
 	corrupt map[string]int64
-	// unavailable[path] answers 503 that many times.
-	unavailable map[string]int
-	served      map[string]int64
-	requests    []Request
+	// failures[path] answers its status instead of the file, its times
+	// times.
+	failures map[string]failure
+	served   map[string]int64
+	requests []Request
 }
+
+// failure is an injected answer: status, times more times.
+type failure struct{ status, times int }
 
 // Request records one request the hub answered.
 type Request struct {
@@ -50,7 +54,7 @@ type Request struct {
 func New(dir, repo, revision string) *Hub {
 	return &Hub{Dir: dir, Repo: repo, Revision: revision,
 		dropAfter: map[string]int64{}, drops: map[string]int{}, corrupt: map[string]int64{},
-		unavailable: map[string]int{}, served: map[string]int64{}}
+		failures: map[string]failure{}, served: map[string]int64{}}
 }
 
 // DropAfter makes the next times responses for path cut the connection
@@ -71,9 +75,15 @@ func (h *Hub) Corrupt(path string, offset int64) {
 
 // Unavailable answers 503 to the next times requests for path.
 func (h *Hub) Unavailable(path string, times int) {
+	h.Fail(path, http.StatusServiceUnavailable, times)
+}
+
+// Fail answers status (with a short text body) instead of path's content
+// to the next times requests for path, whether or not the file exists.
+func (h *Hub) Fail(path string, status, times int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.unavailable[path] = times
+	h.failures[path] = failure{status: status, times: times}
 }
 
 // Served returns the body bytes sent for path so far.
@@ -109,11 +119,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
-	if h.unavailable[path] > 0 {
-		h.unavailable[path]--
+	if f := h.failures[path]; f.times > 0 {
+		f.times--
+		h.failures[path] = f
 		h.mu.Unlock()
-		status = http.StatusServiceUnavailable
-		http.Error(w, "unavailable", status)
+		status = f.status
+		http.Error(w, http.StatusText(status), status)
 		return
 	}
 	drop, dropping := h.dropAfter[path], h.drops[path] > 0
