@@ -62,6 +62,8 @@ func TestExitCodes(t *testing.T) {
 		{"no such calibration file", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--calib " + filepath.Join(tmp, "nope.jsonl") + ": no such file"},
 		{"eval corpus is a directory", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", emptyCorpus, "--eval-corpus", "d=" + tmp}, exitUsage, "--eval-corpus d=" + tmp + ": a directory, not a file"},
 		{"no such corpus", []string{"score", "--reference", tinyModel, "--noise-floor", "--corpus", "c=" + filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--corpus c=" + filepath.Join(tmp, "nope.jsonl") + ": no such file"},
+		{"no release to launch", []string{"launch", "--release-dir", filepath.Join(tmp, "nope")}, exitUsage, "--release-dir " + filepath.Join(tmp, "nope") + ": no such directory"},
+		{"no download to launch", []string{"launch", "--cache-root", tmp, "--repo", "o/n", "--revision", "v1"}, exitUsage, "holds no release o/n at revision v1"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
 		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
 	}

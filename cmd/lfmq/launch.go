@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -127,7 +128,30 @@ func (o *launchOptions) validate(f *pflag.FlagSet) error {
 	return nil
 }
 
+// requireRelease refuses, as a usage error, a release directory that is
+// not there: --release-dir naming none, or a --cache-root that holds no
+// download of --repo at --revision.
+func (o *launchOptions) requireRelease() error {
+	lo := launch.Options{ReleaseDir: o.ReleaseDir, CacheRoot: o.CacheRoot, Repo: o.Repo, Revision: o.Revision}
+	dir, err := lo.Dir()
+	if err != nil {
+		return &usageError{err}
+	}
+	if o.ReleaseDir != "" {
+		if err := requireDirs("--release-dir", o.ReleaseDir); err != nil {
+			return err
+		}
+	} else if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return &usageError{fmt.Errorf("--cache-root %s holds no release %s at revision %s (no directory %s): fetch it first with lfmq download URL --revision %s --cache-root %s",
+			o.CacheRoot, o.Repo, o.Revision, dir, launch.ShellQuote(o.Revision), launch.ShellQuote(o.CacheRoot))}
+	}
+	return nil
+}
+
 func launchRun(cmd *cobra.Command, opts *launchOptions) error {
+	if err := opts.requireRelease(); err != nil {
+		return err
+	}
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
 		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &lo.Verify); err != nil {
