@@ -262,7 +262,9 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("lfmq verify --release-dir . --allowed-signers allowed_signers --identity <identity>\n")
 	b.WriteString("```\n\n")
 	b.WriteString("`ssh-keygen` checks the signature only; follow it with `sha256sum -c SHA256SUMS`. `lfmq verify`\n")
-	b.WriteString("checks both, and a missing or bad signature is then a failure.\n\n")
+	b.WriteString("checks both, and a missing or bad signature is then a failure. `lfmq download` and `lfmq launch`\n")
+	b.WriteString("take the same two flags: download then refuses an unsigned or wrongly signed release before it\n")
+	b.WriteString("fetches anything else, and launch starts nothing.\n\n")
 
 	b.WriteString("## Run\n\n```sh\n")
 	example := "runtime/lfmq-linux-amd64"
