@@ -265,8 +265,9 @@ func BenchmarkSwiGLU(b *testing.B) {
 // so the scheduler wakes them for every region; "spin" one whose workers
 // poll for spinWait first. ns/op is one serial step and one region; the
 // region alone would take threads times less than on one thread if every
-// worker started at once. Compare the two in the same run (on the 2-core
-// development VM a parked worker started its first range 40–100 µs late).
+// worker started at once. join_us is how long into a region all its
+// goroutines first run at once: how late the last worker joins. Compare
+// the two in the same run.
 func BenchmarkPoolDispatch(b *testing.B) {
 	counts := []int{2}
 	if n := runtime.GOMAXPROCS(0); n > 2 {
@@ -282,14 +283,31 @@ func BenchmarkPoolDispatch(b *testing.B) {
 				defer p.Close()
 				sums := make([]float32, 4*threads)
 				var serial float32
+				// join is how long after a region starts all its goroutines
+				// first run ranges at once (the region's length if never).
+				var join time.Duration
+				var active atomic.Int64
+				var joined atomic.Bool
 				for b.Loop() {
 					serial = busyWork(serial, 8000)
+					joined.Store(false)
+					start := time.Now()
+					var at time.Duration
 					p.Run(len(sums), func(lo, hi int) {
+						if active.Add(1) == int64(threads) && !joined.Swap(true) {
+							at = time.Since(start)
+						}
 						for i := lo; i < hi; i++ {
 							sums[i] = busyWork(sums[i], 16000)
 						}
+						active.Add(-1)
 					})
+					if !joined.Load() {
+						at = time.Since(start)
+					}
+					join += at
 				}
+				b.ReportMetric(float64(join.Microseconds())/float64(b.N), "join_us")
 				sink.Store(math.Float32bits(serial + sums[0]))
 			})
 		}
