@@ -73,6 +73,7 @@ check-goldens:
 	$(PYTHON) -B engine/chat/testdata/gen_jinja2_cases.py --check
 	$(PYTHON) -B engine/kernels/gen/tile512.py | cmp - engine/kernels/tile512_amd64.s
 	$(PYTHON) -B engine/kernels/gen/swiglu.py | cmp - engine/kernels/swiglu_amd64.s
+	$(PYTHON) -B engine/kernels/gen/pairs.py | cmp - engine/kernels/bfp512pairs_amd64.s
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'

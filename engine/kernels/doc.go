@@ -47,7 +47,7 @@
 // accumulator chains instead of two, and for BFP4 one table lookup per 16
 // codes instead of a widening and a conversion; products of two to four
 // rows run pairs of tiles decoded once, in registers, for the whole batch
-// where the inputs and exponents allow; otherwise, and for larger batches,
+// where the inputs and exponents allow (bfp512pairs_amd64.s); otherwise, and for larger batches,
 // each tile is decoded once with 512-bit byte operations (tile512_amd64.s)
 // and applied to the batch in blocks of up to twelve rows of as equal a
 // size as they can be, each block's accumulators in registers for the

@@ -9,10 +9,10 @@ import "golang.org/x/sys/cpu"
 // the fma32-based Go kernels. Tests switch it off to run the Go kernels.
 var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// useAVX512 adds the AVX-512 BFP row kernels (bfp512_amd64.s) to the SIMD
-// kernels, where the CPU and the operating system support AVX-512 F and BW.
-// It only takes effect with useSIMD; tests switch it off to run the AVX2
-// kernels alone.
+// useAVX512 adds the AVX-512 BFP row kernels (bfp512_amd64.s,
+// bfp512pairs_amd64.s) to the SIMD kernels, where the CPU and the
+// operating system support AVX-512 F and BW. It only takes effect with
+// useSIMD; tests switch it off to run the AVX2 kernels alone.
 var useAVX512 = useSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // Each declaration below is the AVX2 version of the Go function whose name
@@ -113,7 +113,7 @@ func bfpRow8Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, widt
 // rows on the fast route while every exponent of a pair lies in [lo,
 // lo+width] (mod 256), and return the number of tiles run, even: batch row
 // b's inputs are x[b*xStride:][:32], its accumulators of tile j
-// acc[(j*B+b)*32:][:32] (bfp512_amd64.s).
+// acc[(j*B+b)*32:][:32] (bfp512pairs_amd64.s).
 //
 //go:noescape
 func bfpRow4PairsB2(acc []float32, t []byte, n int, x []float32, xStride, lo, width int, xs *[1024]float32) int
