@@ -115,8 +115,8 @@ TEXT ·bfpRow4PairsB2(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
@@ -308,8 +308,8 @@ TEXT ·bfpRow4PairsB3(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
@@ -537,8 +537,8 @@ TEXT ·bfpRow4PairsB4(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
@@ -802,8 +802,8 @@ TEXT ·bfpRow8PairsB2(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
@@ -1122,8 +1122,8 @@ TEXT ·bfpRow8PairsB3(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
@@ -1498,8 +1498,8 @@ TEXT ·bfpRow8PairsB4(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26

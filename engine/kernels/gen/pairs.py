@@ -104,8 +104,8 @@ TEXT ·bfpRow{f}PairsB{B}(SB), NOSPLIT, $0-120
 	MOVQ     xStride+80(FP), R10
 	SHLQ     $2, R10
 	MOVQ     xs+104(FP), R15
-	LEAQ     (DX)(R10*2), R13   // row 2
-	ADDQ     R10, R13           // row 3
+	LEAQ     (DX)(R10*2), R13
+	ADDQ     R10, R13           // row 3 (used by the 4-row kernels)
 	XORQ     R12, R12
 	MOVQ     lo+88(FP), AX
 	VPBROADCASTB AX, Z26
