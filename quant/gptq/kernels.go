@@ -47,13 +47,49 @@ func combine(s []float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 // the other: the 4×8 inner products of the four vectors of g with the
 // eight of p, each summed strictly in order like dot4.
 func gram8(x *[32]float64, g, p []float64, n int) {
-	if useAVX && n > 0 {
+	switch {
+	case useAVX512 && n > 0:
+		_ = g[4*n-1]
+		_ = p[8*n-1]
+		var t [32]float64
+		gram8AVX512(&t, g, p, n)
+		for b := range 8 {
+			x[4*b], x[4*b+1], x[4*b+2], x[4*b+3] = t[b], t[8+b], t[16+b], t[24+b]
+		}
+	case useAVX && n > 0:
 		_ = g[4*n-1]
 		_ = p[8*n-1]
 		gram8AVX(x, g, p, n)
+	default:
+		gram8Go(x, g, p, n)
+	}
+}
+
+// gram16 is gram8 for two groups of g at once, g[:4n] and g[4n:8n], against
+// the same p: x[:32] for the first, x[32:] for the second. Where AVX-512 is
+// there it reads each value of p once for both groups.
+func gram16(x *[64]float64, g, p []float64, n int) {
+	if useAVX512 && n > 0 {
+		_ = g[8*n-1]
+		_ = p[8*n-1]
+		var t [64]float64
+		gram16AVX512(&t, g, p, n)
+		for h := range 2 {
+			y, s := x[32*h:], t[32*h:]
+			for b := range 8 {
+				y[4*b], y[4*b+1], y[4*b+2], y[4*b+3] = s[b], s[8+b], s[16+b], s[24+b]
+			}
+		}
 		return
 	}
-	gram8Go(x, g, p, n)
+	gram8((*[32]float64)(x[:32]), g[:4*n], p, n)
+	gram8((*[32]float64)(x[32:]), g[4*n:8*n], p, n)
+}
+
+// gram16Go is gram16 with the Go kernel.
+func gram16Go(x *[64]float64, g, p []float64, n int) {
+	gram8Go((*[32]float64)(x[:32]), g[:4*n], p, n)
+	gram8Go((*[32]float64)(x[32:]), g[4*n:8*n], p, n)
 }
 
 func gram8Go(x *[32]float64, g, p []float64, n int) {
