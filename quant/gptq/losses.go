@@ -27,7 +27,7 @@ const lossBlockGroups = 16
 // The rows k are taken four at a time (a group). Inside a group the
 // products ΔW_k·ΔW_l are dot's; with the rows after the group they are
 // plain running sums over the outputs in order, which gram8 forms for a
-// group against eight later rows at once. The bits do not depend on how
+// group against eight later rows at once (gram16 for two groups). The bits do not depend on how
 // the work is cut.
 func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
 	return LossesThreads(h, w, qs, out, in, 1)
@@ -79,15 +79,24 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 				xs[wk] = make([]float64, lossBlockGroups*stride)
 			}
 			x := xs[wk]
-			var tile [32]float64
+			var tile [64]float64
 			g0 := b * lossBlockGroups
 			g1 := min(g0+lossBlockGroups, groups)
-			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g.
+			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g,
+			// so by the groups [g0, gn) of the block; gram16 takes them two
+			// at a time.
 			for p := (g0 + 1) / 2; p < pairs; p++ {
 				pd := d[2*p*4*out : (2*p+2)*4*out]
-				for g := g0; g < g1 && (g+1)/2 <= p; g++ {
-					gram8(&tile, group(g), pd, out)
-					copy(x[(g-g0)*stride+32*p:], tile[:])
+				gn := min(g1, 2*p+1)
+				g := g0
+				for ; g+2 <= gn; g += 2 {
+					gram16(&tile, d[g*4*out:(g+2)*4*out], pd, out)
+					copy(x[(g-g0)*stride+32*p:], tile[:32])
+					copy(x[(g+1-g0)*stride+32*p:], tile[32:])
+				}
+				if g < gn {
+					gram8((*[32]float64)(tile[:32]), group(g), pd, out)
+					copy(x[(g-g0)*stride+32*p:], tile[:32])
 				}
 			}
 			for g := g0; g < g1; g++ {
