@@ -92,20 +92,30 @@ func gram16Go(x *[64]float64, g, p []float64, n int) {
 	gram8Go((*[32]float64)(x[32:]), g[4*n:8*n], p, n)
 }
 
+// gram8Go is gram8 in Go: two columns of p per pass over g, so that eight
+// independent running sums hide the latency of the adds (one column per
+// pass, four sums, is about 1.3 times slower).
 func gram8Go(x *[32]float64, g, p []float64, n int) {
 	g = g[:4*n]
 	p = p[:8*n]
-	for b := range 8 {
-		q := p[(b/4)*4*n+b%4:]
-		var s0, s1, s2, s3 float64
+	for b := 0; b < 8; b += 2 {
+		q := p[(b/4)*4*n : (b/4+1)*4*n]
+		c := b % 4
+		var s0, s1, s2, s3, u0, u1, u2, u3 float64
 		for t := range n {
-			y := q[4*t]
-			s0 += float64(g[4*t] * y)
-			s1 += float64(g[4*t+1] * y)
-			s2 += float64(g[4*t+2] * y)
-			s3 += float64(g[4*t+3] * y)
+			gt := (*[4]float64)(g[4*t:])
+			y, z := q[4*t+c], q[4*t+c+1]
+			s0 += float64(gt[0] * y)
+			s1 += float64(gt[1] * y)
+			s2 += float64(gt[2] * y)
+			s3 += float64(gt[3] * y)
+			u0 += float64(gt[0] * z)
+			u1 += float64(gt[1] * z)
+			u2 += float64(gt[2] * z)
+			u3 += float64(gt[3] * z)
 		}
 		x[4*b], x[4*b+1], x[4*b+2], x[4*b+3] = s0, s1, s2, s3
+		x[4*b+4], x[4*b+5], x[4*b+6], x[4*b+7] = u0, u1, u2, u3
 	}
 }
 

@@ -293,12 +293,27 @@ func TestSubScaledMatchesReference(t *testing.T) {
 	})
 }
 
-// TestGramMatchesGo: gram8 and gram16 with every kernel set equal gram8Go
-// bit for bit at lengths that are one, odd, even and large, on values whose
-// magnitudes span many binades and signs, so that a sum taken in another
-// order or a fused multiply-add would change low bits (checked below: the
-// data does tell those apart).
-func TestGramMatchesGo(t *testing.T) {
+// gram8Ref is gram8's definition, one output at a time: x[4b+a] = Σ_t
+// g[4t+a]·p[(b/4)·4n + 4t + b%4], a running sum from +0 in t order with
+// each product rounded.
+func gram8Ref(x *[32]float64, g, p []float64, n int) {
+	for b := range 8 {
+		for a := range 4 {
+			var s float64
+			for t := range n {
+				s += float64(g[4*t+a] * p[(b/4)*4*n+4*t+b%4])
+			}
+			x[4*b+a] = s
+		}
+	}
+}
+
+// TestGramMatchesReference: gram8 and gram16 with every kernel set, and
+// gram8Go, equal gram8Ref bit for bit at lengths that are one, odd, even
+// and large, on values whose magnitudes span many binades and signs, so
+// that a sum taken in another order or a fused multiply-add would change
+// low bits (checked first: the data does tell those apart).
+func TestGramMatchesReference(t *testing.T) {
 	lengths := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 100, 1023, 1792, 2048}
 	data := func(r *rand.Rand, n int) []float64 {
 		v := make([]float64, n)
@@ -313,12 +328,10 @@ func TestGramMatchesGo(t *testing.T) {
 		}
 		return v
 	}
-	// The data must expose reordering and FMA: the reversed sum and the
-	// fused one differ from gram8Go somewhere.
 	r := rand.New(rand.NewPCG(3, 3))
 	g, p := data(r, 4*1792), data(r, 8*1792)
 	var want [32]float64
-	gram8Go(&want, g, p, 1792)
+	gram8Ref(&want, g, p, 1792)
 	var rev, fma float64
 	for t := 1791; t >= 0; t-- {
 		rev += float64(g[4*t] * p[4*t])
@@ -334,18 +347,22 @@ func TestGramMatchesGo(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(n), 4))
 			// Slack after the data: the kernels must not read it.
 			g, p := data(r, 8*n+5), data(r, 8*n+3)
-			var got, want [32]float64
+			var want [64]float64
+			gram8Ref((*[32]float64)(want[:32]), g[:4*n], p, n)
+			gram8Ref((*[32]float64)(want[32:]), g[4*n:], p, n)
+			var got, goGot [32]float64
 			gram8(&got, g, p, n)
-			gram8Go(&want, g, p, n)
-			if at := sameBits(got[:], want[:]); at >= 0 {
-				t.Errorf("gram8 n=%d: x[%d] = %v, Go %v", n, at, got[at], want[at])
+			if at := sameBits(got[:], want[:32]); at >= 0 {
+				t.Errorf("gram8 n=%d: x[%d] = %v, reference %v", n, at, got[at], want[at])
 			}
-			var got16, want16 [64]float64
+			gram8Go(&goGot, g, p, n)
+			if at := sameBits(goGot[:], want[:32]); at >= 0 {
+				t.Errorf("gram8Go n=%d: x[%d] = %v, reference %v", n, at, goGot[at], want[at])
+			}
+			var got16 [64]float64
 			gram16(&got16, g, p, n)
-			gram8Go((*[32]float64)(want16[:32]), g[:4*n], p, n)
-			gram8Go((*[32]float64)(want16[32:]), g[4*n:], p, n)
-			if at := sameBits(got16[:], want16[:]); at >= 0 {
-				t.Errorf("gram16 n=%d: x[%d] = %v, Go %v", n, at, got16[at], want16[at])
+			if at := sameBits(got16[:], want[:]); at >= 0 {
+				t.Errorf("gram16 n=%d: x[%d] = %v, reference %v", n, at, got16[at], want[at])
 			}
 		}
 	})
