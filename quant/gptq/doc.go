@@ -17,8 +17,9 @@
 //
 // The hot loops (the factorization, the lazy blocks' deferred feedback, the
 // in-block updates and Losses) run on the kernels of kernels.go: AVX2 on
-// amd64, plain Go with -tags purego or elsewhere. They vectorise across
-// independent results only, never inside one sum, so both versions give the
+// amd64 (AVX-512 for Losses' Gram products where the CPU has it), plain Go
+// with -tags purego or elsewhere. They vectorise across independent
+// results only, never inside one sum, so every version gives the
 // bits of the one-dot-per-entry loops they replace; ref_test.go keeps those
 // loops as the reference the tests and benchmarks compare against.
 //

@@ -167,7 +167,7 @@ func newFactorWith(h []float64, k int, opts Options, inv func(hp, u []float64, k
 		if try > 0 {
 			alpha *= opts.RetryFactor
 		}
-		lambda := alpha * mean
+		lambda := float64(alpha * mean)
 		for i, oi := range f.perm {
 			row := hp[i*k : (i+1)*k]
 			for j, oj := range f.perm {

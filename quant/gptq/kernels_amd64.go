@@ -9,6 +9,10 @@ import "golang.org/x/sys/cpu"
 // off to run the Go kernels.
 var useAVX = cpu.X86.HasAVX2
 
+// useAVX512 adds the AVX-512 (F) Gram kernels, with separate multiplies and
+// adds too. Tests switch it off to run the AVX2 or the Go kernels.
+var useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
+
 // dotLanes4AVX is dotLanes4Go; the caller checks the ranges.
 //
 //go:noescape
@@ -18,6 +22,18 @@ func dotLanes4AVX(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4
 //
 //go:noescape
 func gram8AVX(x *[32]float64, g, p []float64, n int)
+
+// gram8AVX512 is gram8Go with the outputs transposed (x[8a+b] for
+// x[4b+a]); the caller checks the ranges.
+//
+//go:noescape
+func gram8AVX512(x *[32]float64, g, p []float64, n int)
+
+// gram16AVX512 is gram16Go with x[8a+b] for x[32(a/4)+4b+a%4]; the caller
+// checks the ranges.
+//
+//go:noescape
+func gram16AVX512(x *[64]float64, g, p []float64, n int)
 
 // updateAVX is updateAVXGo; the caller checks the ranges.
 //

@@ -202,3 +202,104 @@ ssloop:
 	JLT     ssloop
 	VZEROUPPER
 	RET
+
+// The AVX-512 Gram kernels below hold one output per lane as well, but
+// with the eight columns of p across the lanes of a register (the four of
+// the first group, then the four of the second) and one register per row
+// of g, whose value at t is a broadcast (VMULPD.BCST): each register is
+// eight of the Go kernel's running sums, and the caller transposes them.
+// The p register at t is built from the two groups' four values with
+// VINSERTF64X4 (from Y15, so that AVX-512 F is all they need).
+
+// G512STEP multiplies the broadcast of mem by Z16 (eight values of p) into
+// acc.
+#define G512STEP(mem, tmp, acc) \
+	VMULPD.BCST mem, Z16, tmp; \
+	VADDPD      tmp, acc, acc
+
+// func gram8AVX512(x *[32]float64, g, p []float64, n int)
+//
+// gram8Go with x[8a+b] for x[4b+a].
+TEXT ·gram8AVX512(SB), NOSPLIT, $0-64
+	MOVQ   g_base+8(FP), SI
+	MOVQ   p_base+32(FP), R8
+	MOVQ   n+56(FP), CX
+	MOVQ   CX, R9
+	SHLQ   $5, R9
+	ADDQ   R8, R9          // the second group of p
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+
+g512loop:
+	VMOVUPD      (R8), Y15
+	VINSERTF64X4 $1, (R9), Z15, Z16
+	G512STEP(0(SI), Z17, Z0)
+	G512STEP(8(SI), Z18, Z1)
+	G512STEP(16(SI), Z19, Z2)
+	G512STEP(24(SI), Z20, Z3)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  g512loop
+
+	MOVQ    x+0(FP), DI
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 128(DI)
+	VMOVUPD Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func gram16AVX512(x *[64]float64, g, p []float64, n int)
+//
+// gram16Go with x[8a+b] for x[32(a/4) + 4b + a%4]: the two groups of g
+// (rows a = 0-3, then 4-7) against the same eight columns of p.
+TEXT ·gram16AVX512(SB), NOSPLIT, $0-64
+	MOVQ   g_base+8(FP), SI
+	MOVQ   p_base+32(FP), R8
+	MOVQ   n+56(FP), CX
+	MOVQ   CX, R9
+	SHLQ   $5, R9
+	LEAQ   (SI)(R9*1), R10 // the second group of g
+	ADDQ   R8, R9          // the second group of p
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+
+g16loop:
+	VMOVUPD      (R8), Y15
+	VINSERTF64X4 $1, (R9), Z15, Z16
+	G512STEP(0(SI), Z17, Z0)
+	G512STEP(8(SI), Z18, Z1)
+	G512STEP(16(SI), Z19, Z2)
+	G512STEP(24(SI), Z20, Z3)
+	G512STEP(0(R10), Z21, Z4)
+	G512STEP(8(R10), Z22, Z5)
+	G512STEP(16(R10), Z23, Z6)
+	G512STEP(24(R10), Z24, Z7)
+	ADDQ $32, SI
+	ADDQ $32, R10
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  g16loop
+
+	MOVQ    x+0(FP), DI
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 128(DI)
+	VMOVUPD Z3, 192(DI)
+	VMOVUPD Z4, 256(DI)
+	VMOVUPD Z5, 320(DI)
+	VMOVUPD Z6, 384(DI)
+	VMOVUPD Z7, 448(DI)
+	VZEROUPPER
+	RET

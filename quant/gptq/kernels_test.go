@@ -10,18 +10,21 @@ import (
 	"github.com/lfmq/lfmq/format/bfp"
 )
 
-// withKernels runs f with the assembly kernels (where built) and with the
-// Go ones.
+// withKernels runs f with each set of kernels this platform has: the
+// AVX-512 ones (with AVX2 for the rest), AVX2 alone, and Go.
 func withKernels(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	prev := useAVX
-	defer func() { useAVX = prev }()
-	for _, simd := range []bool{true, false} {
-		if simd && !prev {
-			continue // no assembly here
+	prev, prev512 := useAVX, useAVX512
+	defer func() { useAVX, useAVX512 = prev, prev512 }()
+	for _, k := range []struct {
+		name        string
+		avx, avx512 bool
+	}{{"avx512", true, true}, {"avx2", true, false}, {"go", false, false}} {
+		if k.avx && !prev || k.avx512 && !prev512 {
+			continue // no such assembly here
 		}
-		useAVX = simd
-		t.Run(fmt.Sprintf("simd=%v", simd), f)
+		useAVX, useAVX512 = k.avx, k.avx512
+		t.Run("kernels="+k.name, f)
 	}
 }
 
@@ -285,6 +288,81 @@ func TestSubScaledMatchesReference(t *testing.T) {
 			subScaled(dst, a, x)
 			if at := sameBits(dst, want); at >= 0 {
 				t.Errorf("n=%d: element %d = %v, want %v", n, at, dst[at], want[at])
+			}
+		}
+	})
+}
+
+// gram8Ref is gram8's definition, one output at a time: x[4b+a] = Σ_t
+// g[4t+a]·p[(b/4)·4n + 4t + b%4], a running sum from +0 in t order with
+// each product rounded.
+func gram8Ref(x *[32]float64, g, p []float64, n int) {
+	for b := range 8 {
+		for a := range 4 {
+			var s float64
+			for t := range n {
+				s += float64(g[4*t+a] * p[(b/4)*4*n+4*t+b%4])
+			}
+			x[4*b+a] = s
+		}
+	}
+}
+
+// TestGramMatchesReference: gram8 and gram16 with every kernel set, and
+// gram8Go, equal gram8Ref bit for bit at lengths that are one, odd, even
+// and large, on values whose magnitudes span many binades and signs, so
+// that a sum taken in another order or a fused multiply-add would change
+// low bits (checked first: the data does tell those apart).
+func TestGramMatchesReference(t *testing.T) {
+	lengths := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 100, 1023, 1792, 2048}
+	data := func(r *rand.Rand, n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = r.NormFloat64() * math.Ldexp(1, r.IntN(60)-30)
+			if r.IntN(13) == 0 {
+				v[i] = 0
+			}
+			if r.IntN(17) == 0 {
+				v[i] = math.Copysign(0, -1)
+			}
+		}
+		return v
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	g, p := data(r, 4*1792), data(r, 8*1792)
+	var want [32]float64
+	gram8Ref(&want, g, p, 1792)
+	var rev, fma float64
+	for t := 1791; t >= 0; t-- {
+		rev += float64(g[4*t] * p[4*t])
+	}
+	for t := range 1792 {
+		fma = math.FMA(g[4*t], p[4*t], fma)
+	}
+	if rev == want[0] || fma == want[0] {
+		t.Fatalf("test data does not tell orders apart: %v, reversed %v, fused %v", want[0], rev, fma)
+	}
+	withKernels(t, func(t *testing.T) {
+		for _, n := range lengths {
+			r := rand.New(rand.NewPCG(uint64(n), 4))
+			// Slack after the data: the kernels must not read it.
+			g, p := data(r, 8*n+5), data(r, 8*n+3)
+			var want [64]float64
+			gram8Ref((*[32]float64)(want[:32]), g[:4*n], p, n)
+			gram8Ref((*[32]float64)(want[32:]), g[4*n:], p, n)
+			var got, goGot [32]float64
+			gram8(&got, g, p, n)
+			if at := sameBits(got[:], want[:32]); at >= 0 {
+				t.Errorf("gram8 n=%d: x[%d] = %v, reference %v", n, at, got[at], want[at])
+			}
+			gram8Go(&goGot, g, p, n)
+			if at := sameBits(goGot[:], want[:32]); at >= 0 {
+				t.Errorf("gram8Go n=%d: x[%d] = %v, reference %v", n, at, goGot[at], want[at])
+			}
+			var got16 [64]float64
+			gram16(&got16, g, p, n)
+			if at := sameBits(got16[:], want[:]); at >= 0 {
+				t.Errorf("gram16 n=%d: x[%d] = %v, reference %v", n, at, got16[at], want[at])
 			}
 		}
 	})

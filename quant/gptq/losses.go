@@ -27,7 +27,7 @@ const lossBlockGroups = 16
 // The rows k are taken four at a time (a group). Inside a group the
 // products ΔW_k·ΔW_l are dot's; with the rows after the group they are
 // plain running sums over the outputs in order, which gram8 forms for a
-// group against eight later rows at once. The bits do not depend on how
+// group against eight later rows at once (gram16 for two groups). The bits do not depend on how
 // the work is cut.
 func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
 	return LossesThreads(h, w, qs, out, in, 1)
@@ -63,31 +63,36 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 	xs := make([][]float64, min(threads, blocks))
 	// parts[4g+a] is row 4g+a's share of the total.
 	parts := make([]float64, 4*groups)
+	// d is filled by runs of whole groups on the goroutines too.
+	per := runLength(groups, threads)
 	for m, q := range qs {
-		for o := range out {
-			for k := range in {
-				v := float64(w[o*in+k])
-				if q != nil {
-					v -= float64(q[o*in+k])
-				}
-				d[((k/4)*out+o)*4+k%4] = v
-			}
-		}
+		parallel(threads, (groups+per-1)/per, func(_, t int) {
+			fillDelta(d, w, q, out, in, t*per, min(groups, (t+1)*per))
+		})
 		group := func(g int) []float64 { return d[g*4*out : (g+1)*4*out] }
 		parallel(threads, blocks, func(wk, b int) {
 			if xs[wk] == nil {
 				xs[wk] = make([]float64, lossBlockGroups*stride)
 			}
 			x := xs[wk]
-			var tile [32]float64
+			var tile [64]float64
 			g0 := b * lossBlockGroups
 			g1 := min(g0+lossBlockGroups, groups)
-			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g.
+			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g,
+			// so by the groups [g0, gn) of the block; gram16 takes them two
+			// at a time.
 			for p := (g0 + 1) / 2; p < pairs; p++ {
 				pd := d[2*p*4*out : (2*p+2)*4*out]
-				for g := g0; g < g1 && (g+1)/2 <= p; g++ {
-					gram8(&tile, group(g), pd, out)
-					copy(x[(g-g0)*stride+32*p:], tile[:])
+				gn := min(g1, 2*p+1)
+				g := g0
+				for ; g+2 <= gn; g += 2 {
+					gram16(&tile, d[g*4*out:(g+2)*4*out], pd, out)
+					copy(x[(g-g0)*stride+32*p:], tile[:32])
+					copy(x[(g+1-g0)*stride+32*p:], tile[32:])
+				}
+				if g < gn {
+					gram8((*[32]float64)(tile[:32]), group(g), pd, out)
+					copy(x[(g-g0)*stride+32*p:], tile[:32])
 				}
 			}
 			for g := g0; g < g1; g++ {
@@ -124,6 +129,44 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 		totals[m] = total / 2
 	}
 	return totals, nil
+}
+
+// fillDelta sets groups [g0, g1) of Losses' d to ΔW = W − Q (W for a nil
+// Q), transposed and interleaved: element o of row 4g+a at
+// d[(g·out+o)·4+a]. Each row of W and Q is read in order, and each group's
+// four values of an output are written together.
+func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
+	for o := range out {
+		wr := w[o*in : (o+1)*in]
+		var qr []float32
+		if q != nil {
+			qr = q[o*in : (o+1)*in]
+		}
+		for g := g0; g < g1; g++ {
+			k0 := 4 * g
+			dst := (*[4]float64)(d[(g*out+o)*4:])
+			if k0+4 > in {
+				for a := range in - k0 {
+					v := float64(wr[k0+a])
+					if qr != nil {
+						v -= float64(qr[k0+a])
+					}
+					dst[a] = v
+				}
+				continue
+			}
+			s := (*[4]float32)(wr[k0:])
+			if qr == nil {
+				dst[0], dst[1], dst[2], dst[3] = float64(s[0]), float64(s[1]), float64(s[2]), float64(s[3])
+				continue
+			}
+			z := (*[4]float32)(qr[k0:])
+			dst[0] = float64(s[0]) - float64(z[0])
+			dst[1] = float64(s[1]) - float64(z[1])
+			dst[2] = float64(s[2]) - float64(z[2])
+			dst[3] = float64(s[3]) - float64(z[3])
+		}
+	}
 }
 
 // dotInterleaved is dot of rows a and b of a group of four interleaved
