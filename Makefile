@@ -8,7 +8,7 @@ FUZZTIME ?= 30s
 # The tests need no cgo; builds are pure Go.
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-long test-race test-arm64 check-goldens demo bench fuzz lint sums clean
+.PHONY: all build test test-long test-race test-arm64 test-fma check-goldens demo bench fuzz lint sums clean
 
 all: build
 
@@ -48,7 +48,8 @@ test-race:
 		-skip '^TestServedScoreEqualsInProcess$$' ./cmd/lfmq
 
 # test-arm64: "the same bits on every platform", run rather than assumed:
-# the kernels' and codec's tests and the engine's reference tests built for
+# the kernels', codec's and GPTQ solver's tests and the engine's reference
+# tests built for
 # GOARCH=arm64 (the pure-Go kernels) and run under qemu-user (Debian:
 # qemu-user or qemu-user-static). TestLogitsBits checks the logits of the
 # BF16 fixture and of its RTN checkpoint against one committed golden of
@@ -58,8 +59,22 @@ QEMU_AARCH64 ?= $(shell command -v qemu-aarch64 || command -v qemu-aarch64-stati
 ARM64 = GOARCH=arm64 $(GO) test -count=1 -short -timeout 20m -exec $(QEMU_AARCH64)
 test-arm64:
 	@test -n "$(QEMU_AARCH64)" || { echo "test-arm64: no qemu-aarch64 or qemu-aarch64-static; install qemu-user" >&2; exit 1; }
-	$(ARM64) ./engine/kernels ./format/bfp
+	$(ARM64) ./engine/kernels ./format/bfp ./quant/gptq
 	$(ARM64) -run '^(TestLogitsBits|TestReferenceLogits|TestReferenceHiddenStates)$$' ./engine/model
+
+# test-fma: the pure-Go kernels built with GOAMD64=v3, where the compiler
+# may fuse a multiply and an add into one FMA, even across statements (Go
+# spec, Floating-point operators), unless a conversion rounds the product:
+# one such fusion in gptq.NewFactor gave other bits on arm64 and v3. The
+# bit-exact packages' tests, the engine's logits bits and the GPTQ golden
+# bytes must hold as on v1. Runs natively on any CPU with AVX2 and FMA
+# (x86-64-v3); about 2 minutes on 2 cores.
+FMA = GOAMD64=v3 $(GO) test -count=1 -short -timeout 20m -tags purego
+test-fma:
+	@grep -qw fma /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo || { echo "test-fma: this CPU cannot run GOAMD64=v3 code (no AVX2/FMA)" >&2; exit 1; }
+	$(FMA) ./engine/kernels ./format/bfp ./quant/gptq ./quant/hessian
+	$(FMA) -run '^(TestLogitsBits|TestReferenceLogits|TestReferenceHiddenStates)$$' ./engine/model
+	$(FMA) -run '^TestGoldenBytes$$' ./quant
 
 # check-goldens: the chat template goldens against Python Jinja2 (needs
 # python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
