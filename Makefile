@@ -49,9 +49,8 @@ test-race:
 
 # test-arm64: "the same bits on every platform", run rather than assumed:
 # the kernels', codec's and GPTQ solver's tests and the engine's reference
-# tests built for
-# GOARCH=arm64 (the pure-Go kernels) and run under qemu-user (Debian:
-# qemu-user or qemu-user-static). TestLogitsBits checks the logits of the
+# tests built for GOARCH=arm64 (the pure-Go kernels) and run under
+# qemu-user (Debian: qemu-user or qemu-user-static). TestLogitsBits checks the logits of the
 # BF16 fixture and of its RTN checkpoint against one committed golden of
 # their float32 bits that amd64 (make test) matches too. About 3 minutes
 # on 2 cores; TestProducts runs in -short mode.
