@@ -27,8 +27,8 @@ const lossBlockGroups = 16
 // The rows k are taken four at a time (a group). Inside a group the
 // products ΔW_k·ΔW_l are dot's; with the rows after the group they are
 // plain running sums over the outputs in order, which gram8 forms for a
-// group against eight later rows at once (gram16 for two groups). The bits do not depend on how
-// the work is cut.
+// group against eight later rows at once (gram16 for two groups). The
+// bits do not depend on how the work is cut.
 func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
 	return LossesThreads(h, w, qs, out, in, 1)
 }
