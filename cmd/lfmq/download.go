@@ -134,6 +134,15 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 	// show it: say what to do after run's message.
 	var me *verify.MismatchError
 	if (res == nil || res.Report == nil) && errors.As(err, &me) && me.Kind == verify.KindSignature {
+		if opts.JSON {
+			// Scripts reading --json get a report either way: this one
+			// holds the signature finding alone.
+			dir, _ := download.Dest(opts.CacheRoot, opts.URL, opts.Revision)
+			rep := &verify.Report{Dir: dir, List: "SHA256SUMS", Findings: []*verify.MismatchError{me}, Refetch: []string{}}
+			if perr := printReport(opts.IO, rep, true); perr != nil {
+				return perr
+			}
+		}
 		opts.IO.Errorf("lfmq: %s; refused before fetching the files SHA256SUMS lists\n", message(cmd.Context(), err))
 		opts.IO.Errorf("%s\n", signatureAdvice(me))
 		return &reportedError{err}

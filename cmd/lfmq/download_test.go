@@ -131,6 +131,11 @@ func TestDownloadSigned(t *testing.T) {
 			os.Remove(filepath.Join(dir, verify.SignatureFile))
 		}, []string{"--allowed-signers", allowed, "--identity", "release@lfmq.test"}, exitMismatch, nil,
 			[]string{"lfmq: verify: SHA256SUMS.sig: signature: absent", "refused before fetching", "what to do: get the release with its signature", "or leave out --allowed-signers"}, nil, false},
+		{"unsigned, JSON", func(t *testing.T, dir string, _ *hubtest.Hub) {
+			os.Remove(filepath.Join(dir, verify.SignatureFile))
+		}, []string{"--allowed-signers", allowed, "--json"}, exitMismatch,
+			[]string{`"dir": "DIR"`, `"path": "SHA256SUMS.sig"`, `"kind": "signature"`, `"refetch": []`},
+			[]string{"refused before fetching"}, nil, false},
 		{"tampered signature", func(t *testing.T, dir string, _ *hubtest.Hub) {
 			tamperSignature(t, dir)
 		}, []string{"--allowed-signers", allowed}, exitMismatch, nil,
