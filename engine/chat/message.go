@@ -86,7 +86,11 @@ func ParseMessages(data []byte) ([]Message, error) {
 }
 
 // ParseTools converts the "tools" array of a request into ordered JSON
-// values. null yields nil.
+// values. null yields nil. Each tool must be an object naming its function,
+// in the OpenAI form {"type": "function", "function": {"name": …}} or bare
+// {"name": …} as some templates' callers send it; anything else (a string,
+// a wrapper without its function) would be rendered into the prompt as
+// given, so it is refused naming the element.
 func ParseTools(data []byte) ([]any, error) {
 	v, err := DecodeJSON(data)
 	if err != nil {
@@ -96,9 +100,37 @@ func ParseTools(data []byte) ([]any, error) {
 	case nil:
 		return nil, nil
 	case []any:
+		for i, tool := range t {
+			if err := checkTool(tool); err != nil {
+				return nil, &RequestError{Field: fmt.Sprintf("tools[%d]", i), Err: err}
+			}
+		}
 		return t, nil
 	}
 	return nil, &RequestError{Field: "tools", Err: fmt.Errorf("tools is %s, not an array", jsonKind(v))}
+}
+
+// checkTool checks that one tool definition is an object that names its
+// function.
+func checkTool(tool any) error {
+	obj, ok := tool.(*Object)
+	if !ok {
+		return fmt.Errorf("a tool is an object such as {\"type\": \"function\", \"function\": {\"name\": \"calculate\", \"parameters\": {…}}}, not %s", jsonKind(tool))
+	}
+	if fn, ok := obj.Get("function"); ok {
+		f, ok := fn.(*Object)
+		if !ok {
+			return fmt.Errorf("function is %s, not an object", jsonKind(fn))
+		}
+		obj = f
+	} else if ty, ok := obj.Get("type"); ok && ty == "function" {
+		return errors.New(`a tool of type "function" needs a "function" object with its name`)
+	}
+	name, _ := obj.Get("name")
+	if s, ok := name.(string); !ok || s == "" {
+		return errors.New("the function has no name: give a non-empty \"name\" string")
+	}
+	return nil
 }
 
 type wireMessage struct {

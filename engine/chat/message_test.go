@@ -167,3 +167,38 @@ func TestRenderErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestParseToolsRefusesNonTools: a tool that names no function would be
+// rendered into the prompt as given (a bare string, an OpenAI wrapper
+// whose function was left out), so it is refused naming the element.
+func TestParseToolsRefusesNonTools(t *testing.T) {
+	tests := []struct {
+		name, tools, field string
+	}{
+		{"string", `["calculate"]`, "tools[0]"},
+		{"number", `[{"name": "f"}, 1]`, "tools[1]"},
+		{"wrapper without function", `[{"type": "function"}]`, "tools[0]"},
+		{"function not an object", `[{"type": "function", "function": "f"}]`, "tools[0]"},
+		{"function without name", `[{"type": "function", "function": {"parameters": {}}}]`, "tools[0]"},
+		{"empty name", `[{"name": ""}]`, "tools[0]"},
+		{"object without name", `[{"parameters": {}}]`, "tools[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTools([]byte(tt.tools))
+			var re *RequestError
+			if !errors.As(err, &re) || re.Field != tt.field {
+				t.Fatalf("ParseTools(%s) = %v, want a RequestError for %s", tt.tools, err, tt.field)
+			}
+		})
+	}
+	for _, ok := range []string{
+		`[]`,
+		`[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]`,
+		`[{"name": "f", "description": "bare form"}]`,
+	} {
+		if _, err := ParseTools([]byte(ok)); err != nil {
+			t.Errorf("ParseTools(%s): %v", ok, err)
+		}
+	}
+}
