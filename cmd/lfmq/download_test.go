@@ -109,6 +109,8 @@ func TestDownloadRun(t *testing.T) {
 // carried into the printed follow-up commands.
 func TestDownloadSigned(t *testing.T) {
 	signed, allowed := signedRelease(t, "")
+	malformed := filepath.Join(t.TempDir(), "allowed_signers.malformed")
+	os.WriteFile(malformed, []byte("release@lfmq.test ssh-ed25519\n"), 0o644)
 	const commit = "89abcdef0123456789abcdef0123456789abcdef"
 	for _, c := range []struct {
 		name    string
@@ -150,8 +152,10 @@ func TestDownloadSigned(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, verify.SignatureFile), bytes.Repeat([]byte("A"), 65<<10), 0o644)
 		}, nil, exitMismatch, nil,
 			[]string{"/lfmq/tiny/resolve/" + commit + "/SHA256SUMS.sig serves more than 65536 bytes"}, nil, false},
-		{"unreadable allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitFailure, nil,
-			[]string{"allowed_signers.missing"}, nil, false},
+		{"unreadable allowed signers", nil, []string{"--allowed-signers", malformed}, exitFailure, nil,
+			[]string{"allowed_signers.malformed line 1"}, nil, false},
+		{"missing allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitUsage, nil,
+			[]string{"--allowed-signers " + allowed + ".missing: no such file"}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rel := filepath.Join(t.TempDir(), "release")

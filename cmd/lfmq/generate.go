@@ -122,6 +122,18 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
+	// The other input files are checked before the model loads, so that a
+	// typo in a name is a usage error at once, not after the load.
+	if strings.HasPrefix(opts.Tools, "@") {
+		if err := requireAtFile("--tools", opts.Tools); err != nil {
+			return err
+		}
+	}
+	if opts.JSONSchema != "" {
+		if err := requireFiles("--json-schema "+opts.JSONSchema, opts.JSONSchema); err != nil {
+			return err
+		}
+	}
 	load := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
 	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads})
@@ -224,12 +236,15 @@ func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Sessi
 }
 
 // readChatArg reads --chat (inline JSON or @FILE) and checks it as a
-// hand-written conversation. A bad inline value is a usage error (exit 2);
-// a file that cannot be read or holds a bad conversation is exit 1, as for
-// every input file.
+// hand-written conversation. A bad inline value, or an @FILE that names no
+// file, is a usage error (exit 2); a file that cannot be read or holds a
+// bad conversation is exit 1, as for every input file.
 func readChatArg(arg string) ([]byte, error) {
 	data, where := []byte(arg), "--chat"
 	if strings.HasPrefix(arg, "@") {
+		if err := requireAtFile("--chat", arg); err != nil {
+			return nil, err
+		}
 		var err error
 		if data, err = os.ReadFile(arg[1:]); err != nil {
 			return nil, fmt.Errorf("--chat: %w", err)
@@ -262,6 +277,15 @@ func readChatArg(arg string) ([]byte, error) {
 		return nil, fail(err)
 	}
 	return data, nil
+}
+
+// requireAtFile refuses, as a usage error, a flag's @FILE value that names
+// no file, as requireFiles does for the flags that always take a file.
+func requireAtFile(flag, arg string) error {
+	if arg == "@" {
+		return &usageError{fmt.Errorf("%s @: give a file name after @", flag)}
+	}
+	return requireFiles(flag+" "+arg, arg[1:])
 }
 
 // jsonKindOf names the JSON type of a decoded value.

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -58,6 +60,9 @@ func inspectRun(opts *inspectOptions) error {
 	if err := requireDirs("checkpoint", opts.Dir); err != nil {
 		return err
 	}
+	if err := requireInspectable(opts.Dir); err != nil {
+		return err
+	}
 	opts.IO.ConfigWarnings(opts.Dir)
 	check := lfmq1.CheckTensors
 	if opts.NoVerify {
@@ -93,6 +98,20 @@ func inspectRun(opts *inspectOptions) error {
 	}
 	printTotals(opts.IO, r, !opts.NoVerify)
 	return nil
+}
+
+// requireInspectable refuses, as a usage error, a directory that holds
+// none of the files any checkpoint has: a wrong directory is the command
+// line's fault (docs/cli.md), like a --model without config.json. Inspect
+// reads a checkpoint whose config.json is missing or bad from its tensor
+// names, so any one of these files lets it go on.
+func requireInspectable(dir string) error {
+	for _, name := range []string{"config.json", lfmq1.ManifestFile, "model.safetensors", "model.safetensors.index.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return &usageError{fmt.Errorf("checkpoint %s: not a checkpoint directory (no config.json, manifest.json or model.safetensors): give a Hugging Face checkpoint or one made by lfmq quantize", dir)}
 }
 
 // configLayers reads the decoder layers from dir/config.json. An unusable

@@ -285,6 +285,8 @@ func TestLaunchDownloaded(t *testing.T) {
 // signature is not read.
 func TestLaunchSigned(t *testing.T) {
 	signed, allowed := signedRelease(t, "")
+	malformed := filepath.Join(t.TempDir(), "allowed_signers.malformed")
+	os.WriteFile(malformed, []byte("release@lfmq.test ssh-ed25519\n"), 0o644)
 	for _, c := range []struct {
 		name    string
 		prepare func(t *testing.T, dir string)
@@ -304,7 +306,8 @@ func TestLaunchSigned(t *testing.T) {
 		{"another principal", nil, []string{"--allowed-signers", allowed, "--identity", "other@lfmq.test"}, exitMismatch,
 			[]string{"not allowed for identity", "what to do: do not use this release"}},
 		{"tampered, not checked", func(t *testing.T, dir string) { tamperSignature(t, dir) }, nil, exitOK, []string{"exec "}},
-		{"unreadable allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitFailure, []string{"allowed_signers.missing"}},
+		{"unreadable allowed signers", nil, []string{"--allowed-signers", malformed}, exitFailure, []string{"allowed_signers.malformed line 1"}},
+		{"missing allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitUsage, []string{"--allowed-signers " + allowed + ".missing: no such file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rel := filepath.Join(t.TempDir(), "release")

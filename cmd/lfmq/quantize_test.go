@@ -169,7 +169,9 @@ func TestUsageExitCodes(t *testing.T) {
 		t.Errorf("completion bash: exit %d", code)
 	}
 	ios, _, stderr := testStreams()
-	if code := run(context.Background(), []string{"inspect", t.TempDir()}, ios); code != exitFailure || !strings.Contains(stderr.String(), "model.safetensors") {
+	// A directory without any checkpoint file is the command line's fault
+	// (docs/cli.md), as for --model.
+	if code := run(context.Background(), []string{"inspect", t.TempDir()}, ios); code != exitUsage || !strings.Contains(stderr.String(), "model.safetensors") {
 		t.Errorf("inspect of an empty dir: exit %d, %q", code, stderr)
 	}
 }

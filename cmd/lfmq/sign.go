@@ -83,6 +83,11 @@ func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
 	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
 		return err
 	}
+	// Before the release is hashed: a key file that is not there is the
+	// command line's fault, and saying so should not wait for the hash.
+	if err := requireFiles("--key "+opts.Key, opts.Key); err != nil {
+		return err
+	}
 	dir := opts.ReleaseDir
 	vo := verify.Options{}
 	var bar *byteBar

@@ -239,6 +239,9 @@ func loadSigners(allowed, identity string, vo *verify.Options) error {
 	if allowed == "" {
 		return nil
 	}
+	if err := requireFiles("--allowed-signers "+allowed, allowed); err != nil {
+		return err
+	}
 	signers, err := sshsig.ReadAllowedSigners(allowed)
 	if err != nil {
 		return err
