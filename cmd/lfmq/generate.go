@@ -78,7 +78,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 				return &usageError{fmt.Errorf("--max-tokens must be at least 1, got %d", opts.MaxTokens)}
 			}
 			if err := opts.params().Validate(1 << 30); err != nil {
-				return &usageError{err}
+				return &usageError{samplingFlagError(err)}
 			}
 			if chatSet {
 				var err error
@@ -109,6 +109,16 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.BoolVar(&opts.Stats, "stats", false, "print prefill and decode tokens/s to stderr")
 	cmd.MarkFlagDirname("model")
 	return cmd
+}
+
+// samplingFlagError names the flag behind a sampling field that failed
+// validation: the user typed --top-p, not top_p.
+func samplingFlagError(err error) error {
+	var pe *sample.ParamError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("--%s %s", strings.ReplaceAll(pe.Field, "_", "-"), pe.Msg)
 }
 
 func (o *generateOptions) params() sample.Params {
