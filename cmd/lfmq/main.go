@@ -16,9 +16,29 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], systemStreams())
+	ios := systemStreams()
+	go exitOnSecondSignal(ctx, func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }, ios, os.Exit)
+	code := run(ctx, os.Args[1:], ios)
 	stop()
 	os.Exit(code)
+}
+
+// exitOnSecondSignal lets a second Ctrl-C (or SIGTERM) stop at once. The
+// first cancels ctx and commands wind down in order (lfmq serve lets
+// running requests finish for up to --shutdown-timeout); without this,
+// signal.NotifyContext would swallow every further signal, and a person
+// pressing Ctrl-C again would wait out the whole wind-down. notify
+// registers the channel for the signals, once ctx is done, so that the
+// first signal is not counted twice. Writes in progress are crash-safe
+// (quantize continues with --resume), so stopping at once loses nothing
+// but the wind-down.
+func exitOnSecondSignal(ctx context.Context, notify func(chan<- os.Signal), ios *IOStreams, exit func(int)) {
+	<-ctx.Done()
+	sigs := make(chan os.Signal, 1)
+	notify(sigs)
+	<-sigs
+	ios.Errorf("lfmq: interrupted again: stopping now, without waiting for running work\n")
+	exit(exitFailure)
 }
 
 // run executes one command line and returns its exit code; main is only this

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -317,5 +319,57 @@ func TestServeChangedCheckpoint(t *testing.T) {
 	ios, _, stderr = testStreams()
 	if code := run(ctx, []string{"serve", "--model", out, "--port", "0"}, ios); code != exitMismatch || !strings.Contains(stderr.String(), "global.safetensors: hash mismatch") {
 		t.Errorf("serve of a changed checkpoint: exit %d, want %d: %s", code, exitMismatch, stderr)
+	}
+}
+
+// TestServeSecondSignal: the first SIGINT lets running requests finish
+// (up to --shutdown-timeout), a second one stops at once with exit 1 and
+// says so, rather than being swallowed while a person waits out the drain.
+func TestServeSecondSignal(t *testing.T) {
+	port := freePort(t)
+	proc := exec.Command(lfmqBinary(t), "serve", "--model", tinyModel, "--port", fmt.Sprint(port), "--shutdown-timeout", "5m", "--threads", "1")
+	var logs syncBuffer
+	proc.Stderr = &logs
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	t.Cleanup(func() { proc.Process.Kill() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHealthy(t, base, exited)
+
+	// A request that runs for the whole model context keeps the drain busy.
+	go http.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"The","max_tokens":4000,"min_tokens":4000,"temperature":0}`))
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s:\n%s", what, logs.String())
+			}
+		}
+	}
+	waitFor("running request", func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return strings.Contains(b.String(), "\nlfmq_num_requests_running 1")
+	})
+	proc.Process.Signal(os.Interrupt)
+	waitFor("shutdown", func() bool { return strings.Contains(logs.String(), "shutting down") })
+	proc.Process.Signal(os.Interrupt)
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || !strings.Contains(logs.String(), "lfmq: interrupted again") {
+			t.Errorf("second SIGINT: %v, want exit %d saying so:\n%s", err, exitFailure, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still draining 10s after a second SIGINT:\n%s", logs.String())
 	}
 }
