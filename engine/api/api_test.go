@@ -724,3 +724,32 @@ func TestCacheAndSpeculationOverHTTP(t *testing.T) {
 		t.Error("no verify steps counted on the fixture's repetitive answers")
 	}
 }
+
+// TestErrorsSpeakJSON: a value of the wrong JSON type is named by its path
+// in the request and by the JSON type expected, never by the Go types the
+// server decodes into.
+func TestErrorsSpeakJSON(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{MaxModelLen: 512})
+	tests := []struct {
+		name, body, param, want string
+	}{
+		{"body an array", `[1,2]`, "", "the request body must be a JSON object, not a JSON array"},
+		{"messages a string", `{"messages":"hi"}`, "messages", "messages: expected an array of messages, got JSON string"},
+		{"message a number", `{"messages":[1]}`, "messages", `messages[0]: expected an object such as {"role": "user", "content": "Hi"}, got JSON number`},
+		{"role a number", `{"messages":[{"role":1,"content":"x"}]}`, "messages", "messages[0].role: expected a string, got JSON number"},
+		{"tool_calls an object", `{"messages":[{"role":"assistant","tool_calls":{}}]}`, "messages", "messages[0].tool_calls: expected an array, got JSON object"},
+		{"tool a string", `{"messages":[{"role":"user","content":"x"}],"tools":["calculate"]}`, "tools", "tools[0]: a tool is an object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := post(t, ts.URL+"/v1/chat/completions", tt.body)
+			a := decodeAnswer(t, body)
+			if status != 400 || a.Error == nil {
+				t.Fatalf("%d %s, want 400", status, body)
+			}
+			if deref(a.Error.Param) != tt.param || !strings.HasPrefix(a.Error.Message, tt.want) || strings.Contains(a.Error.Message, "Go ") {
+				t.Errorf("param %q message %q, want param %q and a message starting %q", deref(a.Error.Param), a.Error.Message, tt.param, tt.want)
+			}
+		})
+	}
+}

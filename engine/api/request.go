@@ -119,6 +119,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 		if errors.As(err, &se) {
 			return nil, badRequest("", "invalid JSON at byte %d: %v", se.Offset, err)
 		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, badRequest("", "the request body must be a JSON object, not a JSON %s", te.Value)
+		}
 		return nil, badRequest("", "the request body must be a JSON object: %v", err)
 	}
 	if err := json.Unmarshal(body, v); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -72,7 +73,7 @@ type ToolCall struct {
 func ParseMessages(data []byte) ([]Message, error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
-		return nil, &RequestError{Field: "messages", Err: err}
+		return nil, jsonFieldError("messages", "an array of messages", err)
 	}
 	msgs := make([]Message, 0, len(raws))
 	for i, raw := range raws {
@@ -108,6 +109,41 @@ func ParseTools(data []byte) ([]any, error) {
 		return t, nil
 	}
 	return nil, &RequestError{Field: "tools", Err: fmt.Errorf("tools is %s, not an array", jsonKind(v))}
+}
+
+// jsonFieldError turns a JSON type error at field (or inside it) into a
+// RequestError in the request's own terms: the field's JSON path, what it
+// should be and the JSON type it got, never the Go types it was decoded
+// into. want says what field itself should be.
+func jsonFieldError(field, want string, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return &RequestError{Field: field, Err: err}
+	}
+	if te.Field == "" {
+		return &RequestError{Field: field, Err: fmt.Errorf("expected %s, got JSON %s", want, te.Value)}
+	}
+	return &RequestError{Field: field + "." + te.Field, Err: fmt.Errorf("expected %s, got JSON %s", jsonKindOfGo(te.Type.Kind()), te.Value)}
+}
+
+// jsonKindOfGo names the JSON type a Go kind decodes from.
+func jsonKindOfGo(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	}
+	return "another type"
 }
 
 // checkTool checks that one tool definition is an object that names its
@@ -155,7 +191,7 @@ type wireToolCall struct {
 func parseMessage(raw json.RawMessage, field string) (Message, error) {
 	var w wireMessage
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return Message{}, &RequestError{Field: field, Err: err}
+		return Message{}, jsonFieldError(field, `an object such as {"role": "user", "content": "Hi"}`, err)
 	}
 	if w.Role == nil || *w.Role == "" {
 		return Message{}, &RequestError{Field: field + ".role", Err: errors.New("role is required")}
