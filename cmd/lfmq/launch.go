@@ -88,6 +88,7 @@ flag the signature is not read.`,
 	f.BoolVar(&opts.PrintCommand, "print-command", false, "check everything, print the runtime command and exit")
 	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	addServeFlags(f, &opts.Serve)
+	completeServeFlags(cmd)
 	cmd.MarkFlagDirname("release-dir")
 	cmd.MarkFlagDirname("cache-root")
 	return cmd

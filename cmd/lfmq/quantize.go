@@ -156,6 +156,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dense-exponent-rule", cobra.FixedCompletions([]string{"max", "search"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("experts", cobra.FixedCompletions([]string{"quantize", "keep"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -104,8 +104,23 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 	f.StringVar(&opts.APIKey, "api-key", "", "API key clients must send as a bearer token (default: $LFMQ_API_KEY)")
 	f.StringVar(&opts.CacheDir, "cache-dir", "", "keep the prefix cache in DIR across restarts (reused only by the same checkpoint and engine)")
 	addServeFlags(f, opts)
+	completeServeFlags(cmd)
 	cmd.MarkFlagDirname("model")
+	cmd.MarkFlagDirname("cache-dir")
 	return cmd
+}
+
+// completeServeFlags offers the values of addServeFlags' closed choices to
+// shell completion, and files for --api-key-file.
+func completeServeFlags(cmd *cobra.Command) {
+	fixed := func(flag string, values ...string) {
+		cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
+	fixed("sampling-preset", sample.PresetNames()...)
+	fixed("speculate", "on", "off")
+	fixed("prefix-caching", "on", "off")
+	fixed("log-level", "debug", "info", "warn", "error")
+	cmd.MarkFlagFilename("api-key-file")
 }
 
 // addServeFlags defines the flags that lfmq launch passes through to the

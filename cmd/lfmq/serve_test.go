@@ -373,3 +373,32 @@ func TestServeSecondSignal(t *testing.T) {
 		t.Fatalf("still draining 10s after a second SIGINT:\n%s", logs.String())
 	}
 }
+
+// TestCompletion: shell completion offers the values of every closed
+// choice, for serve and for launch, which passes serve's flags through.
+func TestCompletion(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "--sampling-preset", ""}, []string{"agentic", "greedy", "liquid", "none", "reasoning"}},
+		{[]string{"launch", "--sampling-preset", ""}, []string{"agentic", "liquid"}},
+		{[]string{"serve", "--speculate", ""}, []string{"on", "off"}},
+		{[]string{"launch", "--prefix-caching", ""}, []string{"on", "off"}},
+		{[]string{"serve", "--log-level", ""}, []string{"debug", "info", "warn", "error"}},
+		{[]string{"quantize", "--experts", ""}, []string{"quantize", "keep"}},
+		{[]string{"quantize", "--method", ""}, []string{"gptq", "rtn"}},
+	}
+	for _, tt := range tests {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"__complete"}, tt.args...), ios); code != 0 {
+			t.Fatalf("%v: exit %d %s", tt.args, code, stderr)
+		}
+		got := strings.Split(stdout.String(), "\n")
+		for _, w := range tt.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("completing %v: %q missing from %q", tt.args, w, stdout)
+			}
+		}
+	}
+}
