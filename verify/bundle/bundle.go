@@ -311,6 +311,9 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.checkPaths(); err != nil {
 		return nil, err
 	}
+	if err := opts.checkPlatforms(ctx); err != nil {
+		return nil, err
+	}
 	out, err := filepath.Abs(opts.OutDir)
 	if err != nil {
 		return nil, err
@@ -822,6 +825,28 @@ func compressVersion() string {
 		}
 	}
 	return "unknown"
+}
+
+// checkPlatforms refuses a platform the toolchain does not build for (a
+// typo such as linux/amd65) before the checkpoint is copied and the source
+// vendored, rather than after, as go build's own failure. The list is the
+// toolchain's own (go tool dist list); when it cannot be had, the build
+// reports the go command's failure later as it would anyway.
+func (o *Options) checkPlatforms(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, o.GoCommand, "tool", "dist", "list")
+	cmd.Dir = o.SourceDir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil
+	}
+	known := strings.Fields(string(out))
+	for _, p := range o.Platforms {
+		if !slices.Contains(known, p.String()) {
+			return &InputError{Path: "--platforms", Msg: fmt.Sprintf("%s is not a platform this Go toolchain builds for (go tool dist list names them)", p), Option: true}
+		}
+	}
+	return nil
 }
 
 // runGo runs the go command in dir with exactly env.

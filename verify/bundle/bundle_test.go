@@ -118,6 +118,9 @@ func TestBuildRefuses(t *testing.T) {
 		{"source not the module", func(t *testing.T, o *bundle.Options) { o.SourceDir = t.TempDir() }, isOption("--source", "module"), false},
 		{"evidence missing", func(t *testing.T, o *bundle.Options) { o.EvidenceDir = filepath.Join(t.TempDir(), "nope") }, isOption("--evidence", "no such directory"), false},
 		{"evidence is a file", func(t *testing.T, o *bundle.Options) { o.EvidenceDir = writeFile(t, "e.json", "{}") }, isOption("--evidence", "not a directory"), false},
+		{"unknown platform", func(t *testing.T, o *bundle.Options) {
+			o.Platforms = []bundle.Platform{{GOOS: "linux", GOARCH: "amd65"}}
+		}, isOption("--platforms", "linux/amd65 is not a platform", "go tool dist list"), false},
 		{"source card missing", func(t *testing.T, o *bundle.Options) { o.SourceCard = filepath.Join(t.TempDir(), "README.md") }, isOption("--source-card", "no such file"), false},
 		{"notice named LICENSE", func(t *testing.T, o *bundle.Options) {
 			o.NoticeFiles = []string{writeFile(t, "LICENSE", "x")}
