@@ -117,6 +117,11 @@ func (e *ServerError) Error() string {
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
+	if e.Status == http.StatusUnauthorized {
+		// The server's advice (send Authorization: Bearer KEY) is for API
+		// clients; the person running score gives the key another way.
+		msg += "; lfmq score sends the key of --api-key-file, --api-key or LFMQ_API_KEY"
+	}
 	if e.Retries > 0 {
 		msg += fmt.Sprintf(" (after %d retries)", e.Retries)
 	}

@@ -663,3 +663,17 @@ func TestParseModels(t *testing.T) {
 		t.Errorf("two models: %v", err)
 	}
 }
+
+// TestServerErrorUnauthorized: a 401 says how score is given the key,
+// not only the server's advice to API clients.
+func TestServerErrorUnauthorized(t *testing.T) {
+	e := &ServerError{Method: "GET", URL: "http://127.0.0.1:8000/v1/models", Status: 401, Type: "authentication_error", Code: "invalid_api_key",
+		Message: "missing or wrong API key: send it as Authorization: Bearer KEY"}
+	if msg := e.Error(); !strings.Contains(msg, "HTTP 401") || !strings.Contains(msg, "--api-key-file, --api-key or LFMQ_API_KEY") {
+		t.Errorf("401: %s", msg)
+	}
+	e.Status, e.Type, e.Code, e.Message = 500, "server_error", "", "boom"
+	if msg := e.Error(); strings.Contains(msg, "--api-key") {
+		t.Errorf("500 mentions the key: %s", msg)
+	}
+}
