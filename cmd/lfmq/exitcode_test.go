@@ -56,6 +56,7 @@ func TestExitCodes(t *testing.T) {
 		{"not a checkpoint", []string{"generate", "--model", tmp, "--prompt", "x"}, exitUsage, "--model " + tmp + ": not a checkpoint directory (no config.json)"},
 		{"not a reference", []string{"score", "--reference", tmp, "--noise-floor", "--corpus", "e=" + emptyCorpus}, exitUsage, "--reference " + tmp + ": not a checkpoint directory"},
 		{"not a candidate", []string{"score", "--reference", tinyModel, "--candidate", "q=" + tmp, "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate q=" + tmp + ": not a checkpoint directory"},
+		{"candidate server without http://", []string{"score", "--reference", tinyModel, "--candidate", "s=127.0.0.1:8000", "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate s=127.0.0.1:8000: no such directory; for a running server give http://127.0.0.1:8000"},
 		{"not a model to quantize", []string{"quantize", "--model", tmp, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "not a checkpoint directory"},
 		{"not a model to serve", []string{"serve", "--model", tmp}, exitUsage, "not a checkpoint directory"},
 		{"release of a source checkpoint", []string{"release", "build", "--checkpoint", tinyModel, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "not an lfmq-1 checkpoint (no manifest.json)"},

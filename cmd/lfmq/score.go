@@ -169,6 +169,9 @@ var urlPrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // parseCandidate reads NAME=DIR, or DIR (named by its last element), or a
 // served candidate: NAME=URL, or URL (named by its HOST:PORT).
+// hostPort matches HOST:PORT, a served candidate typed without http://.
+var hostPort = regexp.MustCompile(`^[A-Za-z0-9.\-]+:[0-9]{1,5}$`)
+
 func parseCandidate(s string) (score.Candidate, error) {
 	served := func(name, raw string) (score.Candidate, error) {
 		base, err := score.ParseServerURL(raw)
@@ -240,6 +243,11 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	for _, c := range opts.Candidates {
 		if c.Dir != "" {
 			if err := requireCheckpoint("--candidate", c.Name+"="+c.Dir, c.Dir); err != nil {
+				if _, statErr := os.Stat(c.Dir); os.IsNotExist(statErr) && hostPort.MatchString(c.Dir) {
+					// localhost:8000 is a server without its scheme far
+					// more often than a directory of that name.
+					return &usageError{fmt.Errorf("%w; for a running server give http://%s", err, c.Dir)}
+				}
 				return err
 			}
 		}
