@@ -34,7 +34,8 @@ type generateOptions struct {
 	Threads     int
 	Stats       bool
 
-	chatJSON []byte // --chat, read and checked
+	chatJSON  []byte // --chat, read and checked
+	toolsJSON []byte // --tools, read and checked
 }
 
 func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Command {
@@ -134,8 +135,9 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	// The other input files are checked before the model loads, so that a
 	// typo in a name is a usage error at once, not after the load.
-	if strings.HasPrefix(opts.Tools, "@") {
-		if err := requireAtFile("--tools", opts.Tools); err != nil {
+	if opts.Tools != "" {
+		var err error
+		if opts.toolsJSON, err = readToolsArg(opts.Tools); err != nil {
 			return err
 		}
 	}
@@ -175,14 +177,8 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		prompt = s.EncodeText(opts.Prompt)
 	} else {
 		msgs := opts.chatJSON
-		var tools []byte
 		var err error
-		if opts.Tools != "" {
-			if tools, err = generate.ReadJSONArg("tools", opts.Tools); err != nil {
-				return &usageError{err}
-			}
-		}
-		if prompt, err = s.EncodeChat(msgs, tools, time.Now()); err != nil {
+		if prompt, err = s.EncodeChat(msgs, opts.toolsJSON, time.Now()); err != nil {
 			return err
 		}
 	}
@@ -287,6 +283,46 @@ func readChatArg(arg string) ([]byte, error) {
 		return nil, fail(err)
 	}
 	return data, nil
+}
+
+// readToolsArg reads --tools (inline JSON or @FILE) and checks each tool
+// definition, before the model loads. As for --chat, a bad inline value or
+// an @FILE that names no file is a usage error (exit 2), a file with bad
+// content exit 1.
+func readToolsArg(arg string) ([]byte, error) {
+	data, where := []byte(arg), "--tools"
+	if strings.HasPrefix(arg, "@") {
+		if err := requireAtFile("--tools", arg); err != nil {
+			return nil, err
+		}
+		var err error
+		if data, err = os.ReadFile(arg[1:]); err != nil {
+			return nil, fmt.Errorf("--tools: %w", err)
+		}
+		where = "--tools " + arg[1:]
+	}
+	var v any
+	err := json.Unmarshal(data, &v)
+	switch _, isArray := v.([]any); {
+	case err != nil:
+		err = fmt.Errorf("not valid JSON: %w", err)
+	case !isArray:
+		err = fmt.Errorf("expected a JSON array of tool definitions, got %s", jsonKindOf(v))
+	default:
+		_, err = chat.ParseTools(data)
+		var re *chat.RequestError
+		if errors.As(err, &re) {
+			err = fmt.Errorf("%s: %w", re.Field, re.Err)
+		}
+	}
+	if err == nil {
+		return data, nil
+	}
+	err = fmt.Errorf("%s: %w", where, err)
+	if where == "--tools" {
+		return nil, &usageError{err}
+	}
+	return nil, err
 }
 
 // requireAtFile refuses, as a usage error, a flag's @FILE value that names

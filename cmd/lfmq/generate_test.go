@@ -353,3 +353,30 @@ func TestGenerateChatFile(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateToolsArg: --tools is checked before the model loads, as
+// --chat is: a bad inline value is exit 2, a bad file exit 1, each naming
+// the tool at fault.
+func TestGenerateToolsArg(t *testing.T) {
+	dir := t.TempDir()
+	badFile := filepath.Join(dir, "tools.json")
+	os.WriteFile(badFile, []byte(`[{"type": "function"}]`), 0o644)
+	chatArg := `[{"role":"user","content":"x"}]`
+	for _, tt := range []struct {
+		tools string
+		code  int
+		want  string
+	}{
+		{`["calculate"]`, exitUsage, "--tools: tools[0]: a tool is an object"},
+		{`{"name": "f"}`, exitUsage, "--tools: expected a JSON array of tool definitions, got an object"},
+		{`calculate`, exitUsage, "--tools: not valid JSON"},
+		{`null`, exitUsage, "--tools: expected a JSON array of tool definitions, got null"},
+		{"@" + badFile, exitFailure, "--tools " + badFile + `: tools[0]: a tool of type "function" needs a "function" object`},
+	} {
+		ios, _, stderr := testStreams()
+		code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", chatArg, "--tools", tt.tools, "--max-tokens", "1"}, ios)
+		if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("--tools %s: exit %d, want %d with %q; stderr %s", tt.tools, code, tt.code, tt.want, stderr)
+		}
+	}
+}

@@ -8,7 +8,6 @@
 package generate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -250,22 +249,6 @@ func (s *Session) Run(ctx context.Context, prompt []int, opts Options) (*Result,
 	}
 	res.DecodeTime = time.Since(start)
 	return res, nil
-}
-
-// ReadJSONArg reads a flag value that holds a JSON array inline or names a
-// file as @FILE (--chat, --tools).
-func ReadJSONArg(flag, arg string) ([]byte, error) {
-	data := []byte(arg)
-	if len(arg) > 0 && arg[0] == '@' {
-		var err error
-		if data, err = os.ReadFile(arg[1:]); err != nil {
-			return nil, fmt.Errorf("generate: --%s: %w", flag, err)
-		}
-	}
-	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
-		return nil, fmt.Errorf("generate: --%s: expected a JSON array or @FILE, got %.40q", flag, arg)
-	}
-	return data, nil
 }
 
 // AnswerSchema answers a chat with a closed-schema JSON object by scoring
