@@ -732,17 +732,25 @@ func TestErrorsSpeakJSON(t *testing.T) {
 	ts := newTestServer(t, Options{}, sched.Config{MaxModelLen: 512})
 	tests := []struct {
 		name, body, param, want string
+		route                   string // default /v1/chat/completions
 	}{
-		{"body an array", `[1,2]`, "", "the request body must be a JSON object, not a JSON array"},
-		{"messages a string", `{"messages":"hi"}`, "messages", "messages: expected an array of messages, got JSON string"},
-		{"message a number", `{"messages":[1]}`, "messages", `messages[0]: expected an object such as {"role": "user", "content": "Hi"}, got JSON number`},
-		{"role a number", `{"messages":[{"role":1,"content":"x"}]}`, "messages", "messages[0].role: expected a string, got JSON number"},
-		{"tool_calls an object", `{"messages":[{"role":"assistant","tool_calls":{}}]}`, "messages", "messages[0].tool_calls: expected an array, got JSON object"},
-		{"tool a string", `{"messages":[{"role":"user","content":"x"}],"tools":["calculate"]}`, "tools", "tools[0]: a tool is an object"},
+		{"body an array", `[1,2]`, "", "the request body must be a JSON object, not a JSON array", ""},
+		{"messages a string", `{"messages":"hi"}`, "messages", "messages: expected an array of messages, got JSON string", ""},
+		{"message a number", `{"messages":[1]}`, "messages", `messages[0]: expected an object such as {"role": "user", "content": "Hi"}, got JSON number`, ""},
+		{"role a number", `{"messages":[{"role":1,"content":"x"}]}`, "messages", "messages[0].role: expected a string, got JSON number", ""},
+		{"tool_calls an object", `{"messages":[{"role":"assistant","tool_calls":{}}]}`, "messages", "messages[0].tool_calls: expected an array, got JSON object", ""},
+		{"tool a string", `{"messages":[{"role":"user","content":"x"}],"tools":["calculate"]}`, "tools", "tools[0]: a tool is an object", ""},
+		// A body sent to the other route says where it belongs.
+		{"chat body to completions", `{"messages":[{"role":"user","content":"x"}]}`, "prompt", "prompt is required; messages is a field of POST /v1/chat/completions", "/v1/completions"},
+		{"completions body to chat", `{"prompt":"x"}`, "messages", "messages is required; prompt is a field of POST /v1/completions", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := post(t, ts.URL+"/v1/chat/completions", tt.body)
+			route := "/v1/chat/completions"
+			if tt.route != "" {
+				route = tt.route
+			}
+			status, body := post(t, ts.URL+route, tt.body)
 			a := decodeAnswer(t, body)
 			if status != 400 || a.Error == nil {
 				t.Fatalf("%d %s, want 400", status, body)

@@ -91,6 +91,9 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 		return nil, badRequest("stream_options", "stream_options needs stream: true")
 	}
 	if isNull(req.Messages) {
+		if !isNull(req.Prompt) {
+			return nil, badRequest("messages", "messages is required; prompt is a field of POST /v1/completions")
+		}
 		return nil, badRequest("messages", "messages is required")
 	}
 	msgs, err := chat.ParseMessages(req.Messages)

@@ -111,6 +111,9 @@ func (s *Server) completionJob(e *engineState, req *completionRequest, start tim
 	if req.PromptLogprobs != nil && *req.PromptLogprobs == -1 && req.Stream {
 		return nil, unsupported("prompt_logprobs", "prompt_logprobs = -1 is not streamed; send stream: false")
 	}
+	if isNull(req.Prompt) && !isNull(req.Messages) {
+		return nil, badRequest("prompt", "prompt is required; messages is a field of POST /v1/chat/completions")
+	}
 	prompt, text, isText, aerr := promptIDs(e, req.Prompt)
 	if aerr != nil {
 		return nil, aerr

@@ -75,6 +75,9 @@ type chatRequest struct {
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	IncludeReasoning    *bool           `json:"include_reasoning"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	// Prompt is not a chat field: it is read only to send a completions
+	// body posted here to the right route.
+	Prompt json.RawMessage `json:"prompt"`
 	samplingFields
 }
 
@@ -88,14 +91,25 @@ type completionRequest struct {
 	PromptLogprobs *int            `json:"prompt_logprobs"`
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options"`
+	// Messages is not a completions field: it is read only to send a chat
+	// body posted here to the right route.
+	Messages json.RawMessage `json:"messages"`
 	samplingFields
 }
 
-// known request fields, for the debug log of ignored ones.
+// known request fields, for the debug log of ignored ones. The other
+// route's prompt or messages is read only to point at that route, so it
+// still counts as ignored.
 var (
-	chatFields       = fieldSet(chatRequest{})
-	completionFields = fieldSet(completionRequest{})
+	chatFields       = without(fieldSet(chatRequest{}), "prompt")
+	completionFields = without(fieldSet(completionRequest{}), "messages")
 )
+
+// without returns set less name.
+func without(set map[string]bool, name string) map[string]bool {
+	delete(set, name)
+	return set
+}
 
 // decodeBody reads a JSON request body into v. It answers 413 for a body
 // over MaxBodyBytes, 400 for invalid JSON or a field of the wrong type
