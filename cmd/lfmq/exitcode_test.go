@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +37,13 @@ func TestExitCodes(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(brokenManifest, "manifest.json"), []byte("{"), 0o644)
 
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldPort := fmt.Sprint(held.Addr().(*net.TCPAddr).Port)
+
 	tests := []struct {
 		name string
 		args []string
@@ -58,6 +67,8 @@ func TestExitCodes(t *testing.T) {
 		{"not a candidate", []string{"score", "--reference", tinyModel, "--candidate", "q=" + tmp, "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate q=" + tmp + ": not a checkpoint directory"},
 		{"candidate server without http://", []string{"score", "--reference", tinyModel, "--candidate", "s=127.0.0.1:8000", "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate s=127.0.0.1:8000: no such directory; for a running server give http://127.0.0.1:8000"},
 		{"not a model to quantize", []string{"quantize", "--model", tmp, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "not a checkpoint directory"},
+		{"port in use", []string{"serve", "--model", tinyModel, "--port", heldPort}, exitUsage, "--port: 127.0.0.1:" + heldPort + " is already in use; give another --port"},
+		{"host that is no address", []string{"serve", "--model", tinyModel, "--host", "999.1.1.1", "--port", "0"}, exitUsage, "--host: cannot listen on 999.1.1.1:0"},
 		{"not a model to serve", []string{"serve", "--model", tmp}, exitUsage, "not a checkpoint directory"},
 		{"release of a source checkpoint", []string{"release", "build", "--checkpoint", tinyModel, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "not an lfmq-1 checkpoint (no manifest.json)"},
 		{"no such calibration file", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--calib " + filepath.Join(tmp, "nope.jsonl") + ": no such file"},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/lfmq/lfmq/engine/generate"
@@ -82,7 +83,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("api: %w", err)
+			return listenError(cfg.Addr, err)
 		}
 	}
 	srv := New(cfg.Options)
@@ -212,6 +213,19 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+
+// listenError names the flag behind an address the server cannot listen
+// on: the same command with another --port or --host works, so it is a
+// ConfigError, not a failure of the run.
+func listenError(addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return &ConfigError{Flag: "port", Msg: fmt.Sprintf("%s is already in use; give another --port (0 picks a free one)", addr)}
+	case errors.Is(err, syscall.EACCES):
+		return &ConfigError{Flag: "port", Msg: fmt.Sprintf("listening on %s is not permitted (ports below 1024 need privileges): %v", addr, err)}
+	}
+	return &ConfigError{Flag: "host", Msg: fmt.Sprintf("cannot listen on %s: %v", addr, err)}
+}
 
 // withIdentity keys the prefix cache's blocks to the checkpoint's bytes.
 func withIdentity(c sched.Config, identity string) sched.Config {
