@@ -173,14 +173,21 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 // generateText streams the continuation of --prompt or --chat to stdout.
 func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session, loadTime time.Duration) error {
 	var prompt []int
+	flag := "--prompt"
 	if opts.Prompt != "" {
 		prompt = s.EncodeText(opts.Prompt)
 	} else {
+		flag = "--chat"
 		msgs := opts.chatJSON
 		var err error
 		if prompt, err = s.EncodeChat(msgs, opts.toolsJSON, time.Now()); err != nil {
 			return err
 		}
+	}
+	// Said in the user's terms before the engine would refuse it as a
+	// sequence that exceeds its context.
+	if maxCtx := s.Model.MaxContext(); len(prompt) >= maxCtx {
+		return fmt.Errorf("%s is %d tokens; the model's context of %d tokens leaves no room to generate", flag, len(prompt), maxCtx)
 	}
 	res, err := s.Run(cmd.Context(), prompt, generate.Options{
 		MaxTokens: opts.MaxTokens,

@@ -380,3 +380,13 @@ func TestGenerateToolsArg(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratePromptOverContext: a prompt the context cannot hold is named
+// by its flag and its token count, not as the engine's "sequence 0".
+func TestGeneratePromptOverContext(t *testing.T) {
+	ios, _, stderr := testStreams()
+	code := run(context.Background(), []string{"generate", "--model", tinyModel, "--prompt", strings.Repeat("word ", 5000), "--max-tokens", "1"}, ios)
+	if code != exitFailure || !strings.Contains(stderr.String(), "lfmq: --prompt is 5002 tokens; the model's context of 4096 tokens leaves no room to generate") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
