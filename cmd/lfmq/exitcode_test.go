@@ -69,6 +69,7 @@ func TestExitCodes(t *testing.T) {
 		{"not a model to quantize", []string{"quantize", "--model", tmp, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "not a checkpoint directory"},
 		{"port in use", []string{"serve", "--model", tinyModel, "--port", heldPort}, exitUsage, "--port: 127.0.0.1:" + heldPort + " is already in use; give another --port"},
 		{"host that is no address", []string{"serve", "--model", tinyModel, "--host", "999.1.1.1", "--port", "0"}, exitUsage, "--host: cannot listen on 999.1.1.1:0"},
+		{"quantize an lfmq-1 checkpoint", []string{"quantize", "--model", brokenManifest, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "--model " + brokenManifest + ": an lfmq-1 checkpoint (it has manifest.json); quantize takes the BF16 Hugging Face checkpoint"},
 		{"not a model to serve", []string{"serve", "--model", tmp}, exitUsage, "not a checkpoint directory"},
 		{"release of a source checkpoint", []string{"release", "build", "--checkpoint", tinyModel, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "not an lfmq-1 checkpoint (no manifest.json)"},
 		{"no such calibration file", []string{"quantize", "--model", tinyModel, "--out", filepath.Join(tmp, "o"), "--calib", filepath.Join(tmp, "nope.jsonl")}, exitUsage, "--calib " + filepath.Join(tmp, "nope.jsonl") + ": no such file"},

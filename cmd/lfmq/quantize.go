@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/quant/hessian"
@@ -236,6 +238,11 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(opts.Model, lfmq1.ManifestFile)); err == nil {
+		// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
+		// the loader would only say that it is not a Hugging Face one.
+		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, lfmq1.ManifestFile)}
 	}
 	if opts.Method == quant.GPTQ {
 		files := []string{"--calib " + opts.GPTQ.Calib, opts.GPTQ.Calib}
