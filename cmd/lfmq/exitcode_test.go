@@ -67,8 +67,10 @@ func TestExitCodes(t *testing.T) {
 		{"not a candidate", []string{"score", "--reference", tinyModel, "--candidate", "q=" + tmp, "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate q=" + tmp + ": not a checkpoint directory"},
 		{"candidate server without http://", []string{"score", "--reference", tinyModel, "--candidate", "s=127.0.0.1:8000", "--corpus", "e=" + emptyCorpus}, exitUsage, "--candidate s=127.0.0.1:8000: no such directory; for a running server give http://127.0.0.1:8000"},
 		{"not a model to quantize", []string{"quantize", "--model", tmp, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "not a checkpoint directory"},
-		{"port in use", []string{"serve", "--model", tinyModel, "--port", heldPort}, exitUsage, "--port: 127.0.0.1:" + heldPort + " is already in use; give another --port"},
-		{"host that is no address", []string{"serve", "--model", tinyModel, "--host", "999.1.1.1", "--port", "0"}, exitUsage, "--host: cannot listen on 999.1.1.1:0"},
+		// Another program holding the port is a failure of the run, not of
+		// the command line (TestServeBadSetup); the message names the flag.
+		{"port in use", []string{"serve", "--model", tinyModel, "--port", heldPort}, exitFailure, "--port: cannot listen on 127.0.0.1:" + heldPort + ": "},
+		{"host that is no address", []string{"serve", "--model", tinyModel, "--host", "999.1.1.1", "--port", "0"}, exitFailure, "--host: cannot listen on 999.1.1.1:0: "},
 		{"quantize an lfmq-1 checkpoint", []string{"quantize", "--model", brokenManifest, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "--model " + brokenManifest + ": an lfmq-1 checkpoint (it has manifest.json); quantize takes the BF16 Hugging Face checkpoint"},
 		{"not a model to serve", []string{"serve", "--model", tmp}, exitUsage, "not a checkpoint directory"},
 		{"release of a source checkpoint", []string{"release", "build", "--checkpoint", tinyModel, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "not an lfmq-1 checkpoint (no manifest.json)"},

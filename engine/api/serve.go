@@ -214,17 +214,32 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "--" + e.Flag + ": " + e.Msg }
 
+// ListenError is an address the server could not listen on. It is a
+// failure of the run (exit 1: another program holds the port, or the host
+// is not this machine's), named by the flag to change.
+type ListenError struct {
+	Flag string // "port" or "host"
+	Addr string
+	Hint string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("--%s: cannot listen on %s: %v%s", e.Flag, e.Addr, e.Err, e.Hint)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
 // listenError names the flag behind an address the server cannot listen
-// on: the same command with another --port or --host works, so it is a
-// ConfigError, not a failure of the run.
+// on, where Go's error names only the address.
 func listenError(addr string, err error) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return &ConfigError{Flag: "port", Msg: fmt.Sprintf("%s is already in use; give another --port (0 picks a free one)", addr)}
+		return &ListenError{Flag: "port", Addr: addr, Err: err, Hint: "; give another --port (0 picks a free one)"}
 	case errors.Is(err, syscall.EACCES):
-		return &ConfigError{Flag: "port", Msg: fmt.Sprintf("listening on %s is not permitted (ports below 1024 need privileges): %v", addr, err)}
+		return &ListenError{Flag: "port", Addr: addr, Err: err, Hint: "; ports below 1024 need privileges"}
 	}
-	return &ConfigError{Flag: "host", Msg: fmt.Sprintf("cannot listen on %s: %v", addr, err)}
+	return &ListenError{Flag: "host", Addr: addr, Err: err}
 }
 
 // withIdentity keys the prefix cache's blocks to the checkpoint's bytes.
