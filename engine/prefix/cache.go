@@ -58,6 +58,7 @@ type Cache struct {
 	blocks map[Key]*list.Element // of *entry
 	lru    list.List             // front: most recently used
 	tokens int
+	bytes  int
 }
 
 type entry struct {
@@ -70,6 +71,9 @@ func New() *Cache { return &Cache{blocks: map[Key]*list.Element{}} }
 
 // Tokens returns the tokens the cache holds.
 func (c *Cache) Tokens() int { return c.tokens }
+
+// Bytes returns the float32 state the cached blocks hold (model.Span.Bytes).
+func (c *Cache) Bytes() int { return c.bytes }
 
 // Blocks returns the number of blocks the cache holds.
 func (c *Cache) Blocks() int { return len(c.blocks) }
@@ -100,6 +104,7 @@ func (c *Cache) Insert(k Key, span *model.Span) {
 	}
 	c.blocks[k] = c.lru.PushFront(&entry{key: k, span: span})
 	c.tokens += span.End() - span.Start()
+	c.bytes += span.Bytes()
 }
 
 // Shrink evicts least recently used blocks until the cache holds at most
@@ -113,6 +118,7 @@ func (c *Cache) Shrink(limit int) bool {
 		e := c.lru.Remove(el).(*entry)
 		delete(c.blocks, e.key)
 		c.tokens -= e.span.End() - e.span.Start()
+		c.bytes -= e.span.Bytes()
 	}
 	return true
 }

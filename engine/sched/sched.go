@@ -193,6 +193,8 @@ type Stats struct {
 	// Prefix cache: prompt tokens looked up and found, and what it holds.
 	PrefixQueryTokens, PrefixHitTokens int64
 	PrefixCachedTokens, PrefixBlocks   int
+	// PrefixCachedBytes is the float32 state the cached blocks hold.
+	PrefixCachedBytes int
 }
 
 // Scheduler runs requests over one model. Create it with New, start Run in
@@ -216,7 +218,7 @@ type Scheduler struct {
 	cache                                           *prefix.Cache // the loop's; nil when off
 	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
 	prefixQuery, prefixHit                          atomic.Int64
-	cachedTokens, cachedBlocks                      atomic.Int64 // mirrors of the cache for Stats
+	cachedTokens, cachedBlocks, cachedBytes         atomic.Int64 // mirrors of the cache for Stats
 }
 
 // phase is where a request is.
@@ -318,6 +320,7 @@ func (s *Scheduler) Stats() Stats {
 		SpecSteps: s.specSteps.Load(), SpecDraftTokens: s.specDraft.Load(), SpecAcceptedTokens: s.specAccepted.Load(), SpecEmittedTokens: s.specEmitted.Load(),
 		PrefixQueryTokens: s.prefixQuery.Load(), PrefixHitTokens: s.prefixHit.Load(),
 		PrefixCachedTokens: int(s.cachedTokens.Load()), PrefixBlocks: int(s.cachedBlocks.Load()),
+		PrefixCachedBytes: int(s.cachedBytes.Load()),
 	}
 }
 
@@ -519,6 +522,7 @@ func (s *Scheduler) start(st *state) {
 func (s *Scheduler) mirrorCache() {
 	s.cachedTokens.Store(int64(s.cache.Tokens()))
 	s.cachedBlocks.Store(int64(s.cache.Blocks()))
+	s.cachedBytes.Store(int64(s.cache.Bytes()))
 }
 
 // abortAll cancels every waiting and running request (Run's ctx ended).
