@@ -99,6 +99,11 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 			return err
 		}
 	}
+	if opts.Sums != "" {
+		if err := requireFiles("--sums "+opts.Sums, opts.Sums); err != nil {
+			return err
+		}
+	}
 	vo := verify.Options{Deep: opts.Deep, Workers: opts.Workers}
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &vo); err != nil {
 		return err

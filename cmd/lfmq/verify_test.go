@@ -140,7 +140,7 @@ func TestVerifySums(t *testing.T) {
 	// Every message names the list as given, not its base name alone.
 	absent := filepath.Join(dir, "x")
 	ios, _, stderr = testStreams()
-	if code := run(context.Background(), []string{"verify", "--sums", absent}, ios); code != exitFailure || stderr.String() != "lfmq: verify: "+absent+": no such file or directory\n" {
+	if code := run(context.Background(), []string{"verify", "--sums", absent}, ios); code != exitUsage || stderr.String() != "lfmq: --sums "+absent+": no such file\n" {
 		t.Errorf("absent list: exit %d, stderr %q", code, stderr)
 	}
 	os.WriteFile(absent, []byte(list[:64]+"  gone\n"), 0o644)
