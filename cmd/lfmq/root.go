@@ -120,17 +120,12 @@ func requireFlags(pairs ...string) error {
 // both have, so that a wrong directory is refused by the flag's name rather
 // than by the file a loader failed to open.
 func requireCheckpoint(flag, value, dir string) error {
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return &usageError{fmt.Errorf("%s %s: no such directory", flag, value)}
-	case err != nil:
-		return &usageError{fmt.Errorf("%s %s: %w", flag, value, err)}
-	case !st.IsDir():
-		return &usageError{fmt.Errorf("%s %s: not a directory", flag, value)}
+	label := flag + " " + value
+	if err := requireDir(label, dir); err != nil {
+		return err
 	}
 	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
-		return &usageError{fmt.Errorf("%s %s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", flag, value)}
+		return &usageError{fmt.Errorf("%s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", label)}
 	}
 	return nil
 }
@@ -158,16 +153,24 @@ func requireFiles(pairs ...string) error {
 // path names no directory: the command line cannot work as given.
 func requireDirs(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
-		name, path := pairs[i], pairs[i+1]
-		st, err := os.Stat(path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			return &usageError{fmt.Errorf("%s %s: no such directory", name, path)}
-		case err != nil:
-			return &usageError{fmt.Errorf("%s %s: %w", name, path, err)}
-		case !st.IsDir():
-			return &usageError{fmt.Errorf("%s %s: not a directory", name, path)}
+		if err := requireDir(pairs[i]+" "+pairs[i+1], pairs[i+1]); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// requireDir refuses, as a usage error, a path that names no directory;
+// label is how the command line gave it ("--model DIR").
+func requireDir(label, path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &usageError{fmt.Errorf("%s: no such directory", label)}
+	case err != nil:
+		return &usageError{fmt.Errorf("%s: %w", label, err)}
+	case !st.IsDir():
+		return &usageError{fmt.Errorf("%s: not a directory", label)}
 	}
 	return nil
 }
