@@ -87,27 +87,37 @@ func (p *Pool) worker() {
 // reports). It keeps its processor while it polls: runtime.Gosched would
 // put the worker on the global run queue, from where it starts later than
 // a parked one.
-func (p *Pool) poll() (*job, bool) {
-	if p.spin <= 0 {
-		return nil, false
+func (p *Pool) poll() (j *job, ok bool) {
+	got := spinUntil(p.spin, func() bool {
+		select {
+		case j, ok = <-p.tickets:
+			return true
+		default:
+			return false
+		}
+	})
+	return j, got && ok
+}
+
+// spinUntil calls done until it reports true or d has passed, and reports
+// whether it did; d ≤ 0 never calls it. The clock is read every 64 calls:
+// reading it every time would cost more than a poll.
+func spinUntil(d time.Duration, done func() bool) bool {
+	if d <= 0 {
+		return false
 	}
 	var deadline time.Time
-	for i := 0; ; i++ {
-		select {
-		case j, ok := <-p.tickets:
-			return j, ok
-		default:
-		}
-		// Reading the clock every poll would cost more than the poll.
+	for i := 0; !done(); i++ {
 		if i%64 == 0 {
 			now := time.Now()
 			if deadline.IsZero() {
-				deadline = now.Add(p.spin)
+				deadline = now.Add(d)
 			} else if now.After(deadline) {
-				return nil, false
+				return false
 			}
 		}
 	}
+	return true
 }
 
 // Threads returns the number of goroutines a product may use, 1 for a nil
@@ -183,19 +193,7 @@ func (p *Pool) Run(n int, fn func(lo, hi int)) {
 // a parked caller is woken onto the last worker's processor while its own
 // goes idle, which is what spinWait's polling avoids for the workers.
 func (p *Pool) await(j *job) {
-	if p.spin > 0 {
-		var deadline time.Time
-		for i := 0; j.done.Load() < int64(j.chunks); i++ {
-			if i%64 == 0 {
-				now := time.Now()
-				if deadline.IsZero() {
-					deadline = now.Add(p.spin)
-				} else if now.After(deadline) {
-					break
-				}
-			}
-		}
-	}
+	spinUntil(p.spin, func() bool { return j.done.Load() == int64(j.chunks) })
 	j.wg.Wait()
 }
 
