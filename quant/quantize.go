@@ -153,16 +153,9 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer src.Close()
-	srcTensors := map[string]plan.SourceTensor{}
-	var srcBytes int64
-	for _, name := range src.Names() {
-		info, _ := src.Info(name)
-		srcTensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
-		srcBytes += info.End - info.Begin
-	}
-	p, err := plan.Build(cfg, srcTensors, plan.Options{KeepExperts: opts.KeepExperts})
+	p, srcBytes, err := planSource(cfg, src, opts.KeepExperts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opts.ModelDir, cfg.ExplainShapes(err))
+		return nil, fmt.Errorf("%s: %w", opts.ModelDir, err)
 	}
 	source, err := describeSource(opts.ModelDir)
 	if err != nil {
@@ -220,6 +213,23 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	}
 	committed = true
 	return res, nil
+}
+
+// planSource plans the checkpoint of src's tensors under cfg, and returns
+// the bytes of tensor data src holds.
+func planSource(cfg *config.Config, src *hf.Checkpoint, keepExperts bool) (*plan.Plan, int64, error) {
+	tensors := map[string]plan.SourceTensor{}
+	var n int64
+	for _, name := range src.Names() {
+		info, _ := src.Info(name)
+		tensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
+		n += info.End - info.Begin
+	}
+	p, err := plan.Build(cfg, tensors, plan.Options{KeepExperts: keepExperts})
+	if err != nil {
+		return nil, 0, cfg.ExplainShapes(err)
+	}
+	return p, n, nil
 }
 
 // finish ends every method the same way: it copies the source's config and

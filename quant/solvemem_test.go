@@ -195,12 +195,7 @@ func TestPackPassUnderBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	tensors := map[string]plan.SourceTensor{}
-	for _, name := range src.Names() {
-		info, _ := src.Info(name)
-		tensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
-	}
-	p, err := plan.Build(cfg, tensors, plan.Options{})
+	p, _, err := planSource(cfg, src, false)
 	if err != nil {
 		t.Fatal(err)
 	}
