@@ -63,19 +63,8 @@ func TestDownloadRun(t *testing.T) {
 	defer srv.Close()
 	cache := t.TempDir()
 	runDownload := func(args ...string) (int, string, string) {
-		ios, stdout, stderr := testStreams()
-		root := newRootCmd(ios)
-		root.RemoveCommand(findCmd(root, "download"))
-		root.AddCommand(newDownloadCmd(ios, func(o *downloadOptions) error {
-			o.HTTPClient = func() *http.Client { return srv.Client() }
-			return downloadRun(root, o)
-		}))
-		root.SetArgs(append([]string{"download", srv.URL + "/lfmq/tiny", "--revision", "v1", "--cache-root", cache}, args...))
-		err := root.ExecuteContext(context.Background())
-		if err != nil {
-			ios.Errorf("lfmq: %v\n", err)
-		}
-		return exitCode(err), stdout.String(), stderr.String()
+		stdout, stderr, err := downloadFrom(srv, cache, args...)
+		return exitCode(err), stdout, stderr
 	}
 	code, out, errOut := runDownload("--download-only")
 	if code != 0 || !strings.Contains(out, "OK: release tiny-lfm2-moe-lfmq1-v1") || !strings.Contains(out, filepath.Join(cache, "lfmq--tiny", "v1")) {
@@ -168,21 +157,10 @@ func TestDownloadSigned(t *testing.T) {
 			srv := httptest.NewServer(hub)
 			defer srv.Close()
 			cache := t.TempDir()
-			ios, stdout, stderr := testStreams()
-			root := newRootCmd(ios)
-			root.RemoveCommand(findCmd(root, "download"))
-			root.AddCommand(newDownloadCmd(ios, func(o *downloadOptions) error {
-				o.HTTPClient = func() *http.Client { return srv.Client() }
-				return downloadRun(root, o)
-			}))
-			root.SetArgs(append([]string{"download", srv.URL + "/lfmq/tiny", "--revision", "v1", "--cache-root", cache}, c.args...))
-			err := root.ExecuteContext(context.Background())
-			var shown *reportedError
-			if err != nil && !errors.As(err, &shown) {
-				ios.Errorf("lfmq: %v\n", err)
-			}
+			stdout, stderrText, err := downloadFrom(srv, cache, c.args...)
+			stderr := bytes.NewBufferString(stderrText)
 			dir := filepath.Join(cache, "lfmq--tiny", "v1")
-			out := strings.NewReplacer(dir, "DIR", cache, "CACHE").Replace(stdout.String())
+			out := strings.NewReplacer(dir, "DIR", cache, "CACHE").Replace(stdout)
 			if code := exitCode(err); code != c.code {
 				t.Fatalf("exit %d, want %d\n%s\n%s", code, c.code, out, stderr)
 			}
@@ -222,10 +200,31 @@ func TestDownloadSigned(t *testing.T) {
 			if got, err := os.ReadFile(filepath.Join(dir, verify.SignatureFile)); err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("downloaded signature %q, %v", got, err)
 			}
-			ios, stdout, _ = testStreams()
+			ios, vout, _ := testStreams()
 			if code := run(context.Background(), []string{"verify", "--release-dir", dir, "--allowed-signers", allowed, "--identity", "release@lfmq.test"}, ios); code != exitOK {
-				t.Errorf("verify of the download: exit %d\n%s", code, stdout)
+				t.Errorf("verify of the download: exit %d\n%s", code, vout)
 			}
 		})
 	}
+}
+
+// downloadFrom runs 'lfmq download SRV/lfmq/tiny --revision v1 --cache-root
+// cache ARGS' against the test hub srv, printing an error as run does
+// (unless the command already showed it), and returns what the command
+// wrote to stdout and stderr and its error.
+func downloadFrom(srv *httptest.Server, cache string, args ...string) (stdout, stderr string, err error) {
+	ios, out, errOut := testStreams()
+	root := newRootCmd(ios)
+	root.RemoveCommand(findCmd(root, "download"))
+	root.AddCommand(newDownloadCmd(ios, func(o *downloadOptions) error {
+		o.HTTPClient = func() *http.Client { return srv.Client() }
+		return downloadRun(root, o)
+	}))
+	root.SetArgs(append([]string{"download", srv.URL + "/lfmq/tiny", "--revision", "v1", "--cache-root", cache}, args...))
+	err = root.ExecuteContext(context.Background())
+	var shown *reportedError
+	if err != nil && !errors.As(err, &shown) {
+		ios.Errorf("lfmq: %v\n", err)
+	}
+	return out.String(), errOut.String(), err
 }
