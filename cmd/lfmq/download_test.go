@@ -128,7 +128,7 @@ func TestDownloadSigned(t *testing.T) {
 			[]string{`"dir": "DIR"`, `"path": "SHA256SUMS.sig"`, `"kind": "signature"`, `"refetch": []`},
 			[]string{"refused before fetching"}, nil, false},
 		{"tampered signature", func(t *testing.T, dir string, _ *hubtest.Hub) {
-			tamperSignature(t, dir)
+			bundletest.TamperSignature(t, dir)
 		}, []string{"--allowed-signers", allowed}, exitMismatch, nil,
 			[]string{"lfmq: verify: SHA256SUMS.sig: signature: ", "what to do: do not use this release", allowed + " does not grant"}, nil, false},
 		{"another principal", nil, []string{"--allowed-signers", allowed, "--identity", "other@lfmq.test"}, exitMismatch, nil,

@@ -301,11 +301,11 @@ func TestLaunchSigned(t *testing.T) {
 			os.Remove(filepath.Join(dir, "SHA256SUMS.sig"))
 		}, []string{"--allowed-signers", allowed, "--identity", "release@lfmq.test"}, exitMismatch,
 			[]string{"signature SHA256SUMS.sig\n", "absent", "what to do: get the release with its signature", "(1 signature)"}},
-		{"tampered", func(t *testing.T, dir string) { tamperSignature(t, dir) }, []string{"--allowed-signers", allowed}, exitMismatch,
+		{"tampered", func(t *testing.T, dir string) { bundletest.TamperSignature(t, dir) }, []string{"--allowed-signers", allowed}, exitMismatch,
 			[]string{"signature SHA256SUMS.sig\n", "what to do: do not use this release"}},
 		{"another principal", nil, []string{"--allowed-signers", allowed, "--identity", "other@lfmq.test"}, exitMismatch,
 			[]string{"not allowed for identity", "what to do: do not use this release"}},
-		{"tampered, not checked", func(t *testing.T, dir string) { tamperSignature(t, dir) }, nil, exitOK, []string{"exec "}},
+		{"tampered, not checked", func(t *testing.T, dir string) { bundletest.TamperSignature(t, dir) }, nil, exitOK, []string{"exec "}},
 		{"unreadable allowed signers", nil, []string{"--allowed-signers", malformed}, exitFailure, []string{"allowed_signers.malformed line 1"}},
 		{"missing allowed signers", nil, []string{"--allowed-signers", allowed + ".missing"}, exitUsage, []string{"--allowed-signers " + allowed + ".missing: no such file"}},
 	} {

@@ -273,25 +273,3 @@ func signedRelease(t *testing.T, dir string) (string, string) {
 	}
 	return dir, allowed
 }
-
-// tamperSignature replaces one base64 letter inside the signature blob of
-// dir's SHA256SUMS.sig: still armored, no longer the signature.
-func tamperSignature(t *testing.T, dir string) {
-	t.Helper()
-	p := filepath.Join(dir, verify.SignatureFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	l := []byte(lines[3])
-	if l[10] == 'A' {
-		l[10] = 'B'
-	} else {
-		l[10] = 'A'
-	}
-	lines[3] = string(l)
-	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}

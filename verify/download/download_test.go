@@ -476,19 +476,7 @@ func TestDownloadRequiresSignature(t *testing.T) {
 			}
 		}},
 		{"tampered signature", func(t *testing.T, dir string, _ *hubtest.Hub) {
-			p := filepath.Join(dir, verify.SignatureFile)
-			b, _ := os.ReadFile(p)
-			lines := strings.Split(string(b), "\n")
-			// Another base64 letter inside the blob: still armored
-			// base64, no longer the signature.
-			l := []byte(lines[3])
-			if l[10] == 'A' {
-				l[10] = 'B'
-			} else {
-				l[10] = 'A'
-			}
-			lines[3] = string(l)
-			os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
+			bundletest.TamperSignature(t, dir)
 		}, "release@lfmq.test", func(t *testing.T, err error) {
 			var me *verify.MismatchError
 			if !errors.As(err, &me) || me.Kind != verify.KindSignature || errors.Is(err, verify.ErrUnsigned) || me.Authority != "allowed_signers" {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lfmq/lfmq/quant"
+	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/bundle"
 )
 
@@ -123,6 +125,28 @@ func CopyDir(t testing.TB, src, dst string) {
 		return os.WriteFile(target, data, info.Mode().Perm())
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TamperSignature replaces one base64 letter inside the signature blob of
+// dir's SHA256SUMS.sig: still armored base64, no longer the signature.
+func TamperSignature(t testing.TB, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, verify.SignatureFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	l := []byte(lines[3])
+	if l[10] == 'A' {
+		l[10] = 'B'
+	} else {
+		l[10] = 'A'
+	}
+	lines[3] = string(l)
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
