@@ -468,6 +468,10 @@ func TestQueueFull(t *testing.T) {
 	// A long stream holds the only slot until cancelled.
 	first := startStream(t, ctx, ts.URL, map[string]any{"prompt": "The sea", "max_tokens": 3000, "min_tokens": 3000, "temperature": 0, "stream": true})
 	defer first.Body.Close()
+	// The headers come before the scheduler admits the stream: wait until it
+	// runs, or the next request could take the running slot's place in the
+	// queue and the one after it would be refused instead of the third.
+	waitFor(t, func() bool { st := ts.sched.Stats(); return st.Running == 1 && st.Waiting == 0 })
 	second := make(chan int, 1)
 	go func() {
 		status, _ := post(t, ts.URL+"/v1/completions", map[string]any{"prompt": "hi", "max_tokens": 2})

@@ -174,6 +174,9 @@ func TestOpenAISDK(t *testing.T) {
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(3000), Temperature: openai.Float(0)},
 			option.WithJSONSet("min_tokens", 3000))
 		long.Next()
+		// The first chunk can come before the scheduler admits the stream
+		// (see TestQueueFull): wait until it runs.
+		waitFor(t, func() bool { st := ts.sched.Stats(); return st.Running == 1 && st.Waiting == 0 })
 		queued := make(chan error, 1)
 		go func() {
 			_, err := client.Completions.New(ctx, openai.CompletionNewParams{Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("hi")}, MaxTokens: openai.Int(2)})
