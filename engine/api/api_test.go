@@ -452,6 +452,79 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestRoutes: a model is retrieved by its name (which may hold a slash),
+// a route's path with another method gets 405 with Allow, and what is
+// not a route gets 404; each as an OpenAI error object.
+func TestRoutes(t *testing.T) {
+	ts := newTestServer(t, Options{APIKey: "sekret", ServedModelName: "LiquidAI/tiny-lfmq"}, sched.Config{})
+	tests := []struct {
+		name, method, path string
+		status             int
+		code, allow        string
+	}{
+		{"model by name", "GET", "/v1/models/LiquidAI/tiny-lfmq", 200, "", ""},
+		{"model HEAD", "HEAD", "/v1/models/LiquidAI/tiny-lfmq", 200, "", ""},
+		{"list with a slash", "GET", "/v1/models/", 200, "", ""},
+		{"another model", "GET", "/v1/models/gpt-4o", 404, "model_not_found", ""},
+		{"a prefix of the name", "GET", "/v1/models/LiquidAI", 404, "model_not_found", ""},
+		{"delete a model", "DELETE", "/v1/models/LiquidAI/tiny-lfmq", 405, "method_not_allowed", "GET, HEAD"},
+		{"GET chat", "GET", "/v1/chat/completions", 405, "method_not_allowed", "POST"},
+		{"PUT completions", "PUT", "/v1/completions", 405, "method_not_allowed", "POST"},
+		{"POST models", "POST", "/v1/models", 405, "method_not_allowed", "GET, HEAD"},
+		{"POST health", "POST", "/health", 405, "method_not_allowed", "GET, HEAD"},
+		{"unknown route", "GET", "/v1/embeddings", 404, "not_found", ""},
+		{"trailing slash", "POST", "/v1/completions/", 404, "not_found", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, ts.URL+tt.path, nil)
+			req.Header.Set("Authorization", "Bearer sekret")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow {
+				t.Fatalf("%d Allow %q %s, want %d Allow %q", resp.StatusCode, resp.Header.Get("Allow"), body, tt.status, tt.allow)
+			}
+			switch {
+			case tt.method == "HEAD":
+			case tt.status == 200:
+				var card modelCard
+				if err := json.Unmarshal(body, &card); err != nil {
+					t.Fatalf("%v: %s", err, body)
+				}
+				if tt.path == "/v1/models/" {
+					var list modelList
+					if err := json.Unmarshal(body, &list); err != nil || len(list.Data) != 1 {
+						t.Fatalf("%v: %s", err, body)
+					}
+					card = list.Data[0]
+				}
+				if card.ID != "LiquidAI/tiny-lfmq" || card.Object != "model" || card.MaxModelLen == 0 {
+					t.Errorf("card %s", body)
+				}
+			default:
+				a := decodeAnswer(t, body)
+				if a.Error == nil || a.Error.Type != "invalid_request_error" || deref(a.Error.Code) != tt.code || a.Error.Message == "" {
+					t.Errorf("error %s, want code %q", body, tt.code)
+				}
+			}
+		})
+	}
+	// The key is checked before the route: a wrong method without it is 401.
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/chat/completions", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("GET chat without the key: %d, want 401", resp.StatusCode)
+	}
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

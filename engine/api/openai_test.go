@@ -37,6 +37,14 @@ func TestOpenAISDK(t *testing.T) {
 		if len(page.Data) != 1 || page.Data[0].ID != "tiny" || page.Data[0].OwnedBy != "lfmq" {
 			t.Errorf("models %+v", page.Data)
 		}
+		m, err := client.Models.Get(ctx, "tiny")
+		if err != nil || m.ID != "tiny" {
+			t.Errorf("get tiny: %+v %v", m, err)
+		}
+		var apiErr *openai.Error
+		if _, err := client.Models.Get(ctx, "gpt-4o"); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" {
+			t.Errorf("get gpt-4o: %v", err)
+		}
 	})
 
 	t.Run("chat", func(t *testing.T) {

@@ -121,13 +121,42 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /health", s.route("/health", false, s.health))
 	mux.Handle("GET /metrics", s.route("/metrics", false, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	mux.Handle("GET /v1/models", s.route("/v1/models", true, s.models))
+	// The served name may hold a slash (an organization's repository), so
+	// the id is the whole rest of the path.
+	mux.Handle("GET /v1/models/{id...}", s.route("/v1/models/{id}", true, s.model))
 	mux.Handle("POST /v1/chat/completions", s.route("/v1/chat/completions", true, s.chat))
 	mux.Handle("POST /v1/completions", s.route("/v1/completions", true, s.completions))
-	mux.Handle("/", s.route("other", true, func(w http.ResponseWriter, r *http.Request) {
-		(&Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
-			Message: r.Method + " " + r.URL.Path + " is not a route of this server; see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics"}).write(w)
-	}))
+	mux.Handle("/", s.route("other", true, notARoute))
 	return s.cors(mux)
+}
+
+// routeMethods is each fixed route's one method, for the 405 a wrong
+// method gets (the catch-all route would otherwise answer it 404, as if
+// the path did not exist).
+var routeMethods = map[string]string{
+	"/health": http.MethodGet, "/metrics": http.MethodGet, "/v1/models": http.MethodGet,
+	"/v1/chat/completions": http.MethodPost, "/v1/completions": http.MethodPost,
+}
+
+// notARoute answers what no route matched: 405 with Allow for a route's
+// path with another method, 404 otherwise.
+func notARoute(w http.ResponseWriter, r *http.Request) {
+	method, ok := routeMethods[r.URL.Path]
+	if !ok && strings.HasPrefix(r.URL.Path, "/v1/models/") {
+		method, ok = http.MethodGet, true
+	}
+	if ok {
+		allow := method
+		if method == http.MethodGet {
+			allow += ", HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		(&Error{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + method}).write(w)
+		return
+	}
+	(&Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+		Message: r.Method + " " + r.URL.Path + " is not a route of this server; see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics"}).write(w)
 }
 
 // route wraps a handler with auth (when authed and a key is set) and the
@@ -231,9 +260,30 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	card := modelCard{ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "lfmq", MaxModelLen: e.maxLen,
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{s.card(e)}})
+}
+
+// model answers GET /v1/models/{id}: the served model's card, or 404
+// model_not_found for another name.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" {
+		s.models(w, r) // "/v1/models/" lists, as "/v1/models" does
+		return
+	}
+	if err := s.checkModel(id); err != nil {
+		err.write(w)
+		return
+	}
+	if e := s.ready(w); e != nil {
+		writeJSON(w, http.StatusOK, s.card(e))
+	}
+}
+
+// card describes the served model as /v1/models lists it.
+func (s *Server) card(e *engineState) modelCard {
+	return modelCard{ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "lfmq", MaxModelLen: e.maxLen,
 		Lfmq: modelCardDetail{Identity: s.opts.Identity, SamplingDefaults: s.opts.Defaults}}
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{card}})
 }
 
 // checkModel answers 404 model_not_found for another model's name; an
