@@ -350,3 +350,41 @@ func BenchmarkDotLanes4(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeferredUpdate times one block's deferred update at the expert
+// shapes on one goroutine, the first block of bs = 128 rows against the
+// rest, with the AVX2 and the AVX-512 kernel in the same run where this
+// CPU has them. GFLOP/s counts a multiply and a subtraction per element
+// and block row.
+func BenchmarkDeferredUpdate(b *testing.B) {
+	const bs = 128
+	prev := useAVX512
+	defer func() { useAVX512 = prev }()
+	for _, s := range solveShapes {
+		r := rand.New(rand.NewPCG(8, uint64(s.k)))
+		wp := make([]float64, s.k*s.out)
+		u := make([]float64, s.k*s.k)
+		errs := make([]float64, bs*s.out)
+		for _, v := range [][]float64{wp, u, errs} {
+			for i := range v {
+				v[i] = r.NormFloat64()
+			}
+		}
+		flop := float64(2 * (s.k - bs) * bs * s.out)
+		for _, kn := range []struct {
+			name string
+			ok   bool
+		}{{"avx2", useAVX}, {"avx512", prev}} {
+			if !kn.ok {
+				continue
+			}
+			b.Run(s.name+"/"+kn.name, func(b *testing.B) {
+				useAVX512 = kn.name == "avx512"
+				for b.Loop() {
+					deferredUpdate(wp, u, errs, s.k, s.out, 0, bs, 1)
+				}
+				b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
