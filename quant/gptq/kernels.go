@@ -11,11 +11,11 @@ package gptq
 // each a running sum from +0 in t order: the four lane sums of dot for four
 // independent pairs of vectors, over their first 4·quads elements.
 //
-// There is no AVX-512 form: each of the 16 lanes is one chain of dependent
-// adds, as long in 512-bit registers as in 256-bit ones, so two pairs per
-// register (the halves loaded with VINSERTF64X4) only trade the FP ports'
-// slack for shuffles; it measured 2% faster on the factor's four-rows
-// calls and 6% slower on the inverse's shifted ones.
+// There is no AVX-512 form: a pair's four lanes are next to each other in
+// memory, so a 512-bit register of eight sums needs two pairs' halves put
+// together (VINSERTF64X4), a shuffle on the same ports as the multiplies
+// and adds it saves. Written that way it measured 2% faster on the
+// factor's four-rows calls and 6% slower on the inverse's shifted ones.
 func dotLanes4(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
 	if useAVX && quads > 0 {
 		for c := range 4 {
