@@ -257,3 +257,134 @@ func BenchmarkGram8(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdate times the deferred update's kernel at the solver's
+// shapes (a block of bs = 128 rows of errors, out = 1792 or 2048 columns):
+// one call per group of four later rows, over 32 groups, so that the rows
+// of W stream in while the block's errors stay in the cache, as in
+// deferredUpdate. The Go, AVX2 and AVX-512 kernels run in the same run,
+// where this CPU has them. GFLOP/s counts a multiply and a subtraction per
+// element and block row.
+func BenchmarkUpdate(b *testing.B) {
+	const bs, groups = 128, 32
+	for _, out := range []int{1792, 2048} {
+		r := rand.New(rand.NewPCG(6, uint64(out)))
+		c := make([]float64, 4*groups*out)
+		up := make([]float64, 4*bs)
+		ep := make([]float64, bs*out)
+		for _, v := range [][]float64{c, up, ep} {
+			for i := range v {
+				v[i] = r.NormFloat64()
+			}
+		}
+		kernels := []struct {
+			name string
+			ok   bool
+			run  func(c []float64, cs int, up, ep []float64, bs, cols int)
+		}{
+			{"go", true, updateAVXGo},
+			{"avx2", useAVX, updateAVX},
+			{"avx512", useAVX512, updateAVX512},
+		}
+		flop := float64(2 * groups * 4 * bs * out)
+		for _, k := range kernels {
+			if !k.ok {
+				continue
+			}
+			b.Run(fmt.Sprintf("out=%d/%s", out, k.name), func(b *testing.B) {
+				for b.Loop() {
+					for g := range groups {
+						k.run(c[4*g*out:], out, up, ep, bs, out)
+					}
+				}
+				b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDotLanes4 times the factor's kernel at lengths of a row of the
+// factor early, midway and late at K = 2048, with the two ways the factor
+// calls it: four rows against one (cholesky, the rows below a panel) and
+// one row at four shifts against four columns (inverse, L⁻¹). The Go and
+// AVX2 kernels run in the same run, where this CPU has the latter.
+// GFLOP/s counts a multiply and an add per product.
+func BenchmarkDotLanes4(b *testing.B) {
+	const k = 2048
+	r := rand.New(rand.NewPCG(7, k))
+	l := make([]float64, 8*k)
+	for i := range l {
+		l[i] = r.NormFloat64()
+	}
+	kernels := []struct {
+		name string
+		ok   bool
+		run  func(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)
+	}{
+		{"go", true, dotLanes4Go},
+		{"avx2", useAVX, dotLanes4AVX},
+	}
+	for _, quads := range []int{16, 128, 511} {
+		for _, pat := range []string{"cholesky", "inverse"} {
+			var ao, bo [4]int
+			for c := range 4 {
+				if pat == "cholesky" {
+					ao[c], bo[c] = c*k, 4*k
+				} else {
+					ao[c], bo[c] = 4*k+c, c*k+c
+				}
+			}
+			var acc [16]float64
+			flop := float64(2 * 16 * quads)
+			for _, kn := range kernels {
+				if !kn.ok {
+					continue
+				}
+				b.Run(fmt.Sprintf("quads=%d/%s/%s", quads, pat, kn.name), func(b *testing.B) {
+					for b.Loop() {
+						kn.run(&acc, l, &ao, l, &bo, quads)
+					}
+					b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDeferredUpdate times one block's deferred update at the expert
+// shapes on one goroutine, the first block of bs = 128 rows against the
+// rest, with the AVX2 and the AVX-512 kernel in the same run where this
+// CPU has them. GFLOP/s counts a multiply and a subtraction per element
+// and block row.
+func BenchmarkDeferredUpdate(b *testing.B) {
+	const bs = 128
+	prev := useAVX512
+	defer func() { useAVX512 = prev }()
+	for _, s := range solveShapes {
+		r := rand.New(rand.NewPCG(8, uint64(s.k)))
+		wp := make([]float64, s.k*s.out)
+		u := make([]float64, s.k*s.k)
+		errs := make([]float64, bs*s.out)
+		for _, v := range [][]float64{wp, u, errs} {
+			for i := range v {
+				v[i] = r.NormFloat64()
+			}
+		}
+		flop := float64(2 * (s.k - bs) * bs * s.out)
+		for _, kn := range []struct {
+			name string
+			ok   bool
+		}{{"avx2", useAVX}, {"avx512", prev}} {
+			if !kn.ok {
+				continue
+			}
+			b.Run(s.name+"/"+kn.name, func(b *testing.B) {
+				useAVX512 = kn.name == "avx512"
+				for b.Loop() {
+					deferredUpdate(wp, u, errs, s.k, s.out, 0, bs, 1)
+				}
+				b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -9,8 +9,8 @@ import "golang.org/x/sys/cpu"
 // off to run the Go kernels.
 var useAVX = cpu.X86.HasAVX2
 
-// useAVX512 adds the AVX-512 (F) Gram kernels, with separate multiplies and
-// adds too. Tests switch it off to run the AVX2 or the Go kernels.
+// useAVX512 adds the AVX-512 (F) kernels, with separate multiplies and adds
+// too. Tests switch it off to run the AVX2 or the Go kernels.
 var useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 
 // dotLanes4AVX is dotLanes4Go; the caller checks the ranges.
@@ -39,6 +39,11 @@ func gram16AVX512(x *[64]float64, g, p []float64, n int)
 //
 //go:noescape
 func updateAVX(c []float64, cs int, up, ep []float64, bs, cols int)
+
+// updateAVX512 is updateAVXGo; the caller checks the ranges.
+//
+//go:noescape
+func updateAVX512(c []float64, cs int, up, ep []float64, bs, cols int)
 
 // subScaledAVX is subScaled for len(dst) a multiple of 16, len(x) ≥ len(dst).
 //

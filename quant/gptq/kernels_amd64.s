@@ -303,3 +303,116 @@ g16loop:
 	VMOVUPD Z7, 448(DI)
 	VZEROUPPER
 	RET
+
+// updateAVX512 is updateAVX with a register per row and tile of eight
+// columns where updateAVX has two: each lane is still one element of c,
+// taking one rounded product and one rounded subtraction per row of e, in
+// order.
+
+// U512STEP subtracts bcast times Z8 and Z9 (a row of e in two tiles) from
+// accumulators lo and hi.
+#define U512STEP(bcast, lo, hi, t0, t1) \
+	VMULPD Z8, bcast, t0; \
+	VSUBPD t0, lo, lo;    \
+	VMULPD Z9, bcast, t1; \
+	VSUBPD t1, hi, hi
+
+// func updateAVX512(c []float64, cs int, up, ep []float64, bs, cols int)
+//
+// Two tiles of eight columns at a time: eight independent accumulators,
+// so that the subtractions' latency hides behind the other seven and each
+// broadcast of up serves two tiles; then a last single tile where cols/8
+// is odd.
+TEXT ·updateAVX512(SB), NOSPLIT, $0-96
+	MOVQ c_base+0(FP), DI
+	MOVQ cs+24(FP), R8
+	SHLQ $3, R8             // row stride of c in bytes
+	LEAQ (R8)(R8*2), R13    // three rows of c
+	MOVQ ep_base+56(FP), DX // tiles follow each other
+	MOVQ bs+80(FP), R12
+	SHLQ $6, R12            // one tile of ep in bytes
+	MOVQ cols+88(FP), R11
+	SHRQ $3, R11            // column tiles of eight
+
+u512pair:
+	CMPQ    R11, $2
+	JLT     u512single
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 0(DI)(R8*1), Z2
+	VMOVUPD 64(DI)(R8*1), Z3
+	VMOVUPD 0(DI)(R8*2), Z4
+	VMOVUPD 64(DI)(R8*2), Z5
+	VMOVUPD 0(DI)(R13*1), Z6
+	VMOVUPD 64(DI)(R13*1), Z7
+	MOVQ    up_base+32(FP), SI
+	MOVQ    bs+80(FP), CX
+	LEAQ    (DX)(R12*1), R9 // the second tile of e
+
+u512loop2:
+	VMOVUPD      0(DX), Z8
+	VMOVUPD      0(R9), Z9
+	VBROADCASTSD 0(SI), Z10
+	VBROADCASTSD 8(SI), Z11
+	VBROADCASTSD 16(SI), Z12
+	VBROADCASTSD 24(SI), Z13
+	U512STEP(Z10, Z0, Z1, Z14, Z15)
+	U512STEP(Z11, Z2, Z3, Z16, Z17)
+	U512STEP(Z12, Z4, Z5, Z18, Z19)
+	U512STEP(Z13, Z6, Z7, Z20, Z21)
+	ADDQ         $64, DX
+	ADDQ         $64, R9
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          u512loop2
+
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 0(DI)(R8*1)
+	VMOVUPD Z3, 64(DI)(R8*1)
+	VMOVUPD Z4, 0(DI)(R8*2)
+	VMOVUPD Z5, 64(DI)(R8*2)
+	VMOVUPD Z6, 0(DI)(R13*1)
+	VMOVUPD Z7, 64(DI)(R13*1)
+	ADDQ    $128, DI
+	MOVQ    R9, DX          // the tile after the second
+	SUBQ    $2, R11
+	JMP     u512pair
+
+u512single:
+	TESTQ   R11, R11
+	JZ      u512done
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 0(DI)(R8*1), Z2
+	VMOVUPD 0(DI)(R8*2), Z4
+	VMOVUPD 0(DI)(R13*1), Z6
+	MOVQ    up_base+32(FP), SI
+	MOVQ    bs+80(FP), CX
+
+u512loop1:
+	VMOVUPD      0(DX), Z8
+	VBROADCASTSD 0(SI), Z10
+	VBROADCASTSD 8(SI), Z11
+	VBROADCASTSD 16(SI), Z12
+	VBROADCASTSD 24(SI), Z13
+	VMULPD       Z8, Z10, Z14
+	VSUBPD       Z14, Z0, Z0
+	VMULPD       Z8, Z11, Z15
+	VSUBPD       Z15, Z2, Z2
+	VMULPD       Z8, Z12, Z16
+	VSUBPD       Z16, Z4, Z4
+	VMULPD       Z8, Z13, Z17
+	VSUBPD       Z17, Z6, Z6
+	ADDQ         $64, DX
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          u512loop1
+
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z2, 0(DI)(R8*1)
+	VMOVUPD Z4, 0(DI)(R8*2)
+	VMOVUPD Z6, 0(DI)(R13*1)
+
+u512done:
+	VZEROUPPER
+	RET

@@ -36,6 +36,10 @@ func updateAVX(c []float64, cs int, up, ep []float64, bs, cols int) {
 	updateAVXGo(c, cs, up, ep, bs, cols)
 }
 
+func updateAVX512(c []float64, cs int, up, ep []float64, bs, cols int) {
+	updateAVXGo(c, cs, up, ep, bs, cols)
+}
+
 func subScaledAVX(dst []float64, a float64, x []float64) {
 	for n := range dst {
 		dst[n] -= float64(a * x[n])

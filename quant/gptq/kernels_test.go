@@ -367,3 +367,71 @@ func TestGramMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateKernelsMatchGo: updateAVX and updateAVX512 equal updateAVXGo
+// bit for bit for block sizes of one row up, column tiles in pairs and
+// with an odd last one, and a row stride wider than the columns (whose
+// extra elements must stay as they are), on values over many binades with
+// zeros and −0 among them, where a fused multiply-subtract gives other
+// bits (checked first: the data does tell them apart).
+func TestUpdateKernelsMatchGo(t *testing.T) {
+	data := func(r *rand.Rand, n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = r.NormFloat64() * math.Ldexp(1, r.IntN(40)-20)
+			if r.IntN(13) == 0 {
+				v[i] = 0
+			}
+			if r.IntN(17) == 0 {
+				v[i] = math.Copysign(0, -1)
+			}
+		}
+		return v
+	}
+	kernels := []struct {
+		name string
+		ok   bool
+		run  func(c []float64, cs int, up, ep []float64, bs, cols int)
+	}{
+		{"avx2", useAVX, updateAVX},
+		{"avx512", useAVX512, updateAVX512},
+	}
+	r := rand.New(rand.NewPCG(10, 10))
+	c, up, ep := data(r, 4*8), data(r, 4*64), data(r, 64*8)
+	want := append([]float64(nil), c...)
+	updateAVXGo(want, 8, up, ep, 64, 8)
+	fused := 0
+	for n := range 8 {
+		v := c[n]
+		for i := range 64 {
+			v = math.FMA(-up[4*i], ep[i*8+n], v)
+		}
+		if math.Float64bits(v) != math.Float64bits(want[n]) {
+			fused++
+		}
+	}
+	if fused == 0 {
+		t.Fatal("test data does not tell fused from separate multiply and subtract")
+	}
+	for _, k := range kernels {
+		if !k.ok {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			for _, s := range []struct{ bs, cols, cs int }{
+				{1, 8, 8}, {1, 16, 16}, {2, 24, 29}, {3, 8, 13}, {5, 40, 40}, {17, 32, 35}, {64, 72, 72}, {128, 1792, 1792}, {128, 2048, 2051},
+			} {
+				r := rand.New(rand.NewPCG(uint64(s.bs), uint64(s.cols)))
+				// Slack after the data: the kernels must not touch it.
+				c := data(r, 4*s.cs+7)
+				up, ep := data(r, 4*s.bs+3), data(r, s.bs*s.cols+5)
+				want := append([]float64(nil), c...)
+				updateAVXGo(want, s.cs, up, ep, s.bs, s.cols)
+				k.run(c, s.cs, up, ep, s.bs, s.cols)
+				if at := sameBits(c, want); at >= 0 {
+					t.Errorf("%+v: c[%d] = %v, reference %v", s, at, c[at], want[at])
+				}
+			}
+		})
+	}
+}
