@@ -92,6 +92,9 @@ hint.`,
 }
 
 func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
+	if err := requireOutDir("--cache-root "+opts.CacheRoot, opts.CacheRoot); err != nil {
+		return err
+	}
 	dopts := download.Options{
 		URL: opts.URL, Revision: opts.Revision, CacheRoot: opts.CacheRoot,
 		Token: opts.Token, Jobs: opts.Jobs, Log: opts.IO.ErrOut,

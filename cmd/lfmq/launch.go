@@ -153,6 +153,11 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	if err := opts.requireRelease(); err != nil {
 		return err
 	}
+	if opts.CacheDir != "" {
+		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
+			return err
+		}
+	}
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
 		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &lo.Verify); err != nil {

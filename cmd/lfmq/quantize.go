@@ -244,6 +244,14 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		// the loader would only say that it is not a Hugging Face one.
 		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, lfmq1.ManifestFile)}
 	}
+	// The output is checked before the calibration set, the eval corpora
+	// and the model are read, which takes a while on a large model.
+	if err := requireOutDir("--out "+opts.Out, opts.Out); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(opts.Out); err == nil && len(entries) > 0 {
+		return &lfmq1.OutputExistsError{Dir: opts.Out}
+	}
 	if opts.Method == quant.GPTQ {
 		files := []string{"--calib " + opts.GPTQ.Calib, opts.GPTQ.Calib}
 		for _, c := range opts.GPTQ.EvalCorpora {

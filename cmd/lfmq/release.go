@@ -181,6 +181,9 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 	if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
 		return err
 	}
+	if err := requireOutDir("--out "+opts.Out, opts.Out); err != nil {
+		return err
+	}
 	res, err := bundle.Build(cmd.Context(), bundle.Options{
 		CheckpointDir: opts.Checkpoint, OutDir: opts.Out, SourceDir: opts.Source,
 		EvidenceDir: opts.Evidence, Revision: opts.Revision,

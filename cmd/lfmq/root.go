@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -173,4 +175,55 @@ func requireDir(label, path string) error {
 		return &usageError{fmt.Errorf("%s: not a directory", label)}
 	}
 	return nil
+}
+
+// requireOutDir refuses, as a usage error, an output directory that cannot
+// be made or used: a path that exists and is not a directory, or one below
+// a file. It runs before any work, so that such a path fails at once with
+// the flag's name rather than after a long run with the writer's error.
+func requireOutDir(label, path string) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		if !st.IsDir() {
+			return &usageError{fmt.Errorf("%s: exists and is not a directory", label)}
+		}
+		return nil
+	}
+	return requireOutParent(label, path, err)
+}
+
+// requireOutFile is requireOutDir for an output file: an existing file is
+// replaced, but a directory of that name, or a file where a directory
+// above it should be, is refused.
+func requireOutFile(label, path string) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		if st.IsDir() {
+			return &usageError{fmt.Errorf("%s: a directory; give the name of a file", label)}
+		}
+		return nil
+	}
+	return requireOutParent(label, path, err)
+}
+
+// requireOutParent checks, for an output path that os.Stat failed on with
+// err, that the nearest existing directory above it is one, so that the
+// missing directories can be made.
+func requireOutParent(label, path string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return &usageError{fmt.Errorf("%s: %w", label, err)}
+	}
+	for p := filepath.Dir(filepath.Clean(path)); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && !st.IsDir():
+			return &usageError{fmt.Errorf("%s: %s is a file, not a directory", label, p)}
+		case err == nil:
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return &usageError{fmt.Errorf("%s: %w", label, err)}
+		case p == filepath.Dir(p):
+			return nil
+		}
+	}
 }

@@ -255,6 +255,11 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
+	if opts.CacheDir != "" {
+		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
+			return err
+		}
+	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {
 		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)
