@@ -290,6 +290,17 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
 	}
+	// An interrupted run's partial directory, met without --resume or
+	// with other settings, is the command line's to settle, like an output
+	// directory that is not empty: the right flags make it work.
+	var pe *lfmq1.PartialExistsError
+	if errors.As(err, &pe) {
+		return &usageError{fmt.Errorf("--out %s: %s holds an interrupted run; rerun with --resume to continue it, or remove %s to start over", pe.Dir, pe.Partial, pe.Partial)}
+	}
+	var rm *quant.ResumeMismatchError
+	if errors.As(err, &rm) {
+		return &usageError{err}
+	}
 	if err != nil {
 		return err
 	}
