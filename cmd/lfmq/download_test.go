@@ -88,6 +88,15 @@ func TestDownloadRun(t *testing.T) {
 	if code != exitMismatch || !strings.Contains(out, "re-fetch:\nLICENSE\n") || !strings.Contains(errOut, "LICENSE: hash mismatch") {
 		t.Errorf("corrupted file: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// A revision the hub does not have: the error alone, no summary of a
+	// download into a directory that was never made.
+	code, out, errOut = runDownload("--revision", "v9")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("no such revision: exit %d\nstdout %q\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "lfmq--tiny", "v9")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a directory was made for a revision the hub does not have: %v", err)
+	}
 }
 
 // TestDownloadSigned: a signed release keeps its signature through a

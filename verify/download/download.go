@@ -206,9 +206,6 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		tr.ResponseHeaderTimeout = time.Minute
 		client = &http.Client{Transport: tr}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, IncompleteDir), 0o755); err != nil {
-		return nil, fmt.Errorf("download: %w", err)
-	}
 	d := &downloader{opts: &opts, base: base, dir: dir, client: client, rev: opts.Revision}
 	res := &Result{Dir: dir}
 
@@ -244,7 +241,14 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 			return res, err
 		}
 	}
+	// The release's directory is made only now, once SHA256SUMS (and the
+	// signature, when one is required) are in hand: a revision the hub
+	// does not have, or a refused signature, leaves nothing behind that
+	// lfmq launch would take for a download whose files went missing.
 	tmp := filepath.Join(dir, filepath.FromSlash(IncompleteDir))
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return res, fmt.Errorf("download: %w", err)
+	}
 	if commit != "" {
 		if err := atomicWrite(tmp, filepath.Join(dir, filepath.FromSlash(CommitFile)), []byte(commit+"\n")); err != nil {
 			return res, err
