@@ -29,6 +29,7 @@ func TestDownloadFlags(t *testing.T) {
 		{"no revision", "https://hf.co/a/b --cache-root c", downloadOptions{}, "--revision is required"},
 		{"no cache", "https://hf.co/a/b --revision v1", downloadOptions{}, "--cache-root is required"},
 		{"bad url", "ftp://x/a/b --revision v1 --cache-root c", downloadOptions{}, "want http(s)"},
+		{"url of a page", "https://hf.co/a/b/tree/main --revision v1 --cache-root c", downloadOptions{}, "names a page of the repository (tree/…), not the repository: give https://hf.co/a/b"},
 		{"bad revision", "https://hf.co/a/b --revision ../x --cache-root c", downloadOptions{}, "revision"},
 		{"jobs", "https://hf.co/a/b --revision v1 --cache-root c --jobs 0", downloadOptions{}, "--jobs"},
 		{"signed", "https://hf.co/a/b --revision v1 --cache-root c --allowed-signers as --identity me@x", downloadOptions{URL: "https://hf.co/a/b", Revision: "v1", CacheRoot: "c", Jobs: 4, AllowedSigners: "as", Identity: "me@x"}, ""},

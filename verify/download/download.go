@@ -98,6 +98,10 @@ func (e *HTTPError) Error() string {
 
 var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// pageSegments follow OWNER/NAME in the URLs of a Hugging Face
+// repository's pages and files, never in the repository's own URL.
+var pageSegments = []string{"tree", "blob", "resolve", "commit", "commits", "raw", "discussions"}
+
 // Repo returns the OWNER/NAME a repository URL names (its last two path
 // segments), as lfmq launch --repo takes it.
 func Repo(rawURL string) (string, error) {
@@ -128,6 +132,17 @@ func Dest(cacheRoot, rawURL, revision string) (string, error) {
 	segs := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
 	if len(segs) == 0 {
 		return "", fmt.Errorf("download: URL %q names no repository", rawURL)
+	}
+	// A URL copied from a browser names a page of the repository
+	// (.../owner/name/tree/main); its last two segments are no repository.
+	// Only a page segment with something after it counts, so that a
+	// repository named "tree" behind a mirror's path prefix still works.
+	for i := 2; i < len(segs)-1; i++ {
+		if slices.Contains(pageSegments, segs[i]) {
+			repoURL := *u
+			repoURL.Path = "/" + strings.Join(segs[:i], "/")
+			return "", fmt.Errorf("download: URL %q names a page of the repository (%s/…), not the repository: give %s, and the branch, tag or commit as --revision", rawURL, segs[i], repoURL.String())
+		}
 	}
 	if len(segs) > 2 {
 		segs = segs[len(segs)-2:]

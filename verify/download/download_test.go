@@ -332,6 +332,7 @@ func TestDest(t *testing.T) {
 		"https://huggingface.co/LiquidAI/LFM2-8B-A1B-lfmq1/": "LiquidAI--LFM2-8B-A1B-lfmq1",
 		"http://127.0.0.1:8080/mirror/org/name":              "org--name",
 		"http://127.0.0.1:8080/single":                       "single",
+		"http://127.0.0.1:8080/mirror/org/tree":              "org--tree",
 	} {
 		got, err := download.Dest("/c", url, "v1")
 		if err != nil || got != filepath.Join("/c", want, "v1") {
@@ -342,6 +343,8 @@ func TestDest(t *testing.T) {
 		{"ftp://x/a/b", "v1"}, {"https://x", "v1"}, {"https://x/a/b?q=1", "v1"},
 		{"https://x/a/b", "../v1"}, {"https://x/a/b", ""}, {"https://x/a/b%20c", "v1"},
 		{"https://user:pw@x/a/b", "v1"},
+		{"https://huggingface.co/a/b/tree/main", "v1"}, {"https://huggingface.co/a/b/blob/v1/README.md", "v1"},
+		{"https://huggingface.co/a/b/resolve/v1/SHA256SUMS", "v1"},
 	} {
 		if _, err := download.Dest("/c", bad[0], bad[1]); err == nil {
 			t.Errorf("%v accepted", bad)
