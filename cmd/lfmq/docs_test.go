@@ -189,3 +189,53 @@ func TestREADMEPresetTable(t *testing.T) {
 		}
 	}
 }
+
+// readmeHeading is a command's heading in the README: ### `lfmq CMD …`.
+var readmeHeading = regexp.MustCompile("(?m)^### `lfmq ([^`]*)`")
+
+// TestREADMESynopsisRequired: a flag that a README command heading shows
+// outside brackets and parentheses (as one a user must give) is one the
+// command requires, and the command's required flags are all shown, so a
+// user who follows the heading neither types flags that have defaults nor
+// misses one that has none.
+func TestREADMESynopsisRequired(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flags a command needs unless another one is given: not marked
+	// required in the help, but shown bare in the heading.
+	needed := map[string]bool{"score --candidate": true} // or --noise-floor
+	ios, _, _ := testStreams()
+	root := newRootCmd(ios)
+	headings := readmeHeading.FindAllStringSubmatch(string(data), -1)
+	if len(headings) < 10 {
+		t.Fatalf("found %d command headings in the README", len(headings))
+	}
+	for _, h := range headings {
+		words := strings.Fields(h[1])
+		c, _, err := root.Find(words)
+		if err != nil || c == root {
+			continue // lfmq version, completion: no flags
+		}
+		path := strings.TrimPrefix(c.CommandPath(), "lfmq ")
+		bare := map[string]bool{}
+		depth := 0
+		for _, w := range words {
+			if depth == 0 && strings.HasPrefix(w, "--") {
+				bare[strings.TrimSuffix(w, "]")] = true
+			}
+			depth += strings.Count(w, "[") + strings.Count(w, "(") - strings.Count(w, "]") - strings.Count(w, ")")
+		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			name := "--" + f.Name
+			required := strings.Contains(f.Usage, "required")
+			switch {
+			case bare[name] && !required && !needed[path+" "+name]:
+				t.Errorf("README heading `lfmq %s` shows %s as one to give; the command does not require it (put it in brackets)", h[1], name)
+			case required && !bare[name] && !strings.Contains(h[1], name+" "):
+				t.Errorf("README heading `lfmq %s` does not show %s, which the command requires", h[1], name)
+			}
+		})
+	}
+}
