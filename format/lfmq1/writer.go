@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/lfmq/lfmq/format/canonjson"
@@ -54,11 +57,26 @@ func Create(dir string) (*Writer, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".partial-")
+	tmp, err := mkdirUnique(parent, "."+filepath.Base(dir)+".partial-")
 	if err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
 	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
+}
+
+// mkdirUnique makes a new directory parent/prefix<random> with mode 0755
+// less the umask. It is os.MkdirTemp but for the mode: MkdirTemp's 0700
+// would become the checkpoint's, readable by its owner alone, where a
+// resumable run's directory (os.Mkdir, 0755) is readable by all.
+func mkdirUnique(parent, prefix string) (string, error) {
+	for range 1000 {
+		dir := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := os.Mkdir(dir, 0o755)
+		if !errors.Is(err, fs.ErrExist) {
+			return dir, err
+		}
+	}
+	return "", fmt.Errorf("no unused name %s* in %s", prefix, parent)
 }
 
 // OutputExistsError refuses to write a checkpoint into a directory that
