@@ -54,3 +54,34 @@ func TestCreateDirMode(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateCurrentDir: "." naming an empty current directory is a
+// destination like any other empty directory: the checkpoint is built
+// beside it and takes its place, for Create and CreateResumable alike.
+func TestCreateCurrentDir(t *testing.T) {
+	for _, resumable := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "here")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(dir)
+		var w *Writer
+		var err error
+		if resumable {
+			w, _, err = CreateResumable(".", false)
+		} else {
+			w, err = Create(".")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitEmpty(t, w)
+		if _, _, err := ReadManifest(dir); err != nil {
+			t.Errorf("resumable %v: no checkpoint at %s: %v", resumable, dir, err)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(dir))
+		if len(entries) != 1 {
+			t.Errorf("resumable %v: %d entries beside the checkpoint, want none", resumable, len(entries)-1)
+		}
+	}
+}

@@ -53,15 +53,26 @@ func Create(dir string) (*Writer, error) {
 	if err := checkFinal(dir); err != nil {
 		return nil, err
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
+	final := absDir(dir)
+	parent := filepath.Dir(final)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
-	tmp, err := mkdirUnique(parent, "."+filepath.Base(dir)+".partial-")
+	tmp, err := mkdirUnique(parent, "."+filepath.Base(final)+".partial-")
 	if err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
-	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
+	return &Writer{final: final, tmp: tmp, names: map[string]bool{}}, nil
+}
+
+// absDir is dir made absolute, so that an output given as "." (an empty
+// current directory) or ".." is built beside it, under its own name, and
+// renamed into place, rather than inside itself.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
 }
 
 // mkdirUnique makes a new directory parent/prefix<random> with mode 0755
@@ -102,7 +113,7 @@ func checkFinal(dir string) error {
 // a later run can find an interrupted one; being hidden and without a
 // manifest, it never looks like a checkpoint.
 func PartialDir(dir string) string {
-	clean := filepath.Clean(dir)
+	clean := absDir(dir)
 	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".partial")
 }
 
@@ -142,7 +153,7 @@ func CreateResumable(dir string, resume bool) (w *Writer, resumed bool, err erro
 	default:
 		return nil, false, fmt.Errorf("lfmq1: %w", err)
 	}
-	return &Writer{final: dir, tmp: partial, resumable: true, names: map[string]bool{}}, resumed, nil
+	return &Writer{final: absDir(dir), tmp: partial, resumable: true, names: map[string]bool{}}, resumed, nil
 }
 
 // Dir returns the directory the Writer builds the checkpoint in.
