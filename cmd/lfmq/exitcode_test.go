@@ -36,6 +36,9 @@ func TestExitCodes(t *testing.T) {
 		t.Fatalf("quantize: %s", stderr0)
 	}
 	os.WriteFile(filepath.Join(brokenManifest, "manifest.json"), []byte("{"), 0o644)
+	noManifest := filepath.Join(tmp, "no-manifest")
+	copyDir(t, brokenManifest, noManifest)
+	os.Remove(filepath.Join(noManifest, "manifest.json"))
 
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,6 +92,12 @@ func TestExitCodes(t *testing.T) {
 		{"inspect a directory that is no checkpoint", []string{"inspect", notEmpty}, exitUsage, "checkpoint " + notEmpty + ": not a checkpoint directory"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
 		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
+		// A partial copy of an lfmq-1 checkpoint is not taken for a
+		// Hugging Face checkpoint without weights.
+		{"lfmq-1 checkpoint without its manifest", []string{"generate", "--model", noManifest, "--prompt", "x"}, exitMismatch, "manifest.json: missing"},
+		{"inspect it", []string{"inspect", noManifest}, exitMismatch, "manifest.json: missing"},
+		{"score it", []string{"score", "--reference", tinyModel, "--candidate", noManifest, "--corpus", "c=" + filepath.Join(filepath.Dir(tinyModel), "corpora", "chat.jsonl"), "--max-records", "1"}, exitMismatch, "manifest.json: missing"},
+		{"quantize it", []string{"quantize", "--model", noManifest, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "an lfmq-1 checkpoint (it has global.safetensors)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

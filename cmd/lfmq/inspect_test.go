@@ -310,6 +310,11 @@ func TestInspectJSONFindings(t *testing.T) {
 		}, func(f jsonFinding) bool {
 			return f.Kind == "malformed" && f.Path == "manifest.json" && strings.Contains(f.Detail, "invalid JSON")
 		}},
+		{"manifest deleted", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "manifest.json"))
+		}, func(f jsonFinding) bool {
+			return f.Kind == "missing" && f.Path == "manifest.json"
+		}},
 		{"manifest of another format", func(t *testing.T, dir string) {
 			rewrite(t, filepath.Join(dir, "manifest.json"), func(b []byte) []byte {
 				return []byte(strings.Replace(string(b), `"format": "lfmq-1"`, `"format": "lfmq-0"`, 1))

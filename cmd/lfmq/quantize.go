@@ -236,13 +236,17 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
-	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(opts.Model, lfmq1.ManifestFile)); err == nil {
+	if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
 		// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
 		// the loader would only say that it is not a Hugging Face one.
-		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, lfmq1.ManifestFile)}
+		has := lfmq1.ManifestFile
+		if _, err := os.Stat(filepath.Join(opts.Model, has)); err != nil {
+			has = lfmq1.GlobalFile // one that lost its manifest
+		}
+		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, has)}
+	}
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
+		return err
 	}
 	// The output is checked before the calibration set, the eval corpora
 	// and the model are read, which takes a while on a large model.

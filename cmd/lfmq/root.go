@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -128,6 +129,13 @@ func requireCheckpoint(flag, value, dir string) error {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
 		return &usageError{fmt.Errorf("%s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", label)}
+	}
+	if lfmq1.LostManifest(dir) {
+		// Loaded as a Hugging Face checkpoint it would only fail for want
+		// of model.safetensors (exit 1); unverifiable, it fails as a
+		// checkpoint that differs from its manifest does.
+		_, _, err := lfmq1.ReadManifest(dir)
+		return err
 	}
 	return nil
 }

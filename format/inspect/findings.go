@@ -67,6 +67,9 @@ func finding(dir string, err error) Finding {
 	var me *lfmq1.ManifestError
 	if errors.As(err, &me) {
 		f.Kind, f.Path, f.Detail = FindingMalformed, relPath(dir, me.Path), me.Msg
+		if me.Missing {
+			f.Kind = "missing"
+		}
 		return f
 	}
 	if !errors.As(err, &mm) {

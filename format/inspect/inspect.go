@@ -89,7 +89,7 @@ type Options struct {
 // error from lfmq1.Open (which joins *lfmq1.MismatchError values) and a
 // Report listing the findings, so a caller can print them in its own form.
 func Dir(dir string, opts Options) (*Report, error) {
-	if lfmq1.IsCheckpoint(dir) {
+	if lfmq1.IsCheckpoint(dir) || lfmq1.LostManifest(dir) {
 		return lfmq1Report(dir, opts)
 	}
 	return hfReport(dir, opts)
