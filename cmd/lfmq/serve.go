@@ -226,6 +226,10 @@ func (o *serveOptions) validateServe() error {
 // surrounding whitespace (a trailing newline) is not part of the key.
 func apiKey(key, file string) (string, error) {
 	if file != "" {
+		// Named as every other input file is when it is not there.
+		if err := requireFiles("--api-key-file "+file, file); err != nil {
+			return "", err
+		}
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("--api-key-file: %w", err)
