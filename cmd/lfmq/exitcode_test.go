@@ -89,6 +89,7 @@ func TestExitCodes(t *testing.T) {
 		{"no such allowed signers", []string{"verify", "--release-dir", tampered, "--allowed-signers", filepath.Join(tmp, "nope")}, exitUsage, "--allowed-signers " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"no such API key file", []string{"serve", "--model", tinyModel, "--api-key-file", filepath.Join(tmp, "nope")}, exitUsage, "--api-key-file " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"API key file is a directory", []string{"launch", "--release-dir", tmp, "--api-key-file", tmp}, exitUsage, "--api-key-file " + tmp + ": a directory, not a file"},
+		{"no such token file", []string{"publish", "--release-dir", tmp, "--repo", "o/n", "--token-file", filepath.Join(tmp, "nope")}, exitUsage, "--token-file " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"no such signing key", []string{"release", "sign", "--release-dir", tampered, "--key", filepath.Join(tmp, "nope")}, exitUsage, "--key " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"signing key is a directory", []string{"release", "sign", "--release-dir", tampered, "--key", tmp}, exitUsage, "--key " + tmp + ": a directory, not a file"},
 		{"inspect a directory that is no checkpoint", []string{"inspect", notEmpty}, exitUsage, "checkpoint " + notEmpty + ": not a checkpoint directory"},
