@@ -202,7 +202,11 @@ func parseCandidate(s string) (score.Candidate, error) {
 	if s == "" {
 		return score.Candidate{}, &usageError{errors.New("--candidate: empty")}
 	}
-	return score.Candidate{Name: filepath.Base(filepath.Clean(s)), Dir: s}, nil
+	name := filepath.Base(filepath.Clean(s))
+	if abs, err := filepath.Abs(s); err == nil {
+		name = filepath.Base(abs) // "." is named by the directory's own name
+	}
+	return score.Candidate{Name: name, Dir: s}, nil
 }
 
 // commandLine is the canonical command line recorded in the receipts: the
