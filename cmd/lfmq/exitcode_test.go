@@ -93,6 +93,13 @@ func TestExitCodes(t *testing.T) {
 		{"no such signing key", []string{"release", "sign", "--release-dir", tampered, "--key", filepath.Join(tmp, "nope")}, exitUsage, "--key " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"signing key is a directory", []string{"release", "sign", "--release-dir", tampered, "--key", tmp}, exitUsage, "--key " + tmp + ": a directory, not a file"},
 		{"inspect a directory that is no checkpoint", []string{"inspect", notEmpty}, exitUsage, "checkpoint " + notEmpty + ": not a checkpoint directory"},
+		// A release where a checkpoint goes, and a checkpoint where a
+		// release goes, are mix-ups of directories that say what to give.
+		{"release as --model", []string{"generate", "--model", tampered, "--prompt", "x"}, exitUsage, "--model " + tampered + ": a release, not a checkpoint: give its checkpoint, " + filepath.Join(tampered, "checkpoint")},
+		{"release to inspect", []string{"inspect", tampered}, exitUsage, "a release, not a checkpoint"},
+		{"release as --checkpoint", []string{"release", "build", "--checkpoint", tampered, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "a release, not a checkpoint"},
+		{"checkpoint to verify", []string{"verify", "--release-dir", brokenManifest}, exitUsage, "--release-dir " + brokenManifest + ": an lfmq-1 checkpoint, not a release"},
+		{"checkpoint to launch", []string{"launch", "--release-dir", noManifest, "--print-command"}, exitUsage, "an lfmq-1 checkpoint, not a release"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
 		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
 		// A partial copy of an lfmq-1 checkpoint is not taken for a

@@ -139,7 +139,7 @@ func (o *launchOptions) requireRelease() error {
 		return &usageError{err}
 	}
 	if o.ReleaseDir != "" {
-		if err := requireDirs("--release-dir", o.ReleaseDir); err != nil {
+		if err := requireReleaseDir(o.ReleaseDir); err != nil {
 			return err
 		}
 	} else if st, err := os.Stat(dir); err != nil || !st.IsDir() {

@@ -144,7 +144,7 @@ func readTokenFile(path string) (string, error) {
 }
 
 func publishRun(cmd *cobra.Command, opts *publishOptions) error {
-	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
 		return err
 	}
 	ctx := cmd.Context()

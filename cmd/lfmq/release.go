@@ -172,6 +172,9 @@ func requireLFMQ1(flag, dir string) error {
 		return err
 	}
 	if !lfmq1.IsCheckpoint(dir) {
+		if hint := releaseHint(dir); hint != "" {
+			return &usageError{fmt.Errorf("%s %s: %s", flag, dir, hint)}
+		}
 		return &usageError{fmt.Errorf("%s %s: not an lfmq-1 checkpoint (no %s): make one with lfmq quantize", flag, dir, lfmq1.ManifestFile)}
 	}
 	return nil

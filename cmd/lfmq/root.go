@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/sums"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -128,6 +129,9 @@ func requireCheckpoint(flag, value, dir string) error {
 		return err
 	}
 	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
+		if hint := releaseHint(dir); hint != "" {
+			return &usageError{fmt.Errorf("%s: %s", label, hint)}
+		}
 		return &usageError{fmt.Errorf("%s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", label)}
 	}
 	if lfmq1.LostManifest(dir) {
@@ -138,6 +142,36 @@ func requireCheckpoint(flag, value, dir string) error {
 		return err
 	}
 	return nil
+}
+
+// releaseHint says, for a directory that is a release rather than a
+// checkpoint (it has checkpoint/config.json), where its checkpoint is;
+// "" for any other directory.
+func releaseHint(dir string) string {
+	ckpt := filepath.Join(dir, "checkpoint")
+	if _, err := os.Stat(filepath.Join(ckpt, "config.json")); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("a release, not a checkpoint: give its checkpoint, %s, or serve the release with lfmq launch --release-dir %s", ckpt, dir)
+}
+
+// requireReleaseDir is requireDirs for --release-dir: an lfmq-1 checkpoint
+// that is no release (it has neither SHA256SUMS nor runtime-release.json)
+// is a mix-up of directories, refused as a usage error rather than
+// verified as a release that lost both of its lists (exit 3).
+func requireReleaseDir(dir string) error {
+	if err := requireDirs("--release-dir", dir); err != nil {
+		return err
+	}
+	if !lfmq1.IsCheckpoint(dir) && !lfmq1.LostManifest(dir) {
+		return nil
+	}
+	for _, name := range []string{sums.SumsFile, sums.RuntimeReleaseFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return &usageError{fmt.Errorf("--release-dir %s: an lfmq-1 checkpoint, not a release (no %s or %s): check it with lfmq inspect, or make a release of it with lfmq release build --checkpoint %s", dir, sums.SumsFile, sums.RuntimeReleaseFile, dir)}
 }
 
 // requireFiles refuses, as usage errors, inputs (label, path pairs; the
