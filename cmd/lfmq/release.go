@@ -63,7 +63,7 @@ func newReleaseCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Build and sign release bundles",
-		Args:  noArgs,
+		Args:  unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -30,12 +31,7 @@ API, and builds and verifies reproducible releases.`,
 		SilenceErrors: true,
 		// A root with sub-commands and no Args rejects unknown words with a
 		// plain error; this makes them usage errors (exit 2).
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown command %q for %q; run 'lfmq help'", args[0], cmd.CommandPath())}
-			}
-			return nil
-		},
+		Args: unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
@@ -44,7 +40,7 @@ API, and builds and verifies reproducible releases.`,
 	root.SetErr(ios.ErrOut)
 	root.SetIn(ios.In)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())}
+		return &usageError{fmt.Errorf("%w%s (see '%s --help')", err, flagSuggestion(cmd, err), cmd.CommandPath())}
 	})
 	root.AddCommand(
 		newQuantizeCmd(ios, nil),
@@ -88,6 +84,63 @@ API, and builds and verifies reproducible releases.`,
 		}
 	}
 	return root
+}
+
+// unknownCommand is the Args of a command with sub-commands (lfmq,
+// lfmq release): a word that names none of them is a usage error that
+// suggests the one meant, as a typo usually is ("quantise", "release buld").
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("run '%s --help'", cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only when it suggests itself
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = fmt.Sprintf("did you mean %q?", s[0])
+	}
+	return &usageError{fmt.Errorf("unknown command %q for %q; %s", args[0], cmd.CommandPath(), hint)}
+}
+
+// flagSuggestion is "; did you mean --NAME?" for an unknown flag within
+// two edits of one of cmd's flags ("--modle", "--max-token"), else "".
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	best, bestDist := "", 3
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(typed, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return "; did you mean --" + best + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // noArgs is cobra.NoArgs as a usage error.
