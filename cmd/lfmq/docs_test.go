@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -237,5 +238,50 @@ func TestREADMESynopsisRequired(t *testing.T) {
 				t.Errorf("README heading `lfmq %s` does not show %s, which the command requires", h[1], name)
 			}
 		})
+	}
+}
+
+// TestLFMQ1DocExitCodes: the exit status docs/lfmq-1.md gives for each
+// way a checkpoint can fail its checks is the one exitCode gives.
+func TestLFMQ1DocExitCodes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "docs", "lfmq-1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\nExit codes:\n")
+	if !ok {
+		t.Fatal(`docs/lfmq-1.md has no "Exit codes:" list`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var bullets []string
+	for _, b := range strings.Split(section, "\n- ")[1:] {
+		bullets = append(bullets, strings.Join(strings.Fields(b), " "))
+	}
+	status := regexp.MustCompile(`status \**(\d)\**`)
+	tests := []struct {
+		phrase string
+		err    error
+	}{
+		{"A mismatch between the checkpoint and its manifest", &lfmq1.MismatchError{Kind: "hash"}},
+		{"A `manifest.json` that cannot be used", &lfmq1.ManifestError{}},
+		{"A missing `manifest.json`", &lfmq1.ManifestError{Missing: true}},
+		{"A safetensors file whose header cannot be parsed", &lfmq1.MismatchError{Kind: "header"}},
+	}
+	for _, tt := range tests {
+		found := false
+		for _, b := range bullets {
+			if !strings.HasPrefix(b, tt.phrase) {
+				continue
+			}
+			found = true
+			for _, m := range status.FindAllStringSubmatch(b, -1) {
+				if want := strconv.Itoa(exitCode(tt.err)); m[1] != want {
+					t.Errorf("docs/lfmq-1.md says %q exits with status %s; it exits %s", tt.phrase, m[1], want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("docs/lfmq-1.md's exit codes no longer cover %q", tt.phrase)
+		}
 	}
 }
