@@ -518,6 +518,11 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 			os.Remove(part)
 			return outcome{err: err}
 		}
+		if err != nil && ctx.Err() != nil {
+			// Interrupted: the partial file stays for the next run, and
+			// nothing is retried.
+			return outcome{err: ctx.Err()}
+		}
 		if err != nil {
 			// A network error or a retryable status: keep the partial
 			// file and resume after a pause.

@@ -613,3 +613,45 @@ func TestDownloadSignatureRerun(t *testing.T) {
 		t.Errorf("the damaged signature was kept: %q", got)
 	}
 }
+
+// cancelOnBody cancels a context once the body of a response for path
+// has started to arrive: an interruption in the middle of a transfer.
+type cancelOnBody struct {
+	rt     http.RoundTripper
+	path   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := c.rt.RoundTrip(r)
+	if err == nil && strings.HasSuffix(r.URL.Path, "/"+c.path) {
+		c.cancel()
+	}
+	return res, err
+}
+
+// TestInterrupted: an interruption in the middle of a file ends the
+// download with the context's error, keeps the partial file for the next
+// run, and logs no "retry" for a fetch that is not retried.
+func TestInterrupted(t *testing.T) {
+	_, srv := newHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := opts(srv, t.TempDir())
+	client := *srv.Client()
+	client.Transport = &cancelOnBody{rt: srv.Client().Transport, path: big, cancel: cancel}
+	o.Client = &client
+	o.Jobs = 1
+	var log bytes.Buffer
+	o.Log = &log
+	res, err := download.Download(ctx, o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the cancellation", err)
+	}
+	if strings.Contains(log.String(), "retry") {
+		t.Errorf("an interrupted fetch is logged as retried:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(big))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s took its final name although its transfer was interrupted (%v)", big, err)
+	}
+}
