@@ -58,6 +58,7 @@ func TestExitCodes(t *testing.T) {
 		{"misspelt command", []string{"quantise"}, exitUsage, `unknown command "quantise" for "lfmq"; did you mean "quantize"?`},
 		{"misspelt sub-command", []string{"release", "buld"}, exitUsage, `unknown command "buld" for "lfmq release"; did you mean "build"?`},
 		{"misspelt flag", []string{"serve", "--modle", "x"}, exitUsage, "unknown flag: --modle; did you mean --model? (see 'lfmq serve --help')"},
+		{"another tool's flag", []string{"launch", "--release-dir", tmp, "--dry-run"}, exitUsage, "unknown flag: --dry-run; did you mean --print-command?"},
 		{"unknown flag, nothing close", []string{"generate", "--frobnicate"}, exitUsage, "unknown flag: --frobnicate (see 'lfmq generate --help')"},
 		{"unknown help topic", []string{"help", "foo"}, exitUsage, `unknown help topic "foo"`},
 		{"unknown shell", []string{"completion", "tcsh"}, exitUsage, `unknown shell "tcsh"`},

@@ -103,12 +103,27 @@ func unknownCommand(cmd *cobra.Command, args []string) error {
 	return &usageError{fmt.Errorf("unknown command %q for %q; %s", args[0], cmd.CommandPath(), hint)}
 }
 
+// flagSynonyms are flags other tools name differently, each with the
+// lfmq flag that does what it does.
+var flagSynonyms = map[string]string{
+	"dry-run":    "print-command", // launch
+	"output":     "out",
+	"model-dir":  "model",
+	"checkpoint": "model",
+	"api-key":    "api-key-file", // launch takes no key on the command line
+}
+
 // flagSuggestion is "; did you mean --NAME?" for an unknown flag within
-// two edits of one of cmd's flags ("--modle", "--max-token"), else "".
+// two edits of one of cmd's flags ("--modle", "--max-token"), or one that
+// other tools use for one of them ("--dry-run" for launch's
+// --print-command), else "".
 func flagSuggestion(cmd *cobra.Command, err error) string {
 	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return ""
+	}
+	if s, ok := flagSynonyms[typed]; ok && cmd.Flags().Lookup(s) != nil {
+		return "; did you mean --" + s + "?"
 	}
 	best, bestDist := "", 3
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
