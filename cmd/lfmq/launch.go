@@ -178,6 +178,13 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	}
 	if opts.PrintCommand {
 		fmt.Fprintln(opts.IO.Out, plan.Command())
+		if plan.MadeExecutable {
+			// --print-command writes nothing, so the runtime is still
+			// without the execute bit launch would have given it back:
+			// the printed command, run as it is, would be refused.
+			opts.IO.Errorf("note: %s has no execute bit (a download that keeps no file modes); lfmq launch gives it back when it runs, or run chmod +x %s before the command above\n",
+				plan.Binary, launch.ShellQuote(plan.Binary))
+		}
 		return nil
 	}
 	opts.IO.Errorf("verified %s: %d files; runtime %s (sha256 %s)\n", plan.ReleaseID, plan.Report.Files, plan.Binary, plan.RuntimeSHA256)
