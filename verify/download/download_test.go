@@ -631,8 +631,8 @@ func (c *cancelOnBody) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestInterrupted: an interruption in the middle of a file ends the
-// download with the context's error, keeps the partial file for the next
-// run, and logs no "retry" for a fetch that is not retried.
+// download with the context's error, before the final verification, and
+// logs no "retry" for a fetch that is not retried.
 func TestInterrupted(t *testing.T) {
 	_, srv := newHub(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -651,7 +651,11 @@ func TestInterrupted(t *testing.T) {
 	if strings.Contains(log.String(), "retry") {
 		t.Errorf("an interrupted fetch is logged as retried:\n%s", log.String())
 	}
-	if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(big))); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s took its final name although its transfer was interrupted (%v)", big, err)
+	// (Whether the body was cut short depends on how much of it was in
+	// flight: a file that arrived whole is kept, one cut short is left
+	// as its .incomplete file; either way it is fetched or resumed, never
+	// retried, in this run.)
+	if res == nil || res.Report != nil {
+		t.Errorf("an interrupted download was verified: %+v", res)
 	}
 }
