@@ -349,3 +349,37 @@ func thousands(n int) string {
 	}
 	return s
 }
+
+// TestREADMEOutputsIgnored: what the README's commands write into the
+// clone (--out, --plot and the like with a relative path, such as the
+// tour's tour/rtn) lies in a directory .gitignore names, so that a reader
+// who follows them is not left with untracked files in git status.
+func TestREADMEOutputsIgnored(t *testing.T) {
+	data, err := os.ReadFile(".gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "/") && strings.HasSuffix(l, "/") {
+			ignored[strings.Trim(l, "/")] = true
+		}
+	}
+	out := regexp.MustCompile(`--(?:out|plot|save-reference|cache-root|cache-dir) ([^\s/~$][^\s]*)`)
+	checked := 0
+	for _, cmd := range readmeCommands(t) {
+		if !strings.HasPrefix(cmd, "bin/lfmq ") {
+			continue
+		}
+		for _, m := range out.FindAllStringSubmatch(cmd, -1) {
+			top, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(m[1])), "/")
+			checked++
+			if !ignored[top] {
+				t.Errorf("README command writes %s, under /%s/, which .gitignore does not name: %s", m[1], top, cmd)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no output path in the README's commands")
+	}
+}

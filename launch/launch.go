@@ -73,11 +73,14 @@ type Plan struct {
 type PlatformError struct {
 	Platform  string
 	Available []string
+	// Checkpoint is the release's checkpoint directory, for the command
+	// that serves it without a bundled runtime.
+	Checkpoint string
 }
 
 func (e *PlatformError) Error() string {
-	return fmt.Sprintf("launch: the release has no runtime for %s (it has: %s); run lfmq serve --model <release>/checkpoint with an lfmq built for this platform",
-		e.Platform, strings.Join(e.Available, ", "))
+	return fmt.Sprintf("launch: the release has no runtime for %s (it has: %s); run lfmq serve --model %s with an lfmq built for this platform",
+		e.Platform, strings.Join(e.Available, ", "), ShellQuote(e.Checkpoint))
 }
 
 // CacheError reports a cache directory that does not belong to the
@@ -171,7 +174,7 @@ func Prepare(ctx context.Context, opts Options) (*Plan, error) {
 		}
 	}
 	if bin == nil {
-		return p, &PlatformError{Platform: platform, Available: have}
+		return p, &PlatformError{Platform: platform, Available: have, Checkpoint: filepath.Join(dir, "checkpoint")}
 	}
 	p.Binary = filepath.Join(dir, filepath.FromSlash(bin.Path))
 	p.ReleaseID, p.ManifestSHA256, p.RuntimeSHA256 = rr.ReleaseID, rr.Checkpoint.ManifestSHA256, bin.SHA256

@@ -117,8 +117,14 @@ func TestRefusals(t *testing.T) {
 	})
 	t.Run("no runtime for the platform", func(t *testing.T) {
 		var pe *PlatformError
-		if _, err := prepare(t, Options{ReleaseDir: release(t), GOOS: "windows", GOARCH: "amd64"}); !errors.As(err, &pe) || !slices.Equal(pe.Available, []string{"darwin/arm64", "linux/amd64"}) {
+		dir := release(t)
+		_, err := prepare(t, Options{ReleaseDir: dir, GOOS: "windows", GOARCH: "amd64"})
+		if !errors.As(err, &pe) || !slices.Equal(pe.Available, []string{"darwin/arm64", "linux/amd64"}) {
 			t.Errorf("got %v", err)
+		}
+		// The command to run instead names this release's checkpoint.
+		if want := "run lfmq serve --model " + ShellQuote(filepath.Join(dir, "checkpoint")) + " with"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want it to say %q", err, want)
 		}
 	})
 	t.Run("not a directory", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -186,6 +187,101 @@ func TestREADMEPresetTable(t *testing.T) {
 	for _, name := range sample.PresetNames() {
 		if !seen[name] {
 			t.Errorf("the README's preset table has no row for %s", name)
+		}
+	}
+}
+
+// readmeHeading is a command's heading in the README: ### `lfmq CMD …`.
+var readmeHeading = regexp.MustCompile("(?m)^### `lfmq ([^`]*)`")
+
+// TestREADMESynopsisRequired: a flag that a README command heading shows
+// outside brackets and parentheses (as one a user must give) is one the
+// command requires, and the command's required flags are all shown, so a
+// user who follows the heading neither types flags that have defaults nor
+// misses one that has none.
+func TestREADMESynopsisRequired(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flags a command needs unless another one is given: not marked
+	// required in the help, but shown bare in the heading.
+	needed := map[string]bool{"score --candidate": true} // or --noise-floor
+	ios, _, _ := testStreams()
+	root := newRootCmd(ios)
+	headings := readmeHeading.FindAllStringSubmatch(string(data), -1)
+	if len(headings) < 10 {
+		t.Fatalf("found %d command headings in the README", len(headings))
+	}
+	for _, h := range headings {
+		words := strings.Fields(h[1])
+		c, _, err := root.Find(words)
+		if err != nil || c == root {
+			continue // lfmq version, completion: no flags
+		}
+		path := strings.TrimPrefix(c.CommandPath(), "lfmq ")
+		bare := map[string]bool{}
+		depth := 0
+		for _, w := range words {
+			if depth == 0 && strings.HasPrefix(w, "--") {
+				bare[strings.TrimSuffix(w, "]")] = true
+			}
+			depth += strings.Count(w, "[") + strings.Count(w, "(") - strings.Count(w, "]") - strings.Count(w, ")")
+		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			name := "--" + f.Name
+			required := strings.Contains(f.Usage, "required")
+			switch {
+			case bare[name] && !required && !needed[path+" "+name]:
+				t.Errorf("README heading `lfmq %s` shows %s as one to give; the command does not require it (put it in brackets)", h[1], name)
+			case required && !bare[name] && !strings.Contains(h[1], name+" "):
+				t.Errorf("README heading `lfmq %s` does not show %s, which the command requires", h[1], name)
+			}
+		})
+	}
+}
+
+// TestLFMQ1DocExitCodes: the exit status docs/lfmq-1.md gives for each
+// way a checkpoint can fail its checks is the one exitCode gives.
+func TestLFMQ1DocExitCodes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "docs", "lfmq-1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\nExit codes:\n")
+	if !ok {
+		t.Fatal(`docs/lfmq-1.md has no "Exit codes:" list`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var bullets []string
+	for _, b := range strings.Split(section, "\n- ")[1:] {
+		bullets = append(bullets, strings.Join(strings.Fields(b), " "))
+	}
+	status := regexp.MustCompile(`status \**(\d)\**`)
+	tests := []struct {
+		phrase string
+		err    error
+	}{
+		{"A mismatch between the checkpoint and its manifest", &lfmq1.MismatchError{Kind: "hash"}},
+		{"A `manifest.json` that cannot be used", &lfmq1.ManifestError{}},
+		{"A missing `manifest.json`", &lfmq1.ManifestError{Missing: true}},
+		{"A safetensors file whose header cannot be parsed", &lfmq1.MismatchError{Kind: "header"}},
+	}
+	for _, tt := range tests {
+		found := false
+		for _, b := range bullets {
+			if !strings.HasPrefix(b, tt.phrase) {
+				continue
+			}
+			found = true
+			for _, m := range status.FindAllStringSubmatch(b, -1) {
+				if want := strconv.Itoa(exitCode(tt.err)); m[1] != want {
+					t.Errorf("docs/lfmq-1.md says %q exits with status %s; it exits %s", tt.phrase, m[1], want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("docs/lfmq-1.md's exit codes no longer cover %q", tt.phrase)
 		}
 	}
 }

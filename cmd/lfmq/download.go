@@ -92,6 +92,9 @@ hint.`,
 }
 
 func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
+	if err := requireOutDir("--cache-root "+opts.CacheRoot, opts.CacheRoot); err != nil {
+		return err
+	}
 	dopts := download.Options{
 		URL: opts.URL, Revision: opts.Revision, CacheRoot: opts.CacheRoot,
 		Token: opts.Token, Jobs: opts.Jobs, Log: opts.IO.ErrOut,
@@ -115,7 +118,10 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 			err = perr
 		}
 	}
-	if res != nil && !opts.JSON {
+	// A run that failed before it had the file list (a revision the hub
+	// does not have, a network error, a refused signature) has nothing to
+	// sum up: its error says what happened.
+	if res != nil && !opts.JSON && (err == nil || res.Report != nil || len(res.Fetched)+len(res.Skipped) > 0) {
 		w := opts.IO.Out
 		fmt.Fprintf(w, "%s: %d fetched, %d already present, %s received", res.Dir, len(res.Fetched), len(res.Skipped), units.Bytes(res.BytesReceived))
 		if res.Commit != "" {

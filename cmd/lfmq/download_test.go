@@ -29,6 +29,7 @@ func TestDownloadFlags(t *testing.T) {
 		{"no revision", "https://hf.co/a/b --cache-root c", downloadOptions{}, "--revision is required"},
 		{"no cache", "https://hf.co/a/b --revision v1", downloadOptions{}, "--cache-root is required"},
 		{"bad url", "ftp://x/a/b --revision v1 --cache-root c", downloadOptions{}, "want http(s)"},
+		{"url of a page", "https://hf.co/a/b/tree/main --revision v1 --cache-root c", downloadOptions{}, "names a page of the repository (tree/…), not the repository: give https://hf.co/a/b"},
 		{"bad revision", "https://hf.co/a/b --revision ../x --cache-root c", downloadOptions{}, "revision"},
 		{"jobs", "https://hf.co/a/b --revision v1 --cache-root c --jobs 0", downloadOptions{}, "--jobs"},
 		{"signed", "https://hf.co/a/b --revision v1 --cache-root c --allowed-signers as --identity me@x", downloadOptions{URL: "https://hf.co/a/b", Revision: "v1", CacheRoot: "c", Jobs: 4, AllowedSigners: "as", Identity: "me@x"}, ""},
@@ -87,6 +88,15 @@ func TestDownloadRun(t *testing.T) {
 	code, out, errOut = runDownload("--download-only")
 	if code != exitMismatch || !strings.Contains(out, "re-fetch:\nLICENSE\n") || !strings.Contains(errOut, "LICENSE: hash mismatch") {
 		t.Errorf("corrupted file: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A revision the hub does not have: the error alone, no summary of a
+	// download into a directory that was never made.
+	code, out, errOut = runDownload("--revision", "v9")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("no such revision: exit %d\nstdout %q\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "lfmq--tiny", "v9")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a directory was made for a revision the hub does not have: %v", err)
 	}
 }
 

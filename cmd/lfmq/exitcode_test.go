@@ -36,6 +36,9 @@ func TestExitCodes(t *testing.T) {
 		t.Fatalf("quantize: %s", stderr0)
 	}
 	os.WriteFile(filepath.Join(brokenManifest, "manifest.json"), []byte("{"), 0o644)
+	noManifest := filepath.Join(tmp, "no-manifest")
+	copyDir(t, brokenManifest, noManifest)
+	os.Remove(filepath.Join(noManifest, "manifest.json"))
 
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,6 +54,12 @@ func TestExitCodes(t *testing.T) {
 		want string
 	}{
 		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		// A typo gets the word meant.
+		{"misspelt command", []string{"quantise"}, exitUsage, `unknown command "quantise" for "lfmq"; did you mean "quantize"?`},
+		{"misspelt sub-command", []string{"release", "buld"}, exitUsage, `unknown command "buld" for "lfmq release"; did you mean "build"?`},
+		{"misspelt flag", []string{"serve", "--modle", "x"}, exitUsage, "unknown flag: --modle; did you mean --model? (see 'lfmq serve --help')"},
+		{"another tool's flag", []string{"launch", "--release-dir", tmp, "--dry-run"}, exitUsage, "unknown flag: --dry-run; did you mean --print-command?"},
+		{"unknown flag, nothing close", []string{"generate", "--frobnicate"}, exitUsage, "unknown flag: --frobnicate (see 'lfmq generate --help')"},
 		{"unknown help topic", []string{"help", "foo"}, exitUsage, `unknown help topic "foo"`},
 		{"unknown shell", []string{"completion", "tcsh"}, exitUsage, `unknown shell "tcsh"`},
 		{"no shell", []string{"completion"}, exitUsage, "give a shell"},
@@ -84,11 +93,27 @@ func TestExitCodes(t *testing.T) {
 		{"no such tools file", []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"x"}]`, "--tools", "@" + filepath.Join(tmp, "nope.json")}, exitUsage, "--tools @" + filepath.Join(tmp, "nope.json") + ": no such file"},
 		{"no such schema file", []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"x"}]`, "--json-schema", filepath.Join(tmp, "nope.json")}, exitUsage, "--json-schema " + filepath.Join(tmp, "nope.json") + ": no such file"},
 		{"no such allowed signers", []string{"verify", "--release-dir", tampered, "--allowed-signers", filepath.Join(tmp, "nope")}, exitUsage, "--allowed-signers " + filepath.Join(tmp, "nope") + ": no such file"},
+		{"no such API key file", []string{"serve", "--model", tinyModel, "--api-key-file", filepath.Join(tmp, "nope")}, exitUsage, "--api-key-file " + filepath.Join(tmp, "nope") + ": no such file"},
+		{"API key file is a directory", []string{"launch", "--release-dir", tmp, "--api-key-file", tmp}, exitUsage, "--api-key-file " + tmp + ": a directory, not a file"},
+		{"no such token file", []string{"publish", "--release-dir", tmp, "--repo", "o/n", "--token-file", filepath.Join(tmp, "nope")}, exitUsage, "--token-file " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"no such signing key", []string{"release", "sign", "--release-dir", tampered, "--key", filepath.Join(tmp, "nope")}, exitUsage, "--key " + filepath.Join(tmp, "nope") + ": no such file"},
 		{"signing key is a directory", []string{"release", "sign", "--release-dir", tampered, "--key", tmp}, exitUsage, "--key " + tmp + ": a directory, not a file"},
 		{"inspect a directory that is no checkpoint", []string{"inspect", notEmpty}, exitUsage, "checkpoint " + notEmpty + ": not a checkpoint directory"},
+		// A release where a checkpoint goes, and a checkpoint where a
+		// release goes, are mix-ups of directories that say what to give.
+		{"release as --model", []string{"generate", "--model", tampered, "--prompt", "x"}, exitUsage, "--model " + tampered + ": a release, not a checkpoint: give its checkpoint, " + filepath.Join(tampered, "checkpoint")},
+		{"release to inspect", []string{"inspect", tampered}, exitUsage, "a release, not a checkpoint"},
+		{"release as --checkpoint", []string{"release", "build", "--checkpoint", tampered, "--out", filepath.Join(tmp, "r"), "--license", emptyCorpus, "--hub-repo", "a/b"}, exitUsage, "a release, not a checkpoint"},
+		{"checkpoint to verify", []string{"verify", "--release-dir", brokenManifest}, exitUsage, "--release-dir " + brokenManifest + ": an lfmq-1 checkpoint, not a release"},
+		{"checkpoint to launch", []string{"launch", "--release-dir", noManifest, "--print-command"}, exitUsage, "an lfmq-1 checkpoint, not a release"},
 		{"changed release", []string{"verify", "--release-dir", tampered}, exitMismatch, ""},
 		{"unreadable manifest", []string{"generate", "--model", brokenManifest, "--prompt", "x"}, exitMismatch, "manifest.json"},
+		// A partial copy of an lfmq-1 checkpoint is not taken for a
+		// Hugging Face checkpoint without weights.
+		{"lfmq-1 checkpoint without its manifest", []string{"generate", "--model", noManifest, "--prompt", "x"}, exitMismatch, "manifest.json: missing"},
+		{"inspect it", []string{"inspect", noManifest}, exitMismatch, "manifest.json: missing"},
+		{"score it", []string{"score", "--reference", tinyModel, "--candidate", noManifest, "--corpus", "c=" + filepath.Join(filepath.Dir(tinyModel), "corpora", "chat.jsonl"), "--max-records", "1"}, exitMismatch, "manifest.json: missing"},
+		{"quantize it", []string{"quantize", "--model", noManifest, "--out", filepath.Join(tmp, "o"), "--method", "rtn"}, exitUsage, "an lfmq-1 checkpoint (it has global.safetensors)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,6 +78,10 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			if opts.MaxTokens < 1 {
 				return &usageError{fmt.Errorf("--max-tokens must be at least 1, got %d", opts.MaxTokens)}
 			}
+			if opts.Threads < 0 {
+				// As serve and score refuse it: 0 is all cores, -1 is no count.
+				return &usageError{fmt.Errorf("--threads must not be negative, got %d", opts.Threads)}
+			}
 			if err := opts.params().Validate(1 << 30); err != nil {
 				return &usageError{samplingFlagError(err)}
 			}

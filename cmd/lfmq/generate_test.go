@@ -38,6 +38,7 @@ func TestGenerateFlags(t *testing.T) {
 		{"bad min-p", "--model m --prompt a --min-p 2", "--min-p 2 is outside [0, 1]", nil},
 		{"bad repetition penalty", "--model m --prompt a --repetition-penalty 0", "--repetition-penalty 0 must be finite and > 0", nil},
 		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
+		{"negative threads", "--model m --prompt a --threads -1", "--threads must not be negative, got -1", nil},
 		{"empty prompt", "--model m --prompt=", "--prompt is empty", nil},
 		{"empty chat", "--model m --chat []", "--chat: messages: the conversation is empty", nil},
 		{"unknown role", `--model m --chat [{"role":"user","content":"a"},{"role":"robot","content":"b"}]`, `--chat: messages[1].role: "robot" is not a role`, nil},

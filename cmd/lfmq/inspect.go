@@ -111,6 +111,9 @@ func requireInspectable(dir string) error {
 			return nil
 		}
 	}
+	if hint := releaseHint(dir); hint != "" {
+		return &usageError{fmt.Errorf("checkpoint %s: %s", dir, hint)}
+	}
 	return &usageError{fmt.Errorf("checkpoint %s: not a checkpoint directory (no config.json, manifest.json or model.safetensors): give a Hugging Face checkpoint or one made by lfmq quantize", dir)}
 }
 

@@ -305,6 +305,23 @@ func TestInspectJSONFindings(t *testing.T) {
 		}, func(f jsonFinding) bool {
 			return f.Kind == "hash" && f.Path == "tokenizer.json" && f.Authority == "manifest.json"
 		}},
+		{"manifest not JSON", func(t *testing.T, dir string) {
+			rewrite(t, filepath.Join(dir, "manifest.json"), func(b []byte) []byte { return []byte("{") })
+		}, func(f jsonFinding) bool {
+			return f.Kind == "malformed" && f.Path == "manifest.json" && strings.Contains(f.Detail, "invalid JSON")
+		}},
+		{"manifest deleted", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "manifest.json"))
+		}, func(f jsonFinding) bool {
+			return f.Kind == "missing" && f.Path == "manifest.json"
+		}},
+		{"manifest of another format", func(t *testing.T, dir string) {
+			rewrite(t, filepath.Join(dir, "manifest.json"), func(b []byte) []byte {
+				return []byte(strings.Replace(string(b), `"format": "lfmq-1"`, `"format": "lfmq-0"`, 1))
+			})
+		}, func(f jsonFinding) bool {
+			return f.Kind == "malformed" && f.Path == "manifest.json" && strings.Contains(f.Detail, `format is "lfmq-0"`)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

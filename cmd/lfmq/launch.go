@@ -139,7 +139,7 @@ func (o *launchOptions) requireRelease() error {
 		return &usageError{err}
 	}
 	if o.ReleaseDir != "" {
-		if err := requireDirs("--release-dir", o.ReleaseDir); err != nil {
+		if err := requireReleaseDir(o.ReleaseDir); err != nil {
 			return err
 		}
 	} else if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -152,6 +152,11 @@ func (o *launchOptions) requireRelease() error {
 func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	if err := opts.requireRelease(); err != nil {
 		return err
+	}
+	if opts.CacheDir != "" {
+		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
+			return err
+		}
 	}
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
 		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
@@ -173,6 +178,13 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	}
 	if opts.PrintCommand {
 		fmt.Fprintln(opts.IO.Out, plan.Command())
+		if plan.MadeExecutable {
+			// --print-command writes nothing, so the runtime is still
+			// without the execute bit launch would have given it back:
+			// the printed command, run as it is, would be refused.
+			opts.IO.Errorf("note: %s has no execute bit (a download that keeps no file modes); lfmq launch gives it back when it runs, or run chmod +x %s before the command above\n",
+				plan.Binary, launch.ShellQuote(plan.Binary))
+		}
 		return nil
 	}
 	opts.IO.Errorf("verified %s: %d files; runtime %s (sha256 %s)\n", plan.ReleaseID, plan.Report.Files, plan.Binary, plan.RuntimeSHA256)

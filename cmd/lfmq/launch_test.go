@@ -278,6 +278,34 @@ func TestLaunchDownloaded(t *testing.T) {
 	}
 }
 
+// TestLaunchPrintCommandExecBit: --print-command changes no file mode, so
+// for a runtime that lost its execute bit it says so on stderr: the
+// printed command would otherwise fail with 'permission denied'.
+func TestLaunchPrintCommandExecBit(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no execute bits")
+	}
+	rel := filepath.Join(t.TempDir(), "release")
+	bundletest.CopyDir(t, servingRelease(t), rel)
+	bin := filepath.Join(rel, "runtime", "lfmq-"+runtime.GOOS+"-"+runtime.GOARCH)
+	if err := os.Chmod(bin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), []string{"launch", "--release-dir", rel, "--print-command"}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(stdout.String(), bin+" serve ") {
+		t.Errorf("printed %q", stdout)
+	}
+	if want := "chmod +x " + bin; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q does not say %q", stderr, want)
+	}
+	if st, _ := os.Stat(bin); st.Mode().Perm() != 0o644 {
+		t.Errorf("--print-command changed the runtime's mode to %v", st.Mode())
+	}
+}
+
 // TestLaunchSigned: with --allowed-signers [--identity], launch checks the
 // release signature as verify does: a good one is named and the runtime
 // runs; an unsigned release, a tampered signature and another principal

@@ -127,6 +127,11 @@ published copy does not verify, 1 any other failure, 2 usage.`,
 
 // readTokenFile reads a token file: one token, surrounding space ignored.
 func readTokenFile(path string) (string, error) {
+	// A file that is not there is the command line's mistake (exit 2),
+	// named as every other input file is.
+	if err := requireFiles("--token-file "+path, path); err != nil {
+		return "", err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
@@ -139,7 +144,7 @@ func readTokenFile(path string) (string, error) {
 }
 
 func publishRun(cmd *cobra.Command, opts *publishOptions) error {
-	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
 		return err
 	}
 	ctx := cmd.Context()

@@ -236,13 +236,25 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
+		// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
+		// the loader would only say that it is not a Hugging Face one.
+		has := lfmq1.ManifestFile
+		if _, err := os.Stat(filepath.Join(opts.Model, has)); err != nil {
+			has = lfmq1.GlobalFile // one that lost its manifest
+		}
+		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, has)}
+	}
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(opts.Model, lfmq1.ManifestFile)); err == nil {
-		// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
-		// the loader would only say that it is not a Hugging Face one.
-		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, lfmq1.ManifestFile)}
+	// The output is checked before the calibration set, the eval corpora
+	// and the model are read, which takes a while on a large model.
+	if err := requireOutDir("--out "+opts.Out, opts.Out); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(opts.Out); err == nil && len(entries) > 0 {
+		return &lfmq1.OutputExistsError{Dir: opts.Out}
 	}
 	if opts.Method == quant.GPTQ {
 		files := []string{"--calib " + opts.GPTQ.Calib, opts.GPTQ.Calib}
@@ -281,6 +293,17 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	lp.finish()
 	if p, ok := prog.(*barProgress); ok {
 		p.finish(err == nil)
+	}
+	// An interrupted run's partial directory, met without --resume or
+	// with other settings, is the command line's to settle, like an output
+	// directory that is not empty: the right flags make it work.
+	var pe *lfmq1.PartialExistsError
+	if errors.As(err, &pe) {
+		return &usageError{fmt.Errorf("--out %s: %s holds an interrupted run; rerun with --resume to continue it, or remove %s to start over", pe.Dir, pe.Partial, pe.Partial)}
+	}
+	var rm *quant.ResumeMismatchError
+	if errors.As(err, &rm) {
+		return &usageError{err}
 	}
 	if err != nil {
 		return err

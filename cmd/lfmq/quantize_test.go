@@ -291,3 +291,42 @@ func copyDir(t *testing.T, src, dst string) {
 		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
 	}
 }
+
+// TestQuantizeInterruptedRun: an interrupted GPTQ run's partial directory
+// met without --resume, or with --resume and other settings, is a usage
+// error (exit 2) that says what to do, like an --out that is not empty.
+func TestQuantizeInterruptedRun(t *testing.T) {
+	fixture := filepath.Dir(tinyModel)
+	tests := []struct {
+		name     string
+		progress string // .resume/progress.json in the partial directory, if any
+		resume   bool
+		want     string
+	}{
+		{"partial without --resume", "", false, "holds an interrupted run; rerun with --resume to continue it, or remove"},
+		{"partial of other settings", `{"fingerprint":{"resume_format":"lfmq-gptq-resume-0"}}`, true, "resume_format was"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "gptq")
+			partial := lfmq1.PartialDir(out)
+			if err := os.MkdirAll(filepath.Join(partial, ".resume"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tt.progress != "" {
+				os.WriteFile(filepath.Join(partial, ".resume", "progress.json"), []byte(tt.progress), 0o644)
+			}
+			args := []string{"quantize", "--model", tinyModel, "--out", out, "--calib", fixture + "/calibration/calibration.jsonl", "--calib-seqs", "2"}
+			if tt.resume {
+				args = append(args, "--resume")
+			}
+			ios, _, stderr := testStreams()
+			if code := run(context.Background(), args, ios); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, want %d with %q: %s", code, exitUsage, tt.want, stderr)
+			}
+			if _, err := os.Stat(partial); err != nil {
+				t.Errorf("the partial directory is gone: %v", err)
+			}
+		})
+	}
+}

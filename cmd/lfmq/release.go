@@ -63,7 +63,7 @@ func newReleaseCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Build and sign release bundles",
-		Args:  noArgs,
+		Args:  unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
@@ -172,6 +172,9 @@ func requireLFMQ1(flag, dir string) error {
 		return err
 	}
 	if !lfmq1.IsCheckpoint(dir) {
+		if hint := releaseHint(dir); hint != "" {
+			return &usageError{fmt.Errorf("%s %s: %s", flag, dir, hint)}
+		}
 		return &usageError{fmt.Errorf("%s %s: not an lfmq-1 checkpoint (no %s): make one with lfmq quantize", flag, dir, lfmq1.ManifestFile)}
 	}
 	return nil
@@ -179,6 +182,9 @@ func requireLFMQ1(flag, dir string) error {
 
 func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 	if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
+		return err
+	}
+	if err := requireOutDir("--out "+opts.Out, opts.Out); err != nil {
 		return err
 	}
 	res, err := bundle.Build(cmd.Context(), bundle.Options{

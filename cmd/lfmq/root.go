@@ -3,12 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/sums"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -26,12 +31,7 @@ API, and builds and verifies reproducible releases.`,
 		SilenceErrors: true,
 		// A root with sub-commands and no Args rejects unknown words with a
 		// plain error; this makes them usage errors (exit 2).
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown command %q for %q; run 'lfmq help'", args[0], cmd.CommandPath())}
-			}
-			return nil
-		},
+		Args: unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
@@ -40,7 +40,7 @@ API, and builds and verifies reproducible releases.`,
 	root.SetErr(ios.ErrOut)
 	root.SetIn(ios.In)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())}
+		return &usageError{fmt.Errorf("%w%s (see '%s --help')", err, flagSuggestion(cmd, err), cmd.CommandPath())}
 	})
 	root.AddCommand(
 		newQuantizeCmd(ios, nil),
@@ -86,6 +86,78 @@ API, and builds and verifies reproducible releases.`,
 	return root
 }
 
+// unknownCommand is the Args of a command with sub-commands (lfmq,
+// lfmq release): a word that names none of them is a usage error that
+// suggests the one meant, as a typo usually is ("quantise", "release buld").
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("run '%s --help'", cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only when it suggests itself
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = fmt.Sprintf("did you mean %q?", s[0])
+	}
+	return &usageError{fmt.Errorf("unknown command %q for %q; %s", args[0], cmd.CommandPath(), hint)}
+}
+
+// flagSynonyms are flags other tools name differently, each with the
+// lfmq flag that does what it does.
+var flagSynonyms = map[string]string{
+	"dry-run":    "print-command", // launch
+	"output":     "out",
+	"model-dir":  "model",
+	"checkpoint": "model",
+	"api-key":    "api-key-file", // launch takes no key on the command line
+}
+
+// flagSuggestion is "; did you mean --NAME?" for an unknown flag within
+// two edits of one of cmd's flags ("--modle", "--max-token"), or one that
+// other tools use for one of them ("--dry-run" for launch's
+// --print-command), else "".
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	if s, ok := flagSynonyms[typed]; ok && cmd.Flags().Lookup(s) != nil {
+		return "; did you mean --" + s + "?"
+	}
+	best, bestDist := "", 3
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(typed, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return "; did you mean --" + best + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // noArgs is cobra.NoArgs as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
@@ -125,9 +197,49 @@ func requireCheckpoint(flag, value, dir string) error {
 		return err
 	}
 	if st, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || !st.Mode().IsRegular() {
+		if hint := releaseHint(dir); hint != "" {
+			return &usageError{fmt.Errorf("%s: %s", label, hint)}
+		}
 		return &usageError{fmt.Errorf("%s: not a checkpoint directory (no config.json): give a Hugging Face checkpoint or one made by lfmq quantize", label)}
 	}
+	if lfmq1.LostManifest(dir) {
+		// Loaded as a Hugging Face checkpoint it would only fail for want
+		// of model.safetensors (exit 1); unverifiable, it fails as a
+		// checkpoint that differs from its manifest does.
+		_, _, err := lfmq1.ReadManifest(dir)
+		return err
+	}
 	return nil
+}
+
+// releaseHint says, for a directory that is a release rather than a
+// checkpoint (it has checkpoint/config.json), where its checkpoint is;
+// "" for any other directory.
+func releaseHint(dir string) string {
+	ckpt := filepath.Join(dir, "checkpoint")
+	if _, err := os.Stat(filepath.Join(ckpt, "config.json")); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("a release, not a checkpoint: give its checkpoint, %s, or serve the release with lfmq launch --release-dir %s", ckpt, dir)
+}
+
+// requireReleaseDir is requireDirs for --release-dir: an lfmq-1 checkpoint
+// that is no release (it has neither SHA256SUMS nor runtime-release.json)
+// is a mix-up of directories, refused as a usage error rather than
+// verified as a release that lost both of its lists (exit 3).
+func requireReleaseDir(dir string) error {
+	if err := requireDirs("--release-dir", dir); err != nil {
+		return err
+	}
+	if !lfmq1.IsCheckpoint(dir) && !lfmq1.LostManifest(dir) {
+		return nil
+	}
+	for _, name := range []string{sums.SumsFile, sums.RuntimeReleaseFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return &usageError{fmt.Errorf("--release-dir %s: an lfmq-1 checkpoint, not a release (no %s or %s): check it with lfmq inspect, or make a release of it with lfmq release build --checkpoint %s", dir, sums.SumsFile, sums.RuntimeReleaseFile, dir)}
 }
 
 // requireFiles refuses, as usage errors, inputs (label, path pairs; the
@@ -173,4 +285,55 @@ func requireDir(label, path string) error {
 		return &usageError{fmt.Errorf("%s: not a directory", label)}
 	}
 	return nil
+}
+
+// requireOutDir refuses, as a usage error, an output directory that cannot
+// be made or used: a path that exists and is not a directory, or one below
+// a file. It runs before any work, so that such a path fails at once with
+// the flag's name rather than after a long run with the writer's error.
+func requireOutDir(label, path string) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		if !st.IsDir() {
+			return &usageError{fmt.Errorf("%s: exists and is not a directory", label)}
+		}
+		return nil
+	}
+	return requireOutParent(label, path, err)
+}
+
+// requireOutFile is requireOutDir for an output file: an existing file is
+// replaced, but a directory of that name, or a file where a directory
+// above it should be, is refused.
+func requireOutFile(label, path string) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		if st.IsDir() {
+			return &usageError{fmt.Errorf("%s: a directory; give the name of a file", label)}
+		}
+		return nil
+	}
+	return requireOutParent(label, path, err)
+}
+
+// requireOutParent checks, for an output path that os.Stat failed on with
+// err, that the nearest existing directory above it is one, so that the
+// missing directories can be made.
+func requireOutParent(label, path string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return &usageError{fmt.Errorf("%s: %w", label, err)}
+	}
+	for p := filepath.Dir(filepath.Clean(path)); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && !st.IsDir():
+			return &usageError{fmt.Errorf("%s: %s is a file, not a directory", label, p)}
+		case err == nil:
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return &usageError{fmt.Errorf("%s: %w", label, err)}
+		case p == filepath.Dir(p):
+			return nil
+		}
+	}
 }

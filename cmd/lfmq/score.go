@@ -202,7 +202,11 @@ func parseCandidate(s string) (score.Candidate, error) {
 	if s == "" {
 		return score.Candidate{}, &usageError{errors.New("--candidate: empty")}
 	}
-	return score.Candidate{Name: filepath.Base(filepath.Clean(s)), Dir: s}, nil
+	name := filepath.Base(filepath.Clean(s))
+	if abs, err := filepath.Abs(s); err == nil {
+		name = filepath.Base(abs) // "." is named by the directory's own name
+	}
+	return score.Candidate{Name: name, Dir: s}, nil
 }
 
 // commandLine is the canonical command line recorded in the receipts: the
@@ -262,13 +266,29 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	if err := requireFiles(files...); err != nil {
 		return err
 	}
-	// Output directories are made before scoring, so that a bad path fails
-	// at once rather than after the run.
-	for _, p := range []string{opts.Out, opts.SaveReference} {
-		if p != "" {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
+	if opts.ReferenceCache != "" {
+		if err := requireFiles("--reference-cache "+opts.ReferenceCache, opts.ReferenceCache); err != nil {
+			return err
+		}
+	}
+	// Output paths are checked, and the directories of output files made,
+	// before scoring, so that a bad path fails at once rather than after
+	// the run.
+	if opts.Plot != "" {
+		if err := requireOutDir("--plot "+opts.Plot, opts.Plot); err != nil {
+			return err
+		}
+	}
+	for _, o := range [][2]string{{"--out", opts.Out}, {"--save-reference", opts.SaveReference}} {
+		if o[1] == "" {
+			continue
+		}
+		label := o[0] + " " + o[1]
+		if err := requireOutFile(label, o[1]); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(o[1]), 0o755); err != nil {
+			return &usageError{fmt.Errorf("%s: %w", label, err)}
 		}
 	}
 	opts.IO.ConfigWarnings(opts.Reference)

@@ -32,6 +32,9 @@ func TestScoreFlags(t *testing.T) {
 			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "rtn", Dir: "./a=b"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32}, ""},
 		{"path with =", "--reference r --candidate ./x=y --corpus c=f",
 			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "x=y", Dir: "./x=y"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32}, ""},
+		// Named by the directory's own name, not "." (go test runs in cmd/lfmq).
+		{"candidate .", "--reference r --candidate . --candidate ../lfmq/ --corpus c=f",
+			scoreOptions{Reference: "r", Candidates: []score.Candidate{{Name: "lfmq", Dir: "."}, {Name: "lfmq", Dir: "../lfmq/"}}, Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32}, ""},
 		{"noise floor alone", "--reference r --corpus c=f --noise-floor --reference-cache k",
 			scoreOptions{Reference: "r", Corpora: []score.CorpusSpec{{Name: "c", Path: "f"}}, Ctx: 512, Chunk: 32, NoiseFloor: true, ReferenceCache: "k"}, ""},
 		{"missing reference", "--candidate a=x --corpus c=f", scoreOptions{}, "--reference is required"},

@@ -226,6 +226,10 @@ func (o *serveOptions) validateServe() error {
 // surrounding whitespace (a trailing newline) is not part of the key.
 func apiKey(key, file string) (string, error) {
 	if file != "" {
+		// Named as every other input file is when it is not there.
+		if err := requireFiles("--api-key-file "+file, file); err != nil {
+			return "", err
+		}
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("--api-key-file: %w", err)
@@ -254,6 +258,11 @@ func loopback(host string) bool {
 func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
+	}
+	if opts.CacheDir != "" {
+		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
+			return err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {

@@ -80,7 +80,7 @@ Exit status: 0 signed, 3 the release has findings, 1 any other failure, 2 usage.
 }
 
 func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
-	if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
 		return err
 	}
 	// Before the release is hashed: a key file that is not there is the

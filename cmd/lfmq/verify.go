@@ -95,7 +95,7 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 
 func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	if opts.ReleaseDir != "" {
-		if err := requireDirs("--release-dir", opts.ReleaseDir); err != nil {
+		if err := requireReleaseDir(opts.ReleaseDir); err != nil {
 			return err
 		}
 	}

@@ -55,6 +55,16 @@ type Config struct {
 	CacheDir string
 }
 
+// DefaultServedModelName is the model id a server answers to when none is
+// given: the checkpoint directory's name, also when the directory is
+// given as "." or with a trailing slash.
+func DefaultServedModelName(modelDir string) string {
+	if abs, err := filepath.Abs(modelDir); err == nil {
+		return filepath.Base(abs)
+	}
+	return filepath.Base(filepath.Clean(modelDir))
+}
+
 // Serve listens, loads and warms up the model, and serves until ctx ends;
 // then it stops accepting, lets running requests finish within the
 // shutdown timeout, cancels the rest and returns nil. A port in use, a
@@ -66,7 +76,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.Options.Logger = log
 	}
 	if cfg.Options.ServedModelName == "" {
-		cfg.Options.ServedModelName = filepath.Base(filepath.Clean(cfg.ModelDir))
+		cfg.Options.ServedModelName = DefaultServedModelName(cfg.ModelDir)
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout

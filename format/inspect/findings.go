@@ -64,6 +64,14 @@ func findings(dir string, err error) []Finding {
 func finding(dir string, err error) Finding {
 	f := Finding{WantSize: -1, GotSize: -1}
 	var mm *lfmq1.MismatchError
+	var me *lfmq1.ManifestError
+	if errors.As(err, &me) {
+		f.Kind, f.Path, f.Detail = FindingMalformed, relPath(dir, me.Path), me.Msg
+		if me.Missing {
+			f.Kind = "missing"
+		}
+		return f
+	}
 	if !errors.As(err, &mm) {
 		f.Kind, f.Detail = FindingMalformed, err.Error()
 		var fe *safetensors.FormatError

@@ -89,7 +89,7 @@ type Options struct {
 // error from lfmq1.Open (which joins *lfmq1.MismatchError values) and a
 // Report listing the findings, so a caller can print them in its own form.
 func Dir(dir string, opts Options) (*Report, error) {
-	if lfmq1.IsCheckpoint(dir) {
+	if lfmq1.IsCheckpoint(dir) || lfmq1.LostManifest(dir) {
 		return lfmq1Report(dir, opts)
 	}
 	return hfReport(dir, opts)
@@ -98,8 +98,12 @@ func Dir(dir string, opts Options) (*Report, error) {
 func lfmq1Report(dir string, opts Options) (*Report, error) {
 	c, err := lfmq1.Open(dir, opts.Check)
 	if err != nil {
+		// A manifest that cannot be used is a finding too (lfmq verify
+		// reports it, and the exit status is a verification failure), so
+		// that --json readers get a report for it.
 		var mm *lfmq1.MismatchError
-		if !errors.As(err, &mm) {
+		var me *lfmq1.ManifestError
+		if !errors.As(err, &mm) && !errors.As(err, &me) {
 			return nil, err
 		}
 		r := &Report{Dir: dir, Kind: LFMQ1, Check: checkName(opts.Check), Findings: findings(dir, err)}

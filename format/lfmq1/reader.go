@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,8 @@ func (e *MismatchError) Error() string {
 type ManifestError struct {
 	Path string
 	Msg  string
+	// Missing is set when there is no manifest.json at all.
+	Missing bool
 }
 
 func (e *ManifestError) Error() string { return fmt.Sprintf("lfmq1: %s: %s", e.Path, e.Msg) }
@@ -83,11 +86,27 @@ func IsCheckpoint(dir string) bool {
 	return err == nil
 }
 
+// LostManifest reports whether dir holds lfmq-1 checkpoint files (its
+// GlobalFile, which no Hugging Face checkpoint has) but no manifest: a
+// partial copy of a checkpoint, or an unfinished run's directory. Such a
+// directory is to be refused as unverifiable (ReadManifest's error), not
+// read as a Hugging Face checkpoint without weights.
+func LostManifest(dir string) bool {
+	if IsCheckpoint(dir) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, GlobalFile))
+	return err == nil
+}
+
 // ReadManifest reads and strictly parses dir/manifest.json. It returns the
 // manifest and its sha256.
 func ReadManifest(dir string) (*Manifest, string, error) {
 	path := filepath.Join(dir, ManifestFile)
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", &ManifestError{Path: path, Msg: "missing: without it the checkpoint's files cannot be checked; copy the whole checkpoint again", Missing: true}
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("lfmq1: %w", err)
 	}

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/lfmq/lfmq/format/canonjson"
@@ -50,15 +53,41 @@ func Create(dir string) (*Writer, error) {
 	if err := checkFinal(dir); err != nil {
 		return nil, err
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
+	final := absDir(dir)
+	parent := filepath.Dir(final)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".partial-")
+	tmp, err := mkdirUnique(parent, "."+filepath.Base(final)+".partial-")
 	if err != nil {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
-	return &Writer{final: dir, tmp: tmp, names: map[string]bool{}}, nil
+	return &Writer{final: final, tmp: tmp, names: map[string]bool{}}, nil
+}
+
+// absDir is dir made absolute, so that an output given as "." (an empty
+// current directory) or ".." is built beside it, under its own name, and
+// renamed into place, rather than inside itself.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
+}
+
+// mkdirUnique makes a new directory parent/prefix<random> with mode 0755
+// less the umask. It is os.MkdirTemp but for the mode: MkdirTemp's 0700
+// would become the checkpoint's, readable by its owner alone, where a
+// resumable run's directory (os.Mkdir, 0755) is readable by all.
+func mkdirUnique(parent, prefix string) (string, error) {
+	for range 1000 {
+		dir := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := os.Mkdir(dir, 0o755)
+		if !errors.Is(err, fs.ErrExist) {
+			return dir, err
+		}
+	}
+	return "", fmt.Errorf("no unused name %s* in %s", prefix, parent)
 }
 
 // OutputExistsError refuses to write a checkpoint into a directory that
@@ -84,7 +113,7 @@ func checkFinal(dir string) error {
 // a later run can find an interrupted one; being hidden and without a
 // manifest, it never looks like a checkpoint.
 func PartialDir(dir string) string {
-	clean := filepath.Clean(dir)
+	clean := absDir(dir)
 	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".partial")
 }
 
@@ -124,7 +153,7 @@ func CreateResumable(dir string, resume bool) (w *Writer, resumed bool, err erro
 	default:
 		return nil, false, fmt.Errorf("lfmq1: %w", err)
 	}
-	return &Writer{final: dir, tmp: partial, resumable: true, names: map[string]bool{}}, resumed, nil
+	return &Writer{final: absDir(dir), tmp: partial, resumable: true, names: map[string]bool{}}, resumed, nil
 }
 
 // Dir returns the directory the Writer builds the checkpoint in.

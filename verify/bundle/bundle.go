@@ -858,6 +858,11 @@ func (b *builder) runGo(ctx context.Context, dir, platform string, env []string,
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// The go command was killed because the build was cancelled
+			// (Ctrl-C): say so, not "signal: killed".
+			return "", fmt.Errorf("bundle: go %s (%s): %w", args[0], platform, ctx.Err())
+		}
 		return "", &BuildError{Platform: platform, Args: args, Output: out.String(), Err: err}
 	}
 	return out.String(), nil

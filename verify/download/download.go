@@ -98,6 +98,10 @@ func (e *HTTPError) Error() string {
 
 var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// pageSegments follow OWNER/NAME in the URLs of a Hugging Face
+// repository's pages and files, never in the repository's own URL.
+var pageSegments = []string{"tree", "blob", "resolve", "commit", "commits", "raw", "discussions"}
+
 // Repo returns the OWNER/NAME a repository URL names (its last two path
 // segments), as lfmq launch --repo takes it.
 func Repo(rawURL string) (string, error) {
@@ -128,6 +132,17 @@ func Dest(cacheRoot, rawURL, revision string) (string, error) {
 	segs := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
 	if len(segs) == 0 {
 		return "", fmt.Errorf("download: URL %q names no repository", rawURL)
+	}
+	// A URL copied from a browser names a page of the repository
+	// (.../owner/name/tree/main); its last two segments are no repository.
+	// Only a page segment with something after it counts, so that a
+	// repository named "tree" behind a mirror's path prefix still works.
+	for i := 2; i < len(segs)-1; i++ {
+		if slices.Contains(pageSegments, segs[i]) {
+			repoURL := *u
+			repoURL.Path = "/" + strings.Join(segs[:i], "/")
+			return "", fmt.Errorf("download: URL %q names a page of the repository (%s/…), not the repository: give %s, and the branch, tag or commit as --revision", rawURL, segs[i], repoURL.String())
+		}
 	}
 	if len(segs) > 2 {
 		segs = segs[len(segs)-2:]
@@ -206,9 +221,6 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		tr.ResponseHeaderTimeout = time.Minute
 		client = &http.Client{Transport: tr}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, IncompleteDir), 0o755); err != nil {
-		return nil, fmt.Errorf("download: %w", err)
-	}
 	d := &downloader{opts: &opts, base: base, dir: dir, client: client, rev: opts.Revision}
 	res := &Result{Dir: dir}
 
@@ -244,7 +256,14 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 			return res, err
 		}
 	}
+	// The release's directory is made only now, once SHA256SUMS (and the
+	// signature, when one is required) are in hand: a revision the hub
+	// does not have, or a refused signature, leaves nothing behind that
+	// lfmq launch would take for a download whose files went missing.
 	tmp := filepath.Join(dir, filepath.FromSlash(IncompleteDir))
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return res, fmt.Errorf("download: %w", err)
+	}
 	if commit != "" {
 		if err := atomicWrite(tmp, filepath.Join(dir, filepath.FromSlash(CommitFile)), []byte(commit+"\n")); err != nil {
 			return res, err
@@ -498,6 +517,11 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 		if err != nil && res == resultRefused {
 			os.Remove(part)
 			return outcome{err: err}
+		}
+		if err != nil && ctx.Err() != nil {
+			// Interrupted: the partial file stays for the next run, and
+			// nothing is retried.
+			return outcome{err: ctx.Err()}
 		}
 		if err != nil {
 			// A network error or a retryable status: keep the partial

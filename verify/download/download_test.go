@@ -279,10 +279,15 @@ func TestRetriesAndFailures(t *testing.T) {
 		_, srv := newHub(t)
 		o := opts(srv, t.TempDir())
 		o.Revision = "v9"
-		_, err := download.Download(context.Background(), o)
+		res, err := download.Download(context.Background(), o)
 		var he *download.HTTPError
 		if !errors.As(err, &he) || he.Status != http.StatusNotFound {
 			t.Fatalf("err = %v", err)
+		}
+		// No directory for a revision the hub does not have: lfmq launch
+		// would take it for a download that lost its files.
+		if _, err := os.Stat(res.Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s made for a revision the hub does not have (%v)", res.Dir, err)
 		}
 	})
 	t.Run("bad list", func(t *testing.T) {
@@ -327,6 +332,7 @@ func TestDest(t *testing.T) {
 		"https://huggingface.co/LiquidAI/LFM2-8B-A1B-lfmq1/": "LiquidAI--LFM2-8B-A1B-lfmq1",
 		"http://127.0.0.1:8080/mirror/org/name":              "org--name",
 		"http://127.0.0.1:8080/single":                       "single",
+		"http://127.0.0.1:8080/mirror/org/tree":              "org--tree",
 	} {
 		got, err := download.Dest("/c", url, "v1")
 		if err != nil || got != filepath.Join("/c", want, "v1") {
@@ -337,6 +343,8 @@ func TestDest(t *testing.T) {
 		{"ftp://x/a/b", "v1"}, {"https://x", "v1"}, {"https://x/a/b?q=1", "v1"},
 		{"https://x/a/b", "../v1"}, {"https://x/a/b", ""}, {"https://x/a/b%20c", "v1"},
 		{"https://user:pw@x/a/b", "v1"},
+		{"https://huggingface.co/a/b/tree/main", "v1"}, {"https://huggingface.co/a/b/blob/v1/README.md", "v1"},
+		{"https://huggingface.co/a/b/resolve/v1/SHA256SUMS", "v1"},
 	} {
 		if _, err := download.Dest("/c", bad[0], bad[1]); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -560,15 +568,10 @@ func TestDownloadRequiresSignature(t *testing.T) {
 					t.Errorf("%s fetched although the signature was refused", r.Path)
 				}
 			}
-			// Nothing of the refused release is kept.
-			err = filepath.WalkDir(res.Dir, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					t.Errorf("%s written although the signature was refused", p)
-				}
-				return err
-			})
-			if err != nil {
-				t.Error(err)
+			// Nothing of the refused release is written, not even its
+			// directory.
+			if _, err := os.Stat(res.Dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s made although the signature was refused (%v)", res.Dir, err)
 			}
 		})
 	}
@@ -608,5 +611,51 @@ func TestDownloadSignatureRerun(t *testing.T) {
 	want, _ := os.ReadFile(filepath.Join(signed, verify.SignatureFile))
 	if got, _ := os.ReadFile(local); !bytes.Equal(got, want) {
 		t.Errorf("the damaged signature was kept: %q", got)
+	}
+}
+
+// cancelOnBody cancels a context once the body of a response for path
+// has started to arrive: an interruption in the middle of a transfer.
+type cancelOnBody struct {
+	rt     http.RoundTripper
+	path   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := c.rt.RoundTrip(r)
+	if err == nil && strings.HasSuffix(r.URL.Path, "/"+c.path) {
+		c.cancel()
+	}
+	return res, err
+}
+
+// TestInterrupted: an interruption in the middle of a file ends the
+// download with the context's error, before the final verification, and
+// logs no "retry" for a fetch that is not retried.
+func TestInterrupted(t *testing.T) {
+	_, srv := newHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := opts(srv, t.TempDir())
+	client := *srv.Client()
+	client.Transport = &cancelOnBody{rt: srv.Client().Transport, path: big, cancel: cancel}
+	o.Client = &client
+	o.Jobs = 1
+	var log bytes.Buffer
+	o.Log = &log
+	res, err := download.Download(ctx, o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the cancellation", err)
+	}
+	if strings.Contains(log.String(), "retry") {
+		t.Errorf("an interrupted fetch is logged as retried:\n%s", log.String())
+	}
+	// (Whether the body was cut short depends on how much of it was in
+	// flight: a file that arrived whole is kept, one cut short is left
+	// as its .incomplete file; either way it is fetched or resumed, never
+	// retried, in this run.)
+	if res == nil || res.Report != nil {
+		t.Errorf("an interrupted download was verified: %+v", res)
 	}
 }
