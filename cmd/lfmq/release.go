@@ -21,10 +21,15 @@ import (
 // renderQuality renders the model card's quality section from a release's
 // evidence files: each evidence JSON file is parsed (evidence.Parse) and
 // rendered by evidence/report as the scoring.md §7 table, under a heading
-// naming the file. SVG plots are skipped: the builder shows them on the
-// card as images. It is passed to the builder as bundle.Options.Quality,
-// the one place the card's quality tables come from.
-func renderQuality(files []bundle.EvidenceFile) ([]string, error) {
+// naming the file and a line naming the rows that are this release's
+// checkpoint. SVG plots are skipped: the builder shows them on the card as
+// images. It is passed to the builder as bundle.Options.Quality, the one
+// place the card's quality tables come from.
+//
+// A file that scored no candidate with the checkpoint's manifest sha256 is
+// refused: the card would present another checkpoint's figures as this
+// release's.
+func renderQuality(files []bundle.EvidenceFile, manifestSHA256 string) ([]string, error) {
 	var out []string
 	for _, f := range files {
 		if path.Ext(f.Path) != ".json" {
@@ -34,9 +39,36 @@ func renderQuality(files []bundle.EvidenceFile) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, "### `"+f.Path+"`\n\n"+report.Markdown(ef))
+		var this, others []string
+		for _, c := range ef.Receipts.Candidates {
+			if c.Identity == manifestSHA256 || c.ManifestSHA256 == manifestSHA256 {
+				this = append(this, "`"+c.Name+"`")
+			} else {
+				others = append(others, fmt.Sprintf("%s (%s)", c.Name, shortSHA(c.Identity)))
+			}
+		}
+		if len(this) == 0 {
+			return nil, &bundle.InputError{Path: "--evidence " + path.Base(f.Path), Option: true,
+				Msg: fmt.Sprintf("scores no candidate with this checkpoint's manifest sha256 %s (it scores %s); "+
+					"score the checkpoint (lfmq score --candidate NAME=CHECKPOINT_DIR ...) or leave this file out",
+					shortSHA(manifestSHA256), strings.Join(others, ", "))}
+		}
+		which := strings.Join(this, " and ") + " below"
+		if len(ef.Receipts.Candidates) == 1 {
+			which = "the one candidate below, " + this[0] // the table has no candidate column then
+		}
+		out = append(out, "### `"+f.Path+"`\n\nThis release's checkpoint (manifest sha256 `"+manifestSHA256+"`) is "+
+			which+".\n\n"+report.Markdown(ef))
 	}
 	return out, nil
+}
+
+// shortSHA is the first 12 hex digits of a sha256, for messages.
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return s
 }
 
 type releaseBuildOptions struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify/bundle"
 	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 )
@@ -90,7 +92,11 @@ func TestReleaseDemo(t *testing.T) {
 	os.WriteFile(lic, []byte(bundletest.License), 0o644)
 	ev := filepath.Join(tmp, "evidence")
 	os.Mkdir(ev, 0o755)
-	os.WriteFile(filepath.Join(ev, "score.json"), scoreEvidence(t), 0o644)
+	manifestSHA, _, err := lfmq1.HashFile(filepath.Join(ckpt, lfmq1.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ev, "score.json"), scoreEvidence(t, manifestSHA), 0o644)
 	os.WriteFile(filepath.Join(ev, "kl-chat.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text>KL per token: chat</text></svg>`+"\n"), 0o644)
 	rel := filepath.Join(tmp, "release")
 	ios, stdout, stderr := testStreams()
@@ -102,6 +108,7 @@ func TestReleaseDemo(t *testing.T) {
 	card, _ := os.ReadFile(filepath.Join(rel, "README.md"))
 	for _, want := range []string{
 		"https://huggingface.co/test/tiny-lfm2-moe-lfmq1 --revision v1", "| chat | 1,234 |",
+		"This release's checkpoint (manifest sha256 `" + manifestSHA + "`) is the one candidate below, `rtn`.",
 		"![KL per token: chat](evidence/kl-chat.svg)", "| **total** |  | 358 | 7,602,464 |",
 	} {
 		if !strings.Contains(string(card), want) {
@@ -141,11 +148,14 @@ func TestReleaseDemo(t *testing.T) {
 }
 
 // scoreEvidence is a small evidence file of lfmq score.
-func scoreEvidence(t *testing.T) []byte {
+// Its one candidate, "rtn", is the lfmq-1 checkpoint whose manifest has
+// the sha256 manifestSHA.
+func scoreEvidence(t *testing.T, manifestSHA string) []byte {
 	t.Helper()
 	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
 		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
 	}}
+	f.Receipts.Candidates = []evidence.Checkpoint{{Name: "rtn", Format: "lfmq-1", Identity: manifestSHA, ManifestSHA256: manifestSHA}}
 	data, err := evidence.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +180,10 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 	notCkpt := filepath.Dir(write("hf/config.json", "{}"))
 	notEmpty := filepath.Dir(write("not-empty/keep.txt", "mine"))
 	badJSON := filepath.Dir(write("bad-evidence/score.json", "{"))
+	// Evidence that scored another checkpoint than ckpt (whose manifest is "{}").
+	otherEvidence := filepath.Join(tmp, "other-evidence")
+	os.Mkdir(otherEvidence, 0o755)
+	os.WriteFile(filepath.Join(otherEvidence, "score.json"), scoreEvidence(t, strings.Repeat("ab", 32)), 0o644)
 	src := bundletest.Source(t)
 	// args is the command line of a good build with the flags in edit
 	// changed: a value replaces the flag's, "" leaves the flag out.
@@ -204,6 +218,8 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		{"checkpoint missing", map[string]string{"--checkpoint": filepath.Join(tmp, "nope")}, exitUsage, []string{"--checkpoint " + filepath.Join(tmp, "nope") + ": no such directory"}},
 		{"checkpoint not lfmq-1", map[string]string{"--checkpoint": notCkpt}, exitUsage, []string{"--checkpoint " + notCkpt + ": not an lfmq-1 checkpoint (no manifest.json)"}},
 		{"evidence not JSON", map[string]string{"--evidence": badJSON}, exitFailure, []string{"score.json: not valid JSON"}},
+		{"evidence of another checkpoint", map[string]string{"--evidence": otherEvidence}, exitUsage,
+			[]string{"--evidence score.json: scores no candidate with this checkpoint's manifest sha256 44136fa355b3…", "rtn (abababababab…)"}},
 		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},
 		{"source card licence", map[string]string{"--source-card": write("card/README.md", "---\nlicense: foo\n---\n")}, exitFailure, []string{`license "foo"`, "--license-id"}},
 	}
@@ -227,17 +243,36 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 }
 
 // TestRenderQuality checks the card's quality hook: evidence JSON files
-// become evidence/report tables, plots are skipped, a bad file is an error.
+// become evidence/report tables naming this checkpoint's rows, plots are
+// skipped, a bad file or one that never scored this checkpoint is an error.
 func TestRenderQuality(t *testing.T) {
-	data := scoreEvidence(t)
-	out, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/fidelity.json", Data: data}, {Path: "evidence/kl.svg", Data: []byte("<svg/>")}})
+	sha := strings.Repeat("c", 64)
+	data := scoreEvidence(t, sha)
+	out, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/fidelity.json", Data: data}, {Path: "evidence/kl.svg", Data: []byte("<svg/>")}}, sha)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 1 || !strings.HasPrefix(out[0], "### `evidence/fidelity.json`\n\n| corpus |") || !strings.Contains(out[0], "| chat | 1,234 |") {
+	want := "### `evidence/fidelity.json`\n\nThis release's checkpoint (manifest sha256 `" + sha + "`) is the one candidate below, `rtn`.\n\n| corpus |"
+	if len(out) != 1 || !strings.HasPrefix(out[0], want) || !strings.Contains(out[0], "| chat | 1,234 |") {
 		t.Errorf("rendered %q", out)
 	}
-	if _, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/x.json", Data: []byte(`{"format": "other"}`)}}); err == nil {
+	if _, err := renderQuality([]bundle.EvidenceFile{{Path: "evidence/x.json", Data: []byte(`{"format": "other"}`)}}, sha); err == nil {
 		t.Error("a file that is not evidence was rendered")
+	}
+	// Several candidates: the ones with this manifest are named.
+	f, _ := evidence.Parse("x", data)
+	f.Receipts.Candidates = append(f.Receipts.Candidates, evidence.Checkpoint{Name: "gptq", Identity: strings.Repeat("d", 64)},
+		evidence.Checkpoint{Name: "served", Identity: sha})
+	f.Results = append(f.Results, evidence.Result{Candidate: "gptq", Kind: evidence.KindCandidate, Corpus: "chat", Stats: f.Results[0].Stats})
+	two, _ := evidence.Marshal(f)
+	out, err = renderQuality([]bundle.EvidenceFile{{Path: "evidence/ablation.json", Data: two}}, sha)
+	if err != nil || !strings.Contains(out[0], "is `rtn` and `served` below.") {
+		t.Errorf("rendered %q, %v", out, err)
+	}
+	// Another checkpoint's evidence is refused, naming what it scored.
+	_, err = renderQuality([]bundle.EvidenceFile{{Path: "evidence/ablation.json", Data: two}}, strings.Repeat("e", 64))
+	var ie *bundle.InputError
+	if !errors.As(err, &ie) || !ie.Option || !strings.Contains(err.Error(), "rtn (cccccccccccc…), gptq (dddddddddddd…), served (cccccccccccc…)") {
+		t.Errorf("another checkpoint's evidence: %v", err)
 	}
 }

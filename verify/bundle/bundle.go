@@ -128,8 +128,12 @@ type Options struct {
 	BuildBinary func(ctx context.Context, p Platform, dir, ldflags, out string) error
 	// Quality renders the card's quality section from the evidence files
 	// (the hook for evidence/report); nil leaves the card listing the
-	// files.
-	Quality func(files []EvidenceFile) ([]string, error)
+	// files. It is given the checkpoint's manifest sha256 so that it can
+	// refuse evidence that never scored this checkpoint (return an
+	// *InputError) and mark the rows that did. It runs before the
+	// checkpoint is copied and the runtime built, so a refusal costs
+	// nothing.
+	Quality func(files []EvidenceFile, manifestSHA256 string) ([]string, error)
 	// Log, if set, receives one line per step.
 	Log io.Writer
 }
@@ -412,10 +416,29 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var quality []string
+	var qualityFor string // the manifest sha256 the quality tables were checked against
+	if o.Quality != nil && len(evidence) > 0 {
+		if qualityFor, _, err = lfmq1.HashFile(filepath.Join(o.CheckpointDir, lfmq1.ManifestFile)); err != nil {
+			return nil, err
+		}
+		if quality, err = o.Quality(evidence, qualityFor); err != nil {
+			var ie *InputError
+			if errors.As(err, &ie) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("bundle: rendering the quality tables: %w", err)
+		}
+	}
 	o.logf("checking and copying the checkpoint %s", o.CheckpointDir)
 	manifest, manifestSHA, err := copyCheckpoint(ctx, o.CheckpointDir, filepath.Join(b.stage, "checkpoint"))
 	if err != nil {
 		return nil, err
+	}
+	if qualityFor != "" && qualityFor != manifestSHA {
+		// The checkpoint changed under the build: the evidence was checked
+		// against another manifest than the one released.
+		return nil, &lfmq1.MismatchError{Path: lfmq1.ManifestFile, Kind: "hash", Want: qualityFor, Got: manifestSHA}
 	}
 
 	// The runtime: archive, then binaries built from the extracted archive.
@@ -470,12 +493,6 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 				alt = "Plot " + path.Base(e.Path)
 			}
 			plots = append(plots, card.Plot{Path: e.Path, Alt: alt})
-		}
-	}
-	var quality []string
-	if o.Quality != nil && len(evidence) > 0 {
-		if quality, err = o.Quality(evidence); err != nil {
-			return nil, fmt.Errorf("bundle: rendering the quality tables: %w", err)
 		}
 	}
 	releaseID := ReleaseID(o.BaseModel, o.Revision)

@@ -169,6 +169,17 @@ func TestBuildRefuses(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module github.com/lfmq/lfmq\n\ngo 1.26.0\n\ntoolchain go1.26.0-not-this-one\n"), 0o644)
 			o.SourceDir = dir
 		}, func(err error) bool { var te *bundle.ToolchainError; return errors.As(err, &te) }, false},
+		{"quality hook refuses the evidence", func(t *testing.T, o *bundle.Options) {
+			o.EvidenceDir = t.TempDir()
+			os.WriteFile(filepath.Join(o.EvidenceDir, "score.json"), []byte("{}\n"), 0o644)
+			o.Quality = func([]bundle.EvidenceFile, string) ([]string, error) {
+				return nil, &bundle.InputError{Path: "--evidence score.json", Msg: "another checkpoint's", Option: true}
+			}
+			// Refused before the runtime is built.
+			o.BuildBinary = func(context.Context, bundle.Platform, string, string, string) error {
+				return errors.New("built a runtime for refused evidence")
+			}
+		}, isOption("--evidence score.json", "another checkpoint's"), false},
 		{"build fails", func(t *testing.T, o *bundle.Options) {
 			o.BuildBinary = func(context.Context, bundle.Platform, string, string, string) error {
 				return errors.New("compiler on fire")
@@ -235,18 +246,20 @@ func TestBuildContents(t *testing.T) {
 	os.WriteFile(filepath.Join(opts.EvidenceDir, "kl.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text x="1">KL per token: chat</text></svg>`+"\n"), 0o644)
 	os.WriteFile(filepath.Join(opts.EvidenceDir, "untitled.svg"), []byte("<svg/>\n"), 0o644)
 	var seen []string
-	opts.Quality = func(files []bundle.EvidenceFile) ([]string, error) {
+	var seenSHA string
+	opts.Quality = func(files []bundle.EvidenceFile, manifestSHA256 string) ([]string, error) {
 		for _, f := range files {
 			seen = append(seen, f.Path)
 		}
+		seenSHA = manifestSHA256
 		return []string{"### Fidelity\n\n| candidate | KL |\n|---|---:|\n| RTN | 0.05 |\n"}, nil
 	}
 	res, err := bundle.Build(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seen, []string{"evidence/fidelity-rtn.json", "evidence/kl.svg", "evidence/untitled.svg"}) {
-		t.Errorf("quality hook saw %v", seen)
+	if !slices.Equal(seen, []string{"evidence/fidelity-rtn.json", "evidence/kl.svg", "evidence/untitled.svg"}) || seenSHA != res.ManifestSHA256 {
+		t.Errorf("quality hook saw %v and manifest sha256 %s, want %s", seen, seenSHA, res.ManifestSHA256)
 	}
 	readme, _ := os.ReadFile(filepath.Join(out, "README.md"))
 	for _, want := range []string{"| RTN | 0.05 |", "license: apache-2.0", "base_model: test/tiny-lfm2-moe", "`NOTICE`", "`evidence/fidelity-rtn.json`",
