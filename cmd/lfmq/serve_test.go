@@ -233,9 +233,9 @@ func TestServedScoreEqualsInProcess(t *testing.T) {
 	}
 }
 
-// TestServeBadSetup: a directory that is not a checkpoint and a context
-// longer than the model's are usage errors naming the flag; a port in use
-// is a failure naming the address.
+// TestServeBadSetup: a directory that is not a checkpoint, a context
+// longer than the model's and a KV pool shorter than the context are usage
+// errors naming the flag; a port in use is a failure naming the address.
 func TestServeBadSetup(t *testing.T) {
 	port := freePort(t)
 	for _, tc := range []struct {
@@ -245,6 +245,8 @@ func TestServeBadSetup(t *testing.T) {
 	}{
 		{[]string{"--model", t.TempDir(), "--port", "0"}, exitUsage, ": not a checkpoint directory (no config.json)"},
 		{[]string{"--model", tinyModel, "--port", "0", "--max-model-len", "99999"}, exitUsage, "--max-model-len: 99999 is more than the model's context, 4096"},
+		{[]string{"--model", tinyModel, "--port", "0", "--kv-pool-tokens", "10"}, exitUsage, "--kv-pool-tokens: 10 is less than the longest sequence, 4096 tokens"},
+		{[]string{"--model", tinyModel, "--port", "0", "--kv-pool-tokens", "100", "--max-model-len", "512"}, exitUsage, "give at least 512, or lower --max-model-len"},
 	} {
 		ios, _, stderr := testStreams()
 		if code := run(context.Background(), append([]string{"serve"}, tc.args...), ios); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
