@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -202,6 +203,9 @@ func (o *serveOptions) validateServe() error {
 		if origin == "" {
 			return usage("--cors-origin is empty")
 		}
+		if err := checkOrigin(origin); err != nil {
+			return &usageError{err}
+		}
 	}
 	d, err := sample.Preset(o.Preset)
 	if err != nil {
@@ -296,4 +300,29 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 		return &usageError{err}
 	}
 	return err
+}
+
+// checkOrigin refuses a --cors-origin that no browser's Origin header can
+// equal: the header is compared as a string, and browsers send an origin
+// serialized as scheme://host[:port], lower case, without a path, a
+// trailing slash or the scheme's default port.
+func checkOrigin(origin string) error {
+	if origin == "*" || origin == "null" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil {
+		return fmt.Errorf("--cors-origin %q is not an origin: want scheme://host[:port] (e.g. https://app.example.com), or * for any", origin)
+	}
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(u.Scheme == "http" && port == "80") && !(u.Scheme == "https" && port == "443") {
+		host += ":" + port
+	}
+	if want := strings.ToLower(u.Scheme) + "://" + host; want != origin {
+		return fmt.Errorf("--cors-origin %q never matches: a browser sends this origin as %q (no path, trailing slash or default port; lower case)", origin, want)
+	}
+	return nil
 }

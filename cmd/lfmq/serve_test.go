@@ -58,6 +58,15 @@ func TestServeFlags(t *testing.T) {
 		{"chunk", "--model m --prefill-chunk 0", "--prefill-chunk", nil},
 		{"log level", "--model m --log-level loud", "--log-level", nil},
 		{"args", "--model m extra", "takes no arguments", nil},
+		{"origins", "--model m --cors-origin * --cors-origin null --cors-origin https://app.example.com --cors-origin http://localhost:5173 --cors-origin chrome-extension://abcdef --cors-origin http://[::1]:8080", "", func(o *serveOptions) bool {
+			return len(o.CORSOrigins) == 6
+		}},
+		{"origin with a trailing slash", "--model m --cors-origin https://app.example.com/", `a browser sends this origin as "https://app.example.com"`, nil},
+		{"origin with a path", "--model m --cors-origin http://localhost:3000/chat", `as "http://localhost:3000"`, nil},
+		{"origin with the default port", "--model m --cors-origin https://app.example.com:443", `as "https://app.example.com"`, nil},
+		{"origin in capitals", "--model m --cors-origin HTTPS://App.Example.com", `as "https://app.example.com"`, nil},
+		{"origin without a scheme", "--model m --cors-origin app.example.com", "is not an origin: want scheme://host[:port]", nil},
+		{"origin with a user", "--model m --cors-origin https://me@app.example.com", "is not an origin", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
