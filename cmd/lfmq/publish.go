@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -79,8 +80,8 @@ published copy does not verify, 1 any other failure, 2 usage.`,
 			if opts.Jobs < 1 {
 				return &usageError{fmt.Errorf("--jobs must be positive, got %d", opts.Jobs)}
 			}
-			if opts.Retries < 1 {
-				return &usageError{fmt.Errorf("--retries must be at least 1, got %d", opts.Retries)}
+			if opts.Retries < 0 {
+				return &usageError{fmt.Errorf("--retries must not be negative, got %d", opts.Retries)}
 			}
 			if opts.Private && !opts.Create {
 				return &usageError{errors.New("--private applies to a repository --create makes")}
@@ -182,7 +183,7 @@ func publishRun(cmd *cobra.Command, opts *publishOptions) error {
 	po := publish.Options{
 		Endpoint: opts.Endpoint, Repo: opts.Repo, Branch: opts.Branch, Revision: revision, Dir: opts.ReleaseDir,
 		Create: opts.Create, Private: opts.Private, Message: opts.Message, Token: opts.Token, Jobs: opts.Jobs,
-		Retries: opts.Retries, Progress: prog.callbacks(),
+		Retries: cmp.Or(opts.Retries, -1), Progress: prog.callbacks(), // --retries 0: none, not the library's default
 	}
 	if opts.HTTPClient != nil {
 		po.Client = opts.HTTPClient()

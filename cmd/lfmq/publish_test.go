@@ -47,7 +47,8 @@ func TestPublishFlags(t *testing.T) {
 		{"tag is the branch", "--release-dir r --repo a/b --revision main", "t", `revision "main"`, nil},
 		{"private without create", "--release-dir r --repo a/b --private", "t", "--private applies", nil},
 		{"bad jobs", "--release-dir r --repo a/b --jobs 0", "t", "--jobs", nil},
-		{"bad retries", "--release-dir r --repo a/b --retries 0", "t", "--retries", nil},
+		{"no retries", "--release-dir r --repo a/b --retries 0", "t", "", func(o *publishOptions) bool { return o.Retries == 0 }},
+		{"bad retries", "--release-dir r --repo a/b --retries -1", "t", "--retries", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,8 @@ type Options struct {
 	// parts together (default 4).
 	Jobs int
 	// Retries is the number of retries of a request after a network
-	// error, a 429 or a 5xx (default 5).
+	// error, a 429 or a 5xx: 0 means the default, 5; a negative value
+	// means none (one attempt).
 	Retries int
 	// Backoff gives the wait before retry n (1-based); default
 	// 250ms·2^(n-1), at most 8 s.
@@ -199,8 +200,11 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = 4
 	}
-	if opts.Retries <= 0 {
+	switch {
+	case opts.Retries == 0:
 		opts.Retries = 5
+	case opts.Retries < 0:
+		opts.Retries = 0
 	}
 	if opts.Backoff == nil {
 		opts.Backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }

@@ -443,6 +443,22 @@ func TestPublishRetriesPartOn5xx(t *testing.T) {
 	e.downloadAndVerify(t, a, "v1")
 }
 
+// TestPublishNoRetries: a negative Retries (the command's --retries 0)
+// makes one attempt: a 5xx fails the upload.
+func TestPublishNoRetries(t *testing.T) {
+	a, _ := releases(t)
+	e := newEnv(t, nil)
+	e.srv.FailUpload(lfsObjects(t, a)[layer], 0, http.StatusInternalServerError, 1)
+	opts := e.opts(a, "v1")
+	opts.Retries = -1
+	if _, err := publish.Publish(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("err = %v, want the 500", err)
+	}
+	if got := e.srv.Attempts(lfsObjects(t, a)[layer], 0); got != 1 {
+		t.Errorf("layer-00 attempted %d times, want 1", got)
+	}
+}
+
 func TestPublishStaleParent(t *testing.T) {
 	a, b := releases(t)
 	e := newEnv(t, nil)
