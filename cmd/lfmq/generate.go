@@ -15,6 +15,7 @@ import (
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/internal/bom"
 )
 
 type generateOptions struct {
@@ -34,8 +35,9 @@ type generateOptions struct {
 	Threads     int
 	Stats       bool
 
-	chatJSON  []byte // --chat, read and checked
-	toolsJSON []byte // --tools, read and checked
+	chatJSON   []byte // --chat, read and checked
+	toolsJSON  []byte // --tools, read and checked
+	schemaJSON []byte // --json-schema, read and checked
 }
 
 func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Command {
@@ -146,7 +148,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 		}
 	}
 	if opts.JSONSchema != "" {
-		if err := requireFiles("--json-schema "+opts.JSONSchema, opts.JSONSchema); err != nil {
+		if err := opts.readSchema(); err != nil {
 			return err
 		}
 	}
@@ -217,20 +219,38 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 	return nil
 }
 
+// readSchema reads and checks --json-schema before the model loads, so
+// that a schema the command cannot answer fails at once: a missing file, or
+// a schema it cannot answer (not JSON included), is a usage error (exit 2);
+// a file with a byte-order mark exit 1, as for --chat and --tools files.
+func (o *generateOptions) readSchema() error {
+	if err := requireFiles("--json-schema "+o.JSONSchema, o.JSONSchema); err != nil {
+		return err
+	}
+	schema, err := os.ReadFile(o.JSONSchema)
+	if err != nil {
+		return fmt.Errorf("--json-schema: %w", err)
+	}
+	if bom.Has(schema) {
+		return fmt.Errorf("--json-schema %s: %s", o.JSONSchema, bom.Advice)
+	}
+	_, err = choice.Parse(schema)
+	var ue *choice.UnsupportedError
+	switch {
+	case errors.As(err, &ue):
+		return &usageError{fmt.Errorf("--json-schema %s: %w", o.JSONSchema, err)}
+	case err != nil:
+		return fmt.Errorf("--json-schema %s: %w", o.JSONSchema, err)
+	}
+	o.schemaJSON = schema
+	return nil
+}
+
 // generateSchema prints the closed-schema answer to the chat on stdout and,
 // with --stats, every candidate's score on stderr.
 func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Session) error {
-	msgs := opts.chatJSON
-	schema, err := os.ReadFile(opts.JSONSchema)
-	if err != nil {
-		return &usageError{fmt.Errorf("--json-schema: %w", err)}
-	}
 	start := time.Now()
-	sch, a, err := s.AnswerSchema(cmd.Context(), msgs, schema, time.Now())
-	var ue *choice.UnsupportedError
-	if errors.As(err, &ue) {
-		return &usageError{fmt.Errorf("--json-schema %s: %w", opts.JSONSchema, err)}
-	}
+	sch, a, err := s.AnswerSchema(cmd.Context(), opts.chatJSON, opts.schemaJSON, time.Now())
 	if err != nil {
 		return err
 	}
@@ -275,6 +295,9 @@ func readChatArg(arg string) ([]byte, error) {
 		}
 		return err
 	}
+	if bom.Has(data) {
+		return nil, fail(errors.New(bom.Advice))
+	}
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fail(fmt.Errorf("not valid JSON: %w", err))
@@ -315,6 +338,8 @@ func readToolsArg(arg string) ([]byte, error) {
 	var v any
 	err := json.Unmarshal(data, &v)
 	switch _, isArray := v.([]any); {
+	case bom.Has(data):
+		err = errors.New(bom.Advice)
 	case err != nil:
 		err = fmt.Errorf("not valid JSON: %w", err)
 	case !isArray:

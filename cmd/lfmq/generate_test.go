@@ -258,6 +258,29 @@ func TestGenerateSchema(t *testing.T) {
 	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", `[{"role":"user","content":"x"}]`, "--json-schema", bad}, ios); code != exitUsage || !strings.Contains(stderr.String(), "properties.n.type") {
 		t.Errorf("unsupported: exit %d: %s", code, stderr)
 	}
+	// A schema is checked before the model loads: with a checkpoint that
+	// cannot load, the schema's fault is what is reported.
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "config.json"), []byte("{}"), 0o644)
+	notJSON := filepath.Join(dir, "not.json")
+	os.WriteFile(notJSON, []byte(`{"type": "object",`), 0o644)
+	withBOM := filepath.Join(dir, "bom.json")
+	os.WriteFile(withBOM, append([]byte("\xEF\xBB\xBF"), []byte(`{"type":"object"}`)...), 0o644)
+	for _, tt := range []struct {
+		schema string
+		code   int
+		want   string
+	}{
+		{bad, exitUsage, "--json-schema " + bad + ": "},
+		{notJSON, exitUsage, "--json-schema " + notJSON + ": choice: schema (root): not JSON"},
+		{withBOM, exitFailure, "--json-schema " + withBOM + ": starts with a UTF-8 byte-order mark"},
+	} {
+		ios, _, stderr = testStreams()
+		code := run(context.Background(), []string{"generate", "--model", broken, "--chat", `[{"role":"user","content":"x"}]`, "--json-schema", tt.schema}, ios)
+		if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%s: exit %d, want %d with %q: %s", tt.schema, code, tt.code, tt.want, stderr)
+		}
+	}
 }
 
 // TestConfigTypo: a misspelt config key is named as a likely typo before
@@ -342,6 +365,7 @@ func TestGenerateChatFile(t *testing.T) {
 		{`{"role":"user","content":"a"}`, exitFailure, "expected a JSON array of messages"},
 		{`[{"role":"user","content":"a"},{"role":"usr","content":"b"}]`, exitFailure, `messages[1].role: "usr" is not a role`},
 		{`[{"role":"user","content":"a"}`, exitFailure, "not valid JSON"},
+		{"\xEF\xBB\xBF[{\"role\":\"user\",\"content\":\"a\"}]", exitFailure, "starts with a UTF-8 byte-order mark (bytes EF BB BF), which JSON does not allow: save the file as UTF-8 without a BOM"},
 	} {
 		path := filepath.Join(dir, "chat.json")
 		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
@@ -362,6 +386,8 @@ func TestGenerateToolsArg(t *testing.T) {
 	dir := t.TempDir()
 	badFile := filepath.Join(dir, "tools.json")
 	os.WriteFile(badFile, []byte(`[{"type": "function"}]`), 0o644)
+	bomFile := filepath.Join(dir, "bom.json")
+	os.WriteFile(bomFile, []byte("\xEF\xBB\xBF[]"), 0o644)
 	chatArg := `[{"role":"user","content":"x"}]`
 	for _, tt := range []struct {
 		tools string
@@ -373,6 +399,7 @@ func TestGenerateToolsArg(t *testing.T) {
 		{`calculate`, exitUsage, "--tools: not valid JSON"},
 		{`null`, exitUsage, "--tools: expected a JSON array of tool definitions, got null"},
 		{"@" + badFile, exitFailure, "--tools " + badFile + `: tools[0]: a tool of type "function" needs a "function" object`},
+		{"@" + bomFile, exitFailure, "--tools " + bomFile + ": starts with a UTF-8 byte-order mark"},
 	} {
 		ios, _, stderr := testStreams()
 		code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", chatArg, "--tools", tt.tools, "--max-tokens", "1"}, ios)

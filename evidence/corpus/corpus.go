@@ -12,6 +12,7 @@ import (
 	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/internal/bom"
 )
 
 // MaxBytes bounds a corpus file (it is read whole: its sha256 is a receipt).
@@ -143,6 +144,9 @@ func Load(name, path string, enc *Encoder, maxRecords int) (*Corpus, error) {
 // skipped. maxRecords > 0 stops after that many records.
 func Parse(path string, data []byte, enc *Encoder, maxRecords int) ([]Record, error) {
 	var recs []Record
+	if bom.Has(data) {
+		return nil, &RecordError{Path: path, Line: 1, Msg: bom.Advice}
+	}
 	line := 0
 	for len(data) > 0 {
 		if maxRecords > 0 && len(recs) == maxRecords {

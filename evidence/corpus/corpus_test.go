@@ -96,6 +96,7 @@ func TestRecordErrors(t *testing.T) {
 		{`{"kind": "x"}`, "has none of input_ids, messages or text"},
 		{`[1, 2]`, "not a JSON object"},
 		{`{"text": 5}`, "not a JSON object"},
+		{"\xEF\xBB\xBF{\"text\": \"a\"}", "x:1: starts with a UTF-8 byte-order mark"},
 	}
 	for _, tt := range tests {
 		_, err := corpus.Parse("x", []byte(tt.data), enc, 0)

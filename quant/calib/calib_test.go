@@ -231,6 +231,7 @@ func TestRecordErrors(t *testing.T) {
 		{"id out of range", `{"id": "r7", "input_ids": [1, 8192]}`, "outside the vocabulary"},
 		{"empty", "\n\n", "no records"},
 		{"empty ids", `{"input_ids": []}`, "no tokens"},
+		{"byte-order mark", "\xEF\xBB\xBF{\"text\": \"a b\"}\n", "c.jsonl:1: starts with a UTF-8 byte-order mark"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.jsonl")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/internal/bom"
 )
 
 // Record is one record of a calibration file or corpus as token ids.
@@ -71,6 +72,9 @@ func readRecords(path string, enc *Encoder) ([]Record, string, error) {
 		b, err := r.ReadBytes('\n')
 		if len(b) > maxLine {
 			return nil, "", &RecordError{File: path, Line: line, Msg: fmt.Sprintf("record longer than %d bytes", maxLine)}
+		}
+		if line == 1 && bom.Has(b) {
+			return nil, "", &RecordError{File: path, Line: 1, Msg: bom.Advice}
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			rec, rerr := parseRecord(b, enc, path, line)
