@@ -355,8 +355,12 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	for _, c := range f.Receipts.Corpora {
 		scored += c.Tokens
 	}
-	opts.IO.Errorf("scored %d tokens of %d corpora in %.1fs: %.0f tokens/s through the models (%d model positions)\n",
-		scored, len(f.Receipts.Corpora), float64(f.Timing.Seconds), float64(f.Timing.TokensPerSecond), f.Timing.Tokens)
+	corpora := fmt.Sprintf("%d corpora", len(f.Receipts.Corpora))
+	if len(f.Receipts.Corpora) == 1 {
+		corpora = "1 corpus"
+	}
+	opts.IO.Errorf("scored %d tokens of %s in %.1fs: %.0f tokens/s through the models (%d model positions)\n",
+		scored, corpora, float64(f.Timing.Seconds), float64(f.Timing.TokensPerSecond), f.Timing.Tokens)
 	if c := f.Receipts.ReferenceCache; c != nil && c.Mode == "saved" {
 		opts.IO.Errorf("wrote reference cache %s (%s, sha256 %s)\n", c.Path, units.Bytes(c.Bytes), c.SHA256)
 	}

@@ -189,7 +189,7 @@ func TestScoreRun(t *testing.T) {
 	if code := run(context.Background(), scoreArgs(instruct, ev, "--plot", plots, "--save-reference", cache), ios); code != 0 {
 		t.Fatalf("score: exit %d: %s", code, stderr)
 	}
-	if !strings.HasPrefix(stdout.String(), "| corpus | tokens | PPL BF16 → cand | ΔPPL % | top-1 % | KL mean | KL p99 |\n|---|") {
+	if !strings.HasPrefix(stdout.String(), "| corpus | tokens | PPL BF16 → rtn | ΔPPL % | top-1 % | KL mean | KL p99 |\n|---|") {
 		t.Errorf("stdout:\n%s", stdout)
 	}
 	for _, want := range []string{"tokens/s", "wrote evidence", "wrote reference cache", "wrote plots"} {

@@ -29,7 +29,13 @@ func Markdown(f *evidence.File) string {
 	if ref == "" {
 		ref = "ref"
 	}
-	head := []string{"corpus", "tokens", "PPL " + ref + " → cand", "ΔPPL %", "top-1 %", "KL mean", "KL p99"}
+	// With one candidate there is no candidate column, so the PPL column
+	// names it.
+	cand := "cand"
+	if variants == 1 {
+		cand = f.Results[0].Candidate
+	}
+	head := []string{"corpus", "tokens", "PPL " + ref + " → " + cand, "ΔPPL %", "top-1 %", "KL mean", "KL p99"}
 	if variants > 1 {
 		head = append([]string{"candidate"}, head...)
 	}
