@@ -29,8 +29,8 @@ func TestLaunchFlags(t *testing.T) {
 		forward             []string
 	}{
 		{"release dir", "--release-dir r", "", nil},
-		{"serve flags pass through", "--release-dir r --sampling-preset agentic --port 9 --speculate off --cors-origin a --cors-origin b --default-sampling {\"min_p\":0.1}",
-			"", []string{"--cors-origin", "a", "--cors-origin", "b", "--default-sampling", `{"min_p":0.1}`, "--port", "9", "--sampling-preset", "agentic", "--speculate", "off"}},
+		{"serve flags pass through", "--release-dir r --sampling-preset agentic --port 9 --speculate off --cors-origin http://a --cors-origin http://b --default-sampling {\"min_p\":0.1}",
+			"", []string{"--cors-origin", "http://a", "--cors-origin", "http://b", "--default-sampling", `{"min_p":0.1}`, "--port", "9", "--sampling-preset", "agentic", "--speculate", "off"}},
 		{"download", "--cache-root c --repo o/n --revision v1 --print-command", "", nil},
 		{"nothing", "", "give a release directory", nil},
 		{"both", "--release-dir r --repo o/n", "not both", nil},
