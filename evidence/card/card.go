@@ -283,6 +283,15 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("`/v1/models`, `/health`, `/metrics`); point any OpenAI client at `http://localhost:8000/v1`.\n")
 	b.WriteString("Use the binary for your platform (`runtime/lfmq-<os>-<arch>`; `--print-command` shows what it\n")
 	b.WriteString("runs; after a download that keeps no file modes, such as `hf download`, `chmod +x` it first).\n")
+	for _, r := range in.Runtime {
+		if strings.HasPrefix(r.Platform, "windows/") {
+			// The example above is a Unix path, and Windows runs only
+			// files named .exe.
+			fmt.Fprintf(b, "On Windows: `%s launch --release-dir . --sampling-preset agentic --port 8000`.\n",
+				strings.ReplaceAll(r.Path, "/", `\`))
+			break
+		}
+	}
 	b.WriteString("The engine runs the lfmq-1 weights directly on the CPU.\n\n")
 
 	b.WriteString("## Pins\n\n| pin | value |\n|---|---|\n")

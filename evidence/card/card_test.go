@@ -438,3 +438,23 @@ func TestExponentNote(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsRun: a release with a Windows runtime shows how to run it
+// there (a backslash path to the .exe); one without says nothing of it.
+func TestWindowsRun(t *testing.T) {
+	in := sampleInput()
+	got, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(got, []byte("On Windows")) {
+		t.Error("a release without a Windows runtime mentions Windows")
+	}
+	in.Runtime = append(in.Runtime, Runtime{Platform: "windows/amd64", Path: "runtime/lfmq-windows-amd64.exe", Size: 10, SHA256: in.Runtime[1].SHA256})
+	if got, err = Render(in); err != nil {
+		t.Fatal(err)
+	}
+	if want := "On Windows: `runtime\\lfmq-windows-amd64.exe launch --release-dir . --sampling-preset agentic --port 8000`.\n"; !bytes.Contains(got, []byte(want)) {
+		t.Errorf("card lacks %q", want)
+	}
+}
