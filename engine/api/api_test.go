@@ -389,6 +389,8 @@ func TestErrors(t *testing.T) {
 		{"invalid JSON", "/v1/chat/completions", `{"messages": [`, auth, 400, "invalid_request_error", "", ""},
 		{"not an object", "/v1/chat/completions", `[1,2]`, auth, 400, "invalid_request_error", "", ""},
 		{"empty body", "/v1/completions", ``, auth, 400, "invalid_request_error", "", ""},
+		{"null body chat", "/v1/chat/completions", `null`, auth, 400, "invalid_request_error", "", ""},
+		{"null body completions", "/v1/completions", ` null `, auth, 400, "invalid_request_error", "", ""},
 		{"wrong type", "/v1/chat/completions", `{"messages":` + user + `,"temperature":"hot"}`, auth, 400, "invalid_request_error", "", "temperature"},
 		{"negative max_tokens", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":-5}`, auth, 400, "invalid_request_error", "", "max_tokens"},
 		{"zero max_tokens chat", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":0}`, auth, 400, "invalid_request_error", "", "max_tokens"},

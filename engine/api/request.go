@@ -139,6 +139,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 		}
 		return nil, badRequest("", "the request body must be a JSON object: %v", err)
 	}
+	if fields == nil {
+		// JSON null decodes into a nil map without an error; without this
+		// it would read as an empty request and be answered by whatever
+		// required field the route checks first.
+		return nil, badRequest("", "the request body must be a JSON object, not JSON null")
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
