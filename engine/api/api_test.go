@@ -822,6 +822,8 @@ func TestErrorsSpeakJSON(t *testing.T) {
 		// A body sent to the other route says where it belongs.
 		{"chat body to completions", `{"messages":[{"role":"user","content":"x"}]}`, "prompt", "prompt is required; messages is a field of POST /v1/chat/completions", "/v1/completions"},
 		{"completions body to chat", `{"prompt":"x"}`, "messages", "messages is required; prompt is a field of POST /v1/completions", ""},
+		// A bound is written as it reads: ">=", not "\u003e=".
+		{"top_k bound", `{"messages":[{"role":"user","content":"x"}],"top_k":-2}`, "top_k", "top_k: -2; use 0 or -1 for off, else >= 1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -836,6 +838,11 @@ func TestErrorsSpeakJSON(t *testing.T) {
 			}
 			if deref(a.Error.Param) != tt.param || !strings.HasPrefix(a.Error.Message, tt.want) || strings.Contains(a.Error.Message, "Go ") {
 				t.Errorf("param %q message %q, want param %q and a message starting %q", deref(a.Error.Param), a.Error.Message, tt.param, tt.want)
+			}
+			for _, esc := range []string{`\u003c`, `\u003e`, `\u0026`} {
+				if strings.Contains(string(body), esc) {
+					t.Errorf("HTML-escaped body %s", body)
+				}
 			}
 		})
 	}
