@@ -411,6 +411,8 @@ func TestErrors(t *testing.T) {
 		{"empty stop", "/v1/completions", `{"prompt":"hi","stop":[""]}`, auth, 400, "invalid_request_error", "", "stop"},
 		{"min_tokens over max", "/v1/completions", `{"prompt":"hi","max_tokens":2,"min_tokens":3}`, auth, 400, "invalid_request_error", "", "min_tokens"},
 		{"token out of range", "/v1/completions", `{"prompt":[1,99999]}`, auth, 400, "invalid_request_error", "", "prompt"},
+		{"best_of", "/v1/completions", `{"prompt":"hi","best_of":2}`, auth, 400, "invalid_request_error", "unsupported_parameter", "best_of"},
+		{"best_of under n", "/v1/completions", `{"prompt":"hi","best_of":0}`, auth, 400, "invalid_request_error", "", "best_of"},
 		{"two prompts", "/v1/completions", `{"prompt":["a","b"]}`, auth, 400, "invalid_request_error", "unsupported_parameter", "prompt"},
 		{"max_tokens over context", "/v1/completions", `{"prompt":"hi","max_tokens":600}`, auth, 400, "invalid_request_error", "context_length_exceeded", "prompt"},
 		{"100k-token prompt", "/v1/completions", string(hugeBody), auth, 400, "invalid_request_error", "context_length_exceeded", "prompt"},

@@ -102,6 +102,14 @@ func (s *Server) completionJob(e *engineState, req *completionRequest, start tim
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
 	}
+	if req.BestOf != nil {
+		switch n := *req.BestOf; {
+		case n < 1:
+			return nil, badRequest("best_of", "best_of = %d; must be at least n (1)", n)
+		case n > 1:
+			return nil, unsupported("best_of", "best_of = %d: only best_of = 1 is supported", n)
+		}
+	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs) {
 		return nil, badRequest("logprobs", "logprobs = %d is outside [0, %d]", *req.Logprobs, maxTopLogprobs)
 	}

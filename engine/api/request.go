@@ -91,6 +91,9 @@ type completionRequest struct {
 	PromptLogprobs *int            `json:"prompt_logprobs"`
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options"`
+	// BestOf is read only to refuse best_of > 1: ignored, it would answer
+	// one sample as if it were the best of several.
+	BestOf *int `json:"best_of"`
 	// Messages is not a completions field: it is read only to send a chat
 	// body posted here to the right route.
 	Messages json.RawMessage `json:"messages"`
