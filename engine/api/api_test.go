@@ -849,3 +849,81 @@ func TestErrorsSpeakJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestEchoLogprobsStream: a streamed completion with echo and logprobs
+// carries what the non-streamed answer does: the echo chunk holds the
+// prompt tokens' entries, and the text, tokens, log-probs and offsets of
+// all chunks joined equal the non-streamed choice.
+func TestEchoLogprobsStream(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	type lp struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []*float64           `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+	type answer struct {
+		Choices []struct {
+			Text     string `json:"text"`
+			Logprobs *lp    `json:"logprobs"`
+		} `json:"choices"`
+	}
+	tests := []struct {
+		name   string
+		prompt any
+		max    int
+	}{
+		{"text", "The sea is wide", 4},
+		{"token ids", fixturePrompts(t)[0].InputIDs[:6], 3},
+		{"echo only", "The sea is wide", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := map[string]any{"prompt": tt.prompt, "echo": true, "logprobs": 2, "max_tokens": tt.max, "temperature": 0}
+			status, body := post(t, ts.URL+"/v1/completions", req)
+			var want answer
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			req["stream"] = true
+			status, body = post(t, ts.URL+"/v1/completions", req)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var text string
+			got := lp{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+			for _, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch answer
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				if len(ch.Choices) == 0 {
+					continue
+				}
+				text += ch.Choices[0].Text
+				if l := ch.Choices[0].Logprobs; l != nil {
+					got.Tokens = append(got.Tokens, l.Tokens...)
+					got.TokenLogprobs = append(got.TokenLogprobs, l.TokenLogprobs...)
+					got.TopLogprobs = append(got.TopLogprobs, l.TopLogprobs...)
+					got.TextOffset = append(got.TextOffset, l.TextOffset...)
+				}
+			}
+			w := want.Choices[0]
+			if text != w.Text {
+				t.Errorf("streamed text %q, want %q", text, w.Text)
+			}
+			if w.Logprobs == nil {
+				t.Fatalf("no log-probs in the non-streamed answer")
+			}
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(w.Logprobs)
+			if string(gb) != string(wb) {
+				t.Errorf("streamed log-probs\n%s\nwant\n%s", gb, wb)
+			}
+		})
+	}
+}

@@ -296,9 +296,9 @@ func (c *completionState) promptRow(j int) []float32 {
 	return nil
 }
 
-// echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
-func (c *completionState) echoLogprobs() {
-	gen := c.lp
+// promptEntries sets lp to the prompt tokens' entries, their offsets
+// from 0, leaving offset after them for the generated tokens' entries.
+func (c *completionState) promptEntries() {
 	c.lp, c.offset = nil, 0
 	var scratch []float32
 	for j, id := range c.cj.prompt {
@@ -309,6 +309,12 @@ func (c *completionState) echoLogprobs() {
 		scratch = sample.LogProbs(scratch, c.promptRow(j))
 		c.addLogprob(id, scratch)
 	}
+}
+
+// echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
+func (c *completionState) echoLogprobs() {
+	gen := c.lp
+	c.promptEntries()
 	if gen != nil {
 		for i := range gen.Tokens {
 			c.lp.Tokens = append(c.lp.Tokens, gen.Tokens[i])
@@ -447,13 +453,26 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 		}
 		return ch
 	}
-	if cj.echo && cj.echoText != "" {
+	// With logprobs, the echo chunk carries the prompt tokens' entries, as
+	// the non-streamed answer does, so it waits for the prompt's logits:
+	// they have all arrived once the first token has, or the request is
+	// done. The generated tokens' offsets then continue after the prompt's.
+	echoLP := cj.echo && cj.logprobs != nil
+	if cj.echo && !echoLP && cj.echoText != "" {
 		if out.send(marshal(chunk(cj.echoText, nil, nil))) != nil {
 			return
 		}
 	}
 	wait(ctx, cj.out, func(b batch) error {
 		c.rows = append(c.rows, b.promptRows...)
+		if echoLP && (len(b.pieces) > 0 || (b.done && endError(b.reason, b.err) == nil)) {
+			echoLP = false
+			c.promptEntries()
+			if err := out.send(marshal(chunk(cj.echoText, c.lp, nil))); err != nil {
+				return err
+			}
+			c.lp = nil
+		}
 		// One chunk per token that released text, as for chat.
 		for _, pc := range b.pieces {
 			if c.lp != nil && len(c.lp.Tokens) == 0 {
