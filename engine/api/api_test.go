@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
@@ -876,6 +877,7 @@ func TestEchoLogprobsStream(t *testing.T) {
 		{"text", "The sea is wide", 4},
 		{"token ids", fixturePrompts(t)[0].InputIDs[:6], 3},
 		{"echo only", "The sea is wide", 0},
+		{"non-ASCII", "Ünïcode façade — 😀 naïve", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -918,6 +920,18 @@ func TestEchoLogprobsStream(t *testing.T) {
 			}
 			if w.Logprobs == nil {
 				t.Fatalf("no log-probs in the non-streamed answer")
+			}
+			// Each entry's offset is where its token is in the text, in code
+			// points; the BOS the tokenizer added is not in the text.
+			runes := []rune(w.Text)
+			for i, tok := range w.Logprobs.Tokens {
+				off := w.Logprobs.TextOffset[i]
+				if tok == "<|startoftext|>" || strings.ContainsRune(tok, utf8.RuneError) {
+					continue
+				}
+				if off > len(runes) || !strings.HasPrefix(string(runes[off:]), tok) {
+					t.Errorf("token %d %q at text_offset %d of %q", i, tok, off, w.Text)
+				}
 			}
 			gb, _ := json.Marshal(got)
 			wb, _ := json.Marshal(w.Logprobs)

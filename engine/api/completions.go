@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
@@ -219,13 +220,18 @@ func (f32Placeholder) MarshalJSON() ([]byte, error) { return []byte(f32Mark), ni
 
 // completionState assembles a completion from an output's batches.
 type completionState struct {
-	cj      *completionJob
-	e       *engineState
-	tokens  int
-	ids     []int
-	text    strings.Builder
-	lp      *completionLogprobs
+	cj     *completionJob
+	e      *engineState
+	tokens int
+	ids    []int
+	text   strings.Builder
+	lp     *completionLogprobs
+	// offset is the next entry's text_offset: the code points of the
+	// choice's text before it (OpenAI's and vLLM's unit, Python string
+	// indices), and partial the bytes of a character the entries so far
+	// left incomplete (it counts at the token that completes it).
 	offset  int
+	partial []byte
 	rows    [][]float32 // prompt logits, per chunk
 	scratch []float32
 }
@@ -244,7 +250,8 @@ func (c *completionState) feed(b batch) string {
 			c.ids = append(c.ids, pc.id)
 			if pc.logits != nil {
 				c.scratch = sample.LogProbs(c.scratch, pc.logits)
-				c.addLogprob(pc.id, c.scratch)
+				_, marker := c.e.vocab.markers[pc.id]
+				c.addLogprob(pc.id, c.scratch, !c.cj.skipSpecial || !(c.e.vocab.special[pc.id] || marker))
 			}
 		}
 		out.WriteString(pc.text)
@@ -257,16 +264,24 @@ func (c *completionState) feed(b batch) string {
 }
 
 // addLogprob appends one token's entry (lp nil: the first prompt token,
-// which has no distribution).
-func (c *completionState) addLogprob(id int, lp []float32) {
+// which has no distribution); shown says whether the token's bytes are in
+// the choice's text (a special token skipped from it takes no room).
+func (c *completionState) addLogprob(id int, lp []float32, shown bool) {
 	if c.lp == nil {
 		c.lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
-	tok, _ := c.e.Session.Tokenizer.TokenBytes(id)
-	tok = strings.ToValidUTF8(tok, "\uFFFD")
+	raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
+	tok := strings.ToValidUTF8(raw, "\uFFFD")
 	c.lp.Tokens = append(c.lp.Tokens, tok)
 	c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
-	c.offset += len(tok)
+	if shown {
+		c.partial = append(c.partial, raw...)
+		for len(c.partial) > 0 && utf8.FullRune(c.partial) {
+			_, n := utf8.DecodeRune(c.partial)
+			c.partial = c.partial[n:]
+			c.offset++
+		}
+	}
 	if lp == nil {
 		c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, nil)
 		c.lp.TopLogprobs = append(c.lp.TopLogprobs, nil)
@@ -297,18 +312,28 @@ func (c *completionState) promptRow(j int) []float32 {
 }
 
 // promptEntries sets lp to the prompt tokens' entries, their offsets
-// from 0, leaving offset after them for the generated tokens' entries.
+// into the echoed text from 0, leaving offset after that text for the
+// generated tokens' entries. A prompt token is in the echoed text when its
+// bytes come next there: a BOS the tokenizer added to a text prompt is
+// not, nor is a special token decodeIDs skipped from a token-id prompt.
 func (c *completionState) promptEntries() {
-	c.lp, c.offset = nil, 0
+	c.lp, c.offset, c.partial = nil, 0, nil
 	var scratch []float32
+	rest := c.cj.echoText
 	for j, id := range c.cj.prompt {
+		raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
+		shown := raw != "" && strings.HasPrefix(rest, raw)
+		if shown {
+			rest = rest[len(raw):]
+		}
 		if j == 0 {
-			c.addLogprob(id, nil)
+			c.addLogprob(id, nil, shown)
 			continue
 		}
 		scratch = sample.LogProbs(scratch, c.promptRow(j))
-		c.addLogprob(id, scratch)
+		c.addLogprob(id, scratch, shown)
 	}
+	c.offset, c.partial = utf8.RuneCountInString(c.cj.echoText), nil
 }
 
 // echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
@@ -320,8 +345,7 @@ func (c *completionState) echoLogprobs() {
 			c.lp.Tokens = append(c.lp.Tokens, gen.Tokens[i])
 			c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, gen.TokenLogprobs[i])
 			c.lp.TopLogprobs = append(c.lp.TopLogprobs, gen.TopLogprobs[i])
-			c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
-			c.offset += len(gen.Tokens[i])
+			c.lp.TextOffset = append(c.lp.TextOffset, c.offset+gen.TextOffset[i])
 		}
 	}
 }
