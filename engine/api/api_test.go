@@ -941,3 +941,60 @@ func TestEchoLogprobsStream(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionTopLogprobsHoldChosen: a completions top_logprobs map
+// holds the top N and the chosen token too (OpenAI: "the logprobs most
+// likely tokens, as well the chosen tokens"; vLLM answers the same), for
+// generated and echoed prompt tokens alike, streamed or not.
+func TestCompletionTopLogprobsHoldChosen(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	for _, n := range []int{0, 1, 3} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("logprobs=%d/stream=%v", n, stream), func(t *testing.T) {
+				// A high temperature makes chosen tokens outside the top N likely.
+				req := map[string]any{"prompt": "The sea is wide and", "echo": true, "logprobs": n, "max_tokens": 12,
+					"temperature": 2, "seed": 3, "stream": stream}
+				status, body := post(t, ts.URL+"/v1/completions", req)
+				if status != 200 {
+					t.Fatalf("%d %s", status, body)
+				}
+				entries := 0
+				for _, data := range strings.Split(string(body), "\n\n") {
+					data = strings.TrimPrefix(data, "data: ")
+					if data == "" || data == "[DONE]" {
+						continue
+					}
+					var a struct {
+						Choices []struct {
+							Logprobs *struct {
+								Tokens        []string             `json:"tokens"`
+								TokenLogprobs []*float64           `json:"token_logprobs"`
+								TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+							} `json:"logprobs"`
+						} `json:"choices"`
+					}
+					if err := json.Unmarshal([]byte(data), &a); err != nil {
+						t.Fatalf("%v: %s", err, data)
+					}
+					if len(a.Choices) == 0 || a.Choices[0].Logprobs == nil {
+						continue
+					}
+					l := a.Choices[0].Logprobs
+					for i, tok := range l.Tokens {
+						if l.TokenLogprobs[i] == nil {
+							continue // the first prompt token
+						}
+						entries++
+						top := l.TopLogprobs[i]
+						if v, ok := top[tok]; !ok || v != *l.TokenLogprobs[i] || len(top) > n+1 {
+							t.Errorf("token %q (%v): top_logprobs %v", tok, *l.TokenLogprobs[i], top)
+						}
+					}
+				}
+				if entries < 12 {
+					t.Errorf("%d entries checked: %s", entries, body)
+				}
+			})
+		}
+	}
+}

@@ -294,6 +294,12 @@ func (c *completionState) addLogprob(id int, lp []float32, shown bool) {
 		s, _ := c.e.Session.Tokenizer.TokenBytes(t)
 		top[strings.ToValidUTF8(s, "\uFFFD")] = logprobValue(lp[t])
 	}
+	// The chosen token is in the map too, as OpenAI documents ("the
+	// logprobs most likely tokens, as well the chosen tokens") and vLLM
+	// answers: up to logprobs + 1 entries.
+	if _, ok := top[tok]; !ok {
+		top[tok] = v
+	}
 	c.lp.TopLogprobs = append(c.lp.TopLogprobs, top)
 }
 
