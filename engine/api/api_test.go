@@ -998,3 +998,72 @@ func TestCompletionTopLogprobsHoldChosen(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReturnTokenIDs: return_token_ids streamed as vLLM streams it:
+// the first chunk carries prompt_token_ids, each chunk the ids of the
+// tokens it delivers, and the chunks joined give the non-streamed ids,
+// for chat and completions, with a stop string holding text back.
+func TestStreamReturnTokenIDs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	ps := fixturePrompts(t)
+	tests := []struct {
+		name, path string
+		body       map[string]any
+	}{
+		{"chat", "/v1/chat/completions", map[string]any{"messages": ps[2].Messages, "max_tokens": 12}},
+		{"chat reasoning", "/v1/chat/completions", map[string]any{"messages": ps[4].Messages, "max_tokens": 12}},
+		{"completions", "/v1/completions", map[string]any{"prompt": ps[0].InputIDs, "max_tokens": 16}},
+		{"completions stop", "/v1/completions", map[string]any{"prompt": ps[0].InputIDs, "max_tokens": 32, "stop": "crown"}},
+		{"completions echo", "/v1/completions", map[string]any{"prompt": "The sea", "max_tokens": 5, "echo": true}},
+	}
+	type ids struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+		Choices        []struct {
+			TokenIDs       []int `json:"token_ids"`
+			PromptTokenIDs []int `json:"prompt_token_ids"`
+		} `json:"choices"`
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["temperature"], tt.body["return_token_ids"] = 0, true
+			status, body := post(t, ts.URL+tt.path, tt.body)
+			var want ids
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			wantPrompt := append(want.PromptTokenIDs, want.Choices[0].PromptTokenIDs...)
+			tt.body["stream"] = true
+			status, body = post(t, ts.URL+tt.path, tt.body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var gotIDs, gotPrompt []int
+			promptChunks := 0
+			for _, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch ids
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				p := ch.PromptTokenIDs
+				if len(ch.Choices) > 0 {
+					gotIDs = append(gotIDs, ch.Choices[0].TokenIDs...)
+					p = append(p, ch.Choices[0].PromptTokenIDs...)
+				}
+				if len(p) > 0 {
+					promptChunks++
+					gotPrompt = p
+				}
+			}
+			if !slices.Equal(gotIDs, want.Choices[0].TokenIDs) || len(gotIDs) == 0 {
+				t.Errorf("streamed token_ids %v, want %v", gotIDs, want.Choices[0].TokenIDs)
+			}
+			if promptChunks != 1 || !slices.Equal(gotPrompt, wantPrompt) {
+				t.Errorf("prompt_token_ids in %d chunks: %v, want %v once", promptChunks, gotPrompt, wantPrompt)
+			}
+		})
+	}
+}

@@ -475,11 +475,22 @@ func (s *Server) writeF32(w http.ResponseWriter, body []byte, c *completionState
 func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
 	c := &completionState{cj: cj, e: e}
 	out := &sse{w: w}
+	// With return_token_ids, the first chunk carries the prompt's ids and
+	// each chunk the ids of the tokens it delivers (held text's ids come
+	// with the text), as vLLM streams them.
+	sentIDs, promptSent := 0, false
 	chunk := func(text string, lp *completionLogprobs, finish *string) completionResponse {
 		ch := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
 			Choices: []completionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
+		}
+		if cj.returnTokenIDs {
+			if !promptSent {
+				ch.Choices[0].PromptTokenIDs, promptSent = cj.prompt, true
+			}
+			ch.Choices[0].TokenIDs = c.ids[sentIDs:]
+			sentIDs = len(c.ids)
 		}
 		return ch
 	}
