@@ -1067,3 +1067,61 @@ func TestStreamReturnTokenIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamPromptLogprobs: a streamed completion with prompt_logprobs N
+// carries them on its first chunk, equal to the non-streamed answer's,
+// with or without echo and generated tokens.
+func TestStreamPromptLogprobs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	tests := []struct {
+		name string
+		body map[string]any
+	}{
+		{"top 2", map[string]any{"prompt": "The sea is wide", "prompt_logprobs": 2, "max_tokens": 3}},
+		{"top 0 echo logprobs", map[string]any{"prompt": "The sea is wide", "prompt_logprobs": 0, "echo": true, "logprobs": 1, "max_tokens": 3}},
+		{"prompt only", map[string]any{"prompt": []int{1, 669, 5008, 6054}, "prompt_logprobs": 1, "max_tokens": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["temperature"] = 0
+			status, body := post(t, ts.URL+"/v1/completions", tt.body)
+			var want struct {
+				Choices []struct {
+					PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil || len(want.Choices[0].PromptLogprobs) < 10 {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			tt.body["stream"] = true
+			status, body = post(t, ts.URL+"/v1/completions", tt.body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var got []json.RawMessage
+			for i, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch struct {
+					Choices []struct {
+						PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				if len(ch.Choices) > 0 && string(ch.Choices[0].PromptLogprobs) != "null" {
+					if i != 0 {
+						t.Errorf("prompt_logprobs on event %d", i)
+					}
+					got = append(got, ch.Choices[0].PromptLogprobs)
+				}
+			}
+			if len(got) != 1 || string(got[0]) != string(want.Choices[0].PromptLogprobs) {
+				t.Errorf("streamed prompt_logprobs %s, want %s once", got, want.Choices[0].PromptLogprobs)
+			}
+		})
+	}
+}

@@ -494,22 +494,34 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 		}
 		return ch
 	}
-	// With logprobs, the echo chunk carries the prompt tokens' entries, as
-	// the non-streamed answer does, so it waits for the prompt's logits:
-	// they have all arrived once the first token has, or the request is
-	// done. The generated tokens' offsets then continue after the prompt's.
+	// The first chunk carries what needs the prompt's logits, as the
+	// non-streamed answer does: with echo and logprobs the prompt tokens'
+	// entries, and prompt_logprobs N. It waits for them: they have all
+	// arrived once the first token has, or the request is done. The
+	// generated tokens' offsets then continue after the prompt's.
 	echoLP := cj.echo && cj.logprobs != nil
-	if cj.echo && !echoLP && cj.echoText != "" {
+	first := echoLP || cj.promptLogprobs != nil
+	if cj.echo && !first && cj.echoText != "" {
 		if out.send(marshal(chunk(cj.echoText, nil, nil))) != nil {
 			return
 		}
 	}
 	wait(ctx, cj.out, func(b batch) error {
 		c.rows = append(c.rows, b.promptRows...)
-		if echoLP && (len(b.pieces) > 0 || (b.done && endError(b.reason, b.err) == nil)) {
-			echoLP = false
-			c.promptEntries()
-			if err := out.send(marshal(chunk(cj.echoText, c.lp, nil))); err != nil {
+		if first && (len(b.pieces) > 0 || (b.done && endError(b.reason, b.err) == nil)) {
+			first = false
+			ch := chunk("", nil, nil)
+			if cj.echo {
+				ch.Choices[0].Text = cj.echoText
+			}
+			if echoLP {
+				c.promptEntries()
+				ch.Choices[0].Logprobs = c.lp
+			}
+			if n := cj.promptLogprobs; n != nil {
+				ch.Choices[0].PromptLogprobs = c.topPromptLogprobs(*n) // −1 is refused for streams
+			}
+			if err := out.send(marshal(ch)); err != nil {
 				return err
 			}
 			c.lp = nil
