@@ -120,7 +120,11 @@ func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *eng
 		return ch
 	}
 	empty, stop := "", "stop"
-	for _, ch := range []chatChunk{chunk(delta{Role: "assistant", Content: &empty}, nil, nil), chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
+	role := chunk(delta{Role: "assistant", Content: &empty}, nil, nil)
+	if cj.returnTokenIDs {
+		role.PromptTokenIDs = p.prompt // as the non-streamed answer has them
+	}
+	for _, ch := range []chatChunk{role, chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
 		if out.send(marshal(ch)) != nil {
 			return
 		}

@@ -179,3 +179,23 @@ func TestSchemaChecksSamplingFields(t *testing.T) {
 		t.Errorf("valid fields: %d %s", status, body)
 	}
 }
+
+// TestSchemaStreamPromptTokenIDs: with return_token_ids, a streamed
+// closed-schema answer carries the prompt's ids on its first chunk, as the
+// non-streamed answer does.
+func TestSchemaStreamPromptTokenIDs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	req := schemaRequest(false)
+	req["return_token_ids"] = true
+	_, body := post(t, ts.URL+"/v1/chat/completions", req)
+	want := decodeAnswer(t, body).PromptTokenIDs
+	req["stream"] = true
+	_, body = post(t, ts.URL+"/v1/chat/completions", req)
+	first, _, _ := strings.Cut(strings.TrimPrefix(string(body), "data: "), "\n\n")
+	var ch struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+	}
+	if err := json.Unmarshal([]byte(first), &ch); err != nil || len(want) == 0 || !slices.Equal(ch.PromptTokenIDs, want) {
+		t.Errorf("first chunk %s (%v), want prompt_token_ids %v", first, err, want)
+	}
+}
