@@ -379,6 +379,11 @@ func TestErrors(t *testing.T) {
 		huge[i] = 300 + i%7000
 	}
 	hugeBody, _ := json.Marshal(map[string]any{"prompt": huge, "max_tokens": 4})
+	tools := make([]any, maxTools+1)
+	for i := range tools {
+		tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("f%d", i)}}
+	}
+	toolsBody, _ := json.Marshal(map[string]any{"messages": json.RawMessage(`[{"role":"user","content":"hi"}]`), "tools": tools})
 	tests := []struct {
 		name, path, body string
 		header           []string
@@ -403,6 +408,7 @@ func TestErrors(t *testing.T) {
 		{"bad role", "/v1/chat/completions", `{"messages":[{"content":"x"}]}`, auth, 400, "invalid_request_error", "", "messages"},
 		{"image", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, auth, 400, "invalid_request_error", "unsupported_parameter", "messages"},
 		{"tool_choice without tools", "/v1/chat/completions", `{"messages":` + user + `,"tool_choice":"auto"}`, auth, 400, "invalid_request_error", "", "tool_choice"},
+		{"too many tools", "/v1/chat/completions", string(toolsBody), auth, 400, "invalid_request_error", "", "tools"},
 		{"tool_choice required", "/v1/chat/completions", `{"messages":` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, auth, 400, "invalid_request_error", "unsupported_parameter", "tool_choice"},
 		{"n", "/v1/chat/completions", `{"messages":` + user + `,"n":2}`, auth, 400, "invalid_request_error", "unsupported_parameter", "n"},
 		{"stream_options alone", "/v1/chat/completions", `{"messages":` + user + `,"stream_options":{"include_usage":true}}`, auth, 400, "invalid_request_error", "", "stream_options"},

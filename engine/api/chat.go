@@ -108,6 +108,9 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 		if tools, err = chat.ParseTools(req.Tools); err != nil {
 			return nil, requestError(err)
 		}
+		if len(tools) > maxTools {
+			return nil, badRequest("tools", "%d tools; at most %d", len(tools), maxTools)
+		}
 	}
 	choice, aerr := parseToolChoice(req.ToolChoice, len(tools) > 0)
 	if aerr != nil {

@@ -27,6 +27,12 @@ const (
 	maxStopBytes = 1024
 	// maxTopLogprobs is serving.md §1's bound on top_logprobs.
 	maxTopLogprobs = 20
+	// maxTools bounds a chat request's tools: OpenAI's documented limit,
+	// which also bounds the cost of rendering them. LFM2's template appends
+	// each tool's JSON to one growing string, quadratic in their number:
+	// 100,000 small tools (13 MB) took 14 minutes of CPU, which a client
+	// disconnect does not stop; 128 take milliseconds.
+	maxTools = 128
 )
 
 // samplingFields are the request fields that chat and completions share
