@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
@@ -378,6 +379,11 @@ func TestErrors(t *testing.T) {
 		huge[i] = 300 + i%7000
 	}
 	hugeBody, _ := json.Marshal(map[string]any{"prompt": huge, "max_tokens": 4})
+	tools := make([]any, maxTools+1)
+	for i := range tools {
+		tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("f%d", i)}}
+	}
+	toolsBody, _ := json.Marshal(map[string]any{"messages": json.RawMessage(`[{"role":"user","content":"hi"}]`), "tools": tools})
 	tests := []struct {
 		name, path, body string
 		header           []string
@@ -389,6 +395,8 @@ func TestErrors(t *testing.T) {
 		{"invalid JSON", "/v1/chat/completions", `{"messages": [`, auth, 400, "invalid_request_error", "", ""},
 		{"not an object", "/v1/chat/completions", `[1,2]`, auth, 400, "invalid_request_error", "", ""},
 		{"empty body", "/v1/completions", ``, auth, 400, "invalid_request_error", "", ""},
+		{"null body chat", "/v1/chat/completions", `null`, auth, 400, "invalid_request_error", "", ""},
+		{"null body completions", "/v1/completions", ` null `, auth, 400, "invalid_request_error", "", ""},
 		{"wrong type", "/v1/chat/completions", `{"messages":` + user + `,"temperature":"hot"}`, auth, 400, "invalid_request_error", "", "temperature"},
 		{"negative max_tokens", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":-5}`, auth, 400, "invalid_request_error", "", "max_tokens"},
 		{"zero max_tokens chat", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":0}`, auth, 400, "invalid_request_error", "", "max_tokens"},
@@ -400,6 +408,7 @@ func TestErrors(t *testing.T) {
 		{"bad role", "/v1/chat/completions", `{"messages":[{"content":"x"}]}`, auth, 400, "invalid_request_error", "", "messages"},
 		{"image", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, auth, 400, "invalid_request_error", "unsupported_parameter", "messages"},
 		{"tool_choice without tools", "/v1/chat/completions", `{"messages":` + user + `,"tool_choice":"auto"}`, auth, 400, "invalid_request_error", "", "tool_choice"},
+		{"too many tools", "/v1/chat/completions", string(toolsBody), auth, 400, "invalid_request_error", "", "tools"},
 		{"tool_choice required", "/v1/chat/completions", `{"messages":` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, auth, 400, "invalid_request_error", "unsupported_parameter", "tool_choice"},
 		{"n", "/v1/chat/completions", `{"messages":` + user + `,"n":2}`, auth, 400, "invalid_request_error", "unsupported_parameter", "n"},
 		{"stream_options alone", "/v1/chat/completions", `{"messages":` + user + `,"stream_options":{"include_usage":true}}`, auth, 400, "invalid_request_error", "", "stream_options"},
@@ -409,6 +418,8 @@ func TestErrors(t *testing.T) {
 		{"empty stop", "/v1/completions", `{"prompt":"hi","stop":[""]}`, auth, 400, "invalid_request_error", "", "stop"},
 		{"min_tokens over max", "/v1/completions", `{"prompt":"hi","max_tokens":2,"min_tokens":3}`, auth, 400, "invalid_request_error", "", "min_tokens"},
 		{"token out of range", "/v1/completions", `{"prompt":[1,99999]}`, auth, 400, "invalid_request_error", "", "prompt"},
+		{"best_of", "/v1/completions", `{"prompt":"hi","best_of":2}`, auth, 400, "invalid_request_error", "unsupported_parameter", "best_of"},
+		{"best_of under n", "/v1/completions", `{"prompt":"hi","best_of":0}`, auth, 400, "invalid_request_error", "", "best_of"},
 		{"two prompts", "/v1/completions", `{"prompt":["a","b"]}`, auth, 400, "invalid_request_error", "unsupported_parameter", "prompt"},
 		{"max_tokens over context", "/v1/completions", `{"prompt":"hi","max_tokens":600}`, auth, 400, "invalid_request_error", "context_length_exceeded", "prompt"},
 		{"100k-token prompt", "/v1/completions", string(hugeBody), auth, 400, "invalid_request_error", "context_length_exceeded", "prompt"},
@@ -820,6 +831,8 @@ func TestErrorsSpeakJSON(t *testing.T) {
 		// A body sent to the other route says where it belongs.
 		{"chat body to completions", `{"messages":[{"role":"user","content":"x"}]}`, "prompt", "prompt is required; messages is a field of POST /v1/chat/completions", "/v1/completions"},
 		{"completions body to chat", `{"prompt":"x"}`, "messages", "messages is required; prompt is a field of POST /v1/completions", ""},
+		// A bound is written as it reads: ">=", not "\u003e=".
+		{"top_k bound", `{"messages":[{"role":"user","content":"x"}],"top_k":-2}`, "top_k", "top_k: -2; use 0 or -1 for off, else >= 1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -834,6 +847,286 @@ func TestErrorsSpeakJSON(t *testing.T) {
 			}
 			if deref(a.Error.Param) != tt.param || !strings.HasPrefix(a.Error.Message, tt.want) || strings.Contains(a.Error.Message, "Go ") {
 				t.Errorf("param %q message %q, want param %q and a message starting %q", deref(a.Error.Param), a.Error.Message, tt.param, tt.want)
+			}
+			for _, esc := range []string{`\u003c`, `\u003e`, `\u0026`} {
+				if strings.Contains(string(body), esc) {
+					t.Errorf("HTML-escaped body %s", body)
+				}
+			}
+		})
+	}
+}
+
+// TestEchoLogprobsStream: a streamed completion with echo and logprobs
+// carries what the non-streamed answer does: the echo chunk holds the
+// prompt tokens' entries, and the text, tokens, log-probs and offsets of
+// all chunks joined equal the non-streamed choice.
+func TestEchoLogprobsStream(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	type lp struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []*float64           `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+	type answer struct {
+		Choices []struct {
+			Text     string `json:"text"`
+			Logprobs *lp    `json:"logprobs"`
+		} `json:"choices"`
+	}
+	tests := []struct {
+		name   string
+		prompt any
+		max    int
+	}{
+		{"text", "The sea is wide", 4},
+		{"token ids", fixturePrompts(t)[0].InputIDs[:6], 3},
+		{"echo only", "The sea is wide", 0},
+		{"non-ASCII", "Ünïcode façade — 😀 naïve", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := map[string]any{"prompt": tt.prompt, "echo": true, "logprobs": 2, "max_tokens": tt.max, "temperature": 0}
+			status, body := post(t, ts.URL+"/v1/completions", req)
+			var want answer
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			req["stream"] = true
+			status, body = post(t, ts.URL+"/v1/completions", req)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var text string
+			got := lp{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+			for _, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch answer
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				if len(ch.Choices) == 0 {
+					continue
+				}
+				text += ch.Choices[0].Text
+				if l := ch.Choices[0].Logprobs; l != nil {
+					got.Tokens = append(got.Tokens, l.Tokens...)
+					got.TokenLogprobs = append(got.TokenLogprobs, l.TokenLogprobs...)
+					got.TopLogprobs = append(got.TopLogprobs, l.TopLogprobs...)
+					got.TextOffset = append(got.TextOffset, l.TextOffset...)
+				}
+			}
+			w := want.Choices[0]
+			if text != w.Text {
+				t.Errorf("streamed text %q, want %q", text, w.Text)
+			}
+			if w.Logprobs == nil {
+				t.Fatalf("no log-probs in the non-streamed answer")
+			}
+			// Each entry's offset is where its token is in the text, in code
+			// points; the BOS the tokenizer added is not in the text.
+			runes := []rune(w.Text)
+			for i, tok := range w.Logprobs.Tokens {
+				off := w.Logprobs.TextOffset[i]
+				if tok == "<|startoftext|>" || strings.ContainsRune(tok, utf8.RuneError) {
+					continue
+				}
+				if off > len(runes) || !strings.HasPrefix(string(runes[off:]), tok) {
+					t.Errorf("token %d %q at text_offset %d of %q", i, tok, off, w.Text)
+				}
+			}
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(w.Logprobs)
+			if string(gb) != string(wb) {
+				t.Errorf("streamed log-probs\n%s\nwant\n%s", gb, wb)
+			}
+		})
+	}
+}
+
+// TestCompletionTopLogprobsHoldChosen: a completions top_logprobs map
+// holds the top N and the chosen token too (OpenAI: "the logprobs most
+// likely tokens, as well the chosen tokens"; vLLM answers the same), for
+// generated and echoed prompt tokens alike, streamed or not.
+func TestCompletionTopLogprobsHoldChosen(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	for _, n := range []int{0, 1, 3} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("logprobs=%d/stream=%v", n, stream), func(t *testing.T) {
+				// A high temperature makes chosen tokens outside the top N likely.
+				req := map[string]any{"prompt": "The sea is wide and", "echo": true, "logprobs": n, "max_tokens": 12,
+					"temperature": 2, "seed": 3, "stream": stream}
+				status, body := post(t, ts.URL+"/v1/completions", req)
+				if status != 200 {
+					t.Fatalf("%d %s", status, body)
+				}
+				entries := 0
+				for _, data := range strings.Split(string(body), "\n\n") {
+					data = strings.TrimPrefix(data, "data: ")
+					if data == "" || data == "[DONE]" {
+						continue
+					}
+					var a struct {
+						Choices []struct {
+							Logprobs *struct {
+								Tokens        []string             `json:"tokens"`
+								TokenLogprobs []*float64           `json:"token_logprobs"`
+								TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+							} `json:"logprobs"`
+						} `json:"choices"`
+					}
+					if err := json.Unmarshal([]byte(data), &a); err != nil {
+						t.Fatalf("%v: %s", err, data)
+					}
+					if len(a.Choices) == 0 || a.Choices[0].Logprobs == nil {
+						continue
+					}
+					l := a.Choices[0].Logprobs
+					for i, tok := range l.Tokens {
+						if l.TokenLogprobs[i] == nil {
+							continue // the first prompt token
+						}
+						entries++
+						top := l.TopLogprobs[i]
+						if v, ok := top[tok]; !ok || v != *l.TokenLogprobs[i] || len(top) > n+1 {
+							t.Errorf("token %q (%v): top_logprobs %v", tok, *l.TokenLogprobs[i], top)
+						}
+					}
+				}
+				if entries < 12 {
+					t.Errorf("%d entries checked: %s", entries, body)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamReturnTokenIDs: return_token_ids streamed as vLLM streams it:
+// the first chunk carries prompt_token_ids, each chunk the ids of the
+// tokens it delivers, and the chunks joined give the non-streamed ids,
+// for chat and completions, with a stop string holding text back.
+func TestStreamReturnTokenIDs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	ps := fixturePrompts(t)
+	tests := []struct {
+		name, path string
+		body       map[string]any
+	}{
+		{"chat", "/v1/chat/completions", map[string]any{"messages": ps[2].Messages, "max_tokens": 12}},
+		{"chat reasoning", "/v1/chat/completions", map[string]any{"messages": ps[4].Messages, "max_tokens": 12}},
+		{"completions", "/v1/completions", map[string]any{"prompt": ps[0].InputIDs, "max_tokens": 16}},
+		{"completions stop", "/v1/completions", map[string]any{"prompt": ps[0].InputIDs, "max_tokens": 32, "stop": "crown"}},
+		{"completions echo", "/v1/completions", map[string]any{"prompt": "The sea", "max_tokens": 5, "echo": true}},
+	}
+	type ids struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+		Choices        []struct {
+			TokenIDs       []int `json:"token_ids"`
+			PromptTokenIDs []int `json:"prompt_token_ids"`
+		} `json:"choices"`
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["temperature"], tt.body["return_token_ids"] = 0, true
+			status, body := post(t, ts.URL+tt.path, tt.body)
+			var want ids
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			wantPrompt := append(want.PromptTokenIDs, want.Choices[0].PromptTokenIDs...)
+			tt.body["stream"] = true
+			status, body = post(t, ts.URL+tt.path, tt.body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var gotIDs, gotPrompt []int
+			promptChunks := 0
+			for _, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch ids
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				p := ch.PromptTokenIDs
+				if len(ch.Choices) > 0 {
+					gotIDs = append(gotIDs, ch.Choices[0].TokenIDs...)
+					p = append(p, ch.Choices[0].PromptTokenIDs...)
+				}
+				if len(p) > 0 {
+					promptChunks++
+					gotPrompt = p
+				}
+			}
+			if !slices.Equal(gotIDs, want.Choices[0].TokenIDs) || len(gotIDs) == 0 {
+				t.Errorf("streamed token_ids %v, want %v", gotIDs, want.Choices[0].TokenIDs)
+			}
+			if promptChunks != 1 || !slices.Equal(gotPrompt, wantPrompt) {
+				t.Errorf("prompt_token_ids in %d chunks: %v, want %v once", promptChunks, gotPrompt, wantPrompt)
+			}
+		})
+	}
+}
+
+// TestStreamPromptLogprobs: a streamed completion with prompt_logprobs N
+// carries them on its first chunk, equal to the non-streamed answer's,
+// with or without echo and generated tokens.
+func TestStreamPromptLogprobs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	tests := []struct {
+		name string
+		body map[string]any
+	}{
+		{"top 2", map[string]any{"prompt": "The sea is wide", "prompt_logprobs": 2, "max_tokens": 3}},
+		{"top 0 echo logprobs", map[string]any{"prompt": "The sea is wide", "prompt_logprobs": 0, "echo": true, "logprobs": 1, "max_tokens": 3}},
+		{"prompt only", map[string]any{"prompt": []int{1, 669, 5008, 6054}, "prompt_logprobs": 1, "max_tokens": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["temperature"] = 0
+			status, body := post(t, ts.URL+"/v1/completions", tt.body)
+			var want struct {
+				Choices []struct {
+					PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(body, &want); status != 200 || err != nil || len(want.Choices[0].PromptLogprobs) < 10 {
+				t.Fatalf("%d %v %s", status, err, body)
+			}
+			tt.body["stream"] = true
+			status, body = post(t, ts.URL+"/v1/completions", tt.body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			var got []json.RawMessage
+			for i, ev := range strings.Split(string(body), "\n\n") {
+				data, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch struct {
+					Choices []struct {
+						PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatalf("%v: %s", err, data)
+				}
+				if len(ch.Choices) > 0 && string(ch.Choices[0].PromptLogprobs) != "null" {
+					if i != 0 {
+						t.Errorf("prompt_logprobs on event %d", i)
+					}
+					got = append(got, ch.Choices[0].PromptLogprobs)
+				}
+			}
+			if len(got) != 1 || string(got[0]) != string(want.Choices[0].PromptLogprobs) {
+				t.Errorf("streamed prompt_logprobs %s, want %s once", got, want.Choices[0].PromptLogprobs)
 			}
 		})
 	}

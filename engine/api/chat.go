@@ -108,6 +108,9 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 		if tools, err = chat.ParseTools(req.Tools); err != nil {
 			return nil, requestError(err)
 		}
+		if len(tools) > maxTools {
+			return nil, badRequest("tools", "%d tools; at most %d", len(tools), maxTools)
+		}
 	}
 	choice, aerr := parseToolChoice(req.ToolChoice, len(tools) > 0)
 	if aerr != nil {
@@ -310,6 +313,7 @@ type chatState struct {
 	streamed  int // tool calls sent in a stream
 	scratch   []float32
 	pendingLP []logprobEntry
+	sentIDs   int // ids already streamed (return_token_ids)
 }
 
 // feed turns pieces into parser events (and log-prob entries); finish
@@ -456,6 +460,8 @@ type chatChunk struct {
 	// Usage is null on every chunk but the last when usage is asked for,
 	// absent otherwise.
 	Usage any `json:"usage,omitempty"`
+	// PromptTokenIDs is on the first chunk with return_token_ids.
+	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
 }
 
 type chunkChoice struct {
@@ -463,6 +469,9 @@ type chunkChoice struct {
 	Delta        delta         `json:"delta"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	// TokenIDs are the ids of the tokens the chunk delivers, with
+	// return_token_ids (held text's ids come with the text).
+	TokenIDs []int `json:"token_ids,omitempty"`
 }
 
 type delta struct {
@@ -493,6 +502,13 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 		if cj.logprobs && len(c.pendingLP) > 0 {
 			ch.Choices[0].Logprobs = &chatLogprobs{Content: c.pendingLP}
 			c.pendingLP = nil
+		}
+		if cj.returnTokenIDs {
+			if d.Role != "" {
+				ch.PromptTokenIDs = cj.prompt
+			}
+			ch.Choices[0].TokenIDs = c.ids[c.sentIDs:]
+			c.sentIDs = len(c.ids)
 		}
 		return ch
 	}

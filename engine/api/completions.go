@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
@@ -101,6 +102,14 @@ func (s *Server) completionJob(e *engineState, req *completionRequest, start tim
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
+	}
+	if req.BestOf != nil {
+		switch n := *req.BestOf; {
+		case n < 1:
+			return nil, badRequest("best_of", "best_of = %d; must be at least n (1)", n)
+		case n > 1:
+			return nil, unsupported("best_of", "best_of = %d: only best_of = 1 is supported", n)
+		}
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs) {
 		return nil, badRequest("logprobs", "logprobs = %d is outside [0, %d]", *req.Logprobs, maxTopLogprobs)
@@ -211,13 +220,18 @@ func (f32Placeholder) MarshalJSON() ([]byte, error) { return []byte(f32Mark), ni
 
 // completionState assembles a completion from an output's batches.
 type completionState struct {
-	cj      *completionJob
-	e       *engineState
-	tokens  int
-	ids     []int
-	text    strings.Builder
-	lp      *completionLogprobs
+	cj     *completionJob
+	e      *engineState
+	tokens int
+	ids    []int
+	text   strings.Builder
+	lp     *completionLogprobs
+	// offset is the next entry's text_offset: the code points of the
+	// choice's text before it (OpenAI's and vLLM's unit, Python string
+	// indices), and partial the bytes of a character the entries so far
+	// left incomplete (it counts at the token that completes it).
 	offset  int
+	partial []byte
 	rows    [][]float32 // prompt logits, per chunk
 	scratch []float32
 }
@@ -236,7 +250,8 @@ func (c *completionState) feed(b batch) string {
 			c.ids = append(c.ids, pc.id)
 			if pc.logits != nil {
 				c.scratch = sample.LogProbs(c.scratch, pc.logits)
-				c.addLogprob(pc.id, c.scratch)
+				_, marker := c.e.vocab.markers[pc.id]
+				c.addLogprob(pc.id, c.scratch, !c.cj.skipSpecial || !(c.e.vocab.special[pc.id] || marker))
 			}
 		}
 		out.WriteString(pc.text)
@@ -249,16 +264,24 @@ func (c *completionState) feed(b batch) string {
 }
 
 // addLogprob appends one token's entry (lp nil: the first prompt token,
-// which has no distribution).
-func (c *completionState) addLogprob(id int, lp []float32) {
+// which has no distribution); shown says whether the token's bytes are in
+// the choice's text (a special token skipped from it takes no room).
+func (c *completionState) addLogprob(id int, lp []float32, shown bool) {
 	if c.lp == nil {
 		c.lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
-	tok, _ := c.e.Session.Tokenizer.TokenBytes(id)
-	tok = strings.ToValidUTF8(tok, "\uFFFD")
+	raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
+	tok := strings.ToValidUTF8(raw, "\uFFFD")
 	c.lp.Tokens = append(c.lp.Tokens, tok)
 	c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
-	c.offset += len(tok)
+	if shown {
+		c.partial = append(c.partial, raw...)
+		for len(c.partial) > 0 && utf8.FullRune(c.partial) {
+			_, n := utf8.DecodeRune(c.partial)
+			c.partial = c.partial[n:]
+			c.offset++
+		}
+	}
 	if lp == nil {
 		c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, nil)
 		c.lp.TopLogprobs = append(c.lp.TopLogprobs, nil)
@@ -270,6 +293,12 @@ func (c *completionState) addLogprob(id int, lp []float32) {
 	for _, t := range topN(lp, *c.cj.logprobs) {
 		s, _ := c.e.Session.Tokenizer.TokenBytes(t)
 		top[strings.ToValidUTF8(s, "\uFFFD")] = logprobValue(lp[t])
+	}
+	// The chosen token is in the map too, as OpenAI documents ("the
+	// logprobs most likely tokens, as well the chosen tokens") and vLLM
+	// answers: up to logprobs + 1 entries.
+	if _, ok := top[tok]; !ok {
+		top[tok] = v
 	}
 	c.lp.TopLogprobs = append(c.lp.TopLogprobs, top)
 }
@@ -288,26 +317,41 @@ func (c *completionState) promptRow(j int) []float32 {
 	return nil
 }
 
-// echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
-func (c *completionState) echoLogprobs() {
-	gen := c.lp
-	c.lp, c.offset = nil, 0
+// promptEntries sets lp to the prompt tokens' entries, their offsets
+// into the echoed text from 0, leaving offset after that text for the
+// generated tokens' entries. A prompt token is in the echoed text when its
+// bytes come next there: a BOS the tokenizer added to a text prompt is
+// not, nor is a special token decodeIDs skipped from a token-id prompt.
+func (c *completionState) promptEntries() {
+	c.lp, c.offset, c.partial = nil, 0, nil
 	var scratch []float32
+	rest := c.cj.echoText
 	for j, id := range c.cj.prompt {
+		raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
+		shown := raw != "" && strings.HasPrefix(rest, raw)
+		if shown {
+			rest = rest[len(raw):]
+		}
 		if j == 0 {
-			c.addLogprob(id, nil)
+			c.addLogprob(id, nil, shown)
 			continue
 		}
 		scratch = sample.LogProbs(scratch, c.promptRow(j))
-		c.addLogprob(id, scratch)
+		c.addLogprob(id, scratch, shown)
 	}
+	c.offset, c.partial = utf8.RuneCountInString(c.cj.echoText), nil
+}
+
+// echoLogprobs puts the prompt tokens' entries first (echo with logprobs).
+func (c *completionState) echoLogprobs() {
+	gen := c.lp
+	c.promptEntries()
 	if gen != nil {
 		for i := range gen.Tokens {
 			c.lp.Tokens = append(c.lp.Tokens, gen.Tokens[i])
 			c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, gen.TokenLogprobs[i])
 			c.lp.TopLogprobs = append(c.lp.TopLogprobs, gen.TopLogprobs[i])
-			c.lp.TextOffset = append(c.lp.TextOffset, c.offset)
-			c.offset += len(gen.Tokens[i])
+			c.lp.TextOffset = append(c.lp.TextOffset, c.offset+gen.TextOffset[i])
 		}
 	}
 }
@@ -431,21 +475,57 @@ func (s *Server) writeF32(w http.ResponseWriter, body []byte, c *completionState
 func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
 	c := &completionState{cj: cj, e: e}
 	out := &sse{w: w}
+	// With return_token_ids, the first chunk carries the prompt's ids and
+	// each chunk the ids of the tokens it delivers (held text's ids come
+	// with the text), as vLLM streams them.
+	sentIDs, promptSent := 0, false
 	chunk := func(text string, lp *completionLogprobs, finish *string) completionResponse {
 		ch := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
 			Choices: []completionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
+		if cj.returnTokenIDs {
+			if !promptSent {
+				ch.Choices[0].PromptTokenIDs, promptSent = cj.prompt, true
+			}
+			ch.Choices[0].TokenIDs = c.ids[sentIDs:]
+			sentIDs = len(c.ids)
+		}
 		return ch
 	}
-	if cj.echo && cj.echoText != "" {
+	// The first chunk carries what needs the prompt's logits, as the
+	// non-streamed answer does: with echo and logprobs the prompt tokens'
+	// entries, and prompt_logprobs N. It waits for them: they have all
+	// arrived once the first token has, or the request is done. The
+	// generated tokens' offsets then continue after the prompt's.
+	echoLP := cj.echo && cj.logprobs != nil
+	first := echoLP || cj.promptLogprobs != nil
+	if cj.echo && !first && cj.echoText != "" {
 		if out.send(marshal(chunk(cj.echoText, nil, nil))) != nil {
 			return
 		}
 	}
 	wait(ctx, cj.out, func(b batch) error {
 		c.rows = append(c.rows, b.promptRows...)
+		if first && (len(b.pieces) > 0 || (b.done && endError(b.reason, b.err) == nil)) {
+			first = false
+			ch := chunk("", nil, nil)
+			if cj.echo {
+				ch.Choices[0].Text = cj.echoText
+			}
+			if echoLP {
+				c.promptEntries()
+				ch.Choices[0].Logprobs = c.lp
+			}
+			if n := cj.promptLogprobs; n != nil {
+				ch.Choices[0].PromptLogprobs = c.topPromptLogprobs(*n) // −1 is refused for streams
+			}
+			if err := out.send(marshal(ch)); err != nil {
+				return err
+			}
+			c.lp = nil
+		}
 		// One chunk per token that released text, as for chat.
 		for _, pc := range b.pieces {
 			if c.lp != nil && len(c.lp.Tokens) == 0 {

@@ -81,5 +81,9 @@ func (e *Error) write(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(e.body())
+	// Messages quote bounds such as ">= 1": without HTML escaping they
+	// read as written, as every other body this server writes does.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(e.body())
 }

@@ -104,7 +104,7 @@ func TestFieldSets(t *testing.T) {
 			t.Errorf("chat field %q unknown", f)
 		}
 	}
-	for _, f := range []string{"model", "prompt", "max_tokens", "echo", "logprobs", "stop", "prompt_logprobs", "stream", "temperature", "suffix"} {
+	for _, f := range []string{"model", "prompt", "max_tokens", "echo", "logprobs", "stop", "prompt_logprobs", "stream", "temperature", "suffix", "best_of"} {
 		if !completionFields[f] {
 			t.Errorf("completion field %q unknown", f)
 		}

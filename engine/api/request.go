@@ -27,6 +27,12 @@ const (
 	maxStopBytes = 1024
 	// maxTopLogprobs is serving.md §1's bound on top_logprobs.
 	maxTopLogprobs = 20
+	// maxTools bounds a chat request's tools: OpenAI's documented limit,
+	// which also bounds the cost of rendering them. LFM2's template appends
+	// each tool's JSON to one growing string, quadratic in their number:
+	// 100,000 small tools (13 MB) took 14 minutes of CPU, which a client
+	// disconnect does not stop; 128 take milliseconds.
+	maxTools = 128
 )
 
 // samplingFields are the request fields that chat and completions share
@@ -91,6 +97,9 @@ type completionRequest struct {
 	PromptLogprobs *int            `json:"prompt_logprobs"`
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options"`
+	// BestOf is read only to refuse best_of > 1: ignored, it would answer
+	// one sample as if it were the best of several.
+	BestOf *int `json:"best_of"`
 	// Messages is not a completions field: it is read only to send a chat
 	// body posted here to the right route.
 	Messages json.RawMessage `json:"messages"`
@@ -138,6 +147,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 			return nil, badRequest("", "the request body must be a JSON object, not a JSON %s", te.Value)
 		}
 		return nil, badRequest("", "the request body must be a JSON object: %v", err)
+	}
+	if fields == nil {
+		// JSON null decodes into a nil map without an error; without this
+		// it would read as an empty request and be answered by whatever
+		// required field the route checks first.
+		return nil, badRequest("", "the request body must be a JSON object, not JSON null")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError

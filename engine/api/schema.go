@@ -33,6 +33,23 @@ type candidateScore struct {
 // schemaJob completes a closed-schema request's plan: the rendered prompt
 // plus the opening brace, and the branches.
 func (s *Server) schemaJob(e *engineState, req *chatRequest, sch *choice.Schema, rendered []int) (*chatJob, *Error) {
+	// The answer is scored, not sampled, so the sampling fields do not
+	// shape it; they are still checked as for any chat request, so that
+	// n > 1 is never answered with one choice and a value refused with
+	// another response_format is refused here too.
+	if _, aerr := req.params(s.opts.Defaults, e.vocabSize, e.Session.StopIDs); aerr != nil {
+		return nil, aerr
+	}
+	if _, aerr := stopStrings(req.Stop); aerr != nil {
+		return nil, aerr
+	}
+	field, given := "max_tokens", req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		field, given = "max_completion_tokens", req.MaxCompletionTokens
+	}
+	if given != nil && *given < 1 {
+		return nil, badRequest(field, "%s = %d; must be at least 1", field, *given)
+	}
 	tok := e.Session.Tokenizer
 	prompt := append(append([]int(nil), rendered...), tok.EncodeOrdinary(choice.Open)...)
 	branches := sch.Encode(tok)
@@ -103,7 +120,11 @@ func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *eng
 		return ch
 	}
 	empty, stop := "", "stop"
-	for _, ch := range []chatChunk{chunk(delta{Role: "assistant", Content: &empty}, nil, nil), chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
+	role := chunk(delta{Role: "assistant", Content: &empty}, nil, nil)
+	if cj.returnTokenIDs {
+		role.PromptTokenIDs = p.prompt // as the non-streamed answer has them
+	}
+	for _, ch := range []chatChunk{role, chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
 		if out.send(marshal(ch)) != nil {
 			return
 		}

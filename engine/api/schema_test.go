@@ -140,3 +140,62 @@ func TestSchemaOpenAISDK(t *testing.T) {
 		t.Errorf("%q: %v", resp.Choices[0].Message.Content, err)
 	}
 }
+
+// TestSchemaChecksSamplingFields: a scored answer takes no sampling, but
+// its request's fields are checked as for any chat request, so n > 1 is
+// never answered with one choice and a value refused elsewhere is refused
+// here too.
+func TestSchemaChecksSamplingFields(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	tests := []struct {
+		field       string
+		value       any
+		param, code string
+	}{
+		{"n", 3, "n", "unsupported_parameter"},
+		{"temperature", 9, "temperature", ""},
+		{"top_p", 0, "top_p", ""},
+		{"max_tokens", -4, "max_tokens", ""},
+		{"max_completion_tokens", 0, "max_completion_tokens", ""},
+		{"logit_bias", map[string]any{"999999": 1}, "logit_bias", ""},
+		{"stop", []string{""}, "stop", ""},
+		{"stop_token_ids", []int{-1}, "stop_token_ids", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			req := schemaRequest(false)
+			req[tt.field] = tt.value
+			status, body := post(t, ts.URL+"/v1/chat/completions", req)
+			a := decodeAnswer(t, body)
+			if status != 400 || a.Error == nil || deref(a.Error.Param) != tt.param || deref(a.Error.Code) != tt.code {
+				t.Errorf("%d %s, want 400 with param %q code %q", status, body, tt.param, tt.code)
+			}
+		})
+	}
+	// Valid values are accepted (and do not change the scored answer).
+	req := schemaRequest(false)
+	req["n"], req["temperature"], req["max_tokens"], req["seed"] = 1, 0.7, 64, 5
+	if status, body := post(t, ts.URL+"/v1/chat/completions", req); status != 200 {
+		t.Errorf("valid fields: %d %s", status, body)
+	}
+}
+
+// TestSchemaStreamPromptTokenIDs: with return_token_ids, a streamed
+// closed-schema answer carries the prompt's ids on its first chunk, as the
+// non-streamed answer does.
+func TestSchemaStreamPromptTokenIDs(t *testing.T) {
+	ts := newTestServer(t, Options{}, sched.Config{})
+	req := schemaRequest(false)
+	req["return_token_ids"] = true
+	_, body := post(t, ts.URL+"/v1/chat/completions", req)
+	want := decodeAnswer(t, body).PromptTokenIDs
+	req["stream"] = true
+	_, body = post(t, ts.URL+"/v1/chat/completions", req)
+	first, _, _ := strings.Cut(strings.TrimPrefix(string(body), "data: "), "\n\n")
+	var ch struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+	}
+	if err := json.Unmarshal([]byte(first), &ch); err != nil || len(want) == 0 || !slices.Equal(ch.PromptTokenIDs, want) {
+		t.Errorf("first chunk %s (%v), want prompt_token_ids %v", first, err, want)
+	}
+}
