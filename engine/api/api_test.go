@@ -416,6 +416,7 @@ func TestErrors(t *testing.T) {
 		{"top_logprobs range", "/v1/chat/completions", `{"messages":` + user + `,"logprobs":true,"top_logprobs":21}`, auth, 400, "invalid_request_error", "", "top_logprobs"},
 		{"json mode", "/v1/chat/completions", `{"messages":` + user + `,"response_format":{"type":"json_object"}}`, auth, 400, "invalid_request_error", "unsupported_parameter", "response_format"},
 		{"empty stop", "/v1/completions", `{"prompt":"hi","stop":[""]}`, auth, 400, "invalid_request_error", "", "stop"},
+		{"null stop", "/v1/completions", `{"prompt":"hi","stop":["a",null]}`, auth, 400, "invalid_request_error", "", "stop"},
 		{"min_tokens over max", "/v1/completions", `{"prompt":"hi","max_tokens":2,"min_tokens":3}`, auth, 400, "invalid_request_error", "", "min_tokens"},
 		{"token out of range", "/v1/completions", `{"prompt":[1,99999]}`, auth, 400, "invalid_request_error", "", "prompt"},
 		{"best_of", "/v1/completions", `{"prompt":"hi","best_of":2}`, auth, 400, "invalid_request_error", "unsupported_parameter", "best_of"},

@@ -221,14 +221,22 @@ func stopStrings(raw json.RawMessage) ([]string, *Error) {
 		}
 		return []string{one}, nil
 	}
-	var list []string
+	// Pointers, because encoding/json decodes a null element into a
+	// string as "", which would be reported as an empty string.
+	var list []*string
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("stop", "stop must be a string or an array of strings")
 	}
 	if len(list) > maxStops {
 		return nil, badRequest("stop", "%d stop strings; at most %d", len(list), maxStops)
 	}
-	for i, s := range list {
+	out := make([]string, len(list))
+	for i, p := range list {
+		if p == nil {
+			return nil, badRequest("stop", "stop[%d] is null; give a string", i)
+		}
+		s := *p
+		out[i] = s
 		if s == "" {
 			return nil, badRequest("stop", "stop[%d] is empty; stop strings must not be empty", i)
 		}
@@ -236,7 +244,7 @@ func stopStrings(raw json.RawMessage) ([]string, *Error) {
 			return nil, badRequest("stop", "stop[%d] is %d bytes; at most %d", i, len(s), maxStopBytes)
 		}
 	}
-	return list, nil
+	return out, nil
 }
 
 func isNull(raw json.RawMessage) bool {

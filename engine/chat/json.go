@@ -99,6 +99,9 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
+// decodePrefix starts DecodeJSON's errors.
+const decodePrefix = "chat: decode JSON: "
+
 // DecodeJSON decodes one JSON value into order-preserving Go values: nil,
 // bool, int64 (an integer literal that fits), float64 (any other number),
 // string, []any and *Object. Duplicate keys keep the first position and the
@@ -108,10 +111,10 @@ func DecodeJSON(data []byte) (any, error) {
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0)
 	if err != nil {
-		return nil, fmt.Errorf("chat: decode JSON: %w", err)
+		return nil, fmt.Errorf(decodePrefix+"%w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("chat: decode JSON: data after the top-level value")
+		return nil, errors.New(decodePrefix + "data after the top-level value")
 	}
 	return v, nil
 }

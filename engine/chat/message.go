@@ -95,7 +95,7 @@ func ParseMessages(data []byte) ([]Message, error) {
 func ParseTools(data []byte) ([]any, error) {
 	v, err := DecodeJSON(data)
 	if err != nil {
-		return nil, &RequestError{Field: "tools", Err: err}
+		return nil, &RequestError{Field: "tools", Err: notJSON(err)}
 	}
 	switch t := v.(type) {
 	case nil:
@@ -109,6 +109,12 @@ func ParseTools(data []byte) ([]any, error) {
 		return t, nil
 	}
 	return nil, &RequestError{Field: "tools", Err: fmt.Errorf("tools is %s, not an array", jsonKind(v))}
+}
+
+// notJSON words a DecodeJSON error of a request's field for its sender,
+// without the package's prefix.
+func notJSON(err error) error {
+	return fmt.Errorf("not valid JSON: %s", strings.TrimPrefix(err.Error(), decodePrefix))
 }
 
 // jsonFieldError turns a JSON type error at field (or inside it) into a
@@ -165,6 +171,13 @@ func checkTool(tool any) error {
 	name, _ := obj.Get("name")
 	if s, ok := name.(string); !ok || s == "" {
 		return errors.New("the function has no name: give a non-empty \"name\" string")
+	}
+	// parameters is a JSON Schema, rendered into the prompt as the model's
+	// description of the arguments: anything but an object is a mistake.
+	if p, ok := obj.Get("parameters"); ok && p != nil {
+		if _, ok := p.(*Object); !ok {
+			return fmt.Errorf("parameters is %s; give a JSON Schema object such as {\"type\": \"object\", \"properties\": {…}}", jsonKind(p))
+		}
 	}
 	return nil
 }
@@ -251,7 +264,7 @@ func parseContent(raw json.RawMessage, field string) (string, error) {
 			Text *string `json:"text"`
 		}
 		if err := json.Unmarshal(p, &part); err != nil {
-			return "", &RequestError{Field: pf, Err: err}
+			return "", jsonFieldError(pf, `a content part such as {"type": "text", "text": "…"}`, err)
 		}
 		switch part.Type {
 		case "text":
@@ -285,7 +298,7 @@ func parseArguments(raw json.RawMessage) (*Object, error) {
 	}
 	v, err := DecodeJSON(data)
 	if err != nil {
-		return nil, err
+		return nil, notJSON(err)
 	}
 	obj, ok := v.(*Object)
 	if !ok {

@@ -65,16 +65,23 @@ func TestParseMessagesErrors(t *testing.T) {
 	tests := []struct {
 		name, body, field string
 		is                error
+		// msg, when set, is the whole message: the request's terms, never
+		// Go types or package prefixes.
+		msg string
 	}{
-		{"not an array", `{"role": "user"}`, "messages", nil},
-		{"missing role", `[{"content": "x"}]`, "messages[0].role", nil},
-		{"image part", `[{"role": "user", "content": "x"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:"}}]}]`, "messages[1].content[1]", ErrImageContent},
-		{"audio part", `[{"role": "user", "content": [{"type": "input_audio"}]}]`, "messages[0].content[0]", ErrContentPart},
-		{"text part without text", `[{"role": "user", "content": [{"type": "text"}]}]`, "messages[0].content[0].text", nil},
-		{"number content", `[{"role": "user", "content": 5}]`, "messages[0].content", nil},
-		{"bad arguments", `[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]`, "messages[0].tool_calls[0].function.arguments", nil},
-		{"array arguments", `[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]`, "messages[0].tool_calls[0].function.arguments", nil},
-		{"missing function name", `[{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]`, "messages[0].tool_calls[0].function.name", nil},
+		{"not an array", `{"role": "user"}`, "messages", nil, ""},
+		{"string part", `[{"role": "user", "content": ["hi"]}]`, "messages[0].content[0]", nil,
+			`messages[0].content[0]: expected a content part such as {"type": "text", "text": "…"}, got JSON string`},
+		{"arguments not JSON", `[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}]`, "messages[0].tool_calls[0].function.arguments", nil,
+			"messages[0].tool_calls[0].function.arguments: not valid JSON: invalid character 'b'"},
+		{"missing role", `[{"content": "x"}]`, "messages[0].role", nil, ""},
+		{"image part", `[{"role": "user", "content": "x"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:"}}]}]`, "messages[1].content[1]", ErrImageContent, ""},
+		{"audio part", `[{"role": "user", "content": [{"type": "input_audio"}]}]`, "messages[0].content[0]", ErrContentPart, ""},
+		{"text part without text", `[{"role": "user", "content": [{"type": "text"}]}]`, "messages[0].content[0].text", nil, ""},
+		{"number content", `[{"role": "user", "content": 5}]`, "messages[0].content", nil, ""},
+		{"bad arguments", `[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]`, "messages[0].tool_calls[0].function.arguments", nil, ""},
+		{"array arguments", `[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]`, "messages[0].tool_calls[0].function.arguments", nil, ""},
+		{"missing function name", `[{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]`, "messages[0].tool_calls[0].function.name", nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +95,9 @@ func TestParseMessagesErrors(t *testing.T) {
 			}
 			if tt.is != nil && !errors.Is(err, tt.is) {
 				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+			if got := re.Field + ": " + re.Err.Error(); tt.msg != "" && got != tt.msg {
+				t.Errorf("message %q, want %q", got, tt.msg)
 			}
 		})
 	}
@@ -182,6 +192,9 @@ func TestParseToolsRefusesNonTools(t *testing.T) {
 		{"function without name", `[{"type": "function", "function": {"parameters": {}}}]`, "tools[0]"},
 		{"empty name", `[{"name": ""}]`, "tools[0]"},
 		{"object without name", `[{"parameters": {}}]`, "tools[0]"},
+		{"parameters a string", `[{"type": "function", "function": {"name": "f", "parameters": "x"}}]`, "tools[0]"},
+		{"parameters an array", `[{"name": "f", "parameters": []}]`, "tools[0]"},
+		{"not JSON", `[{"name": "f"`, "tools"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,6 +209,7 @@ func TestParseToolsRefusesNonTools(t *testing.T) {
 		`[]`,
 		`[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]`,
 		`[{"name": "f", "description": "bare form"}]`,
+		`[{"name": "f", "parameters": null}]`,
 	} {
 		if _, err := ParseTools([]byte(ok)); err != nil {
 			t.Errorf("ParseTools(%s): %v", ok, err)
