@@ -392,6 +392,8 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no key", "/v1/chat/completions", `{"messages":` + user + `}`, nil, 401, "authentication_error", "invalid_api_key", ""},
 		{"wrong key", "/v1/chat/completions", `{"messages":` + user + `}`, []string{"Authorization", "Bearer nope"}, 401, "authentication_error", "invalid_api_key", ""},
+		{"basic scheme", "/v1/chat/completions", `{"messages":` + user + `}`, []string{"Authorization", "Basic sekret"}, 401, "authentication_error", "invalid_api_key", ""},
+		{"key without scheme", "/v1/chat/completions", `{"messages":` + user + `}`, []string{"Authorization", "sekret"}, 401, "authentication_error", "invalid_api_key", ""},
 		{"invalid JSON", "/v1/chat/completions", `{"messages": [`, auth, 400, "invalid_request_error", "", ""},
 		{"not an object", "/v1/chat/completions", `[1,2]`, auth, 400, "invalid_request_error", "", ""},
 		{"empty body", "/v1/completions", ``, auth, 400, "invalid_request_error", "", ""},
@@ -461,6 +463,10 @@ func TestErrors(t *testing.T) {
 	status, body := post(t, ts.URL+"/v1/chat/completions", `{"messages":`+user+`,"max_tokens":3}`, auth...)
 	if status != 200 {
 		t.Errorf("after the bad requests: %d %s", status, body)
+	}
+	// The scheme's name is case-insensitive.
+	if status, body := post(t, ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":1}`, "Authorization", "bearer sekret"); status != 200 {
+		t.Errorf("lower-case bearer: %d %s", status, body)
 	}
 }
 

@@ -182,10 +182,11 @@ func (s *Server) route(name string, authed bool, h http.HandlerFunc) http.Handle
 	})
 }
 
-// authorized compares the bearer token in constant time.
+// authorized compares the bearer token in constant time. The scheme's
+// name is case-insensitive (RFC 9110 §11.1): some clients send "bearer".
 func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1
