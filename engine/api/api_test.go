@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -617,8 +618,9 @@ func waitFor(t testing.TB, cond func() bool) {
 	}
 }
 
-// TestDisconnect: a client that goes away mid-stream is cancelled at the
-// next step and its slot and state are freed; /metrics counts it.
+// TestDisconnect: a client that goes away mid-stream, or before a
+// non-streamed answer, is cancelled at the next step and its slot and state
+// are freed; /metrics counts it (the second as status 499).
 func TestDisconnect(t *testing.T) {
 	ts := newTestServer(t, Options{}, sched.Config{MaxNumSeqs: 1})
 	for _, body := range []map[string]any{
@@ -636,17 +638,50 @@ func TestDisconnect(t *testing.T) {
 			return s.Running == 0 && s.KVReservedTokens == 0 && s.KVUsedTokens == 0
 		})
 	}
+	// A client that goes away before a non-streamed answer is counted as
+	// 499 (client closed request): not as the 200 it never got, nor as the
+	// 503 shutting_down of a cancellation by the server.
+	ctx, cancel := context.WithCancel(context.Background())
+	data, _ := json.Marshal(map[string]any{"prompt": "The sea", "max_tokens": 3000, "min_tokens": 3000, "temperature": 0})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", bytes.NewReader(data))
+	go func() {
+		waitFor(t, func() bool { return ts.sched.Stats().Running == 1 })
+		cancel()
+	}()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Error("the cancelled request got an answer")
+	}
+	// The handler notices the closed connection on its own time.
+	const closed = `lfmq_requests_total{route="/v1/completions",status="499"}`
+	waitFor(t, func() bool { v, ok := findMetric(t, ts.URL, closed); return ok && v == 1 })
 	status, _ := post(t, ts.URL+"/v1/completions", map[string]any{"prompt": "hi", "max_tokens": 2})
 	if status != 200 {
 		t.Errorf("after the disconnects: %d", status)
 	}
-	if got := metricValue(t, ts.URL, "lfmq_request_cancellations_total"); got != 2 {
-		t.Errorf("cancellations %v, want 2", got)
+	if got := metricValue(t, ts.URL, "lfmq_request_cancellations_total"); got != 3 {
+		t.Errorf("cancellations %v, want 3", got)
+	}
+	if _, ok := findMetric(t, ts.URL, `lfmq_requests_total{route="/v1/completions",status="503"}`); ok {
+		t.Error("a client's disconnect was counted as a 503")
+	}
+	if got := metricValue(t, ts.URL, `lfmq_requests_total{route="/v1/completions",status="200"}`); got != 2 {
+		t.Errorf("completions answered 200: %v, want 2 (the stream, and the request after)", got)
 	}
 }
 
 // metricValue reads one sample from /metrics (the line "name value").
 func metricValue(t testing.TB, base, series string) float64 {
+	t.Helper()
+	v, ok := findMetric(t, base, series)
+	if !ok {
+		t.Fatalf("no series %s in /metrics", series)
+	}
+	return v
+}
+
+// findMetric is metricValue for a series that may not be there (yet).
+func findMetric(t testing.TB, base, series string) (float64, bool) {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -659,11 +694,10 @@ func metricValue(t testing.TB, base, series string) float64 {
 		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			var f float64
 			fmt.Sscan(v, &f)
-			return f
+			return f, true
 		}
 	}
-	t.Fatalf("no series %s in /metrics", series)
-	return 0
+	return 0, false
 }
 
 // TestMetricsConsistent: /metrics agrees with what was sent and answered.

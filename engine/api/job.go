@@ -49,6 +49,13 @@ func wait(ctx context.Context, o *output, each func(b batch) error) error {
 			return ctx.Err()
 		}
 		b := o.take()
+		if b.done && b.reason == sched.FinishCancelled && ctx.Err() != nil {
+			// The scheduler cancelled the request because the client went
+			// away (Submit ties it to ctx), and its end can arrive before
+			// ctx.Done is seen: that is not the shutdown a cancelled end
+			// otherwise means, and there is no one to answer.
+			return ctx.Err()
+		}
 		if err := each(b); err != nil {
 			return err
 		}

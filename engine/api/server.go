@@ -159,6 +159,10 @@ func notARoute(w http.ResponseWriter, r *http.Request) {
 		Message: r.Method + " " + r.URL.Path + " is not a route of this server; see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics"}).write(w)
 }
 
+// statusClientClosed labels, in the request metrics, a request whose client
+// disconnected before any answer was written (nginx's 499).
+const statusClientClosed = 499
+
 // route wraps a handler with auth (when authed and a key is set) and the
 // request metrics.
 func (s *Server) route(name string, authed bool, h http.HandlerFunc) http.Handler {
@@ -167,7 +171,12 @@ func (s *Server) route(name string, authed bool, h http.HandlerFunc) http.Handle
 		sw := &httpstatus.Writer{ResponseWriter: w}
 		defer func() {
 			status := sw.Status
-			if status == 0 {
+			switch {
+			case status == 0 && r.Context().Err() != nil:
+				// Nothing was written because the client went away
+				// first: nginx's "client closed request", not a 200.
+				status = statusClientClosed
+			case status == 0:
 				status = http.StatusOK
 			}
 			s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
