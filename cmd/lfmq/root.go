@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/internal/editdist"
 	"github.com/lfmq/lfmq/verify/sums"
 	"github.com/lfmq/lfmq/version"
 )
@@ -127,7 +128,7 @@ func flagSuggestion(cmd *cobra.Command, err error) string {
 	}
 	best, bestDist := "", 3
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if d := editDistance(typed, f.Name); d < bestDist {
+		if d := editdist.Levenshtein(typed, f.Name); d < bestDist {
 			best, bestDist = f.Name, d
 		}
 	})
@@ -135,27 +136,6 @@ func flagSuggestion(cmd *cobra.Command, err error) string {
 		return ""
 	}
 	return "; did you mean --" + best + "?"
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // noArgs is cobra.NoArgs as a usage error.

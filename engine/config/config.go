@@ -16,6 +16,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/lfmq/lfmq/internal/editdist"
 )
 
 // LayerKind is the token mixer of a decoder layer.
@@ -337,7 +339,7 @@ func unknownKeys(raw map[string]json.RawMessage) []UnknownKey {
 			if _, set := raw[known]; set {
 				continue
 			}
-			if d := editDistance(strings.ToLower(k), known); d < best || (d == best && known < u.Suggest) {
+			if d := editdist.Levenshtein(strings.ToLower(k), known); d < best || (d == best && known < u.Suggest) {
 				best, u.Suggest = d, known
 			}
 		}
@@ -348,27 +350,6 @@ func unknownKeys(raw map[string]json.RawMessage) []UnknownKey {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func (p *parser) fail(field, msg string) {
