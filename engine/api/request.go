@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/internal/jsonkind"
 )
 
 // Request limits the server enforces before anything else.
@@ -161,7 +162,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 			if field == "" {
 				field = "body"
 			}
-			return nil, badRequest(field, "%s: expected %s, got JSON %s", field, goKind(te.Type.Kind().String()), te.Value)
+			return nil, badRequest(field, "%s: expected %s, got JSON %s", field, jsonkind.OfGo(te.Type.Kind()), te.Value)
 		}
 		return nil, badRequest("", "invalid request: %v", err)
 	}
@@ -173,25 +174,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 	}
 	sort.Strings(ignored)
 	return ignored, nil
-}
-
-// goKind names a Go kind the way an API user thinks of it.
-func goKind(k string) string {
-	switch {
-	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
-		return "an integer"
-	case strings.HasPrefix(k, "float"):
-		return "a number"
-	case k == "bool":
-		return "a boolean"
-	case k == "string":
-		return "a string"
-	case k == "slice":
-		return "an array"
-	case k == "map", k == "struct", k == "ptr":
-		return "an object"
-	}
-	return k
 }
 
 // fieldSet returns the JSON names of a struct's fields, embedded ones

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
+
+	"github.com/lfmq/lfmq/internal/jsonkind"
 )
 
 // Request is everything a chat template is rendered from.
@@ -129,27 +130,7 @@ func jsonFieldError(field, want string, err error) error {
 	if te.Field == "" {
 		return &RequestError{Field: field, Err: fmt.Errorf("expected %s, got JSON %s", want, te.Value)}
 	}
-	return &RequestError{Field: field + "." + te.Field, Err: fmt.Errorf("expected %s, got JSON %s", jsonKindOfGo(te.Type.Kind()), te.Value)}
-}
-
-// jsonKindOfGo names the JSON type a Go kind decodes from.
-func jsonKindOfGo(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map, reflect.Pointer:
-		return "an object"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	}
-	return "another type"
+	return &RequestError{Field: field + "." + te.Field, Err: fmt.Errorf("expected %s, got JSON %s", jsonkind.OfGo(te.Type.Kind()), te.Value)}
 }
 
 // checkTool checks that one tool definition is an object that names its
