@@ -277,17 +277,8 @@ func BenchmarkUpdate(b *testing.B) {
 				v[i] = r.NormFloat64()
 			}
 		}
-		kernels := []struct {
-			name string
-			ok   bool
-			run  func(c []float64, cs int, up, ep []float64, bs, cols int)
-		}{
-			{"go", true, updateAVXGo},
-			{"avx2", useAVX, updateAVX},
-			{"avx512", useAVX512, updateAVX512},
-		}
 		flop := float64(2 * groups * 4 * bs * out)
-		for _, k := range kernels {
+		for _, k := range updateKernels() {
 			if !k.ok {
 				continue
 			}

@@ -315,19 +315,7 @@ func gram8Ref(x *[32]float64, g, p []float64, n int) {
 // low bits (checked first: the data does tell those apart).
 func TestGramMatchesReference(t *testing.T) {
 	lengths := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 100, 1023, 1792, 2048}
-	data := func(r *rand.Rand, n int) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = r.NormFloat64() * math.Ldexp(1, r.IntN(60)-30)
-			if r.IntN(13) == 0 {
-				v[i] = 0
-			}
-			if r.IntN(17) == 0 {
-				v[i] = math.Copysign(0, -1)
-			}
-		}
-		return v
-	}
+	data := func(r *rand.Rand, n int) []float64 { return binadeSpread(r, n, 60) }
 	r := rand.New(rand.NewPCG(3, 3))
 	g, p := data(r, 4*1792), data(r, 8*1792)
 	var want [32]float64
@@ -368,6 +356,36 @@ func TestGramMatchesReference(t *testing.T) {
 	})
 }
 
+// binadeSpread returns n values whose magnitudes span binades binades
+// around 1, with zeros and −0 among them: data on which a sum taken in
+// another order, or a fused multiply-add, changes low bits.
+func binadeSpread(r *rand.Rand, n, binades int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = r.NormFloat64() * math.Ldexp(1, r.IntN(binades)-binades/2)
+		if r.IntN(13) == 0 {
+			v[i] = 0
+		}
+		if r.IntN(17) == 0 {
+			v[i] = math.Copysign(0, -1)
+		}
+	}
+	return v
+}
+
+// updateKernel is one implementation of the deferred update's kernel; ok
+// says whether this CPU runs it.
+type updateKernel struct {
+	name string
+	ok   bool
+	run  func(c []float64, cs int, up, ep []float64, bs, cols int)
+}
+
+// updateKernels lists the Go reference first, then the assembly kernels.
+func updateKernels() []updateKernel {
+	return []updateKernel{{"go", true, updateAVXGo}, {"avx2", useAVX, updateAVX}, {"avx512", useAVX512, updateAVX512}}
+}
+
 // TestUpdateKernelsMatchGo: updateAVX and updateAVX512 equal updateAVXGo
 // bit for bit for block sizes of one row up, column tiles in pairs and
 // with an odd last one, and a row stride wider than the columns (whose
@@ -375,27 +393,7 @@ func TestGramMatchesReference(t *testing.T) {
 // zeros and −0 among them, where a fused multiply-subtract gives other
 // bits (checked first: the data does tell them apart).
 func TestUpdateKernelsMatchGo(t *testing.T) {
-	data := func(r *rand.Rand, n int) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = r.NormFloat64() * math.Ldexp(1, r.IntN(40)-20)
-			if r.IntN(13) == 0 {
-				v[i] = 0
-			}
-			if r.IntN(17) == 0 {
-				v[i] = math.Copysign(0, -1)
-			}
-		}
-		return v
-	}
-	kernels := []struct {
-		name string
-		ok   bool
-		run  func(c []float64, cs int, up, ep []float64, bs, cols int)
-	}{
-		{"avx2", useAVX, updateAVX},
-		{"avx512", useAVX512, updateAVX512},
-	}
+	data := func(r *rand.Rand, n int) []float64 { return binadeSpread(r, n, 40) }
 	r := rand.New(rand.NewPCG(10, 10))
 	c, up, ep := data(r, 4*8), data(r, 4*64), data(r, 64*8)
 	want := append([]float64(nil), c...)
@@ -413,7 +411,7 @@ func TestUpdateKernelsMatchGo(t *testing.T) {
 	if fused == 0 {
 		t.Fatal("test data does not tell fused from separate multiply and subtract")
 	}
-	for _, k := range kernels {
+	for _, k := range updateKernels()[1:] { // [0] is the reference
 		if !k.ok {
 			continue
 		}
