@@ -273,67 +273,42 @@ func generateSchema(cmd *cobra.Command, opts *generateOptions, s *generate.Sessi
 }
 
 // readChatArg reads --chat (inline JSON or @FILE) and checks it as a
-// hand-written conversation. A bad inline value, or an @FILE that names no
-// file, is a usage error (exit 2); a file that cannot be read or holds a
-// bad conversation is exit 1, as for every input file.
+// hand-written conversation.
 func readChatArg(arg string) ([]byte, error) {
-	data, where := []byte(arg), "--chat"
-	if strings.HasPrefix(arg, "@") {
-		if err := requireAtFile("--chat", arg); err != nil {
-			return nil, err
-		}
-		var err error
-		if data, err = os.ReadFile(arg[1:]); err != nil {
-			return nil, fmt.Errorf("--chat: %w", err)
-		}
-		where = "--chat " + arg[1:]
-	}
-	fail := func(err error) error {
-		err = fmt.Errorf("%s: %w", where, err)
-		if where == "--chat" {
-			return &usageError{err}
+	return readJSONArrayArg("--chat", arg, `messages such as '[{"role":"user","content":"Hi"}]'`, func(data []byte) error {
+		msgs, err := chat.ParseMessages(data)
+		if err == nil {
+			err = chat.CheckConversation(msgs)
 		}
 		return err
-	}
-	if bom.Has(data) {
-		return nil, fail(errors.New(bom.Advice))
-	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fail(fmt.Errorf("not valid JSON: %w", err))
-	}
-	if _, ok := v.([]any); !ok {
-		return nil, fail(fmt.Errorf("expected a JSON array of messages such as '[{\"role\":\"user\",\"content\":\"Hi\"}]', got %s", jsonKindOf(v)))
-	}
-	msgs, err := chat.ParseMessages(data)
-	if err == nil {
-		err = chat.CheckConversation(msgs)
-	}
-	var re *chat.RequestError
-	if errors.As(err, &re) {
-		return nil, fail(fmt.Errorf("%s: %w", re.Field, re.Err))
-	}
-	if err != nil {
-		return nil, fail(err)
-	}
-	return data, nil
+	})
 }
 
 // readToolsArg reads --tools (inline JSON or @FILE) and checks each tool
-// definition, before the model loads. As for --chat, a bad inline value or
-// an @FILE that names no file is a usage error (exit 2), a file with bad
-// content exit 1.
+// definition, before the model loads.
 func readToolsArg(arg string) ([]byte, error) {
-	data, where := []byte(arg), "--tools"
+	return readJSONArrayArg("--tools", arg, "tool definitions", func(data []byte) error {
+		_, err := chat.ParseTools(data)
+		return err
+	})
+}
+
+// readJSONArrayArg reads a flag's JSON array, given inline or as @FILE,
+// and checks it with check (whose *chat.RequestError is named by its
+// field). A bad inline value, or an @FILE that names no file, is a usage
+// error (exit 2); a file that cannot be read or holds a bad value is exit
+// 1, as for every input file. what names the array's elements.
+func readJSONArrayArg(flag, arg, what string, check func(data []byte) error) ([]byte, error) {
+	data, where := []byte(arg), flag
 	if strings.HasPrefix(arg, "@") {
-		if err := requireAtFile("--tools", arg); err != nil {
+		if err := requireAtFile(flag, arg); err != nil {
 			return nil, err
 		}
 		var err error
 		if data, err = os.ReadFile(arg[1:]); err != nil {
-			return nil, fmt.Errorf("--tools: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
-		where = "--tools " + arg[1:]
+		where = flag + " " + arg[1:]
 	}
 	var v any
 	err := json.Unmarshal(data, &v)
@@ -343,9 +318,9 @@ func readToolsArg(arg string) ([]byte, error) {
 	case err != nil:
 		err = fmt.Errorf("not valid JSON: %w", err)
 	case !isArray:
-		err = fmt.Errorf("expected a JSON array of tool definitions, got %s", jsonKindOf(v))
+		err = fmt.Errorf("expected a JSON array of %s, got %s", what, jsonKindOf(v))
 	default:
-		_, err = chat.ParseTools(data)
+		err = check(data)
 		var re *chat.RequestError
 		if errors.As(err, &re) {
 			err = fmt.Errorf("%s: %w", re.Field, re.Err)
@@ -355,7 +330,7 @@ func readToolsArg(arg string) ([]byte, error) {
 		return data, nil
 	}
 	err = fmt.Errorf("%s: %w", where, err)
-	if where == "--tools" {
+	if where == flag {
 		return nil, &usageError{err}
 	}
 	return nil, err
