@@ -126,33 +126,25 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/models/{id...}", s.route("/v1/models/{id}", true, s.model))
 	mux.Handle("POST /v1/chat/completions", s.route("/v1/chat/completions", true, s.chat))
 	mux.Handle("POST /v1/completions", s.route("/v1/completions", true, s.completions))
-	mux.Handle("/", s.route("other", true, notARoute))
+	// The catch-all answers in the API's error shape what the mux itself
+	// would answer in plain text: a wrong method 405, any other path 404.
+	mux.Handle("/", s.route("other", true, func(w http.ResponseWriter, r *http.Request) { notARoute(w, r, mux) }))
 	return s.cors(mux)
 }
 
-// routeMethods is each fixed route's one method, for the 405 a wrong
-// method gets (the catch-all route would otherwise answer it 404, as if
-// the path did not exist).
-var routeMethods = map[string]string{
-	"/health": http.MethodGet, "/metrics": http.MethodGet, "/v1/models": http.MethodGet,
-	"/v1/chat/completions": http.MethodPost, "/v1/completions": http.MethodPost,
-}
-
-// notARoute answers what no route matched: 405 with Allow for a route's
-// path with another method, 404 otherwise.
-func notARoute(w http.ResponseWriter, r *http.Request) {
-	method, ok := routeMethods[r.URL.Path]
-	if !ok && strings.HasPrefix(r.URL.Path, "/v1/models/") {
-		method, ok = http.MethodGet, true
-	}
-	if ok {
-		allow := method
-		if method == http.MethodGet {
-			allow += ", HEAD"
+// notARoute answers what no route of mux matched: 405 with Allow when
+// mux routes the path with other methods, 404 otherwise.
+func notARoute(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		if _, pattern := mux.Handler(&http.Request{Method: m, URL: r.URL, Host: r.Host}); pattern != "/" {
+			allow = append(allow, m)
 		}
-		w.Header().Set("Allow", allow)
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
 		(&Error{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
-			Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + method}).write(w)
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + allow[0]}).write(w)
 		return
 	}
 	(&Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
