@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,16 +122,17 @@ func Serve(ctx context.Context, cfg Config) error {
 	if n, ctx := cfg.Sched.MaxModelLen, sess.Model.MaxContext(); n > ctx {
 		return fail(&ConfigError{Flag: "max-model-len", Msg: fmt.Sprintf("%d is more than the model's context, %d tokens (max_position_embeddings)", n, ctx)})
 	}
-	// A pool smaller than the longest sequence would accept requests it
-	// can never run (each reserves its prompt plus max_tokens): refuse it
-	// now rather than answer every long request 400.
-	if pool, n := cfg.Sched.KVPoolTokens, cmp.Or(cfg.Sched.MaxModelLen, sess.Model.MaxContext()); pool > 0 && pool < n {
-		return fail(&ConfigError{Flag: "kv-pool-tokens", Msg: fmt.Sprintf("%d is less than the longest sequence, %d tokens (--max-model-len, else the model's context): "+
-			"a request that uses it could never run; give at least %d, or lower --max-model-len", pool, n, n)})
-	}
 	sc, err := sched.New(sess.Model, withIdentity(withLogger(cfg.Sched, log), id.Identity))
 	if err != nil {
 		return fail(err)
+	}
+	// A pool smaller than the longest sequence would accept requests it
+	// can never run (each reserves its prompt plus max_tokens): refuse it
+	// now rather than answer every long request 400. The scheduler's
+	// defaults (MaxNumSeqs × MaxModelLen) never are.
+	if c := sc.Config(); c.KVPoolTokens < c.MaxModelLen {
+		return fail(&ConfigError{Flag: "kv-pool-tokens", Msg: fmt.Sprintf("%d is less than the longest sequence, %d tokens (--max-model-len, else the model's context): "+
+			"a request that uses it could never run; give at least %d, or lower --max-model-len", c.KVPoolTokens, c.MaxModelLen, c.MaxModelLen)})
 	}
 	binSHA, err := binarySHA256()
 	if err != nil {
