@@ -66,15 +66,15 @@ func readRecords(path string, enc *Encoder) ([]Record, string, error) {
 		recs, err := idRecords(path, enc.vocab)
 		return recs, digest, err
 	}
+	if bom.Has(data) {
+		return nil, "", &RecordError{File: path, Line: 1, Msg: bom.Advice}
+	}
 	var recs []Record
 	r := bufio.NewReader(bytes.NewReader(data))
 	for line := 1; ; line++ {
 		b, err := r.ReadBytes('\n')
 		if len(b) > maxLine {
 			return nil, "", &RecordError{File: path, Line: line, Msg: fmt.Sprintf("record longer than %d bytes", maxLine)}
-		}
-		if line == 1 && bom.Has(b) {
-			return nil, "", &RecordError{File: path, Line: 1, Msg: bom.Advice}
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			rec, rerr := parseRecord(b, enc, path, line)
