@@ -216,6 +216,18 @@ func TestSeededBatchOfEight(t *testing.T) {
 	}
 }
 
+// sseData returns the payloads of an SSE body's data events, in order,
+// without the closing [DONE].
+func sseData(body []byte) []string {
+	var out []string
+	for _, ev := range strings.Split(string(body), "\n\n") {
+		if data, ok := strings.CutPrefix(ev, "data: "); ok && data != "[DONE]" {
+			out = append(out, data)
+		}
+	}
+	return out
+}
+
 // streamText concatenates the content, reasoning and tool-call deltas of
 // an SSE body (ids and timestamps differ between runs).
 func streamText(body string) string {
@@ -941,11 +953,7 @@ func TestEchoLogprobsStream(t *testing.T) {
 			}
 			var text string
 			got := lp{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-			for _, ev := range strings.Split(string(body), "\n\n") {
-				data, ok := strings.CutPrefix(ev, "data: ")
-				if !ok || data == "[DONE]" {
-					continue
-				}
+			for _, data := range sseData(body) {
 				var ch answer
 				if err := json.Unmarshal([]byte(data), &ch); err != nil {
 					t.Fatalf("%v: %s", err, data)
@@ -1086,11 +1094,7 @@ func TestStreamReturnTokenIDs(t *testing.T) {
 			}
 			var gotIDs, gotPrompt []int
 			promptChunks := 0
-			for _, ev := range strings.Split(string(body), "\n\n") {
-				data, ok := strings.CutPrefix(ev, "data: ")
-				if !ok || data == "[DONE]" {
-					continue
-				}
+			for _, data := range sseData(body) {
 				var ch ids
 				if err := json.Unmarshal([]byte(data), &ch); err != nil {
 					t.Fatalf("%v: %s", err, data)
@@ -1146,11 +1150,7 @@ func TestStreamPromptLogprobs(t *testing.T) {
 				t.Fatalf("%d %s", status, body)
 			}
 			var got []json.RawMessage
-			for i, ev := range strings.Split(string(body), "\n\n") {
-				data, ok := strings.CutPrefix(ev, "data: ")
-				if !ok || data == "[DONE]" {
-					continue
-				}
+			for i, data := range sseData(body) {
 				var ch struct {
 					Choices []struct {
 						PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
