@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,5 +295,39 @@ func BenchmarkRenderSegments(b *testing.B) {
 		if _, err := tmpl.RenderSegments(req, []string{"<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>", "<|startoftext|>"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRenderTools renders a one-message chat with n small tools
+// through the fixture's LFM2 template, which appends each tool's JSON to
+// one growing string: the time grows with the square of n, which is why
+// the server takes at most 128 tools (engine/api maxTools).
+func BenchmarkRenderTools(b *testing.B) {
+	tmpl, err := Load(filepath.Join(fixture, "model"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{128, 1000, 4000} {
+		var list strings.Builder
+		list.WriteString("[")
+		for i := range n {
+			if i > 0 {
+				list.WriteString(",")
+			}
+			fmt.Fprintf(&list, `{"type": "function", "function": {"name": "tool_%d", "description": "Does thing %d.", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}`, i, i)
+		}
+		list.WriteString("]")
+		tools, err := ParseTools([]byte(list.String()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := Request{Tools: tools, AddGenerationPrompt: true, Messages: []Message{{Role: "user", Content: "hi"}}}
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := tmpl.Render(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
