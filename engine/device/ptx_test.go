@@ -45,7 +45,9 @@ func lintPTX(ptx string) []string {
 	return bad
 }
 
-func lineRef(i int, line string) string { return strings.TrimSpace(line) + " (line " + strconv.Itoa(i+1) + ")" }
+func lineRef(i int, line string) string {
+	return strings.TrimSpace(line) + " (line " + strconv.Itoa(i+1) + ")"
+}
 
 // TestPTXLint: the PTX's float arithmetic is only .rn, never .ftz or
 // .approx; and the lint would catch each of those.
