@@ -78,8 +78,9 @@ test-fma:
 # check-goldens: the chat template goldens against Python Jinja2 (needs
 # python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
 # renderer that wrote them. Fails when a golden differs from what Jinja2 renders,
-# or when a generated assembly file differs from what its engine/kernels/gen
-# script writes.
+# when a generated assembly file differs from what its engine/kernels/gen
+# script writes, or when the device kernels' PTX differs from what clang-14
+# with libclc-14 compiles kernels.cl to (scripts/gen-ptx.sh).
 # -B: no __pycache__ under testdata/ (TestSHA256SUMS lists every file there).
 PYTHON ?= python3
 check-goldens:
@@ -88,6 +89,13 @@ check-goldens:
 	$(PYTHON) -B engine/kernels/gen/tile512.py | cmp - engine/kernels/tile512_amd64.s
 	$(PYTHON) -B engine/kernels/gen/swiglu.py | cmp - engine/kernels/swiglu_amd64.s
 	$(PYTHON) -B engine/kernels/gen/pairs.py | cmp - engine/kernels/bfp512pairs_amd64.s
+	scripts/gen-ptx.sh --check
+
+# ptx: rebuild the device kernels' PTX (engine/device/kernels.ptx) after a
+# change to engine/device/kernels.cl (needs clang-14 and libclc-14).
+.PHONY: ptx
+ptx:
+	scripts/gen-ptx.sh
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'

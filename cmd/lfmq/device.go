@@ -29,15 +29,21 @@ func checkDeviceFlag(choice string) error {
 	return nil
 }
 
-// openDevice opens the device --device names (nil for the CPU engine),
-// logging auto's choice on w. An explicit device that cannot be used is
-// exit 1, with the library or the kernel build log in the message.
-func openDevice(choice string, w io.Writer) (device.Device, error) {
-	d, err := pick.Open(choice, func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) })
+// openDevice opens the device --device names (nil for the CPU engine)
+// and returns the line saying which and why. It writes that line to w
+// when a device was chosen; a command on the CPU keeps its output as it
+// was (generate --stats and serve's log still name the engine). An
+// explicit device that cannot be used is exit 1, with the library or the
+// kernel build log in the message.
+func openDevice(choice string, w io.Writer) (device.Device, string, error) {
+	d, line, err := pick.Open(choice)
 	if err != nil {
-		return nil, fmt.Errorf("--device %s: %w", choice, err)
+		return nil, "", fmt.Errorf("--device %s: %w", choice, err)
 	}
-	return d, nil
+	if d != nil {
+		fmt.Fprintln(w, line)
+	}
+	return d, line, nil
 }
 
 // closeDevice closes d if it is a device.
@@ -45,12 +51,4 @@ func closeDevice(d device.Device) {
 	if d != nil {
 		d.Close()
 	}
-}
-
-// deviceLine names the engine a model ran on, for --stats.
-func deviceLine(d device.Device) string {
-	if d == nil {
-		return "cpu"
-	}
-	return d.Info().String()
 }

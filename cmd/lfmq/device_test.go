@@ -53,7 +53,7 @@ func TestDeviceGenerate(t *testing.T) {
 		if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", chat, "--max-tokens", "24", "--stats", "--device", dev}, ios); code != 0 {
 			t.Fatalf("--device %s: exit %d: %s", dev, code, stderr)
 		}
-		if !strings.Contains(stderr.String(), ", on "+dev) {
+		if !strings.Contains(stderr.String(), "device: "+dev) {
 			t.Errorf("--device %s: --stats does not name the device: %s", dev, stderr)
 		}
 		outs = append(outs, stdout.String())
@@ -156,8 +156,8 @@ func TestDeviceFlag(t *testing.T) {
 		t.Errorf("--device cuda without a driver: exit %d: %s", code, stderr)
 	}
 	ios, _, stderr = testStreams()
-	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--prompt", "hi", "--max-tokens", "1"}, ios); code != 0 ||
-		strings.Count(stderr.String(), "device: cpu (auto:") != 1 {
+	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--prompt", "hi", "--max-tokens", "1", "--stats"}, ios); code != 0 ||
+		strings.Count(stderr.String(), "device: cpu (auto: no libcuda.so.1; ") != 1 {
 		t.Errorf("--device auto: exit %d: %s", code, stderr)
 	}
 }

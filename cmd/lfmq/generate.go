@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lfmq/lfmq/engine/device"
 	"os"
 	"strings"
 	"time"
@@ -39,7 +38,7 @@ type generateOptions struct {
 
 	chatJSON   []byte // --chat, read and checked
 	toolsJSON  []byte // --tools, read and checked
-	dev        device.Device
+	deviceLine string // what --device chose, for --stats
 	schemaJSON []byte // --json-schema, read and checked
 }
 
@@ -161,12 +160,12 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	load := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
-	dev, err := openDevice(opts.Device, opts.IO.ErrOut)
+	dev, line, err := openDevice(opts.Device, opts.IO.ErrOut)
 	if err != nil {
 		return err
 	}
 	defer closeDevice(dev)
-	opts.dev = dev
+	opts.deviceLine = line
 	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev})
 	if err != nil {
 		return err
@@ -225,9 +224,10 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		case res.ContextFilled:
 			end = "context full"
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s, on %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond), deviceLine(opts.dev))
+		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
+		fmt.Fprintln(opts.IO.ErrOut, opts.deviceLine)
 	}
 	return nil
 }

@@ -309,7 +309,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		}
 		opts.APIKey = key
 	}
-	dev, err := openDevice(opts.Device, opts.IO.ErrOut)
+	dev, _, err := openDevice(opts.Device, opts.IO.ErrOut)
 	if err != nil {
 		return err
 	}

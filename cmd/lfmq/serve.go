@@ -282,11 +282,12 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 			log.Warn(w, "file", filepath.Join(opts.Model, "config.json"))
 		}
 	}
-	dev, err := openDevice(opts.Device, opts.IO.ErrOut)
+	dev, line, err := pick.Open(opts.Device)
 	if err != nil {
-		return err
+		return fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
 	defer closeDevice(dev)
+	log.Info(line)
 	cfg := api.Config{
 		Device:   dev,
 		ModelDir: opts.Model,

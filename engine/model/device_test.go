@@ -65,6 +65,9 @@ func tinyOnDevice(t testing.TB) *model.Model {
 // several sizes and then decoded together, give the CPU engine's bits for
 // each sequence run alone.
 func TestDeviceBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three batched prefills on PoCL")
+	}
 	dm := tinyOnDevice(t)
 	inputs := batchInputs(t)
 	const decode = 4
@@ -142,6 +145,9 @@ func TestDeviceRewind(t *testing.T) {
 // with the CPU engine's bits for a cold prefill; a clone continues as
 // its original without disturbing it.
 func TestDeviceSpans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four long prefills on PoCL")
+	}
 	dm, cpu := tinyOnDevice(t), tiny(t)
 	V := dm.Config.VocabSize
 	ids := prompts(t)[5].InputIDs

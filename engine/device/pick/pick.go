@@ -42,49 +42,61 @@ var (
 	openOpenCL = func(gpuOnly bool) (device.Device, error) { return opencl.Open(opencl.Options{GPUOnly: gpuOnly}) }
 )
 
-// Open returns the device choice names, or nil for the CPU engine. An
-// explicit opencl or cuda that cannot be used is an error naming the
-// library or the kernel build (with its log); auto never fails: it falls
-// back to the CPU. logf, if set, gets one line saying what auto chose and
-// why.
-func Open(choice string, logf func(format string, args ...any)) (device.Device, error) {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
+// Open returns the device choice names, or nil for the CPU engine, and
+// one line saying what was chosen and, for auto, why. An explicit opencl
+// or cuda that cannot be used is an error naming the library or the
+// kernel build (with its log); auto never fails: it falls back to the CPU.
+func Open(choice string) (device.Device, string, error) {
+	var d device.Device
+	var err error
 	switch choice {
 	case string(device.CPU):
-		return nil, nil
+		return nil, "device: cpu", nil
 	case string(device.OpenCL):
-		return openOpenCL(false)
+		if d, err = openOpenCL(false); err != nil {
+			return nil, "", err
+		}
+		return d, "device: " + d.Info().String(), nil
 	case string(device.CUDA):
-		return openCUDA()
+		if d, err = openCUDA(); err != nil {
+			return nil, "", err
+		}
+		return d, "device: " + d.Info().String(), nil
 	case Auto, "":
 	default:
-		return nil, &ChoiceError{Value: choice}
+		return nil, "", &ChoiceError{Value: choice}
 	}
 	d, cerr := openCUDA()
 	if cerr == nil {
-		logf("device: %s (auto: a CUDA GPU)", d.Info())
-		return d, nil
+		return d, fmt.Sprintf("device: %s (auto: a CUDA GPU)", d.Info()), nil
 	}
 	d, oerr := openOpenCL(true)
 	if oerr == nil {
-		logf("device: %s (auto: no CUDA GPU, %s; an OpenCL GPU)", d.Info(), short(cerr))
-		return d, nil
+		return d, fmt.Sprintf("device: %s (auto: %s; an OpenCL GPU)", d.Info(), reason(cerr)), nil
 	}
-	logf("device: cpu (auto: no CUDA GPU, %s; no OpenCL GPU, %s)", short(cerr), short(oerr))
-	return nil, nil
+	return nil, fmt.Sprintf("device: cpu (auto: %s; %s)", reason(cerr), reason(oerr)), nil
 }
 
-// short is an error's first line, for the auto log line: a build log
-// belongs in an explicit request's error, not in a fallback's note.
-func short(err error) string {
+// reason says in a few words why auto could not use a device: the full
+// error (and a build log) belongs to an explicit request, not to a
+// fallback's note.
+func reason(err error) string {
 	var de *device.Error
-	if errors.As(err, &de) && de.Log != "" {
-		c := *de
-		c.Log = ""
-		return c.Error()
+	if !errors.As(err, &de) {
+		s, _, _ := strings.Cut(err.Error(), "\n")
+		return s
 	}
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
+	what := "CUDA"
+	if de.Kind == device.OpenCL {
+		what = "OpenCL"
+	}
+	switch de.Stage {
+	case device.StageLibrary:
+		return "no " + de.Library
+	case device.StageDevice:
+		return "no " + what + " GPU"
+	case device.StageBuild:
+		return "the " + what + " kernels did not build (--device " + string(de.Kind) + " shows the log)"
+	}
+	return what + " failed: " + de.Msg
 }

@@ -2,7 +2,6 @@ package pick
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -26,29 +25,27 @@ func TestOpen(t *testing.T) {
 		gpuOnly = append(gpuOnly, g)
 		return nil, &device.Error{Kind: device.OpenCL, Stage: device.StageBuild, Msg: "the kernels did not compile", Log: "line 1: error"}
 	}
-	var lines []string
-	logf := func(f string, a ...any) { lines = append(lines, f) }
-	d, err := Open(Auto, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
-	if d != nil || err != nil || len(lines) != 1 || !strings.Contains(lines[0], "libcuda.so.1") || strings.Contains(lines[0], "line 1: error") {
-		t.Fatalf("auto: %v, %v, log %q", d, err, lines)
+	d, line, err := Open(Auto)
+	if d != nil || err != nil || line != "device: cpu (auto: no libcuda.so.1; the OpenCL kernels did not build (--device opencl shows the log))" {
+		t.Fatalf("auto: %v, %v, line %q", d, err, line)
 	}
 	if len(gpuOnly) != 1 || !gpuOnly[0] {
 		t.Errorf("auto asked OpenCL for gpuOnly=%v, want [true]: PoCL is used only when asked for", gpuOnly)
 	}
-	_, err = Open("cuda", logf)
+	_, _, err = Open("cuda")
 	var de *device.Error
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "libcuda.so.1") {
 		t.Errorf("explicit cuda: %v", err)
 	}
-	_, err = Open("opencl", logf)
+	_, _, err = Open("opencl")
 	if !errors.As(err, &de) || de.Stage != device.StageBuild || !strings.Contains(err.Error(), "line 1: error") {
 		t.Errorf("explicit opencl: %v, want the build log", err)
 	}
-	if d, err := Open("cpu", logf); d != nil || err != nil {
+	if d, line, err := Open("cpu"); d != nil || err != nil || line != "device: cpu" {
 		t.Errorf("cpu: %v, %v", d, err)
 	}
 	var ce *ChoiceError
-	if _, err := Open("gpu", logf); !errors.As(err, &ce) || Check("gpu") == nil || Check("auto") != nil {
+	if _, _, err := Open("gpu"); !errors.As(err, &ce) || Check("gpu") == nil || Check("auto") != nil {
 		t.Errorf("unknown choice: %v", err)
 	}
 }
