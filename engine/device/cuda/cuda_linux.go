@@ -105,15 +105,43 @@ type Device struct {
 	work  chan func()
 	done  chan struct{}
 	close sync.Once
+
+	// errMu guards queued, the first error of work posted without waiting
+	// (launches, copies, writes); the next call that waits reports it.
+	errMu  sync.Mutex
+	queued error
 }
 
 var _ device.Device = (*Device)(nil)
 
-// do runs f on the device's thread and waits for it.
+// do runs f on the device's thread and waits for it; an error of earlier
+// posted work comes first.
 func (d *Device) do(f func() error) error {
 	errc := make(chan error, 1)
 	d.work <- func() { errc <- f() }
-	return <-errc
+	err := <-errc
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	if q := d.queued; q != nil {
+		d.queued = nil
+		return q
+	}
+	return err
+}
+
+// post hands f to the device's thread without waiting: a decode step's
+// hundreds of launches then cost the caller a channel send each, not a
+// round trip. f's error is kept for the next call that waits.
+func (d *Device) post(f func() error) {
+	d.work <- func() {
+		if err := f(); err != nil {
+			d.errMu.Lock()
+			if d.queued == nil {
+				d.queued = err
+			}
+			d.errMu.Unlock()
+		}
+	}
 }
 
 func (d *Device) errorf(stage device.Stage, call string, rc int32, msg string) error {
@@ -137,7 +165,7 @@ func Open(opts Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{a: a, fns: map[string]uintptr{}, work: make(chan func()), done: make(chan struct{})}
+	d := &Device{a: a, fns: map[string]uintptr{}, work: make(chan func(), 4096), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go d.loop(opts, ready)
 	if err := <-ready; err != nil {
@@ -265,7 +293,7 @@ func (d *Device) Free(b device.Buffer) {
 	if bb, ok := b.(*buf); ok && bb.ptr != 0 {
 		p := bb.ptr
 		bb.ptr = 0
-		d.do(func() error { d.a.MemFree(p); return nil })
+		d.post(func() error { d.a.MemFree(p); return nil })
 	}
 }
 
@@ -285,6 +313,18 @@ func (d *Device) Write(b device.Buffer, off int, src []byte) error {
 	bb, err := d.check(b, off, len(src), "Write")
 	if err != nil || len(src) == 0 {
 		return err
+	}
+	// Small writes (a step's token ids and positions) are posted with a
+	// copy of src; large ones (weights at load) wait, without a copy.
+	if len(src) <= 1<<16 {
+		cp := append([]byte(nil), src...)
+		d.post(func() error {
+			if rc := d.a.MemcpyHtoD(bb.ptr+uint64(off), unsafe.Pointer(&cp[0]), uint64(len(cp))); rc != cudaSuccess {
+				return d.errorf(device.StageRun, "cuMemcpyHtoD", rc, "")
+			}
+			return nil
+		})
+		return nil
 	}
 	return d.do(func() error {
 		if rc := d.a.MemcpyHtoD(bb.ptr+uint64(off), unsafe.Pointer(&src[0]), uint64(len(src))); rc != cudaSuccess {
@@ -318,16 +358,19 @@ func (d *Device) Copy(dst device.Buffer, doff int, src device.Buffer, soff, n in
 	if err != nil || n == 0 {
 		return err
 	}
-	return d.do(func() error {
+	d.post(func() error {
 		if rc := d.a.MemcpyDtoDAsync(db.ptr+uint64(doff), sb.ptr+uint64(soff), uint64(n), 0); rc != cudaSuccess {
 			return d.errorf(device.StageRun, "cuMemcpyDtoDAsync", rc, "")
 		}
 		return nil
 	})
+	return nil
 }
 
 // Launch implements device.Device: n work-items in blocks of local
-// (defaultBlock when 0), on the default stream.
+// (defaultBlock when 0), on the default stream. It returns once the launch
+// is queued; a failure is reported by the next call that waits (Read,
+// Finish, Alloc).
 func (d *Device) Launch(name string, n, local int, args ...any) error {
 	fn, ok := d.fns[name]
 	if !ok {
@@ -364,7 +407,7 @@ func (d *Device) Launch(name string, n, local int, args ...any) error {
 		params[i] = unsafe.Pointer(&vals[i])
 	}
 	grid := (n + local - 1) / local
-	return d.do(func() error {
+	d.post(func() error {
 		var pin runtime.Pinner
 		defer pin.Unpin()
 		var pp *unsafe.Pointer
@@ -377,6 +420,7 @@ func (d *Device) Launch(name string, n, local int, args ...any) error {
 		}
 		return nil
 	})
+	return nil
 }
 
 // Finish implements device.Device.
@@ -391,8 +435,12 @@ func (d *Device) Finish() error {
 
 // Close implements device.Device.
 func (d *Device) Close() error {
-	d.close.Do(func() { close(d.done) })
-	return nil
+	var err error
+	d.close.Do(func() {
+		err = d.Finish() // runs what was posted before it, in order
+		close(d.done)
+	})
+	return err
 }
 
 // entryNames lists the kernels a PTX module defines (".entry NAME(").
