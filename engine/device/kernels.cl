@@ -277,6 +277,73 @@ __kernel void mm_bfp4(__global float *y, __global const uchar *w, __global const
 	y[(long)b * Out + n] = acc;
 }
 
+// mm_bfp8_rows and mm_bfp4_rows are the products without expert
+// selection for many rows (prefill, batched decode): one item per output
+// column and block of up to 8 rows, each weight decoded once for the
+// block; every output is still its own chain over k in order.
+
+inline float bfp8_at(__global const uchar *t, int r, int c, __global const float *scale) {
+	int grp = (r + (r & 16)) + (c & 16);
+	uchar code = t[64 + 16 * grp + (c & 15)];
+	float v = (float)(code & 0x7f) * scale[t[grp]];
+	return ((code & 0x80) && code != 0x80) ? -v : v;
+}
+
+inline float bfp4_at(__global const uchar *t, int r, int c, __global const float *scale) {
+	int grp = (r + (r & 16)) + (c & 16);
+	int j = c & 15;
+	uchar code = t[64 + 8 * grp + (j >> 1)];
+	uchar nib = (j & 1) ? (code >> 4) : (code & 15);
+	float v = (float)(nib & 7) * scale[t[grp]];
+	return ((nib & 8) && nib != 8) ? -v : v;
+}
+
+#define ROWS 8
+
+__kernel void mm_bfp8_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const float *scale) {
+	int g = get_global_id(0);
+	int blocks = (B + ROWS - 1) / ROWS;
+	if (g >= blocks * Out) return;
+	int rb = g / Out, n = g % Out;
+	int b0 = rb * ROWS, nb = min(ROWS, B - b0);
+	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
+	float acc[ROWS];
+	for (int i = 0; i < ROWS; i++) acc[i] = 0.0f;
+	for (int kt = 0; kt < kTiles; kt++) {
+		__global const uchar *t = w + ((long)kt * nTiles + nt) * 1088;
+		int rows = min(32, In - kt * 32);
+		for (int r = 0; r < rows; r++) {
+			float v = bfp8_at(t, r, c, scale);
+			long k = kt * 32 + r;
+			for (int i = 0; i < nb; i++) acc[i] = fma(x[(long)(b0 + i) * In + k], v, acc[i]);
+		}
+	}
+	for (int i = 0; i < nb; i++) y[(long)(b0 + i) * Out + n] = acc[i];
+}
+
+__kernel void mm_bfp4_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const float *scale) {
+	int g = get_global_id(0);
+	int blocks = (B + ROWS - 1) / ROWS;
+	if (g >= blocks * Out) return;
+	int rb = g / Out, n = g % Out;
+	int b0 = rb * ROWS, nb = min(ROWS, B - b0);
+	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
+	float acc[ROWS];
+	for (int i = 0; i < ROWS; i++) acc[i] = 0.0f;
+	for (int kt = 0; kt < kTiles; kt++) {
+		__global const uchar *t = w + ((long)kt * nTiles + nt) * 576;
+		int rows = min(32, In - kt * 32);
+		for (int r = 0; r < rows; r++) {
+			float v = bfp4_at(t, r, c, scale);
+			long k = kt * 32 + r;
+			for (int i = 0; i < nb; i++) acc[i] = fma(x[(long)(b0 + i) * In + k], v, acc[i]);
+		}
+	}
+	for (int i = 0; i < nb; i++) y[(long)(b0 + i) * Out + n] = acc[i];
+}
+
 // ---- short conv (lfm2-moe.md §4.4) ------------------------------------
 
 // conv_bx sets u = B ⊙ x from the in-projection rows [B | C | x].

@@ -54,6 +54,10 @@ func b32(v bool) int32 {
 	return 0
 }
 
+// rowsPerItem is ROWS of kernels.cl: the rows one item of mm_bfp*_rows
+// computes.
+const rowsPerItem = 8
+
 // mm queues y = W·x for B rows; with sel set, row b uses expert sel[b]'s
 // matrix and input row b/xdiv.
 func (dm *devModel) mm(r *run, w devMat, y, x device.Buffer, B int, sel device.Buffer, xdiv int) {
@@ -70,10 +74,18 @@ func (dm *devModel) mm(r *run, w devMat, y, x device.Buffer, B int, sel device.B
 		r.launch("mm_f32", 16*B*w.out, 64, args...)
 	case kernels.BF16:
 		r.launch("mm_bf16", 16*B*w.out, 64, args...)
-	case kernels.BFP8:
-		r.launch("mm_bfp8", B*w.out, 0, append(args, dm.scales[0])...)
-	case kernels.BFP4:
-		r.launch("mm_bfp4", B*w.out, 0, append(args, dm.scales[1])...)
+	case kernels.BFP8, kernels.BFP4:
+		scale, name := dm.scales[0], "mm_bfp8"
+		if w.f == kernels.BFP4 {
+			scale, name = dm.scales[1], "mm_bfp4"
+		}
+		if usesel || B == 1 {
+			r.launch(name, B*w.out, 0, append(args, scale)...)
+			return
+		}
+		// Without expert selection, blocks of rows share each decoded
+		// weight (ROWS in kernels.cl).
+		r.launch(name+"_rows", (B+rowsPerItem-1)/rowsPerItem*w.out, 0, y, w.b, x, i32(w.in), i32(w.out), i32(B), scale)
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("model: no device product for %s weights", w.f)
