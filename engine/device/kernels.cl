@@ -223,120 +223,75 @@ __kernel void mm_bf16(__global float *y, __global const ushort *w, __global cons
 	}
 }
 
-// BFP products: one item per output, one chain over k = 0..In−1,
-// acc = fma(x[k], w(k, n), acc) with w decoded exactly: q·scale[E], the
-// sign applied unless q = 0 (docs/bfp.md). The layout is Wᵀ [In, Out] in
-// 32×32 tiles, row-major tile order; in tile row r, columns 0..15 are
-// group (r/16)·32 + r%16 and columns 16..31 that group + 16.
+// BFP products: one chain over k = 0..In−1 per output, acc = fma(x[k],
+// w(k, n), acc), with w decoded exactly: q·scale[E], the sign applied
+// unless q = 0 (docs/bfp.md). The layout is Wᵀ [In, Out] in 32×32 tiles,
+// row-major tile order; in tile row r, columns 0..15 are group
+// (r/16)·32 + r%16 and columns 16..31 that group + 16. bits is 8 (BFP8,
+// 1088-byte tiles) or 4 (BFP4, 576-byte tiles).
 
-__kernel void mm_bfp8(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
-		__global const int *sel, int usesel, int stride, int xdiv, __global const float *scale) {
+inline float bfp_at(__global const uchar *t, int r, int c, __global const float *scale, int bits) {
+	int grp = (r + (r & 16)) + (c & 16);
+	int j = c & 15;
+	uchar q, neg;
+	if (bits == 8) {
+		uchar code = t[64 + 16 * grp + j];
+		q = code & 0x7f;
+		neg = code & 0x80;
+	} else {
+		uchar code = t[64 + 8 * grp + (j >> 1)];
+		uchar nib = (j & 1) ? (code >> 4) : (code & 15);
+		q = nib & 7;
+		neg = nib & 8;
+	}
+	float v = (float)q * scale[t[grp]];
+	return (neg && q != 0) ? -v : v;
+}
+
+inline long tile_bytes(int bits) { return bits == 8 ? 1088 : 576; }
+
+// mm_bfp: one item per output; with sel set (experts), row b's matrix is
+// expert sel[b]'s.
+__kernel void mm_bfp(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const int *sel, int usesel, int stride, int xdiv, __global const float *scale, int bits) {
 	int g = get_global_id(0);
 	if (g >= B * Out) return;
 	int b = g / Out, n = g % Out;
 	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
 	__global const uchar *base = w + wbase(sel, usesel, b, stride);
 	__global const float *xr = x + (long)(b / xdiv) * In;
+	long tb = tile_bytes(bits);
 	float acc = 0.0f;
 	for (int kt = 0; kt < kTiles; kt++) {
-		__global const uchar *t = base + ((long)kt * nTiles + nt) * 1088;
+		__global const uchar *t = base + ((long)kt * nTiles + nt) * tb;
 		int rows = min(32, In - kt * 32);
-		for (int r = 0; r < rows; r++) {
-			int grp = (r + (r & 16)) + (c & 16);
-			uchar code = t[64 + 16 * grp + (c & 15)];
-			float v = (float)(code & 0x7f) * scale[t[grp]];
-			if ((code & 0x80) && code != 0x80) v = -v;
-			acc = fma(xr[kt * 32 + r], v, acc);
-		}
+		for (int r = 0; r < rows; r++) acc = fma(xr[kt * 32 + r], bfp_at(t, r, c, scale, bits), acc);
 	}
 	y[(long)b * Out + n] = acc;
 }
 
-__kernel void mm_bfp4(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
-		__global const int *sel, int usesel, int stride, int xdiv, __global const float *scale) {
-	int g = get_global_id(0);
-	if (g >= B * Out) return;
-	int b = g / Out, n = g % Out;
-	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
-	__global const uchar *base = w + wbase(sel, usesel, b, stride);
-	__global const float *xr = x + (long)(b / xdiv) * In;
-	int j = c & 15;
-	float acc = 0.0f;
-	for (int kt = 0; kt < kTiles; kt++) {
-		__global const uchar *t = base + ((long)kt * nTiles + nt) * 576;
-		int rows = min(32, In - kt * 32);
-		for (int r = 0; r < rows; r++) {
-			int grp = (r + (r & 16)) + (c & 16);
-			uchar code = t[64 + 8 * grp + (j >> 1)];
-			uchar nib = (j & 1) ? (code >> 4) : (code & 15);
-			float v = (float)(nib & 7) * scale[t[grp]];
-			if ((nib & 8) && nib != 8) v = -v;
-			acc = fma(xr[kt * 32 + r], v, acc);
-		}
-	}
-	y[(long)b * Out + n] = acc;
-}
-
-// mm_bfp8_rows and mm_bfp4_rows are the products without expert
-// selection for many rows (prefill, batched decode): one item per output
-// column and block of up to 8 rows, each weight decoded once for the
-// block; every output is still its own chain over k in order.
-
-inline float bfp8_at(__global const uchar *t, int r, int c, __global const float *scale) {
-	int grp = (r + (r & 16)) + (c & 16);
-	uchar code = t[64 + 16 * grp + (c & 15)];
-	float v = (float)(code & 0x7f) * scale[t[grp]];
-	return ((code & 0x80) && code != 0x80) ? -v : v;
-}
-
-inline float bfp4_at(__global const uchar *t, int r, int c, __global const float *scale) {
-	int grp = (r + (r & 16)) + (c & 16);
-	int j = c & 15;
-	uchar code = t[64 + 8 * grp + (j >> 1)];
-	uchar nib = (j & 1) ? (code >> 4) : (code & 15);
-	float v = (float)(nib & 7) * scale[t[grp]];
-	return ((nib & 8) && nib != 8) ? -v : v;
-}
-
+// mm_bfp_rows is mm_bfp without expert selection for many rows (prefill,
+// batched decode): one item per output column and block of up to ROWS
+// rows, each weight decoded once for the block; every output is still its
+// own chain over k in order.
 #define ROWS 8
 
-__kernel void mm_bfp8_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
-		__global const float *scale) {
+__kernel void mm_bfp_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const float *scale, int bits) {
 	int g = get_global_id(0);
 	int blocks = (B + ROWS - 1) / ROWS;
 	if (g >= blocks * Out) return;
 	int rb = g / Out, n = g % Out;
 	int b0 = rb * ROWS, nb = min(ROWS, B - b0);
 	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
+	long tb = tile_bytes(bits);
 	float acc[ROWS];
 	for (int i = 0; i < ROWS; i++) acc[i] = 0.0f;
 	for (int kt = 0; kt < kTiles; kt++) {
-		__global const uchar *t = w + ((long)kt * nTiles + nt) * 1088;
+		__global const uchar *t = w + ((long)kt * nTiles + nt) * tb;
 		int rows = min(32, In - kt * 32);
 		for (int r = 0; r < rows; r++) {
-			float v = bfp8_at(t, r, c, scale);
-			long k = kt * 32 + r;
-			for (int i = 0; i < nb; i++) acc[i] = fma(x[(long)(b0 + i) * In + k], v, acc[i]);
-		}
-	}
-	for (int i = 0; i < nb; i++) y[(long)(b0 + i) * Out + n] = acc[i];
-}
-
-__kernel void mm_bfp4_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
-		__global const float *scale) {
-	int g = get_global_id(0);
-	int blocks = (B + ROWS - 1) / ROWS;
-	if (g >= blocks * Out) return;
-	int rb = g / Out, n = g % Out;
-	int b0 = rb * ROWS, nb = min(ROWS, B - b0);
-	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
-	float acc[ROWS];
-	for (int i = 0; i < ROWS; i++) acc[i] = 0.0f;
-	for (int kt = 0; kt < kTiles; kt++) {
-		__global const uchar *t = w + ((long)kt * nTiles + nt) * 576;
-		int rows = min(32, In - kt * 32);
-		for (int r = 0; r < rows; r++) {
-			float v = bfp4_at(t, r, c, scale);
+			float v = bfp_at(t, r, c, scale, bits);
 			long k = kt * 32 + r;
 			for (int i = 0; i < nb; i++) acc[i] = fma(x[(long)(b0 + i) * In + k], v, acc[i]);
 		}

@@ -53,8 +53,8 @@ func lineRef(i int, line string) string {
 // .approx; and the lint would catch each of those.
 func TestPTXLint(t *testing.T) {
 	ptx := device.PTX()
-	if !strings.Contains(ptx, "fma.rn.f32") || !strings.Contains(ptx, ".entry mm_bfp4(") {
-		t.Fatal("the PTX lacks the kernels' fused multiply-adds or the BFP4 product: not compiled from kernels.cl?")
+	if !strings.Contains(ptx, "fma.rn.f32") || !strings.Contains(ptx, ".entry mm_bfp(") {
+		t.Fatal("the PTX lacks the kernels' fused multiply-adds or the BFP product: not compiled from kernels.cl?")
 	}
 	if bad := lintPTX(ptx); len(bad) > 0 {
 		t.Fatalf("PTX instructions outside the exact level:\n%s", strings.Join(bad, "\n"))

@@ -110,34 +110,7 @@ func randomTokens(rng *rand.Rand, n, vocab int) []int {
 // with conv snapshots, rewound to every length, continues with the CPU
 // engine's bits for the sequence that never saw the rejected tokens.
 func TestDeviceRewind(t *testing.T) {
-	dm, cpu := tinyOnDevice(t), tiny(t)
-	V := dm.Config.VocabSize
-	p := prompts(t)[5]
-	prompt, draft := p.InputIDs[:40], []int{500, 501, 502, 503, 504, 505}
-	next := []int{700, 701, 702}
-	for _, keep := range []int{0, 2, 6} {
-		want := append(append(append([]int(nil), prompt...), draft[:keep]...), next...)
-		_, full := forward(t, cpu, want, model.ForwardOptions{Logits: model.AllLogits})
-		s, _ := forward(t, dm, prompt, model.ForwardOptions{})
-		lens := make([]int, len(draft)+1)
-		for i := range lens {
-			lens[i] = len(prompt) + i
-		}
-		if _, err := dm.Forward(context.Background(), []*model.Sequence{s}, [][]int{draft}, model.ForwardOptions{Logits: model.AllLogits, ConvSnapshots: [][]int{lens}, ChunkSize: 4}); err != nil {
-			t.Fatal(err)
-		}
-		n := len(prompt) + keep
-		conv, ok := s.ConvAt(n)
-		if !ok {
-			t.Fatalf("no conv state after %d tokens", n)
-		}
-		if err := s.Rewind(n, conv); err != nil {
-			t.Fatal(err)
-		}
-		for i, id := range next {
-			requireSame(t, fmt.Sprintf("keep %d: token %d after the rewind", keep, i), step(t, dm, s, id), full[(n+i)*V:(n+i+1)*V])
-		}
-	}
+	checkRewind(t, tinyOnDevice(t), tiny(t), []int{0, 2, 6})
 }
 
 // TestDeviceSpans: prefix-cache blocks copied from a device sequence, or

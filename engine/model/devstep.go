@@ -54,7 +54,7 @@ func b32(v bool) int32 {
 	return 0
 }
 
-// rowsPerItem is ROWS of kernels.cl: the rows one item of mm_bfp*_rows
+// rowsPerItem is ROWS of kernels.cl: the rows one item of mm_bfp_rows
 // computes.
 const rowsPerItem = 8
 
@@ -75,17 +75,17 @@ func (dm *devModel) mm(r *run, w devMat, y, x device.Buffer, B int, sel device.B
 	case kernels.BF16:
 		r.launch("mm_bf16", 16*B*w.out, 64, args...)
 	case kernels.BFP8, kernels.BFP4:
-		scale, name := dm.scales[0], "mm_bfp8"
+		scale, bits := dm.scales[0], int32(8)
 		if w.f == kernels.BFP4 {
-			scale, name = dm.scales[1], "mm_bfp4"
+			scale, bits = dm.scales[1], 4
 		}
 		if usesel || B == 1 {
-			r.launch(name, B*w.out, 0, append(args, scale)...)
+			r.launch("mm_bfp", B*w.out, 0, append(args, scale, bits)...)
 			return
 		}
 		// Without expert selection, blocks of rows share each decoded
 		// weight (ROWS in kernels.cl).
-		r.launch(name+"_rows", (B+rowsPerItem-1)/rowsPerItem*w.out, 0, y, w.b, x, i32(w.in), i32(w.out), i32(B), scale)
+		r.launch("mm_bfp_rows", (B+rowsPerItem-1)/rowsPerItem*w.out, 0, y, w.b, x, i32(w.in), i32(w.out), i32(B), scale, bits)
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("model: no device product for %s weights", w.f)
@@ -308,23 +308,11 @@ func (dm *devModel) moe(r *run, ly *devLayer, R int) {
 func (dm *devModel) logits(r *run, segs []segment, opts *ForwardOptions, out [][]float32) {
 	c, w := dm.cfg, &dm.ws
 	H, V := c.HiddenSize, c.VocabSize
-	type span struct{ seq, fin0, n, dst int }
-	var spans []span
+	spans := headSpans(segs, opts)
 	var idx []int32
-	for _, sg := range segs {
-		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
-		switch opts.mode(sg.seq) {
-		case NoLogits:
-			continue
-		case LastLogits:
-			if !sg.last {
-				continue
-			}
-			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
-		}
-		spans = append(spans, span{seq: sg.seq, fin0: len(idx), n: n, dst: dst})
-		for i := range n {
-			idx = append(idx, int32(r0+i))
+	for _, sp := range spans {
+		for i := range sp.n {
+			idx = append(idx, int32(sp.row0+i))
 		}
 	}
 	if len(idx) == 0 {

@@ -436,21 +436,9 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	V := c.VocabSize
 	fin := ws.fin[:0]
 	var finRows Rows
-	type span struct{ seq, fin0, n, dst int }
-	var spans []span
-	for _, sg := range segs {
-		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
-		switch opts.mode(sg.seq) {
-		case NoLogits:
-			continue
-		case LastLogits:
-			if !sg.last {
-				continue
-			}
-			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
-		}
-		spans = append(spans, span{seq: sg.seq, fin0: len(fin) / H, n: n, dst: dst})
-		for r := r0; r < r0+n; r++ {
+	spans := headSpans(segs, opts)
+	for _, sp := range spans {
+		for r := sp.row0; r < sp.row0+sp.n; r++ {
 			fin = fin[:len(fin)+H]
 			kernels.RMSNorm(fin[len(fin)-H:], h[r*H:][:H], m.finalNorm, c.NormEps)
 			if obs != nil {
@@ -491,6 +479,34 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 		}
 		i = j
 	}
+}
+
+// headSpan is a run of one sequence's rows in a step whose logits are
+// returned: step rows [row0, row0+n), which are rows [fin0, fin0+n) of the
+// rows the head runs on, written to the sequence's logits from row dst.
+type headSpan struct{ seq, row0, fin0, n, dst int }
+
+// headSpans lists the rows of a step whose logits are returned, in step
+// order: every row of an AllLogits segment, the last row of a LastLogits
+// sequence's last segment.
+func headSpans(segs []segment, opts *ForwardOptions) []headSpan {
+	var spans []headSpan
+	fin := 0
+	for _, sg := range segs {
+		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
+		switch opts.mode(sg.seq) {
+		case NoLogits:
+			continue
+		case LastLogits:
+			if !sg.last {
+				continue
+			}
+			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
+		}
+		spans = append(spans, headSpan{seq: sg.seq, row0: r0, fin0: fin, n: n, dst: dst})
+		fin += n
+	}
+	return spans
 }
 
 // headGroupRows bounds the rows of one grouped head product (and its
