@@ -181,7 +181,9 @@ FUZZ_TARGETS = \
 	./verify/publish:FuzzDecodeTree \
 	./verify/publish:FuzzDecodeBatch \
 	./verify/publish:FuzzGitAttributes \
-	./engine/choice:FuzzParse
+	./engine/choice:FuzzParse \
+	./bench:FuzzReadStream \
+	./bench:FuzzParseMetrics
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

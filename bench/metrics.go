@@ -155,9 +155,11 @@ func serverView(d map[string]float64) *ServerCounts {
 		}
 		return nil
 	}
-	onV1 := func(labels string) bool { return strings.Contains(labels, `route="/v1/`) }
+	generating := func(labels string) bool {
+		return strings.Contains(labels, `route="/v1/completions"`) || strings.Contains(labels, `route="/v1/chat/completions"`)
+	}
 	return &ServerCounts{
-		Requests:         first(sum("lfmq_requests_total", onV1), sum("vllm:request_success_total", nil)),
+		Requests:         first(sum("lfmq_requests_total", generating), sum("vllm:request_success_total", nil)),
 		PromptTokens:     first(sum("lfmq_prompt_tokens_total", nil), sum("vllm:prompt_tokens_total", nil), sum("llamacpp:prompt_tokens_total", nil)),
 		GenerationTokens: first(sum("lfmq_generation_tokens_total", nil), sum("vllm:generation_tokens_total", nil), sum("llamacpp:tokens_predicted_total", nil)),
 	}

@@ -129,9 +129,7 @@ func ParseURL(raw string) (string, error) {
 	bad := func(msg string) error { return &OptionsError{"url", fmt.Sprintf("%q: %s", raw, msg)} }
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil:
-		return "", bad("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
+	case err != nil, u.Scheme != "http" && u.Scheme != "https":
 		return "", bad("want http://HOST:PORT or https://HOST:PORT")
 	case u.Opaque != "" || u.Host == "":
 		return "", bad("want http://HOST:PORT")

@@ -124,7 +124,8 @@ type Sent struct {
 }
 
 // ServerCounts are the server's own counts of a cell, from /metrics: HTTP
-// requests answered on /v1 routes (lfmq; vLLM counts successes only),
+// requests answered on the completions and chat routes, any status (lfmq;
+// vLLM counts finished requests only),
 // prompt tokens admitted and tokens generated. Nil when the server does
 // not expose the count.
 type ServerCounts struct {

@@ -261,3 +261,89 @@ func TestSummarizeByHand(t *testing.T) {
 	near("stream mean", cell.StreamTokensPerSecond.Mean, (30+50)/2.0)
 	near("latency max", cell.Latency.Max, 0.3)
 }
+
+// TestReadStream: token counting in the streams of the three servers:
+// logprobs entries (a token without text included), text chunks without
+// logprobs, held text released after log-prob chunks (not a token),
+// usage in its own chunk or with the finish, an error frame, a missing
+// [DONE], and a line that is not JSON.
+func TestReadStream(t *testing.T) {
+	tests := []struct {
+		name, stream      string
+		events, usage     int
+		done, err         bool
+		finish, serverErr string
+	}{
+		{"vllm with logprobs", `data: {"choices":[{"text":"a","logprobs":{"tokens":["a"]}}]}
+
+data: {"choices":[{"text":"","logprobs":{"tokens":["\ufffd"]}}]}
+
+data: {"choices":[{"text":"bc","logprobs":{"tokens":["b","c"]}}]}
+
+data: {"choices":[{"text":"\ufffd","finish_reason":"length"}]}
+
+data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4}}
+
+data: [DONE]
+`, 4, 4, true, false, "length", ""},
+		{"llama.cpp, usage with the finish", "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n", 2, 2, true, false, "length", ""},
+		{"chat deltas", "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"logprobs\":null}]}\n\ndata: [DONE]\n", 2, -1, true, false, "", ""},
+		{"error frame", "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\ndata: [DONE]\n\n", 1, -1, true, false, "", "server_error: boom"},
+		{"no [DONE]", "data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 1, -1, false, false, "", ""},
+		{"not JSON", "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {oops\n\n", 1, -1, false, true, "", ""},
+		{"comments and CRLF", ": ping\r\nevent: message\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\r\n\r\ndata: [DONE]\r\n", 1, -1, true, false, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := readStream(strings.NewReader(tt.stream), func() time.Duration { return 0 })
+			if (err != nil) != tt.err {
+				t.Fatalf("err %v", err)
+			}
+			if got := res.tokens(); got != tt.events {
+				t.Errorf("%d token events, want %d", got, tt.events)
+			}
+			if (res.Usage == nil) != (tt.usage < 0) || (res.Usage != nil && res.Usage.CompletionTokens != tt.usage) {
+				t.Errorf("usage %+v, want %d", res.Usage, tt.usage)
+			}
+			if res.Done != tt.done || res.Finish != tt.finish || res.ServerError != tt.serverErr {
+				t.Errorf("done %v finish %q error %q", res.Done, res.Finish, res.ServerError)
+			}
+		})
+	}
+	long := "data: " + strings.Repeat("x", maxLine+1) + "\n"
+	if _, err := readStream(strings.NewReader(long), func() time.Duration { return 0 }); err == nil || !strings.Contains(err.Error(), "a line over") {
+		t.Errorf("a line over the bound: %v", err)
+	}
+}
+
+// TestParseMetrics: the servers' counters are kept (labels with spaces
+// and escaped quotes too), gauges and process metrics are not, and a
+// malformed line is an error naming it.
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP lfmq_requests_total x
+lfmq_requests_total{route="/v1/completions",status="200"} 12
+lfmq_requests_total{route="/a b",status="4\"29"} 3 1700000000000
+lfmq_num_requests_running 4
+vllm:generation_tokens_total{model_name="m"} 1.5e3
+lfmq_time_to_first_token_seconds_sum 0.25
+process_cpu_seconds_total 9
+`
+	s, err := parseMetrics([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := samples{`lfmq_requests_total{route="/v1/completions",status="200"}`: 12, `lfmq_requests_total{route="/a b",status="4\"29"}`: 3,
+		`vllm:generation_tokens_total{model_name="m"}`: 1500, "lfmq_time_to_first_token_seconds_sum": 0.25}
+	if !equalSamples(s, want) {
+		t.Errorf("got %v", s)
+	}
+	for _, bad := range []string{"lfmq_x_total{a=\"b\" 1\n", "lfmq_x_total\n", "lfmq_x_total abc\n", "lfmq_x_total 1 2 3\n"} {
+		if _, err := parseMetrics([]byte(bad)); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	d := delta(samples{"a_total": 5, "b_total": 7}, samples{"a_total": 8, "b_total": 2, "c_total": 1})
+	if len(d) != 2 || d["a_total"] != 3 || d["c_total"] != 1 {
+		t.Errorf("delta %v: a restarted counter (b) is left out", d)
+	}
+}

@@ -37,6 +37,8 @@ type streamResult struct {
 	ServerError string
 	// End is when the stream ended, since the request was sent.
 	End time.Duration
+	// logprobs is set once a chunk carried log-probs.
+	logprobs bool
 }
 
 // Usage is an answer's token counts as the server reports them.
@@ -90,7 +92,7 @@ func (e *StreamError) Error() string {
 // chunks until data: [DONE] or the end of r, calling now for each line's
 // arrival time. A chunk's tokens are the entries of its logprobs when it
 // has them (one per token, so a token without text still counts), else
-// one when it carries any text. An error from r (a connection that broke)
+// one when it carries any text and no chunk before it had log-probs. An error from r (a connection that broke)
 // is returned with what was read before it.
 func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 	res := &streamResult{}
@@ -139,6 +141,11 @@ func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 			switch {
 			case ch.Logprobs != nil && (len(ch.Logprobs.Tokens) > 0 || len(ch.Logprobs.Content) > 0):
 				n += len(ch.Logprobs.Tokens) + len(ch.Logprobs.Content)
+				res.logprobs = true
+			case res.logprobs:
+				// Once tokens come with log-probs, text without them is
+				// held text a server releases at the end (the bytes of an
+				// incomplete character, as U+FFFD), not a token.
 			case ch.Text != nil && *ch.Text != "":
 				n++
 			case ch.Delta != nil && (nonEmpty(ch.Delta.Content) || nonEmpty(ch.Delta.ReasoningContent) || nonEmpty(ch.Delta.Reasoning) || (len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null")):
