@@ -37,17 +37,17 @@ type Server struct {
 
 // Settings are the options that shape the measurements.
 type Settings struct {
-	Concurrency    []int   `json:"concurrency"`
-	PromptTokens   []int   `json:"prompt_tokens"`
-	Dataset        int     `json:"dataset_records"`
-	OutputTokens   int     `json:"output_tokens"`
-	WarmupSeconds  float64 `json:"warmup_s"`
-	DurationSecond float64 `json:"duration_s"`
-	MaxRequests    int     `json:"max_requests"`
-	Seed           uint64  `json:"seed"`
-	Exact          Exact   `json:"exact"`
-	Logprobs       bool    `json:"logprobs"`
-	Temperature    float64 `json:"temperature"`
+	Concurrency     []int   `json:"concurrency"`
+	PromptTokens    []int   `json:"prompt_tokens"`
+	Dataset         int     `json:"dataset_records"`
+	OutputTokens    int     `json:"output_tokens"`
+	WarmupSeconds   float64 `json:"warmup_s"`
+	DurationSeconds float64 `json:"duration_s"`
+	MaxRequests     int     `json:"max_requests"`
+	Seed            uint64  `json:"seed"`
+	Exact           Exact   `json:"exact"`
+	Logprobs        bool    `json:"logprobs"`
+	Temperature     float64 `json:"temperature"`
 	// ExtraBody holds the extra request fields, as sent.
 	ExtraBody map[string]json.RawMessage `json:"extra_body,omitempty"`
 	// Route is the route prompts went to: /v1/completions, or

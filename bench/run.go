@@ -46,7 +46,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Server: srv, Settings: Settings{
 		Concurrency: o.Concurrency, PromptTokens: o.PromptTokens, Dataset: len(o.Dataset),
-		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSecond: o.Duration.Seconds(),
+		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSeconds: o.Duration.Seconds(),
 		MaxRequests: o.MaxRequests, Seed: o.Seed, Exact: o.Exact, Logprobs: o.Logprobs,
 		Temperature: o.Temperature, ExtraBody: o.ExtraBody, Routes: o.routes(),
 	}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +347,48 @@ process_cpu_seconds_total 9
 	d := delta(samples{"a_total": 5, "b_total": 7}, samples{"a_total": 8, "b_total": 2, "c_total": 1})
 	if len(d) != 2 || d["a_total"] != 3 || d["c_total"] != 1 {
 		t.Errorf("delta %v: a restarted counter (b) is left out", d)
+	}
+}
+
+// TestSchemaDocumented: every field of the --out file is named in
+// docs/bench.md's description of it (as `field`).
+func TestSchemaDocumented(t *testing.T) {
+	data, err := os.ReadFile("../docs/bench.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, ok := strings.Cut(string(data), "## The `--out` file")
+	if !ok {
+		t.Fatal("docs/bench.md has no section on the --out file")
+	}
+	seen := map[reflect.Type]bool{}
+	var walk func(ty reflect.Type, path string)
+	walk = func(ty reflect.Type, path string) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Map {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || seen[ty] || ty.PkgPath() == "encoding/json" {
+			return
+		}
+		seen[ty] = true
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if f.Anonymous {
+				walk(f.Type, path)
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !strings.Contains(doc, "`"+name+"`") {
+				t.Errorf("docs/bench.md does not describe %s%s (`%s`)", path, f.Name, name)
+			}
+			walk(f.Type, path+f.Name+".")
+		}
+	}
+	walk(reflect.TypeOf(File{}), "")
+	if !strings.Contains(doc, "`"+Schema+"`") {
+		t.Errorf("docs/bench.md does not name the schema %s", Schema)
 	}
 }

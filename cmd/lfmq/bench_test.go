@@ -169,4 +169,26 @@ func TestBenchServe(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+
+	// A dataset of a text prompt, a token-id prompt and a chat: the chat
+	// goes to /v1/chat/completions, and every answer is exact there too.
+	ds := filepath.Join(t.TempDir(), "d.jsonl")
+	os.WriteFile(ds, []byte(`{"prompt":"The ls command lists"}
+{"prompt":[1,300,301,302]}
+{"messages":[{"role":"user","content":"What does ls do?"}]}
+`), 0o644)
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), []string{"bench", "--url", base, "--dataset", ds, "--concurrency", "2", "--output-tokens", "16", "--duration", "1s", "--out", out}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if f, err = bench.Read(out); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Cells[0]
+	if len(f.Cells) != 1 || c.Requests < 3 || len(c.Failures) != 0 || c.Sent.TokenEvents != c.Sent.CompletionTokens || strings.Join(f.Settings.Routes, " ") != "/v1/chat/completions /v1/completions" {
+		t.Errorf("dataset cell %+v, routes %v", c, f.Settings.Routes)
+	}
+	if !strings.Contains(stdout.String(), "| 2 | dataset (") {
+		t.Errorf("table:\n%s", stdout)
+	}
 }
