@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -187,24 +188,12 @@ func (o *Options) settled(ctx context.Context) (samples, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		var cur samples
-		if cur, err = o.scrape(ctx); err == nil && equalSamples(prev, cur) {
+		if cur, err = o.scrape(ctx); err == nil && maps.Equal(prev, cur) {
 			return cur, nil
 		}
 		prev = cur
 	}
 	return prev, err
-}
-
-func equalSamples(a, b samples) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // retryAfter reads a Retry-After header, delay seconds or an HTTP date;

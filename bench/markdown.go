@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lfmq/lfmq/evidence/report"
 )
 
 // Markdown renders a Result as one table, a row per cell: streams, prompt
@@ -17,7 +19,7 @@ import (
 func Markdown(r *Result) string {
 	var b strings.Builder
 	head := []string{"streams", "prompt", "requests", "failed", "tok/s", "tok/s per stream", "TTFT mean ms", "TTFT p50", "p90", "p99", "ITL mean ms", "ITL p50", "p99", "latency mean s", "p50", "p99"}
-	row(&b, head)
+	report.Row(&b, head)
 	b.WriteString(strings.Repeat("|---", len(head)) + "|\n")
 	for _, c := range r.Cells {
 		prompt := strconv.Itoa(c.PromptTokens)
@@ -34,7 +36,7 @@ func Markdown(r *Result) string {
 		}
 		ms := func(x float64) string { return fixed(x*1000, 1) }
 		s := func(x float64) string { return fixed(x, 2) }
-		row(&b, []string{streams, prompt, strconv.Itoa(c.Requests), strconv.Itoa(failed),
+		report.Row(&b, []string{streams, prompt, strconv.Itoa(c.Requests), strconv.Itoa(failed),
 			fixed(c.OutputTokensPerSecond, 1), fixed(c.StreamTokensPerSecond.Mean, 1),
 			ms(c.TTFT.Mean), ms(c.TTFT.P50), ms(c.TTFT.P90), ms(c.TTFT.P99),
 			ms(c.ITL.Mean), ms(c.ITL.P50), ms(c.ITL.P99),
@@ -59,14 +61,6 @@ func Markdown(r *Result) string {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
 	}
 	return b.String()
-}
-
-func row(b *strings.Builder, cells []string) {
-	b.WriteString("|")
-	for _, c := range cells {
-		b.WriteString(" " + strings.ReplaceAll(c, "|", `\|`) + " |")
-	}
-	b.WriteString("\n")
 }
 
 // fixed formats x with d decimals; an empty sample's zero is "–".

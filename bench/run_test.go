@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -336,7 +337,7 @@ process_cpu_seconds_total 9
 	}
 	want := samples{`lfmq_requests_total{route="/v1/completions",status="200"}`: 12, `lfmq_requests_total{route="/a b",status="4\"29"}`: 3,
 		`vllm:generation_tokens_total{model_name="m"}`: 1500, "lfmq_time_to_first_token_seconds_sum": 0.25}
-	if !equalSamples(s, want) {
+	if !maps.Equal(s, want) {
 		t.Errorf("got %v", s)
 	}
 	for _, bad := range []string{"lfmq_x_total{a=\"b\" 1\n", "lfmq_x_total\n", "lfmq_x_total abc\n", "lfmq_x_total 1 2 3\n"} {
