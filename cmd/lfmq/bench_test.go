@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -190,5 +191,48 @@ func TestBenchServe(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "| 2 | dataset (") {
 		t.Errorf("table:\n%s", stdout)
+	}
+}
+
+// TestBenchInterrupt: Ctrl-C during a cell prints the table of what was
+// measured, writes --out marked interrupted with the cell partial, and
+// exits 1 saying so.
+func TestBenchInterrupt(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"object":"list","data":[{"id":"slow","meta":{"n_vocab":100}}]}`))
+	})
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 4 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			w.Write([]byte("data: {\"choices\":[{\"text\":\"x\"}]}\n\n"))
+			w.(http.Flusher).Flush()
+		}
+		w.Write([]byte("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n"))
+	})
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	out := filepath.Join(t.TempDir(), "b.json")
+	ios, stdout, stderr := testStreams()
+	code := run(ctx, []string{"bench", "--url", hs.URL, "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4", "--duration", "1m", "--out", out}, ios)
+	if code != exitFailure || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout.String(), "| 2 (partial) | 8 |") || !strings.Contains(stdout.String(), "interrupted: the last cell is partial") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	f, err := bench.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Interrupted || len(f.Cells) != 1 || f.Cells[0].Complete || f.Cells[0].Requests == 0 || len(f.Cells[0].Failures) != 0 {
+		t.Errorf("%+v", f)
 	}
 }
