@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
@@ -31,6 +33,30 @@ type Receipts struct {
 	// Started and Finished are UTC times in RFC 3339.
 	Started  string `json:"started"`
 	Finished string `json:"finished"`
+	// LoadStart and LoadEnd are the client machine's one-minute load
+	// average when the run started and ended (0 where the system does
+	// not say): a server on the same machine shares its cores with
+	// whatever else runs.
+	LoadStart float64 `json:"load_average_start"`
+	LoadEnd   float64 `json:"load_average_end"`
+}
+
+// LoadAverage returns the one-minute load average from /proc/loadavg;
+// 0 where there is none (not Linux).
+func LoadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // Write writes f to path as canonical JSON, atomically.

@@ -30,10 +30,7 @@ func Markdown(r *Result) string {
 		if !c.Complete {
 			streams += " (partial)"
 		}
-		failed := 0
-		for _, n := range c.Failures {
-			failed += n
-		}
+		failed := failedOf(c)
 		ms := func(x float64) string { return fixed(x*1000, 1) }
 		s := func(x float64) string { return fixed(x, 2) }
 		report.Row(&b, []string{streams, prompt, strconv.Itoa(c.Requests), strconv.Itoa(failed),
@@ -50,6 +47,9 @@ func Markdown(r *Result) string {
 		if c.Retries > 0 {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers 429/503 retried after their Retry-After (%.1f s waited)", c.Concurrency, c.PromptTokens, c.Retries, c.RetryWaitSeconds))
 		}
+		if started := c.Requests + failedOf(c); c.Complete && started < c.Concurrency {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests started in the %.0f s window, fewer than the streams: requests take longer than the window, which the figures then hardly describe; lengthen --duration", c.Concurrency, c.PromptTokens, started, c.WindowSeconds))
+		}
 		if c.Sent.NoUsage > 0 {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers without usage: lengths checked by the stream's token events", c.Concurrency, c.PromptTokens, c.Sent.NoUsage))
 		}
@@ -61,6 +61,15 @@ func Markdown(r *Result) string {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// failedOf counts a cell's measured failures.
+func failedOf(c Cell) int {
+	n := 0
+	for _, k := range c.Failures {
+		n += k
+	}
+	return n
 }
 
 // fixed formats x with d decimals; an empty sample's zero is "–".

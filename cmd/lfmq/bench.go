@@ -220,7 +220,7 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	} else {
 		ticker = startStatus(opts.IO.ErrOut, statusEvery, status.line)
 	}
-	started := time.Now().UTC()
+	started, load := time.Now().UTC(), bench.LoadAverage()
 	res, err := bench.Run(cmd.Context(), o)
 	ticker.Stop()
 	if bar != nil {
@@ -241,6 +241,7 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 		f := &bench.File{Schema: bench.Schema, Result: *res, Receipts: bench.Receipts{
 			LfmqVersion: version.Version, BinarySHA256: sum, Command: opts.command, Machine: evidence.CurrentMachine(),
 			Started: started.Format(time.RFC3339), Finished: time.Now().UTC().Format(time.RFC3339),
+			LoadStart: load, LoadEnd: bench.LoadAverage(),
 		}}
 		if werr := os.MkdirAll(filepath.Dir(opts.Out), 0o755); werr != nil {
 			return werr
