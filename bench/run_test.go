@@ -393,3 +393,26 @@ func TestSchemaDocumented(t *testing.T) {
 		t.Errorf("docs/bench.md does not name the schema %s", Schema)
 	}
 }
+
+// TestMarkdownNotes: a cell whose requests outlast half its window, or
+// with fewer requests than streams, is flagged; a cell of many short
+// requests is not.
+func TestMarkdownNotes(t *testing.T) {
+	r := &Result{Cells: []Cell{
+		{Concurrency: 4, PromptTokens: 128, Complete: true, Requests: 4, WindowSeconds: 10, Latency: Dist{P50: 14.87}},
+		{Concurrency: 16, PromptTokens: 128, Complete: true, Requests: 9, Failures: map[string]int{"short": 2}, WindowSeconds: 10, Latency: Dist{P50: 1}},
+		{Concurrency: 1, PromptTokens: 128, Complete: true, Requests: 200, WindowSeconds: 10, Latency: Dist{P50: 0.05}},
+	}}
+	md := Markdown(r)
+	for _, want := range []string{
+		"- 4 streams, prompt 128: 4 requests started in the 10 s window, taking 14.87 s each (p50)",
+		"- 16 streams, prompt 128: 11 requests started in the 10 s window",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no note %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "- 1 streams") {
+		t.Errorf("a steady cell is flagged:\n%s", md)
+	}
+}
