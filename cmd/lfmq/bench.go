@@ -136,6 +136,7 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	cmd.MarkFlagFilename("api-key-file")
 	cmd.MarkFlagFilename("dataset", "jsonl")
 	cmd.MarkFlagDirname("plot")
+	cmd.RegisterFlagCompletionFunc("exact", cobra.FixedCompletions([]string{string(bench.ExactBoth), string(bench.ExactMinTokens), string(bench.ExactIgnoreEOS), string(bench.ExactNone)}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
