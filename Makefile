@@ -39,7 +39,7 @@ RACE = CGO_ENABLED=1 $(GO) test -race -count=1 -short -timeout 20m
 test-race:
 	@command -v $${CC:-cc} >/dev/null || { echo "test-race: no C compiler (cc) for cgo; install gcc and libc6-dev" >&2; exit 1; }
 	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched \
-		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch
+		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch ./bench
 	$(RACE) -skip '^TestLoad$$' ./engine/api
 	$(RACE) -skip '^TestProducts$$' ./engine/kernels
 	$(RACE) -run '^(TestQuantizeDeterministic|TestGPTQTiny)$$' ./quant
@@ -189,7 +189,9 @@ FUZZ_TARGETS = \
 	./verify/publish:FuzzDecodeTree \
 	./verify/publish:FuzzDecodeBatch \
 	./verify/publish:FuzzGitAttributes \
-	./engine/choice:FuzzParse
+	./engine/choice:FuzzParse \
+	./bench:FuzzReadStream \
+	./bench:FuzzParseMetrics
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

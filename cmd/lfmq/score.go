@@ -237,8 +237,14 @@ func commandLine(o *scoreOptions) string {
 			args = append(args, kv[0], kv[1])
 		}
 	}
+	return quoteArgs(args)
+}
+
+// quoteArgs joins a command line for a receipt, quoting the words a shell
+// would not read as one.
+func quoteArgs(args []string) string {
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>(){}[]") {
 			args[i] = strconv.Quote(a)
 		}
 	}
