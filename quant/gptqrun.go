@@ -197,7 +197,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	packBudget := newMemBudget(packMemory(cfg, g.SolveMemory), nil)
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
-		if entries[0].Class == plan.Experts {
+		if solvedByGPTQ(entries[0]) {
 			continue
 		}
 		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog, packBudget)
@@ -232,10 +232,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 
 	var layers []LayerMetrics
 	for l := range cfg.NumLayers {
-		if !cfg.IsMoE(l) {
+		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
+		switch {
+		case cfg.Dense():
+			file = lfmq1.FFNFile(l, cfg.NumLayers)
+		case !cfg.IsMoE(l):
 			continue
 		}
-		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
 		entries := p.ByFile(file)
 		var lr *layerResult
 		if d, ok := rs.done(l); ok {
@@ -286,11 +289,17 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if layers == nil {
 		layers = []LayerMetrics{}
 	}
-	if err := finish(w, opts, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
+	if err := finish(w, opts, cfg.ModelType, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
 		return nil, err
 	}
 	committed = true
 	return res, nil
+}
+
+// solvedByGPTQ reports whether a GPTQ run solves e (an MoE's routed
+// experts, a dense LFM2's BFP4 FFN) rather than packing it by RTN.
+func solvedByGPTQ(e plan.Entry) bool {
+	return e.Class == plan.Experts || (e.Class == plan.FFN && e.Format == lfmq1.BFP4)
 }
 
 // gptqMetrics is the manifest's metrics block of a GPTQ checkpoint.
@@ -368,6 +377,15 @@ type solved struct {
 func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*layerResult, error) {
 	cfg := r.cfg
 	E, H, Fe := cfg.NumExperts, cfg.HiddenSize, cfg.MoEIntermediateSize
+	if !cfg.IsMoE(l) {
+		// A dense FFN is solved as the one expert of its layer, which
+		// every token reaches with weight 1 (hessian.Collect).
+		E, Fe = 1, cfg.IntermediateSize
+		entries = slices.Clone(entries)
+		for i := range entries {
+			entries[i].Expert = 0
+		}
+	}
 	ex, err := expertEntries(entries, E)
 	if err != nil {
 		return nil, err
