@@ -1,17 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 )
 
 // denseReference returns the dense fixture's reference greedy ids of the
@@ -167,4 +174,80 @@ func scoreResults(t *testing.T, extra, corpora []string, records string) map[str
 		res[r.Candidate+"/"+r.Corpus] = r
 	}
 	return res
+}
+
+// TestReleaseDense: a release of the dense fixture builds reproducibly (two
+// quantizations and two builds give the same bytes), verifies, has a card
+// for a dense model, and launches: the release's runtime serves it.
+func TestReleaseDense(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("exec replaces the process on unix only")
+	}
+	tmp := t.TempDir()
+	lic := filepath.Join(tmp, "LICENSE")
+	os.WriteFile(lic, []byte(bundletest.License), 0o644)
+	src := bundletest.Source(t)
+	var releases [2]string
+	for i := range releases {
+		ckpt, _ := quantizeRTN(t, denseModel)
+		releases[i] = filepath.Join(tmp, fmt.Sprint("release", i))
+		ios, stdout, stderr := testStreams()
+		args := []string{"release", "build", "--checkpoint", ckpt, "--out", releases[i], "--license", lic,
+			"--base-model", "test/tiny-lfm2", "--hub-repo", "test/tiny-lfm2-lfmq1", "--platforms", "linux/amd64", "--source", src}
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("release build exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stdout.String(), "release id       tiny-lfm2-lfmq1-v1") {
+			t.Errorf("release build output:\n%s", stdout)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(releases[0], "SHA256SUMS"))
+	b, _ := os.ReadFile(filepath.Join(releases[1], "SHA256SUMS"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("two builds differ:\n%s\n%s", a, b)
+	}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", releases[0]}, ios); code != 0 {
+		t.Fatalf("verify exit %d: %s", code, stderr)
+	}
+	card, _ := os.ReadFile(filepath.Join(releases[0], "README.md"))
+	for _, want := range []string{"- lfm2\n- quantized\n", "the FFN weights in BFP4", "| ffn | rtn | bfp4_b | 24 |", "| dense FFN (w1, w3, w2) | `bfp4_b` | 24 |"} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"lfm2_moe", "routed experts"} {
+		if strings.Contains(string(card), bad) {
+			t.Errorf("README.md of a dense release says %q", bad)
+		}
+	}
+
+	// Launch: the built binary execs the release's runtime, which serves
+	// the dense checkpoint.
+	rel := servingReleaseOf(t, filepath.Join(releases[0], "checkpoint"))
+	port := freePort(t)
+	proc := exec.Command(lfmqBinary(t), "launch", "--release-dir", rel, "--port", fmt.Sprint(port))
+	var logs strings.Builder
+	proc.Stderr = &logs
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHealthy(t, base, exited)
+	chatOnce(t, base)
+	proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		proc.Process.Kill()
+		t.Fatal("no exit after SIGTERM")
+	}
 }

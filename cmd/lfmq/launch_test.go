@@ -95,8 +95,18 @@ func lfmqBinary(t *testing.T) string {
 // real lfmq (the others are stand-ins).
 func servingRelease(t *testing.T) string {
 	t.Helper()
+	return servingReleaseOf(t, "")
+}
+
+// servingReleaseOf is servingRelease of the lfmq-1 checkpoint ckpt (""
+// for the MoE fixture's RTN checkpoint).
+func servingReleaseOf(t *testing.T, ckpt string) string {
+	t.Helper()
 	bin := lfmqBinary(t)
 	return bundletest.Release(t, func(o *bundle.Options) {
+		if ckpt != "" {
+			o.CheckpointDir = ckpt
+		}
 		o.Platforms = []bundle.Platform{{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, {GOOS: "plan9", GOARCH: "amd64"}}
 		o.BuildBinary = func(ctx context.Context, p bundle.Platform, dir, ldflags, out string) error {
 			if p.GOOS != runtime.GOOS || p.GOARCH != runtime.GOARCH {
