@@ -41,6 +41,15 @@ type Shape struct {
 	NumExpertsPerTok int
 	// MaxPositions is max_position_embeddings.
 	MaxPositions int
+	// Dense makes a dense LFM2 (model_type "lfm2"): every layer has the
+	// dense FFN and the MoE fields are unused. Its config.json uses the
+	// legacy keys of the published LFM2 configs, with FFBase as
+	// block_ff_dim and FFAutoAdjust as block_auto_adjust_ff_dim; the width
+	// Hugging Face derives from them must be IntermediateSize, which Write
+	// checks.
+	Dense        bool
+	FFBase       int
+	FFAutoAdjust bool
 }
 
 // RealShape returns LFM2-8B-A1B's layer shapes (lfm2-moe.md §8) in a
@@ -133,6 +142,9 @@ func Write(ctx context.Context, dir string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
+	if opts.Shape.Dense && cfg.IntermediateSize != opts.Shape.IntermediateSize {
+		return nil, fmt.Errorf("synth: block_ff_dim %d gives an FFN width of %d, the shape says %d", opts.Shape.FFBase, cfg.IntermediateSize, opts.Shape.IntermediateSize)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
@@ -189,6 +201,9 @@ func Write(ctx context.Context, dir string, opts Options) (*Result, error) {
 func configJSON(s Shape) ([]byte, error) {
 	if len(s.LayerTypes) == 0 {
 		return nil, errors.New("synth: Shape.LayerTypes is empty")
+	}
+	if s.Dense {
+		return denseConfigJSON(s)
 	}
 	c := map[string]any{
 		"architectures":           []string{"Lfm2MoeForCausalLM"},
