@@ -146,9 +146,11 @@ demo: build
 # bench: every benchmark, one package at a time (-p 1: benchmarks of two
 # packages running side by side would disturb each other); see README for how
 # to compare runs. The engine's decode and prefill benchmarks write a 2.6 GB
-# synthetic checkpoint with the real model's layer shapes to a temporary
-# directory and remove it at the end (set LFMQ_BENCH_SYNTH_DIR to keep one
-# between runs). About 10 minutes on 2 idle cores. BENCH selects benchmarks
+# synthetic checkpoint with the real model's layer shapes and a 2.34 GB one of
+# dense LFM2-1.2B to a temporary directory and remove them at the end (set
+# LFMQ_BENCH_SYNTH_DIR to keep them between runs). About 10 minutes on 2 idle
+# cores before the dense model was added; writing and quantizing it took 4
+# minutes on 2 busy cores, its benchmarks (-benchtime 3s) 7 more. BENCH selects benchmarks
 # and BENCHCOUNT repeats them, e.g. make bench BENCH=Decode BENCHCOUNT=3.
 BENCH      ?= .
 BENCHCOUNT ?= 1

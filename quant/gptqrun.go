@@ -181,7 +181,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		limit = defaultSolveMemory(cfg.NumExperts, cfg.HiddenSize)
 	}
 	r := &gptqRun{opts: opts, g: g, cfg: cfg, src: src, plan: p, m: m, windows: set.Windows, workers: workers,
-		budget: newMemBudget(limit, g.solveAccount), prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens}}
+		budget: newMemBudget(limit, g.solveAccount), prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens, FFN: cfg.Dense()}}
 	if sp, ok := opts.Progress.(StageProgress); ok {
 		r.stage = sp
 	}

@@ -65,7 +65,7 @@ func quantizeDenseGPTQ(t *testing.T) string {
 	if code := run(context.Background(), args, ios); code != 0 {
 		t.Fatalf("quantize: exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout.String(), "GPTQ loss / RTN loss") {
+	if !strings.Contains(stdout.String(), "GPTQ loss / RTN loss under the same Hessian (each layer's FFN), 4096 calibration tokens") {
 		t.Errorf("quantize output lacks the GPTQ summary:\n%s", stdout)
 	}
 	m, _, err := lfmq1.ReadManifest(out)

@@ -363,9 +363,13 @@ func architectureMessage(ae *quant.ArchitectureError) error {
 // loss ratio per projection), the time split and the throughput.
 func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	out := ios.Out
-	fmt.Fprintf(out, "\nGPTQ loss / RTN loss under the same Hessian (mean over experts), %d calibration tokens:\n", r.CalibTokens)
+	over, tokens := "mean over experts", "tokens/expert min/med/max"
+	if r.FFN {
+		over, tokens = "each layer's FFN", "tokens"
+	}
+	fmt.Fprintf(out, "\nGPTQ loss / RTN loss under the same Hessian (%s), %d calibration tokens:\n", over, r.CalibTokens)
 	t := &table{}
-	t.add("layer", "tokens/expert min/med/max", "w1", "w3", "w2", "mean", "max", "fallbacks", "forward", "statistics", "solve")
+	t.add("layer", tokens, "w1", "w3", "w2", "mean", "max", "fallbacks", "forward", "statistics", "solve")
 	var fwd, stats, solve, up, down time.Duration
 	var upF, downF, solveF float64
 	var sum, worst float64
@@ -376,7 +380,11 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 		if l.Resumed {
 			note = " (resumed)"
 		}
-		t.add(strconv.Itoa(l.Layer)+note, fmt.Sprintf("%d/%g/%d", m.TokensMin, m.TokensMedian, m.TokensMax),
+		toks := fmt.Sprintf("%d/%g/%d", m.TokensMin, m.TokensMedian, m.TokensMax)
+		if r.FFN {
+			toks = strconv.Itoa(m.TokensMax) // every token reaches the one FFN
+		}
+		t.add(strconv.Itoa(l.Layer)+note, toks,
 			ratio(m.MeanRatioW1), ratio(m.MeanRatioW3), ratio(m.MeanRatioW2), ratio(m.MeanRatio), ratio(m.MaxRatio),
 			strconv.Itoa(m.Fallbacks), seconds(l.Forward), seconds(l.UpStats+l.DownStats), seconds(l.SolveW13+l.SolveW2))
 		fwd += l.Forward
