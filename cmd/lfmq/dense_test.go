@@ -178,7 +178,8 @@ func scoreResults(t *testing.T, extra, corpora []string, records string) map[str
 
 // TestReleaseDense: a release of the dense fixture builds reproducibly (two
 // quantizations and two builds give the same bytes), verifies, has a card
-// for a dense model, and launches: the release's runtime serves it.
+// for a dense model, publishes to the test hub, downloads from it and
+// launches from the download: the release's runtime serves it.
 func TestReleaseDense(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
@@ -225,11 +226,25 @@ func TestReleaseDense(t *testing.T) {
 		}
 	}
 
-	// Launch: the built binary execs the release's runtime, which serves
-	// the dense checkpoint.
+	// Publish a release whose runtime is this build, download it, and
+	// launch the download: the built binary execs the release's runtime,
+	// which serves the dense checkpoint.
 	rel := servingReleaseOf(t, filepath.Join(releases[0], "checkpoint"))
+	h := newTestHub(t)
+	t.Setenv("HF_TOKEN", publishToken)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	cache := t.TempDir()
+	for _, args := range [][]string{
+		{"publish", "--release-dir", rel, "--repo", publishRepo, "--endpoint", h.url, "--create"},
+		{"download", h.url + "/" + publishRepo, "--revision", "v1", "--cache-root", cache},
+	} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, stderr)
+		}
+	}
 	port := freePort(t)
-	proc := exec.Command(lfmqBinary(t), "launch", "--release-dir", rel, "--port", fmt.Sprint(port))
+	proc := exec.Command(lfmqBinary(t), "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
 	var logs strings.Builder
 	proc.Stderr = &logs
 	if err := proc.Start(); err != nil {
