@@ -87,10 +87,7 @@ func TestDenseRTNBytes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				srcName := e.Name
-				if e.Name == "lm_head.weight" {
-					srcName = "model.embed_tokens.weight"
-				}
+				srcName := sourceName(e.Name)
 				if isFFN := strings.Contains(e.Name, "feed_forward."); isFFN != strings.HasPrefix(e.File, "ffn-") || (isFFN && e.Format != tc.ffn) {
 					t.Errorf("%s: %s in %s", e.Name, e.Format, e.File)
 				}

@@ -11,9 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
@@ -244,25 +242,5 @@ func TestReleaseDense(t *testing.T) {
 		}
 	}
 	port := freePort(t)
-	proc := exec.Command(lfmqBinary(t), "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
-	var logs strings.Builder
-	proc.Stderr = &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, exited)
-	chatOnce(t, base)
-	proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		proc.Process.Kill()
-		t.Fatal("no exit after SIGTERM")
-	}
+	launchServes(t, port, "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
 }

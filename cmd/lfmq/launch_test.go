@@ -189,6 +189,16 @@ func TestLaunchRuns(t *testing.T) {
 	}
 
 	// The real thing: the built binary execs the runtime, which serves.
+	if logs := launchServes(t, port, args...); !strings.Contains(logs, "exec "+printed) {
+		t.Errorf("launch did not log the command it executed:\n%s", logs)
+	}
+}
+
+// launchServes runs the built binary with args (a launch on port), waits
+// until the runtime it executes serves, asks it one chat question, stops
+// it as SIGTERM does and returns its log.
+func launchServes(t *testing.T, port int, args ...string) string {
+	t.Helper()
 	proc := exec.Command(lfmqBinary(t), args...)
 	var logs strings.Builder
 	proc.Stderr = &logs
@@ -210,9 +220,7 @@ func TestLaunchRuns(t *testing.T) {
 		proc.Process.Kill()
 		t.Fatal("no exit after SIGTERM")
 	}
-	if !strings.Contains(logs.String(), "exec "+printed) {
-		t.Errorf("launch did not log the command it executed:\n%s", logs.String())
-	}
+	return logs.String()
 }
 
 // TestLaunchRefuses: a tampered byte exits 3, a foreign cache and an

@@ -89,33 +89,21 @@ func denseConfigJSON(s Shape) ([]byte, error) {
 	if attention == nil {
 		attention = []int{}
 	}
-	c := map[string]any{
+	c := commonConfig(s)
+	for k, v := range map[string]any{
 		"architectures":            []string{"Lfm2ForCausalLM"},
 		"model_type":               "lfm2",
-		"vocab_size":               s.VocabSize,
-		"hidden_size":              s.HiddenSize,
 		"block_dim":                s.HiddenSize,
 		"block_ff_dim":             s.FFBase,
 		"block_auto_adjust_ff_dim": s.FFAutoAdjust,
 		"block_ffn_dim_multiplier": 1.0,
 		"block_multiple_of":        256,
-		"num_hidden_layers":        len(s.LayerTypes),
 		"full_attn_idxs":           attention,
-		"num_attention_heads":      s.NumHeads,
 		"num_heads":                s.NumHeads,
-		"num_key_value_heads":      s.NumKVHeads,
-		"conv_L_cache":             3,
-		"conv_bias":                false,
 		"conv_dim":                 s.HiddenSize,
-		"norm_eps":                 1e-5,
-		"rope_theta":               1e6,
-		"max_position_embeddings":  s.MaxPositions,
 		"tie_embedding":            true,
-		"use_cache":                true,
-		"bos_token_id":             1,
-		"eos_token_id":             7,
-		"pad_token_id":             0,
-		"torch_dtype":              "bfloat16",
+	} {
+		c[k] = v
 	}
 	return json.MarshalIndent(c, "", "  ")
 }

@@ -205,38 +205,48 @@ func configJSON(s Shape) ([]byte, error) {
 	if s.Dense {
 		return denseConfigJSON(s)
 	}
-	c := map[string]any{
-		"architectures":           []string{"Lfm2MoeForCausalLM"},
-		"model_type":              "lfm2_moe",
+	c := commonConfig(s)
+	for k, v := range map[string]any{
+		"architectures":         []string{"Lfm2MoeForCausalLM"},
+		"model_type":            "lfm2_moe",
+		"intermediate_size":     s.IntermediateSize,
+		"moe_intermediate_size": s.MoEIntermediateSize,
+		"layer_types":           s.LayerTypes,
+		"head_dim":              s.HeadDim,
+		"num_dense_layers":      s.NumDenseLayers,
+		"num_experts":           s.NumExperts,
+		"num_experts_per_tok":   s.NumExpertsPerTok,
+		"use_expert_bias":       true,
+		"norm_topk_prob":        true,
+		"routed_scaling_factor": 1.0,
+		"rope_parameters":       map[string]any{"rope_theta": 1e6, "rope_type": "default"},
+		"tie_word_embeddings":   true,
+	} {
+		c[k] = v
+	}
+	return json.MarshalIndent(c, "", "  ")
+}
+
+// commonConfig holds the config.json keys that LFM2-MoE and dense LFM2
+// configs share, with the published models' values where Shape has none.
+func commonConfig(s Shape) map[string]any {
+	return map[string]any{
 		"vocab_size":              s.VocabSize,
 		"hidden_size":             s.HiddenSize,
-		"intermediate_size":       s.IntermediateSize,
-		"moe_intermediate_size":   s.MoEIntermediateSize,
 		"num_hidden_layers":       len(s.LayerTypes),
-		"layer_types":             s.LayerTypes,
 		"num_attention_heads":     s.NumHeads,
 		"num_key_value_heads":     s.NumKVHeads,
-		"head_dim":                s.HeadDim,
-		"num_dense_layers":        s.NumDenseLayers,
-		"num_experts":             s.NumExperts,
-		"num_experts_per_tok":     s.NumExpertsPerTok,
-		"use_expert_bias":         true,
-		"norm_topk_prob":          true,
-		"routed_scaling_factor":   1.0,
 		"conv_L_cache":            3,
 		"conv_bias":               false,
 		"norm_eps":                1e-5,
 		"rope_theta":              1e6,
-		"rope_parameters":         map[string]any{"rope_theta": 1e6, "rope_type": "default"},
 		"max_position_embeddings": s.MaxPositions,
-		"tie_word_embeddings":     true,
 		"use_cache":               true,
 		"bos_token_id":            1,
 		"eos_token_id":            7,
 		"pad_token_id":            0,
 		"torch_dtype":             "bfloat16",
 	}
-	return json.MarshalIndent(c, "", "  ")
 }
 
 // shardNames groups the tensor names into shards: the global tensors, then
