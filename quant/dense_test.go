@@ -78,7 +78,7 @@ func TestDenseRTNBytes(t *testing.T) {
 			if q.FFN == nil || q.FFN.Method != "rtn" || fmt.Sprint(q.FFN.Formats) != fmt.Sprint([]lfmq1.TensorFormat{tc.ffn}) || q.FFN.Tensors != 24 {
 				t.Errorf("ffn class %+v, want rtn [%s] 24 tensors", q.FFN, tc.ffn)
 			}
-			if q.Experts.Tensors != 0 || q.Dense.Tensors != 22 || q.Head.Tensors != 1 {
+			if q.Experts.Tensors != 0 || q.Experts.Method != "none" || q.Dense.Tensors != 22 || q.Head.Tensors != 1 {
 				t.Errorf("classes: experts %d, dense %d, head %d; want 0, 22, 1", q.Experts.Tensors, q.Dense.Tensors, q.Head.Tensors)
 			}
 			packed := map[lfmq1.TensorFormat]int{}

@@ -511,7 +511,8 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quant
 	}
 	q := lfmq1.Quantization{Experts: *specs[plan.Experts], Dense: *specs[plan.Dense], Head: *specs[plan.Head], Kept: *specs[plan.Kept]}
 	if specs[plan.FFN].Tensors > 0 {
-		q.FFN = specs[plan.FFN]
+		// A dense LFM2: no experts were quantized by any method.
+		q.FFN, q.Experts.Method = specs[plan.FFN], "none"
 	}
 	return q
 }
