@@ -48,13 +48,17 @@ func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Co
 	var solveMiB int64
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
-		Short: "Quantize a BF16 LFM2-MoE checkpoint to an lfmq-1 checkpoint",
+		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
 		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (BF16 safetensors, single
 or sharded) and writes an lfmq-1 checkpoint:
 
   routed experts                               BFP4 (bfloat4_b)
   attention, short-conv, dense FFN, LM head    BFP8 (bfloat8_b)
   embedding, norms, conv kernels, router        BF16, expert bias F32
+
+A dense LFM2 (model_type lfm2) has no experts: its FFN w1/w3/w2 take their
+place, in BFP4 by --method (GPTQ solves them against the Hessian of the FFN
+input), or with --ffn-format bfp8 in BFP8 by RTN.
 
 --method gptq (the default) quantizes the routed experts with GPTQ: the model
 runs on the calibration windows of --calib, and each expert's matrices are
