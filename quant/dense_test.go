@@ -349,3 +349,20 @@ func TestDenseResume(t *testing.T) {
 	}
 	sameFiles(t, base, out)
 }
+
+// TestDenseErrorsNameTheFFN: a dense layer's GPTQ errors name its FFN, an
+// MoE layer's the expert.
+func TestDenseErrorsNameTheFFN(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&FallbackError{Layer: 3, Expert: -1, Matrix: "w2", Reason: "cholesky_failed", Err: errors.New("x")}, "quant: layer 3 FFN w2: GPTQ failed"},
+		{&FallbackError{Layer: 3, Expert: 5, Matrix: "w2", Reason: "cholesky_failed", Err: errors.New("x")}, "quant: layer 3 expert 5 w2: GPTQ failed"},
+		{&StatsError{Layer: 1, Expert: -1, Matrix: "w1/w3", Err: errors.New("NaN")}, "quant: layer 1 FFN w1/w3 input statistics: NaN"},
+	} {
+		if got := tc.err.Error(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q, want it to start with %q", got, tc.want)
+		}
+	}
+}

@@ -38,7 +38,7 @@ type StageProgress interface {
 }
 
 // FallbackError refuses (with GPTQOptions.Strict) a matrix that GPTQ could
-// not solve.
+// not solve. Expert is -1 for a dense LFM2's FFN.
 type FallbackError struct {
 	Layer, Expert int
 	Matrix        string
@@ -47,12 +47,22 @@ type FallbackError struct {
 }
 
 func (e *FallbackError) Error() string {
-	return fmt.Sprintf("quant: layer %d expert %d %s: GPTQ failed (%s) and --strict forbids the RTN fallback: %v", e.Layer, e.Expert, e.Matrix, e.Reason, e.Err)
+	return fmt.Sprintf("quant: %s %s: GPTQ failed (%s) and --strict forbids the RTN fallback: %v", where(e.Layer, e.Expert), e.Matrix, e.Reason, e.Err)
+}
+
+// where names a solved matrix's place: "layer 3 expert 5", or "layer 3
+// FFN" for a dense LFM2's (expert −1).
+func where(layer, expert int) string {
+	if expert < 0 {
+		return fmt.Sprintf("layer %d FFN", layer)
+	}
+	return fmt.Sprintf("layer %d expert %d", layer, expert)
 }
 
 func (e *FallbackError) Unwrap() error { return e.Err }
 
-// StatsError reports non-finite calibration statistics, naming where.
+// StatsError reports non-finite calibration statistics, naming where
+// (Expert −1: a dense LFM2's FFN).
 type StatsError struct {
 	Layer  int
 	Expert int
@@ -61,7 +71,7 @@ type StatsError struct {
 }
 
 func (e *StatsError) Error() string {
-	return fmt.Sprintf("quant: layer %d expert %d %s input statistics: %v", e.Layer, e.Expert, e.Matrix, e.Err)
+	return fmt.Sprintf("quant: %s %s input statistics: %v", where(e.Layer, e.Expert), e.Matrix, e.Err)
 }
 
 func (e *StatsError) Unwrap() error { return e.Err }
@@ -439,7 +449,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, e, "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
+		out, err := r.solve(l, r.who(l, e), "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
 		if err != nil {
 			return err
 		}
@@ -500,7 +510,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, e, "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
+		out, err := r.solve(l, r.who(l, e), "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
 		if err != nil {
 			return err
 		}
@@ -535,11 +545,20 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	return lr, nil
 }
 
+// who is the expert number errors and warnings give solve e of layer l:
+// e, or −1 for a dense layer's FFN (solved as its one expert).
+func (r *gptqRun) who(l, e int) int {
+	if !r.cfg.IsMoE(l) {
+		return -1
+	}
+	return e
+}
+
 func (r *gptqRun) statsError(l int, err error, matrix string) error {
 	var nf *hessian.NonFiniteError
 	var ee *hessian.ExpertError
 	if errors.As(err, &nf) && errors.As(err, &ee) {
-		return &StatsError{Layer: l, Expert: ee.Expert, Matrix: matrix, Err: nf}
+		return &StatsError{Layer: l, Expert: r.who(l, ee.Expert), Matrix: matrix, Err: nf}
 	}
 	return err
 }
@@ -665,7 +684,7 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 		res[0].flop = flop
 	}
 	if f == nil {
-		r.warn(fmt.Sprintf("layer %d expert %d %s: Hessian could not be factored (%v); stored RTN", l, e, kind, ferr))
+		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, ferr))
 	}
 	return res, nil
 }
@@ -703,7 +722,7 @@ func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 		for _, e := range rec.Metrics.Experts {
 			for name, m := range map[string]MatrixMetrics{"w1": e.W1, "w3": e.W3, "w2": e.W2} {
 				if m.Method != string(GPTQ) {
-					return nil, &FallbackError{Layer: d.Layer, Expert: e.Expert, Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
+					return nil, &FallbackError{Layer: d.Layer, Expert: r.who(d.Layer, e.Expert), Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
 				}
 			}
 		}
