@@ -98,6 +98,9 @@ ptx:
 	scripts/gen-ptx.sh
 
 TINY     = testdata/tiny-lfm2-moe
+# DENSE is the dense LFM2 fixture; it shares TINY's tokenizer, so TINY's
+# calibration set and corpora serve it too.
+DENSE    = testdata/tiny-lfm2
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
 
 EVAL     = $(foreach c,chat instruct code book,--eval-corpus $(c)=$(TINY)/corpora/$(c).jsonl)
@@ -109,10 +112,11 @@ DEMO_RECORDS ?= 16
 
 # demo: the whole pipeline on the tiny model in testdata/: quantize with GPTQ
 # (the product), RTN (the baseline) and BF16 experts (the ablation), inspect,
-# generate, score against BF16, build and verify a release, detect
-# tampering, launch the release and score the running server.
+# generate, score against BF16, quantize the dense fixture and generate from
+# it, build and verify a release, detect tampering, launch the release and
+# score the running server.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
 	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
@@ -133,20 +137,28 @@ demo: build
 		$(CORPORA) --max-records $(DEMO_RECORDS) --noise-floor \
 		--out $(DEMO_OUT)/evidence/score-tiny.json --plot $(DEMO_OUT)/evidence
 	@echo
+	@echo "== dense LFM2 (model_type lfm2): quantize the dense fixture with GPTQ (FFN in BFP4), generate"
+	@echo "   (its FFNs were rebuilt from the MoE fixture's experts without training: its text repeats itself)"
+	$(BIN) quantize --model $(DENSE)/model --out $(DEMO_OUT)/tiny-lfm2-gptq \
+		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 32 $(EVAL)
+	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-gptq --chat $(DEMO_CHAT) --max-tokens 40 --stats
+	@echo
 	@echo "== release: build, verify, tamper"
 	scripts/demo-release.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/release-demo
 	@echo
 	@echo "== launch the release (agentic preset), ask it over the OpenAI API, score the running server"
 	scripts/demo-launch.sh $(BIN) $(DEMO_OUT)/release-demo/release $(TINY)/model $(TINY)/corpora/chat.jsonl $(DEMO_OUT)/launch
 	@echo
-	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts}, evidence/, release-demo/release"
+	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts} and tiny-lfm2-gptq, evidence/, release-demo/release"
 
 # bench: every benchmark, one package at a time (-p 1: benchmarks of two
 # packages running side by side would disturb each other); see README for how
 # to compare runs. The engine's decode and prefill benchmarks write a 2.6 GB
-# synthetic checkpoint with the real model's layer shapes to a temporary
-# directory and remove it at the end (set LFMQ_BENCH_SYNTH_DIR to keep one
-# between runs). About 10 minutes on 2 idle cores. BENCH selects benchmarks
+# synthetic checkpoint with the real model's layer shapes and a 2.34 GB one of
+# dense LFM2-1.2B to a temporary directory and remove them at the end (set
+# LFMQ_BENCH_SYNTH_DIR to keep them between runs). About 10 minutes on 2 idle
+# cores before the dense model was added; writing and quantizing it took 4
+# minutes on 2 busy cores, its benchmarks (-benchtime 3s) 7 more. BENCH selects benchmarks
 # and BENCHCOUNT repeats them, e.g. make bench BENCH=Decode BENCHCOUNT=3.
 BENCH      ?= .
 BENCHCOUNT ?= 1

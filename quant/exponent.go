@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant/gptq"
 	"github.com/lfmq/lfmq/quant/plan"
 )
@@ -92,7 +93,7 @@ func checkRules(opts *Options) error {
 	if opts.DenseExponentRule == ExponentHessian {
 		return &RuleError{Field: "DenseExponentRule", Rule: ExponentHessian, Msg: "the BFP8 dense tensors have no Hessian; use max or search"}
 	}
-	if opts.ExponentRule == ExponentHessian && (opts.Method != GPTQ || opts.KeepExperts) {
+	if opts.ExponentRule == ExponentHessian && (opts.Method != GPTQ || opts.KeepExperts || opts.FFNFormat == lfmq1.BFP8) {
 		return &RuleError{Field: "ExponentRule", Rule: ExponentHessian, Msg: "needs GPTQ's Hessian: use --method gptq, or max or search"}
 	}
 	return nil
@@ -109,8 +110,8 @@ func (opts *Options) packRules() packRules {
 	return packRules{experts: opts.ExponentRule.packRule(), dense: opts.DenseExponentRule.packRule()}
 }
 
-func (p packRules) of(c plan.Class) bfp.ExponentRule {
-	if c == plan.Experts {
+func (p packRules) of(c plan.Class, f lfmq1.TensorFormat) bfp.ExponentRule {
+	if c == plan.Experts || (c == plan.FFN && f == lfmq1.BFP4) {
 		return p.experts
 	}
 	return p.dense

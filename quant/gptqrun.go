@@ -38,7 +38,7 @@ type StageProgress interface {
 }
 
 // FallbackError refuses (with GPTQOptions.Strict) a matrix that GPTQ could
-// not solve.
+// not solve. Expert is -1 for a dense LFM2's FFN.
 type FallbackError struct {
 	Layer, Expert int
 	Matrix        string
@@ -47,12 +47,22 @@ type FallbackError struct {
 }
 
 func (e *FallbackError) Error() string {
-	return fmt.Sprintf("quant: layer %d expert %d %s: GPTQ failed (%s) and --strict forbids the RTN fallback: %v", e.Layer, e.Expert, e.Matrix, e.Reason, e.Err)
+	return fmt.Sprintf("quant: %s %s: GPTQ failed (%s) and --strict forbids the RTN fallback: %v", where(e.Layer, e.Expert), e.Matrix, e.Reason, e.Err)
+}
+
+// where names a solved matrix's place: "layer 3 expert 5", or "layer 3
+// FFN" for a dense LFM2's (expert −1).
+func where(layer, expert int) string {
+	if expert < 0 {
+		return fmt.Sprintf("layer %d FFN", layer)
+	}
+	return fmt.Sprintf("layer %d expert %d", layer, expert)
 }
 
 func (e *FallbackError) Unwrap() error { return e.Err }
 
-// StatsError reports non-finite calibration statistics, naming where.
+// StatsError reports non-finite calibration statistics, naming where
+// (Expert −1: a dense LFM2's FFN).
 type StatsError struct {
 	Layer  int
 	Expert int
@@ -61,7 +71,7 @@ type StatsError struct {
 }
 
 func (e *StatsError) Error() string {
-	return fmt.Sprintf("quant: layer %d expert %d %s input statistics: %v", e.Layer, e.Expert, e.Matrix, e.Err)
+	return fmt.Sprintf("quant: %s %s input statistics: %v", where(e.Layer, e.Expert), e.Matrix, e.Err)
 }
 
 func (e *StatsError) Unwrap() error { return e.Err }
@@ -181,7 +191,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		limit = defaultSolveMemory(cfg.NumExperts, cfg.HiddenSize)
 	}
 	r := &gptqRun{opts: opts, g: g, cfg: cfg, src: src, plan: p, m: m, windows: set.Windows, workers: workers,
-		budget: newMemBudget(limit, g.solveAccount), prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens}}
+		budget: newMemBudget(limit, g.solveAccount), prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens, FFN: cfg.Dense()}}
 	if sp, ok := opts.Progress.(StageProgress); ok {
 		r.stage = sp
 	}
@@ -197,7 +207,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	packBudget := newMemBudget(packMemory(cfg, g.SolveMemory), nil)
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
-		if entries[0].Class == plan.Experts {
+		if solvedByGPTQ(entries[0]) {
 			continue
 		}
 		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog, packBudget)
@@ -232,10 +242,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 
 	var layers []LayerMetrics
 	for l := range cfg.NumLayers {
-		if !cfg.IsMoE(l) {
+		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
+		switch {
+		case cfg.Dense():
+			file = lfmq1.FFNFile(l, cfg.NumLayers)
+		case !cfg.IsMoE(l):
 			continue
 		}
-		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
 		entries := p.ByFile(file)
 		var lr *layerResult
 		if d, ok := rs.done(l); ok {
@@ -286,11 +299,17 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if layers == nil {
 		layers = []LayerMetrics{}
 	}
-	if err := finish(w, opts, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
+	if err := finish(w, opts, cfg.ModelType, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
 		return nil, err
 	}
 	committed = true
 	return res, nil
+}
+
+// solvedByGPTQ reports whether a GPTQ run solves e (an MoE's routed
+// experts, a dense LFM2's BFP4 FFN) rather than packing it by RTN.
+func solvedByGPTQ(e plan.Entry) bool {
+	return e.Class == plan.Experts || (e.Class == plan.FFN && e.Format == lfmq1.BFP4)
 }
 
 // gptqMetrics is the manifest's metrics block of a GPTQ checkpoint.
@@ -368,6 +387,15 @@ type solved struct {
 func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*layerResult, error) {
 	cfg := r.cfg
 	E, H, Fe := cfg.NumExperts, cfg.HiddenSize, cfg.MoEIntermediateSize
+	if !cfg.IsMoE(l) {
+		// A dense FFN is solved as the one expert of its layer, which
+		// every token reaches with weight 1 (hessian.Collect).
+		E, Fe = 1, cfg.IntermediateSize
+		entries = slices.Clone(entries)
+		for i := range entries {
+			entries[i].Expert = 0
+		}
+	}
 	ex, err := expertEntries(entries, E)
 	if err != nil {
 		return nil, err
@@ -421,7 +449,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, e, "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
+		out, err := r.solve(l, r.who(l, e), "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
 		if err != nil {
 			return err
 		}
@@ -482,7 +510,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, e, "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
+		out, err := r.solve(l, r.who(l, e), "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
 		if err != nil {
 			return err
 		}
@@ -517,11 +545,20 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	return lr, nil
 }
 
+// who is the expert number errors and warnings give solve e of layer l:
+// e, or −1 for a dense layer's FFN (solved as its one expert).
+func (r *gptqRun) who(l, e int) int {
+	if !r.cfg.IsMoE(l) {
+		return -1
+	}
+	return e
+}
+
 func (r *gptqRun) statsError(l int, err error, matrix string) error {
 	var nf *hessian.NonFiniteError
 	var ee *hessian.ExpertError
 	if errors.As(err, &nf) && errors.As(err, &ee) {
-		return &StatsError{Layer: l, Expert: ee.Expert, Matrix: matrix, Err: nf}
+		return &StatsError{Layer: l, Expert: r.who(l, ee.Expert), Matrix: matrix, Err: nf}
 	}
 	return err
 }
@@ -647,7 +684,7 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 		res[0].flop = flop
 	}
 	if f == nil {
-		r.warn(fmt.Sprintf("layer %d expert %d %s: Hessian could not be factored (%v); stored RTN", l, e, kind, ferr))
+		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, ferr))
 	}
 	return res, nil
 }
@@ -685,7 +722,7 @@ func (r *gptqRun) resumeLayer(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 		for _, e := range rec.Metrics.Experts {
 			for name, m := range map[string]MatrixMetrics{"w1": e.W1, "w3": e.W3, "w2": e.W2} {
 				if m.Method != string(GPTQ) {
-					return nil, &FallbackError{Layer: d.Layer, Expert: e.Expert, Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
+					return nil, &FallbackError{Layer: d.Layer, Expert: r.who(d.Layer, e.Expert), Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
 				}
 			}
 		}

@@ -146,4 +146,7 @@ type GPTQReport struct {
 	// spent packing the non-expert tensors.
 	CalibTokens int
 	Dense       time.Duration
+	// FFN is true for a dense LFM2, whose layers' FFN matrices were solved
+	// (each layer's as its one expert) rather than routed experts.
+	FFN bool
 }

@@ -73,6 +73,10 @@ type Options struct {
 	// dense tensors and the head (max or search). Empty means max.
 	ExponentRule      ExponentRule
 	DenseExponentRule ExponentRule
+	// FFNFormat is the format of a dense checkpoint's FFN w1/w3/w2: BFP4
+	// (empty means BFP4), solved by Method like an MoE's experts, or BFP8,
+	// always by RTN. LFM2-MoE checkpoints must leave it empty.
+	FFNFormat lfmq1.TensorFormat
 }
 
 // Progress receives quantization progress. Its methods must be safe for
@@ -153,7 +157,10 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer src.Close()
-	p, srcBytes, err := planSource(cfg, src, opts.KeepExperts)
+	if err := checkArchitecture(cfg, &opts); err != nil {
+		return nil, err
+	}
+	p, srcBytes, err := planSource(cfg, src, plan.Options{KeepExperts: opts.KeepExperts, FFNFormat: opts.FFNFormat})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opts.ModelDir, err)
 	}
@@ -208,7 +215,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 		DenseExponentRule: string(opts.DenseExponentRule.orMax())}); err != nil {
 		return nil, err
 	}
-	if err := finish(w, opts, source, q, map[string]any{"tensors": metrics}, res); err != nil {
+	if err := finish(w, opts, cfg.ModelType, source, q, map[string]any{"tensors": metrics}, res); err != nil {
 		return nil, err
 	}
 	committed = true
@@ -217,7 +224,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 
 // planSource plans the checkpoint of src's tensors under cfg, and returns
 // the bytes of tensor data src holds.
-func planSource(cfg *config.Config, src *hf.Checkpoint, keepExperts bool) (*plan.Plan, int64, error) {
+func planSource(cfg *config.Config, src *hf.Checkpoint, po plan.Options) (*plan.Plan, int64, error) {
 	tensors := map[string]plan.SourceTensor{}
 	var n int64
 	for _, name := range src.Names() {
@@ -225,7 +232,7 @@ func planSource(cfg *config.Config, src *hf.Checkpoint, keepExperts bool) (*plan
 		tensors[name] = plan.SourceTensor{DType: info.DType, Shape: info.Shape}
 		n += info.End - info.Begin
 	}
-	p, err := plan.Build(cfg, tensors, plan.Options{KeepExperts: keepExperts})
+	p, err := plan.Build(cfg, tensors, po)
 	if err != nil {
 		return nil, 0, cfg.ExplainShapes(err)
 	}
@@ -235,7 +242,7 @@ func planSource(cfg *config.Config, src *hf.Checkpoint, keepExperts bool) (*plan
 // finish ends every method the same way: it copies the source's config and
 // tokenizer files, writes the manifest with the metrics, moves the
 // checkpoint into place and fills in res.
-func finish(w *lfmq1.Writer, opts Options, source lfmq1.Source, q lfmq1.Quantization, metrics any, res *Result) error {
+func finish(w *lfmq1.Writer, opts Options, arch string, source lfmq1.Source, q lfmq1.Quantization, metrics any, res *Result) error {
 	for _, name := range lfmq1.CopiedFiles {
 		path := filepath.Join(opts.ModelDir, name)
 		if !fileExists(path) {
@@ -245,7 +252,7 @@ func finish(w *lfmq1.Writer, opts Options, source lfmq1.Source, q lfmq1.Quantiza
 			return err
 		}
 	}
-	man := &lfmq1.Manifest{LfmqVersion: version.Version, CreatedBy: opts.CreatedBy, Source: source, Quantization: q}
+	man := &lfmq1.Manifest{LfmqVersion: version.Version, Architecture: arch, CreatedBy: opts.CreatedBy, Source: source, Quantization: q}
 	sum, err := w.Commit(man, metrics)
 	if err != nil {
 		return err
@@ -292,7 +299,7 @@ func produceAll(ctx context.Context, src *hf.Checkpoint, entries []plan.Entry, r
 			}
 			// Each result goes to its own slot, so file bytes never depend
 			// on which goroutine finishes first.
-			o, err := produce(src, e, rules.of(e.Class))
+			o, err := produce(src, e, rules.of(e.Class, e.Format))
 			budget.release(scratch)
 			if err != nil {
 				return err
@@ -480,8 +487,12 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quant
 		plan.Dense:   {Method: string(RTN)},
 		plan.Head:    {Method: string(RTN)},
 		plan.Kept:    {Method: "none"},
+		plan.FFN:     {Method: string(method)},
 	}
 	for _, e := range p.Entries {
+		if e.Class == plan.FFN && e.Format == lfmq1.BFP8 {
+			specs[plan.FFN].Method = string(RTN) // BFP8 is always packed by RTN
+		}
 		s := specs[e.Class]
 		s.Tensors++
 		found := false
@@ -498,7 +509,12 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quant
 			s.Formats = []lfmq1.TensorFormat{}
 		}
 	}
-	return lfmq1.Quantization{Experts: *specs[plan.Experts], Dense: *specs[plan.Dense], Head: *specs[plan.Head], Kept: *specs[plan.Kept]}
+	q := lfmq1.Quantization{Experts: *specs[plan.Experts], Dense: *specs[plan.Dense], Head: *specs[plan.Head], Kept: *specs[plan.Kept]}
+	if specs[plan.FFN].Tensors > 0 {
+		// A dense LFM2: no experts were quantized by any method.
+		q.FFN, q.Experts.Method = specs[plan.FFN], "none"
+	}
+	return q
 }
 
 // describeSource hashes every regular file at the top of the source

@@ -44,6 +44,15 @@ func tinyRTN(t *testing.T) string {
 	return rtnDir
 }
 
+// sourceName is the source tensor a checkpoint tensor is made from: the
+// tied embedding for the head, the same name otherwise.
+func sourceName(tensor string) string {
+	if tensor == "lm_head.weight" {
+		return "model.embed_tokens.weight"
+	}
+	return tensor
+}
+
 func TestMain(m *testing.M) {
 	var err error
 	if testRoot, err = os.MkdirTemp("", "lfmq-quant-test-"); err != nil {
@@ -167,10 +176,7 @@ func TestQuantizedValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srcName := e.Name
-		if e.Name == "lm_head.weight" {
-			srcName = "model.embed_tokens.weight"
-		}
+		srcName := sourceName(e.Name)
 		want, err := src.Float32(srcName)
 		if err != nil {
 			t.Fatal(err)

@@ -195,7 +195,7 @@ func TestPackPassUnderBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	p, _, err := planSource(cfg, src, false)
+	p, _, err := planSource(cfg, src, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -144,8 +145,13 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 		// A column per format shows where each format's bytes go; the sum
 		// column is left out when it would only repeat the one format's.
 		sum := len(r.Totals) > 1
+		// A dense LFM2 has no experts: no column for them.
+		moe := slices.ContainsFunc(r.Layers, func(l inspect.Layer) bool { return l.MoE })
 		layers := &table{}
 		head := []string{"layer", pad("kind", 9), pad("ffn", 5), "experts", "tensors"}
+		if !moe {
+			head = slices.Delete(head, 3, 4)
+		}
 		for _, t := range r.Totals {
 			head = append(head, t.Format)
 		}
@@ -159,6 +165,9 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 				ffn, experts = "moe", fmt.Sprint(l.Experts)
 			}
 			row := []string{fmt.Sprint(l.Index), pad(l.Kind, 9), pad(ffn, 5), experts, fmt.Sprint(l.Tensors)}
+			if !moe {
+				row = slices.Delete(row, 3, 4)
+			}
 			for _, t := range r.Totals {
 				row = append(row, formatBytes(l.Formats, t.Format))
 			}

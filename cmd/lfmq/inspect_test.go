@@ -21,9 +21,15 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // command line and returns its directory and quantize's output.
 func quantizeTinyRTN(t *testing.T, extra ...string) (string, string) {
 	t.Helper()
+	return quantizeRTN(t, tinyModel, extra...)
+}
+
+// quantizeRTN is quantizeTinyRTN of the checkpoint in model.
+func quantizeRTN(t *testing.T, model string, extra ...string) (string, string) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "rtn")
 	ios, stdout, stderr := testStreams()
-	args := append([]string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, extra...)
+	args := append([]string{"quantize", "--model", model, "--out", out, "--method", "rtn"}, extra...)
 	if code := run(context.Background(), args, ios); code != 0 {
 		t.Fatalf("quantize exit %d: %s", code, stderr)
 	}
@@ -42,12 +48,16 @@ func inspectOut(t *testing.T, args ...string) (int, string, string) {
 // global tensors, the totals) with testdata/; -update rewrites it.
 func TestInspectGolden(t *testing.T) {
 	rtn, _ := quantizeTinyRTN(t)
+	denseRTN, _ := quantizeRTN(t, denseModel)
 	sha := regexp.MustCompile(`[0-9a-f]{64}`)
 	tests := []struct {
 		name, dir, golden string
 	}{
 		{"huggingface", tinyModel, "inspect-hf.golden"},
 		{"lfmq-1", rtn, "inspect-lfmq1.golden"},
+		// A dense LFM2 has no experts column.
+		{"dense huggingface", denseModel, "inspect-dense-hf.golden"},
+		{"dense lfmq-1", denseRTN, "inspect-dense-lfmq1.golden"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,8 +97,18 @@ func lfmqBinary(t *testing.T) string {
 // real lfmq (the others are stand-ins).
 func servingRelease(t *testing.T) string {
 	t.Helper()
+	return servingReleaseOf(t, "")
+}
+
+// servingReleaseOf is servingRelease of the lfmq-1 checkpoint ckpt (""
+// for the MoE fixture's RTN checkpoint).
+func servingReleaseOf(t *testing.T, ckpt string) string {
+	t.Helper()
 	bin := lfmqBinary(t)
 	return bundletest.Release(t, func(o *bundle.Options) {
+		if ckpt != "" {
+			o.CheckpointDir = ckpt
+		}
 		o.Platforms = []bundle.Platform{{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, {GOOS: "plan9", GOARCH: "amd64"}}
 		o.BuildBinary = func(ctx context.Context, p bundle.Platform, dir, ldflags, out string) error {
 			if p.GOOS != runtime.GOOS || p.GOARCH != runtime.GOARCH {
@@ -181,6 +191,16 @@ func TestLaunchRuns(t *testing.T) {
 	}
 
 	// The real thing: the built binary execs the runtime, which serves.
+	if logs := launchServes(t, port, args...); !strings.Contains(logs, "exec "+printed) {
+		t.Errorf("launch did not log the command it executed:\n%s", logs)
+	}
+}
+
+// launchServes runs the built binary with args (a launch on port), waits
+// until the runtime it executes serves, asks it one chat question, stops
+// it as SIGTERM does and returns its log.
+func launchServes(t *testing.T, port int, args ...string) string {
+	t.Helper()
 	proc := exec.Command(lfmqBinary(t), args...)
 	var logs strings.Builder
 	proc.Stderr = &logs
@@ -202,9 +222,7 @@ func TestLaunchRuns(t *testing.T) {
 		proc.Process.Kill()
 		t.Fatal("no exit after SIGTERM")
 	}
-	if !strings.Contains(logs.String(), "exec "+printed) {
-		t.Errorf("launch did not log the command it executed:\n%s", logs.String())
-	}
+	return logs.String()
 }
 
 // TestLaunchRefuses: a tampered byte exits 3, a foreign cache and an

@@ -32,6 +32,9 @@ type quantizeOptions struct {
 	// ExponentRule and DenseExponentRule choose the BFP exponents of the
 	// routed experts and of the BFP8 dense tensors.
 	ExponentRule, DenseExponentRule quant.ExponentRule
+	// FFNFormat is a dense LFM2's FFN format (--ffn-format): bfp4 (empty)
+	// or bfp8.
+	FFNFormat lfmq1.TensorFormat
 }
 
 // gptqFlags are the flags that only --method gptq uses.
@@ -40,18 +43,22 @@ var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date"
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
-	var method, w2Weight, expRule, denseRule string
+	var method, w2Weight, expRule, denseRule, ffnFormat string
 	var evalCorpora []string
 	var solveMiB int64
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
-		Short: "Quantize a BF16 LFM2-MoE checkpoint to an lfmq-1 checkpoint",
+		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
 		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (BF16 safetensors, single
 or sharded) and writes an lfmq-1 checkpoint:
 
   routed experts                               BFP4 (bfloat4_b)
   attention, short-conv, dense FFN, LM head    BFP8 (bfloat8_b)
   embedding, norms, conv kernels, router        BF16, expert bias F32
+
+A dense LFM2 (model_type lfm2) has no experts: its FFN w1/w3/w2 take their
+place, in BFP4 by --method (GPTQ solves them against the Hessian of the FFN
+input), or with --ffn-format bfp8 in BFP8 by RTN.
 
 --method gptq (the default) quantizes the routed experts with GPTQ: the model
 runs on the calibration windows of --calib, and each expert's matrices are
@@ -101,6 +108,22 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 				return &usageError{err}
 			}
 			opts.Method = m
+			switch ffnFormat {
+			case "bfp4":
+				if cmd.Flags().Changed("ffn-format") {
+					opts.FFNFormat = lfmq1.BFP4 // refused for an LFM2-MoE, which has no FFN class
+				}
+			case "bfp8":
+				// BFP8 is packed by RTN: the default method follows, a
+				// typed gptq is a contradiction.
+				if cmd.Flags().Changed("method") && m == quant.GPTQ {
+					return &usageError{errors.New("--ffn-format bfp8 stores the FFN by RTN; GPTQ would have nothing to solve: drop --method gptq")}
+				}
+				opts.Method, opts.FFNFormat = quant.RTN, lfmq1.BFP8
+				m = quant.RTN
+			default:
+				return &usageError{fmt.Errorf("--ffn-format must be bfp4 or bfp8, got %q", ffnFormat)}
+			}
 			if opts.Experts != "quantize" && opts.Experts != "keep" {
 				return &usageError{fmt.Errorf("--experts must be quantize or keep, got %q", opts.Experts)}
 			}
@@ -132,6 +155,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	f.StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint directory (required)")
 	f.StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
 	f.StringVar(&method, "method", string(quant.GPTQ), "quantization method for the routed experts: gptq or rtn")
+	f.StringVar(&ffnFormat, "ffn-format", "bfp4", "dense LFM2 only: FFN w1/w3/w2 as bfp4 (by --method) or bfp8 (RTN; --method then defaults to rtn)")
 	f.StringVar(&opts.Experts, "experts", "quantize", "routed experts: quantize (BFP4 by --method) or keep (BF16, an ablation)")
 	f.IntVar(&opts.Workers, "workers", 0, "goroutines for tensors and experts (0 = all cores)")
 	f.StringVar(&g.Calib, "calib", "", "calibration file: JSONL of text, chat or input_ids records, or a .safetensors token-id file (required for gptq)")
@@ -158,6 +182,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dense-exponent-rule", cobra.FixedCompletions([]string{"max", "search"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("ffn-format", cobra.FixedCompletions([]string{"bfp4", "bfp8"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("experts", cobra.FixedCompletions([]string{"quantize", "keep"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -288,6 +313,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 
 		ExponentRule:      opts.ExponentRule,
 		DenseExponentRule: opts.DenseExponentRule,
+		FFNFormat:         opts.FFNFormat,
 	})
 	// The status lines end before anything else is written.
 	lp.finish()
@@ -302,8 +328,12 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		return &usageError{fmt.Errorf("--out %s: %s holds an interrupted run; rerun with --resume to continue it, or remove %s to start over", pe.Dir, pe.Partial, pe.Partial)}
 	}
 	var rm *quant.ResumeMismatchError
+	var ae *quant.ArchitectureError
 	if errors.As(err, &rm) {
 		return &usageError{err}
+	}
+	if errors.As(err, &ae) {
+		return &usageError{architectureMessage(ae)}
 	}
 	if err != nil {
 		return err
@@ -321,13 +351,29 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	return nil
 }
 
+// architectureMessage says which flag the checkpoint's architecture has no
+// use for, in the command line's terms.
+func architectureMessage(ae *quant.ArchitectureError) error {
+	switch ae.Option {
+	case "KeepExperts":
+		return fmt.Errorf("--experts keep: --model is a dense LFM2 (model_type %q), which has no routed experts", ae.ModelType)
+	case "FFNFormat":
+		return fmt.Errorf("--ffn-format: --model is model_type %q; only dense LFM2 checkpoints (model_type \"lfm2\") have an FFN class to format", ae.ModelType)
+	}
+	return ae
+}
+
 // writeGPTQSummary prints the per-layer table of a GPTQ run (mean GPTQ/RTN
 // loss ratio per projection), the time split and the throughput.
 func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	out := ios.Out
-	fmt.Fprintf(out, "\nGPTQ loss / RTN loss under the same Hessian (mean over experts), %d calibration tokens:\n", r.CalibTokens)
+	over, tokens := "mean over experts", "tokens/expert min/med/max"
+	if r.FFN {
+		over, tokens = "each layer's FFN", "tokens"
+	}
+	fmt.Fprintf(out, "\nGPTQ loss / RTN loss under the same Hessian (%s), %d calibration tokens:\n", over, r.CalibTokens)
 	t := &table{}
-	t.add("layer", "tokens/expert min/med/max", "w1", "w3", "w2", "mean", "max", "fallbacks", "forward", "statistics", "solve")
+	t.add("layer", tokens, "w1", "w3", "w2", "mean", "max", "fallbacks", "forward", "statistics", "solve")
 	var fwd, stats, solve, up, down time.Duration
 	var upF, downF, solveF float64
 	var sum, worst float64
@@ -338,7 +384,11 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 		if l.Resumed {
 			note = " (resumed)"
 		}
-		t.add(strconv.Itoa(l.Layer)+note, fmt.Sprintf("%d/%g/%d", m.TokensMin, m.TokensMedian, m.TokensMax),
+		toks := fmt.Sprintf("%d/%g/%d", m.TokensMin, m.TokensMedian, m.TokensMax)
+		if r.FFN {
+			toks = strconv.Itoa(m.TokensMax) // every token reaches the one FFN
+		}
+		t.add(strconv.Itoa(l.Layer)+note, toks,
 			ratio(m.MeanRatioW1), ratio(m.MeanRatioW3), ratio(m.MeanRatioW2), ratio(m.MeanRatio), ratio(m.MaxRatio),
 			strconv.Itoa(m.Fallbacks), seconds(l.Forward), seconds(l.UpStats+l.DownStats), seconds(l.SolveW13+l.SolveW2))
 		fwd += l.Forward
@@ -401,6 +451,9 @@ func createdBy(opts *quantizeOptions) string {
 		return "lfmq quantize --experts " + opts.Experts + dense
 	}
 	s := "lfmq quantize --method " + string(opts.Method)
+	if opts.FFNFormat == lfmq1.BFP8 {
+		s += " --ffn-format bfp8"
+	}
 	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax {
 		s += " --exponent-rule " + string(r)
 	}

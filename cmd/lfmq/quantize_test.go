@@ -15,6 +15,9 @@ import (
 
 const tinyModel = "../../testdata/tiny-lfm2-moe/model"
 
+// denseModel is the dense LFM2 fixture (model_type "lfm2").
+const denseModel = "../../testdata/tiny-lfm2/model"
+
 func TestQuantizeFlags(t *testing.T) {
 	tests := []struct {
 		name    string

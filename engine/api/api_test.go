@@ -832,9 +832,13 @@ func TestEchoOnly(t *testing.T) {
 // resumed tokens as usage.prompt_tokens_details.cached_tokens, gives the
 // same answer, and /metrics counts the hits; speculation counters move.
 func TestCacheAndSpeculationOverHTTP(t *testing.T) {
-	ts := newTestServer(t, Options{}, sched.Config{})
-	long := fixturePrompts(t)[5]
-	req := map[string]any{"messages": long.Messages, "temperature": 0, "max_tokens": 40, "return_token_ids": true}
+	checkCacheAndSpeculation(t, newTestServer(t, Options{}, sched.Config{}), fixturePrompts(t)[5].Messages)
+}
+
+// checkCacheAndSpeculation asks ts the chat long twice and returns the
+// answer's token ids.
+func checkCacheAndSpeculation(t *testing.T, ts *testServer, long json.RawMessage) []int {
+	req := map[string]any{"messages": long, "temperature": 0, "max_tokens": 40, "return_token_ids": true}
 	var usages [2]struct {
 		Usage struct {
 			PromptTokens int `json:"prompt_tokens"`
@@ -864,6 +868,7 @@ func TestCacheAndSpeculationOverHTTP(t *testing.T) {
 	if steps := metricValue(t, ts.URL, "lfmq_spec_verify_steps_total"); steps == 0 {
 		t.Error("no verify steps counted on the fixture's repetitive answers")
 	}
+	return ids[0]
 }
 
 // TestErrorsSpeakJSON: a value of the wrong JSON type is named by its path

@@ -49,7 +49,12 @@ type testServer struct {
 // scheduler config.
 func newTestServer(t testing.TB, opts Options, sc sched.Config) *testServer {
 	t.Helper()
-	sess := tinySession(t)
+	return newTestServerOn(t, tinySession(t), opts, sc)
+}
+
+// newTestServerOn is newTestServer on the model of sess.
+func newTestServerOn(t testing.TB, sess *generate.Session, opts Options, sc sched.Config) *testServer {
+	t.Helper()
 	if opts.ServedModelName == "" {
 		opts.ServedModelName = "tiny"
 	}

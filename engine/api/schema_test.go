@@ -12,6 +12,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
+	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -31,7 +32,11 @@ func schemaRequest(stream bool) map[string]any {
 // same prompt, with every candidate's score in logprobs.fields; the
 // stream carries the same content in one chunk.
 func TestSchemaAnswer(t *testing.T) {
-	ts := newTestServer(t, Options{}, sched.Config{})
+	checkSchemaAnswer(t, newTestServer(t, Options{}, sched.Config{}), tinySession(t))
+}
+
+// checkSchemaAnswer asks ts, serving the model of sess, the triage schema.
+func checkSchemaAnswer(t *testing.T, ts *testServer, sess *generate.Session) {
 	status, body := post(t, ts.URL+"/v1/chat/completions", schemaRequest(false))
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
@@ -71,7 +76,6 @@ func TestSchemaAnswer(t *testing.T) {
 	}
 
 	// In process, from the same conversation: the same answer.
-	sess := tinySession(t)
 	sch, _ := choice.Parse([]byte(triageSchema))
 	msgs := sch.WithInstruction([]chat.Message{{Role: "user", Content: "My parcel never arrived and I need it tomorrow."}})
 	rendered, err := sess.EncodeChatRequest(chat.Request{Messages: msgs, AddGenerationPrompt: true}, chat.TrustAssistant())

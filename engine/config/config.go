@@ -1,6 +1,7 @@
-// Package config reads an LFM2-MoE config.json (Hugging Face model_type
-// "lfm2_moe") into a validated Config, applying every default and legacy-key
-// rule of lfm2-moe.md §2.
+// Package config reads an LFM2 config.json, the MoE family (Hugging Face
+// model_type "lfm2_moe") or the dense one ("lfm2"), into a validated Config,
+// applying every default and legacy-key rule of lfm2-moe.md §2 and, for dense
+// checkpoints, the FFN-width rule of Hugging Face's Lfm2MLP.
 //
 // It knows the model's hyper-parameters and the tensor shapes they imply; it
 // does not load weights or run anything.
@@ -37,7 +38,19 @@ func (k LayerKind) String() string {
 	return "conv"
 }
 
-// Config is a validated LFM2-MoE configuration.
+// The model types lfmq reads.
+const (
+	// ModelTypeMoE is LFM2-MoE (Lfm2MoeForCausalLM): dense FFN in the first
+	// num_dense_layers layers, routed experts above.
+	ModelTypeMoE = "lfm2_moe"
+	// ModelTypeDense is dense LFM2 (Lfm2ForCausalLM): every layer has a
+	// dense SwiGLU FFN and there are no experts.
+	ModelTypeDense = "lfm2"
+)
+
+// Config is a validated LFM2 configuration. A dense LFM2 is an LFM2-MoE
+// whose layers all have a dense FFN: NumDenseLayers == NumLayers and the
+// expert fields are zero.
 type Config struct {
 	ModelType             string
 	VocabSize             int
@@ -47,7 +60,7 @@ type Config struct {
 	NumHeads              int
 	NumKVHeads            int
 	HeadDim               int
-	IntermediateSize      int // dense SwiGLU width (layers < NumDenseLayers)
+	IntermediateSize      int // dense SwiGLU width (layers < NumDenseLayers), after any auto-adjust
 	MoEIntermediateSize   int // width of each routed expert
 	NumDenseLayers        int
 	NumExperts            int
@@ -152,25 +165,36 @@ func Parse(name string, data []byte) (*Config, error) {
 	p := parser{name: name, raw: raw, read: map[string]bool{}}
 	c := &Config{}
 	c.ModelType = p.str("model_type", "")
-	if p.err == nil && c.ModelType != "lfm2_moe" {
+	if p.err == nil && c.ModelType != ModelTypeMoE && c.ModelType != ModelTypeDense {
 		if c.ModelType == "" {
-			return nil, &Error{File: name, Field: "model_type", Msg: `missing; lfmq supports "lfm2_moe"`}
+			return nil, &Error{File: name, Field: "model_type", Msg: `missing; lfmq supports "lfm2_moe" and "lfm2"`}
 		}
-		return nil, &Error{File: name, Field: "model_type", Msg: fmt.Sprintf("%q is not supported; lfmq supports \"lfm2_moe\"", c.ModelType)}
+		return nil, &Error{File: name, Field: "model_type", Msg: fmt.Sprintf("%q is not supported; lfmq supports \"lfm2_moe\" and \"lfm2\"", c.ModelType)}
 	}
+	dense := c.ModelType == ModelTypeDense
 	c.VocabSize = p.int("vocab_size", 65536)
-	c.HiddenSize = p.int("hidden_size", 2048)
+	if dense {
+		// Hugging Face's Lfm2Config defaults (LFM2-2.6B-like).
+		c.HiddenSize = p.int("hidden_size", 2560)
+	} else {
+		c.HiddenSize = p.int("hidden_size", 2048)
+	}
 	c.NumLayers = p.int("num_hidden_layers", -1)
 	c.NumHeads = p.int("num_attention_heads", 32)
 	c.NumKVHeads = p.int("num_key_value_heads", 8)
-	c.IntermediateSize = p.int("intermediate_size", 7168)
-	c.MoEIntermediateSize = p.int("moe_intermediate_size", 1792)
-	c.NumDenseLayers = p.int("num_dense_layers", 2)
-	c.NumExperts = p.int("num_experts", 32)
-	c.NumExpertsPerTok = p.int("num_experts_per_tok", 4)
-	c.UseExpertBias = p.bool("use_expert_bias", true)
-	c.NormTopKProb = p.bool("norm_topk_prob", true)
-	c.RoutedScalingFactor = float32(p.float("routed_scaling_factor", 1.0))
+	if dense {
+		c.IntermediateSize = p.denseFFNWidth()
+		c.NumDenseLayers = max(c.NumLayers, 0)
+	} else {
+		c.IntermediateSize = p.int("intermediate_size", 7168)
+		c.MoEIntermediateSize = p.int("moe_intermediate_size", 1792)
+		c.NumDenseLayers = p.int("num_dense_layers", 2)
+		c.NumExperts = p.int("num_experts", 32)
+		c.NumExpertsPerTok = p.int("num_experts_per_tok", 4)
+		c.UseExpertBias = p.bool("use_expert_bias", true)
+		c.NormTopKProb = p.bool("norm_topk_prob", true)
+		c.RoutedScalingFactor = float32(p.float("routed_scaling_factor", 1.0))
+	}
 	c.NormEps = float32(p.float("norm_eps", 1e-5))
 	c.ConvLCache = p.int("conv_L_cache", 3)
 	c.ConvBias = p.bool("conv_bias", false)
@@ -180,11 +204,30 @@ func Parse(name string, data []byte) (*Config, error) {
 	c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
 	if _, ok := raw["tie_word_embeddings"]; ok {
 		c.TieWordEmbeddings = p.bool("tie_word_embeddings", true)
+		if _, legacy := p.get("tie_embedding"); legacy && p.err == nil {
+			if old := p.bool("tie_embedding", true); p.err == nil && old != c.TieWordEmbeddings {
+				p.conflict("tie_word_embeddings", fmt.Sprint(c.TieWordEmbeddings), "tie_embedding", fmt.Sprint(old))
+			}
+		}
 	} else {
 		c.TieWordEmbeddings = p.bool("tie_embedding", true)
 	}
 	if p.err != nil {
 		return nil, p.err
+	}
+	if dense {
+		// The legacy configs' duplicates of hidden_size and
+		// num_attention_heads: recognised, and refused when they disagree.
+		p.sameAs("block_dim", "hidden_size", c.HiddenSize)
+		p.sameAs("conv_dim", "hidden_size", c.HiddenSize)
+		p.sameAs("conv_dim_out", "hidden_size", c.HiddenSize)
+		p.sameAs("num_heads", "num_attention_heads", c.NumHeads)
+		if v, ok := p.get("use_pos_enc"); ok && string(v) == "false" {
+			p.fail("use_pos_enc", "false (no rotary position encoding) is not supported; every published LFM2 uses RoPE")
+		}
+		if p.err != nil {
+			return nil, p.err
+		}
 	}
 	if c.NumLayers < 0 {
 		return nil, &Error{File: name, Field: "num_hidden_layers", Msg: "missing"}
@@ -208,7 +251,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	c.Defaulted, c.Unknown = p.defaults, unknownKeys(raw)
+	c.Defaulted, c.Unknown = p.defaults, unknownKeys(raw, knownKeysFor(c.ModelType))
 	if err := c.validate(name); err != nil {
 		return nil, withDefaults(err, c.Defaulted)
 	}
@@ -281,6 +324,10 @@ func (c *Config) validate(name string) error {
 	return nil
 }
 
+// Dense reports whether the config is a dense LFM2 (model_type "lfm2"):
+// no layer has routed experts.
+func (c *Config) Dense() bool { return c.ModelType == ModelTypeDense }
+
 // IsMoE reports whether layer i has the routed-expert feed-forward block.
 func (c *Config) IsMoE(i int) bool { return i >= c.NumDenseLayers }
 
@@ -322,20 +369,20 @@ var knownKeys = map[string]bool{
 	"block_auto_adjust_ff_dim": true, "block_dim": true, "block_ff_dim": true, "block_ffn_dim_multiplier": true,
 	"block_mlp_init_scale": true, "block_multiple_of": true, "block_norm_eps": true, "block_out_init_scale": true,
 	"block_use_swiglu": true, "block_use_xavier_init": true, "conv_dim": true, "conv_dim_out": true,
-	"conv_use_xavier_init": true, "num_heads": true, "max_length": true, "quantization_config": true,
+	"conv_use_xavier_init": true, "num_heads": true, "use_pos_enc": true, "max_length": true, "quantization_config": true,
 }
 
 // unknownKeys returns the keys of raw that lfmq does not know, sorted,
 // each with a likely intended known key that raw does not set.
-func unknownKeys(raw map[string]json.RawMessage) []UnknownKey {
+func unknownKeys(raw map[string]json.RawMessage, known map[string]bool) []UnknownKey {
 	var out []UnknownKey
 	for k := range raw {
-		if knownKeys[k] {
+		if known[k] {
 			continue
 		}
 		u := UnknownKey{Key: k}
 		best := 3
-		for known := range knownKeys {
+		for known := range known {
 			if _, set := raw[known]; set {
 				continue
 			}
@@ -458,7 +505,8 @@ func (p *parser) intOrList(key string, def []int) []int {
 }
 
 func (p *parser) layerKinds(c *Config) error {
-	if v, ok := p.get("layer_types"); ok {
+	v, hasTypes := p.get("layer_types")
+	if hasTypes {
 		var types []string
 		if err := json.Unmarshal(v, &types); err != nil {
 			return &Error{File: p.name, Field: "layer_types", Msg: "expected a list of strings, got " + string(v)}
@@ -477,22 +525,35 @@ func (p *parser) layerKinds(c *Config) error {
 				return &Error{File: p.name, Field: fmt.Sprintf("layer_types[%d]", i), Msg: fmt.Sprintf("%q is neither \"conv\" nor \"full_attention\"", t)}
 			}
 		}
-		return nil
 	}
-	v, ok := p.get("full_attn_idxs")
-	if !ok {
-		return &Error{File: p.name, Field: "layer_types", Msg: "missing (and no legacy full_attn_idxs)"}
+	v, hasIdxs := p.get("full_attn_idxs")
+	if !hasIdxs {
+		if !hasTypes {
+			return &Error{File: p.name, Field: "layer_types", Msg: "missing (and no legacy full_attn_idxs)"}
+		}
+		return nil
 	}
 	var idxs []int
 	if err := json.Unmarshal(v, &idxs); err != nil {
 		return &Error{File: p.name, Field: "full_attn_idxs", Msg: "expected a list of integers, got " + string(v)}
 	}
-	c.LayerKinds = make([]LayerKind, c.NumLayers)
+	kinds := make([]LayerKind, c.NumLayers)
 	for _, i := range idxs {
 		if i < 0 || i >= c.NumLayers {
 			return &Error{File: p.name, Field: "full_attn_idxs", Msg: fmt.Sprintf("index %d is outside [0, %d)", i, c.NumLayers)}
 		}
-		c.LayerKinds[i] = Attention
+		kinds[i] = Attention
+	}
+	if !hasTypes {
+		c.LayerKinds = kinds
+		return nil
+	}
+	// Both styles: they must describe the same layers.
+	for i, k := range kinds {
+		if k != c.LayerKinds[i] {
+			return conflictError(p.name, "layer_types", "full_attn_idxs",
+				fmt.Sprintf("layer %d is %q in layer_types but %q by full_attn_idxs", i, c.LayerKinds[i].String(), k.String()))
+		}
 	}
 	return nil
 }
@@ -539,7 +600,8 @@ func (p *parser) rope(c *Config) error {
 // shapeKeys are the keys whose values decide tensor shapes.
 var shapeKeys = []string{"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
 	"head_dim", "intermediate_size", "moe_intermediate_size", "num_dense_layers", "num_experts", "conv_L_cache",
-	"conv_bias", "use_expert_bias", "tie_word_embeddings", "tie_embedding"}
+	"conv_bias", "use_expert_bias", "tie_word_embeddings", "tie_embedding",
+	"block_ff_dim", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of"}
 
 // DefaultedShapeKeys returns the entries of Defaulted whose keys decide
 // tensor shapes.

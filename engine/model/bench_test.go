@@ -26,11 +26,13 @@ import (
 //
 //	go test -run '^$' -bench 'Decode|Prefill|MemCopy' ./engine/model
 //
-// They run the tiny fixture and a synthetic checkpoint with the real
+// They run the tiny fixture, a synthetic checkpoint with the real
 // LFM2-8B-A1B layer shapes (synth.RealShape: 4 layers, about 2.6 GB of BF16
 // weights, written to a temporary directory on first use and removed when
 // the test binary exits; set LFMQ_BENCH_SYNTH_DIR to keep and reuse it
-// between runs; LFMQ_BENCH_SYNTH_LAYERS changes its layer count), each in
+// between runs; LFMQ_BENCH_SYNTH_LAYERS changes its layer count) and
+// ("dense") a synthetic dense LFM2 with all 16 layers of LFM2-1.2B
+// (synth.DenseShape, 2.34 GB of BF16 weights, kept alike), each in
 // BF16 and as its RTN lfmq-1 quantization, on 1 and 2 threads (or those of
 // LFMQ_BENCH_THREADS). scripts/bench-scaling.sh runs them over thread
 // counts and prints one table.
@@ -111,6 +113,10 @@ var (
 	synthOnce sync.Once
 	synthDirs [2]string // BF16, lfmq-1
 	synthErr  error
+
+	dense12Once sync.Once
+	dense12Dirs [2]string // BF16, lfmq-1
+	dense12Err  error
 )
 
 // TestMain removes the checkpoints the benchmarks generated.
@@ -131,9 +137,25 @@ func tempRoot(b *testing.B) string {
 }
 
 // benchModel returns the directory of a benchmark checkpoint: which is
-// "tiny" or "synth", format "bf16" or "lfmq1".
+// "tiny", "synth" or "dense", format "bf16" or "lfmq1".
 func benchModel(b *testing.B, which, format string) string {
 	switch {
+	case which == "dense":
+		dense12Once.Do(func() {
+			shape, err := synth.DenseShape("LFM2-1.2B")
+			if err != nil {
+				dense12Err = err
+				return
+			}
+			dense12Dirs, dense12Err = writeSynth(b, "dense-1.2b", shape)
+		})
+		if dense12Err != nil {
+			b.Fatal(dense12Err)
+		}
+		if format == "bf16" {
+			return dense12Dirs[0]
+		}
+		return dense12Dirs[1]
 	case which == "tiny" && format == "bf16":
 		return tinyDir
 	case which == "tiny":
@@ -147,30 +169,12 @@ func benchModel(b *testing.B, which, format string) string {
 		return tinyQDir
 	}
 	synthOnce.Do(func() {
-		root := os.Getenv(synthEnv)
-		if root == "" {
-			root = tempRoot(b)
-		}
 		shape, layers := synthShape(b)
 		name := "synth"
 		if layers != 4 { // RealShape's four layers keep the old names
 			name = fmt.Sprintf("synth%d", layers)
 		}
-		synthDirs = [2]string{filepath.Join(root, name+"-bf16"), filepath.Join(root, name+"-rtn")}
-		if _, err := os.Stat(filepath.Join(synthDirs[1], "manifest.json")); err == nil {
-			return // kept from an earlier run (synthEnv)
-		}
-		t0 := time.Now()
-		if _, synthErr = synth.Write(context.Background(), synthDirs[0], synth.Options{Shape: shape, Seed: 1}); synthErr != nil {
-			return
-		}
-		t1 := time.Now()
-		os.RemoveAll(synthDirs[1])
-		_, synthErr = quant.Quantize(context.Background(), quant.Options{ModelDir: synthDirs[0], OutDir: synthDirs[1], Method: quant.RTN, CreatedBy: "bench"})
-		b.Logf("synthetic model: written in %v, quantized in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
-		// Generation leaves a layer's worth of garbage; return it so that it
-		// does not count in the benchmarks' resident memory.
-		debug.FreeOSMemory()
+		synthDirs, synthErr = writeSynth(b, name, shape)
 	})
 	if synthErr != nil {
 		b.Fatal(synthErr)
@@ -200,8 +204,34 @@ func benchPrompt(b *testing.B, m *model.Model, which string, n int) []int {
 	return ids
 }
 
+// writeSynth writes a synthetic checkpoint of shape and its RTN
+// quantization under name in LFMQ_BENCH_SYNTH_DIR or the temporary root,
+// unless they are there already, and returns their directories.
+func writeSynth(b *testing.B, name string, shape synth.Shape) ([2]string, error) {
+	root := os.Getenv(synthEnv)
+	if root == "" {
+		root = tempRoot(b)
+	}
+	dirs := [2]string{filepath.Join(root, name+"-bf16"), filepath.Join(root, name+"-rtn")}
+	if _, err := os.Stat(filepath.Join(dirs[1], "manifest.json")); err == nil {
+		return dirs, nil // kept from an earlier run (synthEnv)
+	}
+	t0 := time.Now()
+	if _, err := synth.Write(context.Background(), dirs[0], synth.Options{Shape: shape, Seed: 1}); err != nil {
+		return dirs, err
+	}
+	t1 := time.Now()
+	os.RemoveAll(dirs[1])
+	_, err := quant.Quantize(context.Background(), quant.Options{ModelDir: dirs[0], OutDir: dirs[1], Method: quant.RTN, CreatedBy: "bench"})
+	b.Logf("synthetic model %s: written in %v, quantized in %v", name, t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
+	// Generation leaves a layer's worth of garbage; return it so that it
+	// does not count in the benchmarks' resident memory.
+	debug.FreeOSMemory()
+	return dirs, err
+}
+
 var (
-	benchModels  = []string{"tiny", "synth"}
+	benchModels  = []string{"tiny", "synth", "dense"}
 	benchFormats = []string{"bf16", "lfmq1"}
 	benchThreads = threadCounts()
 )
@@ -245,7 +275,7 @@ func BenchmarkDecode(b *testing.B) {
 						// than a pass, so its probe runs before and after.
 						probe := newReadProbe(threads)
 						defer probe.free()
-						interleave := which == "synth"
+						interleave := which != "tiny"
 						resetPeakRSS()
 						m := loadBench(b, dir, threads)
 						defer m.Close()
@@ -310,7 +340,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkPrefill(b *testing.B) {
 	for _, which := range benchModels {
 		n := 314
-		if which == "synth" {
+		if which != "tiny" {
 			n = 128
 		}
 		for _, format := range benchFormats {

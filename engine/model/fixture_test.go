@@ -11,10 +11,14 @@ import (
 // full-sequence logits of every prompt, the logits of every greedy decode
 // step, and the 32 greedy tokens.
 func TestReferenceLogits(t *testing.T) {
-	m := tiny(t)
-	ref := openRef(t, "logits.safetensors")
+	checkReferenceLogits(t, tiny(t), prompts(t), openRef(t, "logits.safetensors"))
+}
+
+// checkReferenceLogits compares m's full-sequence and greedy-decode logits
+// of every prompt with the float32 reference ref, and its greedy ids.
+func checkReferenceLogits(t *testing.T, m *model.Model, ps []prompt, ref refTensors) {
 	V := m.Config.VocabSize
-	for i, p := range prompts(t) {
+	for i, p := range ps {
 		t.Run(p.Name, func(t *testing.T) {
 			key := fmt.Sprintf("%d.%s.", i, p.Name)
 			if ids := ref.ints(t, key+"input_ids"); fmt.Sprint(ids) != fmt.Sprint(p.InputIDs) {

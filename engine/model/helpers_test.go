@@ -52,9 +52,12 @@ type prompt struct {
 	GreedyIDs []int  `json:"greedy_ids"`
 }
 
-func prompts(t testing.TB) []prompt {
+func prompts(t testing.TB) []prompt { return promptsIn(t, refDir) }
+
+// promptsIn reads the prompts.json of the reference directory dir.
+func promptsIn(t testing.TB, dir string) []prompt {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(refDir, "prompts.json"))
+	data, err := os.ReadFile(filepath.Join(dir, "prompts.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +77,12 @@ func prompts(t testing.TB) []prompt {
 // float32 (I32 ids convert exactly).
 type refTensors struct{ f *safetensors.File }
 
-func openRef(t testing.TB, name string) refTensors {
+func openRef(t testing.TB, name string) refTensors { return openRefIn(t, refDir, name) }
+
+// openRefIn opens the reference file name of the reference directory dir.
+func openRefIn(t testing.TB, dir, name string) refTensors {
 	t.Helper()
-	f, err := safetensors.Open(filepath.Join(refDir, name))
+	f, err := safetensors.Open(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}

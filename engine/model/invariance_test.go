@@ -14,10 +14,13 @@ import (
 // any size and one full-sequence forward give bit-identical logits, for
 // every fixture prompt including the longest (chat_long_300: 314 prompt
 // tokens plus 31 decoded, about 4 s of the test's 6 on 2 busy cores).
-func TestIncrementalEqualsFull(t *testing.T) {
-	m := tiny(t)
+func TestIncrementalEqualsFull(t *testing.T) { checkIncrementalEqualsFull(t, tiny(t), prompts(t)) }
+
+// checkIncrementalEqualsFull runs every prompt and its greedy continuation
+// through m token by token, in chunks and whole, and requires the same bits.
+func checkIncrementalEqualsFull(t *testing.T, m *model.Model, ps []prompt) {
 	V := m.Config.VocabSize
-	for _, p := range prompts(t) {
+	for _, p := range ps {
 		t.Run(p.Name, func(t *testing.T) {
 			all := append(append([]int(nil), p.InputIDs...), p.GreedyIDs[:greedyN-1]...)
 			_, full := forward(t, m, all, model.ForwardOptions{Logits: model.AllLogits})
@@ -41,8 +44,9 @@ func TestIncrementalEqualsFull(t *testing.T) {
 }
 
 // batchInputs returns four different prompts of different lengths.
-func batchInputs(t *testing.T) [][]int {
-	ps := prompts(t)
+func batchInputs(t *testing.T) [][]int { return batchInputsOf(prompts(t)) }
+
+func batchInputsOf(ps []prompt) [][]int {
 	return [][]int{ps[0].InputIDs, ps[1].InputIDs, ps[2].InputIDs, ps[4].InputIDs}
 }
 
@@ -83,9 +87,11 @@ var allTags = []int{0, 1, 2, 3}
 // TestBatchInvariance: a sequence's logits are bit-identical alone and in a
 // batch of four different sequences, including batches whose steps split
 // sequences (chunk 5) and batched decode.
-func TestBatchInvariance(t *testing.T) {
-	m := tiny(t)
-	inputs := batchInputs(t)
+func TestBatchInvariance(t *testing.T) { checkBatchInvariance(t, tiny(t), batchInputs(t)) }
+
+// checkBatchInvariance requires each of inputs to give the same bits alone
+// and batched with the others, in any step split.
+func checkBatchInvariance(t *testing.T, m *model.Model, inputs [][]int) {
 	const decode = 4
 	alone := make([][]float32, len(inputs))
 	for i, in := range inputs {
@@ -122,11 +128,14 @@ func TestBatchInvariance(t *testing.T) {
 // TestThreadInvariance: the thread count never changes a bit, including
 // GOMAXPROCS=1 and pools larger than the expert count per step (which
 // switches the MoE block between expert-parallel and product-parallel).
-func TestThreadInvariance(t *testing.T) {
-	inputs := batchInputs(t)
-	want := runBatch(t, tiny(t), inputs, allTags, 0, 2)
+func TestThreadInvariance(t *testing.T) { checkThreadInvariance(t, tinyDir, tiny(t), batchInputs(t)) }
+
+// checkThreadInvariance loads dir at several thread counts and requires
+// the bits of base (dir loaded with the default pool).
+func checkThreadInvariance(t *testing.T, dir string, base *model.Model, inputs [][]int) {
+	want := runBatch(t, base, inputs, allTags, 0, 2)
 	run := func(name string, opts model.LoadOptions) {
-		m, err := model.Load(tinyDir, opts)
+		m, err := model.Load(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

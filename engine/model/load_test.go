@@ -168,10 +168,10 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 	t.Run("model_type", func(t *testing.T) {
-		dir := configVariant(t, func(c map[string]any) { c["model_type"] = "lfm2" })
+		dir := configVariant(t, func(c map[string]any) { c["model_type"] = "lfm2_vl" })
 		_, err := model.Load(dir, model.LoadOptions{})
 		var ce *config.Error
-		if !errors.As(err, &ce) || ce.Field != "model_type" || !strings.Contains(err.Error(), `"lfm2"`) {
+		if !errors.As(err, &ce) || ce.Field != "model_type" || !strings.Contains(err.Error(), `"lfm2_vl"`) {
 			t.Fatalf("got %v, want a *config.Error for model_type naming the value", err)
 		}
 		t.Log(err)

@@ -14,8 +14,16 @@ import (
 	"github.com/lfmq/lfmq/format/units"
 )
 
-// Tags are the card's tags (release.md §5).
+// Tags are the card's tags of an LFM2-MoE release (release.md §5).
 var Tags = []string{"lfm2", "lfm2_moe", "moe", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
+
+// DenseTags are the card's tags of a dense LFM2 release: Tags without the
+// MoE ones.
+var DenseTags = []string{"lfm2", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
+
+// dense reports whether m is a dense LFM2 checkpoint (an ffn class, no
+// routed experts).
+func dense(m *lfmq1.Manifest) bool { return m.Architecture == "lfm2" || m.Quantization.FFN != nil }
 
 // License is the card's licence metadata: the hub's license identifier
 // (e.g. "apache-2.0", or "other" with a name and a link).
@@ -169,7 +177,11 @@ func frontMatter(b *bytes.Buffer, in Input) {
 		}
 	}
 	b.WriteString("tags:\n")
-	for _, t := range Tags {
+	tags := Tags
+	if dense(in.Manifest) {
+		tags = DenseTags
+	}
+	for _, t := range tags {
 		fmt.Fprintf(b, "- %s\n", t)
 	}
 	b.WriteString("---\n\n")
@@ -183,8 +195,16 @@ func body(b *bytes.Buffer, in Input) {
 	}
 	fmt.Fprintf(b, "# %s\n\n", in.ReleaseID)
 	fmt.Fprintf(b, "[%s](https://huggingface.co/%s) quantized to the **lfmq-1** format by lfmq %s:\n", in.BaseModel, in.BaseModel, in.LfmqVersion)
-	b.WriteString("routed experts in BFP4 (Tenstorrent `bfloat4_b`), attention, short-conv, dense-FFN and\n")
-	b.WriteString("LM-head weights in BFP8 (`bfloat8_b`), everything else in its source precision.\n\n")
+	if q := m.Quantization.FFN; dense(m) && q != nil && slices.Equal(q.Formats, []lfmq1.TensorFormat{lfmq1.BFP8}) {
+		b.WriteString("the FFN, attention, short-conv and LM-head weights in BFP8 (Tenstorrent `bfloat8_b`),\n")
+		b.WriteString("everything else in its source precision.\n\n")
+	} else if dense(m) {
+		b.WriteString("the FFN weights in BFP4 (Tenstorrent `bfloat4_b`), attention, short-conv and LM-head\n")
+		b.WriteString("weights in BFP8 (`bfloat8_b`), everything else in its source precision.\n\n")
+	} else {
+		b.WriteString("routed experts in BFP4 (Tenstorrent `bfloat4_b`), attention, short-conv, dense-FFN and\n")
+		b.WriteString("LM-head weights in BFP8 (`bfloat8_b`), everything else in its source precision.\n\n")
+	}
 	b.WriteString("This repository is a complete, verifiable release:\n\n")
 	b.WriteString("- `checkpoint/`: the lfmq-1 checkpoint; `checkpoint/manifest.json` records every tensor's\n")
 	b.WriteString("  format, shape and sha256 and every quantization setting.\n")
@@ -202,10 +222,15 @@ func body(b *bytes.Buffer, in Input) {
 	b.WriteString("\n")
 	q := m.Quantization
 	b.WriteString("| class | method | formats | tensors |\n|---|---|---|---:|\n")
-	for _, c := range []struct {
+	classes := []struct {
 		name string
 		spec lfmq1.ClassSpec
-	}{{"experts", q.Experts}, {"dense", q.Dense}, {"head", q.Head}, {"kept", q.Kept}} {
+	}{{"experts", q.Experts}, {"dense", q.Dense}, {"head", q.Head}, {"kept", q.Kept}}
+	if q.FFN != nil {
+		// A dense checkpoint: its FFN class where the experts would be.
+		classes[0].name, classes[0].spec = "ffn", *q.FFN
+	}
+	for _, c := range classes {
 		var fs []string
 		for _, f := range c.spec.Formats {
 			fs = append(fs, string(f))
@@ -213,7 +238,14 @@ func body(b *bytes.Buffer, in Input) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", c.name, mdCell(c.spec.Method), mdCell(strings.Join(fs, ", ")), count(int64(c.spec.Tensors)))
 	}
 	b.WriteString("\nEvery setting of the method is recorded in `checkpoint/manifest.json`.\n")
-	b.WriteString(exponentNote(q.Settings))
+	bfp4 := "routed experts"
+	if dense(m) {
+		bfp4 = "BFP4 FFN weights"
+		if q.FFN != nil && !slices.Contains(q.FFN.Formats, lfmq1.BFP4) {
+			bfp4 = "" // a BFP8 FFN: nothing is BFP4
+		}
+	}
+	b.WriteString(exponentNote(q.Settings, bfp4))
 	b.WriteString("\n")
 
 	b.WriteString("## Quality\n\n")
@@ -475,7 +507,8 @@ var ErrFrontMatter = errors.New("card: invalid front matter")
 // plain packer's rule (the largest exponent, tt-metal's default and the
 // reference release's method) is one flag away. Settings without the rules
 // give "".
-func exponentNote(settings json.RawMessage) string {
+// bfp4 names the BFP4 tensors ("" when there are none).
+func exponentNote(settings json.RawMessage, bfp4 string) string {
 	var s struct {
 		Experts string `json:"exponent_rule"`
 		Dense   string `json:"dense_exponent_rule"`
@@ -498,9 +531,11 @@ func exponentNote(settings json.RawMessage) string {
 		return "`" + r + "`"
 	}
 	var b strings.Builder
-	b.WriteString("\nShared exponents of the BFP groups (`exponent_rule` in the settings): routed experts ")
-	b.WriteString(desc(s.Experts))
-	b.WriteString("; BFP8 tensors ")
+	b.WriteString("\nShared exponents of the BFP groups (`exponent_rule` in the settings): ")
+	if bfp4 != "" {
+		b.WriteString(bfp4 + " " + desc(s.Experts) + "; ")
+	}
+	b.WriteString("BFP8 tensors ")
 	b.WriteString(desc(s.Dense))
 	b.WriteString(".")
 	if s.Experts != "max" || s.Dense != "max" {

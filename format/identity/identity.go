@@ -44,7 +44,8 @@ type Checkpoint struct {
 	SourceConfigSHA256 string
 	// Experts summarises, for an lfmq-1 checkpoint, how the routed experts
 	// are stored: the manifest's method followed by its formats ("rtn
-	// bfp4_b", "none bf16").
+	// bfp4_b", "none bf16"). For a dense LFM2, which has none, it is its
+	// FFN class, the one that takes the experts' place.
 	Experts string
 	// Files lists every regular top-level file of a Hugging Face checkpoint
 	// in name order (hidden files and sub-directories are not part of a
@@ -72,6 +73,9 @@ func Of(dir string) (*Checkpoint, error) {
 		c.Format, c.Identity, c.ManifestSHA256 = FormatLfmq1, sum, sum
 		c.SourceConfigSHA256 = m.Source.ConfigSHA256
 		ex := m.Quantization.Experts
+		if m.Quantization.FFN != nil {
+			ex = *m.Quantization.FFN
+		}
 		parts := []string{ex.Method}
 		for _, f := range ex.Formats {
 			parts = append(parts, string(f))

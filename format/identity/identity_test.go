@@ -137,6 +137,17 @@ func TestOfLfmq1(t *testing.T) {
 	if c, err := identity.Of(dir); err != nil || c.TokenizerSHA256 != sha("tok") || c.Identity != want.Identity {
 		t.Errorf("with a tokenizer: %+v, %v", c, err)
 	}
+	// A dense LFM2 has no experts: its FFN class stands in their place.
+	m.Architecture = "lfm2"
+	m.Quantization.Experts = lfmq1.ClassSpec{Method: "none", Formats: []lfmq1.TensorFormat{}}
+	m.Quantization.FFN = &lfmq1.ClassSpec{Method: "gptq", Formats: []lfmq1.TensorFormat{lfmq1.BFP4}, Tensors: 24}
+	if data, err = canonjson.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, lfmq1.ManifestFile, string(data))
+	if c, err := identity.Of(dir); err != nil || c.Experts != "gptq bfp4_b" {
+		t.Errorf("dense: %+v, %v", c, err)
+	}
 
 	write(t, dir, lfmq1.ManifestFile, `{"format": "lfmq-2"}`)
 	var me *lfmq1.ManifestError

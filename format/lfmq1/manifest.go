@@ -59,6 +59,12 @@ func ExpertsFile(i, numLayers int) string {
 	return fmt.Sprintf("experts-%0*d.safetensors", width(numLayers), i)
 }
 
+// FFNFile returns the name of layer i's FFN file in a dense checkpoint
+// (model_type "lfm2"): "ffn-NN.safetensors", numbered as LayerFile.
+func FFNFile(i, numLayers int) string {
+	return fmt.Sprintf("ffn-%0*d.safetensors", width(numLayers), i)
+}
+
 func width(numLayers int) int {
 	w := len(fmt.Sprint(max(numLayers-1, 0)))
 	return max(w, 2)
@@ -66,7 +72,11 @@ func width(numLayers int) int {
 
 // Manifest is the content of manifest.json.
 type Manifest struct {
-	Format       string          `json:"format"`
+	Format string `json:"format"`
+	// Architecture is the source config's model_type: "lfm2_moe" or
+	// "lfm2" (dense). Absent in checkpoints written before dense support,
+	// which are all "lfm2_moe".
+	Architecture string          `json:"architecture,omitempty"`
 	LfmqVersion  string          `json:"lfmq_version"`
 	CreatedBy    string          `json:"created_by"`
 	Source       Source          `json:"source"`
@@ -90,6 +100,10 @@ type Quantization struct {
 	Dense   ClassSpec `json:"dense"`
 	Head    ClassSpec `json:"head"`
 	Kept    ClassSpec `json:"kept"`
+	// FFN is the dense checkpoints' class of every layer's FFN w1/w3/w2
+	// (BFP4 by GPTQ or RTN, or BFP8 by RTN); absent for LFM2-MoE, whose
+	// dense-layer FFNs are in Dense.
+	FFN *ClassSpec `json:"ffn,omitempty"`
 	// Settings holds every setting of the method (GPTQ's act order, block
 	// size, damping, calibration digest …); an RTN run records only its
 	// exponent rules. Absent in checkpoints written before those existed.

@@ -14,6 +14,9 @@ import (
 // Cache holds what one MoE layer's calibration forward yields: for every
 // calibration token the input of the layer's routed experts (the ffn_norm
 // output z, which is also the router's input) and the router's decision.
+// A dense FFN layer's Cache is that of a layer with one expert (0) that
+// every token is routed to with weight 1: its statistics are then the
+// plain Hessian of the FFN input over the calibration tokens.
 // Holding z rather than each expert's rows keeps it at one copy per token,
 // and lets the w2 statistics be computed from it once w1/w3 are quantized,
 // without running the layers below again (gptq.md §3).
@@ -66,13 +69,14 @@ type Stream struct {
 }
 
 // Collect runs the windows through the first layer+1 decoder layers of m
-// (no logits) and returns layer's Cache. m runs with whatever weights it
+// (no logits) and returns layer's Cache (for a dense FFN layer, with every
+// token routed to expert 0 with weight 1). m runs with whatever weights it
 // holds: in sequential calibration the caller has already replaced the
 // lower layers' experts by their quantized versions.
 func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, opts CollectOptions) (*Cache, error) {
 	cfg := m.Config
-	if layer < 0 || layer >= cfg.NumLayers || !cfg.IsMoE(layer) {
-		return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("layer %d is not an MoE layer", layer)}
+	if layer < 0 || layer >= cfg.NumLayers {
+		return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("layer %d is outside [0, %d)", layer, cfg.NumLayers)}
 	}
 	total := 0
 	base := make([]int, len(windows)+1)
@@ -84,11 +88,15 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		base[i+1] = total
 	}
 	H, K := cfg.HiddenSize, cfg.NumExpertsPerTok
+	input := config.LayerPrefix(layer) + "feed_forward.gate.weight"
+	if !cfg.IsMoE(layer) {
+		K, input = 1, config.LayerPrefix(layer)+"feed_forward.w1.weight"
+	}
 	c := &Cache{
 		Layer: layer, Hidden: H, TopK: K, Tokens: total,
 		Z: make([]float32, total*H), Experts: make([]int32, total*K), Weights: make([]float32, total*K),
 	}
-	obs := &collector{layer: layer, gate: config.LayerPrefix(layer) + "feed_forward.gate.weight", c: c,
+	obs := &collector{layer: layer, gate: input, dense: !cfg.IsMoE(layer), c: c,
 		seenZ: make([]bool, total), seenR: make([]bool, total)}
 	start := 0
 	if st := opts.Stream; st != nil {
@@ -151,8 +159,12 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 // collector copies layer's router input and routing into the Cache.
 type collector struct {
 	model.BaseObserver
-	layer        int
-	gate         string
+	layer int
+	// gate is the linear weight whose input is the FFN input: the router,
+	// or a dense layer's w1.
+	gate string
+	// dense routes every token to expert 0 with weight 1.
+	dense        bool
 	c            *Cache
 	base         []int // token index of position 0 of each sequence of the call
 	seenZ, seenR []bool
@@ -189,7 +201,8 @@ func (o *collector) token(rows model.Rows, r int) (int, bool) {
 }
 
 // Linear keeps the router input of the calibrated layer: the ffn_norm
-// output that every routed expert's w1 and w3 read.
+// output that every routed expert's w1 and w3 read (a dense layer's w1
+// input, which is also its routing: all to the one FFN).
 func (o *collector) Linear(layer int, name string, rows model.Rows, x []float32) {
 	if layer != o.layer || name != o.gate {
 		return
@@ -199,6 +212,10 @@ func (o *collector) Linear(layer int, name string, rows model.Rows, x []float32)
 		if t, ok := o.token(rows, r); ok {
 			copy(o.c.Z[t*H:(t+1)*H], x[r*H:(r+1)*H])
 			o.seenZ[t] = true
+			if o.dense {
+				o.c.Experts[t], o.c.Weights[t] = 0, 1
+				o.seenR[t] = true
+			}
 		}
 	}
 }

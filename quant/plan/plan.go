@@ -1,5 +1,5 @@
-// Package plan decides, for every tensor of a Hugging Face LFM2-MoE
-// checkpoint, its lfmq-1 output: which class it belongs to, which format it is
+// Package plan decides, for every tensor of a Hugging Face LFM2-MoE or
+// dense LFM2 checkpoint, its lfmq-1 output: which class it belongs to, which format it is
 // stored in and which file holds it (DESIGN.md, bfp.md §8).
 //
 // It checks the source against the config (every tensor present once with
@@ -28,6 +28,11 @@ const (
 	Dense   Class = "dense"   // attention, conv projections, dense FFN: BFP8
 	Head    Class = "head"    // LM head: BFP8
 	Kept    Class = "kept"    // embedding, norms, conv kernel, router, expert bias
+	// FFN is every layer's FFN w1/w3/w2 in a dense LFM2 (model_type
+	// "lfm2"): BFP4 (GPTQ or RTN) by default, or BFP8 (RTN), in the
+	// layer's own ffn-NN file. They hold most of a dense model's
+	// parameters, as the experts do an MoE model's.
+	FFN Class = "ffn"
 )
 
 // SourceTensor is what the plan needs to know of a source tensor.
@@ -86,6 +91,7 @@ var (
 		"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.out_proj.weight",
 		"feed_forward.w1.weight", "feed_forward.w2.weight", "feed_forward.w3.weight",
 	}
+	ffnSuffixes = []string{"feed_forward.w1.weight", "feed_forward.w2.weight", "feed_forward.w3.weight"}
 )
 
 // Options changes the default plan.
@@ -94,6 +100,9 @@ type Options struct {
 	// precision (still in the experts files): the "BF16 experts + BFP8
 	// dense" ablation that isolates the cost of the expert quantization.
 	KeepExperts bool
+	// FFNFormat is the format of a dense checkpoint's FFN class: BFP4 (the
+	// default when empty) or BFP8.
+	FFNFormat lfmq1.TensorFormat
 }
 
 // Build plans the conversion of a checkpoint with config cfg whose tensors are
@@ -101,6 +110,14 @@ type Options struct {
 // per-expert layout, or the fused transformers-v5 layout); any other tensor
 // is an error.
 func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan, error) {
+	ffnFormat := opts.FFNFormat
+	switch ffnFormat {
+	case "":
+		ffnFormat = lfmq1.BFP4
+	case lfmq1.BFP4, lfmq1.BFP8:
+	default:
+		return nil, fmt.Errorf("plan: FFN format %q; want %s or %s", ffnFormat, lfmq1.BFP4, lfmq1.BFP8)
+	}
 	expected := cfg.ExpectedTensors()
 	var entries []Entry
 	used := map[string]bool{}
@@ -148,6 +165,8 @@ func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan
 				entries = append(entries, e)
 				continue
 			}
+		} else if cfg.Dense() && layer >= 0 && slices.Contains(ffnSuffixes, rest) {
+			e.Class, e.Format, e.File = FFN, ffnFormat, lfmq1.FFNFile(layer, cfg.NumLayers)
 		} else if layer >= 0 && slices.Contains(bfp8Suffixes, rest) {
 			e.Class, e.Format, e.File = Dense, lfmq1.BFP8, lfmq1.LayerFile(layer, cfg.NumLayers)
 		} else if name == "lm_head.weight" {
@@ -209,7 +228,7 @@ func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, &Error{Tensor: unknown[0], Msg: fmt.Sprintf("not an LFM2-MoE tensor for this config (%d unknown tensors)", len(unknown))}
+		return nil, &Error{Tensor: unknown[0], Msg: fmt.Sprintf("not an %s tensor for this config (%d unknown tensors)", modelName(cfg), len(unknown))}
 	}
 	sort.Slice(entries, func(i, j int) bool {
 		if entries[i].File != entries[j].File {
@@ -218,6 +237,13 @@ func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan
 		return entries[i].Name < entries[j].Name
 	})
 	return &Plan{Entries: entries}, nil
+}
+
+func modelName(cfg *config.Config) string {
+	if cfg.Dense() {
+		return "LFM2"
+	}
+	return "LFM2-MoE"
 }
 
 func splitLayer(name string) (int, string) {

@@ -188,3 +188,57 @@ func TestBuildKeepExperts(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildDense: a dense LFM2's FFNs are their own class, BFP4 by default
+// or BFP8 on request, each layer's in its ffn-NN file; everything else is
+// planned as for LFM2-MoE.
+func TestBuildDense(t *testing.T) {
+	cfg, err := config.Load("../../testdata/tiny-lfm2/model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opt, want lfmq1.TensorFormat
+	}{{"", lfmq1.BFP4}, {lfmq1.BFP4, lfmq1.BFP4}, {lfmq1.BFP8, lfmq1.BFP8}} {
+		t.Run(string(tc.want)+"/"+string(tc.opt), func(t *testing.T) {
+			p, err := Build(cfg, hfTensors(cfg), Options{FFNFormat: tc.opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Entries) != 76 {
+				t.Fatalf("%d entries, want 75 source tensors + lm_head.weight", len(p.Entries))
+			}
+			classes := map[Class]int{}
+			for _, e := range p.Entries {
+				classes[e.Class]++
+				switch {
+				case e.Class == FFN:
+					if e.Format != tc.want || e.File != lfmq1.FFNFile(e.Layer, 8) || e.Expert != -1 {
+						t.Errorf("%s: %s in %s, want %s in %s", e.Name, e.Format, e.File, tc.want, lfmq1.FFNFile(e.Layer, 8))
+					}
+				case strings.Contains(e.Name, "feed_forward"):
+					t.Errorf("%s is %s, want ffn", e.Name, e.Class)
+				}
+			}
+			// 8 layers × 3 FFN; 5 conv × 2 + 3 attention × 4 projections;
+			// the head; 2 global + 16 layer norms + 5 conv kernels + 6 q/k norms.
+			want := map[Class]int{FFN: 24, Dense: 22, Head: 1, Kept: 29}
+			if fmt.Sprint(classes) != fmt.Sprint(want) {
+				t.Errorf("classes %v, want %v", classes, want)
+			}
+			if files := p.Files(); len(files) != 17 || files[0] != "ffn-00.safetensors" || files[8] != "global.safetensors" {
+				t.Errorf("files %v, want ffn-00..07, global, layer-00..07", files)
+			}
+		})
+	}
+	if _, err := Build(cfg, hfTensors(cfg), Options{FFNFormat: lfmq1.BF16}); err == nil || !strings.Contains(err.Error(), "bf16") {
+		t.Errorf("FFN format bf16: err %v, want a refusal naming it", err)
+	}
+	// An MoE tensor in a dense checkpoint is refused by name.
+	src := hfTensors(cfg)
+	src["model.layers.3.feed_forward.gate.weight"] = SourceTensor{DType: dtype.BF16, Shape: []int64{4, 128}}
+	var pe *Error
+	if _, err := Build(cfg, src, Options{}); !errors.As(err, &pe) || pe.Tensor != "model.layers.3.feed_forward.gate.weight" || !strings.Contains(err.Error(), "not an LFM2 tensor") {
+		t.Errorf("extra router: err %v", err)
+	}
+}

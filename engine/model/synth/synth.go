@@ -41,6 +41,15 @@ type Shape struct {
 	NumExpertsPerTok int
 	// MaxPositions is max_position_embeddings.
 	MaxPositions int
+	// Dense makes a dense LFM2 (model_type "lfm2"): every layer has the
+	// dense FFN and the MoE fields are unused. Its config.json uses the
+	// legacy keys of the published LFM2 configs, with FFBase as
+	// block_ff_dim and FFAutoAdjust as block_auto_adjust_ff_dim; the width
+	// Hugging Face derives from them must be IntermediateSize, which Write
+	// checks.
+	Dense        bool
+	FFBase       int
+	FFAutoAdjust bool
 }
 
 // RealShape returns LFM2-8B-A1B's layer shapes (lfm2-moe.md §8) in a
@@ -144,6 +153,9 @@ func Write(ctx context.Context, dir string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
+	if opts.Shape.Dense && cfg.IntermediateSize != opts.Shape.IntermediateSize {
+		return nil, fmt.Errorf("synth: block_ff_dim %d gives an FFN width of %d, the shape says %d", opts.Shape.FFBase, cfg.IntermediateSize, opts.Shape.IntermediateSize)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
@@ -201,38 +213,51 @@ func configJSON(s Shape) ([]byte, error) {
 	if len(s.LayerTypes) == 0 {
 		return nil, errors.New("synth: Shape.LayerTypes is empty")
 	}
-	c := map[string]any{
-		"architectures":           []string{"Lfm2MoeForCausalLM"},
-		"model_type":              "lfm2_moe",
+	if s.Dense {
+		return denseConfigJSON(s)
+	}
+	c := commonConfig(s)
+	for k, v := range map[string]any{
+		"architectures":         []string{"Lfm2MoeForCausalLM"},
+		"model_type":            "lfm2_moe",
+		"intermediate_size":     s.IntermediateSize,
+		"moe_intermediate_size": s.MoEIntermediateSize,
+		"layer_types":           s.LayerTypes,
+		"head_dim":              s.HeadDim,
+		"num_dense_layers":      s.NumDenseLayers,
+		"num_experts":           s.NumExperts,
+		"num_experts_per_tok":   s.NumExpertsPerTok,
+		"use_expert_bias":       true,
+		"norm_topk_prob":        true,
+		"routed_scaling_factor": 1.0,
+		"rope_parameters":       map[string]any{"rope_theta": 1e6, "rope_type": "default"},
+		"tie_word_embeddings":   true,
+	} {
+		c[k] = v
+	}
+	return json.MarshalIndent(c, "", "  ")
+}
+
+// commonConfig holds the config.json keys that LFM2-MoE and dense LFM2
+// configs share, with the published models' values where Shape has none.
+func commonConfig(s Shape) map[string]any {
+	return map[string]any{
 		"vocab_size":              s.VocabSize,
 		"hidden_size":             s.HiddenSize,
-		"intermediate_size":       s.IntermediateSize,
-		"moe_intermediate_size":   s.MoEIntermediateSize,
 		"num_hidden_layers":       len(s.LayerTypes),
-		"layer_types":             s.LayerTypes,
 		"num_attention_heads":     s.NumHeads,
 		"num_key_value_heads":     s.NumKVHeads,
-		"head_dim":                s.HeadDim,
-		"num_dense_layers":        s.NumDenseLayers,
-		"num_experts":             s.NumExperts,
-		"num_experts_per_tok":     s.NumExpertsPerTok,
-		"use_expert_bias":         true,
-		"norm_topk_prob":          true,
-		"routed_scaling_factor":   1.0,
 		"conv_L_cache":            3,
 		"conv_bias":               false,
 		"norm_eps":                1e-5,
 		"rope_theta":              1e6,
-		"rope_parameters":         map[string]any{"rope_theta": 1e6, "rope_type": "default"},
 		"max_position_embeddings": s.MaxPositions,
-		"tie_word_embeddings":     true,
 		"use_cache":               true,
 		"bos_token_id":            1,
 		"eos_token_id":            7,
 		"pad_token_id":            0,
 		"torch_dtype":             "bfloat16",
 	}
-	return json.MarshalIndent(c, "", "  ")
 }
 
 // shardNames groups the tensor names into shards: the global tensors, then
