@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/device/opencl"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/quant"
 )
 
 var (
@@ -174,5 +176,31 @@ func TestDeviceRefusals(t *testing.T) {
 	}
 	if err := dm.ReplaceLinear("lm_head.weight", nil); !errors.As(err, &ie) {
 		t.Errorf("ReplaceLinear on the device: %v", err)
+	}
+}
+
+// TestDeviceDense: a dense LFM2 (the dense fixture in BF16, and its RTN
+// lfmq-1 checkpoint with the FFN in BFP4) gives the CPU engine's logits
+// bits on the device, prefill and decode.
+func TestDeviceDense(t *testing.T) {
+	d := openCL(t)
+	rtn := filepath.Join(t.TempDir(), "rtn")
+	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: denseDir, OutDir: rtn, Method: quant.RTN, CreatedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids [][]int
+	for _, p := range promptsIn(t, denseRefDir) {
+		if len(p.InputIDs) <= 66 {
+			ids = append(ids, p.InputIDs)
+		}
+	}
+	for _, dir := range []string{denseDir, rtn} {
+		cpu, dev := loadPair(t, dir, d)
+		n, bad := compareBits(t, cpu, dev, ids, 8)
+		cpu.Close()
+		dev.Close()
+		if bad != 0 || n == 0 {
+			t.Errorf("%s: %d of %d logits differ from the CPU engine's", dir, bad, n)
+		}
 	}
 }
