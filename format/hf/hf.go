@@ -84,6 +84,15 @@ func Open(dir string) (*Checkpoint, error) {
 	return c, nil
 }
 
+// Shards returns the safetensors files a checkpoint directory's weights
+// are in, sorted: the shards model.safetensors.index.json names, or
+// model.safetensors alone. It reads the index only; the files named may be
+// missing.
+func Shards(dir string) ([]string, error) {
+	s, err := shardList(dir)
+	return s.files, err
+}
+
 type shardSet struct {
 	files     []string
 	weightMap map[string]string

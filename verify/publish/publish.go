@@ -241,15 +241,9 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 
 // checkOptions validates opts and returns the endpoint URL.
 func checkOptions(opts *Options) (*url.URL, error) {
-	base, err := url.Parse(opts.Endpoint)
+	base, err := checkRepo(opts.Endpoint, opts.Repo)
 	if err != nil {
-		return nil, fmt.Errorf("publish: endpoint: %w", err)
-	}
-	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
-	}
-	if !sums.ValidRepo(opts.Repo) {
-		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", opts.Repo)
+		return nil, err
 	}
 	if !validBranch(opts.Branch) {
 		return nil, fmt.Errorf("publish: branch %q is not a branch name of [A-Za-z0-9._/-]", opts.Branch)
@@ -259,6 +253,21 @@ func checkOptions(opts *Options) (*url.URL, error) {
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("publish: no release directory")
+	}
+	return base, nil
+}
+
+// checkRepo parses the endpoint and checks the OWNER/NAME repository id.
+func checkRepo(endpoint, repo string) (*url.URL, error) {
+	base, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("publish: endpoint: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
+	}
+	if !sums.ValidRepo(repo) {
+		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", repo)
 	}
 	return base, nil
 }

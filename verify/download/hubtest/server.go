@@ -190,6 +190,34 @@ func (s *Server) CommitFiles(repo, branch, summary string, add map[string][]byte
 	return s.addCommit(r, branch, summary, "", files), nil
 }
 
+// CommitLFSFiles is CommitFiles, except that the files the branch's
+// .gitattributes routes to LFS are stored as LFS objects, as an upload
+// through the API would store them (and served with their sha256 as
+// X-Linked-Etag).
+func (s *Server) CommitLFSFiles(repo, branch, summary string, add map[string][]byte) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.repos[repo]
+	if !ok {
+		return "", fmt.Errorf("hubtest: no repository %s", repo)
+	}
+	files := map[string]File{}
+	if head, ok := r.branches[branch]; ok {
+		files = maps.Clone(r.commits[head].files)
+	}
+	rules := parseAttributes(string(files[".gitattributes"].Content))
+	for p, data := range add {
+		if !rules.lfs(p) {
+			files[p] = regular(data)
+			continue
+		}
+		oid := sha256Hex(data)
+		r.objects[oid] = data
+		files[p] = File{Size: int64(len(data)), LFS: oid}
+	}
+	return s.addCommit(r, branch, summary, "", files), nil
+}
+
 // MoveBranchOnNextCommit makes the branch move just before the next commit
 // request for it is handled, as if someone else had committed in between:
 // a client that sends the head it read as parentCommit gets 412.
