@@ -146,11 +146,23 @@ go.mod has a toolchain line, the go command must be that version.`,
 				if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
 					return err
 				}
-				bm, ok := bundle.BaseModelFromConfig(opts.Checkpoint)
+				bm, ok := "", false
+				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo != "" {
+					bm, ok = m.Source.Repo, true
+				} else {
+					bm, ok = bundle.BaseModelFromConfig(opts.Checkpoint)
+				}
 				if !ok {
-					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's config.json has no hub repo id in _name_or_path")}
+					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's manifest records no source repository and its config.json has no hub repo id in _name_or_path")}
 				}
 				opts.BaseModel = bm
+			}
+			if opts.BaseRevision == "" {
+				// The commit the manifest records of its source, when it is
+				// a commit of the base model named.
+				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo == opts.BaseModel {
+					opts.BaseRevision = m.Source.Commit
+				}
 			}
 			if opts.Source == "" {
 				wd, err := os.Getwd()
@@ -181,8 +193,8 @@ go.mod has a toolchain line, the go command must be that version.`,
 	f.StringVar(&opts.License, "license", "", "the source model's licence file, copied as LICENSE (required)")
 	f.StringArrayVar(&opts.Notices, "notice", nil, "a NOTICE file of the source model, copied under its name (repeatable)")
 	f.StringVar(&platforms, "platforms", strings.Join(defaultPlatforms, ","), "comma-separated os/arch list of runtime binaries")
-	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: config.json's _name_or_path)")
-	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known")
+	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: the repository the manifest records of the source, else config.json's _name_or_path)")
+	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known (default: the commit the manifest records of the source, for that repository)")
 	f.StringVar(&opts.HubRepo, "hub-repo", "", "hub repo id OWNER/NAME the release is published under, named by the card's download commands (required)")
 	f.StringVar(&opts.SourceCard, "source-card", "", "the source model's README.md: licence and languages are carried over")
 	f.StringVar(&opts.LicenseID, "license-id", "", "hub licence id for the card, e.g. apache-2.0, or other (default: from --source-card or the licence text)")

@@ -390,27 +390,3 @@ func writeAtomic(dir, name string, data []byte) error {
 	}
 	return nil
 }
-
-// OriginOf returns the repository and commit of a directory that is a
-// snapshot of the Hugging Face cache (…/models--OWNER--NAME/snapshots/COMMIT),
-// so that a checkpoint given by its path records the same origin as one
-// given by its id; ok is false for any other directory.
-func OriginOf(dir string) (repo, commit string, ok bool) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", "", false
-	}
-	commit = filepath.Base(abs)
-	snapshots := filepath.Dir(abs)
-	repoDir := filepath.Base(filepath.Dir(snapshots))
-	if !IsCommit(commit) || filepath.Base(snapshots) != "snapshots" {
-		return "", "", false
-	}
-	rest, found := strings.CutPrefix(repoDir, "models--")
-	owner, name, found2 := strings.Cut(rest, "--")
-	repo = owner + "/" + name
-	if !found || !found2 || !sums.ValidRepo(repo) {
-		return "", "", false
-	}
-	return repo, commit, true
-}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/download/hubtest"
 	"github.com/lfmq/lfmq/verify/publish"
@@ -238,8 +239,8 @@ func TestFetchThenOffline(t *testing.T) {
 	if n := len(h.srv.Requests()); n != before {
 		t.Errorf("the complete cache sent %d requests", n-before)
 	}
-	if got, commit, ok := OriginOf(snap.Dir); !ok || got != repo || commit != h.commit {
-		t.Errorf("OriginOf(%s) = %s, %s, %v", snap.Dir, got, commit, ok)
+	if got, commit, ok := hf.CacheOrigin(snap.Dir); !ok || got != repo || commit != h.commit {
+		t.Errorf("CacheOrigin(%s) = %s, %s, %v", snap.Dir, got, commit, ok)
 	}
 }
 
@@ -413,25 +414,6 @@ func TestRoot(t *testing.T) {
 		t.Setenv("HOME", tt.home)
 		if got, err := Root(); err != nil || got != filepath.FromSlash(tt.want) {
 			t.Errorf("%+v: Root() = %q, %v", tt, got, err)
-		}
-	}
-}
-
-func TestOriginOf(t *testing.T) {
-	const c = "0123456789abcdef0123456789abcdef01234567"
-	tests := []struct {
-		dir, repo string
-	}{
-		{"/x/hub/models--LiquidAI--LFM2-8B-A1B/snapshots/" + c, "LiquidAI/LFM2-8B-A1B"},
-		{"/x/hub/models--LiquidAI--LFM2-8B-A1B/snapshots/main", ""},
-		{"/x/hub/models--LiquidAI/snapshots/" + c, ""},
-		{"/x/hub/datasets--a--b/snapshots/" + c, ""},
-		{"/x/models--a--b/other/" + c, ""},
-	}
-	for _, tt := range tests {
-		repo, commit, ok := OriginOf(filepath.FromSlash(tt.dir))
-		if ok != (tt.repo != "") || repo != tt.repo || ok && commit != c {
-			t.Errorf("OriginOf(%s) = %q, %q, %v", tt.dir, repo, commit, ok)
 		}
 	}
 }
