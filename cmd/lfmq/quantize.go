@@ -474,11 +474,19 @@ type barProgress struct {
 	w   *IOStreams
 	mu  sync.Mutex
 	bar *progressbar.ProgressBar
+	// workTotal, once set (StartWork), makes the bar a per-mille bar of
+	// the work, work the part done.
+	work, workTotal float64
+	tensors, total  int
 }
+
+// workSteps is the resolution of a bar that follows the work.
+const workSteps = 1000
 
 func (p *barProgress) Start(total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.total = total
 	p.bar = progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(p.w.ErrOut),
 		progressbar.OptionSetDescription("quantizing"),
@@ -492,8 +500,40 @@ func (p *barProgress) Start(total int) {
 func (p *barProgress) Done(string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
+	p.tensors++
+	if p.bar != nil && p.workTotal == 0 {
 		p.bar.Add(1)
+	}
+}
+
+// StartWork makes the bar follow the run's work (quant.WorkProgress), so
+// that its estimate of the time left weighs a GPTQ solve as what it costs.
+func (p *barProgress) StartWork(total float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if total <= 0 {
+		return
+	}
+	p.workTotal = total
+	p.bar = progressbar.NewOptions(workSteps,
+		progressbar.OptionSetWriter(p.w.ErrOut),
+		progressbar.OptionSetDescription("quantizing"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
+	)
+}
+
+// Work moves a bar that follows the work.
+func (p *barProgress) Work(done float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar == nil || p.workTotal == 0 {
+		return
+	}
+	before := int(workSteps * min(p.work/p.workTotal, 1))
+	p.work += done
+	if after := int(workSteps * min(p.work/p.workTotal, 1)); after > before {
+		p.bar.Add(after - before)
 	}
 }
 
@@ -502,7 +542,11 @@ func (p *barProgress) Stage(layer int, stage string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("layer %d: %s", layer, stage))
+		desc := fmt.Sprintf("layer %d: %s", layer, stage)
+		if p.workTotal > 0 {
+			desc = fmt.Sprintf("%d/%d tensors, layer %d: %s", p.tensors, p.total, layer, stage)
+		}
+		p.bar.Describe(desc)
 	}
 }
 
