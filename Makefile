@@ -134,7 +134,7 @@ demo: build
 	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts}, evidence/, release-demo/release"
 
 # bench: every benchmark, one package at a time (-p 1: benchmarks of two
-# packages running side by side would disturb each other); see README for how
+# packages running side by side would disturb each other); see docs/development.md for how
 # to compare runs. The engine's decode and prefill benchmarks write a 2.6 GB
 # synthetic checkpoint with the real model's layer shapes to a temporary
 # directory and remove it at the end (set LFMQ_BENCH_SYNTH_DIR to keep one
