@@ -21,6 +21,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sshsig"
@@ -745,21 +746,10 @@ func isRuntimeBinary(p string) bool {
 
 // syncRename fsyncs a finished file and renames it to its final path.
 func syncRename(part, final string) error {
-	f, err := os.OpenFile(part, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
-	if err := os.Rename(part, final); err != nil {
+	if err := durable.Rename(part, final); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
 	return nil

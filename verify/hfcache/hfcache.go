@@ -18,6 +18,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/verify/download"
 	"github.com/lfmq/lfmq/verify/publish"
@@ -256,8 +257,11 @@ func Fetch(ctx context.Context, id ID, opts Options) (*Snapshot, error) {
 	}
 	if id.Revision != commit {
 		refs := filepath.Join(repoDir, "refs")
-		if err := writeAtomic(refs, id.Revision, []byte(commit)); err != nil {
-			return snap, err
+		if err := os.MkdirAll(refs, 0o755); err != nil {
+			return snap, fmt.Errorf("hfcache: %w", err)
+		}
+		if err := durable.WriteFile(filepath.Join(refs, id.Revision), []byte(commit)); err != nil {
+			return snap, fmt.Errorf("hfcache: %w", err)
 		}
 	}
 	if err := Complete(snap.Dir); err != nil {
@@ -320,8 +324,8 @@ func (f *filler) place(ctx context.Context, rf publish.RemoteFile) error {
 		if err != nil {
 			return err
 		}
-		if err := syncRename(part, blob); err != nil {
-			return err
+		if err := durable.Rename(part, blob); err != nil {
+			return fmt.Errorf("hfcache: %w", err)
 		}
 		fetched = true
 	}
@@ -343,50 +347,6 @@ func (f *filler) place(ctx context.Context, rf publish.RemoteFile) error {
 		f.mu.Lock()
 		f.snap.Linked = append(f.snap.Linked, rf.Path)
 		f.mu.Unlock()
-	}
-	return nil
-}
-
-// syncRename fsyncs a checked file and gives it its final name.
-func syncRename(part, final string) error {
-	fh, err := os.OpenFile(part, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	err = fh.Sync()
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(part, final)
-	}
-	if err != nil {
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	return nil
-}
-
-// writeAtomic writes dir/name through a temporary file in dir.
-func writeAtomic(dir, name string, data []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp*")
-	if err != nil {
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("hfcache: %w", err)
-	}
-	if err := syncRename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp.Name())
-		return err
 	}
 	return nil
 }

@@ -200,15 +200,7 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = 4
 	}
-	switch {
-	case opts.Retries == 0:
-		opts.Retries = 5
-	case opts.Retries < 0:
-		opts.Retries = 0
-	}
-	if opts.Backoff == nil {
-		opts.Backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
-	}
+	opts.Retries, opts.Backoff = retryDefaults(opts.Retries, opts.Backoff)
 	base, err := checkOptions(&opts)
 	if err != nil {
 		return nil, err
@@ -255,6 +247,22 @@ func checkOptions(opts *Options) (*url.URL, error) {
 		return nil, errors.New("publish: no release directory")
 	}
 	return base, nil
+}
+
+// retryDefaults fills in the retry settings: 0 retries means the default
+// 5, a negative number none; the default backoff is 250ms·2^(n-1), at most
+// 8 s.
+func retryDefaults(retries int, backoff func(int) time.Duration) (int, func(int) time.Duration) {
+	switch {
+	case retries == 0:
+		retries = 5
+	case retries < 0:
+		retries = 0
+	}
+	if backoff == nil {
+		backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
+	}
+	return retries, backoff
 }
 
 // checkRepo parses the endpoint and checks the OWNER/NAME repository id.

@@ -49,15 +49,7 @@ func OpenRemote(opts RemoteOptions) (*Remote, error) {
 	if opts.Endpoint == "" {
 		opts.Endpoint = DefaultEndpoint
 	}
-	switch {
-	case opts.Retries == 0:
-		opts.Retries = 5
-	case opts.Retries < 0:
-		opts.Retries = 0
-	}
-	if opts.Backoff == nil {
-		opts.Backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
-	}
+	opts.Retries, opts.Backoff = retryDefaults(opts.Retries, opts.Backoff)
 	base, err := checkRepo(opts.Endpoint, opts.Repo)
 	if err != nil {
 		return nil, err
