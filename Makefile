@@ -39,7 +39,7 @@ RACE = CGO_ENABLED=1 $(GO) test -race -count=1 -short -timeout 20m
 test-race:
 	@command -v $${CC:-cc} >/dev/null || { echo "test-race: no C compiler (cc) for cgo; install gcc and libc6-dev" >&2; exit 1; }
 	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched \
-		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch
+		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch ./bench
 	$(RACE) -skip '^TestLoad$$' ./engine/api
 	$(RACE) -skip '^TestProducts$$' ./engine/kernels
 	$(RACE) -run '^(TestQuantizeDeterministic|TestGPTQTiny)$$' ./quant
@@ -78,8 +78,9 @@ test-fma:
 # check-goldens: the chat template goldens against Python Jinja2 (needs
 # python3 with Jinja2 3.1, Debian's python3-jinja2), independently of the Go
 # renderer that wrote them. Fails when a golden differs from what Jinja2 renders,
-# or when a generated assembly file differs from what its engine/kernels/gen
-# script writes.
+# when a generated assembly file differs from what its engine/kernels/gen
+# script writes, or when the device kernels' PTX differs from what clang-14
+# with libclc-14 compiles kernels.cl to (scripts/gen-ptx.sh).
 # -B: no __pycache__ under testdata/ (TestSHA256SUMS lists every file there).
 PYTHON ?= python3
 check-goldens:
@@ -88,6 +89,13 @@ check-goldens:
 	$(PYTHON) -B engine/kernels/gen/tile512.py | cmp - engine/kernels/tile512_amd64.s
 	$(PYTHON) -B engine/kernels/gen/swiglu.py | cmp - engine/kernels/swiglu_amd64.s
 	$(PYTHON) -B engine/kernels/gen/pairs.py | cmp - engine/kernels/bfp512pairs_amd64.s
+	scripts/gen-ptx.sh --check
+
+# ptx: rebuild the device kernels' PTX (engine/device/kernels.ptx) after a
+# change to engine/device/kernels.cl (needs clang-14 and libclc-14).
+.PHONY: ptx
+ptx:
+	scripts/gen-ptx.sh
 
 TINY     = testdata/tiny-lfm2-moe
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
@@ -181,7 +189,9 @@ FUZZ_TARGETS = \
 	./verify/publish:FuzzDecodeTree \
 	./verify/publish:FuzzDecodeBatch \
 	./verify/publish:FuzzGitAttributes \
-	./engine/choice:FuzzParse
+	./engine/choice:FuzzParse \
+	./bench:FuzzReadStream \
+	./bench:FuzzParseMetrics
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/lfmq/lfmq/engine/device"
 	"math"
 	"strconv"
 
@@ -99,6 +100,9 @@ type Machine struct {
 	CPU       string `json:"cpu"`
 	Cores     int    `json:"cores"`
 	GoVersion string `json:"go_version"`
+	// Device is the accelerator the models ran on; absent for the CPU
+	// engine.
+	Device *device.Info `json:"device,omitempty"`
 }
 
 // Checkpoint identifies one checkpoint involved in a measurement.

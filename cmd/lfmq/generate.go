@@ -34,9 +34,11 @@ type generateOptions struct {
 	Seed        int64
 	Threads     int
 	Stats       bool
+	Device      string
 
 	chatJSON   []byte // --chat, read and checked
 	toolsJSON  []byte // --tools, read and checked
+	deviceLine string // what --device chose, for --stats
 	schemaJSON []byte // --json-schema, read and checked
 }
 
@@ -114,6 +116,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.Int64Var(&opts.Seed, "seed", 0, "sampling seed")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); the output does not depend on it")
 	f.BoolVar(&opts.Stats, "stats", false, "print prefill and decode tokens/s to stderr")
+	addDeviceFlag(f, &opts.Device)
 	cmd.MarkFlagDirname("model")
 	return cmd
 }
@@ -139,6 +142,9 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
 		return err
 	}
+	if err := checkDeviceFlag(opts.Device); err != nil {
+		return err
+	}
 	// The other input files are checked before the model loads, so that a
 	// typo in a name is a usage error at once, not after the load.
 	if opts.Tools != "" {
@@ -154,7 +160,13 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	load := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
-	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads})
+	dev, line, err := openDevice(opts.Device, opts.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	defer closeDevice(dev)
+	opts.deviceLine = line
+	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev})
 	if err != nil {
 		return err
 	}
@@ -215,6 +227,7 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
+		fmt.Fprintln(opts.IO.ErrOut, opts.deviceLine)
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ func TestLaunchFlags(t *testing.T) {
 		{"no key flag", "--release-dir r --api-key k", "unknown flag: --api-key", nil},
 		{"signature flags are launch's own", "--release-dir r --allowed-signers as --identity me@x --port 9", "", []string{"--port", "9"}},
 		{"identity alone", "--release-dir r --identity me@x", "--identity needs --allowed-signers", nil},
+		{"device passes through", "--release-dir r --device opencl", "", []string{"--device", "opencl"}},
+		{"bad device", "--release-dir r --device gpu", "auto, cpu, opencl, cuda", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

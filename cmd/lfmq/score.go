@@ -37,6 +37,7 @@ type scoreOptions struct {
 	Plot           string
 	MaxRecords     int
 	Threads        int
+	Device         string
 	// APIKey is sent to served candidates (from --api-key, the file of
 	// --api-key-file, read when the run starts, or LFMQ_API_KEY); it is
 	// never recorded. APIKeyFile is recorded in the receipts' command line.
@@ -132,6 +133,9 @@ per corpus with the per-token KL distribution of every row.`,
 			if opts.MaxRecords < 0 || opts.Threads < 0 {
 				return &usageError{errors.New("--max-records and --threads must not be negative")}
 			}
+			if err := checkDeviceFlag(opts.Device); err != nil {
+				return err
+			}
 			if opts.SaveReference != "" && opts.ReferenceCache != "" {
 				return &usageError{errors.New("--save-reference and --reference-cache exclude each other")}
 			}
@@ -164,6 +168,7 @@ per corpus with the per-token KL distribution of every row.`,
 	f.StringVar(&opts.Plot, "plot", "", "write an SVG of the per-token KL distribution per corpus to DIR")
 	f.IntVar(&opts.MaxRecords, "max-records", 0, "score only the first N records of each corpus (0 = all)")
 	f.IntVar(&opts.Threads, "threads", 0, "threads (0 = all cores); results do not depend on it")
+	addDeviceFlag(f, &opts.Device)
 	f.StringVar(&opts.APIKey, "api-key", "", "`KEY` sent to served candidates as a bearer token (default $LFMQ_API_KEY; prefer --api-key-file, a command line is visible to other users)")
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the key for served candidates from `FILE`")
 	cmd.MarkFlagDirname("reference")
@@ -241,8 +246,14 @@ func commandLine(o *scoreOptions) string {
 			args = append(args, kv[0], kv[1])
 		}
 	}
+	return quoteArgs(args)
+}
+
+// quoteArgs joins a command line for a receipt, quoting the words a shell
+// would not read as one.
+func quoteArgs(args []string) string {
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>(){}[]") {
 			args[i] = strconv.Quote(a)
 		}
 	}
@@ -330,7 +341,13 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		}
 		opts.APIKey = key
 	}
+	dev, _, err := openDevice(opts.Device, opts.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	defer closeDevice(dev)
 	so := score.Options{
+		Device:    dev,
 		Reference: refDir, Candidates: opts.Candidates, Corpora: opts.Corpora,
 		Ctx: opts.Ctx, NoiseFloor: opts.NoiseFloor, Chunk: opts.Chunk, MaxRecords: opts.MaxRecords,
 		SaveReference: opts.SaveReference, ReferenceCache: opts.ReferenceCache,

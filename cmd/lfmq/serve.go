@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/lfmq/lfmq/engine/device/pick"
 	"log/slog"
 	"net"
 	"net/url"
@@ -36,6 +37,7 @@ type serveOptions struct {
 	MaxQueue        int
 	PrefillChunk    int
 	Threads         int
+	Device          string
 	ShutdownTimeout time.Duration
 	CORSOrigins     []string
 	Preset          string
@@ -137,6 +139,7 @@ func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.IntVar(&opts.MaxQueue, "max-queue", sched.DefaultMaxQueue, "most requests waiting; more get 429 queue_full")
 	f.IntVar(&opts.PrefillChunk, "prefill-chunk", sched.DefaultPrefillChunk, "most prompt tokens processed per step")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); outputs do not depend on it")
+	addDeviceFlag(f, &opts.Device)
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", api.DefaultShutdownTimeout, "how long running requests may finish after SIGINT/SIGTERM")
 	f.StringArrayVar(&opts.CORSOrigins, "cors-origin", nil, "allow browser calls from this origin (repeatable; * for any); CORS is off without it")
 	f.StringVar(&opts.Preset, "sampling-preset", sample.DefaultPreset, "sampling defaults: "+strings.Join(sample.PresetNames(), ", "))
@@ -178,6 +181,8 @@ func (o *serveOptions) validateServe() error {
 		return usage("--prefill-chunk must be at least 1, got %d", o.PrefillChunk)
 	case o.Threads < 0:
 		return usage("--threads must not be negative, got %d", o.Threads)
+	case pick.Check(o.Device) != nil:
+		return &usageError{pick.Check(o.Device)}
 	case o.ShutdownTimeout < 0:
 		return usage("--shutdown-timeout must not be negative, got %s", o.ShutdownTimeout)
 	case o.APIKey != "" && o.APIKeyFile != "":
@@ -277,7 +282,14 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 			log.Warn(w, "file", filepath.Join(opts.Model, "config.json"))
 		}
 	}
+	dev, line, err := pick.Open(opts.Device)
+	if err != nil {
+		return fmt.Errorf("--device %s: %w", opts.Device, err)
+	}
+	defer closeDevice(dev)
+	log.Info(line)
 	cfg := api.Config{
+		Device:   dev,
 		ModelDir: opts.Model,
 		Addr:     net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
 		Threads:  opts.Threads,
@@ -293,7 +305,7 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	if opts.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = time.Nanosecond // "0": cancel at once
 	}
-	err := api.Serve(cmd.Context(), cfg)
+	err = api.Serve(cmd.Context(), cfg)
 	var ce *api.ConfigError
 	var ie *sched.InputError
 	if errors.As(err, &ce) || errors.As(err, &ie) {

@@ -399,6 +399,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"serve", "--log-level", ""}, []string{"debug", "info", "warn", "error"}},
 		{[]string{"quantize", "--experts", ""}, []string{"quantize", "keep"}},
 		{[]string{"quantize", "--method", ""}, []string{"gptq", "rtn"}},
+		{[]string{"bench", "--exact", ""}, []string{"both", "min_tokens", "ignore_eos", "none"}},
 	}
 	for _, tt := range tests {
 		ios, stdout, stderr := testStreams()

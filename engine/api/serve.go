@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lfmq/lfmq/engine/device"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,9 @@ type Config struct {
 	Listener net.Listener
 	// Threads for the model; 0 means GOMAXPROCS.
 	Threads int
+	// Device, if set, runs the model there (Serve does not close it); nil
+	// is the CPU engine.
+	Device device.Device
 	// Sched bounds the scheduler (MaxModelLen 0: the model's context).
 	Sched sched.Config
 	// Options configure the HTTP API; Identity is filled in by Serve and
@@ -114,7 +118,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	// An lfmq-1 checkpoint's structure is checked now and its files hashed
 	// while the server warms up and serves: a mismatch shuts it down.
-	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads})
+	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Device: cfg.Device})
 	if err != nil {
 		return fail(err)
 	}
@@ -140,7 +144,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	srv.opts.Identity = Identity{CheckpointFormat: id.Format, CheckpointIdentity: id.Identity, ManifestSHA256: id.ManifestSHA256,
 		ConfigSHA256: id.ConfigSHA256, TokenizerSHA256: id.TokenizerSHA256, VocabSize: sess.Model.Config.VocabSize,
-		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA}
+		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA, Device: DeviceOf(sess.Model)}
 	if err := warmUp(ctx, sess); err != nil {
 		return fail(err)
 	}
@@ -167,7 +171,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	go func() { schedDone <- sc.Run(schedCtx) }()
 	srv.SetReady(&Engine{Session: sess, Sched: sc})
 	c := sc.Config()
-	log.Info("ready", "served_model_name", cfg.Options.ServedModelName, "format", id.Format, "identity", id.Identity,
+	log.Info("ready", "served_model_name", cfg.Options.ServedModelName, "format", id.Format, "identity", id.Identity, "device", srv.opts.Identity.Device.String(),
 		"max_model_len", c.MaxModelLen, "max_num_seqs", c.MaxNumSeqs, "kv_pool_tokens", c.KVPoolTokens, "load_seconds", time.Since(start).Seconds())
 	if cfg.OnReady != nil {
 		cfg.OnReady(srv)

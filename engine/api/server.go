@@ -7,8 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/version"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +39,17 @@ type Identity struct {
 	LfmqVersion        string `json:"lfmq_version"`
 	SourceDigest       string `json:"source_digest"`
 	BinarySHA256       string `json:"binary_sha256"`
+	// Device is the engine the model runs on: the CPU, or a device with
+	// its driver and kernel digest.
+	Device device.Info `json:"device"`
+}
+
+// DeviceOf describes the engine m runs on.
+func DeviceOf(m *model.Model) device.Info {
+	if info, ok := m.DeviceInfo(); ok {
+		return info
+	}
+	return device.Info{Kind: device.CPU, Name: runtime.GOARCH, Driver: "lfmq " + version.Version}
 }
 
 // Options configure a Server.

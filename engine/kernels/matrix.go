@@ -257,3 +257,13 @@ func init() {
 		bfp4Scale[e] = float32(math.Ldexp(1, e-129))
 	}
 }
+
+// ScaleTable returns the exact float32 step of every shared exponent of a
+// BFP format (bfp8Scale or bfp4Scale): what a device decoding the same
+// tiles must use, uploaded rather than recomputed.
+func ScaleTable(f Format) [256]float32 {
+	if f == BFP8 {
+		return bfp8Scale
+	}
+	return bfp4Scale
+}

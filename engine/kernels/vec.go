@@ -345,3 +345,20 @@ func (r *RoPE) ApplyHeads(z []float32, heads, pos int) {
 		r.Apply(z[h*r.HeadDim:(h+1)*r.HeadDim], pos)
 	}
 }
+
+// Table returns the cos and sin values of positions [0, n), [n, HeadDim/2]
+// row-major, with the bits Apply uses: a device applying RoPE uploads
+// them instead of evaluating cos and sin itself.
+func (r *RoPE) Table(n int) (cos, sin []float32) {
+	half := r.HeadDim / 2
+	cos, sin = make([]float32, n*half), make([]float32, n*half)
+	for p := range n {
+		if p < r.MaxPos {
+			copy(cos[p*half:(p+1)*half], r.cos[p*half:])
+			copy(sin[p*half:(p+1)*half], r.sin[p*half:])
+			continue
+		}
+		r.angles(cos[p*half:(p+1)*half], sin[p*half:(p+1)*half], p)
+	}
+	return cos, sin
+}

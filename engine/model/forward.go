@@ -105,6 +105,11 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 			for _, L := range opts.ConvSnapshots[i] {
 				c := m.newConvState(L)
 				if L == s.n {
+					if s.dev != nil {
+						if err := s.dev.readConv(c); err != nil {
+							return nil, err
+						}
+					}
 					for l, st := range s.layers {
 						copy(c.layers[l], st.conv)
 					}
@@ -130,8 +135,11 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	if chunk <= 0 {
 		chunk = DefaultChunkSize
 	}
-	ws := m.getWorkspace(min(chunk, total))
-	defer m.workspaces.Put(ws)
+	var ws *workspace
+	if m.dev == nil {
+		ws = m.getWorkspace(min(chunk, total))
+		defer m.workspaces.Put(ws)
+	}
 	var segs []segment
 	si, ti := 0, 0 // cursor: sequence, token index
 	for si < len(seqs) {
@@ -154,7 +162,13 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 				si, ti = si+1, 0
 			}
 		}
-		if rows > 0 {
+		switch {
+		case rows == 0:
+		case m.dev != nil:
+			if err := m.dev.step(segs, rows, &opts, out); err != nil {
+				return nil, err
+			}
+		default:
 			m.step(ws, segs, rows, &opts, out)
 		}
 	}
@@ -249,6 +263,9 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			}
 		}
 	}
+	if m.dev != nil && (opts.Observer != nil || opts.Layers > 0 || opts.StartLayer > 0) {
+		return &InputError{What: "ForwardOptions", Msg: "Observer, Layers and StartLayer (calibration) run on the CPU engine, not on a device"}
+	}
 	shape := m.seqShape()
 	seen := make(map[*Sequence]bool, len(seqs))
 	for i, s := range seqs {
@@ -259,6 +276,8 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d appears twice in the batch", i)}
 		case s.shape != shape:
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was made for a model of another shape", i)}
+		case (s.dev == nil) != (m.dev == nil) || (s.dev != nil && s.dev.dm != m.dev):
+			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d holds its state on another device than this model's (sequences stay with the model that made them)", i)}
 		case s.partial != opts.Layers || s.start != opts.StartLayer:
 			// A sequence holds state only for the layers that built it;
 			// only an empty one may start another range.
@@ -417,21 +436,9 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	V := c.VocabSize
 	fin := ws.fin[:0]
 	var finRows Rows
-	type span struct{ seq, fin0, n, dst int }
-	var spans []span
-	for _, sg := range segs {
-		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
-		switch opts.mode(sg.seq) {
-		case NoLogits:
-			continue
-		case LastLogits:
-			if !sg.last {
-				continue
-			}
-			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
-		}
-		spans = append(spans, span{seq: sg.seq, fin0: len(fin) / H, n: n, dst: dst})
-		for r := r0; r < r0+n; r++ {
+	spans := headSpans(segs, opts)
+	for _, sp := range spans {
+		for r := sp.row0; r < sp.row0+sp.n; r++ {
 			fin = fin[:len(fin)+H]
 			kernels.RMSNorm(fin[len(fin)-H:], h[r*H:][:H], m.finalNorm, c.NormEps)
 			if obs != nil {
@@ -472,6 +479,34 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 		}
 		i = j
 	}
+}
+
+// headSpan is a run of one sequence's rows in a step whose logits are
+// returned: step rows [row0, row0+n), which are rows [fin0, fin0+n) of the
+// rows the head runs on, written to the sequence's logits from row dst.
+type headSpan struct{ seq, row0, fin0, n, dst int }
+
+// headSpans lists the rows of a step whose logits are returned, in step
+// order: every row of an AllLogits segment, the last row of a LastLogits
+// sequence's last segment.
+func headSpans(segs []segment, opts *ForwardOptions) []headSpan {
+	var spans []headSpan
+	fin := 0
+	for _, sg := range segs {
+		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
+		switch opts.mode(sg.seq) {
+		case NoLogits:
+			continue
+		case LastLogits:
+			if !sg.last {
+				continue
+			}
+			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
+		}
+		spans = append(spans, headSpan{seq: sg.seq, row0: r0, fin0: fin, n: n, dst: dst})
+		fin += n
+	}
+	return spans
 }
 
 // headGroupRows bounds the rows of one grouped head product (and its

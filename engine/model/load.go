@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
@@ -51,6 +52,11 @@ type LoadOptions struct {
 	// name. The result runs the quantized weights through the float32
 	// kernels: the reference the lfmq-1 path is tested against.
 	FakeQuant string
+	// Device, if set, runs the model there: the weights are uploaded once,
+	// sequences keep their state on the device, and Forward's logits are
+	// bit-identical to the CPU engine's. The Model does not close it. nil
+	// is the CPU engine.
+	Device device.Device
 }
 
 // Model is a loaded LFM2-MoE model. Its weights are memory-mapped from the
@@ -81,6 +87,8 @@ type Model struct {
 	linears   map[string]**kernels.Matrix
 
 	workspaces sync.Pool // *workspace
+
+	dev *devModel // the device engine, or nil for the CPU
 }
 
 // layer holds one decoder layer's weights. Only the fields of its kind
@@ -157,6 +165,14 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 			return nil, err
 		}
 	}
+	if opts.Device != nil {
+		dm, err := newDevModel(m, opts.Device)
+		if err != nil {
+			m.closeFn()
+			return nil, err
+		}
+		m.dev = dm
+	}
 	m.pool = opts.Pool
 	if m.pool == nil {
 		m.pool, m.ownPool = kernels.NewPool(opts.Threads), true
@@ -167,6 +183,10 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 // Close releases the checkpoint mappings (and the Pool, if the Model made
 // it). The Model and its weights must not be used afterwards.
 func (m *Model) Close() error {
+	if m.dev != nil {
+		m.dev.close()
+		m.dev = nil
+	}
 	if m.ownPool {
 		m.pool.Close()
 	}
@@ -220,6 +240,9 @@ func (m *Model) DecodeWeightBytes() int64 {
 // shape. Calibration uses it to run layers with their quantized experts;
 // replacing the head of a tied checkpoint leaves the embedding unchanged.
 func (m *Model) ReplaceLinear(name string, w *kernels.Matrix) error {
+	if m.dev != nil {
+		return &InputError{What: "ReplaceLinear", Msg: "the weights of a model on a device were uploaded at load; calibration runs on the CPU"}
+	}
 	slot, ok := m.linears[name]
 	if !ok {
 		return &InputError{What: "ReplaceLinear", Msg: fmt.Sprintf("%q is not a linear weight of this model", name)}

@@ -38,19 +38,34 @@ var updateLogitsBits = flag.Bool("update-logits-bits", false, "rewrite "+logitsB
 // DIR/NAME.f32, so that two platforms' dumps can be compared with cmp to
 // find the first differing value (byte offset / 4).
 func TestLogitsBits(t *testing.T) {
+	checkLogitsBits(t, model.LoadOptions{})
+}
+
+// checkLogitsBits is TestLogitsBits with the models loaded with opts (a
+// device engine must give the same golden).
+func checkLogitsBits(t *testing.T, opts model.LoadOptions) {
 	rtn := filepath.Join(t.TempDir(), "rtn")
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: rtn, Method: quant.RTN, CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := model.Load(rtn, model.LoadOptions{Check: lfmq1.CheckTensors})
+	ropts := opts
+	ropts.Check = lfmq1.CheckTensors
+	q, err := model.Load(rtn, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	bf := tiny(t)
+	if opts.Device != nil {
+		if bf, err = model.Load(tinyDir, opts); err != nil {
+			t.Fatal(err)
+		}
+		defer bf.Close()
+	}
 	models := []struct {
 		name string
 		m    *model.Model
-	}{{"bf16", tiny(t)}, {"lfmq1-rtn", q}}
+	}{{"bf16", bf}, {"lfmq1-rtn", q}}
 
 	dump := os.Getenv("LFMQ_LOGITS_DUMP")
 	var got bytes.Buffer
@@ -97,7 +112,7 @@ func TestLogitsBits(t *testing.T) {
 		fmt.Fprintf(&got, "%x  %s %d float32\n", h.Sum(nil), mm.name, n)
 	}
 
-	if *updateLogitsBits {
+	if *updateLogitsBits && opts.Device == nil {
 		if err := os.WriteFile(logitsBitsGolden, got.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

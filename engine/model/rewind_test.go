@@ -14,15 +14,21 @@ import (
 // tokens (speculation's rollback), whether the draft went through one
 // Forward call or several steps.
 func TestRewind(t *testing.T) {
-	m := tiny(t)
+	checkRewind(t, tiny(t), tiny(t), []int{0, 1, 2, 3, 4, 5, 6})
+}
+
+// checkRewind runs a 6-token draft on m with conv snapshots, rewinds to
+// keep of them for each keep, and checks the next tokens' logits against
+// ref's cold run of the kept sequence, bit for bit.
+func checkRewind(t *testing.T, m, ref *model.Model, keeps []int) {
 	V := m.Config.VocabSize
 	p := prompts(t)[5]
 	prompt, draft := p.InputIDs[:40], []int{500, 501, 502, 503, 504, 505}
 	next := []int{700, 701, 702}
-	for keep := 0; keep <= len(draft); keep++ {
+	for _, keep := range keeps {
 		t.Run(fmt.Sprintf("keep %d", keep), func(t *testing.T) {
 			want := append(append(append([]int(nil), prompt...), draft[:keep]...), next...)
-			_, full := forward(t, m, want, model.ForwardOptions{Logits: model.AllLogits})
+			_, full := forward(t, ref, want, model.ForwardOptions{Logits: model.AllLogits})
 
 			s, _ := forward(t, m, prompt, model.ForwardOptions{})
 			lens := make([]int, len(draft)+1)

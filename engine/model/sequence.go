@@ -21,6 +21,7 @@ type Sequence struct {
 	start      int // ForwardOptions.StartLayer of the calls that built it
 	layers     []layerState
 	snaps      []*ConvState // asked for by the last Forward (ConvSnapshots)
+	dev        *devState    // the state on the model's device; layers then hold none
 }
 
 // layerState is one layer's part of a sequence's state.
@@ -49,6 +50,10 @@ func (m *Model) seqShape() seqShape {
 // limited to the model's MaxContext.
 func (m *Model) NewSequence() *Sequence {
 	s := &Sequence{shape: m.seqShape(), maxContext: m.maxContext, limit: m.maxContext, layers: make([]layerState, m.Config.NumLayers)}
+	if m.dev != nil {
+		m.dev.newState().attach(s)
+		return s
+	}
 	for i, k := range m.Config.LayerKinds {
 		if k == config.Conv {
 			s.layers[i].conv = make([]float32, (m.Config.ConvLCache-1)*m.Config.HiddenSize)
@@ -77,7 +82,19 @@ func (s *Sequence) SetMaxContext(n int) error {
 // Clone returns a deep copy of the sequence: the copy and the original
 // share no mutable memory, so each may be continued differently (prefix
 // caching, speculation, candidate branches).
+//
+// On a device the copy is made there; a device fault there panics with the
+// model's *DeviceError, as the CPU engine panics when memory runs out.
 func (s *Sequence) Clone() *Sequence {
+	if s.dev != nil {
+		st, err := s.dev.clone(s.n)
+		if err != nil {
+			panic(err)
+		}
+		c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, layers: make([]layerState, len(s.layers))}
+		st.attach(c)
+		return c
+	}
 	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, layers: make([]layerState, len(s.layers))}
 	for i, l := range s.layers {
 		c.layers[i] = layerState{conv: clone32(l.conv), k: clone32(l.k), v: clone32(l.v)}
@@ -88,6 +105,9 @@ func (s *Sequence) Clone() *Sequence {
 // StateBytes returns the bytes of float32 state the sequence holds (KV
 // caches and conv states).
 func (s *Sequence) StateBytes() int {
+	if s.dev != nil {
+		return s.dev.bytes(s.n)
+	}
 	n := 0
 	for _, l := range s.layers {
 		n += 4 * (len(l.conv) + len(l.k) + len(l.v))
@@ -160,6 +180,19 @@ func (s *Sequence) fillSnaps(l, start, n int, before, u []float32, H, h int) {
 // last Forward call that involved the sequence (ForwardOptions.
 // ConvSnapshots), or its current state when n is its length.
 func (s *Sequence) ConvAt(n int) (*ConvState, bool) {
+	if n == s.n && s.dev != nil {
+		c := &ConvState{n: n, layers: make([][]float32, len(s.layers))}
+		h := s.shape.convK - 1
+		for i := range c.layers {
+			if s.shape.kinds[i] == byte('0'+config.Conv) {
+				c.layers[i] = make([]float32, h*s.shape.hidden)
+			}
+		}
+		if err := s.dev.readConv(c); err != nil {
+			return nil, false
+		}
+		return c, true
+	}
 	if n == s.n {
 		c := &ConvState{n: n, layers: make([][]float32, len(s.layers))}
 		for i, l := range s.layers {
@@ -188,6 +221,14 @@ func (s *Sequence) Rewind(n int, conv *ConvState) error {
 		return &InputError{What: "Rewind", Msg: fmt.Sprintf("needs the conv state after %d tokens", n)}
 	case s.partial != 0 || s.start != 0:
 		return &InputError{What: "Rewind", Msg: "a partial sequence (Layers or StartLayer) cannot be rewound"}
+	}
+	if s.dev != nil {
+		if err := s.dev.writeConv(conv); err != nil {
+			return err
+		}
+		s.n = n
+		s.snaps = s.snaps[:0]
+		return nil
 	}
 	kv := s.shape.kvDim
 	for i := range s.layers {
@@ -248,6 +289,17 @@ func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 	kv := s.shape.kvDim
 	sp := &Span{shape: s.shape, start: start, end: end, k: make([][]float32, len(s.layers)), v: make([][]float32, len(s.layers)),
 		conv: &ConvState{n: end, layers: make([][]float32, len(s.layers))}}
+	if s.dev != nil {
+		k, v, err := s.dev.readKV(start, end)
+		if err != nil {
+			return nil, err
+		}
+		sp.k, sp.v = k, v
+		for i := range s.layers {
+			sp.conv.layers[i] = clone32(conv.layers[i])
+		}
+		return sp, nil
+	}
 	for i, l := range s.layers {
 		if l.k != nil {
 			sp.k[i] = clone32(l.k[start*kv : end*kv])
@@ -270,6 +322,13 @@ func (s *Sequence) Extend(sp *Span) error {
 		return &ContextError{Len: s.n, Add: sp.end - sp.start, MaxContext: s.maxContext}
 	case s.partial != 0 || s.start != 0:
 		return &InputError{What: "Extend", Msg: "a partial sequence (Layers or StartLayer) cannot be extended"}
+	}
+	if s.dev != nil {
+		if err := s.dev.extend(sp); err != nil {
+			return err
+		}
+		s.n = sp.end
+		return nil
 	}
 	for i := range s.layers {
 		l := &s.layers[i]

@@ -144,3 +144,36 @@ func TestFileName(t *testing.T) {
 		}
 	}
 }
+
+// TestLinesGolden pins the bytes of a throughput plot (lfmq bench --plot)
+// and checks its geometry: the points of a series lie where their values
+// put them on the axis drawn (computed by hand), and a NaN cuts the line.
+func TestLinesGolden(t *testing.T) {
+	xs := []string{"1", "2", "4", "8", "16"}
+	series := []Series{
+		{Name: "prompt 128", Y: []float64{54, 70, 78, 81, 82}},
+		{Name: "prompt 2048 <all>", Y: []float64{30, math.NaN(), 50, 55, 57}},
+	}
+	svg := Lines("aggregate output tokens/s", "concurrent streams", "tokens/s", xs, series)
+	golden(t, "lines.golden.svg", svg)
+	if !bytes.Equal(svg, Lines("aggregate output tokens/s", "concurrent streams", "tokens/s", xs, series)) {
+		t.Error("Lines is not deterministic")
+	}
+	// top 82 → step 10, bound 90; the plot area is 446 × 344 from (64, 44):
+	// y(54) = 44 + (1 − 54/90)·344 = 181.6; x of the first of 5 = 64 + 0.5/5·446 = 108.6.
+	for _, want := range []string{`<circle cx="108.6" cy="181.6"`, ">90</text>", "prompt 2048 &lt;all&gt;"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	// The NaN splits the second series: its lone first point is a marker
+	// without a line, the rest one line.
+	if n := strings.Count(string(svg), "<polyline"); n != 2 {
+		t.Errorf("%d polylines, want 2", n)
+	}
+	for _, tt := range []struct{ top, step, bound float64 }{{82, 10, 90}, {0.37, 0.05, 0.4}, {1, 0.1, 1}, {0, 0.25, 1}, {1234, 200, 1400}} {
+		if s, b := niceStep(tt.top); math.Abs(s-tt.step) > 1e-12 || math.Abs(b-tt.bound) > 1e-9 {
+			t.Errorf("niceStep(%v) = %v, %v; want %v, %v", tt.top, s, b, tt.step, tt.bound)
+		}
+	}
+}

@@ -36,7 +36,7 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#
 // output depends only on the input.
 func CDF(title string, curves []Curve) []byte {
 	lo, hi := axisRange(curves)
-	iw, ih := float64(plotW-marginL-marginR), float64(plotH-marginT-marginB)
+	iw, ih := innerSize()
 	xOf := func(v float64) float64 {
 		l := float64(lo)
 		if v > 0 {
@@ -47,29 +47,23 @@ func CDF(title string, curves []Curve) []byte {
 	yOf := func(frac float64) float64 { return float64(marginT) + (1-frac)*ih }
 
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", plotW, plotH, plotW, plotH)
-	fmt.Fprintf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", plotW, plotH)
-	fmt.Fprintf(&b, "<text x=\"%d\" y=\"24\" font-size=\"15\">%s</text>\n", marginL, html.EscapeString(title))
+	openSVG(&b, title)
 	// Grid and axes.
 	step := 1
 	if hi-lo > 8 {
 		step = 2
 	}
 	for d := lo; d <= hi; d++ {
-		x := f1(float64(marginL) + float64(d-lo)/float64(hi-lo)*iw)
-		fmt.Fprintf(&b, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n", x, marginT, x, plotH-marginB)
+		label := ""
 		if (d-lo)%step == 0 {
-			fmt.Fprintf(&b, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">1e%d</text>\n", x, plotH-marginB+16, d)
+			label = fmt.Sprintf("1e%d", d)
 		}
+		xGridLine(&b, float64(marginL)+float64(d-lo)/float64(hi-lo)*iw, label)
 	}
 	for _, q := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		y := f1(yOf(q))
-		fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#e0e0e0\"/>\n", marginL, y, plotW-marginR, y)
-		fmt.Fprintf(&b, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">%s</text>\n", marginL-6, f1(yOf(q)+4), strconv.FormatFloat(q, 'f', 2, 64))
+		yGridLine(&b, yOf(q), strconv.FormatFloat(q, 'f', 2, 64))
 	}
-	fmt.Fprintf(&b, "<rect x=\"%d\" y=\"%d\" width=\"%s\" height=\"%s\" fill=\"none\" stroke=\"#404040\"/>\n", marginL, marginT, f1(iw), f1(ih))
-	fmt.Fprintf(&b, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">per-token KL(ref ‖ cand), nats (log scale)</text>\n", f1(float64(marginL)+iw/2), plotH-12)
-	fmt.Fprintf(&b, "<text transform=\"translate(16 %s) rotate(-90)\" text-anchor=\"middle\">fraction of tokens with KL ≤ x</text>\n", f1(float64(marginT)+ih/2))
+	closeAxes(&b, "per-token KL(ref ‖ cand), nats (log scale)", "fraction of tokens with KL ≤ x")
 
 	for i, c := range curves {
 		color := palette[i%len(palette)]
@@ -114,13 +108,55 @@ func CDF(title string, curves []Curve) []byte {
 		case nonPos > 0:
 			label += fmt.Sprintf(" (%s ≤ 0)", thousands(nonPos))
 		}
-		ly := marginT + 10 + 20*i
-		lx := plotW - marginR + 14
-		fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx, ly, lx+22, ly, color, dash)
-		fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", lx+28, ly+4, html.EscapeString(label))
+		legendEntry(&b, i, color, dash, label)
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
+}
+
+// openSVG starts a plot: the SVG element, its white background and the
+// title.
+func openSVG(b *bytes.Buffer, title string) {
+	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", plotW, plotH, plotW, plotH)
+	fmt.Fprintf(b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", plotW, plotH)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"24\" font-size=\"15\">%s</text>\n", marginL, html.EscapeString(title))
+}
+
+// innerSize is the width and height of the plotting area.
+func innerSize() (iw, ih float64) {
+	return float64(plotW - marginL - marginR), float64(plotH - marginT - marginB)
+}
+
+// yGridLine draws a horizontal grid line at y with its label on the left.
+func yGridLine(b *bytes.Buffer, y float64, label string) {
+	fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#e0e0e0\"/>\n", marginL, f1(y), plotW-marginR, f1(y))
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">%s</text>\n", marginL-6, f1(y+4), html.EscapeString(label))
+}
+
+// xGridLine draws a vertical grid line at x, labelled below the axis when
+// label is not empty.
+func xGridLine(b *bytes.Buffer, x float64, label string) {
+	fmt.Fprintf(b, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n", f1(x), marginT, f1(x), plotH-marginB)
+	if label != "" {
+		fmt.Fprintf(b, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", f1(x), plotH-marginB+16, html.EscapeString(label))
+	}
+}
+
+// closeAxes frames the plotting area and names the axes.
+func closeAxes(b *bytes.Buffer, xLabel, yLabel string) {
+	iw, ih := innerSize()
+	fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"%s\" height=\"%s\" fill=\"none\" stroke=\"#404040\"/>\n", marginL, marginT, f1(iw), f1(ih))
+	fmt.Fprintf(b, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", f1(float64(marginL)+iw/2), plotH-12, html.EscapeString(xLabel))
+	fmt.Fprintf(b, "<text transform=\"translate(16 %s) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", f1(float64(marginT)+ih/2), html.EscapeString(yLabel))
+}
+
+// legendEntry draws the i-th entry of the legend on the right: a line in
+// the curve's color and dash, and its label.
+func legendEntry(b *bytes.Buffer, i int, color, dash, label string) {
+	ly := marginT + 10 + 20*i
+	lx := plotW - marginR + 14
+	fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx, ly, lx+22, ly, color, dash)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", lx+28, ly+4, html.EscapeString(label))
 }
 
 // axisRange returns the decades spanned by the positive values of the

@@ -77,6 +77,9 @@ func Markdown(f *evidence.File) string {
 	return b.String()
 }
 
+// Row writes one row of a Markdown table, escaping the cells' pipes.
+func Row(b *strings.Builder, cells []string) { row(b, cells) }
+
 func row(b *strings.Builder, cells []string) {
 	b.WriteString("|")
 	for _, c := range cells {

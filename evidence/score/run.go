@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lfmq/lfmq/engine/device"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -73,6 +74,10 @@ type Options struct {
 	// Threads is the number of threads of the forward passes and the
 	// statistics; 0 means GOMAXPROCS. Results do not depend on it.
 	Threads int
+	// Device, if set, runs the reference and the in-process candidates
+	// there (the caller closes it); nil is the CPU engine. Results do not
+	// depend on it; the receipts name it.
+	Device device.Device
 	// Command is the command line recorded in the receipts.
 	Command string
 	// Progress, if set, is called after each batch of windows with the
@@ -383,7 +388,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	defer kpool.Close()
 	r.threads = kpool.Threads()
 	load := func(name, dir string) (*model.Model, error) {
-		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C})
+		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device})
 		if err != nil {
 			return nil, fmt.Errorf("score: %s: %w", name, err)
 		}
@@ -524,7 +529,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		Receipts: evidence.Receipts{
 			LfmqVersion: version.Version, SourceDigest: version.SourceDigest,
 			Command: opts.Command, Started: start.UTC().Format(time.RFC3339),
-			Machine: evidence.CurrentMachine(), Reference: refID, Candidates: candReceipts,
+			Machine: machineOn(opts.Device), Reference: refID, Candidates: candReceipts,
 			TokenizerSHA256: tokSHA, Corpora: receipts, ReferenceCache: cacheReceipt,
 		},
 	}
@@ -900,4 +905,14 @@ func (r *runner) stats(ci int, c *corpus.Corpus, wins []Window, in *batchInputs)
 		}
 	}
 	return nil
+}
+
+// machineOn is the receipts' machine, with the device the models ran on.
+func machineOn(d device.Device) evidence.Machine {
+	m := evidence.CurrentMachine()
+	if d != nil {
+		info := d.Info()
+		m.Device = &info
+	}
+	return m
 }

@@ -67,6 +67,17 @@ func RealShape() Shape {
 	}
 }
 
+// A2BShape returns LFM2-24B-A2B's layer shapes (lfm2-moe.md §8) in the
+// same 4-layer arrangement as RealShape: hidden 2048, 64 experts of width
+// 1536 with top-4 routing, dense width 11776, 32 query and 8 KV heads of
+// 64, vocabulary 65,536. The 24B's attention layout is not published;
+// these layers only have its shapes. Its BF16 checkpoint is about 4.6 GB.
+func A2BShape() Shape {
+	s := RealShape()
+	s.IntermediateSize, s.MoEIntermediateSize, s.NumExperts = 11776, 1536, 64
+	return s
+}
+
 // TinyShape returns a model with RealShape's layer kinds and routing
 // structure at sizes small enough for unit tests (under 1 MB): hidden 64,
 // 8 experts of width 32 with top-2, 4 heads and 2 KV heads of 16, vocabulary

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeServer mimics the OpenAI routes of vLLM or llama.cpp's server, with
+// the differences the bench must handle:
+//
+//   - vllm: /v1/models names no vocabulary size; min_tokens or ignore_eos
+//     forbid an early stop; a chunk per token, with logprobs when asked,
+//     where a token without text gets a chunk only with logprobs; usage
+//     in a chunk of its own after the finish.
+//   - llama.cpp: /v1/models has meta.n_vocab; only ignore_eos forbids an
+//     early stop; usage in the chunk with the finish reason.
+//
+// It also fails on purpose: 429 with Retry-After for the first
+// reject429 requests, a connection dropped after disconnectAt tokens.
+type fakeServer struct {
+	kind         string
+	vocab        int
+	tokenDelay   time.Duration
+	stopAt       int // an early stop after this many tokens unless forbidden (0: none)
+	disconnectAt int // drop the connection after this many tokens (0: never)
+	retryAfter   string
+	reject429    atomic.Int32
+
+	mu       sync.Mutex
+	attempts int
+	byStatus map[int]int
+	prompt   int // prompt tokens of requests answered 200
+	tokens   int // tokens generated, all requests
+	bodies   []map[string]any
+}
+
+func newFake(t *testing.T, kind string) (*fakeServer, string) {
+	f := &fakeServer{kind: kind, vocab: 1000, byStatus: map[int]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", f.models)
+	mux.HandleFunc("POST /v1/completions", f.completions)
+	mux.HandleFunc("GET /metrics", f.metrics)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return f, hs.URL
+}
+
+func (f *fakeServer) models(w http.ResponseWriter, r *http.Request) {
+	card := map[string]any{"id": "fake-" + f.kind, "object": "model", "owned_by": "vllm"}
+	if f.kind == "llama.cpp" {
+		card = map[string]any{"id": "fake.gguf", "object": "model", "owned_by": "llamacpp", "meta": map[string]any{"n_vocab": f.vocab}}
+	}
+	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{card}})
+}
+
+func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fmt.Fprintf(w, "# HELP vllm:generation_tokens_total Generated tokens.\n# TYPE vllm:generation_tokens_total counter\n")
+	fmt.Fprintf(w, "vllm:generation_tokens_total{model_name=\"fake\"} %d\n", f.tokens)
+	fmt.Fprintf(w, "vllm:prompt_tokens_total{model_name=\"fake\"} %d\n", f.prompt)
+	fmt.Fprintf(w, "vllm:request_success_total{finished_reason=\"length\",model_name=\"fake\"} %d\n", f.byStatus[200])
+	fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"fake\"} 3\n")
+	fmt.Fprintf(w, "process_cpu_seconds_total 12.5\n")
+}
+
+func (f *fakeServer) status(code int) {
+	f.mu.Lock()
+	f.attempts++
+	f.byStatus[code]++
+	f.mu.Unlock()
+}
+
+func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Prompt        []int `json:"prompt"`
+		MaxTokens     int   `json:"max_tokens"`
+		MinTokens     int   `json:"min_tokens"`
+		IgnoreEOS     bool  `json:"ignore_eos"`
+		Logprobs      *int  `json:"logprobs"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	var raw map[string]any
+	body := json.NewDecoder(r.Body)
+	var msg json.RawMessage
+	if err := body.Decode(&msg); err != nil || json.Unmarshal(msg, &req) != nil || json.Unmarshal(msg, &raw) != nil {
+		f.status(400)
+		http.Error(w, `{"error":{"message":"bad JSON"}}`, 400)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, raw)
+	f.mu.Unlock()
+	if f.reject429.Add(-1) >= 0 {
+		f.status(429)
+		w.Header().Set("Retry-After", f.retryAfter)
+		w.WriteHeader(429)
+		w.Write([]byte(`{"error":{"message":"queue full","type":"rate_limit","code":"queue_full"}}`))
+		return
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || id >= f.vocab {
+			f.status(400)
+			http.Error(w, `{"error":{"message":"token id outside the vocabulary"}}`, 400)
+			return
+		}
+	}
+	f.status(200)
+	f.mu.Lock()
+	f.prompt += len(req.Prompt)
+	f.mu.Unlock()
+	n := req.MaxTokens
+	forbidden := req.IgnoreEOS || (f.kind == "vllm" && req.MinTokens >= n)
+	if f.stopAt > 0 && !forbidden {
+		n = min(n, f.stopAt)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	for i := range n {
+		time.Sleep(f.tokenDelay)
+		f.mu.Lock()
+		f.tokens++
+		f.mu.Unlock()
+		if f.disconnectAt > 0 && i == f.disconnectAt {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		text := fmt.Sprintf("t%d ", i)
+		if f.kind == "vllm" && i%3 == 1 {
+			text = "" // a byte of a character: no text of its own
+		}
+		choice := map[string]any{"index": 0, "text": text, "finish_reason": nil}
+		if req.Logprobs != nil && f.kind == "vllm" {
+			choice["logprobs"] = map[string]any{"tokens": []string{text}, "token_logprobs": []float64{-1}}
+		} else if text == "" {
+			continue
+		}
+		send(map[string]any{"object": "text_completion", "choices": []any{choice}})
+	}
+	finish := "length"
+	if n < req.MaxTokens {
+		finish = "stop"
+	}
+	usage := map[string]int{"prompt_tokens": len(req.Prompt), "completion_tokens": n, "total_tokens": len(req.Prompt) + n}
+	last := map[string]any{"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": finish}}}
+	if f.kind == "llama.cpp" {
+		last["usage"] = usage
+		send(last)
+	} else {
+		send(last)
+		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			send(map[string]any{"choices": []any{}, "usage": usage})
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}

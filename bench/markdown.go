@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lfmq/lfmq/evidence/report"
+)
+
+// Markdown renders a Result as one table, a row per cell: streams, prompt
+// length, measured requests and failures, aggregate and per-stream
+// tokens/s, time to first token (mean, p50, p90, p99), inter-token
+// latency (mean, p50, p99) and request latency (mean, p50, p99). A
+// partial cell is marked, and failures are listed by kind under the
+// table with one message of each. It depends only on r.
+func Markdown(r *Result) string {
+	var b strings.Builder
+	head := []string{"streams", "prompt", "requests", "failed", "tok/s", "tok/s per stream", "TTFT mean ms", "TTFT p50", "p90", "p99", "ITL mean ms", "ITL p50", "p99", "latency mean s", "p50", "p99"}
+	report.Row(&b, head)
+	b.WriteString(strings.Repeat("|---", len(head)) + "|\n")
+	for _, c := range r.Cells {
+		prompt := strconv.Itoa(c.PromptTokens)
+		if c.PromptTokens == 0 {
+			prompt = fmt.Sprintf("dataset (%.0f)", c.PromptTokensMean)
+		}
+		streams := strconv.Itoa(c.Concurrency)
+		if !c.Complete {
+			streams += " (partial)"
+		}
+		failed := failedOf(c)
+		ms := func(x float64) string { return fixed(x*1000, 1) }
+		s := func(x float64) string { return fixed(x, 2) }
+		report.Row(&b, []string{streams, prompt, strconv.Itoa(c.Requests), strconv.Itoa(failed),
+			fixed(c.OutputTokensPerSecond, 1), fixed(c.StreamTokensPerSecond.Mean, 1),
+			ms(c.TTFT.Mean), ms(c.TTFT.P50), ms(c.TTFT.P90), ms(c.TTFT.P99),
+			ms(c.ITL.Mean), ms(c.ITL.P50), ms(c.ITL.P99),
+			s(c.Latency.Mean), s(c.Latency.P50), s(c.Latency.P99)})
+	}
+	var notes []string
+	for _, c := range r.Cells {
+		for _, kind := range slices.Sorted(maps.Keys(c.Failures)) {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d × %s: %s", c.Concurrency, c.PromptTokens, c.Failures[kind], kind, c.FailureSamples[kind]))
+		}
+		if c.Retries > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers 429/503 retried after their Retry-After (%.1f s waited)", c.Concurrency, c.PromptTokens, c.Retries, c.RetryWaitSeconds))
+		}
+		if started := c.Requests + failedOf(c); c.Complete && (started < c.Concurrency || c.Latency.P50 > c.WindowSeconds/2) {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests started in the %.0f s window, taking %.2f s each (p50): the figures describe the start of the cell more than a steady state; give a longer --duration",
+				c.Concurrency, c.PromptTokens, started, c.WindowSeconds, c.Latency.P50))
+		}
+		if c.Sent.NoUsage > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers without usage: lengths checked by the stream's token events", c.Concurrency, c.PromptTokens, c.Sent.NoUsage))
+		}
+	}
+	if r.Interrupted {
+		notes = append(notes, "- interrupted: the last cell is partial")
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// failedOf counts a cell's measured failures.
+func failedOf(c Cell) int {
+	n := 0
+	for _, k := range c.Failures {
+		n += k
+	}
+	return n
+}
+
+// fixed formats x with d decimals; an empty sample's zero is "–".
+func fixed(x float64, d int) string {
+	if x == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(x, 'f', d, 64)
+}

@@ -1,0 +1,135 @@
+package bench
+
+import "encoding/json"
+
+// Result is a Run's measurements: the server, the settings and one Cell
+// per concurrency × prompt length, in the order they ran.
+type Result struct {
+	Server   Server   `json:"server"`
+	Settings Settings `json:"settings"`
+	Cells    []Cell   `json:"cells"`
+	// Interrupted is set when the run was stopped before its last cell
+	// ended; the last cell is then partial (Complete false).
+	Interrupted bool `json:"interrupted"`
+}
+
+// Server is what the bench learned of the server.
+type Server struct {
+	URL   string `json:"url"`
+	Model string `json:"model"`
+	// Kind is "lfmq", "llama.cpp", "vllm" or "unknown", read from the
+	// shape of the /v1/models answer.
+	Kind string `json:"kind"`
+	// Models is the /v1/models answer as the server sent it (compacted):
+	// the identity of what was measured (lfmq serve's names the
+	// checkpoint's manifest sha256 and its own binary).
+	Models json.RawMessage `json:"models"`
+	// Vocab is the number of token ids random prompts were drawn from,
+	// and VocabFrom where it came from ("--vocab", "lfmq.vocab_size",
+	// "meta.n_vocab"); 0 and "" with a dataset.
+	Vocab     int    `json:"vocab"`
+	VocabFrom string `json:"vocab_from"`
+	// Metrics says whether GET /metrics answered with the server's own
+	// counters; MetricsNote why not, when it did not.
+	Metrics     bool   `json:"metrics"`
+	MetricsNote string `json:"metrics_note,omitempty"`
+}
+
+// Settings are the options that shape the measurements.
+type Settings struct {
+	Concurrency     []int   `json:"concurrency"`
+	PromptTokens    []int   `json:"prompt_tokens"`
+	Dataset         int     `json:"dataset_records"`
+	OutputTokens    int     `json:"output_tokens"`
+	WarmupSeconds   float64 `json:"warmup_s"`
+	DurationSeconds float64 `json:"duration_s"`
+	MaxRequests     int     `json:"max_requests"`
+	Seed            uint64  `json:"seed"`
+	Exact           Exact   `json:"exact"`
+	Logprobs        bool    `json:"logprobs"`
+	Temperature     float64 `json:"temperature"`
+	// ExtraBody holds the extra request fields, as sent.
+	ExtraBody map[string]json.RawMessage `json:"extra_body,omitempty"`
+	// Route is the route prompts went to: /v1/completions, or
+	// /v1/chat/completions for a dataset of chats (a dataset may use both).
+	Routes []string `json:"routes"`
+}
+
+// Cell is one concurrency × prompt length.
+type Cell struct {
+	Concurrency int `json:"concurrency"`
+	// PromptTokens is the prompt length asked for; 0 for a dataset,
+	// whose lengths PromptTokensMean gives (from usage).
+	PromptTokens     int     `json:"prompt_tokens"`
+	PromptTokensMean float64 `json:"prompt_tokens_mean"`
+	// Complete is false for a cell an interrupt cut short.
+	Complete bool `json:"complete"`
+	// WindowSeconds is the measured window: from the end of the warm-up
+	// to the time no new request was started.
+	WindowSeconds float64 `json:"window_s"`
+	// ElapsedSeconds is the whole cell: warm-up, window and drain.
+	ElapsedSeconds float64 `json:"elapsed_s"`
+
+	// Requests are the measured requests (started in the window) that
+	// generated exactly the tokens asked for; Failures the measured ones
+	// that did not, by kind (http_NNN, connect, disconnect, timeout,
+	// stream_error, bad_stream, not_streamed, short, long), with one
+	// message of each kind in FailureSamples.
+	Requests       int               `json:"requests"`
+	Failures       map[string]int    `json:"failures"`
+	FailureSamples map[string]string `json:"failure_samples,omitempty"`
+	// Retries counts answers 429 or 503 that were retried after their
+	// Retry-After (measured requests), RetryWaitSeconds the time waited.
+	Retries          int     `json:"retries"`
+	RetryWaitSeconds float64 `json:"retry_wait_s"`
+
+	// OutputTokensPerSecond is the aggregate: tokens of successful
+	// requests that arrived in the window, over its length.
+	OutputTokensPerSecond float64 `json:"output_tok_per_s"`
+	// StreamTokensPerSecond is each successful request's decode speed as
+	// its user sees it: (tokens − 1) over the time from its first token to
+	// its last.
+	StreamTokensPerSecond Dist `json:"stream_tok_per_s"`
+	// TTFT, ITL and Latency are in seconds: time to the first token,
+	// between consecutive tokens (a chunk of k tokens counts its gap k
+	// times, divided by k), and from sending to the end of the stream;
+	// for successful measured requests, from the attempt that was answered.
+	TTFT    Dist `json:"ttft_s"`
+	ITL     Dist `json:"itl_s"`
+	Latency Dist `json:"latency_s"`
+
+	// Sent counts every request of the cell, warm-up and drain included,
+	// as the server saw them: what its own counters should agree with.
+	Sent Sent `json:"sent"`
+	// ServerMetrics holds how the server's own counters (/metrics) grew
+	// over the cell; ServerCounts picks those that count what Sent does.
+	ServerMetrics map[string]float64 `json:"server_metrics,omitempty"`
+	ServerCounts  *ServerCounts      `json:"server_counts,omitempty"`
+}
+
+// Sent counts a cell's requests from the client's side.
+type Sent struct {
+	// Attempts counts HTTP requests sent, retries included, and
+	// ByStatus the answers by status code ("none" for no answer).
+	Attempts int            `json:"attempts"`
+	ByStatus map[string]int `json:"by_status"`
+	// PromptTokens and CompletionTokens sum the usage of every answer
+	// that reported one; TokenEvents the tokens counted in the streams.
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TokenEvents      int64 `json:"token_events"`
+	// NoUsage counts streams that ended without a usage object; their
+	// lengths were checked against the token events alone.
+	NoUsage int `json:"no_usage"`
+}
+
+// ServerCounts are the server's own counts of a cell, from /metrics: HTTP
+// requests answered on the completions and chat routes, any status (lfmq;
+// vLLM counts finished requests only),
+// prompt tokens admitted and tokens generated. Nil when the server does
+// not expose the count.
+type ServerCounts struct {
+	Requests         *int64 `json:"requests"`
+	PromptTokens     *int64 `json:"prompt_tokens"`
+	GenerationTokens *int64 `json:"generation_tokens"`
+}

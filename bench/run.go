@@ -1,0 +1,483 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+)
+
+// Routes the bench sends prompts to.
+const (
+	routeCompletions = "/v1/completions"
+	routeChat        = "/v1/chat/completions"
+)
+
+// Run measures the server at o.URL: for each prompt length (or the
+// dataset) and each concurrency, one cell of closed-loop streams (each
+// stream sends its next request when its last one ended) for o.Warmup
+// unmeasured and o.Duration measured, then waits for the requests in
+// flight. A cell stops starting requests at its end or after
+// o.MaxRequests; every attempt is bounded by o.RequestTimeout.
+//
+// When ctx is cancelled (Ctrl-C), the requests in flight are cancelled
+// and Run returns what it measured, the last cell partial, with
+// Interrupted set and ctx's error.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	srv, err := o.models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Server: srv, Settings: Settings{
+		Concurrency: o.Concurrency, PromptTokens: o.PromptTokens, Dataset: len(o.Dataset),
+		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSeconds: o.Duration.Seconds(),
+		MaxRequests: o.MaxRequests, Seed: o.Seed, Exact: o.Exact, Logprobs: o.Logprobs,
+		Temperature: o.Temperature, ExtraBody: o.ExtraBody, Routes: o.routes(),
+	}}
+	if len(o.Dataset) > 0 {
+		res.Settings.PromptTokens = nil
+	}
+	if _, err := o.scrape(ctx); err != nil {
+		res.Server.MetricsNote = err.Error()
+	} else {
+		res.Server.Metrics = true
+	}
+	prompts := o.PromptTokens
+	if len(o.Dataset) > 0 {
+		prompts = []int{0}
+	}
+	cells := len(prompts) * len(o.Concurrency)
+	for pi, p := range prompts {
+		for ci, c := range o.Concurrency {
+			cr := &cellRun{o: &o, srv: &res.Server, index: pi*len(o.Concurrency) + ci, cells: cells, concurrency: c, promptTokens: p}
+			cell := cr.run(ctx)
+			res.Cells = append(res.Cells, cell)
+			if ctx.Err() != nil {
+				res.Interrupted = true
+				return res, ctx.Err()
+			}
+		}
+	}
+	return res, nil
+}
+
+// routes lists the routes the run sends to.
+func (o *Options) routes() []string {
+	if len(o.Dataset) == 0 {
+		return []string{routeCompletions}
+	}
+	seen := map[string]bool{}
+	for _, r := range o.Dataset {
+		seen[r.route()] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+func (r Record) route() string {
+	if len(r.Messages) > 0 {
+		return routeChat
+	}
+	return routeCompletions
+}
+
+// cellRun is one cell while it runs.
+type cellRun struct {
+	o            *Options
+	srv          *Server
+	index, cells int
+	concurrency  int
+	promptTokens int
+
+	start, measureAt, endAt time.Time
+
+	mu       sync.Mutex
+	records  []*record
+	sent     Sent
+	finished int
+	failed   int
+	tokens   int64
+	phase    string
+}
+
+// record is one request of a cell.
+type record struct {
+	first    time.Time // the first attempt was sent
+	answered time.Time // the attempt that was answered was sent
+	measured bool
+	kind     string // "" for success, "cancelled", or a failure kind
+	msg      string
+	retries  int
+	wait     time.Duration
+	stream   *streamResult
+	tokens   int // completion tokens (usage, else the stream's events)
+	prompt   int // prompt tokens (usage)
+}
+
+func (cr *cellRun) run(ctx context.Context) Cell {
+	o := cr.o
+	cell := Cell{Concurrency: cr.concurrency, PromptTokens: cr.promptTokens, Failures: map[string]int{}}
+	cr.sent.ByStatus = map[string]int{}
+	var before samples
+	if cr.srv.Metrics {
+		before, _ = o.settled(ctx)
+	}
+	cr.start = o.now()
+	cr.measureAt = cr.start.Add(o.Warmup)
+	cr.endAt = cr.measureAt.Add(o.Duration)
+	cr.setPhase("warm-up")
+	if o.Warmup == 0 {
+		cr.setPhase("measuring")
+	}
+	var next atomic.Int64
+	var stopMu sync.Mutex
+	stopAt := cr.endAt // when the count bound or an interrupt stopped new requests
+	stop := func(t time.Time) {
+		stopMu.Lock()
+		if t.Before(stopAt) {
+			stopAt = t
+		}
+		stopMu.Unlock()
+	}
+	p := pool.New().WithMaxGoroutines(cr.concurrency)
+	for range cr.concurrency {
+		p.Go(func() {
+			for {
+				t := o.now()
+				if ctx.Err() != nil {
+					stop(t)
+					return
+				}
+				if !t.Before(cr.endAt) {
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= o.MaxRequests {
+					stop(t)
+					return
+				}
+				if !t.Before(cr.measureAt) {
+					cr.setPhase("measuring")
+				}
+				cr.finish(cr.request(ctx, i, t))
+			}
+		})
+	}
+	drain := time.AfterFunc(max(time.Until(cr.endAt), 0), func() { cr.setPhase("draining") })
+	p.Wait()
+	drain.Stop()
+	end := o.now()
+	cell.Complete = ctx.Err() == nil
+	windowEnd := stopAt
+	if !cell.Complete && end.Before(windowEnd) {
+		windowEnd = end
+	}
+	cell.WindowSeconds = max(windowEnd.Sub(cr.measureAt).Seconds(), 0)
+	cell.ElapsedSeconds = end.Sub(cr.start).Seconds()
+	cr.summarize(&cell, windowEnd)
+	if cr.srv.Metrics && cell.Complete {
+		if after, err := o.settled(ctx); err == nil && before != nil {
+			cell.ServerMetrics = delta(before, after)
+			cell.ServerCounts = serverView(cell.ServerMetrics)
+		}
+	}
+	return cell
+}
+
+func (cr *cellRun) setPhase(ph string) {
+	cr.mu.Lock()
+	changed := cr.phase != ph
+	cr.phase = ph
+	cr.mu.Unlock()
+	if changed {
+		cr.progress()
+	}
+}
+
+// finish files a request's record.
+func (cr *cellRun) finish(r *record) {
+	cr.mu.Lock()
+	cr.records = append(cr.records, r)
+	if r.kind != "cancelled" {
+		cr.finished++
+		if r.kind != "" {
+			cr.failed++
+		} else {
+			cr.tokens += int64(r.tokens)
+		}
+	}
+	cr.mu.Unlock()
+	cr.progress()
+}
+
+func (cr *cellRun) progress() {
+	if cr.o.Progress == nil {
+		return
+	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cr.o.Progress(Progress{Cell: cr.index + 1, Cells: cr.cells, Concurrency: cr.concurrency, PromptTokens: cr.promptTokens,
+		Phase: cr.phase, Elapsed: cr.o.now().Sub(cr.start), Requests: cr.finished, Failed: cr.failed, Tokens: cr.tokens})
+}
+
+// body builds request i's JSON body and route. Random prompts depend on
+// the seed, the cell and i only, so a rerun sends the same ids, and no
+// two requests of a run share a prompt (a prefix cache would otherwise
+// answer a repeated one faster than a new one).
+func (cr *cellRun) body(i int) ([]byte, string) {
+	o := cr.o
+	m := map[string]any{"model": cr.srv.Model, "max_tokens": o.OutputTokens, "stream": true,
+		"stream_options": map[string]any{"include_usage": true}, "temperature": o.Temperature}
+	switch o.Exact {
+	case ExactBoth:
+		m["min_tokens"], m["ignore_eos"] = o.OutputTokens, true
+	case ExactMinTokens:
+		m["min_tokens"] = o.OutputTokens
+	case ExactIgnoreEOS:
+		m["ignore_eos"] = true
+	}
+	route := routeCompletions
+	if len(o.Dataset) > 0 {
+		rec := o.Dataset[(cr.index*o.MaxRequests+i)%len(o.Dataset)]
+		route = rec.route()
+		if route == routeChat {
+			m["messages"] = rec.Messages
+		} else {
+			m["prompt"] = rec.Prompt
+		}
+	} else {
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(cr.index)<<40|uint64(i)))
+		ids := make([]int, cr.promptTokens)
+		for j := range ids {
+			ids[j] = rng.IntN(cr.srv.Vocab)
+		}
+		m["prompt"] = ids
+	}
+	if o.Logprobs {
+		if route == routeChat {
+			m["logprobs"] = true
+		} else {
+			m["logprobs"] = 1
+		}
+	}
+	for k, v := range o.ExtraBody {
+		m[k] = v
+	}
+	data, _ := json.Marshal(m) // maps of plain values and raw JSON always marshal
+	return data, route
+}
+
+// request sends request i, retrying after 429 (and 503 other than a
+// shutdown) while the server's Retry-After ends before the cell does.
+func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record {
+	o := cr.o
+	body, route := cr.body(i)
+	r := &record{first: first, measured: !first.Before(cr.measureAt)}
+	for attempt := 0; ; attempt++ {
+		r.answered = o.now()
+		status, ra, retry := cr.attempt(ctx, route, body, r)
+		cr.mu.Lock()
+		cr.sent.Attempts++
+		key := "none"
+		if status > 0 {
+			key = strconv.Itoa(status)
+		}
+		cr.sent.ByStatus[key]++
+		if r.stream != nil && status == http.StatusOK {
+			cr.sent.TokenEvents += int64(r.stream.tokens())
+			if u := r.stream.Usage; u != nil {
+				cr.sent.PromptTokens += int64(u.PromptTokens)
+				cr.sent.CompletionTokens += int64(u.CompletionTokens)
+			} else {
+				cr.sent.NoUsage++
+			}
+		}
+		cr.mu.Unlock()
+		if !retry {
+			return r
+		}
+		now := o.now()
+		wait := retryAfter(ra, now)
+		switch {
+		case attempt >= o.MaxRetries:
+			r.msg += fmt.Sprintf(" (after %d retries)", attempt)
+			return r
+		case now.Add(wait).After(cr.endAt):
+			r.msg += fmt.Sprintf(" (Retry-After %s ends after the cell)", wait)
+			return r
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.kind = "cancelled"
+			return r
+		case <-t.C:
+		}
+		r.retries++
+		r.wait += wait
+	}
+}
+
+// attempt sends one HTTP request and fills r from its answer. It returns
+// the status (0 for none), the Retry-After header and whether the answer
+// asks to retry.
+func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *record) (status int, ra string, retry bool) {
+	o := cr.o
+	r.kind, r.msg, r.stream = "", "", nil
+	actx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	defer cancel()
+	fail := func(kind, msg string) { r.kind, r.msg = kind, clip(msg) }
+	ended := func(err error) bool {
+		switch {
+		case ctx.Err() != nil:
+			r.kind = "cancelled"
+		case errors.Is(actx.Err(), context.DeadlineExceeded):
+			fail("timeout", fmt.Sprintf("no end of the answer within %s", o.RequestTimeout))
+		default:
+			return false
+		}
+		return true
+	}
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, o.URL+route, bytes.NewReader(body))
+	if err != nil {
+		fail("connect", err.Error())
+		return 0, "", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	o.authorize(req)
+	sent := r.answered
+	resp, err := o.HTTPClient.Do(req)
+	if err != nil {
+		if !ended(err) {
+			fail("connect", unwrapURL(err).Error())
+		}
+		return 0, "", false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		msg := answerMessage(data)
+		fail("http_"+strconv.Itoa(resp.StatusCode), msg)
+		retry = resp.StatusCode == http.StatusTooManyRequests ||
+			(resp.StatusCode == http.StatusServiceUnavailable && !strings.Contains(string(data), "shutting_down"))
+		return resp.StatusCode, resp.Header.Get("Retry-After"), retry
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		fail("not_streamed", fmt.Sprintf("answered %q, not an event stream", ct))
+		return resp.StatusCode, "", false
+	}
+	st, err := readStream(resp.Body, func() time.Duration { return o.now().Sub(sent) })
+	r.stream = st
+	var se *StreamError
+	switch {
+	case err != nil && ended(err):
+	case errors.As(err, &se):
+		fail("bad_stream", se.Error())
+	case err != nil:
+		fail("disconnect", "the stream broke: "+err.Error())
+	case st.ServerError != "":
+		fail("stream_error", st.ServerError)
+	case !st.Done && st.Finish == "":
+		fail("disconnect", "the stream ended without a finish_reason or data: [DONE]")
+	}
+	if r.kind != "" {
+		return resp.StatusCode, "", false
+	}
+	r.tokens = st.tokens()
+	if st.Usage != nil {
+		r.tokens, r.prompt = st.Usage.CompletionTokens, st.Usage.PromptTokens
+	}
+	switch {
+	case r.tokens < o.OutputTokens:
+		fail("short", fmt.Sprintf("%d tokens of the %d asked for (finish_reason %q)", r.tokens, o.OutputTokens, st.Finish))
+	case r.tokens > o.OutputTokens:
+		fail("long", fmt.Sprintf("%d tokens, %d asked for", r.tokens, o.OutputTokens))
+	}
+	return resp.StatusCode, "", false
+}
+
+// summarize computes the cell's figures from its records; windowEnd is
+// when the measured window closed.
+func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cell.Sent = cr.sent
+	var ttft, itl, lat, speed []float64
+	var windowTokens int64
+	promptSum := 0
+	for _, r := range cr.records {
+		if r.kind == "" {
+			// Every successful request's tokens that arrived in the
+			// window count, warm-up requests' too: the window's
+			// throughput is what the server delivered in it. Tokens the
+			// usage counts beyond the events arrived with the last one.
+			extra := r.tokens - r.stream.tokens()
+			for k, e := range r.stream.Events {
+				at := r.answered.Add(e.At)
+				n := e.Tokens
+				if k == len(r.stream.Events)-1 {
+					n += extra
+				}
+				if !at.Before(cr.measureAt) && at.Before(windowEnd) {
+					windowTokens += int64(n)
+				}
+			}
+		}
+		if !r.measured || r.kind == "cancelled" {
+			continue
+		}
+		cell.Retries += r.retries
+		cell.RetryWaitSeconds += r.wait.Seconds()
+		if r.kind != "" {
+			cell.Failures[r.kind]++
+			if cell.FailureSamples == nil {
+				cell.FailureSamples = map[string]string{}
+			}
+			if _, ok := cell.FailureSamples[r.kind]; !ok {
+				cell.FailureSamples[r.kind] = r.msg
+			}
+			continue
+		}
+		cell.Requests++
+		promptSum += r.prompt
+		ev := r.stream.Events
+		lat = append(lat, r.stream.End.Seconds())
+		if len(ev) == 0 {
+			continue
+		}
+		ttft = append(ttft, ev[0].At.Seconds())
+		for k := 1; k < len(ev); k++ {
+			gap := (ev[k].At - ev[k-1].At).Seconds() / float64(ev[k].Tokens)
+			for range ev[k].Tokens {
+				itl = append(itl, gap)
+			}
+		}
+		if span := (ev[len(ev)-1].At - ev[0].At).Seconds(); r.tokens > 1 && span > 0 {
+			speed = append(speed, float64(r.tokens-1)/span)
+		}
+	}
+	if cell.Requests > 0 {
+		cell.PromptTokensMean = float64(promptSum) / float64(cell.Requests)
+	}
+	if cell.WindowSeconds > 0 {
+		cell.OutputTokensPerSecond = float64(windowTokens) / cell.WindowSeconds
+	}
+	cell.TTFT, cell.ITL, cell.Latency, cell.StreamTokensPerSecond = Summarize(ttft), Summarize(itl), Summarize(lat), Summarize(speed)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/device/pick"
+)
+
+// deviceFlagUsage is the --device flag's help, shared by generate, serve
+// (and so launch) and score.
+var deviceFlagUsage = "where the model runs: " + strings.Join(pick.Choices, ", ") +
+	" (auto: a CUDA GPU, else an OpenCL GPU, else the CPU); outputs are the same bits on every device"
+
+// addDeviceFlag defines --device on f.
+func addDeviceFlag(f *pflag.FlagSet, dst *string) {
+	f.StringVar(dst, "device", pick.Auto, deviceFlagUsage)
+}
+
+// checkDeviceFlag is the usage check of a --device value (exit 2).
+func checkDeviceFlag(choice string) error {
+	if err := pick.Check(choice); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+// openDevice opens the device --device names (nil for the CPU engine)
+// and returns the line saying which and why. It writes that line to w
+// when a device was chosen; a command on the CPU keeps its output as it
+// was (generate --stats and serve's log still name the engine). An
+// explicit device that cannot be used is exit 1, with the library or the
+// kernel build log in the message.
+func openDevice(choice string, w io.Writer) (device.Device, string, error) {
+	d, line, err := pick.Open(choice)
+	if err != nil {
+		return nil, "", fmt.Errorf("--device %s: %w", choice, err)
+	}
+	if d != nil {
+		fmt.Fprintln(w, line)
+	}
+	return d, line, nil
+}
+
+// closeDevice closes d if it is a device.
+func closeDevice(d device.Device) {
+	if d != nil {
+		d.Close()
+	}
+}

@@ -1,0 +1,506 @@
+// lfmq's device kernels: the forward pass of an LFM2 model at the exact
+// level. Every kernel replays the CPU engine's order of operations
+// (engine/kernels), so that logits are bit-identical to the CPU's on any
+// device. The rules that make that true:
+//
+//  - no contraction (the pragma below; clang for PTX also gets
+//    -ffp-contract=off): a*b+c is two roundings unless written fma();
+//  - fma() where the CPU fuses, which OpenCL requires to round once;
+//  - float division and sqrt correctly rounded (the OpenCL build passes
+//    -cl-fp32-correctly-rounded-divide-sqrt; PTX gets div.rn/sqrt.rn);
+//  - the CPU's reduction layouts: dot products in 16 lanes summed by a
+//    fixed tree, then the tail; BFP products as one chain over k;
+//  - exp computed in double with basic operations only, as the CPU does;
+//  - the RoPE and BFP scale tables come from the host, never recomputed.
+//
+// Local arrays are sized statically: a __local pointer argument would
+// become a parameter the CUDA driver cannot fill. Every kernel checks its
+// global id against the size it is passed.
+
+#pragma OPENCL FP_CONTRACT OFF
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+// ---- scalar helpers -------------------------------------------------
+
+// bf16 widens a bfloat16 bit pattern exactly.
+inline float bf16(ushort b) { return as_float(((uint)b) << 16); }
+
+// reduce16 sums 16 lanes as engine/kernels' reduce16: j and j+8, then j
+// and j+4, then j and j+2, then the last two.
+inline float reduce16(const float *a) {
+	float s8[8];
+	for (int j = 0; j < 8; j++) s8[j] = a[j] + a[j + 8];
+	float s40 = s8[0] + s8[4], s41 = s8[1] + s8[5], s42 = s8[2] + s8[6], s43 = s8[3] + s8[7];
+	float s20 = s40 + s42, s21 = s41 + s43;
+	return s20 + s21;
+}
+
+// dot16 is Σ w[i]·x[i] in the canonical order: 16 fused lanes, the tree,
+// then the tail fused in one by one.
+inline float dot16(__global const float *w, __global const float *x, int n) {
+	float acc[16];
+	for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+	int m = n & ~15;
+	for (int i = 0; i < m; i += 16)
+		for (int l = 0; l < 16; l++) acc[l] = fma(w[i + l], x[i + l], acc[l]);
+	float s = reduce16(acc);
+	for (int i = m; i < n; i++) s = fma(w[i], x[i], s);
+	return s;
+}
+
+// exp64 is engine/kernels.exp64: e^t = 2^k·e^r, a degree-12 Taylor
+// polynomial, each step rounded.
+inline double exp64(double t) {
+	const double log2e = 1.44269504088896338700e+00;
+	const double ln2hi = 6.93147180369123816490e-01;
+	const double ln2lo = 1.90821492927058770002e-10;
+	double k = rint(t * log2e);
+	double r = t - k * ln2hi;
+	r = r - k * ln2lo;
+	const double c[13] = {1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
+		1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
+	double p = c[0];
+	for (int i = 1; i < 13; i++) p = p * r + c[i];
+	return ldexp(p, (int)k);
+}
+
+// expf32 is engine/kernels.Exp.
+inline float expf32(float x) {
+	if (isnan(x)) return x;
+	if (x > 89.0f) return INFINITY;
+	if (x < -104.0f) return 0.0f;
+	return (float)exp64((double)x);
+}
+
+inline float sigmoid32(float x) { return 1.0f / (1.0f + expf32(-x)); }
+inline float silu32(float x) { return x / (1.0f + expf32(-x)); }
+
+// gomax is Go's max for floats: NaN if either is NaN, +0 over −0.
+inline float gomax(float m, float v) {
+	if (isnan(m) || isnan(v)) return NAN;
+	if (v > m || (v == m && signbit(m))) return v;
+	return m;
+}
+
+// ---- elementwise ----------------------------------------------------
+
+// embed_bf16 writes row ids[r] of a BF16 table [V, H] into h[r].
+__kernel void embed_bf16(__global float *h, __global const ushort *table, __global const int *ids, int H, int rows) {
+	long g = get_global_id(0);
+	if (g >= (long)rows * H) return;
+	int r = g / H, i = g % H;
+	h[g] = bf16(table[(long)ids[r] * H + i]);
+}
+
+// embed_f32 is embed_bf16 for an F32 table.
+__kernel void embed_f32(__global float *h, __global const float *table, __global const int *ids, int H, int rows) {
+	long g = get_global_id(0);
+	if (g >= (long)rows * H) return;
+	int r = g / H, i = g % H;
+	h[g] = table[(long)ids[r] * H + i];
+}
+
+// add_into sets h += x.
+__kernel void add_into(__global float *h, __global const float *x, int n) {
+	int g = get_global_id(0);
+	if (g < n) h[g] += x[g];
+}
+
+// add_bias adds b [m] to every row of x [rows, m].
+__kernel void add_bias(__global float *x, __global const float *b, int m, int n) {
+	int g = get_global_id(0);
+	if (g < n) x[g] += b[g % m];
+}
+
+// swiglu sets y = SiLU(g)·u.
+__kernel void swiglu(__global float *y, __global const float *gt, __global const float *u, int n) {
+	int g = get_global_id(0);
+	if (g < n) y[g] = silu32(gt[g]) * u[g];
+}
+
+// gather copies rows idx[i] of x [*, m] to y [i, m].
+__kernel void gather_rows(__global float *y, __global const float *x, __global const int *idx, int m, int n) {
+	int g = get_global_id(0);
+	if (g >= n * m) return;
+	int i = g / m, j = g % m;
+	y[g] = x[(long)idx[i] * m + j];
+}
+
+// rmsnorm normalises nvec contiguous vectors of n floats with weight w [n]:
+// y = w·(x·r), r = 1/sqrt(Σx²/n + eps), Σx² as dot16. Work-groups of 16
+// items, one vector each: item l is the CPU's lane l.
+__kernel void rmsnorm(__global float *y, __global const float *x, __global const float *w, int n, int nvec, float eps) {
+	__local float lanes[16];
+	__local float scale;
+	int v = get_group_id(0), l = get_local_id(0);
+	if (v >= nvec) return; // whole group
+	__global const float *xv = x + (long)v * n;
+	__global float *yv = y + (long)v * n;
+	int m = n & ~15;
+	float acc = 0.0f;
+	for (int i = l; i < m; i += 16) acc = fma(xv[i], xv[i], acc);
+	lanes[l] = acc;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	if (l == 0) {
+		float a[16];
+		for (int j = 0; j < 16; j++) a[j] = lanes[j];
+		float s = reduce16(a);
+		for (int i = m; i < n; i++) s = fma(xv[i], xv[i], s);
+		float mean = s / (float)n;
+		scale = n == 0 ? 0.0f : 1.0f / (float)sqrt((double)(mean + eps));
+	}
+	barrier(CLK_LOCAL_MEM_FENCE);
+	float r = scale;
+	for (int i = l; i < n; i += 16) {
+		float t = xv[i] * r;
+		yv[i] = w[i] * t;
+	}
+}
+
+// ---- products -------------------------------------------------------
+//
+// y[b][o] = Σ_k W[o][k]·x[b][k] for b < B. With sel set (experts), batch
+// row b uses the matrix at element offset sel[b]·stride of w and the
+// input row b/xdiv (the token of slot b); otherwise offset 0 and row b.
+
+inline long wbase(__global const int *sel, int usesel, int b, long stride) {
+	return usesel ? (long)sel[b] * stride : 0;
+}
+
+// mm_f32 and mm_bf16: work-groups of 64 items, 16 lanes for each of 4
+// outputs; item l of an output is the CPU's lane l.
+__kernel void mm_f32(__global float *y, __global const float *w, __global const float *x, int In, int Out, int B,
+		__global const int *sel, int usesel, int stride, int xdiv) {
+	__local float part[64];
+	int g = get_global_id(0), l = get_local_id(0);
+	int lane = g & 15, out = g >> 4; // out = b·Out + o
+	int b = out / Out, o = out % Out;
+	int live = out < B * Out;
+	float acc = 0.0f;
+	int m = In & ~15;
+	__global const float *wr = 0;
+	__global const float *xr = 0;
+	if (live) {
+		wr = w + wbase(sel, usesel, b, stride) + (long)o * In;
+		xr = x + (long)(b / xdiv) * In;
+		for (int i = lane; i < m; i += 16) acc = fma(wr[i], xr[i], acc);
+	}
+	part[l] = acc;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	if (live && lane == 0) {
+		float a[16];
+		for (int j = 0; j < 16; j++) a[j] = part[l + j];
+		float s = reduce16(a);
+		for (int i = m; i < In; i++) s = fma(wr[i], xr[i], s);
+		y[(long)b * Out + o] = s;
+	}
+}
+
+__kernel void mm_bf16(__global float *y, __global const ushort *w, __global const float *x, int In, int Out, int B,
+		__global const int *sel, int usesel, int stride, int xdiv) {
+	__local float part[64];
+	int g = get_global_id(0), l = get_local_id(0);
+	int lane = g & 15, out = g >> 4;
+	int b = out / Out, o = out % Out;
+	int live = out < B * Out;
+	float acc = 0.0f;
+	int m = In & ~15;
+	__global const ushort *wr = 0;
+	__global const float *xr = 0;
+	if (live) {
+		wr = w + wbase(sel, usesel, b, stride) + (long)o * In;
+		xr = x + (long)(b / xdiv) * In;
+		for (int i = lane; i < m; i += 16) acc = fma(bf16(wr[i]), xr[i], acc);
+	}
+	part[l] = acc;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	if (live && lane == 0) {
+		float a[16];
+		for (int j = 0; j < 16; j++) a[j] = part[l + j];
+		float s = reduce16(a);
+		for (int i = m; i < In; i++) s = fma(bf16(wr[i]), xr[i], s);
+		y[(long)b * Out + o] = s;
+	}
+}
+
+// BFP products: one chain over k = 0..In−1 per output, acc = fma(x[k],
+// w(k, n), acc), with w decoded exactly: q·scale[E], the sign applied
+// unless q = 0 (docs/bfp.md). The layout is Wᵀ [In, Out] in 32×32 tiles,
+// row-major tile order; in tile row r, columns 0..15 are group
+// (r/16)·32 + r%16 and columns 16..31 that group + 16. bits is 8 (BFP8,
+// 1088-byte tiles) or 4 (BFP4, 576-byte tiles).
+
+inline float bfp_at(__global const uchar *t, int r, int c, __global const float *scale, int bits) {
+	int grp = (r + (r & 16)) + (c & 16);
+	int j = c & 15;
+	uchar q, neg;
+	if (bits == 8) {
+		uchar code = t[64 + 16 * grp + j];
+		q = code & 0x7f;
+		neg = code & 0x80;
+	} else {
+		uchar code = t[64 + 8 * grp + (j >> 1)];
+		uchar nib = (j & 1) ? (code >> 4) : (code & 15);
+		q = nib & 7;
+		neg = nib & 8;
+	}
+	float v = (float)q * scale[t[grp]];
+	return (neg && q != 0) ? -v : v;
+}
+
+inline long tile_bytes(int bits) { return bits == 8 ? 1088 : 576; }
+
+// mm_bfp: one item per output; with sel set (experts), row b's matrix is
+// expert sel[b]'s.
+__kernel void mm_bfp(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const int *sel, int usesel, int stride, int xdiv, __global const float *scale, int bits) {
+	int g = get_global_id(0);
+	if (g >= B * Out) return;
+	int b = g / Out, n = g % Out;
+	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
+	__global const uchar *base = w + wbase(sel, usesel, b, stride);
+	__global const float *xr = x + (long)(b / xdiv) * In;
+	long tb = tile_bytes(bits);
+	float acc = 0.0f;
+	for (int kt = 0; kt < kTiles; kt++) {
+		__global const uchar *t = base + ((long)kt * nTiles + nt) * tb;
+		int rows = min(32, In - kt * 32);
+		for (int r = 0; r < rows; r++) acc = fma(xr[kt * 32 + r], bfp_at(t, r, c, scale, bits), acc);
+	}
+	y[(long)b * Out + n] = acc;
+}
+
+// mm_bfp_rows is mm_bfp without expert selection for many rows (prefill,
+// batched decode): one item per output column and block of up to ROWS
+// rows, each weight decoded once for the block; every output is still its
+// own chain over k in order.
+#define ROWS 8
+
+__kernel void mm_bfp_rows(__global float *y, __global const uchar *w, __global const float *x, int In, int Out, int B,
+		__global const float *scale, int bits) {
+	int g = get_global_id(0);
+	int blocks = (B + ROWS - 1) / ROWS;
+	if (g >= blocks * Out) return;
+	int rb = g / Out, n = g % Out;
+	int b0 = rb * ROWS, nb = min(ROWS, B - b0);
+	int nt = n >> 5, c = n & 31, nTiles = (Out + 31) >> 5, kTiles = (In + 31) >> 5;
+	long tb = tile_bytes(bits);
+	float acc[ROWS];
+	for (int i = 0; i < ROWS; i++) acc[i] = 0.0f;
+	for (int kt = 0; kt < kTiles; kt++) {
+		__global const uchar *t = w + ((long)kt * nTiles + nt) * tb;
+		int rows = min(32, In - kt * 32);
+		for (int r = 0; r < rows; r++) {
+			float v = bfp_at(t, r, c, scale, bits);
+			long k = kt * 32 + r;
+			for (int i = 0; i < nb; i++) acc[i] = fma(x[(long)(b0 + i) * In + k], v, acc[i]);
+		}
+	}
+	for (int i = 0; i < nb; i++) y[(long)(b0 + i) * Out + n] = acc[i];
+}
+
+// ---- short conv (lfm2-moe.md §4.4) ------------------------------------
+
+// conv_bx sets u = B ⊙ x from the in-projection rows [B | C | x].
+__kernel void conv_bx(__global float *u, __global const float *proj, int H, int rows) {
+	int g = get_global_id(0);
+	if (g >= rows * H) return;
+	int r = g / H, ch = g % H;
+	__global const float *p = proj + (long)r * 3 * H;
+	u[g] = p[ch] * p[2 * H + ch];
+}
+
+// conv_cy sets y = C ⊙ v.
+__kernel void conv_cy(__global float *y, __global const float *proj, __global const float *v, int H, int rows) {
+	int g = get_global_id(0);
+	if (g >= rows * H) return;
+	int r = g / H, ch = g % H;
+	y[g] = proj[(long)r * 3 * H + H + ch] * v[g];
+}
+
+// causal_conv is engine/kernels.CausalConv over rows [row0, row0+T) of u
+// and v, one item per channel, updating that channel's state [H][K−1].
+__kernel void causal_conv(__global float *v, __global const float *u, __global float *state, __global const float *w,
+		__global const float *bias, int hasbias, int T, int H, int K, int row0) {
+	int c = get_global_id(0);
+	if (c >= H) return;
+	int h = K - 1;
+	__global float *st = state + (long)c * h;
+	__global const float *wc = w + (long)c * K;
+	for (int t = 0; t < T; t++) {
+		float acc = 0.0f;
+		for (int j = 0; j < K; j++) {
+			int i = t - h + j;
+			float in = i >= 0 ? u[(long)(row0 + i) * H + c] : st[h + i];
+			acc = fma(wc[j], in, acc);
+		}
+		if (hasbias) acc += bias[c];
+		v[(long)(row0 + t) * H + c] = acc;
+	}
+	if (T >= h) {
+		for (int j = 0; j < h; j++) st[j] = u[(long)(row0 + T - h + j) * H + c];
+	} else {
+		for (int j = 0; j < h - T; j++) st[j] = st[j + T];
+		for (int j = 0; j < T; j++) st[h - T + j] = u[(long)(row0 + j) * H + c];
+	}
+}
+
+// conv_snap writes the conv state after token t of a segment (the last K−1
+// u vectors up to t, reaching back into before, the state at the
+// segment's start) into dst [H][K−1].
+__kernel void conv_snap(__global float *dst, __global const float *before, __global const float *u, int H, int h, int t, int row0) {
+	int g = get_global_id(0);
+	if (g >= H * h) return;
+	int ch = g / h, j = g % h;
+	int i = t - h + 1 + j;
+	dst[g] = i >= 0 ? u[(long)(row0 + i) * H + ch] : before[(long)ch * h + h + i];
+}
+
+// ---- attention (lfm2-moe.md §4.5) --------------------------------------
+
+// rope rotates nvec head vectors of d values (heads per row, pos[row] the
+// row's position) with the host's tables cos/sin [positions, d/2]:
+// lo' = lo·c − hi·s, hi' = hi·c + lo·s, each product rounded.
+__kernel void rope(__global float *z, __global const float *cosT, __global const float *sinT, __global const int *pos,
+		int d, int heads, int nvec) {
+	int hv = d / 2;
+	int g = get_global_id(0);
+	if (g >= nvec * hv) return;
+	int vec = g / hv, j = g % hv;
+	int row = vec / heads;
+	long tp = (long)pos[row] * hv + j;
+	float c = cosT[tp], s = sinT[tp];
+	__global float *zv = z + (long)vec * d;
+	float a = zv[j], b = zv[j + hv];
+	float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+	zv[j] = ac - bs;
+	zv[j + hv] = bc + as;
+}
+
+// attn_scores writes, for tokens t in [t0, t0+nt) of a segment starting at
+// position start (step rows row0+t) and query heads hd, the scaled scores
+// against cached positions j ≤ start+t: sc[((t−t0)·Hq + hd)·L + j], L =
+// start+t0+nt.
+__kernel void attn_scores(__global float *sc, __global const float *q, __global const float *kc, int d, int Hq, int group,
+		int kvd, int row0, int start, int t0, int nt, float scale) {
+	int L = start + t0 + nt;
+	long g = get_global_id(0);
+	if (g >= (long)nt * Hq * L) return;
+	int j = g % L;
+	int th = g / L;
+	int hd = th % Hq, tt = th / Hq;
+	int t = t0 + tt;
+	if (j > start + t) return;
+	__global const float *qv = q + (long)(row0 + t) * Hq * d + hd * d;
+	__global const float *kv = kc + (long)j * kvd + (hd / group) * d;
+	sc[g] = dot16(qv, kv, d) * scale;
+}
+
+// attn_softmax is engine/kernels.Softmax over each score row (length
+// start+t+1): the maximum, e = exp(x − max), their sum in 16 lanes of
+// plain additions, the tree, the tail, then x = e/sum.
+__kernel void attn_softmax(__global float *sc, int Hq, int start, int t0, int nt) {
+	int L = start + t0 + nt;
+	int g = get_global_id(0);
+	if (g >= nt * Hq) return;
+	int t = t0 + g / Hq;
+	int n = start + t + 1;
+	__global float *x = sc + (long)g * L;
+	float m = x[0];
+	for (int i = 1; i < n; i++) m = gomax(m, x[i]);
+	for (int i = 0; i < n; i++) x[i] = expf32(x[i] - m);
+	float acc[16];
+	for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+	int mm = n & ~15;
+	for (int i = 0; i < mm; i += 16)
+		for (int l = 0; l < 16; l++) acc[l] += x[i + l];
+	float s = reduce16(acc);
+	for (int i = mm; i < n; i++) s += x[i];
+	for (int i = 0; i < n; i++) x[i] = x[i] / s;
+}
+
+// attn_out sets o = Σ_j p_j·v_j, one fused chain over j in increasing
+// order per output value.
+__kernel void attn_out(__global float *o, __global const float *sc, __global const float *vc, int d, int Hq, int group,
+		int kvd, int row0, int start, int t0, int nt) {
+	int L = start + t0 + nt;
+	int g = get_global_id(0);
+	if (g >= nt * Hq * d) return;
+	int i = g % d;
+	int th = g / d;
+	int hd = th % Hq, t = t0 + th / Hq;
+	int n = start + t + 1;
+	__global const float *p = sc + (long)th * L;
+	__global const float *vv = vc + (hd / group) * d + i;
+	float acc = 0.0f;
+	for (int j = 0; j < n; j++) acc = fma(p[j], vv[(long)j * kvd], acc);
+	o[(long)(row0 + t) * Hq * d + hd * d + i] = acc;
+}
+
+// ---- mixture of experts (lfm2-moe.md §4.7) ------------------------------
+
+// route selects each row's k experts from its router logits [rows, E]:
+// the largest sigmoid + bias, ties to the lower id, NaN never first;
+// weights are the unbiased sigmoids, renormalised (sum + 1e-6) when norm
+// is set, then scaled. sel and wts get k entries per row in selection
+// order.
+__kernel void route(__global int *sel, __global float *wts, __global const float *logits, __global const float *bias,
+		int hasbias, int E, int k, int norm, float scale, int rows) {
+	int r = get_global_id(0);
+	if (r >= rows) return;
+	__global const float *lr = logits + (long)r * E;
+	__global int *sr = sel + r * k;
+	__global float *wr = wts + r * k;
+	for (int i = 0; i < k; i++) {
+		int best = -1;
+		float bb = 0.0f;
+		for (int e = 0; e < E; e++) {
+			float s = sigmoid32(lr[e]);
+			float b = hasbias ? s + bias[e] : s;
+			if (isnan(b)) continue;
+			int taken = 0;
+			for (int j = 0; j < i; j++) taken |= sr[j] == e;
+			if (taken) continue;
+			if (best < 0 || b > bb) {
+				best = e;
+				bb = b;
+			}
+		}
+		if (best < 0) {
+			for (int e = 0; best < 0; e++) {
+				int taken = 0;
+				for (int j = 0; j < i; j++) taken |= sr[j] == e;
+				if (!taken) best = e;
+			}
+		}
+		sr[i] = best;
+		wr[i] = sigmoid32(lr[best]);
+	}
+	if (norm) {
+		float sum = 0.0f;
+		for (int i = 0; i < k; i++) sum += wr[i];
+		float den = sum + 1e-6f;
+		for (int i = 0; i < k; i++) wr[i] = wr[i] / den;
+	}
+	for (int i = 0; i < k; i++) wr[i] = wr[i] * scale;
+}
+
+// moe_combine sets out[r] = Σ over row r's experts in ascending id of
+// wts·y (y [rows·k, H], slot-major), one fused chain from +0.
+__kernel void moe_combine(__global float *out, __global const float *y, __global const int *sel, __global const float *wts,
+		int k, int H, int rows) {
+	int g = get_global_id(0);
+	if (g >= rows * H) return;
+	int r = g / H, ch = g % H;
+	__global const int *sr = sel + r * k;
+	float acc = 0.0f;
+	int prev = -1;
+	for (int n = 0; n < k; n++) {
+		int bi = -1;
+		for (int i = 0; i < k; i++)
+			if (sr[i] > prev && (bi < 0 || sr[i] < sr[bi])) bi = i;
+		prev = sr[bi];
+		acc = fma(wts[r * k + bi], y[((long)r * k + bi) * H + ch], acc);
+	}
+	out[g] = acc;
+}

@@ -1,0 +1,178 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/device/opencl"
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+var (
+	clOnce sync.Once
+	clDev  *opencl.Device
+	clErr  error
+)
+
+// openCL returns the OpenCL device the device tests run on (PoCL here and
+// in CI), shared by the test binary, or skips when there is none, unless
+// LFMQ_REQUIRE_OPENCL is set (CI sets it, so a missing PoCL fails there).
+func openCL(t testing.TB) *opencl.Device {
+	t.Helper()
+	clOnce.Do(func() { clDev, clErr = opencl.Open(opencl.Options{}) })
+	if clErr != nil {
+		var de *device.Error
+		if errors.As(clErr, &de) && (de.Stage == device.StageLibrary || de.Stage == device.StageDevice) && os.Getenv("LFMQ_REQUIRE_OPENCL") == "" {
+			t.Skipf("no OpenCL device: %v", clErr)
+		}
+		t.Fatal(clErr)
+	}
+	return clDev
+}
+
+// TestDeviceLogitsBits: on an OpenCL device the fixture's logits are the
+// golden bits of TestLogitsBits, BF16 and RTN lfmq-1 alike.
+func TestDeviceLogitsBits(t *testing.T) {
+	checkLogitsBits(t, model.LoadOptions{Device: openCL(t)})
+}
+
+var (
+	devTinyOnce sync.Once
+	devTiny     *model.Model
+	devTinyErr  error
+)
+
+// tinyOnDevice is the fixture loaded onto the OpenCL device, shared by the
+// test binary.
+func tinyOnDevice(t testing.TB) *model.Model {
+	t.Helper()
+	d := openCL(t)
+	devTinyOnce.Do(func() { devTiny, devTinyErr = model.Load(tinyDir, model.LoadOptions{Device: d}) })
+	if devTinyErr != nil {
+		t.Fatal(devTinyErr)
+	}
+	return devTiny
+}
+
+// TestDeviceBatches: on the device, sequences of mixed lengths batched
+// with each other and with random neighbours, prefilled in chunks of
+// several sizes and then decoded together, give the CPU engine's bits for
+// each sequence run alone.
+func TestDeviceBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three batched prefills on PoCL")
+	}
+	dm := tinyOnDevice(t)
+	inputs := batchInputs(t)
+	const decode = 4
+	alone := make([][]float32, len(inputs))
+	for i, in := range inputs {
+		alone[i] = runBatch(t, tiny(t), [][]int{in}, []int{i}, 0, decode)[0]
+	}
+	rng := rand.New(rand.NewPCG(21, 1))
+	for _, chunk := range []int{0, 5, 33} {
+		// Random neighbours: extra sequences of random tokens and
+		// lengths, placed at random among the checked ones.
+		batch, tags, where := [][]int{}, []int{}, make([]int, len(inputs))
+		extra := 2 + rng.IntN(3)
+		for i := range inputs {
+			for range rng.IntN(2) {
+				if extra > 0 {
+					batch, tags = append(batch, randomTokens(rng, 1+rng.IntN(40), dm.Config.VocabSize)), append(tags, 10+len(batch))
+					extra--
+				}
+			}
+			where[i] = len(batch)
+			batch, tags = append(batch, inputs[i]), append(tags, i)
+		}
+		got := runBatch(t, dm, batch, tags, chunk, decode)
+		for i := range inputs {
+			requireSame(t, fmt.Sprintf("device, chunk %d: sequence %d in a batch of %d", chunk, i, len(batch)), got[where[i]], alone[i])
+		}
+	}
+}
+
+func randomTokens(rng *rand.Rand, n, vocab int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = rng.IntN(vocab)
+	}
+	return ids
+}
+
+// TestDeviceRewind: speculation's rollback on the device: a draft run
+// with conv snapshots, rewound to every length, continues with the CPU
+// engine's bits for the sequence that never saw the rejected tokens.
+func TestDeviceRewind(t *testing.T) {
+	checkRewind(t, tinyOnDevice(t), tiny(t), []int{0, 2, 6})
+}
+
+// TestDeviceSpans: prefix-cache blocks copied from a device sequence, or
+// from a CPU sequence, extend a new device sequence that then continues
+// with the CPU engine's bits for a cold prefill; a clone continues as
+// its original without disturbing it.
+func TestDeviceSpans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four long prefills on PoCL")
+	}
+	dm, cpu := tinyOnDevice(t), tiny(t)
+	V := dm.Config.VocabSize
+	ids := prompts(t)[5].InputIDs
+	_, full := forward(t, cpu, ids, model.ForwardOptions{Logits: model.AllLogits})
+	for _, from := range []*model.Model{dm, cpu} {
+		src := from.NewSequence()
+		if _, err := from.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:130]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128}}, ChunkSize: 100}); err != nil {
+			t.Fatal(err)
+		}
+		dst := dm.NewSequence()
+		for b := range 2 {
+			conv, ok := src.ConvAt(64 * (b + 1))
+			if !ok {
+				t.Fatalf("no snapshot at %d", 64*(b+1))
+			}
+			sp, err := src.CopySpan(64*b, 64*(b+1), conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dst.Extend(sp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		twin := dst.Clone()
+		out, err := dm.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[128:]}, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireSame(t, "after two cached blocks", out[0], full[128*V:])
+		again, err := dm.Forward(context.Background(), []*model.Sequence{twin}, [][]int{ids[128:140]}, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireSame(t, "the clone", again[0], full[128*V:140*V])
+	}
+}
+
+// TestDeviceRefusals: what a device model cannot do is refused with an
+// error, never run half-way on the wrong engine.
+func TestDeviceRefusals(t *testing.T) {
+	dm, cpu := tinyOnDevice(t), tiny(t)
+	var ie *model.InputError
+	if _, err := dm.Forward(context.Background(), []*model.Sequence{cpu.NewSequence()}, [][]int{{1, 2}}, model.ForwardOptions{}); !errors.As(err, &ie) {
+		t.Errorf("a CPU sequence on the device model: %v", err)
+	}
+	if _, err := cpu.Forward(context.Background(), []*model.Sequence{dm.NewSequence()}, [][]int{{1, 2}}, model.ForwardOptions{}); !errors.As(err, &ie) {
+		t.Errorf("a device sequence on the CPU model: %v", err)
+	}
+	if _, err := dm.Forward(context.Background(), []*model.Sequence{dm.NewSequence()}, [][]int{{1, 2}}, model.ForwardOptions{Logits: model.NoLogits, Layers: 2}); !errors.As(err, &ie) {
+		t.Errorf("a partial forward on the device: %v", err)
+	}
+	if err := dm.ReplaceLinear("lm_head.weight", nil); !errors.As(err, &ie) {
+		t.Errorf("ReplaceLinear on the device: %v", err)
+	}
+}
