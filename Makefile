@@ -152,7 +152,7 @@ demo: build
 	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts} and tiny-lfm2-gptq, evidence/, release-demo/release"
 
 # bench: every benchmark, one package at a time (-p 1: benchmarks of two
-# packages running side by side would disturb each other); see README for how
+# packages running side by side would disturb each other); see docs/development.md for how
 # to compare runs. The engine's decode and prefill benchmarks write a 2.6 GB
 # synthetic checkpoint with the real model's layer shapes and a 2.34 GB one of
 # dense LFM2-1.2B to a temporary directory and remove them at the end (set

@@ -142,6 +142,13 @@ type Checkpoint struct {
 	// Experts summarises how the routed experts are stored, from the
 	// manifest ("rtn bfp4_b", "keep bf16").
 	Experts string `json:"experts,omitempty"`
+	// Repo and Commit name the hub repository and commit of a Hugging
+	// Face checkpoint read from the Hugging Face cache; SourceRepo and
+	// SourceCommit those an lfmq-1 manifest records of its source.
+	Repo         string `json:"repo,omitempty"`
+	Commit       string `json:"commit,omitempty"`
+	SourceRepo   string `json:"source_repo,omitempty"`
+	SourceCommit string `json:"source_commit,omitempty"`
 }
 
 // Corpus identifies one scored corpus.

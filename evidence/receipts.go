@@ -44,6 +44,7 @@ func IdentifyCheckpoint(name, dir string) (Checkpoint, error) {
 	}
 	c.Format, c.Identity, c.ManifestSHA256, c.ConfigSHA256 = id.Format, id.Identity, id.ManifestSHA256, id.ConfigSHA256
 	c.Files, c.SourceConfigSHA256, c.Experts = id.Files, id.SourceConfigSHA256, id.Experts
+	c.Repo, c.Commit, c.SourceRepo, c.SourceCommit = id.Repo, id.Commit, id.SourceRepo, id.SourceCommit
 	return c, nil
 }
 

@@ -623,7 +623,7 @@ func TestSolveFallback(t *testing.T) {
 	g.DampW13, g.Shrink = 0, 0
 	r := &gptqRun{g: g, report: &GPTQReport{}}
 	pe := &plan.Entry{Name: "w", Source: "w"}
-	res, err := r.solve(2, 5, "w1/w3", st, pool, 0, [][]float32{w}, []*plan.Entry{pe}, out, k, 1)
+	res, err := r.solve(t.Context(), 2, 5, "w1/w3", st, pool, 0, [][]float32{w}, []*plan.Entry{pe}, out, k, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +639,7 @@ func TestSolveFallback(t *testing.T) {
 		t.Errorf("warnings %q", r.report.Warnings)
 	}
 	r.g.Strict = true
-	_, err = r.solve(2, 5, "w1/w3", st, pool, 0, [][]float32{w}, []*plan.Entry{pe}, out, k, 1)
+	_, err = r.solve(t.Context(), 2, 5, "w1/w3", st, pool, 0, [][]float32{w}, []*plan.Entry{pe}, out, k, 1)
 	var fe *FallbackError
 	if !errors.As(err, &fe) || fe.Layer != 2 || fe.Expert != 5 || !errors.Is(err, gptq.ErrFactor) {
 		t.Errorf("strict: err = %v", err)

@@ -94,6 +94,10 @@ type gptqRun struct {
 	budget *memBudget
 	prog   Progress
 	stage  StageProgress
+	// work, when the Progress follows the work, gets each stage's share
+	// of lw as it finishes.
+	work   WorkProgress
+	lw     layerWork
 	report *GPTQReport
 	mu     sync.Mutex // guards report.Warnings
 }
@@ -198,6 +202,11 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if r.prog != nil {
 		r.prog.Start(len(p.Entries))
 	}
+	var denseProg Progress = r.prog
+	if wp, ok := opts.Progress.(WorkProgress); ok {
+		r.work, r.lw = wp, estimateLayer(cfg, set.Tokens)
+		denseProg = r.startWork(p, rs)
+	}
 	res = &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), GPTQ: r.report}
 	metrics := tensorMetrics{}
 
@@ -210,7 +219,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		if solvedByGPTQ(entries[0]) {
 			continue
 		}
-		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, r.prog, packBudget)
+		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, denseProg, packBudget)
 		if err != nil {
 			return nil, err
 		}
@@ -325,6 +334,47 @@ func (r *gptqRun) done(tensor string) {
 	}
 }
 
+// startWork tells the WorkProgress the run's work: every dense, head and
+// kept tensor's packing, and every MoE layer that --resume does not take
+// over. It returns the Progress for the dense pass, which reports each
+// tensor's work with the tensor.
+func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState) Progress {
+	perTensor := map[string]float64{}
+	var total float64
+	for _, e := range p.Entries {
+		if e.Class != plan.Experts {
+			perTensor[e.Name] = tensorWork(e)
+			total += perTensor[e.Name]
+		}
+	}
+	for l := range r.cfg.NumLayers {
+		if _, resumed := rs.done(l); r.cfg.IsMoE(l) && !resumed {
+			total += r.lw.total()
+		}
+	}
+	r.work.StartWork(total)
+	return &tensorWorkProgress{Progress: r.prog, work: r.work, perTensor: perTensor}
+}
+
+// addWork reports finished work to a WorkProgress, if any.
+func (r *gptqRun) addWork(w float64) {
+	if r.work != nil && w > 0 {
+		r.work.Work(w)
+	}
+}
+
+// tensorWorkProgress reports each packed tensor's work along with it.
+type tensorWorkProgress struct {
+	Progress
+	work      WorkProgress
+	perTensor map[string]float64
+}
+
+func (t *tensorWorkProgress) Done(tensor string) {
+	t.Progress.Done(tensor)
+	t.work.Work(t.perTensor[tensor])
+}
+
 func (r *gptqRun) setStage(layer int, s string) {
 	if r.stage != nil {
 		r.stage.Stage(layer, s)
@@ -410,8 +460,11 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	// Either way each window's rows enter every layer with the bits a
 	// forward from the embedding would give them, so the statistics are
 	// those of a full forward up to l.
+	forwardDone := 0
 	cache, err := hessian.Collect(ctx, r.m, l, r.windows, hessian.CollectOptions{Progress: func(done, total int) {
 		r.setStage(l, fmt.Sprintf("forward %d/%d", done, total))
+		r.addWork(r.lw.forward * float64(done-forwardDone) / float64(max(total, 1)))
+		forwardDone = done
 	}, Stream: &r.stream, Past: !r.g.Sequential})
 	if err != nil {
 		return nil, err
@@ -424,7 +477,9 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 
 	r.setStage(l, "statistics w1/w3")
 	t0 = time.Now()
-	up, err := hessian.UpStats(ctx, cache, rt, r.workers)
+	up, err := hessian.UpStats(ctx, cache, rt, r.workers, func(e int) {
+		r.addWork(float64(len(rt.Tokens[e])) * float64(H) * float64(H))
+	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w1/w3")
 	}
@@ -449,12 +504,13 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, r.who(l, e), "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
+		out, err := r.solve(ctx, l, r.who(l, e), "w1/w3", up[e], upPool, r.g.DampW13, [][]float32{w1, w3}, []*plan.Entry{ex[e][0], ex[e][1]}, Fe, H, threads)
 		if err != nil {
 			return err
 		}
 		upRes[e] = [2]solved{out[0], out[1]}
 		up[e] = nil // this expert's statistics are used up
+		r.addWork(r.lw.solveW13 / float64(E))
 		r.done(ex[e][0].Name)
 		r.done(ex[e][1].Name)
 		return nil
@@ -487,7 +543,9 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 			*dst = mat
 		}
 	}
-	down, err := hessian.DownStats(ctx, cache, rt, mats, r.g.W2Weight, r.workers)
+	down, err := hessian.DownStats(ctx, cache, rt, mats, r.g.W2Weight, r.workers, func(e int) {
+		r.addWork(float64(len(rt.Tokens[e])) * float64(Fe) * float64(Fe+4*H))
+	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w2")
 	}
@@ -510,11 +568,12 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		if err != nil {
 			return err
 		}
-		out, err := r.solve(l, r.who(l, e), "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
+		out, err := r.solve(ctx, l, r.who(l, e), "w2", down[e], downPool, r.g.DampW2, [][]float32{w2}, []*plan.Entry{ex[e][2]}, H, Fe, threads)
 		if err != nil {
 			return err
 		}
 		downRes[e] = out[0]
+		r.addWork(r.lw.solveW2 / float64(E))
 		r.done(ex[e][2].Name)
 		down[e] = nil
 		return nil
@@ -591,7 +650,7 @@ func (r *gptqRun) forExperts(ctx context.Context, n int, scratch int64, fn func(
 // toward the layer's pool, with relative damping alpha; it falls back to
 // RTN when the Hessian cannot be factored (gptq.md §5). The factorization,
 // the row loops and the losses run on threads goroutines.
-func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
+func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
 	res := make([]solved, len(ws))
 	base := MatrixMetrics{Tokens: st.Tokens(), WeightSum: st.Weight(), NEff: st.NEff()}
 	rtnQ := make([][]float32, len(ws))
@@ -637,9 +696,11 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 	var flop float64
 	fk := float64(k)
 	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor,
-		Exponent: r.opts.ExponentRule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads})
+		Exponent: r.opts.ExponentRule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads, Stop: ctx.Done()})
 	var fe *gptq.FactorError
 	switch {
+	case errors.Is(ferr, gptq.ErrStopped):
+		return nil, ctx.Err()
 	case errors.As(ferr, &fe):
 		if r.g.Strict {
 			return nil, &FallbackError{Layer: l, Expert: e, Matrix: kind, Reason: "cholesky_failed", Err: ferr}
@@ -654,6 +715,9 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 		m.Shrink = shrink
 		if f != nil {
 			qr, err := f.Quantize(bfp.BFP4, w, out)
+			if errors.Is(err, gptq.ErrStopped) {
+				return nil, ctx.Err()
+			}
 			if err != nil {
 				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 			}
@@ -670,7 +734,10 @@ func (r *gptqRun) solve(l, e int, kind string, st, poolSt *hessian.Stat, alpha f
 			m.Method, m.Reason = string(RTN), "cholesky_failed"
 			m.Alpha, m.Retries = fe.Alpha, fe.Retries
 		}
-		losses, err := gptq.LossesThreads(h, w, [][]float32{res[i].q, rtnQ[i], nil}, out, k, threads)
+		losses, err := gptq.LossesStop(h, w, [][]float32{res[i].q, rtnQ[i], nil}, out, k, threads, ctx.Done())
+		if errors.Is(err, gptq.ErrStopped) {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			return nil, err
 		}

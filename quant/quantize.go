@@ -518,7 +518,9 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quant
 }
 
 // describeSource hashes every regular file at the top of the source
-// directory (hidden files and sub-directories are not part of a checkpoint).
+// directory (hidden files and sub-directories are not part of a checkpoint)
+// and, for a snapshot of the Hugging Face cache, names its repository and
+// commit.
 func describeSource(dir string) (lfmq1.Source, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -546,5 +548,6 @@ func describeSource(dir string) (lfmq1.Source, error) {
 	if s.ConfigSHA256 == "" {
 		return s, errors.New("quant: source has no config.json")
 	}
+	s.Repo, s.Commit, _ = hf.CacheOrigin(dir)
 	return s, nil
 }

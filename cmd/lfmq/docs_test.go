@@ -93,16 +93,29 @@ func TestDocLinksResolve(t *testing.T) {
 	}
 }
 
-// TestREADMEFlagDefaults: every flag default the README states (as
+// commandDocs returns the README and the command reference, docs/cli.md,
+// one after the other: the pages whose statements of commands and flags
+// the tests below hold to the commands.
+func commandDocs(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, f := range []string{"README.md", filepath.Join("docs", "cli.md")} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(data)
+		all.WriteString("\n")
+	}
+	return all.String()
+}
+
+// TestREADMEFlagDefaults: every flag default the README or docs/cli.md states (as
 // "`--flag` (default V)" or "`--flag` (V)") is the default the command
 // has, and the prefix cache's block is the size it states, so a changed
 // default cannot leave the README behind.
 func TestREADMEFlagDefaults(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := strings.Join(strings.Fields(string(data)), " ")
+	readme := strings.Join(strings.Fields(commandDocs(t)), " ")
 	tests := []struct {
 		cmd, flag, phrase, value string
 	}{
@@ -121,14 +134,14 @@ func TestREADMEFlagDefaults(t *testing.T) {
 		{"release build", "platforms", "(`--platforms`, default linux/amd64, linux/arm64, darwin/arm64)", "darwin/arm64,linux/amd64,linux/arm64"},
 	}
 	if phrase := fmt.Sprintf("every %d-token block", prefix.BlockSize); !strings.Contains(readme, phrase) {
-		t.Errorf("the README does not say %q, the prefix cache's block size", phrase)
+		t.Errorf("README.md and docs/cli.md do not say %q, the prefix cache's block size", phrase)
 	}
 	ios, _, _ := testStreams()
 	root := newRootCmd(ios)
 	for _, tt := range tests {
 		t.Run(tt.cmd+" --"+tt.flag, func(t *testing.T) {
 			if !strings.Contains(readme, tt.phrase) {
-				t.Fatalf("README no longer says %q", tt.phrase)
+				t.Fatalf("README.md and docs/cli.md no longer say %q", tt.phrase)
 			}
 			c, _, err := root.Find(strings.Fields(tt.cmd))
 			if err != nil || c.Name() != strings.Fields(tt.cmd)[len(strings.Fields(tt.cmd))-1] {
@@ -139,20 +152,17 @@ func TestREADMEFlagDefaults(t *testing.T) {
 				t.Fatalf("%s has no flag --%s", tt.cmd, tt.flag)
 			}
 			if f.DefValue != tt.value {
-				t.Errorf("%s --%s defaults to %q; the README says %q", tt.cmd, tt.flag, f.DefValue, tt.phrase)
+				t.Errorf("%s --%s defaults to %q; the docs say %q", tt.cmd, tt.flag, f.DefValue, tt.phrase)
 			}
 		})
 	}
 }
 
-// TestREADMEPresetTable: the README's table of sampling presets is what
+// TestREADMEPresetTable: the table of sampling presets (docs/cli.md) is what
 // sample.Preset gives, field by field ("–" for a field the preset leaves
 // unset), and names every preset.
 func TestREADMEPresetTable(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := commandDocs(t)
 	row := regexp.MustCompile("(?m)^\\| `([a-z]+)`[^|]* \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\|$")
 	cell := func(p any) string {
 		switch v := p.(type) {
@@ -168,7 +178,7 @@ func TestREADMEPresetTable(t *testing.T) {
 		return "–"
 	}
 	seen := map[string]bool{}
-	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+	for _, m := range row.FindAllStringSubmatch(data, -1) {
 		d, err := sample.Preset(m[1])
 		if err != nil {
 			continue // another table's row
@@ -191,25 +201,22 @@ func TestREADMEPresetTable(t *testing.T) {
 	}
 }
 
-// readmeHeading is a command's heading in the README: ### `lfmq CMD …`.
+// readmeHeading is a command's heading in docs/cli.md: ### `lfmq CMD …`.
 var readmeHeading = regexp.MustCompile("(?m)^### `lfmq ([^`]*)`")
 
-// TestREADMESynopsisRequired: a flag that a README command heading shows
+// TestREADMESynopsisRequired: a flag that a command heading of docs/cli.md shows
 // outside brackets and parentheses (as one a user must give) is one the
 // command requires, and the command's required flags are all shown, so a
 // user who follows the heading neither types flags that have defaults nor
 // misses one that has none.
 func TestREADMESynopsisRequired(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := commandDocs(t)
 	// Flags a command needs unless another one is given: not marked
 	// required in the help, but shown bare in the heading.
 	needed := map[string]bool{"score --candidate": true} // or --noise-floor
 	ios, _, _ := testStreams()
 	root := newRootCmd(ios)
-	headings := readmeHeading.FindAllStringSubmatch(string(data), -1)
+	headings := readmeHeading.FindAllStringSubmatch(data, -1)
 	if len(headings) < 10 {
 		t.Fatalf("found %d command headings in the README", len(headings))
 	}

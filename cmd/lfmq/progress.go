@@ -64,10 +64,16 @@ type counter struct {
 	what, unit  string
 	done, total int
 	stage       string
+	// work and workTotal, once workTotal is set (a GPTQ run's estimate of
+	// its work), give the share done instead of the count.
+	work, workTotal float64
 }
 
 // line is the status line: "quantizing: 120/358 tensors, 34% (layer 4:
 // solve w1/w3)", with an estimate of the time left once a tenth is done.
+// The share done is the count's, or the work's when the work is known:
+// a GPTQ run's tensors differ in cost by orders of magnitude, and the
+// count stands still through a layer's forward and statistics.
 func (c *counter) line(elapsed time.Duration) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,12 +83,16 @@ func (c *counter) line(elapsed time.Duration) string {
 		}
 		return c.what + ": " + c.stage
 	}
-	s := fmt.Sprintf("%s: %d/%d %s, %d%%", c.what, c.done, c.total, c.unit, 100*c.done/c.total)
+	share := float64(c.done) / float64(c.total)
+	if c.workTotal > 0 {
+		share = min(c.work/c.workTotal, 1)
+	}
+	s := fmt.Sprintf("%s: %d/%d %s, %d%%", c.what, c.done, c.total, c.unit, int(100*share))
 	if c.stage != "" {
 		s += " (" + c.stage + ")"
 	}
-	if c.done*10 >= c.total && c.done < c.total {
-		left := time.Duration(float64(elapsed) * float64(c.total-c.done) / float64(c.done))
+	if share >= 0.1 && c.done < c.total {
+		left := time.Duration(float64(elapsed) * (1 - share) / share)
 		s += fmt.Sprintf(", about %s left", left.Round(time.Second))
 	}
 	return s
@@ -122,6 +132,20 @@ func (p *lineProgress) Set(done int) {
 	} else {
 		p.c.done = done
 	}
+	p.c.mu.Unlock()
+}
+
+// StartWork sets the work of the whole run (quant.WorkProgress).
+func (p *lineProgress) StartWork(total float64) {
+	p.c.mu.Lock()
+	p.c.workTotal = total
+	p.c.mu.Unlock()
+}
+
+// Work adds finished work.
+func (p *lineProgress) Work(done float64) {
+	p.c.mu.Lock()
+	p.c.work += done
 	p.c.mu.Unlock()
 }
 

@@ -142,3 +142,41 @@ func TestStatusLinesEndWithTheWork(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterFollowsWork: once the work is known, the share done and the
+// time left come from it, not from the count of tensors.
+func TestCounterFollowsWork(t *testing.T) {
+	tests := []struct {
+		name            string
+		done, total     int
+		work, workTotal float64
+		want            string
+	}{
+		{"count", 3, 10, 0, 0, "quantizing: 3/10 tensors, 30% (layer 1: solve w1/w3), about 1m10s left"},
+		{"work", 3, 10, 50, 100, "quantizing: 3/10 tensors, 50% (layer 1: solve w1/w3), about 30s left"},
+		{"little work", 9, 10, 5, 100, "quantizing: 9/10 tensors, 5% (layer 1: solve w1/w3)"},
+	}
+	for _, tt := range tests {
+		c := counter{what: "quantizing", unit: "tensors", done: tt.done, total: tt.total, stage: "layer 1: solve w1/w3", work: tt.work, workTotal: tt.workTotal}
+		if got := c.line(30 * time.Second); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestBarFollowsWork: a bar told the work moves with it, not with the
+// tensors, and ends full.
+func TestBarFollowsWork(t *testing.T) {
+	ios, _, stderr := testStreams()
+	p := &barProgress{w: ios}
+	p.Start(4)
+	p.StartWork(400)
+	p.Done("t")
+	p.Work(100)
+	p.Stage(2, "solve w2")
+	p.Work(300)
+	p.finish(true)
+	if !strings.Contains(stderr.String(), "100%") || !strings.Contains(stderr.String(), "1/4 tensors, layer 2: solve w2") {
+		t.Errorf("bar: %q", stderr.String())
+	}
+}

@@ -21,12 +21,14 @@ import (
 )
 
 type quantizeOptions struct {
-	IO      *IOStreams
-	Model   string
-	Out     string
-	Method  quant.Method
-	Experts string
-	Workers int
+	IO    *IOStreams
+	Model string
+	Out   string
+	// Endpoint is the hub of a --model given as OWNER/NAME[@REVISION].
+	Endpoint string
+	Method   quant.Method
+	Experts  string
+	Workers  int
 	// GPTQ holds the GPTQ settings (used with --method gptq).
 	GPTQ quant.GPTQOptions
 	// ExponentRule and DenseExponentRule choose the BFP exponents of the
@@ -47,7 +49,7 @@ func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Co
 	var evalCorpora []string
 	var solveMiB int64
 	cmd := &cobra.Command{
-		Use:   "quantize --model DIR --out DIR [--method gptq --calib FILE | --method rtn]",
+		Use:   "quantize --model DIR|OWNER/NAME[@REV] --out DIR [--method gptq --calib FILE | --method rtn]",
 		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
 		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (BF16 safetensors, single
 or sharded) and writes an lfmq-1 checkpoint:
@@ -78,6 +80,17 @@ BFP8 tensors (max or search). The rule is recorded in the manifest; see
 docs/bfp.md. On the fixture neither search nor hessian lowers the KL to the
 BF16 model, so max stays the default.
 
+--model is a directory, or a model on the hub by its id, OWNER/NAME or
+OWNER/NAME@REVISION (a branch, tag or commit; default main), read from the
+Hugging Face cache that huggingface_hub keeps ($HF_HUB_CACHE, else
+$HF_HOME/hub, else ~/.cache/huggingface/hub). A snapshot there that holds
+config.json, tokenizer.json and every weight file is used without the
+network; otherwise the missing files are fetched from --endpoint into the
+same cache (resumed after an interruption, each checked against the size and
+digest the hub lists), with $HF_TOKEN. A string that names an existing
+directory is that directory. The manifest records the repository and commit
+of a source read from the cache, by id or by a snapshot's path.
+
 The output directory must not exist or be empty; it appears only when
 complete. A GPTQ run keeps each finished MoE layer in a hidden
 .NAME.partial directory beside it; after an interruption, the same command
@@ -97,7 +110,8 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 (experts × hidden² × 8 bytes: 1 GiB for LFM2-8B-A1B).`,
 		Example: `  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-lfmq1 --calib calib.jsonl \
       --eval-corpus chat=eval/chat.jsonl --eval-corpus code=eval/code.jsonl
-  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
+  lfmq quantize --model ./LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn
+  lfmq quantize --model LiquidAI/LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("model", opts.Model, "out", opts.Out); err != nil {
@@ -152,7 +166,8 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	}
 	g := &opts.GPTQ
 	f := cmd.Flags()
-	f.StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint directory (required)")
+	f.StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint: a directory, or a hub id OWNER/NAME[@REVISION] found in or fetched into the Hugging Face cache (required)")
+	f.StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	f.StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
 	f.StringVar(&method, "method", string(quant.GPTQ), "quantization method for the routed experts: gptq or rtn")
 	f.StringVar(&ffnFormat, "ffn-format", "bfp4", "dense LFM2 only: FFN w1/w3/w2 as bfp4 (by --method) or bfp8 (RTN; --method then defaults to rtn)")
@@ -261,17 +276,25 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
-	if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
-		// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
-		// the loader would only say that it is not a Hugging Face one.
-		has := lfmq1.ManifestFile
-		if _, err := os.Stat(filepath.Join(opts.Model, has)); err != nil {
-			has = lfmq1.GlobalFile // one that lost its manifest
+	checkModel := func() error {
+		if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
+			// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
+			// the loader would only say that it is not a Hugging Face one.
+			has := lfmq1.ManifestFile
+			if _, err := os.Stat(filepath.Join(opts.Model, has)); err != nil {
+				has = lfmq1.GlobalFile // one that lost its manifest
+			}
+			return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, has)}
 		}
-		return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, has)}
+		return requireCheckpoint("--model", opts.Model, opts.Model)
 	}
-	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
-		return err
+	// A model named by its hub id is looked up (and perhaps fetched) only
+	// once the rest of the command line has passed its checks.
+	hub := isHubID(opts.Model)
+	if !hub {
+		if err := checkModel(); err != nil {
+			return err
+		}
 	}
 	// The output is checked before the calibration set, the eval corpora
 	// and the model are read, which takes a while on a large model.
@@ -287,6 +310,16 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 			files = append(files, "--eval-corpus "+c.Name+"="+c.Path, c.Path)
 		}
 		if err := requireFiles(files...); err != nil {
+			return err
+		}
+	}
+	if hub {
+		dir, err := resolveHubModel(cmd, opts.IO, "--model", opts.Model, opts.Endpoint)
+		if err != nil {
+			return err
+		}
+		opts.Model = dir
+		if err := checkModel(); err != nil {
 			return err
 		}
 	}
@@ -494,11 +527,19 @@ type barProgress struct {
 	w   *IOStreams
 	mu  sync.Mutex
 	bar *progressbar.ProgressBar
+	// workTotal, once set (StartWork), makes the bar a per-mille bar of
+	// the work, work the part done.
+	work, workTotal float64
+	tensors, total  int
 }
+
+// workSteps is the resolution of a bar that follows the work.
+const workSteps = 1000
 
 func (p *barProgress) Start(total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.total = total
 	p.bar = progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(p.w.ErrOut),
 		progressbar.OptionSetDescription("quantizing"),
@@ -512,8 +553,40 @@ func (p *barProgress) Start(total int) {
 func (p *barProgress) Done(string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
+	p.tensors++
+	if p.bar != nil && p.workTotal == 0 {
 		p.bar.Add(1)
+	}
+}
+
+// StartWork makes the bar follow the run's work (quant.WorkProgress), so
+// that its estimate of the time left weighs a GPTQ solve as what it costs.
+func (p *barProgress) StartWork(total float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if total <= 0 {
+		return
+	}
+	p.workTotal = total
+	p.bar = progressbar.NewOptions(workSteps,
+		progressbar.OptionSetWriter(p.w.ErrOut),
+		progressbar.OptionSetDescription("quantizing"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
+	)
+}
+
+// Work moves a bar that follows the work.
+func (p *barProgress) Work(done float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar == nil || p.workTotal == 0 {
+		return
+	}
+	before := int(workSteps * min(p.work/p.workTotal, 1))
+	p.work += done
+	if after := int(workSteps * min(p.work/p.workTotal, 1)); after > before {
+		p.bar.Add(after - before)
 	}
 }
 
@@ -522,7 +595,11 @@ func (p *barProgress) Stage(layer int, stage string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("layer %d: %s", layer, stage))
+		desc := fmt.Sprintf("layer %d: %s", layer, stage)
+		if p.workTotal > 0 {
+			desc = fmt.Sprintf("%d/%d tensors, layer %d: %s", p.tensors, p.total, layer, stage)
+		}
+		p.bar.Describe(desc)
 	}
 }
 

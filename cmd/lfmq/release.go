@@ -89,6 +89,7 @@ type releaseBuildOptions struct {
 	LicenseLink  string
 	Language     []string
 	Source       string
+	AllowDirty   bool
 }
 
 func newReleaseCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *cobra.Command {
@@ -122,7 +123,13 @@ printed at the end is the sha256 of SHA256SUMS: put it in the hub tag message.
 
 The runtime is built from the lfmq module source in --source (default: the
 module containing the current directory) with the go command on PATH; if
-go.mod has a toolchain line, the go command must be that version.`,
+go.mod has a toolchain line, the go command must be that version. A source
+tree in a git work tree whose archived files differ from the commit checked
+out (modified, untracked or deleted Go files, go.mod, go.sum, …) is refused,
+as goreleaser refuses a dirty tree, unless --allow-dirty: then the files are
+listed in runtime-release.json (lfmq.source_dirty) and the model card says
+the release was built from uncommitted changes. A tree outside git (an
+extracted source archive) has no commit to differ from.`,
 		Example: `  lfmq release build --checkpoint ./LFM2-8B-A1B-lfmq1 --out ./release \
     --base-model LiquidAI/LFM2-8B-A1B --hub-repo lfmq/LFM2-8B-A1B-lfmq1 \
     --license ./LFM2-8B-A1B/LICENSE --source-card ./LFM2-8B-A1B/README.md \
@@ -146,11 +153,23 @@ go.mod has a toolchain line, the go command must be that version.`,
 				if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
 					return err
 				}
-				bm, ok := bundle.BaseModelFromConfig(opts.Checkpoint)
+				bm, ok := "", false
+				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo != "" {
+					bm, ok = m.Source.Repo, true
+				} else {
+					bm, ok = bundle.BaseModelFromConfig(opts.Checkpoint)
+				}
 				if !ok {
-					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's config.json has no hub repo id in _name_or_path")}
+					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's manifest records no source repository and its config.json has no hub repo id in _name_or_path")}
 				}
 				opts.BaseModel = bm
+			}
+			if opts.BaseRevision == "" {
+				// The commit the manifest records of its source, when it is
+				// a commit of the base model named.
+				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo == opts.BaseModel {
+					opts.BaseRevision = m.Source.Commit
+				}
 			}
 			if opts.Source == "" {
 				wd, err := os.Getwd()
@@ -181,8 +200,8 @@ go.mod has a toolchain line, the go command must be that version.`,
 	f.StringVar(&opts.License, "license", "", "the source model's licence file, copied as LICENSE (required)")
 	f.StringArrayVar(&opts.Notices, "notice", nil, "a NOTICE file of the source model, copied under its name (repeatable)")
 	f.StringVar(&platforms, "platforms", strings.Join(defaultPlatforms, ","), "comma-separated os/arch list of runtime binaries")
-	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: config.json's _name_or_path)")
-	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known")
+	f.StringVar(&opts.BaseModel, "base-model", "", "source model repo id, e.g. LiquidAI/LFM2-8B-A1B (default: the repository the manifest records of the source, else config.json's _name_or_path)")
+	f.StringVar(&opts.BaseRevision, "base-revision", "", "source model commit (40 hex), when known (default: the commit the manifest records of the source, for that repository)")
 	f.StringVar(&opts.HubRepo, "hub-repo", "", "hub repo id OWNER/NAME the release is published under, named by the card's download commands (required)")
 	f.StringVar(&opts.SourceCard, "source-card", "", "the source model's README.md: licence and languages are carried over")
 	f.StringVar(&opts.LicenseID, "license-id", "", "hub licence id for the card, e.g. apache-2.0, or other (default: from --source-card or the licence text)")
@@ -190,6 +209,7 @@ go.mod has a toolchain line, the go command must be that version.`,
 	f.StringVar(&opts.LicenseLink, "license-link", "", "licence link for the card (with --license-id other)")
 	f.StringArrayVar(&opts.Language, "language", nil, "card language (repeatable; default: from --source-card)")
 	f.StringVar(&opts.Source, "source", "", "lfmq module source to build the runtime from (default: the module containing the current directory)")
+	f.BoolVar(&opts.AllowDirty, "allow-dirty", false, "build from a --source with uncommitted changes (listed in runtime-release.json and the card)")
 	cmd.MarkFlagDirname("checkpoint")
 	cmd.MarkFlagDirname("out")
 	cmd.MarkFlagDirname("evidence")
@@ -226,14 +246,15 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 		LicenseFile: opts.License, NoticeFiles: opts.Notices, SourceCard: opts.SourceCard,
 		License:  card.License{ID: opts.LicenseID, Name: opts.LicenseName, Link: opts.LicenseLink},
 		Language: opts.Language, Platforms: opts.Platforms, Version: version.Version,
-		Quality: renderQuality, Log: opts.IO.ErrOut,
+		Quality: renderQuality, Log: opts.IO.ErrOut, AllowDirty: opts.AllowDirty,
 	})
 	if err != nil {
 		// An option the builder refuses (a malformed value, a missing path,
 		// an output directory in use, an unknown licence id) is a bad
 		// command line; refused file contents stay failures.
 		var ie *bundle.InputError
-		if errors.As(err, &ie) && ie.Option {
+		var de *bundle.DirtyError
+		if errors.As(err, &ie) && ie.Option || errors.As(err, &de) {
 			return &usageError{err}
 		}
 		return err

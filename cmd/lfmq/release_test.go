@@ -223,6 +223,22 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},
 		{"source card licence", map[string]string{"--source-card": write("card/README.md", "---\nlicense: foo\n---\n")}, exitFailure, []string{`license "foo"`, "--license-id"}},
 	}
+	if _, err := exec.LookPath("git"); err == nil {
+		// A runtime source with a change its git commit lacks.
+		dirty := bundletest.Source(t)
+		for _, a := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-q", "-m", "s"}} {
+			if out, err := exec.Command("git", append([]string{"-C", dirty}, a...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v: %s", a, err, out)
+			}
+		}
+		os.WriteFile(filepath.Join(dirty, "cmd", "lfmq", "main.go"), []byte("package main\n\nfunc main() { println() }\n"), 0o644)
+		tests = append(tests, struct {
+			name string
+			edit map[string]string
+			code int
+			want []string
+		}{"dirty source", map[string]string{"--source": dirty}, exitUsage, []string{"uncommitted changes", "cmd/lfmq/main.go", "--allow-dirty"}})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, stdout, stderr := testStreams()

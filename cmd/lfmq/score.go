@@ -22,8 +22,10 @@ import (
 )
 
 type scoreOptions struct {
-	IO             *IOStreams
-	Reference      string
+	IO        *IOStreams
+	Reference string
+	// Endpoint is the hub of a --reference given as OWNER/NAME[@REVISION].
+	Endpoint       string
 	Candidates     []score.Candidate
 	Corpora        []score.CorpusSpec
 	Ctx            int
@@ -50,7 +52,7 @@ func newScoreCmd(ios *IOStreams, runF func(*scoreOptions) error) *cobra.Command 
 	opts := &scoreOptions{IO: ios}
 	var cands, corpora []string
 	cmd := &cobra.Command{
-		Use:   "score --reference DIR --candidate [NAME=]DIR|URL... --corpus NAME=FILE... [--out FILE]",
+		Use:   "score --reference DIR|OWNER/NAME[@REV] --candidate [NAME=]DIR|URL... --corpus NAME=FILE... [--out FILE]",
 		Short: "Score quantized checkpoints against the BF16 reference (evidence of fidelity)",
 		Long: `Score runs the reference checkpoint and every candidate teacher-forced over the
 same token windows of each corpus (docs/scoring.md) and reports, per candidate and
@@ -68,6 +70,12 @@ tokenizer.json and a --max-model-len of at least --ctx; the receipts record
 the URL, the served model and the checkpoint identity the server reports.
 --api-key-file FILE (or --api-key, or LFMQ_API_KEY) is sent as a bearer token;
 the key itself is never recorded.
+
+--reference may name a model on the hub by its id, OWNER/NAME[@REVISION],
+read from (or fetched into) the Hugging Face cache as 'lfmq quantize --model'
+does, from --endpoint; the receipts record the repository and commit of a
+reference read from the cache, and an lfmq-1 candidate's receipt those its
+manifest records of its source.
 
 A corpus is JSONL: a record's input_ids are scored as given; otherwise its
 messages (and tools) are rendered with the reference's chat template; otherwise
@@ -147,7 +155,8 @@ per corpus with the per-token KL distribution of every row.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Reference, "reference", "", "reference checkpoint directory, the BF16 source (required)")
+	f.StringVar(&opts.Reference, "reference", "", "reference checkpoint, the BF16 source: a directory, or a hub id OWNER/NAME[@REVISION] found in or fetched into the Hugging Face cache (required)")
+	f.StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	f.StringArrayVar(&cands, "candidate", nil, "candidate checkpoint as NAME=DIR or DIR, or a running lfmq serve as NAME=URL or URL (repeatable)")
 	f.StringArrayVar(&corpora, "corpus", nil, "corpus as NAME=FILE, JSONL (repeatable, required)")
 	f.IntVar(&opts.Ctx, "ctx", score.DefaultCtx, "window length in tokens (even; capped by the model's context)")
@@ -252,8 +261,15 @@ func quoteArgs(args []string) string {
 }
 
 func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
-	if err := requireCheckpoint("--reference", opts.Reference, opts.Reference); err != nil {
-		return err
+	// A reference named by its hub id is looked up (and perhaps fetched)
+	// once the rest of the command line has passed its checks; refDir is
+	// its directory, while the receipts' command line keeps the id.
+	refDir := opts.Reference
+	hub := isHubID(opts.Reference)
+	if !hub {
+		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
+			return err
+		}
 	}
 	for _, c := range opts.Candidates {
 		if c.Dir != "" {
@@ -302,7 +318,17 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 			return &usageError{fmt.Errorf("%s: %w", label, err)}
 		}
 	}
-	opts.IO.ConfigWarnings(opts.Reference)
+	if hub {
+		dir, err := resolveHubModel(cmd, opts.IO, "--reference", opts.Reference, opts.Endpoint)
+		if err != nil {
+			return err
+		}
+		refDir = dir
+		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
+			return err
+		}
+	}
+	opts.IO.ConfigWarnings(refDir)
 	for _, c := range opts.Candidates {
 		if c.Dir != "" {
 			opts.IO.ConfigWarnings(c.Dir)
@@ -322,7 +348,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	defer closeDevice(dev)
 	so := score.Options{
 		Device:    dev,
-		Reference: opts.Reference, Candidates: opts.Candidates, Corpora: opts.Corpora,
+		Reference: refDir, Candidates: opts.Candidates, Corpora: opts.Corpora,
 		Ctx: opts.Ctx, NoiseFloor: opts.NoiseFloor, Chunk: opts.Chunk, MaxRecords: opts.MaxRecords,
 		SaveReference: opts.SaveReference, ReferenceCache: opts.ReferenceCache,
 		Threads: opts.Threads, Command: commandLine(opts), APIKey: opts.APIKey,

@@ -59,10 +59,13 @@ type Input struct {
 	Manifest       *lfmq1.Manifest
 	ManifestSHA256 string
 	// Source is the runtime's source archive; Runtime the binaries.
-	Source   Runtime
-	Runtime  []Runtime
-	License  License
-	Language []string
+	// SourceDirty lists the archived files that differed from the source
+	// tree's git commit when the release was built with --allow-dirty.
+	SourceDirty []string
+	Source      Runtime
+	Runtime     []Runtime
+	License     License
+	Language    []string
 	// Notices are the release paths of NOTICE files passed through.
 	Notices []string
 	// Evidence are the release paths of the evidence files.
@@ -211,6 +214,9 @@ func body(b *bytes.Buffer, in Input) {
 	fmt.Fprintf(b, "- `runtime/`: the lfmq engine that runs it, for %s, built reproducibly\n", strings.Join(plats, ", "))
 	b.WriteString("  (`CGO_ENABLED=0`, `-trimpath`, no dates or paths) from `runtime/lfmq-src.tar.gz`, the exact\n")
 	b.WriteString("  source, vendored dependencies included.\n")
+	if n := len(in.SourceDirty); n > 0 {
+		fmt.Fprintf(b, "  It was built with `--allow-dirty` from a source tree with uncommitted changes to %d of\n  its files (listed in `runtime-release.json`, `lfmq.source_dirty`): the binaries are\n  reproducible from the archive, not from a commit.\n", n)
+	}
 	if len(in.Evidence) > 0 {
 		b.WriteString("- `evidence/`: the measurements behind the quality tables, with their receipts.\n")
 	}

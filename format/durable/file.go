@@ -76,3 +76,24 @@ func WriteFile(path string, data []byte) error {
 	}
 	return a.Commit()
 }
+
+// Rename gives a finished file, written under the temporary name part, its
+// final name: it syncs the file, renames it and syncs the directory, so a
+// crash leaves the file complete under one of the two names.
+func Rename(part, final string) error {
+	f, err := os.OpenFile(part, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("durable: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(part, final)
+	}
+	if err != nil {
+		return fmt.Errorf("durable: %w", err)
+	}
+	return SyncDir(filepath.Dir(final))
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -82,6 +83,15 @@ func Open(dir string) (*Checkpoint, error) {
 	}
 	sort.Strings(c.names)
 	return c, nil
+}
+
+// Shards returns the safetensors files a checkpoint directory's weights
+// are in, sorted: the shards model.safetensors.index.json names, or
+// model.safetensors alone. It reads the index only; the files named may be
+// missing.
+func Shards(dir string) ([]string, error) {
+	s, err := shardList(dir)
+	return s.files, err
 }
 
 type shardSet struct {
@@ -221,4 +231,46 @@ func (c *Checkpoint) Close() error {
 	}
 	c.files = nil
 	return errors.Join(errs...)
+}
+
+// cacheCommit and cacheRepo match the commit and OWNER/NAME of a
+// Hugging Face cache path.
+var (
+	cacheCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	cacheRepo   = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
+)
+
+// CacheOrigin returns the repository and commit of a directory that is a
+// snapshot of the Hugging Face cache (…/models--OWNER--NAME/snapshots/COMMIT,
+// or a link to one), so that a checkpoint read from the cache records where
+// it came from whichever way it was named; ok is false for any other
+// directory.
+func CacheOrigin(dir string) (repo, commit string, ok bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", false
+	}
+	if repo, commit, ok := cachePath(abs); ok {
+		return repo, commit, true
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return cachePath(real)
+	}
+	return "", "", false
+}
+
+// cachePath parses a clean absolute snapshot path.
+func cachePath(abs string) (repo, commit string, ok bool) {
+	commit = filepath.Base(abs)
+	snapshots := filepath.Dir(abs)
+	if !cacheCommit.MatchString(commit) || filepath.Base(snapshots) != "snapshots" {
+		return "", "", false
+	}
+	rest, found := strings.CutPrefix(filepath.Base(filepath.Dir(snapshots)), "models--")
+	owner, name, found2 := strings.Cut(rest, "--")
+	repo = owner + "/" + name
+	if !found || !found2 || !cacheRepo.MatchString(repo) {
+		return "", "", false
+	}
+	return repo, commit, true
 }

@@ -116,3 +116,36 @@ func TestShardErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestCacheOrigin(t *testing.T) {
+	const c = "0123456789abcdef0123456789abcdef01234567"
+	tests := []struct {
+		dir, repo string
+	}{
+		{"/x/hub/models--LiquidAI--LFM2-8B-A1B/snapshots/" + c, "LiquidAI/LFM2-8B-A1B"},
+		{"/x/hub/models--LiquidAI--LFM2-8B-A1B/snapshots/" + c + "/", "LiquidAI/LFM2-8B-A1B"},
+		{"/x/hub/models--LiquidAI--LFM2-8B-A1B/snapshots/main", ""},
+		{"/x/hub/models--LiquidAI/snapshots/" + c, ""},
+		{"/x/hub/datasets--a--b/snapshots/" + c, ""},
+		{"/x/models--a--b/other/" + c, ""},
+	}
+	for _, tt := range tests {
+		repo, commit, ok := CacheOrigin(filepath.FromSlash(tt.dir))
+		if ok != (tt.repo != "") || repo != tt.repo || ok && commit != c {
+			t.Errorf("CacheOrigin(%s) = %q, %q, %v", tt.dir, repo, commit, ok)
+		}
+	}
+	// A link to a snapshot names the snapshot.
+	root := t.TempDir()
+	snap := filepath.Join(root, "models--a--b", "snapshots", c)
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "model")
+	if err := os.Symlink(snap, link); err != nil {
+		t.Skip(err)
+	}
+	if repo, commit, ok := CacheOrigin(link); !ok || repo != "a/b" || commit != c {
+		t.Errorf("CacheOrigin(a link to a snapshot) = %q, %q, %v", repo, commit, ok)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
@@ -54,6 +55,14 @@ type Checkpoint struct {
 	// TokenizerSHA256 is the sha256 of tokenizer.json, empty if the
 	// directory has none.
 	TokenizerSHA256 string
+	// Repo and Commit are, for a Hugging Face checkpoint that is a
+	// snapshot of the Hugging Face cache, its hub repository and commit
+	// (hf.CacheOrigin); SourceRepo and SourceCommit are, for an lfmq-1
+	// checkpoint, those its manifest records of its source. Empty when
+	// unknown. They name where the bytes came from and are no part of
+	// Identity, which the bytes alone decide.
+	Repo, Commit             string
+	SourceRepo, SourceCommit string
 }
 
 // Of returns the identity of the checkpoint in dir. A directory without
@@ -72,6 +81,7 @@ func Of(dir string) (*Checkpoint, error) {
 		}
 		c.Format, c.Identity, c.ManifestSHA256 = FormatLfmq1, sum, sum
 		c.SourceConfigSHA256 = m.Source.ConfigSHA256
+		c.SourceRepo, c.SourceCommit = m.Source.Repo, m.Source.Commit
 		ex := m.Quantization.Experts
 		if m.Quantization.FFN != nil {
 			ex = *m.Quantization.FFN
@@ -88,7 +98,12 @@ func Of(dir string) (*Checkpoint, error) {
 		}
 		src := lfmq1.Source{ConfigSHA256: cfg}
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			// A link to a file counts as that file: a snapshot of the
+			// Hugging Face cache holds nothing else.
+			if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || !st.Mode().IsRegular() {
 				continue
 			}
 			sum, size, err := hashFile(filepath.Join(dir, e.Name()))
@@ -106,6 +121,7 @@ func Of(dir string) (*Checkpoint, error) {
 		}
 		s := sha256.Sum256(data)
 		c.Format, c.Identity, c.Files = FormatHF, hex.EncodeToString(s[:]), src.Files
+		c.Repo, c.Commit, _ = hf.CacheOrigin(dir)
 	}
 	if c.TokenizerSHA256 == "" {
 		// An lfmq-1 checkpoint's tokenizer, or a Hugging Face one that is

@@ -92,6 +92,12 @@ type Manifest struct {
 type Source struct {
 	ConfigSHA256 string      `json:"config_sha256"`
 	Files        []FileEntry `json:"files"`
+	// Repo and Commit name the hub repository (OWNER/NAME) and the
+	// 40-hex commit the source was read from, when it came from the
+	// Hugging Face cache (by hub id or by a snapshot's path); absent for
+	// any other directory.
+	Repo   string `json:"repo,omitempty"`
+	Commit string `json:"commit,omitempty"`
 }
 
 // Quantization records how each tensor class was produced.

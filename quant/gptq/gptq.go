@@ -35,12 +35,20 @@ type Options struct {
 	// their independent results over them. 0 or 1: the caller's goroutine
 	// only. It changes no bit of any result.
 	Threads int
+	// Stop, when closed (a context's Done), makes NewFactor and the
+	// Factor's Quantize give up at their next panel or block with
+	// ErrStopped, so that a long solve ends promptly. Nil: never.
+	Stop <-chan struct{}
 }
 
 // DefaultOptions returns the defaults of gptq.md §6 with damping alpha.
 func DefaultOptions(alpha float64) Options {
 	return Options{Alpha: alpha, ActOrder: true, BlockSize: 128, Retries: 3, RetryFactor: 10}
 }
+
+// ErrStopped is returned by a solve that gave up because Options.Stop was
+// closed.
+var ErrStopped = errors.New("gptq: solve stopped")
 
 // ErrFactor is wrapped by every *FactorError.
 var ErrFactor = errors.New("gptq: Hessian factorization failed")
@@ -88,6 +96,7 @@ type Factor struct {
 	exponent  ExponentRule
 	cost      HessianCost
 	threads   int
+	stop      <-chan struct{}
 }
 
 // NewFactor prepares a K×K Hessian h (row-major, symmetric; not modified)
@@ -135,7 +144,7 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 	}
 	threads := max(1, opts.Threads)
 	return newFactorWith(h, k, opts, func(hp, u []float64, k int) (int, string) {
-		return factorInverse(hp, u, k, threads)
+		return factorInverseStop(hp, u, k, threads, opts.Stop)
 	})
 }
 
@@ -144,7 +153,7 @@ func NewFactor(h []float64, k int, opts Options) (*Factor, error) {
 // passes the original one).
 func newFactorWith(h []float64, k int, opts Options, inv func(hp, u []float64, k int) (int, string)) (*Factor, error) {
 	f := &Factor{k: k, perm: make([]int, k), dead: make([]bool, k), blockSize: opts.BlockSize,
-		exponent: opts.Exponent, cost: opts.HessianCost, threads: max(1, opts.Threads)}
+		exponent: opts.Exponent, cost: opts.HessianCost, threads: max(1, opts.Threads), stop: opts.Stop}
 	diag := make([]float64, k)
 	var sum float64
 	for i := range k {
@@ -176,6 +185,9 @@ func newFactorWith(h []float64, k int, opts Options, inv func(hp, u []float64, k
 			row[i] = diag[oi] + lambda
 		}
 		idx, reason := inv(hp, f.u, k)
+		if idx == stoppedIndex {
+			return nil, ErrStopped
+		}
 		if idx < 0 {
 			f.alpha, f.lambda, f.retries = alpha, lambda, try
 			return f, nil
@@ -266,6 +278,9 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 	}
 	var loss float64
 	for b0 := 0; b0 < k; b0 += bs {
+		if stopped(f.stop) {
+			return nil, ErrStopped
+		}
 		b1 := min(b0+bs, k)
 		for i := b0; i < b1; i++ {
 			row := wp[i*out : (i+1)*out]

@@ -1,6 +1,9 @@
 package gptq
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Loss returns ½·tr(ΔWᵀ H ΔW) in float64 for ΔW = W − Q in the W_tt frame,
 // where w and q are [out, in] row-major (Hugging Face layout) and h is the
@@ -38,6 +41,12 @@ func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, e
 // (each forms its groups' partial sums), and the partial sums are added in
 // group order on one goroutine, as Losses adds them.
 func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads int) ([]float64, error) {
+	return LossesStop(h, w, qs, out, in, threads, nil)
+}
+
+// LossesStop is LossesThreads, which gives up with ErrStopped at its next
+// block of rows once stop is closed.
+func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, stop <-chan struct{}) ([]float64, error) {
 	if len(h) != in*in || len(w) != out*in {
 		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
 	}
@@ -70,7 +79,12 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 			fillDelta(d, w, q, out, in, t*per, min(groups, (t+1)*per))
 		})
 		group := func(g int) []float64 { return d[g*4*out : (g+1)*4*out] }
+		var halt atomic.Bool
 		parallel(threads, blocks, func(wk, b int) {
+			if halt.Load() || stopped(stop) {
+				halt.Store(true)
+				return
+			}
 			if xs[wk] == nil {
 				xs[wk] = make([]float64, lossBlockGroups*stride)
 			}
@@ -120,6 +134,9 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 				copy(parts[4*g:4*g+4], part[:])
 			}
 		})
+		if halt.Load() {
+			return nil, ErrStopped
+		}
 		var total float64
 		for g := range groups {
 			for a := range min(4, in-4*g) {

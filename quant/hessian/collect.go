@@ -291,11 +291,17 @@ func (w Weighting) Valid() bool { return w == WeightG || w == WeightG2 }
 // the z of the tokens routed to it, each weighted by its g. Experts run in
 // parallel on up to workers goroutines (0: one); each expert's sums are
 // formed on one goroutine in token order, so the result is the same for
-// any workers.
-func UpStats(ctx context.Context, c *Cache, rt *Routed, workers int) ([]*Stat, error) {
-	return forExperts(ctx, len(rt.Tokens), workers, func(e int) (*Stat, error) {
+// any workers. done, if set, is called (from the expert's goroutine) as
+// each expert's statistics are complete.
+func UpStats(ctx context.Context, c *Cache, rt *Routed, workers int, done func(expert int)) ([]*Stat, error) {
+	return forExperts(ctx, len(rt.Tokens), workers, done, func(e int) (*Stat, error) {
 		st := NewStat(c.Hidden)
 		for i, t := range rt.Tokens[e] {
+			if i%statCheckTokens == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
 			if err := st.Add(c.Z[int(t)*c.Hidden:][:c.Hidden], WeightG.omega(rt.Weights[e][i])); err != nil {
 				return nil, err
 			}
@@ -309,6 +315,11 @@ type Expert struct {
 	W1, W3 *kernels.Matrix
 }
 
+// statCheckTokens is how many tokens an expert's statistics take between
+// looks at the context: at LFM2-8B-A1B's width 64 rank-one updates are a
+// few milliseconds, so a stop is seen at once and the look costs nothing.
+const statCheckTokens = 64
+
 // downBatch is the number of tokens whose w2 inputs are computed per
 // product; it bounds memory and, by the kernels' batch invariance, changes
 // no bit.
@@ -318,8 +329,8 @@ const downBatch = 128
 // silu(w1·z) ⊙ (w3·z) of its routed tokens, computed with the kernels and
 // the matrices the engine uses (experts[e], e.g. the quantized w1/w3), so
 // the values are bit-identical to what the engine's forward would produce.
-// Each token is weighted by g or g² (weighting).
-func DownStats(ctx context.Context, c *Cache, rt *Routed, experts []Expert, weighting Weighting, workers int) ([]*Stat, error) {
+// Each token is weighted by g or g² (weighting). done is as for UpStats.
+func DownStats(ctx context.Context, c *Cache, rt *Routed, experts []Expert, weighting Weighting, workers int, done func(expert int)) ([]*Stat, error) {
 	if len(experts) != len(rt.Tokens) {
 		return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("%d experts' matrices for %d experts", len(experts), len(rt.Tokens))}
 	}
@@ -327,7 +338,7 @@ func DownStats(ctx context.Context, c *Cache, rt *Routed, experts []Expert, weig
 		return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("unknown weighting %q", weighting)}
 	}
 	H := c.Hidden
-	return forExperts(ctx, len(rt.Tokens), workers, func(e int) (*Stat, error) {
+	return forExperts(ctx, len(rt.Tokens), workers, done, func(e int) (*Stat, error) {
 		ex := experts[e]
 		if ex.W1 == nil || ex.W3 == nil || ex.W1.In != H || ex.W3.In != H || ex.W1.Out != ex.W3.Out {
 			return nil, &InputError{What: "DownStats", Msg: fmt.Sprintf("expert %d: w1/w3 missing or misshapen", e)}
@@ -339,6 +350,9 @@ func DownStats(ctx context.Context, c *Cache, rt *Routed, experts []Expert, weig
 		g := make([]float32, downBatch*fe)
 		u := make([]float32, downBatch*fe)
 		for t0 := 0; t0 < len(toks); t0 += downBatch {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			n := min(downBatch, len(toks)-t0)
 			for i, t := range toks[t0 : t0+n] {
 				copy(x[i*H:(i+1)*H], c.Z[int(t)*H:][:H])
@@ -367,8 +381,8 @@ func (e *ExpertError) Error() string { return fmt.Sprintf("hessian: expert %d: %
 func (e *ExpertError) Unwrap() error { return e.Err }
 
 // forExperts runs fn for experts 0..n−1 on up to workers goroutines,
-// placing each result in its own slot.
-func forExperts(ctx context.Context, n, workers int, fn func(e int) (*Stat, error)) ([]*Stat, error) {
+// placing each result in its own slot and telling done, if set.
+func forExperts(ctx context.Context, n, workers int, done func(e int), fn func(e int) (*Stat, error)) ([]*Stat, error) {
 	out := make([]*Stat, n)
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(1, workers))
 	for e := range n {
@@ -381,6 +395,9 @@ func forExperts(ctx context.Context, n, workers int, fn func(e int) (*Stat, erro
 				return &ExpertError{Expert: e, Err: err}
 			}
 			out[e] = st
+			if done != nil {
+				done(e)
+			}
 			return nil
 		})
 	}

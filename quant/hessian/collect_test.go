@@ -116,11 +116,11 @@ func TestCollectMatchesEngine(t *testing.T) {
 		p := fmt.Sprintf("model.layers.%d.feed_forward.experts.%d.", layer, e)
 		experts[e] = Expert{W1: bf16(p + "w1.weight"), W3: bf16(p + "w3.weight")}
 	}
-	up, err := UpStats(context.Background(), c, rt, 2)
+	up, err := UpStats(context.Background(), c, rt, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	down, err := DownStats(context.Background(), c, rt, experts, WeightG, 3)
+	down, err := DownStats(context.Background(), c, rt, experts, WeightG, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,11 @@ type Options struct {
 	OutDir        string
 	// SourceDir is the root of the lfmq module to build the runtime from.
 	SourceDir string
+	// AllowDirty builds from a SourceDir whose archived files differ from
+	// its git commit (UncommittedFiles) instead of refusing it with a
+	// *DirtyError; the files are then listed in runtime-release.json
+	// (lfmq.source_dirty) and the model card says so.
+	AllowDirty bool
 	// EvidenceDir, if set, holds evidence JSON files (and SVG plots).
 	EvidenceDir string
 	// Revision is the hub tag of the release.
@@ -380,6 +385,8 @@ type builder struct {
 	stage string
 	work  string
 	env   goEnv
+	// dirty are the archived files that differ from the source's commit.
+	dirty []string
 }
 
 // goEnv is what the builder takes from the caller's go environment.
@@ -397,6 +404,17 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	}
 
 	// Inputs first, so a bad one fails before minutes of building.
+	dirty, _, err := UncommittedFiles(ctx, o.SourceDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirty) > 0 && !o.AllowDirty {
+		return nil, &DirtyError{Dir: o.SourceDir, Files: dirty}
+	}
+	b.dirty = dirty
+	if len(dirty) > 0 {
+		o.logf("building from a source tree with %d uncommitted files (--allow-dirty)", len(dirty))
+	}
 	lic, err := readInput(o.LicenseFile)
 	if err != nil {
 		return nil, err
@@ -503,6 +521,7 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 		Source:  card.Runtime{Path: sums.SourceArchivePath, Size: int64(len(srcArchive)), SHA256: srcSHA},
 		License: lmeta, Language: langs,
 		Notices: noticeNames, Evidence: evidencePaths, Plots: plots, Quality: quality,
+		SourceDirty: b.dirty,
 	}
 	for _, bin := range binaries {
 		in.Runtime = append(in.Runtime, card.Runtime{Platform: bin.Platform, Path: bin.Path, Size: bin.Size, SHA256: bin.SHA256})
@@ -523,7 +542,7 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	}
 	rr := &sums.RuntimeRelease{
 		Schema: sums.Schema, ReleaseID: releaseID, Revision: o.Revision,
-		Lfmq:       sums.Lfmq{Version: o.Version, SourceSHA256: srcSHA},
+		Lfmq:       sums.Lfmq{Version: o.Version, SourceSHA256: srcSHA, SourceDirty: b.dirty},
 		Toolchain:  tc,
 		BaseModel:  sums.BaseModel{Repo: o.BaseModel, Revision: o.BaseRevision},
 		Checkpoint: sums.Checkpoint{Format: sums.CheckpointFormat, Manifest: sums.ManifestPath, ManifestSHA256: manifestSHA},

@@ -343,6 +343,7 @@ func TestReproducible(t *testing.T) {
 	ckpt := bundletest.Checkpoint(t)
 	snapOut := filepath.Join(t.TempDir(), "snapshot")
 	snap := bundletest.Options(t, ckpt, root, snapOut)
+	snap.AllowDirty = true // the tree under test, edits included
 	if _, err := bundle.Build(context.Background(), snap); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sshsig"
@@ -181,6 +182,29 @@ type downloader struct {
 	logMu  sync.Mutex
 }
 
+// newDownloader fills in opts' defaults and returns a downloader of the
+// repository at base into dir.
+func newDownloader(opts *Options, base *url.URL, dir string) *downloader {
+	if opts.Jobs <= 0 {
+		opts.Jobs = 4
+	}
+	if opts.Retries <= 0 {
+		opts.Retries = 5
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = func(n int) time.Duration {
+			return min(250*time.Millisecond<<(n-1), 8*time.Second)
+		}
+	}
+	client := opts.Client
+	if client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = time.Minute
+		client = &http.Client{Transport: tr}
+	}
+	return &downloader{opts: opts, base: base, dir: dir, client: client, rev: opts.Revision}
+}
+
 func (d *downloader) logf(format string, args ...any) {
 	if d.opts.Log != nil {
 		d.logMu.Lock()
@@ -204,24 +228,7 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	base, _ := url.Parse(opts.URL)
-	if opts.Jobs <= 0 {
-		opts.Jobs = 4
-	}
-	if opts.Retries <= 0 {
-		opts.Retries = 5
-	}
-	if opts.Backoff == nil {
-		opts.Backoff = func(n int) time.Duration {
-			return min(250*time.Millisecond<<(n-1), 8*time.Second)
-		}
-	}
-	client := opts.Client
-	if client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.ResponseHeaderTimeout = time.Minute
-		client = &http.Client{Transport: tr}
-	}
-	d := &downloader{opts: &opts, base: base, dir: dir, client: client, rev: opts.Revision}
+	d := newDownloader(&opts, base, dir)
 	res := &Result{Dir: dir}
 
 	// SHA256SUMS first: the authority for everything else.
@@ -504,6 +511,29 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 		}
 	}
 	part := filepath.Join(d.dir, filepath.FromSlash(IncompleteDir), filepath.FromSlash(e.Path)+".incomplete")
+	check := func(part string) (string, int64, bool, error) {
+		sum, n, err := lfmq1.HashFile(part)
+		return sum, n, err == nil && sum == e.SHA256 && (size < 0 || n == size), err
+	}
+	if o := d.fetchInto(ctx, e, size, part, sums.SumsFile, check); o.err != nil {
+		return o
+	}
+	if err := setMode(part, e.Path); err != nil {
+		return outcome{err: err}
+	}
+	if err := syncRename(part, final); err != nil {
+		return outcome{err: err}
+	}
+	return outcome{}
+}
+
+// fetchInto brings e's bytes into part, resuming what part holds, until
+// check accepts the whole file (check returns the digest it found, the
+// size and whether they are the right ones). Network errors and retryable
+// statuses are retried with backoff, keeping the partial file; bytes that
+// check refuses are fetched once more from zero (a resumed prefix may have
+// been stale) and then refused. It does not rename part.
+func (d *downloader) fetchInto(ctx context.Context, e sums.Entry, size int64, part, authority string, check func(part string) (got string, n int64, ok bool, err error)) outcome {
 	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
 		return outcome{err: fmt.Errorf("download: %w", err)}
 	}
@@ -537,17 +567,11 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 			continue
 		}
 		// The body is complete: check every byte of the file.
-		sum, n, err := lfmq1.HashFile(part)
+		sum, n, ok, err := check(part)
 		if err != nil {
 			return outcome{err: fmt.Errorf("download: %w", err)}
 		}
-		if sum == e.SHA256 && (size < 0 || n == size) {
-			if err := setMode(part, e.Path); err != nil {
-				return outcome{err: err}
-			}
-			if err := syncRename(part, final); err != nil {
-				return outcome{err: err}
-			}
+		if ok {
 			d.logf("fetched  %s (%d bytes)", e.Path, n)
 			return outcome{}
 		}
@@ -555,10 +579,10 @@ func (d *downloader) fetchFile(ctx context.Context, e sums.Entry, size int64) ou
 		if !restarted {
 			// Perhaps a resumed prefix was stale: once more from zero.
 			restarted = true
-			d.logf("refetch  %s (sha256 %s, want %s)", e.Path, sum, e.SHA256)
+			d.logf("refetch  %s (digest %s, want %s)", e.Path, sum, e.SHA256)
 			continue
 		}
-		return mismatch(verify.KindHash, sum, n, sums.SumsFile, "the hub served these bytes twice; not kept")
+		return outcome{err: &verify.MismatchError{Path: e.Path, Kind: verify.KindHash, WantSHA256: e.SHA256, GotSHA256: sum, WantSize: size, GotSize: n, Authority: authority, Detail: "the hub served these bytes twice; not kept"}}
 	}
 }
 
@@ -623,7 +647,7 @@ func (d *downloader) transfer(ctx context.Context, e sums.Entry, size int64, par
 	}
 	// For LFS files the hub's ETag is the file's sha256: refuse before
 	// reading a byte when it names other content.
-	if etag := etagSHA256(resp.Header); etag != "" && etag != e.SHA256 {
+	if etag := etagSHA256(resp.Header); etag != "" && e.SHA256 != "" && etag != e.SHA256 {
 		return resultRefused, &verify.MismatchError{Path: e.Path, Kind: verify.KindHash, WantSHA256: e.SHA256, GotSHA256: etag, WantSize: size, GotSize: verify.Unknown, Authority: sums.SumsFile, Detail: "the hub's ETag names other content; not downloaded"}
 	}
 	if err := f.Truncate(have); err != nil {
@@ -722,21 +746,10 @@ func isRuntimeBinary(p string) bool {
 
 // syncRename fsyncs a finished file and renames it to its final path.
 func syncRename(part, final string) error {
-	f, err := os.OpenFile(part, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
-	if err := os.Rename(part, final); err != nil {
+	if err := durable.Rename(part, final); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
 	return nil

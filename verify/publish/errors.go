@@ -68,9 +68,15 @@ type RepoNotFoundError struct {
 	Endpoint, Repo string
 	// Err is the hub's answer.
 	Err error
+	// Reading is set when the repository was to be read (Remote), where
+	// creating it is no remedy.
+	Reading bool
 }
 
 func (e *RepoNotFoundError) Error() string {
+	if e.Reading {
+		return fmt.Sprintf("publish: repository %s does not exist on %s (or this token cannot see it)", e.Repo, e.Endpoint)
+	}
 	return fmt.Sprintf("publish: repository %s does not exist on %s (or this token cannot see it); pass --create to create it", e.Repo, e.Endpoint)
 }
 

@@ -200,15 +200,7 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = 4
 	}
-	switch {
-	case opts.Retries == 0:
-		opts.Retries = 5
-	case opts.Retries < 0:
-		opts.Retries = 0
-	}
-	if opts.Backoff == nil {
-		opts.Backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
-	}
+	opts.Retries, opts.Backoff = retryDefaults(opts.Retries, opts.Backoff)
 	base, err := checkOptions(&opts)
 	if err != nil {
 		return nil, err
@@ -241,15 +233,9 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 
 // checkOptions validates opts and returns the endpoint URL.
 func checkOptions(opts *Options) (*url.URL, error) {
-	base, err := url.Parse(opts.Endpoint)
+	base, err := checkRepo(opts.Endpoint, opts.Repo)
 	if err != nil {
-		return nil, fmt.Errorf("publish: endpoint: %w", err)
-	}
-	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
-	}
-	if !sums.ValidRepo(opts.Repo) {
-		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", opts.Repo)
+		return nil, err
 	}
 	if !validBranch(opts.Branch) {
 		return nil, fmt.Errorf("publish: branch %q is not a branch name of [A-Za-z0-9._/-]", opts.Branch)
@@ -259,6 +245,37 @@ func checkOptions(opts *Options) (*url.URL, error) {
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("publish: no release directory")
+	}
+	return base, nil
+}
+
+// retryDefaults fills in the retry settings: 0 retries means the default
+// 5, a negative number none; the default backoff is 250ms·2^(n-1), at most
+// 8 s.
+func retryDefaults(retries int, backoff func(int) time.Duration) (int, func(int) time.Duration) {
+	switch {
+	case retries == 0:
+		retries = 5
+	case retries < 0:
+		retries = 0
+	}
+	if backoff == nil {
+		backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
+	}
+	return retries, backoff
+}
+
+// checkRepo parses the endpoint and checks the OWNER/NAME repository id.
+func checkRepo(endpoint, repo string) (*url.URL, error) {
+	base, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("publish: endpoint: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
+	}
+	if !sums.ValidRepo(repo) {
+		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", repo)
 	}
 	return base, nil
 }

@@ -47,6 +47,11 @@ type Lfmq struct {
 	Version string `json:"version"`
 	// SourceSHA256 is the sha256 of runtime/lfmq-src.tar.gz.
 	SourceSHA256 string `json:"source_sha256"`
+	// SourceDirty lists, for a release built with --allow-dirty from a
+	// source tree with uncommitted changes, the archived files that
+	// differed from its git commit; absent for a clean or unversioned
+	// tree. The archive holds them as built either way.
+	SourceDirty []string `json:"source_dirty,omitempty"`
 }
 
 // Toolchain records how the runtime binaries were built (release.md §4).

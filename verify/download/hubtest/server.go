@@ -171,6 +171,18 @@ func (s *Server) createRepo(id string, private bool) error {
 // (stored as regular files) are written, remove's deleted. It returns the
 // new commit.
 func (s *Server) CommitFiles(repo, branch, summary string, add map[string][]byte, remove []string) (string, error) {
+	return s.commitFiles(repo, branch, summary, add, remove, false)
+}
+
+// CommitLFSFiles is CommitFiles, except that the files the branch's
+// .gitattributes routes to LFS are stored as LFS objects, as an upload
+// through the API would store them (and served with their sha256 as
+// X-Linked-Etag).
+func (s *Server) CommitLFSFiles(repo, branch, summary string, add map[string][]byte) (string, error) {
+	return s.commitFiles(repo, branch, summary, add, nil, true)
+}
+
+func (s *Server) commitFiles(repo, branch, summary string, add map[string][]byte, remove []string, useLFS bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.repos[repo]
@@ -184,8 +196,15 @@ func (s *Server) CommitFiles(repo, branch, summary string, add map[string][]byte
 	for _, p := range remove {
 		delete(files, p)
 	}
+	rules := parseAttributes(string(files[".gitattributes"].Content))
 	for p, data := range add {
-		files[p] = regular(data)
+		if !useLFS || !rules.lfs(p) {
+			files[p] = regular(data)
+			continue
+		}
+		oid := sha256Hex(data)
+		r.objects[oid] = data
+		files[p] = File{Size: int64(len(data)), LFS: oid}
 	}
 	return s.addCommit(r, branch, summary, "", files), nil
 }

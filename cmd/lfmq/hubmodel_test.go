@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/verify/download/hubtest"
+)
+
+// hubWithTinyModel serves the tiny model's files as repo on a test hub,
+// the weights as an LFS object, and points the Hugging Face cache at an
+// empty directory. It returns the hub's URL, the commit and the cache.
+func hubWithTinyModel(t *testing.T, repo string) (url, commit, cache string) {
+	t.Helper()
+	s := hubtest.NewServer()
+	if err := s.CreateRepo(repo, false); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	entries, err := os.ReadDir(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(tinyModel, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = data
+	}
+	commit, err = s.CommitLFSFiles(repo, "main", "the tiny model", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	cache = t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	t.Setenv("HF_ENDPOINT", "")
+	t.Setenv("HF_TOKEN", "")
+	return srv.URL, commit, cache
+}
+
+func readManifest(t *testing.T, dir string) (*lfmq1.Manifest, string) {
+	t.Helper()
+	m, sum, err := lfmq1.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, sum
+}
+
+// TestQuantizeHubModel: --model OWNER/NAME fetches the model from the hub
+// into huggingface_hub's cache layout, and then works offline from it; the
+// manifest names the repository and commit, whichever way the snapshot is
+// named, and the tensors are those of the same model read from its
+// directory.
+func TestQuantizeHubModel(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm2-moe"
+	url, commit, cache := hubWithTinyModel(t, repo)
+	tmp := t.TempDir()
+	quantize := func(model, endpoint, out string) (string, string) {
+		t.Helper()
+		args := []string{"quantize", "--model", model, "--out", filepath.Join(tmp, out), "--method", "rtn"}
+		if endpoint != "" {
+			args = append(args, "--endpoint", endpoint)
+		}
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("quantize --model %s: exit %d: %s", model, code, stderr)
+		}
+		_, sum := readManifest(t, filepath.Join(tmp, out))
+		return sum, stderr.String()
+	}
+
+	online, log := quantize(repo, url, "online")
+	if !strings.Contains(log, "fetching into the Hugging Face cache") || !strings.Contains(log, "snapshot "+commit) {
+		t.Errorf("stderr of the first run:\n%s", log)
+	}
+	// The cache as huggingface_hub lays it out.
+	repoDir := filepath.Join(cache, "models--LiquidAI--tiny-lfm2-moe")
+	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err != nil || string(ref) != commit {
+		t.Errorf("refs/main = %q, %v; want %s", ref, err, commit)
+	}
+	weights, err := os.ReadFile(filepath.Join(tinyModel, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(weights)
+	snapshot := filepath.Join(repoDir, "snapshots", commit)
+	if target, err := os.Readlink(filepath.Join(snapshot, "model.safetensors")); err != nil || target != "../../blobs/"+hex.EncodeToString(sum[:]) {
+		t.Errorf("snapshots/%s/model.safetensors links to %q (%v), want ../../blobs/<its sha256>", commit, target, err)
+	}
+
+	m, _ := readManifest(t, filepath.Join(tmp, "online"))
+	if m.Source.Repo != repo || m.Source.Commit != commit {
+		t.Errorf("manifest source: repo %q commit %q; want %s at %s", m.Source.Repo, m.Source.Commit, repo, commit)
+	}
+	// The same model read from its own directory: the same tensors and
+	// source files, and no origin.
+	quantize(tinyModel, "", "local")
+	local, _ := readManifest(t, filepath.Join(tmp, "local"))
+	if !reflect.DeepEqual(local.Tensors, m.Tensors) || !slices.Equal(local.Source.Files, m.Source.Files) {
+		t.Error("the checkpoint of the fetched model differs from the directory's")
+	}
+	if local.Source.Repo != "" || local.Source.Commit != "" {
+		t.Errorf("a plain directory records an origin: %+v", local.Source)
+	}
+
+	// Offline now: an endpoint nothing answers at is never asked, by
+	// branch, by commit, or by the snapshot's path.
+	for i, model := range []string{repo, repo + "@" + commit, snapshot} {
+		out := "offline" + string(rune('a'+i))
+		got, log := quantize(model, "http://127.0.0.1:1", out)
+		if got != online {
+			t.Errorf("--model %s: manifest sha256 %s, want %s as online", model, got, online)
+		}
+		if model != snapshot && !strings.Contains(log, "from the Hugging Face cache") {
+			t.Errorf("--model %s: stderr:\n%s", model, log)
+		}
+	}
+
+	// What the hub does not have is the command line's mistake.
+	for _, model := range []string{"LiquidAI/none", repo + "@v9"} {
+		ios, _, stderr := testStreams()
+		args := []string{"quantize", "--model", model, "--endpoint", url, "--out", filepath.Join(tmp, "x"), "--method", "rtn"}
+		if code := run(context.Background(), args, ios); code != exitUsage || !strings.Contains(stderr.String(), "--model "+model) {
+			t.Errorf("--model %s: exit %d, want %d: %s", model, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestScoreHubReference: the receipts of a reference given by its hub id
+// carry the repository and commit, and those of a candidate quantized from
+// it carry its source's.
+func TestScoreHubReference(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm2-moe"
+	url, commit, _ := hubWithTinyModel(t, repo)
+	tmp := t.TempDir()
+	rtn := filepath.Join(tmp, "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", repo, "--endpoint", url, "--out", rtn, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(tmp, "evidence.json")
+	corpus := filepath.Join(filepath.Dir(tinyModel), "corpora", "code.jsonl")
+	ios, _, stderr = testStreams()
+	args := []string{"score", "--reference", repo, "--endpoint", "http://127.0.0.1:1", "--candidate", "rtn=" + rtn, "--corpus", "code=" + corpus, "--max-records", "1", "--ctx", "64", "--out", out}
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("score: exit %d: %s", code, stderr)
+	}
+	f, err := evidence.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := f.Receipts.Reference
+	if ref.Repo != repo || ref.Commit != commit || len(ref.Files) == 0 {
+		t.Errorf("reference receipt: repo %q commit %q, %d files; want %s at %s with its files", ref.Repo, ref.Commit, len(ref.Files), repo, commit)
+	}
+	if !strings.Contains(f.Receipts.Command, "--reference "+repo+" ") {
+		t.Errorf("the receipts' command line lost the id: %s", f.Receipts.Command)
+	}
+	if len(f.Receipts.Candidates) != 1 || f.Receipts.Candidates[0].SourceRepo != repo || f.Receipts.Candidates[0].SourceCommit != commit {
+		t.Errorf("candidate receipts: %+v", f.Receipts.Candidates)
+	}
+}
+
+// TestReleaseBaseModelFromManifest: release build takes the base model and
+// its commit from the manifest of a checkpoint quantized from the cache.
+func TestReleaseBaseModelFromManifest(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm2-moe"
+	url, commit, _ := hubWithTinyModel(t, repo)
+	rtn := filepath.Join(t.TempDir(), "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", repo, "--endpoint", url, "--out", rtn, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	var got *releaseBuildOptions
+	cmd := newReleaseCmd(ios, func(o *releaseBuildOptions) error { got = o; return nil })
+	if err := executeWith(ios, cmd, "release", "build", "--checkpoint", rtn, "--out", filepath.Join(t.TempDir(), "rel"), "--hub-repo", "me/x", "--license", filepath.Join(tinyModel, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.BaseModel != repo || got.BaseRevision != commit {
+		t.Errorf("release build options: %+v; want base model %s at %s", got, repo, commit)
+	}
+}

@@ -1,0 +1,66 @@
+package quant
+
+import (
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/quant/plan"
+)
+
+// WorkProgress may be implemented by a Progress to follow a GPTQ run by
+// its work rather than its tensor count: a routed expert's tensor costs
+// a solve, thousands of times an RTN tensor's packing, and a layer spends
+// most of its time in its forward and statistics before its first expert
+// tensor is done. The work is an estimate in floating-point operations
+// (the solver's own count for the solves), reported as each calibration
+// batch, each expert's statistics and each expert's solve finishes, so
+// that an estimate of the time left from the share done holds steady
+// through a layer. Layers taken over by --resume are no part of it.
+type WorkProgress interface {
+	// StartWork is called once, after Start and before any Work, with
+	// the whole run's work.
+	StartWork(total float64)
+	// Work adds finished work; it may be called from several goroutines.
+	Work(done float64)
+}
+
+// rtnWorkPerValue is the work, in the units of the solves' floating-point
+// operations, of packing one weight by RTN: reading it, finding its
+// group's exponent, rounding and measuring its error take about as long
+// as this many multiply-adds of the solver.
+const rtnWorkPerValue = 50
+
+// tensorWork is the work of packing a tensor of the plan by RTN.
+func tensorWork(e plan.Entry) float64 {
+	n := 1.0
+	for _, d := range e.Shape {
+		n *= float64(d)
+	}
+	return n * rtnWorkPerValue
+}
+
+// layerWork is the estimated work of one MoE layer's stages for a
+// calibration set of tokens tokens.
+type layerWork struct {
+	forward, upStats, solveW13, downStats, solveW2 float64
+}
+
+// estimateLayer returns the work of an MoE layer of cfg over tokens
+// calibration tokens: the forward through the layer's mixer and routed
+// experts, the statistics' rank-one updates of every routed token, and
+// each expert's solves as the solver counts them (the factorization, the
+// row loop and the three losses of each matrix).
+func estimateLayer(cfg *config.Config, tokens int) layerWork {
+	h, f := float64(cfg.HiddenSize), float64(cfg.MoEIntermediateSize)
+	e, k, t := float64(cfg.NumExperts), float64(cfg.NumExpertsPerTok), float64(tokens)
+	routed := t * k
+	return layerWork{
+		forward:   t * 2 * (4*h*h + k*3*h*f),
+		upStats:   routed * h * h,
+		solveW13:  e * (2*h*h*h/3 + 2*4*h*h*f),
+		downStats: routed * (f*f + 4*h*f),
+		solveW2:   e * (2*f*f*f/3 + 4*f*f*h),
+	}
+}
+
+func (w layerWork) total() float64 {
+	return w.forward + w.upStats + w.solveW13 + w.downStats + w.solveW2
+}

@@ -1,0 +1,82 @@
+package quant
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// workRecorder is a Progress that follows the work and records, for each
+// MoE layer, how much work was reported before its first expert tensor
+// was done.
+type workRecorder struct {
+	mu           sync.Mutex
+	total, done  float64
+	starts       int
+	layer        int
+	stage        string
+	beforeSolves map[int]float64 // layer: work reported in its forward and statistics
+	layerStart   float64
+}
+
+func (w *workRecorder) Start(int) {}
+
+func (w *workRecorder) Done(string) {}
+
+func (w *workRecorder) StartWork(total float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total = total
+	w.starts++
+}
+
+func (w *workRecorder) Work(d float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d < 0 {
+		w.done = math.NaN()
+	}
+	w.done += d
+	if strings.HasPrefix(w.stage, "forward") || strings.HasPrefix(w.stage, "statistics") {
+		w.beforeSolves[w.layer] = w.done - w.layerStart
+	}
+}
+
+func (w *workRecorder) Stage(layer int, stage string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if layer != w.layer {
+		w.layer, w.layerStart = layer, w.done
+	}
+	w.stage = stage
+}
+
+// TestGPTQWork: a GPTQ run tells a WorkProgress its work once, reports
+// exactly that much as it goes, and reports a share of each MoE layer
+// during the layer's forward and statistics, before any of its expert
+// tensors is done, so that an estimate of the time left from the share
+// done does not stand still (and the time left climb) through them.
+func TestGPTQWork(t *testing.T) {
+	w := &workRecorder{layer: -1, beforeSolves: map[int]float64{}}
+	dir := filepath.Join(t.TempDir(), "gptq")
+	if _, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: dir, Method: GPTQ, CreatedBy: "test", GPTQ: gptqOptions(fastSeqs), Progress: w}); err != nil {
+		t.Fatal(err)
+	}
+	if w.starts != 1 || !(w.total > 0) {
+		t.Fatalf("StartWork called %d times with %v", w.starts, w.total)
+	}
+	if math.Abs(w.done-w.total) > 1e-9*w.total {
+		t.Errorf("reported %v of the announced %v", w.done, w.total)
+	}
+	if len(w.beforeSolves) == 0 {
+		t.Fatal("no work was reported in any layer's forward or statistics")
+	}
+	for l, before := range w.beforeSolves {
+		if !(before > 0) {
+			t.Errorf("layer %d: no work reported before its solves", l)
+		}
+	}
+}
