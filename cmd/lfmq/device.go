@@ -31,7 +31,7 @@ func checkDeviceFlag(choice string) error {
 
 // openDevice opens the device --device names (nil for the CPU engine)
 // and returns the line saying which and why. It writes that line to w
-// when a device was chosen; a command on the CPU keeps its output as it
+// (if not nil) when a device was chosen; a command on the CPU keeps its output as it
 // was (generate --stats and serve's log still name the engine). An
 // explicit device that cannot be used is exit 1, with the library or the
 // kernel build log in the message.
@@ -40,7 +40,7 @@ func openDevice(choice string, w io.Writer) (device.Device, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("--device %s: %w", choice, err)
 	}
-	if d != nil {
+	if d != nil && w != nil {
 		fmt.Fprintln(w, line)
 	}
 	return d, line, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -160,7 +161,12 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	load := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
-	dev, line, err := openDevice(opts.Device, opts.IO.ErrOut)
+	// With --stats the device line ends the statistics instead.
+	var announce io.Writer = opts.IO.ErrOut
+	if opts.Stats {
+		announce = nil
+	}
+	dev, line, err := openDevice(opts.Device, announce)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ type Error struct {
 func (e *Error) Error() string {
 	s := fmt.Sprintf("device %s: %s", e.Kind, e.Stage)
 	if e.Library != "" {
-		s += " " + e.Library
+		s = fmt.Sprintf("device %s: cannot load %s", e.Kind, e.Library)
 	}
 	if e.Call != "" {
 		s += fmt.Sprintf(": %s returned %d", e.Call, e.Code)

@@ -63,7 +63,7 @@ func load() (*api, error) {
 	loadOnce.Do(func() {
 		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			libErr = &device.Error{Kind: device.CUDA, Stage: device.StageLibrary, Library: Library, Msg: err.Error() + " (the NVIDIA driver is not installed or not visible)"}
+			libErr = &device.Error{Kind: device.CUDA, Stage: device.StageLibrary, Library: Library, Msg: strings.TrimPrefix(err.Error(), Library+": ") + " (the NVIDIA driver is not installed or not visible)"}
 			return
 		}
 		a := &api{}

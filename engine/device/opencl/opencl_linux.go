@@ -72,7 +72,7 @@ func load() (*api, error) {
 	loadOnce.Do(func() {
 		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			libErr = &device.Error{Kind: device.OpenCL, Stage: device.StageLibrary, Library: Library, Msg: err.Error() + " (install an OpenCL ICD loader and driver, e.g. Debian's ocl-icd-libopencl1 with a vendor ICD)"}
+			libErr = &device.Error{Kind: device.OpenCL, Stage: device.StageLibrary, Library: Library, Msg: strings.TrimPrefix(err.Error(), Library+": ") + " (install an OpenCL ICD loader and driver, e.g. Debian's ocl-icd-libopencl1 with a vendor ICD)"}
 			return
 		}
 		a := &api{}
