@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -119,18 +120,19 @@ func (w *tapWriter) Write(p []byte) (int, error) {
 		p = bytes.Clone(p)
 		p[0] ^= 1
 	}
+	// Bytes are counted before they are written: once the client has
+	// them, the count the test reads already holds them.
 	if w.cut >= 0 && w.n+int64(len(p)) >= w.cut {
 		k := w.cut - w.n
-		w.ResponseWriter.Write(p[:k])
 		w.count(k)
+		w.ResponseWriter.Write(p[:k])
 		w.ResponseWriter.(http.Flusher).Flush()
 		w.h.onCut()
 		<-w.ctx.Done() // the client gave up: as if the process had been stopped
 		panic(http.ErrAbortHandler)
 	}
-	n, err := w.ResponseWriter.Write(p)
-	w.count(int64(n))
-	return n, err
+	w.count(int64(len(p)))
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *tapWriter) count(n int64) {
@@ -138,6 +140,21 @@ func (w *tapWriter) count(n int64) {
 	w.h.mu.Lock()
 	w.h.served[w.path] += n
 	w.h.mu.Unlock()
+}
+
+// servedCopy returns a copy of the bytes served per path, taken under
+// the hub's lock (handlers may still be running).
+func (h *hub) servedCopy() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.served)
+}
+
+// rangesOf returns the Range headers the hub saw for path.
+func (h *hub) rangesOf(path string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.ranges[path])
 }
 
 func (w *tapWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
@@ -289,12 +306,12 @@ func TestFetchInterrupted(t *testing.T) {
 	if !slices.Contains(snap.Fetched, shard) {
 		t.Errorf("fetched %v; want %s resumed", snap.Fetched, shard)
 	}
-	rs := h.ranges[shard]
+	rs := h.rangesOf(shard)
 	if len(rs) != 2 || rs[0] != "" || rs[1] != "bytes=102400-" {
 		t.Errorf("requests for %s had ranges %q; want the whole file, then bytes=102400-", shard, rs)
 	}
-	if h.served[shard] != int64(len(data)) {
-		t.Errorf("the hub sent %d bytes of %s; want its %d bytes once", h.served[shard], shard, len(data))
+	if got := h.servedCopy()[shard]; got != int64(len(data)) {
+		t.Errorf("the hub sent %d bytes of %s; want its %d bytes once", got, shard, len(data))
 	}
 }
 
@@ -321,7 +338,9 @@ func TestPartialCache(t *testing.T) {
 	if err := Complete(snap.Dir); !errors.As(err, &ie) || ie.File != unlinked {
 		t.Errorf("Complete: %v; want the missing %s named", err, unlinked)
 	}
+	h.mu.Lock()
 	clear(h.served)
+	h.mu.Unlock()
 	snap2, err := Open(context.Background(), id, opts(h, root))
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +348,7 @@ func TestPartialCache(t *testing.T) {
 	if snap2.Offline || !slices.Equal(snap2.Fetched, []string{gone}) || !slices.Equal(snap2.Linked, []string{unlinked}) {
 		t.Errorf("fetched %v, linked %v; want only %s fetched and %s linked", snap2.Fetched, snap2.Linked, gone, unlinked)
 	}
-	for p, n := range h.served {
+	for p, n := range h.servedCopy() {
 		if p != gone {
 			t.Errorf("%s was downloaded again (%d bytes)", p, n)
 		}
