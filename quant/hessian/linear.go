@@ -1,0 +1,223 @@
+package hessian
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+// LinearInputs are the statistics CollectLinear gathers: one Stat per
+// distinct input of the named non-expert linear weights, every calibration
+// token weighted 1. Names that read the same input (q/k/v, a dense FFN's
+// w1/w3) share one Stat.
+type LinearInputs struct {
+	Stats map[string]*Stat
+}
+
+// sharedInput names, for a weight that reads the same input as another one
+// the engine reports first, that other weight's name suffix.
+var sharedInput = map[string]string{
+	"self_attn.k_proj.weight": "self_attn.q_proj.weight",
+	"self_attn.v_proj.weight": "self_attn.q_proj.weight",
+	"feed_forward.w3.weight":  "feed_forward.w1.weight",
+}
+
+// CollectLinear runs the windows through m up to decoder layer layer (or
+// through every layer and the final norm for layer = NumLayers, the head's
+// input) and accumulates the input statistics of the named linear weights
+// of that layer ("lm_head.weight" for the head). Rows are added in the order
+// the engine reports them, which depends on the windows and Batch only, so
+// the statistics are the same for any thread count. With opts.Stream set it
+// starts from the stream and leaves there the stream at the input of layer
+// (the weights of layer may change after this call). Memory: the Stats
+// (k² float64 each) and, with a Stream, a second stream.
+func CollectLinear(ctx context.Context, m *model.Model, layer int, names []string, windows [][]int, opts CollectOptions) (*LinearInputs, error) {
+	cfg := m.Config
+	if layer < 0 || layer > cfg.NumLayers {
+		return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("layer %d is outside [0, %d]", layer, cfg.NumLayers)}
+	}
+	total := 0
+	base := make([]int, len(windows)+1)
+	for i, w := range windows {
+		if len(w) == 0 {
+			return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("window %d is empty", i)}
+		}
+		total += len(w)
+		base[i+1] = total
+	}
+	H := cfg.HiddenSize
+	obs := &linearCollector{layer: layer, want: map[string]bool{}, in: &LinearInputs{Stats: map[string]*Stat{}}, tokens: total}
+	if layer == cfg.NumLayers {
+		obs.layer = -1
+	}
+	for _, n := range names {
+		obs.want[n] = true
+	}
+	start := 0
+	if st := opts.Stream; st != nil {
+		start = st.Layer
+		if start < 0 || start > layer || (start > 0 && len(st.H) != total*H) {
+			return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("stream at layer %d with %d floats for layer %d and %d tokens", start, len(st.H), layer, total)}
+		}
+		if start < layer {
+			obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
+		}
+	}
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = 8
+	}
+	for w0 := 0; w0 < len(windows); w0 += batch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		w1 := min(w0+batch, len(windows))
+		seqs := make([]*model.Sequence, w1-w0)
+		for i := range seqs {
+			seqs[i] = m.NewSequence()
+		}
+		obs.base = base[w0:w1]
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs}
+		if obs.layer < 0 {
+			// The head's input is only formed for rows whose logits are
+			// computed.
+			fo.Logits, fo.Layers = model.AllLogits, 0
+		}
+		if start > 0 {
+			fo.StartLayer = start
+			fo.Hidden = make([][]float32, w1-w0)
+			for i := range fo.Hidden {
+				fo.Hidden[i] = opts.Stream.H[base[w0+i]*H : base[w0+i+1]*H]
+			}
+		}
+		if _, err := m.Forward(ctx, seqs, windows[w0:w1], fo); err != nil {
+			return nil, fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
+		}
+		if obs.err != nil {
+			return nil, obs.err
+		}
+		if opts.Progress != nil {
+			opts.Progress(w1, len(windows))
+		}
+	}
+	for _, n := range names {
+		st := obs.in.Stats[n]
+		if st == nil || st.Tokens() != total {
+			return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("the engine reported the input of %s for %d of %d tokens", n, tokensOf(st), total)}
+		}
+	}
+	for n, st := range obs.in.Stats {
+		if obs.owner(n) != n {
+			continue // shared: finished once, under its owner's name
+		}
+		if err := st.Finish(); err != nil {
+			return nil, &LinearError{Name: n, Err: err}
+		}
+	}
+	if obs.out != nil {
+		for t := range total {
+			if !obs.seenH[t] {
+				return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("the engine reported no residual stream for token %d at layer %d", t, layer)}
+			}
+		}
+		opts.Stream.Layer, opts.Stream.H = obs.keep, obs.out
+	}
+	return obs.in, nil
+}
+
+func tokensOf(st *Stat) int {
+	if st == nil {
+		return 0
+	}
+	return st.Tokens()
+}
+
+// LinearError says which weight's input statistics failed.
+type LinearError struct {
+	Name string
+	Err  error
+}
+
+func (e *LinearError) Error() string { return fmt.Sprintf("hessian: input of %s: %v", e.Name, e.Err) }
+
+func (e *LinearError) Unwrap() error { return e.Err }
+
+// linearCollector adds the wanted weights' inputs to their Stats.
+type linearCollector struct {
+	model.BaseObserver
+	layer  int
+	want   map[string]bool
+	in     *LinearInputs
+	tokens int
+	base   []int
+	err    error
+	keep   int
+	out    []float32
+	seenH  []bool
+}
+
+// owner is the name whose Stat name's input is added to.
+func (o *linearCollector) owner(name string) string {
+	for suffix, first := range sharedInput {
+		if p, ok := cutSuffix(name, suffix); ok && o.want[p+first] {
+			return p + first
+		}
+	}
+	return name
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return "", false
+}
+
+func (o *linearCollector) Hidden(index int, rows model.Rows, h []float32) {
+	if o.out == nil || index != o.keep {
+		return
+	}
+	H := len(h) / max(rows.Len(), 1)
+	for r := range rows.Len() {
+		s, p := rows.Seq[r], rows.Pos[r]
+		if s < 0 || s >= len(o.base) || p < 0 || o.base[s]+p >= o.tokens {
+			o.fail(s, p)
+			return
+		}
+		t := o.base[s] + p
+		copy(o.out[t*H:(t+1)*H], h[r*H:(r+1)*H])
+		o.seenH[t] = true
+	}
+}
+
+func (o *linearCollector) fail(s, p int) {
+	if o.err == nil {
+		o.err = &InputError{What: "CollectLinear", Msg: fmt.Sprintf("engine row (sequence %d, position %d) outside the calibration windows", s, p)}
+	}
+}
+
+func (o *linearCollector) Linear(layer int, name string, rows model.Rows, x []float32) {
+	if layer != o.layer || !o.want[name] || o.err != nil {
+		return
+	}
+	own := o.owner(name)
+	st := o.in.Stats[own]
+	if st == nil {
+		st = NewStat(len(x) / max(rows.Len(), 1))
+		o.in.Stats[own] = st
+	}
+	if own != name {
+		// The owner's call added these rows already (the engine reports a
+		// shared input once per name, the owner first).
+		o.in.Stats[name] = st
+		return
+	}
+	k := st.K()
+	for r := range rows.Len() {
+		if err := st.Add(x[r*k:(r+1)*k], 1); err != nil {
+			o.err = &LinearError{Name: name, Err: err}
+			return
+		}
+	}
+}
