@@ -247,10 +247,20 @@ func TestDenseMethodKeepExperts(t *testing.T) {
 	if len(metrics.Layers) != 0 || len(metrics.Dense) == 0 {
 		t.Errorf("%d expert layers and %d dense metrics; want none and some", len(metrics.Layers), len(metrics.Dense))
 	}
+	experts := 0
 	for _, e := range man.Tensors {
-		if strings.Contains(e.Name, ".experts.") && e.Format != lfmq1.BF16 {
-			t.Fatalf("%s stored as %s, want bf16", e.Name, e.Format)
+		if strings.Contains(e.Name, ".experts.") {
+			experts++
+			if e.Format != lfmq1.BF16 {
+				t.Fatalf("%s stored as %s, want bf16", e.Name, e.Format)
+			}
 		}
+	}
+	if experts != 6*16*3 {
+		t.Errorf("%d expert tensors, want %d", experts, 6*16*3)
+	}
+	if _, err := lfmq1.Open(out, lfmq1.CheckStructure); err != nil {
+		t.Error(err)
 	}
 	// RTN has no calibration statistics for the dense tensors.
 	_, err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: filepath.Join(t.TempDir(), "rtn"), Method: RTN, DenseMethod: GPTQ})

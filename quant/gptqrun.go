@@ -347,7 +347,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 // solvedByGPTQ reports whether a GPTQ run solves e (an MoE's routed
 // experts, a dense LFM2's BFP4 FFN) rather than packing it by RTN.
 func solvedByGPTQ(e plan.Entry) bool {
-	return e.Class == plan.Experts || (e.Class == plan.FFN && e.Format == lfmq1.BFP4)
+	return (e.Class == plan.Experts || e.Class == plan.FFN) && e.Format == lfmq1.BFP4
 }
 
 // gptqMetrics is the manifest's metrics block of a GPTQ checkpoint.
