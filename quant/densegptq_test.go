@@ -268,3 +268,34 @@ func TestDenseMethodKeepExperts(t *testing.T) {
 		t.Errorf("RTN with DenseMethod GPTQ: err = %v, want an OptionError on DenseMethod", err)
 	}
 }
+
+// TestDenseMethodParallel: without --sequential the dense statistics come
+// from the unquantized model, whose stream reaches the head past the last
+// MoE layer; the run completes with every BFP8 tensor solved.
+func TestDenseMethodParallel(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "parallel")
+	opts := denseGPTQOptions(out)
+	opts.GPTQ.Sequential = false
+	if _, err := Quantize(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := lfmq1.Open(out, lfmq1.CheckStructure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var metrics gptqMetrics
+	if err := json.Unmarshal(ck.Manifest.Metrics, &metrics); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := metrics.Dense["lm_head.weight"]; !ok || m.Method != "gptq" || m.LossGPTQ > m.LossRTN {
+		t.Errorf("head metrics %+v", m)
+	}
+	var settings GPTQSettings
+	if err := json.Unmarshal(ck.Manifest.Quantization.Settings, &settings); err != nil {
+		t.Fatal(err)
+	}
+	if d := settings.DenseGPTQ; d == nil || d.Order != "parallel" || d.Damp != 0.01 {
+		t.Errorf("dense_gptq settings %+v", d)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 )
 
@@ -60,15 +61,24 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		if start < 0 || start > layer || (start > 0 && len(st.H) != total*H) {
 			return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("stream at layer %d with %d floats for layer %d and %d tokens", start, len(st.H), layer, total)}
 		}
-		if start < layer {
-			obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
+	}
+	runs := true
+	switch {
+	case obs.layer < 0 && start == layer:
+		// The stream is already past the last layer: the head's input is
+		// its final norm, no layer runs.
+		obs.out, obs.seenH, runs = opts.Stream.H, make([]bool, total), false
+		for t := range obs.seenH {
+			obs.seenH[t] = true
 		}
+	case (opts.Stream != nil && start < layer) || obs.layer < 0:
+		obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
 	}
 	batch := opts.Batch
 	if batch <= 0 {
 		batch = 8
 	}
-	for w0 := 0; w0 < len(windows); w0 += batch {
+	for w0 := 0; runs && w0 < len(windows); w0 += batch {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -78,12 +88,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 			seqs[i] = m.NewSequence()
 		}
 		obs.base = base[w0:w1]
-		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs}
-		if obs.layer < 0 {
-			// The head's input is only formed for rows whose logits are
-			// computed.
-			fo.Logits, fo.Layers = model.AllLogits, 0
-		}
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: min(layer+1, cfg.NumLayers), Observer: obs}
 		if start > 0 {
 			fo.StartLayer = start
 			fo.Hidden = make([][]float32, w1-w0)
@@ -101,6 +106,15 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 			opts.Progress(w1, len(windows))
 		}
 	}
+	if obs.layer < 0 {
+		// The head's input is the final norm of the last layer's stream:
+		// formed here with the engine's kernel and weight (bit for bit the
+		// rows the head reads) rather than by a forward with logits, which
+		// would multiply every calibration token by the largest matrix.
+		if err := obs.headStats(m, names); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range names {
 		st := obs.in.Stats[n]
 		if st == nil || st.Tokens() != total {
@@ -115,7 +129,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 			return nil, &LinearError{Name: n, Err: err}
 		}
 	}
-	if obs.out != nil {
+	if runs && obs.out != nil && opts.Stream != nil {
 		for t := range total {
 			if !obs.seenH[t] {
 				return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("the engine reported no residual stream for token %d at layer %d", t, layer)}
@@ -124,6 +138,33 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		opts.Stream.Layer, opts.Stream.H = obs.keep, obs.out
 	}
 	return obs.in, nil
+}
+
+// headStats adds every token's final-normed stream, in token order, to
+// the head's Stat.
+func (o *linearCollector) headStats(m *model.Model, names []string) error {
+	H := m.Config.HiddenSize
+	norm := m.FinalNorm()
+	if len(norm) != H || o.out == nil {
+		return &InputError{What: "CollectLinear", Msg: "the head's input needs the final norm and the last layer's stream"}
+	}
+	st := NewStat(H)
+	x := make([]float32, H)
+	for t := range o.tokens {
+		if !o.seenH[t] {
+			return &InputError{What: "CollectLinear", Msg: fmt.Sprintf("the engine reported no residual stream for token %d after the last layer", t)}
+		}
+		kernels.RMSNorm(x, o.out[t*H:(t+1)*H], norm, m.Config.NormEps)
+		if err := st.Add(x, 1); err != nil {
+			return &LinearError{Name: "lm_head.weight", Err: err}
+		}
+	}
+	for _, n := range names {
+		if n == "lm_head.weight" {
+			o.in.Stats[n] = st
+		}
+	}
+	return nil
 }
 
 func tokensOf(st *Stat) int {
