@@ -38,14 +38,9 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 	if layer < 0 || layer > cfg.NumLayers {
 		return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("layer %d is outside [0, %d]", layer, cfg.NumLayers)}
 	}
-	total := 0
-	base := make([]int, len(windows)+1)
-	for i, w := range windows {
-		if len(w) == 0 {
-			return nil, &InputError{What: "CollectLinear", Msg: fmt.Sprintf("window %d is empty", i)}
-		}
-		total += len(w)
-		base[i+1] = total
+	total, base, err := windowBases("CollectLinear", windows)
+	if err != nil {
+		return nil, err
 	}
 	H := cfg.HiddenSize
 	obs := &linearCollector{layer: layer, want: map[string]bool{}, in: &LinearInputs{Stats: map[string]*Stat{}}, tokens: total}
@@ -74,36 +69,9 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 	case (opts.Stream != nil && start < layer) || obs.layer < 0:
 		obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
 	}
-	batch := opts.Batch
-	if batch <= 0 {
-		batch = 8
-	}
-	for w0 := 0; runs && w0 < len(windows); w0 += batch {
-		if err := ctx.Err(); err != nil {
+	if runs {
+		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 			return nil, err
-		}
-		w1 := min(w0+batch, len(windows))
-		seqs := make([]*model.Sequence, w1-w0)
-		for i := range seqs {
-			seqs[i] = m.NewSequence()
-		}
-		obs.base = base[w0:w1]
-		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: min(layer+1, cfg.NumLayers), Observer: obs}
-		if start > 0 {
-			fo.StartLayer = start
-			fo.Hidden = make([][]float32, w1-w0)
-			for i := range fo.Hidden {
-				fo.Hidden[i] = opts.Stream.H[base[w0+i]*H : base[w0+i+1]*H]
-			}
-		}
-		if _, err := m.Forward(ctx, seqs, windows[w0:w1], fo); err != nil {
-			return nil, fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
-		}
-		if obs.err != nil {
-			return nil, obs.err
-		}
-		if opts.Progress != nil {
-			opts.Progress(w1, len(windows))
 		}
 	}
 	if obs.layer < 0 {
