@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/format/bfp"
@@ -222,6 +223,8 @@ func (st *denseStep) record(metrics tensorMetrics, dense map[string]MatrixMetric
 // step: its layer file solved, written, recorded for --resume and, in
 // sequential mode, installed in the engine before anything above reads it.
 func (r *gptqRun) denseLayer(ctx context.Context, w *lfmq1.Writer, rs *resumeState, l int, file string, entries []plan.Entry, metrics tensorMetrics, dense map[string]MatrixMetrics, res *Result) error {
+	t0 := time.Now()
+	defer func() { r.report.DenseGPTQ += time.Since(t0) }()
 	var st *denseStep
 	if d, ok := rs.doneKind(l, "dense"); ok {
 		var err error

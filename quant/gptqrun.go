@@ -320,7 +320,9 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		r.setStage(l, "done")
 	}
 	if gf := lfmq1.GlobalFile; fileHasDenseSolve(opts, p.ByFile(gf)) {
+		t0 := time.Now()
 		st, err := r.denseFile(ctx, cfg.NumLayers, p.ByFile(gf))
+		r.report.DenseGPTQ += time.Since(t0)
 		if err != nil {
 			return nil, err
 		}

@@ -462,6 +462,9 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	t.write(out)
 	fmt.Fprintf(out, "time: dense RTN %s, calibration forward %s, statistics %s, solves %s\n",
 		seconds(r.Dense), seconds(fwd), seconds(stats), seconds(solve))
+	if r.DenseGPTQ > 0 {
+		fmt.Fprintf(out, "dense GPTQ (the BFP8 tensors' forwards, statistics and solves): %s\n", seconds(r.DenseGPTQ))
+	}
 	if up > 0 && down > 0 && solve > 0 {
 		fmt.Fprintf(out, "throughput: w1/w3 Hessians %.2f GFLOP/s, w2 inputs and Hessians %.2f GFLOP/s, solves and loss metrics %.2f GFLOP/s\n",
 			upF/up.Seconds()/1e9, downF/down.Seconds()/1e9, solveF/solve.Seconds()/1e9)
