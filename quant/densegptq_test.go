@@ -45,6 +45,21 @@ func tinyDenseGPTQ(t *testing.T) string {
 	return c.dir
 }
 
+// openMetrics opens a GPTQ checkpoint and reads its metrics.
+func openMetrics(t *testing.T, dir string) (*lfmq1.Checkpoint, gptqMetrics) {
+	t.Helper()
+	ck, err := lfmq1.Open(dir, lfmq1.CheckStructure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics gptqMetrics
+	if err := json.Unmarshal(ck.Manifest.Metrics, &metrics); err != nil {
+		ck.Close()
+		t.Fatal(err)
+	}
+	return ck, metrics
+}
+
 // linearInputs keeps the input rows of the named linear weights.
 type linearInputs struct {
 	model.BaseObserver
@@ -67,15 +82,8 @@ func (o *linearInputs) Linear(_ int, name string, _ model.Rows, x []float32) {
 // mode are those of the finished checkpoint.
 func TestDenseMethodGPTQLoss(t *testing.T) {
 	dir := tinyDenseGPTQ(t)
-	ck, err := lfmq1.Open(dir, lfmq1.CheckStructure)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, metrics := openMetrics(t, dir)
 	defer ck.Close()
-	var metrics gptqMetrics
-	if err := json.Unmarshal(ck.Manifest.Metrics, &metrics); err != nil {
-		t.Fatal(err)
-	}
 	if !strings.Contains(string(ck.Manifest.Quantization.Settings), `"dense_gptq"`) {
 		t.Errorf("settings %s lack dense_gptq", ck.Manifest.Quantization.Settings)
 	}
@@ -215,13 +223,7 @@ func TestDenseMethodResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.check(t, res.Tensors)
-	var resumed []int
-	for _, l := range res.GPTQ.Layers {
-		if l.Resumed {
-			resumed = append(resumed, l.Layer)
-		}
-	}
-	if fmt.Sprint(resumed) != "[2 3]" {
+	if resumed := resumedLayers(res); fmt.Sprint(resumed) != "[2 3]" {
 		t.Errorf("resumed expert layers %v, want [2 3]", resumed)
 	}
 	sameFiles(t, base, out)
@@ -279,15 +281,8 @@ func TestDenseMethodParallel(t *testing.T) {
 	if _, err := Quantize(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := lfmq1.Open(out, lfmq1.CheckStructure)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, metrics := openMetrics(t, out)
 	defer ck.Close()
-	var metrics gptqMetrics
-	if err := json.Unmarshal(ck.Manifest.Metrics, &metrics); err != nil {
-		t.Fatal(err)
-	}
 	if m, ok := metrics.Dense["lm_head.weight"]; !ok || m.Method != "gptq" || m.LossGPTQ > m.LossRTN {
 		t.Errorf("head metrics %+v", m)
 	}
@@ -298,4 +293,15 @@ func TestDenseMethodParallel(t *testing.T) {
 	if d := settings.DenseGPTQ; d == nil || d.Order != "parallel" || d.Damp != 0.01 {
 		t.Errorf("dense_gptq settings %+v", d)
 	}
+}
+
+// resumedLayers lists the layers a run took over from its partial directory.
+func resumedLayers(res *Result) []int {
+	var resumed []int
+	for _, l := range res.GPTQ.Layers {
+		if l.Resumed {
+			resumed = append(resumed, l.Layer)
+		}
+	}
+	return resumed
 }
