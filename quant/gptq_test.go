@@ -455,12 +455,7 @@ func TestGPTQResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.check(t, res.Tensors)
-	var resumed []int
-	for _, l := range res.GPTQ.Layers {
-		if l.Resumed {
-			resumed = append(resumed, l.Layer)
-		}
-	}
+	resumed := resumedLayers(res)
 	if len(resumed) != 3 || resumed[0] != 2 || resumed[2] != 4 {
 		t.Errorf("resumed layers %v, want [2 3 4]", resumed)
 	}

@@ -96,10 +96,12 @@ type gptqRun struct {
 	stage  StageProgress
 	// work, when the Progress follows the work, gets each stage's share
 	// of lw as it finishes.
-	work   WorkProgress
-	lw     layerWork
-	report *GPTQReport
-	mu     sync.Mutex // guards report.Warnings
+	work WorkProgress
+	lw   layerWork
+	// denseProg reports the dense, head and kept tensors (with their work).
+	denseProg Progress
+	report    *GPTQReport
+	mu        sync.Mutex // guards report.Warnings
 }
 
 // quantizeGPTQ is Quantize for Method GPTQ: RTN for every BFP8 tensor, then
@@ -136,6 +138,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	}
 	settings := g.settings(set, disj)
 	settings.ExponentRule, settings.DenseExponentRule = string(opts.ExponentRule.orMax()), string(opts.DenseExponentRule.orMax())
+	if opts.DenseMethod == GPTQ {
+		order := "sequential"
+		if !g.Sequential {
+			order = "parallel"
+		}
+		settings.DenseGPTQ = &DenseGPTQSettings{Damp: g.DampDense, HessianWeight: "1", Order: order}
+	}
 	settingsJSON, err := canonjson.Marshal(settings)
 	if err != nil {
 		return nil, err
@@ -207,6 +216,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		r.work, r.lw = wp, estimateLayer(cfg, set.Tokens)
 		denseProg = r.startWork(p, rs)
 	}
+	r.denseProg = denseProg
 	res = &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), GPTQ: r.report}
 	metrics := tensorMetrics{}
 
@@ -216,7 +226,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	packBudget := newMemBudget(packMemory(cfg, g.SolveMemory), nil)
 	for _, file := range p.Files() {
 		entries := p.ByFile(file)
-		if solvedByGPTQ(entries[0]) {
+		if solvedByGPTQ(entries[0]) || fileHasDenseSolve(opts, entries) {
 			continue
 		}
 		out, err := produceAll(ctx, src, entries, opts.packRules(), workers, denseProg, packBudget)
@@ -250,12 +260,18 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	releaseMemory()
 
 	var layers []LayerMetrics
+	dense := map[string]MatrixMetrics{}
 	for l := range cfg.NumLayers {
+		if lf := lfmq1.LayerFile(l, cfg.NumLayers); fileHasDenseSolve(opts, p.ByFile(lf)) {
+			if err := r.denseLayer(ctx, w, rs, l, lf, p.ByFile(lf), metrics, dense, res); err != nil {
+				return nil, err
+			}
+		}
 		file := lfmq1.ExpertsFile(l, cfg.NumLayers)
 		switch {
 		case cfg.Dense():
 			file = lfmq1.FFNFile(l, cfg.NumLayers)
-		case !cfg.IsMoE(l):
+		case !cfg.IsMoE(l) || opts.KeepExperts:
 			continue
 		}
 		entries := p.ByFile(file)
@@ -303,12 +319,27 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		releaseMemory()
 		r.setStage(l, "done")
 	}
-	q := quantizationSpec(p, GPTQ, false)
+	if gf := lfmq1.GlobalFile; fileHasDenseSolve(opts, p.ByFile(gf)) {
+		t0 := time.Now()
+		st, err := r.denseFile(ctx, cfg.NumLayers, p.ByFile(gf))
+		r.report.DenseGPTQ += time.Since(t0)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.WriteFile(gf, st.tensors); err != nil {
+			return nil, err
+		}
+		st.record(metrics, dense, res)
+	}
+	q := quantizationSpec(p, GPTQ, opts.KeepExperts)
 	q.Settings = settingsJSON
 	if layers == nil {
 		layers = []LayerMetrics{}
 	}
-	if err := finish(w, opts, cfg.ModelType, source, q, gptqMetrics{Tensors: metrics, Layers: layers}, res); err != nil {
+	if len(dense) == 0 {
+		dense = nil
+	}
+	if err := finish(w, opts, cfg.ModelType, source, q, gptqMetrics{Tensors: metrics, Layers: layers, Dense: dense}, res); err != nil {
 		return nil, err
 	}
 	committed = true
@@ -318,13 +349,16 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 // solvedByGPTQ reports whether a GPTQ run solves e (an MoE's routed
 // experts, a dense LFM2's BFP4 FFN) rather than packing it by RTN.
 func solvedByGPTQ(e plan.Entry) bool {
-	return e.Class == plan.Experts || (e.Class == plan.FFN && e.Format == lfmq1.BFP4)
+	return (e.Class == plan.Experts || e.Class == plan.FFN) && e.Format == lfmq1.BFP4
 }
 
 // gptqMetrics is the manifest's metrics block of a GPTQ checkpoint.
 type gptqMetrics struct {
 	Tensors tensorMetrics  `json:"tensors"`
 	Layers  []LayerMetrics `json:"layers"`
+	// Dense holds the GPTQ metrics of each BFP8 tensor solved with
+	// DenseMethod GPTQ (absent otherwise).
+	Dense map[string]MatrixMetrics `json:"dense,omitempty"`
 }
 
 // done reports a tensor's bytes in memory to the Progress, if any.
@@ -348,7 +382,7 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState) Progress {
 		}
 	}
 	for l := range r.cfg.NumLayers {
-		if _, resumed := rs.done(l); r.cfg.IsMoE(l) && !resumed {
+		if _, resumed := rs.done(l); r.cfg.IsMoE(l) && !r.opts.KeepExperts && !resumed {
 			total += r.lw.total()
 		}
 	}
@@ -651,6 +685,24 @@ func (r *gptqRun) forExperts(ctx context.Context, n int, scratch int64, fn func(
 // RTN when the Hessian cannot be factored (gptq.md §5). The factorization,
 // the row loops and the losses run on threads goroutines.
 func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
+	return r.solveAs(ctx, expertSpec(r), l, e, kind, st, poolSt, alpha, ws, pe, out, k, threads)
+}
+
+// matrixSpec is what differs between the solves of a run's matrices: the
+// routed experts' (BFP4, the experts' rule, shrunk toward the layer's pool)
+// and the BFP8 dense tensors' (BFP8, the dense rule, their own Hessian).
+type matrixSpec struct {
+	format bfp.Format
+	rule   ExponentRule
+	kappa  float64
+}
+
+func expertSpec(r *gptqRun) matrixSpec {
+	return matrixSpec{format: bfp.BFP4, rule: r.opts.ExponentRule, kappa: r.g.Shrink}
+}
+
+// solveAs is solve for matrices of spec.
+func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
 	res := make([]solved, len(ws))
 	base := MatrixMetrics{Tokens: st.Tokens(), WeightSum: st.Weight(), NEff: st.NEff()}
 	rtnQ := make([][]float32, len(ws))
@@ -659,28 +711,28 @@ func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *
 	// matrix that falls back stores RTN with the rule's Hessian-free form
 	// (search for search and hessian, the plain packer for max).
 	fallbackRule := bfp.RuleMax
-	if rule := r.opts.ExponentRule; rule == ExponentSearch || rule == ExponentHessian {
+	if rule := spec.rule; rule == ExponentSearch || rule == ExponentHessian {
 		fallbackRule = bfp.RuleSearch
 	}
 	for i, w := range ws {
 		if j := firstNonFinite(w); j >= 0 {
 			return nil, &NonFiniteError{Tensor: pe[i].Source, Index: j, Value: w[j]}
 		}
-		packed, err := bfp.PackMatrix(bfp.BFP4, w, out, k)
+		packed, err := bfp.PackMatrix(spec.format, w, out, k)
 		if err != nil {
 			return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 		}
-		q, err := bfp.UnpackMatrix(bfp.BFP4, packed, out, k)
+		q, err := bfp.UnpackMatrix(spec.format, packed, out, k)
 		if err != nil {
 			return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 		}
 		rtnQ[i] = q
 		res[i] = solved{packed: packed, q: q, metric: base}
 		if fallbackRule != bfp.RuleMax {
-			if res[i].packed, err = bfp.PackMatrixRule(bfp.BFP4, fallbackRule, w, out, k); err != nil {
+			if res[i].packed, err = bfp.PackMatrixRule(spec.format, fallbackRule, w, out, k); err != nil {
 				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 			}
-			if res[i].q, err = bfp.UnpackMatrix(bfp.BFP4, res[i].packed, out, k); err != nil {
+			if res[i].q, err = bfp.UnpackMatrix(spec.format, res[i].packed, out, k); err != nil {
 				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 			}
 		}
@@ -689,14 +741,14 @@ func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *
 	if poolSt.Weight() == 0 {
 		return res, nil // no token reached any expert of the layer
 	}
-	h, shrink, err := hessian.Shrunk(st, poolSt, r.g.Shrink)
+	h, shrink, err := hessian.Shrunk(st, poolSt, spec.kappa)
 	if err != nil {
 		return nil, err
 	}
 	var flop float64
 	fk := float64(k)
 	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor,
-		Exponent: r.opts.ExponentRule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads, Stop: ctx.Done()})
+		Exponent: spec.rule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads, Stop: ctx.Done()})
 	var fe *gptq.FactorError
 	switch {
 	case errors.Is(ferr, gptq.ErrStopped):
@@ -714,7 +766,7 @@ func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *
 		m := &res[i].metric
 		m.Shrink = shrink
 		if f != nil {
-			qr, err := f.Quantize(bfp.BFP4, w, out)
+			qr, err := f.Quantize(spec.format, w, out)
 			if errors.Is(err, gptq.ErrStopped) {
 				return nil, ctx.Err()
 			}
@@ -723,7 +775,7 @@ func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *
 			}
 			// GPTQ's output is canonical by construction (bfp.md §9);
 			// checking costs little next to the solve.
-			if err := bfp.Canonical(bfp.BFP4, qr.Packed, out, k); err != nil {
+			if err := bfp.Canonical(spec.format, qr.Packed, out, k); err != nil {
 				return nil, fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", pe[i].Name, err)
 			}
 			res[i].packed, res[i].q = qr.Packed, qr.Q

@@ -146,6 +146,9 @@ type GPTQReport struct {
 	// spent packing the non-expert tensors.
 	CalibTokens int
 	Dense       time.Duration
+	// DenseGPTQ is the time of the dense GPTQ steps (their forwards,
+	// statistics, solves and packing) with DenseMethod GPTQ, 0 otherwise.
+	DenseGPTQ time.Duration
 	// FFN is true for a dense LFM2, whose layers' FFN matrices were solved
 	// (each layer's as its one expert) rather than routed experts.
 	FFN bool

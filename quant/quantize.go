@@ -73,6 +73,11 @@ type Options struct {
 	// dense tensors and the head (max or search). Empty means max.
 	ExponentRule      ExponentRule
 	DenseExponentRule ExponentRule
+	// DenseMethod is how the BFP8 dense tensors (attention, conv
+	// projections, an MoE's dense FFN layers) and the head are quantized:
+	// RTN (empty means RTN) or GPTQ, which needs Method GPTQ and may be
+	// used with KeepExperts.
+	DenseMethod Method
 	// FFNFormat is the format of a dense checkpoint's FFN w1/w3/w2: BFP4
 	// (empty means BFP4), solved by Method like an MoE's experts, or BFP8,
 	// always by RTN. LFM2-MoE checkpoints must leave it empty.
@@ -148,6 +153,15 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	if err := checkRules(&opts); err != nil {
 		return nil, err
 	}
+	switch opts.DenseMethod {
+	case "", RTN:
+	case GPTQ:
+		if opts.Method != GPTQ {
+			return nil, &OptionError{"DenseMethod", "gptq needs Method gptq (its calibration statistics)"}
+		}
+	default:
+		return nil, &OptionError{"DenseMethod", fmt.Sprintf("%q; want rtn or gptq", opts.DenseMethod)}
+	}
 	cfg, err := config.Load(opts.ModelDir)
 	if err != nil {
 		return nil, err
@@ -168,7 +182,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Method == GPTQ && !opts.KeepExperts {
+	if opts.Method == GPTQ && (!opts.KeepExperts || opts.DenseMethod == GPTQ) {
 		res, err := quantizeGPTQ(ctx, opts, cfg, src, p, source)
 		if res != nil {
 			res.SourceBytes = srcBytes

@@ -56,7 +56,10 @@ func (p progress) digest() (string, error) {
 
 // doneLayer records one completed MoE layer.
 type doneLayer struct {
-	Layer        int    `json:"layer"`
+	Layer int `json:"layer"`
+	// Kind is "dense" for a layer's BFP8 dense tensors solved by GPTQ
+	// (its layer file), empty for its experts.
+	Kind         string `json:"kind,omitempty"`
 	File         string `json:"file"`
 	Size         int64  `json:"size"`
 	SHA256       string `json:"sha256"`
@@ -68,6 +71,8 @@ type doneLayer struct {
 type layerRecord struct {
 	Metrics LayerMetrics            `json:"metrics"`
 	Tensors map[string]TensorMetric `json:"tensors"`
+	// Dense holds a dense step's GPTQ metrics per tensor.
+	Dense map[string]MatrixMetrics `json:"dense,omitempty"`
 }
 
 // ResumeMismatchError refuses to resume a partial run made from other
@@ -247,8 +252,13 @@ func (rs *resumeState) save() error {
 
 // done returns the record of a completed layer, if any.
 func (rs *resumeState) done(layer int) (doneLayer, bool) {
+	return rs.doneKind(layer, "")
+}
+
+// doneKind returns the record of a completed step of kind of a layer.
+func (rs *resumeState) doneKind(layer int, kind string) (doneLayer, bool) {
 	for _, d := range rs.prog.Layers {
-		if d.Layer == layer {
+		if d.Layer == layer && d.Kind == kind {
 			return d, true
 		}
 	}
@@ -283,7 +293,7 @@ func (rs *resumeState) load(d doneLayer) (rec *layerRecord, problem string) {
 	}
 	if problem != "" {
 		for i, x := range rs.prog.Layers {
-			if x.Layer == d.Layer {
+			if x.Layer == d.Layer && x.Kind == d.Kind {
 				rs.prog.Layers = rs.prog.Layers[:i]
 				break
 			}
@@ -313,11 +323,19 @@ func checkFile(path string, size int64, sum string) string {
 // complete records a finished layer: its metrics record, then the progress
 // record that makes it count.
 func (rs *resumeState) complete(layer int, file string, rec *layerRecord) error {
+	return rs.completeKind(layer, "", file, rec)
+}
+
+// completeKind records a finished step of kind of a layer.
+func (rs *resumeState) completeKind(layer int, kind, file string, rec *layerRecord) error {
 	data, err := canonjson.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	name := fmt.Sprintf("layer-%02d.json", layer)
+	if kind != "" {
+		name = fmt.Sprintf("%s-%02d.json", kind, layer)
+	}
 	if err := writeAtomic(filepath.Join(rs.dir, resumeDir, name), data); err != nil {
 		return err
 	}
@@ -325,7 +343,7 @@ func (rs *resumeState) complete(layer int, file string, rec *layerRecord) error 
 	if err != nil {
 		return err
 	}
-	rs.prog.Layers = append(rs.prog.Layers, doneLayer{Layer: layer, File: file, Size: size, SHA256: sum,
+	rs.prog.Layers = append(rs.prog.Layers, doneLayer{Layer: layer, Kind: kind, File: file, Size: size, SHA256: sum,
 		Record: name, RecordSHA256: sha256Hex(data)})
 	return rs.save()
 }

@@ -56,6 +56,9 @@ type GPTQOptions struct {
 	// changes speed and memory, never a byte, so the manifest does not
 	// record it.
 	SolveMemory int64
+	// DampDense is the relative damping α of the BFP8 dense tensors and
+	// the head when Options.DenseMethod is GPTQ.
+	DampDense float64
 	// hessianCost is the cost the hessian exponent rule minimises; only
 	// the ablation tests change it from gptq.CostGreedy.
 	hessianCost gptq.HessianCost
@@ -76,7 +79,7 @@ func DefaultGPTQOptions() GPTQOptions {
 	return GPTQOptions{
 		CalibSeqs: 128, CalibLen: 512, Seed: 0, ChatDate: chat.FixedDate().Format(time.DateOnly),
 		DampW13: 0.01, DampW2: 1.0, BlockSize: 128, ActOrder: true,
-		Shrink: 128, W2Weight: hessian.WeightG, Sequential: true,
+		Shrink: 128, W2Weight: hessian.WeightG, Sequential: true, DampDense: 0.01,
 	}
 }
 
@@ -109,6 +112,8 @@ func (o *GPTQOptions) validate() error {
 		return &OptionError{"DampW13", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW13)}
 	case !finiteNonNeg(o.DampW2):
 		return &OptionError{"DampW2", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampW2)}
+	case !finiteNonNeg(o.DampDense):
+		return &OptionError{"DampDense", fmt.Sprintf("%v; must be finite and ≥ 0", o.DampDense)}
 	case o.BlockSize < 1:
 		return &OptionError{"BlockSize", fmt.Sprintf("%d; must be ≥ 1", o.BlockSize)}
 	case !finiteNonNeg(o.Shrink):
@@ -160,6 +165,19 @@ type GPTQSettings struct {
 	Precision         string             `json:"precision"`
 	Calibration       CalibSettings      `json:"calibration"`
 	Disjointness      calib.Disjointness `json:"disjointness"`
+	// DenseGPTQ is set when the BFP8 dense tensors and the head are solved
+	// by GPTQ (Options.DenseMethod); absent, they are rounded to nearest,
+	// so a default run's settings read as before the option existed.
+	DenseGPTQ *DenseGPTQSettings `json:"dense_gptq,omitempty"`
+}
+
+// DenseGPTQSettings records how the BFP8 dense tensors and the head were
+// solved: each against the unweighted Hessian of its own input over the
+// calibration tokens, layer by layer, with relative damping Damp.
+type DenseGPTQSettings struct {
+	Damp          float64 `json:"damp"`
+	HessianWeight string  `json:"hessian_weight"`
+	Order         string  `json:"order"`
 }
 
 // DampSettings records the relative damping per projection and the retry

@@ -37,15 +37,18 @@ type quantizeOptions struct {
 	// FFNFormat is a dense LFM2's FFN format (--ffn-format): bfp4 (empty)
 	// or bfp8.
 	FFNFormat lfmq1.TensorFormat
+	// DenseMethod is how the BFP8 dense tensors and the head are
+	// quantized (--dense-method): rtn (empty) or gptq.
+	DenseMethod quant.Method
 }
 
 // gptqFlags are the flags that only --method gptq uses.
 var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date", "eval-corpus", "damp-w13", "damp-w2",
-	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict", "solve-memory"}
+	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict", "solve-memory", "damp-dense"}
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
-	var method, w2Weight, expRule, denseRule, ffnFormat string
+	var method, w2Weight, expRule, denseRule, ffnFormat, denseMethod string
 	var evalCorpora []string
 	var solveMiB int64
 	cmd := &cobra.Command{
@@ -147,10 +150,20 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 			if err := parseExponentRules(opts, m, expRule, denseRule); err != nil {
 				return &usageError{err}
 			}
-			useGPTQ := m == quant.GPTQ && opts.Experts == "quantize"
+			switch dm := quant.Method(denseMethod); dm {
+			case quant.RTN:
+			case quant.GPTQ:
+				if m != quant.GPTQ {
+					return &usageError{errors.New("--dense-method gptq needs --method gptq (its calibration statistics)")}
+				}
+				opts.DenseMethod = dm
+			default:
+				return &usageError{fmt.Errorf("--dense-method must be rtn or gptq, got %q", denseMethod)}
+			}
+			useGPTQ := m == quant.GPTQ && (opts.Experts == "quantize" || opts.DenseMethod == quant.GPTQ)
 			for _, f := range gptqFlags {
 				if !useGPTQ && cmd.Flags().Changed(f) {
-					return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize", f)}
+					return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize or --dense-method gptq", f)}
 				}
 			}
 			if useGPTQ {
@@ -187,6 +200,8 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
 	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
 	f.StringVar(&expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
+	f.StringVar(&denseMethod, "dense-method", string(quant.RTN), "BFP8 dense tensors and head: rtn (round to nearest) or gptq (each solved against its input's Hessian; needs --method gptq)")
+	f.Float64Var(&g.DampDense, "damp-dense", g.DampDense, "relative damping of the BFP8 dense tensors and the head with --dense-method gptq")
 	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
 	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
@@ -197,6 +212,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dense-exponent-rule", cobra.FixedCompletions([]string{"max", "search"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("dense-method", cobra.FixedCompletions([]string{"rtn", "gptq"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("ffn-format", cobra.FixedCompletions([]string{"bfp4", "bfp8"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("experts", cobra.FixedCompletions([]string{"quantize", "keep"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
@@ -347,6 +363,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		ExponentRule:      opts.ExponentRule,
 		DenseExponentRule: opts.DenseExponentRule,
 		FFNFormat:         opts.FFNFormat,
+		DenseMethod:       opts.DenseMethod,
 	})
 	// The status lines end before anything else is written.
 	lp.finish()
@@ -445,6 +462,9 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	t.write(out)
 	fmt.Fprintf(out, "time: dense RTN %s, calibration forward %s, statistics %s, solves %s\n",
 		seconds(r.Dense), seconds(fwd), seconds(stats), seconds(solve))
+	if r.DenseGPTQ > 0 {
+		fmt.Fprintf(out, "dense GPTQ (the BFP8 tensors' forwards, statistics and solves): %s\n", seconds(r.DenseGPTQ))
+	}
 	if up > 0 && down > 0 && solve > 0 {
 		fmt.Fprintf(out, "throughput: w1/w3 Hessians %.2f GFLOP/s, w2 inputs and Hessians %.2f GFLOP/s, solves and loss metrics %.2f GFLOP/s\n",
 			upF/up.Seconds()/1e9, downF/down.Seconds()/1e9, solveF/solve.Seconds()/1e9)
@@ -478,17 +498,24 @@ func createdBy(opts *quantizeOptions) string {
 	if r := opts.DenseExponentRule; r != "" && r != quant.ExponentMax {
 		dense = " --dense-exponent-rule " + string(r)
 	}
-	if opts.Experts != "quantize" {
+	denseGPTQ := opts.DenseMethod == quant.GPTQ
+	if opts.Experts != "quantize" && !denseGPTQ {
 		// The method and the experts' rule are not used when the experts
 		// are kept.
 		return "lfmq quantize --experts " + opts.Experts + dense
 	}
 	s := "lfmq quantize --method " + string(opts.Method)
+	if opts.Experts != "quantize" {
+		s += " --experts " + opts.Experts
+	}
 	if opts.FFNFormat == lfmq1.BFP8 {
 		s += " --ffn-format bfp8"
 	}
-	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax {
+	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax && opts.Experts == "quantize" {
 		s += " --exponent-rule " + string(r)
+	}
+	if denseGPTQ {
+		s += " --dense-method gptq"
 	}
 	s += dense
 	if opts.Method != quant.GPTQ {
@@ -519,6 +546,7 @@ func createdBy(opts *quantizeOptions) string {
 	add(g.Shrink != d.Shrink, "--shrink ", num(g.Shrink))
 	add(g.W2Weight != d.W2Weight, "--w2-weight ", string(g.W2Weight))
 	add(g.Sequential != d.Sequential, "--sequential=", strconv.FormatBool(g.Sequential))
+	add(denseGPTQ && g.DampDense != d.DampDense, "--damp-dense ", num(g.DampDense))
 	return s
 }
 

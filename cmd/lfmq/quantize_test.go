@@ -203,7 +203,7 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	want := quant.GPTQOptions{
 		Calib: "/data/c.jsonl", CalibSeqs: 8, CalibLen: 64, Seed: 3, ChatDate: "2031-07-15",
 		DampW13: 0.1, DampW2: 0.5, BlockSize: 16, ActOrder: false, Shrink: 0, W2Weight: "g2",
-		Sequential: false, Resume: true, Strict: true, SolveMemory: 512 << 20,
+		Sequential: false, Resume: true, Strict: true, SolveMemory: 512 << 20, DampDense: 0.01,
 		EvalCorpora: []quant.EvalCorpus{{Name: "chat", Path: "/e/a.jsonl"}, {Name: "code", Path: "/e/code.jsonl"}},
 	}
 	if !reflect.DeepEqual(g, want) {
@@ -223,6 +223,28 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	}
 	if c := createdBy(got); c != "lfmq quantize --method gptq" {
 		t.Errorf("created_by %q", c)
+	}
+	// --dense-method: named in created_by only when gptq, with its
+	// damping when that differs from the default; gptq needs --method gptq.
+	for _, tc := range []struct{ args, created, err string }{
+		{"--dense-method rtn --damp-dense 0.05", "lfmq quantize --method gptq", ""},
+		{"--dense-method gptq", "lfmq quantize --method gptq --dense-method gptq", ""},
+		{"--dense-method gptq --damp-dense 0.05", "lfmq quantize --method gptq --dense-method gptq --damp-dense 0.05", ""},
+		{"--experts keep --dense-method gptq", "lfmq quantize --method gptq --experts keep --dense-method gptq", ""},
+		{"--method rtn --dense-method gptq", "", "--dense-method gptq needs --method gptq"},
+		{"--dense-method exact", "", "--dense-method must be rtn or gptq"},
+	} {
+		got, err := parseQuantize("--model m --out o --calib c " + tc.args)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.args, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.args, err)
+		case createdBy(got) != tc.created:
+			t.Errorf("%s: created_by %q, want %q", tc.args, createdBy(got), tc.created)
+		}
 	}
 }
 

@@ -83,3 +83,8 @@ func (BaseObserver) Routing(int, Rows, *Routing) {}
 
 // Expert does nothing.
 func (BaseObserver) Expert(int, int, Rows, *ExpertRows) {}
+
+// FinalNorm returns the weight of the final norm (model.embedding_norm),
+// which forms the head's input from the last layer's residual stream; the
+// slice is the model's own and must not be modified.
+func (m *Model) FinalNorm() []float32 { return m.finalNorm }

@@ -78,14 +78,9 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 	if layer < 0 || layer >= cfg.NumLayers {
 		return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("layer %d is outside [0, %d)", layer, cfg.NumLayers)}
 	}
-	total := 0
-	base := make([]int, len(windows)+1)
-	for i, w := range windows {
-		if len(w) == 0 {
-			return nil, &InputError{What: "Collect", Msg: fmt.Sprintf("window %d is empty", i)}
-		}
-		total += len(w)
-		base[i+1] = total
+	total, base, err := windowBases("Collect", windows)
+	if err != nil {
+		return nil, err
 	}
 	H, K := cfg.HiddenSize, cfg.NumExpertsPerTok
 	input := config.LayerPrefix(layer) + "feed_forward.gate.weight"
@@ -112,38 +107,8 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		}
 		obs.seenH = make([]bool, total)
 	}
-	batch := opts.Batch
-	if batch <= 0 {
-		batch = 8
-	}
-	for w0 := 0; w0 < len(windows); w0 += batch {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		w1 := min(w0+batch, len(windows))
-		seqs := make([]*model.Sequence, w1-w0)
-		for i := range seqs {
-			seqs[i] = m.NewSequence()
-		}
-		obs.base = base[w0:w1]
-		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layer + 1, Observer: obs}
-		if start > 0 {
-			fo.StartLayer = start
-			fo.Hidden = make([][]float32, w1-w0)
-			for i := range fo.Hidden {
-				fo.Hidden[i] = opts.Stream.H[base[w0+i]*H : base[w0+i+1]*H]
-			}
-		}
-		_, err := m.Forward(ctx, seqs, windows[w0:w1], fo)
-		if err != nil {
-			return nil, fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
-		}
-		if obs.err != nil {
-			return nil, obs.err
-		}
-		if opts.Progress != nil {
-			opts.Progress(w1, len(windows))
-		}
+	if err := forwardWindows(ctx, m, windows, base, layer+1, start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+		return nil, err
 	}
 	for t := range total {
 		if !obs.seenZ[t] || !obs.seenR[t] || (obs.seenH != nil && !obs.seenH[t]) {
@@ -154,6 +119,61 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		st.Layer, st.H = obs.keep, obs.out
 	}
 	return c, nil
+}
+
+// windowBases numbers the windows' tokens: window i holds tokens
+// [base[i], base[i+1]) of total.
+func windowBases(what string, windows [][]int) (total int, base []int, err error) {
+	base = make([]int, len(windows)+1)
+	for i, w := range windows {
+		if len(w) == 0 {
+			return 0, nil, &InputError{What: what, Msg: fmt.Sprintf("window %d is empty", i)}
+		}
+		total += len(w)
+		base[i+1] = total
+	}
+	return total, base, nil
+}
+
+// forwardWindows runs the windows through layers [start, layers) of m in
+// batches of opts.Batch (from the stream when start > 0), telling the
+// observer each batch's token bases (setBase) and stopping at its first
+// error (obsErr).
+func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base []int, layers, start int, opts CollectOptions, obs model.Observer, setBase func([]int), obsErr func() error) error {
+	H := m.Config.HiddenSize
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = 8
+	}
+	for w0 := 0; w0 < len(windows); w0 += batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w1 := min(w0+batch, len(windows))
+		seqs := make([]*model.Sequence, w1-w0)
+		for i := range seqs {
+			seqs[i] = m.NewSequence()
+		}
+		setBase(base[w0:w1])
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layers, Observer: obs}
+		if start > 0 {
+			fo.StartLayer = start
+			fo.Hidden = make([][]float32, w1-w0)
+			for i := range fo.Hidden {
+				fo.Hidden[i] = opts.Stream.H[base[w0+i]*H : base[w0+i+1]*H]
+			}
+		}
+		if _, err := m.Forward(ctx, seqs, windows[w0:w1], fo); err != nil {
+			return fmt.Errorf("hessian: calibration forward of windows %d–%d: %w", w0, w1-1, err)
+		}
+		if err := obsErr(); err != nil {
+			return err
+		}
+		if opts.Progress != nil {
+			opts.Progress(w1, len(windows))
+		}
+	}
+	return nil
 }
 
 // collector copies layer's router input and routing into the Cache.

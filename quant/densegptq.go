@@ -1,0 +1,265 @@
+package quant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/quant/hessian"
+	"github.com/lfmq/lfmq/quant/plan"
+)
+
+// denseSolved reports whether a run with DenseMethod GPTQ solves e: a BFP8
+// attention, conv or dense-FFN matrix of an LFM2-MoE, or the head. (A
+// dense LFM2's FFN in BFP8, --ffn-format bfp8, stays RTN.)
+func denseSolved(opts Options, e plan.Entry) bool {
+	return opts.DenseMethod == GPTQ && (e.Class == plan.Dense || e.Class == plan.Head) && e.Format == lfmq1.BFP8
+}
+
+// fileHasDenseSolve reports whether any of a file's entries is solved by
+// the dense GPTQ pass, which then writes the whole file.
+func fileHasDenseSolve(opts Options, entries []plan.Entry) bool {
+	for _, e := range entries {
+		if denseSolved(opts, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// denseSpec is the solve of a BFP8 dense tensor: the dense exponent rule
+// and the tensor's own Hessian (no pool to shrink toward).
+func denseSpec(r *gptqRun) matrixSpec {
+	return matrixSpec{format: bfp.BFP8, rule: r.opts.DenseExponentRule, kappa: 0}
+}
+
+// denseStep is one file of dense GPTQ results.
+type denseStep struct {
+	tensors []lfmq1.Tensor // the file's, in the plan's order
+	metrics tensorMetrics
+	dense   map[string]MatrixMetrics
+}
+
+// denseFile quantizes a file holding BFP8 tensors solved by GPTQ: layer
+// l's file (layer ≥ 0), or the global file with the head (layer =
+// NumLayers). Its solved tensors' input statistics come from one forward
+// of the calibration windows from the stream to layer (the weights below
+// already quantized in sequential mode); the rest of the file is packed as
+// in an RTN run.
+func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry) (*denseStep, error) {
+	var names []string
+	for _, e := range entries {
+		if denseSolved(r.opts, e) {
+			names = append(names, e.Name)
+		}
+	}
+	r.setStage(layer, "statistics dense")
+	stats, err := hessian.CollectLinear(ctx, r.m, layer, names, r.windows, hessian.CollectOptions{Stream: &r.stream})
+	if err != nil {
+		return nil, err
+	}
+	st := &denseStep{metrics: tensorMetrics{}, dense: map[string]MatrixMetrics{}}
+	solvedBy := map[string]*solved{}
+	r.setStage(layer, "solve dense")
+	for i := range entries {
+		e := &entries[i]
+		if !denseSolved(r.opts, *e) {
+			continue
+		}
+		w, err := weightValues(r.src, *e)
+		if err != nil {
+			return nil, err
+		}
+		out, k := int(e.Shape[0]), int(e.Shape[1])
+		s := stats.Stats[e.Name]
+		res, err := r.solveAs(ctx, denseSpec(r), layer, -1, e.Name, s, s, r.g.DampDense, [][]float32{w}, []*plan.Entry{e}, out, k, r.workers)
+		if err != nil {
+			return nil, err
+		}
+		solvedBy[e.Name] = &res[0]
+		st.dense[e.Name] = res[0].metric
+		st.metrics[e.Name] = res[0].tensor
+		r.doneDense(e.Name)
+	}
+	stats = nil
+	rest, err := r.packRest(ctx, entries, st.metrics)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if s, ok := solvedBy[e.Name]; ok {
+			st.tensors = append(st.tensors, bfp8Tensor(e, s.packed))
+			continue
+		}
+		st.tensors = append(st.tensors, rest[e.Name])
+	}
+	return st, nil
+}
+
+// packRest packs a file's entries that are not solved, as an RTN run does.
+func (r *gptqRun) packRest(ctx context.Context, entries []plan.Entry, metrics tensorMetrics) (map[string]lfmq1.Tensor, error) {
+	var rest []plan.Entry
+	for _, e := range entries {
+		if !denseSolved(r.opts, e) {
+			rest = append(rest, e)
+		}
+	}
+	out, err := produceAll(ctx, r.src, rest, r.opts.packRules(), r.workers, r.denseProg, newMemBudget(packMemory(r.cfg, r.g.SolveMemory), nil))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]lfmq1.Tensor{}
+	for _, o := range out {
+		m[o.tensor.Name] = o.tensor
+		if o.metric != nil {
+			metrics[o.tensor.Name] = *o.metric
+		}
+	}
+	return m, nil
+}
+
+func bfp8Tensor(e plan.Entry, packed []byte) lfmq1.Tensor {
+	out, in := int(e.Shape[0]), int(e.Shape[1])
+	return lfmq1.Tensor{Name: e.Name, Format: lfmq1.BFP8, Shape: e.Shape, DType: dtype.U8,
+		StoredShape: []int64{int64(bfp.NumTiles(out, in)), int64(bfp.BFP8.TileBytes())}, Data: packed}
+}
+
+// resumeDense takes layer l's dense file from the partial directory: the
+// solved tensors' bytes from the file, the rest packed again (RTN is
+// deterministic), written again through the Writer and checked against
+// the recorded digest. It returns nil when the stored step does not verify,
+// which makes the run compute it (and every later step) again.
+func (r *gptqRun) resumeDense(w *lfmq1.Writer, rs *resumeState, d doneLayer, entries []plan.Entry) (*denseStep, error) {
+	rec, problem := rs.load(d)
+	if problem != "" {
+		r.warn(fmt.Sprintf("layer %d: the interrupted run's dense result is damaged: %s; computing it and every later layer again", d.Layer, problem))
+		return nil, rs.save()
+	}
+	if r.g.Strict {
+		for name, m := range rec.Dense {
+			if m.Method != string(GPTQ) {
+				return nil, &FallbackError{Layer: d.Layer, Expert: -1, Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
+			}
+		}
+	}
+	path := filepath.Join(w.Dir(), d.File)
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st := &denseStep{metrics: tensorMetrics{}, dense: rec.Dense}
+	for name, m := range rec.Tensors {
+		st.metrics[name] = m
+	}
+	rest, err := r.packRest(context.Background(), entries, st.metrics)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !denseSolved(r.opts, e) {
+			st.tensors = append(st.tensors, rest[e.Name])
+			continue
+		}
+		raw, err := f.Bytes(e.Name)
+		if err != nil {
+			return nil, fmt.Errorf("quant: resuming layer %d: %w", d.Layer, err)
+		}
+		if len(raw) != bfp.PackedSize(bfp.BFP8, int(e.Shape[0]), int(e.Shape[1])) {
+			return nil, fmt.Errorf("quant: resuming layer %d: %s has %d bytes", d.Layer, e.Name, len(raw))
+		}
+		st.tensors = append(st.tensors, bfp8Tensor(e, append([]byte(nil), raw...)))
+		r.doneDense(e.Name)
+	}
+	if err := w.WriteFile(d.File, st.tensors); err != nil {
+		return nil, err
+	}
+	if sum, _, err := lfmq1.HashFile(path); err != nil || sum != d.SHA256 {
+		return nil, fmt.Errorf("quant: resuming layer %d: %s rewritten with sha256 %s, recorded %s", d.Layer, d.File, sum, d.SHA256)
+	}
+	r.setStage(d.Layer, "resumed dense")
+	return st, nil
+}
+
+// installDense makes the engine run a dense step's BFP8 tensors (the head
+// is not replaced: nothing is calibrated after it).
+func (r *gptqRun) installDense(st *denseStep) error {
+	for _, t := range st.tensors {
+		if t.Format != lfmq1.BFP8 || t.Name == "lm_head.weight" {
+			continue
+		}
+		mat, err := kernels.NewBFP(kernels.BFP8, int(t.Shape[0]), int(t.Shape[1]), t.Data)
+		if err != nil {
+			return fmt.Errorf("quant: %s: %w", t.Name, err)
+		}
+		if err := r.m.ReplaceLinear(t.Name, mat); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record adds a finished dense step's metrics and bytes to the run's.
+func (st *denseStep) record(metrics tensorMetrics, dense map[string]MatrixMetrics, res *Result) {
+	for n, m := range st.metrics {
+		metrics[n] = m
+	}
+	for n, m := range st.dense {
+		dense[n] = m
+	}
+	for _, t := range st.tensors {
+		res.Bytes += int64(len(t.Data))
+	}
+}
+
+// denseLayer runs (or takes over from a partial run) layer l's dense GPTQ
+// step: its layer file solved, written, recorded for --resume and, in
+// sequential mode, installed in the engine before anything above reads it.
+func (r *gptqRun) denseLayer(ctx context.Context, w *lfmq1.Writer, rs *resumeState, l int, file string, entries []plan.Entry, metrics tensorMetrics, dense map[string]MatrixMetrics, res *Result) error {
+	t0 := time.Now()
+	defer func() { r.report.DenseGPTQ += time.Since(t0) }()
+	var st *denseStep
+	if d, ok := rs.doneKind(l, "dense"); ok {
+		var err error
+		if st, err = r.resumeDense(w, rs, d, entries); err != nil {
+			return err
+		}
+	}
+	if st == nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if st, err = r.denseFile(ctx, l, entries); err != nil {
+			return err
+		}
+		if err := w.WriteFile(file, st.tensors); err != nil {
+			return err
+		}
+		if err := rs.completeKind(l, "dense", file, &layerRecord{Metrics: LayerMetrics{Layer: l}, Tensors: st.metrics, Dense: st.dense}); err != nil {
+			return err
+		}
+	}
+	st.record(metrics, dense, res)
+	if r.g.Sequential {
+		if err := r.installDense(st); err != nil {
+			return err
+		}
+	}
+	releaseMemory()
+	return nil
+}
+
+// doneDense reports a solved dense tensor, with its work, to the Progress.
+func (r *gptqRun) doneDense(tensor string) {
+	if r.denseProg != nil {
+		r.denseProg.Done(tensor)
+	}
+}
