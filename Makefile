@@ -54,10 +54,15 @@ test-race:
 # BF16 fixture and of its RTN checkpoint against one committed golden of
 # their float32 bits that amd64 (make test) matches too. About 3 minutes
 # on 2 cores; TestProducts runs in -short mode.
+# The engine's test binary loads GPU libraries with purego, which links a
+# Linux binary against the C loader even with CGO_ENABLED=0: qemu finds the
+# arm64 loader under QEMU_LD_PREFIX (Debian: libc6-arm64-cross).
 QEMU_AARCH64 ?= $(shell command -v qemu-aarch64 || command -v qemu-aarch64-static)
-ARM64 = GOARCH=arm64 $(GO) test -count=1 -short -timeout 20m -exec $(QEMU_AARCH64)
+QEMU_LD_PREFIX ?= /usr/aarch64-linux-gnu
+ARM64 = QEMU_LD_PREFIX=$(QEMU_LD_PREFIX) GOARCH=arm64 $(GO) test -count=1 -short -timeout 20m -exec $(QEMU_AARCH64)
 test-arm64:
 	@test -n "$(QEMU_AARCH64)" || { echo "test-arm64: no qemu-aarch64 or qemu-aarch64-static; install qemu-user" >&2; exit 1; }
+	@test -e $(QEMU_LD_PREFIX)/lib/ld-linux-aarch64.so.1 || { echo "test-arm64: no arm64 C loader under $(QEMU_LD_PREFIX); install libc6-arm64-cross" >&2; exit 1; }
 	$(ARM64) ./engine/kernels ./format/bfp ./quant/gptq
 	$(ARM64) -run '^(TestLogitsBits|TestReferenceLogits|TestReferenceHiddenStates)$$' ./engine/model
 
