@@ -12,8 +12,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/ebitengine/purego"
 	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/device/internal/native"
 )
 
 // CUDA driver constants (cuda.h).
@@ -61,34 +61,20 @@ var (
 
 func load() (*api, error) {
 	loadOnce.Do(func() {
-		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			libErr = &device.Error{Kind: device.CUDA, Stage: device.StageLibrary, Library: Library, Msg: strings.TrimPrefix(err.Error(), Library+": ") + " (the NVIDIA driver is not installed or not visible)"}
-			return
-		}
 		a := &api{}
-		reg := []struct {
-			fn   any
-			name string
-		}{
-			{&a.Init, "cuInit"}, {&a.DriverGetVersion, "cuDriverGetVersion"}, {&a.DeviceGetCount, "cuDeviceGetCount"},
-			{&a.DeviceGet, "cuDeviceGet"}, {&a.DeviceGetName, "cuDeviceGetName"}, {&a.DeviceTotalMem, "cuDeviceTotalMem_v2"},
-			{&a.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"}, {&a.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-			{&a.CtxSetCurrent, "cuCtxSetCurrent"}, {&a.CtxSynchronize, "cuCtxSynchronize"},
-			{&a.ModuleLoadDataEx, "cuModuleLoadDataEx"}, {&a.ModuleUnload, "cuModuleUnload"},
-			{&a.ModuleGetFunction, "cuModuleGetFunction"}, {&a.MemAlloc, "cuMemAlloc_v2"}, {&a.MemFree, "cuMemFree_v2"},
-			{&a.MemsetD8, "cuMemsetD8_v2"}, {&a.MemcpyHtoD, "cuMemcpyHtoD_v2"}, {&a.MemcpyDtoH, "cuMemcpyDtoH_v2"},
-			{&a.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"}, {&a.LaunchKernel, "cuLaunchKernel"}, {&a.GetErrorString, "cuGetErrorString"},
+		libErr = native.Bind(device.CUDA, Library, "the NVIDIA driver is not installed or not visible", []native.Func{
+			native.F(&a.Init, "cuInit"), native.F(&a.DriverGetVersion, "cuDriverGetVersion"), native.F(&a.DeviceGetCount, "cuDeviceGetCount"),
+			native.F(&a.DeviceGet, "cuDeviceGet"), native.F(&a.DeviceGetName, "cuDeviceGetName"), native.F(&a.DeviceTotalMem, "cuDeviceTotalMem_v2"),
+			native.F(&a.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"), native.F(&a.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+			native.F(&a.CtxSetCurrent, "cuCtxSetCurrent"), native.F(&a.CtxSynchronize, "cuCtxSynchronize"),
+			native.F(&a.ModuleLoadDataEx, "cuModuleLoadDataEx"), native.F(&a.ModuleUnload, "cuModuleUnload"),
+			native.F(&a.ModuleGetFunction, "cuModuleGetFunction"), native.F(&a.MemAlloc, "cuMemAlloc_v2"), native.F(&a.MemFree, "cuMemFree_v2"),
+			native.F(&a.MemsetD8, "cuMemsetD8_v2"), native.F(&a.MemcpyHtoD, "cuMemcpyHtoD_v2"), native.F(&a.MemcpyDtoH, "cuMemcpyDtoH_v2"),
+			native.F(&a.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"), native.F(&a.LaunchKernel, "cuLaunchKernel"), native.F(&a.GetErrorString, "cuGetErrorString"),
+		})
+		if libErr == nil {
+			lib = a
 		}
-		for _, r := range reg {
-			sym, err := purego.Dlsym(h, r.name)
-			if err != nil {
-				libErr = &device.Error{Kind: device.CUDA, Stage: device.StageLibrary, Library: Library, Msg: "no " + r.name + " (driver too old?)"}
-				return
-			}
-			purego.RegisterFunc(r.fn, sym)
-		}
-		lib = a
 	})
 	return lib, libErr
 }

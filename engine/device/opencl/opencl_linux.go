@@ -9,8 +9,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/device/internal/native"
 )
 
 // OpenCL constants (cl.h).
@@ -70,38 +70,24 @@ var (
 // load opens the ICD loader once, lazily.
 func load() (*api, error) {
 	loadOnce.Do(func() {
-		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			libErr = &device.Error{Kind: device.OpenCL, Stage: device.StageLibrary, Library: Library, Msg: strings.TrimPrefix(err.Error(), Library+": ") + " (install an OpenCL ICD loader and driver, e.g. Debian's ocl-icd-libopencl1 with a vendor ICD)"}
-			return
-		}
 		a := &api{}
-		reg := []struct {
-			fn   any
-			name string
-		}{
-			{&a.GetPlatformIDs, "clGetPlatformIDs"}, {&a.GetPlatformInfo, "clGetPlatformInfo"},
-			{&a.GetDeviceIDs, "clGetDeviceIDs"}, {&a.GetDeviceInfo, "clGetDeviceInfo"},
-			{&a.CreateContext, "clCreateContext"}, {&a.CreateCommandQueue, "clCreateCommandQueue"},
-			{&a.CreateProgramWithSrc, "clCreateProgramWithSource"}, {&a.BuildProgram, "clBuildProgram"},
-			{&a.GetProgramBuildInfo, "clGetProgramBuildInfo"}, {&a.CreateKernel, "clCreateKernel"},
-			{&a.SetKernelArg, "clSetKernelArg"}, {&a.EnqueueNDRangeKernel, "clEnqueueNDRangeKernel"},
-			{&a.CreateBuffer, "clCreateBuffer"}, {&a.EnqueueWriteBuffer, "clEnqueueWriteBuffer"},
-			{&a.EnqueueReadBuffer, "clEnqueueReadBuffer"}, {&a.EnqueueCopyBuffer, "clEnqueueCopyBuffer"},
-			{&a.EnqueueFillBuffer, "clEnqueueFillBuffer"}, {&a.Finish, "clFinish"},
-			{&a.ReleaseMemObject, "clReleaseMemObject"}, {&a.ReleaseKernel, "clReleaseKernel"},
-			{&a.ReleaseProgram, "clReleaseProgram"}, {&a.ReleaseCommandQueue, "clReleaseCommandQueue"},
-			{&a.ReleaseContext, "clReleaseContext"},
+		libErr = native.Bind(device.OpenCL, Library, "install an OpenCL ICD loader and driver, e.g. Debian's ocl-icd-libopencl1 with a vendor ICD", []native.Func{
+			native.F(&a.GetPlatformIDs, "clGetPlatformIDs"), native.F(&a.GetPlatformInfo, "clGetPlatformInfo"),
+			native.F(&a.GetDeviceIDs, "clGetDeviceIDs"), native.F(&a.GetDeviceInfo, "clGetDeviceInfo"),
+			native.F(&a.CreateContext, "clCreateContext"), native.F(&a.CreateCommandQueue, "clCreateCommandQueue"),
+			native.F(&a.CreateProgramWithSrc, "clCreateProgramWithSource"), native.F(&a.BuildProgram, "clBuildProgram"),
+			native.F(&a.GetProgramBuildInfo, "clGetProgramBuildInfo"), native.F(&a.CreateKernel, "clCreateKernel"),
+			native.F(&a.SetKernelArg, "clSetKernelArg"), native.F(&a.EnqueueNDRangeKernel, "clEnqueueNDRangeKernel"),
+			native.F(&a.CreateBuffer, "clCreateBuffer"), native.F(&a.EnqueueWriteBuffer, "clEnqueueWriteBuffer"),
+			native.F(&a.EnqueueReadBuffer, "clEnqueueReadBuffer"), native.F(&a.EnqueueCopyBuffer, "clEnqueueCopyBuffer"),
+			native.F(&a.EnqueueFillBuffer, "clEnqueueFillBuffer"), native.F(&a.Finish, "clFinish"),
+			native.F(&a.ReleaseMemObject, "clReleaseMemObject"), native.F(&a.ReleaseKernel, "clReleaseKernel"),
+			native.F(&a.ReleaseProgram, "clReleaseProgram"), native.F(&a.ReleaseCommandQueue, "clReleaseCommandQueue"),
+			native.F(&a.ReleaseContext, "clReleaseContext"),
+		})
+		if libErr == nil {
+			lib = a
 		}
-		for _, r := range reg {
-			sym, err := purego.Dlsym(h, r.name)
-			if err != nil {
-				libErr = &device.Error{Kind: device.OpenCL, Stage: device.StageLibrary, Library: Library, Msg: "no " + r.name}
-				return
-			}
-			purego.RegisterFunc(r.fn, sym)
-		}
-		lib = a
 	})
 	return lib, libErr
 }
