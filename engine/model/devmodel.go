@@ -84,13 +84,14 @@ func newDevModel(m *Model, d device.Device) (dm *devModel, err error) {
 		}
 	}()
 	up := &uploader{dm: dm}
-	dm.embed = up.mat(m.embed, "model.embed_tokens.weight")
+	// Checked before anything is uploaded.
 	if m.embed.Format != kernels.BF16 && m.embed.Format != kernels.F32 {
 		return nil, &InputError{What: "LoadOptions.Device", Msg: fmt.Sprintf("the embedding is %s; a device reads BF16 or F32 embeddings", m.embed.Format)}
 	}
+	dm.embed = up.mat(m.embed)
 	dm.head = dm.embed
 	if m.head != m.embed {
-		dm.head = up.mat(m.head, "lm_head.weight")
+		dm.head = up.mat(m.head)
 	}
 	dm.final = up.f32(m.finalNorm)
 	for l, ly := range m.layers {
@@ -98,17 +99,17 @@ func newDevModel(m *Model, d device.Device) (dm *devModel, err error) {
 		dl := devLayer{kind: ly.kind, moe: ly.moe, opNorm: up.f32(ly.opNorm), ffnNorm: up.f32(ly.ffnNorm)}
 		switch ly.kind {
 		case config.Conv:
-			dl.inProj, dl.outProj = up.mat(ly.inProj, p+"conv.in_proj.weight"), up.mat(ly.outProj, p+"conv.out_proj.weight")
+			dl.inProj, dl.outProj = up.mat(ly.inProj), up.mat(ly.outProj)
 			dl.convW = up.f32(ly.convW)
 			dl.inBias, dl.convBias, dl.outBias = up.f32(ly.inBias), up.f32(ly.convBias), up.f32(ly.outBias)
 		case config.Attention:
-			dl.q, dl.k, dl.v, dl.o = up.mat(ly.q, p+"q"), up.mat(ly.k, p+"k"), up.mat(ly.v, p+"v"), up.mat(ly.o, p+"o")
+			dl.q, dl.k, dl.v, dl.o = up.mat(ly.q), up.mat(ly.k), up.mat(ly.v), up.mat(ly.o)
 			dl.qNorm, dl.kNorm = up.f32(ly.qNorm), up.f32(ly.kNorm)
 		}
 		if !ly.moe {
-			dl.w1, dl.w3, dl.w2 = up.mat(ly.w1, p+"w1"), up.mat(ly.w3, p+"w3"), up.mat(ly.w2, p+"w2")
+			dl.w1, dl.w3, dl.w2 = up.mat(ly.w1), up.mat(ly.w3), up.mat(ly.w2)
 		} else {
-			dl.gate = up.mat(ly.gate, p+"feed_forward.gate.weight")
+			dl.gate = up.mat(ly.gate)
 			dl.expertBias = up.f32(ly.expertBias)
 			pick := func(f func(e expert) *kernels.Matrix) []*kernels.Matrix {
 				ms := make([]*kernels.Matrix, len(ly.experts))
@@ -173,7 +174,7 @@ func matBytes(m *kernels.Matrix) []byte {
 	return m.BFP
 }
 
-func (u *uploader) mat(m *kernels.Matrix, name string) devMat {
+func (u *uploader) mat(m *kernels.Matrix) devMat {
 	if m == nil {
 		return devMat{}
 	}
