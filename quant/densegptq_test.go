@@ -87,6 +87,11 @@ func TestDenseMethodGPTQLoss(t *testing.T) {
 	if !strings.Contains(string(ck.Manifest.Quantization.Settings), `"dense_gptq"`) {
 		t.Errorf("settings %s lack dense_gptq", ck.Manifest.Quantization.Settings)
 	}
+	// The quantization block (what inspect and the model card show) names
+	// the method of each class.
+	if q := ck.Manifest.Quantization; q.Experts.Method != "gptq" || q.Dense.Method != "gptq" || q.Head.Method != "gptq" || q.Kept.Method != "none" {
+		t.Errorf("class methods experts %s, dense %s, head %s, kept %s; want gptq, gptq, gptq, none", q.Experts.Method, q.Dense.Method, q.Head.Method, q.Kept.Method)
+	}
 	want := 0
 	for _, e := range ck.Manifest.Tensors {
 		if e.Format == lfmq1.BFP8 {
@@ -248,6 +253,9 @@ func TestDenseMethodKeepExperts(t *testing.T) {
 	}
 	if len(metrics.Layers) != 0 || len(metrics.Dense) == 0 {
 		t.Errorf("%d expert layers and %d dense metrics; want none and some", len(metrics.Layers), len(metrics.Dense))
+	}
+	if q := man.Quantization; q.Experts.Method != "none" || q.Dense.Method != "gptq" || q.Head.Method != "gptq" {
+		t.Errorf("class methods experts %s, dense %s, head %s; want none, gptq, gptq", q.Experts.Method, q.Dense.Method, q.Head.Method)
 	}
 	experts := 0
 	for _, e := range man.Tensors {

@@ -214,7 +214,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	var denseProg Progress = r.prog
 	if wp, ok := opts.Progress.(WorkProgress); ok {
 		r.work, r.lw = wp, estimateLayer(cfg, set.Tokens)
-		denseProg = r.startWork(p, rs)
+		denseProg = r.startWork(p, rs, set.Tokens)
 	}
 	r.denseProg = denseProg
 	res = &Result{OutDir: opts.OutDir, Tensors: len(p.Entries), GPTQ: r.report}
@@ -331,7 +331,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		}
 		st.record(metrics, dense, res)
 	}
-	q := quantizationSpec(p, GPTQ, opts.KeepExperts)
+	q := quantizationSpec(p, GPTQ, opts.KeepExperts, opts.DenseMethod)
 	q.Settings = settingsJSON
 	if layers == nil {
 		layers = []LayerMetrics{}
@@ -369,17 +369,23 @@ func (r *gptqRun) done(tensor string) {
 }
 
 // startWork tells the WorkProgress the run's work: every dense, head and
-// kept tensor's packing, and every MoE layer that --resume does not take
-// over. It returns the Progress for the dense pass, which reports each
-// tensor's work with the tensor.
-func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState) Progress {
+// kept tensor's packing or, with DenseMethod GPTQ, solve, and every MoE
+// layer that --resume does not take over. It returns the Progress for the
+// dense pass, which reports each tensor's work with the tensor.
+func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress {
 	perTensor := map[string]float64{}
 	var total float64
 	for _, e := range p.Entries {
-		if e.Class != plan.Experts {
-			perTensor[e.Name] = tensorWork(e)
-			total += perTensor[e.Name]
+		if e.Class == plan.Experts {
+			continue
 		}
+		perTensor[e.Name] = tensorWork(e)
+		// A dense solve weighs what it costs, unless --resume takes its
+		// layer over (the global file is never taken over).
+		if _, resumed := rs.doneKind(e.Layer, "dense"); denseSolved(r.opts, e) && (e.Layer < 0 || !resumed) {
+			perTensor[e.Name] = denseSolveWork(e, tokens)
+		}
+		total += perTensor[e.Name]
 	}
 	for l := range r.cfg.NumLayers {
 		if _, resumed := rs.done(l); r.cfg.IsMoE(l) && !r.opts.KeepExperts && !resumed {

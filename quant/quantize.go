@@ -224,7 +224,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	q := quantizationSpec(p, opts.Method, opts.KeepExperts)
+	q := quantizationSpec(p, opts.Method, opts.KeepExperts, opts.DenseMethod)
 	if q.Settings, err = canonjson.Marshal(RuleSettings{ExponentRule: string(opts.ExponentRule.orMax()),
 		DenseExponentRule: string(opts.DenseExponentRule.orMax())}); err != nil {
 		return nil, err
@@ -491,7 +491,11 @@ func weightError(w, q []float32) TensorMetric {
 	return m
 }
 
-func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quantization {
+// quantizationSpec is the manifest's quantization block for plan p: each
+// class's method, formats and tensor count. The experts (or a dense
+// model's FFN) are quantized by method unless kept; the BFP8 dense tensors
+// and the head are rounded to nearest unless denseMethod solves them.
+func quantizationSpec(p *plan.Plan, method Method, keepExperts bool, denseMethod Method) lfmq1.Quantization {
 	expertMethod := string(method)
 	if keepExperts {
 		expertMethod = "none"
@@ -506,6 +510,9 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool) lfmq1.Quant
 	for _, e := range p.Entries {
 		if e.Class == plan.FFN && e.Format == lfmq1.BFP8 {
 			specs[plan.FFN].Method = string(RTN) // BFP8 is always packed by RTN
+		}
+		if denseSolved(Options{DenseMethod: denseMethod}, e) {
+			specs[e.Class].Method = string(GPTQ)
 		}
 		s := specs[e.Class]
 		s.Tensors++

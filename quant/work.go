@@ -64,3 +64,12 @@ func estimateLayer(cfg *config.Config, tokens int) layerWork {
 func (w layerWork) total() float64 {
 	return w.forward + w.upStats + w.solveW13 + w.downStats + w.solveW2
 }
+
+// denseSolveWork is the work of solving a BFP8 dense tensor (or the head)
+// by GPTQ over tokens calibration tokens: the forward through it and the
+// rank-one updates of its input's statistics, then the solve as the solver
+// counts it (the factorization and the row loop).
+func denseSolveWork(e plan.Entry, tokens int) float64 {
+	n, k, t := float64(e.Shape[0]), float64(e.Shape[1]), float64(tokens)
+	return t*(2*k*n+k*k) + 2*k*k*k/3 + 4*k*k*n
+}

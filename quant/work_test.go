@@ -58,25 +58,38 @@ func (w *workRecorder) Stage(layer int, stage string) {
 // exactly that much as it goes, and reports a share of each MoE layer
 // during the layer's forward and statistics, before any of its expert
 // tensors is done, so that an estimate of the time left from the share
-// done does not stand still (and the time left climb) through them.
+// done does not stand still (and the time left climb) through them. With
+// the BFP8 tensors solved too, their solves are part of the work.
 func TestGPTQWork(t *testing.T) {
-	w := &workRecorder{layer: -1, beforeSolves: map[int]float64{}}
-	dir := filepath.Join(t.TempDir(), "gptq")
-	if _, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: dir, Method: GPTQ, CreatedBy: "test", GPTQ: gptqOptions(fastSeqs), Progress: w}); err != nil {
-		t.Fatal(err)
+	var totals []float64
+	for _, dense := range []Method{RTN, GPTQ} {
+		t.Run("dense-"+string(dense), func(t *testing.T) {
+			w := &workRecorder{layer: -1, beforeSolves: map[int]float64{}}
+			dir := filepath.Join(t.TempDir(), "gptq")
+			if _, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: dir, Method: GPTQ, DenseMethod: dense, CreatedBy: "test", GPTQ: gptqOptions(fastSeqs), Progress: w}); err != nil {
+				t.Fatal(err)
+			}
+			if w.starts != 1 || !(w.total > 0) {
+				t.Fatalf("StartWork called %d times with %v", w.starts, w.total)
+			}
+			if math.Abs(w.done-w.total) > 1e-9*w.total {
+				t.Errorf("reported %v of the announced %v", w.done, w.total)
+			}
+			if len(w.beforeSolves) == 0 {
+				t.Fatal("no work was reported in any layer's forward or statistics")
+			}
+			for l, before := range w.beforeSolves {
+				if !(before > 0) {
+					t.Errorf("layer %d: no work reported before its solves", l)
+				}
+			}
+			totals = append(totals, w.total)
+		})
 	}
-	if w.starts != 1 || !(w.total > 0) {
-		t.Fatalf("StartWork called %d times with %v", w.starts, w.total)
+	if len(totals) == 2 {
+		t.Logf("announced work: dense rtn %.4g, dense gptq %.4g (%.2f×)", totals[0], totals[1], totals[1]/totals[0])
 	}
-	if math.Abs(w.done-w.total) > 1e-9*w.total {
-		t.Errorf("reported %v of the announced %v", w.done, w.total)
-	}
-	if len(w.beforeSolves) == 0 {
-		t.Fatal("no work was reported in any layer's forward or statistics")
-	}
-	for l, before := range w.beforeSolves {
-		if !(before > 0) {
-			t.Errorf("layer %d: no work reported before its solves", l)
-		}
+	if len(totals) == 2 && !(totals[1] > totals[0]) {
+		t.Errorf("solving the dense tensors announced %v of work, no more than rounding them (%v)", totals[1], totals[0])
 	}
 }

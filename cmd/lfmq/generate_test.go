@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
@@ -173,14 +175,17 @@ func fixturePrompt(t *testing.T, name string) (p struct {
 }
 
 // engineGreedy runs the checkpoint in dir through engine/model alone: it
-// prefills ids and takes the argmax n times.
+// prefills ids and takes the argmax up to n times, ending before a stop
+// token as generate does.
 func engineGreedy(t *testing.T, dir string, ids []int, n int) []int {
 	t.Helper()
-	m, err := model.Load(dir, model.LoadOptions{})
+	// generate.Open gives the stop tokens generate ends on (not printed).
+	s, err := generate.Open(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer s.Close()
+	m := s.Model
 	seq := m.NewSequence()
 	in := ids
 	var out []int
@@ -190,6 +195,9 @@ func engineGreedy(t *testing.T, dir string, ids []int, n int) []int {
 			t.Fatal(err)
 		}
 		best := argmax(logits[0])
+		if slices.Contains(s.StopIDs, best) {
+			break
+		}
 		out = append(out, best)
 		in = []int{best}
 	}

@@ -151,7 +151,10 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 				return &usageError{err}
 			}
 			switch dm := quant.Method(denseMethod); dm {
+			case "":
+				opts.DenseMethod = defaultDenseMethod(m, opts.Experts)
 			case quant.RTN:
+				opts.DenseMethod = dm
 			case quant.GPTQ:
 				if m != quant.GPTQ {
 					return &usageError{errors.New("--dense-method gptq needs --method gptq (its calibration statistics)")}
@@ -200,7 +203,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
 	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
 	f.StringVar(&expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
-	f.StringVar(&denseMethod, "dense-method", string(quant.RTN), "BFP8 dense tensors and head: rtn (round to nearest) or gptq (each solved against its input's Hessian; needs --method gptq)")
+	f.StringVar(&denseMethod, "dense-method", "", "BFP8 dense tensors and head: gptq (each solved against its input's Hessian; needs --method gptq) or rtn (round to nearest); default gptq when GPTQ quantizes the experts, else rtn")
 	f.Float64Var(&g.DampDense, "damp-dense", g.DampDense, "relative damping of the BFP8 dense tensors and the head with --dense-method gptq")
 	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
@@ -477,6 +480,18 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	}
 }
 
+// defaultDenseMethod is --dense-method when it is not given: gptq when GPTQ
+// quantizes the experts (the calibration statistics are gathered anyway, and
+// solving the BFP8 tensors too lowered KL on every corpus of the fixture,
+// issue 23), rtn otherwise, so that --method rtn and the --experts keep
+// ablation need no calibration set.
+func defaultDenseMethod(m quant.Method, experts string) quant.Method {
+	if m == quant.GPTQ && experts == "quantize" {
+		return quant.GPTQ
+	}
+	return quant.RTN
+}
+
 func ratio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
@@ -499,6 +514,7 @@ func createdBy(opts *quantizeOptions) string {
 		dense = " --dense-exponent-rule " + string(r)
 	}
 	denseGPTQ := opts.DenseMethod == quant.GPTQ
+	denseDefault := defaultDenseMethod(opts.Method, opts.Experts) == quant.GPTQ
 	if opts.Experts != "quantize" && !denseGPTQ {
 		// The method and the experts' rule are not used when the experts
 		// are kept.
@@ -514,8 +530,11 @@ func createdBy(opts *quantizeOptions) string {
 	if r := opts.ExponentRule; r != "" && r != quant.ExponentMax && opts.Experts == "quantize" {
 		s += " --exponent-rule " + string(r)
 	}
-	if denseGPTQ {
+	switch {
+	case denseGPTQ && !denseDefault:
 		s += " --dense-method gptq"
+	case !denseGPTQ && denseDefault:
+		s += " --dense-method rtn"
 	}
 	s += dense
 	if opts.Method != quant.GPTQ {

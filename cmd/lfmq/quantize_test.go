@@ -221,29 +221,45 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 	if d := quant.DefaultGPTQOptions(); got.GPTQ.DampW2 != d.DampW2 || !got.GPTQ.ActOrder || !got.GPTQ.Sequential || got.GPTQ.BlockSize != 128 || got.GPTQ.Resume || got.GPTQ.ChatDate != "2025-01-01" {
 		t.Errorf("defaults %+v", got.GPTQ)
 	}
+	if got.DenseMethod != quant.GPTQ {
+		t.Errorf("default dense method %q, want gptq with --method gptq", got.DenseMethod)
+	}
 	if c := createdBy(got); c != "lfmq quantize --method gptq" {
 		t.Errorf("created_by %q", c)
 	}
-	// --dense-method: named in created_by only when gptq, with its
-	// damping when that differs from the default; gptq needs --method gptq.
-	for _, tc := range []struct{ args, created, err string }{
-		{"--dense-method rtn --damp-dense 0.05", "lfmq quantize --method gptq", ""},
-		{"--dense-method gptq", "lfmq quantize --method gptq --dense-method gptq", ""},
-		{"--dense-method gptq --damp-dense 0.05", "lfmq quantize --method gptq --dense-method gptq --damp-dense 0.05", ""},
-		{"--experts keep --dense-method gptq", "lfmq quantize --method gptq --experts keep --dense-method gptq", ""},
-		{"--method rtn --dense-method gptq", "", "--dense-method gptq needs --method gptq"},
-		{"--dense-method exact", "", "--dense-method must be rtn or gptq"},
+	// --dense-method: gptq by default when GPTQ quantizes the experts, rtn
+	// otherwise; named in created_by only when it differs from that
+	// default, with its damping when that differs from the default (and
+	// is used); gptq needs --method gptq.
+	for _, tc := range []struct {
+		args, created string
+		dense         quant.Method
+		err           string
+	}{
+		{"--calib c", "lfmq quantize --method gptq", quant.GPTQ, ""},
+		{"--calib c --dense-method gptq", "lfmq quantize --method gptq", quant.GPTQ, ""},
+		{"--calib c --damp-dense 0.05", "lfmq quantize --method gptq --damp-dense 0.05", quant.GPTQ, ""},
+		{"--calib c --dense-method rtn", "lfmq quantize --method gptq --dense-method rtn", quant.RTN, ""},
+		{"--calib c --dense-method rtn --damp-dense 0.05", "lfmq quantize --method gptq --dense-method rtn", quant.RTN, ""},
+		{"--method rtn", "lfmq quantize --method rtn", quant.RTN, ""},
+		{"--method rtn --dense-method rtn", "lfmq quantize --method rtn", quant.RTN, ""},
+		{"--experts keep", "lfmq quantize --experts keep", quant.RTN, ""},
+		{"--calib c --experts keep --dense-method gptq", "lfmq quantize --method gptq --experts keep --dense-method gptq", quant.GPTQ, ""},
+		{"--method rtn --dense-method gptq", "", "", "--dense-method gptq needs --method gptq"},
+		{"--calib c --dense-method exact", "", "", "--dense-method must be rtn or gptq"},
 	} {
-		got, err := parseQuantize("--model m --out o --calib c " + tc.args)
+		got, err := parseQuantize("--model m --out o " + tc.args)
 		switch {
 		case tc.err != "":
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: err %v, want %q", tc.args, err, tc.err)
+				t.Errorf("%q: err %v, want %q", tc.args, err, tc.err)
 			}
 		case err != nil:
-			t.Errorf("%s: %v", tc.args, err)
+			t.Errorf("%q: %v", tc.args, err)
+		case got.DenseMethod != tc.dense:
+			t.Errorf("%q: dense method %q, want %q", tc.args, got.DenseMethod, tc.dense)
 		case createdBy(got) != tc.created:
-			t.Errorf("%s: created_by %q, want %q", tc.args, createdBy(got), tc.created)
+			t.Errorf("%q: created_by %q, want %q", tc.args, createdBy(got), tc.created)
 		}
 	}
 }
