@@ -116,14 +116,18 @@ CORPORA  = $(foreach c,chat instruct code book,--corpus $(c)=$(TINY)/corpora/$(c
 DEMO_RECORDS ?= 16
 
 # demo: the whole pipeline on the tiny model in testdata/: quantize with GPTQ
-# (the product), RTN (the baseline) and BF16 experts (the ablation), inspect,
+# (the product), RTN (the baseline) and two ablations (GPTQ on the experts
+# only, BF16 experts), inspect,
 # generate, score against BF16, quantize the dense fixture and generate from
 # it, build and verify a release, detect tampering, launch the release and
 # score the running server.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
 	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
+		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
+	@echo "== quantize with GPTQ on the experts only (ablation: the BFP8 tensors rounded to nearest)"
+	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts --dense-method rtn \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
 	@echo "== quantize with RTN"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-rtn --method rtn
@@ -138,7 +142,8 @@ demo: build
 	@echo
 	@echo "== score against the BF16 reference ($(DEMO_RECORDS) records per corpus)"
 	$(BIN) score --reference $(TINY)/model --candidate bf16-experts=$(DEMO_OUT)/tiny-lfm2-moe-bf16-experts \
-		--candidate rtn=$(DEMO_OUT)/tiny-lfm2-moe-rtn --candidate gptq=$(DEMO_OUT)/tiny-lfm2-moe-gptq \
+		--candidate rtn=$(DEMO_OUT)/tiny-lfm2-moe-rtn --candidate gptq-experts=$(DEMO_OUT)/tiny-lfm2-moe-gptq-experts \
+		--candidate gptq=$(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		$(CORPORA) --max-records $(DEMO_RECORDS) --noise-floor \
 		--out $(DEMO_OUT)/evidence/score-tiny.json --plot $(DEMO_OUT)/evidence
 	@echo
@@ -154,7 +159,7 @@ demo: build
 	@echo "== launch the release (agentic preset), ask it over the OpenAI API, score the running server"
 	scripts/demo-launch.sh $(BIN) $(DEMO_OUT)/release-demo/release $(TINY)/model $(TINY)/corpora/chat.jsonl $(DEMO_OUT)/launch
 	@echo
-	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,rtn,bf16-experts} and tiny-lfm2-gptq, evidence/, release-demo/release"
+	@echo "demo outputs in $(DEMO_OUT)/: checkpoints tiny-lfm2-moe-{gptq,gptq-experts,rtn,bf16-experts} and tiny-lfm2-gptq, evidence/, release-demo/release"
 
 # bench: every benchmark, one package at a time (-p 1: benchmarks of two
 # packages running side by side would disturb each other); see docs/development.md for how

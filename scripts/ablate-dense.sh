@@ -5,14 +5,14 @@
 # fixture calibration set, 128 windows, the four eval corpora for the
 # disjointness check):
 #   rtn             --method rtn (every tensor rounded to nearest)
-#   gptq            GPTQ experts, RTN dense tensors (the default)
-#   gptq-dense      GPTQ experts and GPTQ dense tensors (--dense-method gptq)
+#   gptq-experts    GPTQ experts, RTN dense tensors (--dense-method rtn)
+#   gptq            GPTQ experts and GPTQ dense tensors (the default)
 #   dense-only      BF16 experts, GPTQ dense tensors (--experts keep --dense-method gptq)
 #   bf16-experts    BF16 experts, RTN dense tensors (--experts keep)
 # then scores all five against the BF16 source on the four fixture corpora
 # in one `lfmq score` run, which prints each candidate's KL and top-1
 # agreement and the paired differences between every two candidates (the
-# pairs gptq-dense − gptq and dense-only − bf16-experts isolate the dense
+# pairs gptq − gptq-experts and dense-only − bf16-experts isolate the dense
 # method), and prints each variant's quantize wall time and, for the dense
 # GPTQ variants, the mean GPTQ/RTN loss ratio of the BFP8 tensors.
 #
@@ -55,11 +55,11 @@ quantize() {
 }
 
 quantize rtn --method rtn
+quantize gptq-experts "${CALIB[@]}" "${EVAL[@]}" --dense-method rtn
 quantize gptq "${CALIB[@]}" "${EVAL[@]}"
-quantize gptq-dense "${CALIB[@]}" "${EVAL[@]}" --dense-method gptq
 quantize dense-only "${CALIB[@]}" "${EVAL[@]}" --experts keep --dense-method gptq
 quantize bf16-experts --method rtn --experts keep
-VARIANTS=(rtn gptq gptq-dense dense-only bf16-experts)
+VARIANTS=(rtn gptq-experts gptq dense-only bf16-experts)
 SCORE_ARGS=()
 for c in "${VARIANTS[@]}"; do
 	SCORE_ARGS+=(--candidate "$c=$OUT/$c")
