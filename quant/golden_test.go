@@ -76,10 +76,37 @@ var (
 		"experts-07.safetensors": "911beaaf3ea902d252e9a0dfd3aefc18f1584b44e41785fc68fe923f5a8a0aa9",
 	}
 	goldenGPTQMetrics = "dd8b4f92e3e7551489b5cc699d7e622a1930ae9cd5ad3cd6771644efbd476b19"
+
+	// goldenDenseGPTQ is the fast GPTQ checkpoint with DenseMethod GPTQ
+	// (the command line's default with GPTQ experts since issue 23), as
+	// the code wrote it when that became the default: every file differs
+	// from goldenDense/goldenGPTQExperts, the experts' too, since in
+	// sequential mode they are calibrated on the solved BFP8 tensors.
+	goldenDenseGPTQ = map[string]string{
+		"experts-02.safetensors": "1fa31e093b37375e056d41c6039173ba6316113ed051bf1312fcd9e19f140234",
+		"experts-03.safetensors": "2d74d8ff184977d06f2c5cb31de202144d6593f52c30a3e0cd6ae4a5bfd58640",
+		"experts-04.safetensors": "4b908a1dd63c668e9f56edc311fa3edfe3fe0b8f97d78f3ea0fa9eb24499bf66",
+		"experts-05.safetensors": "b6b02a18e923f4516d0391537639636690b5ec923d143354eb61e5b2da1334dc",
+		"experts-06.safetensors": "6ec9c4452d547b2362d0a0398388b76570954bc91c89422be7e88032ec1fc865",
+		"experts-07.safetensors": "5cfc52b0375d0b31af7d78524654e96dc4f0ef90db93a6daa672ef24aebbea25",
+		"global.safetensors":     "15239cd0bb332f449792b02be556392018310e84e66f00d562dc347e4613adad",
+		"layer-00.safetensors":   "e08d6d95aefa0e25a6f8aa2b4fa47fae6074d1a8e3ceea56c941c168416384b9",
+		"layer-01.safetensors":   "f77a3e977e94a32392f1f884aada0ba9e9beaab1364c54c61a6e68ab38151724",
+		"layer-02.safetensors":   "30bf59fa09481c2025e90c3f50af084c6d3ffd41ddb2f08c2fdd5e0e8539beb6",
+		"layer-03.safetensors":   "01a16ae89e08a41e6d665d9ec20f8bb05256b0cb08227ea2cd5ebf133ed01fb7",
+		"layer-04.safetensors":   "95eebc2046422aeca9cd5bdf136b6806836ee7a792602e7e5207e989e7e98f42",
+		"layer-05.safetensors":   "63aca70e98562bd7776c809e0901ee5157075bbfd3fb055d0b38e055873358cc",
+		"layer-06.safetensors":   "e69c2d633d7762010b6dec1d397e6ab61606f4511e54ac0cc8b3a58235263a07",
+		"layer-07.safetensors":   "d5f819bb163b7721787e7c5ada73106db403ea2fe3c0b65d09885e303f70f1d0",
+	}
+	goldenDenseGPTQMetrics = "e1b9d345e21c975667077dbf3c4e4b4efbd185da30844cad59a664016b462acd"
 )
 
-// TestGoldenBytes: RTN and GPTQ with the default exponent rule (max) write
-// the same tensor bytes as the reference code, and GPTQ the same losses.
+// TestGoldenBytes: RTN and GPTQ with the default exponent rule (max) and
+// the BFP8 tensors rounded to nearest (the library's default DenseMethod,
+// --dense-method rtn) write the same tensor bytes as the reference code,
+// and GPTQ the same losses; so does GPTQ with DenseMethod GPTQ, the
+// command line's default, as recorded when it became the default.
 func TestGoldenBytes(t *testing.T) {
 	gptqDir, _ := tinyGPTQ(t, fastSeqs)
 	man, _, err := lfmq1.ReadManifest(gptqDir)
@@ -118,5 +145,22 @@ func TestGoldenBytes(t *testing.T) {
 				t.Errorf("%s: %s has sha256 %s, want %s", c.name, n, got[n], want[n])
 			}
 		}
+	}
+	denseDir := tinyDenseGPTQ(t)
+	got := tensorFileSums(t, denseDir)
+	if len(got) != len(goldenDenseGPTQ) {
+		t.Errorf("gptq with dense gptq: %d tensor files, want %d", len(got), len(goldenDenseGPTQ))
+	}
+	for n, want := range goldenDenseGPTQ {
+		if got[n] != want {
+			t.Errorf("gptq with dense gptq: %s has sha256 %s, want %s", n, got[n], want)
+		}
+	}
+	man, _, err = lfmq1.ReadManifest(denseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != goldenDenseGPTQMetrics {
+		t.Errorf("gptq with dense gptq: manifest metrics have sha256 %x, want %s", s, goldenDenseGPTQMetrics)
 	}
 }
