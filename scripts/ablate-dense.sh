@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ablate-dense.sh: the dense-method ablation on the tiny fixture.
 #
-# Quantizes the fixture five ways with the demo's GPTQ settings (the
+# Quantizes the fixture six ways with the demo's GPTQ settings (the
 # fixture calibration set, 128 windows, the four eval corpora for the
 # disjointness check):
 #   rtn             --method rtn (every tensor rounded to nearest)
@@ -9,7 +9,10 @@
 #   gptq            GPTQ experts and GPTQ dense tensors (the default)
 #   dense-only      BF16 experts, GPTQ dense tensors (--experts keep --dense-method gptq)
 #   bf16-experts    BF16 experts, RTN dense tensors (--experts keep)
-# then scores all five against the BF16 source on the four fixture corpora
+#   gptq-damp-w2    the default with w2's damping at w1/w3's (--damp-w2 0.01),
+#                   the value scripts/ablate-damp-heldout.sh picks on held-out
+#                   calibration records
+# then scores all six against the BF16 source on the four fixture corpora
 # in one `lfmq score` run, which prints each candidate's KL and top-1
 # agreement and the paired differences between every two candidates (the
 # pairs gptq − gptq-experts and dense-only − bf16-experts isolate the dense
@@ -59,7 +62,8 @@ quantize gptq-experts "${CALIB[@]}" "${EVAL[@]}" --dense-method rtn
 quantize gptq "${CALIB[@]}" "${EVAL[@]}"
 quantize dense-only "${CALIB[@]}" "${EVAL[@]}" --experts keep --dense-method gptq
 quantize bf16-experts --method rtn --experts keep
-VARIANTS=(rtn gptq-experts gptq dense-only bf16-experts)
+quantize gptq-damp-w2 "${CALIB[@]}" "${EVAL[@]}" --damp-w2 0.01
+VARIANTS=(rtn gptq-experts gptq dense-only bf16-experts gptq-damp-w2)
 SCORE_ARGS=()
 for c in "${VARIANTS[@]}"; do
 	SCORE_ARGS+=(--candidate "$c=$OUT/$c")
