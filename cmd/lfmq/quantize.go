@@ -42,6 +42,9 @@ type quantizeOptions struct {
 	DenseMethod quant.Method
 }
 
+// expertGPTQFlags are the GPTQ flags of the routed experts' solves alone.
+var expertGPTQFlags = []string{"damp-w13", "damp-w2", "shrink", "w2-weight"}
+
 // gptqFlags are the flags that only --method gptq uses.
 var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date", "eval-corpus", "damp-w13", "damp-w2",
 	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict", "solve-memory", "damp-dense"}
@@ -169,6 +172,16 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 					return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize or --dense-method gptq", f)}
 				}
 			}
+			// Within a GPTQ run, a flag of a part that is not solved would
+			// be ignored without a word.
+			for _, f := range expertGPTQFlags {
+				if useGPTQ && opts.Experts != "quantize" && cmd.Flags().Changed(f) {
+					return &usageError{fmt.Errorf("--%s applies to the routed experts' GPTQ; --experts keep leaves them in BF16", f)}
+				}
+			}
+			if useGPTQ && opts.DenseMethod != quant.GPTQ && cmd.Flags().Changed("damp-dense") {
+				return &usageError{errors.New("--damp-dense applies to --dense-method gptq; with --dense-method rtn the BFP8 tensors are rounded to nearest")}
+			}
 			if useGPTQ {
 				if err := parseGPTQFlags(opts, w2Weight, evalCorpora, solveMiB); err != nil {
 					return &usageError{err}
@@ -235,7 +248,7 @@ func parseExponentRules(opts *quantizeOptions, m quant.Method, expRule, denseRul
 	}
 	d, err := quant.ParseExponentRule(denseRule)
 	if err != nil || d == quant.ExponentHessian {
-		return fmt.Errorf("--dense-exponent-rule must be max or search (the dense tensors have no Hessian), got %q", denseRule)
+		return fmt.Errorf("--dense-exponent-rule must be max or search (hessian is a rule of the routed experts only), got %q", denseRule)
 	}
 	opts.ExponentRule, opts.DenseExponentRule = r, d
 	return nil
