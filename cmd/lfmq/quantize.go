@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -254,6 +255,10 @@ func parseExponentRules(opts *quantizeOptions, m quant.Method, expRule, denseRul
 	return nil
 }
 
+// finiteNonNegative reports whether v is a number a damping or a
+// pseudo-count can be: not NaN, not infinite, not negative.
+func finiteNonNegative(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
+
 // solveMemoryMaxMiB is the largest --solve-memory: 1 PiB, far above any
 // machine, and small enough that the byte count cannot overflow.
 const solveMemoryMaxMiB = 1 << 30
@@ -292,14 +297,16 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 		return fmt.Errorf("--calib-len must be at least 2, got %d", g.CalibLen)
 	case !quant.ValidChatDate(g.ChatDate):
 		return fmt.Errorf("--chat-date must be a day written YYYY-MM-DD, got %q", g.ChatDate)
-	case !(g.DampW13 >= 0):
-		return fmt.Errorf("--damp-w13 must be ≥ 0, got %v", g.DampW13)
-	case !(g.DampW2 >= 0):
-		return fmt.Errorf("--damp-w2 must be ≥ 0, got %v", g.DampW2)
+	case !finiteNonNegative(g.DampW13):
+		return fmt.Errorf("--damp-w13 must be a finite number ≥ 0, got %v", g.DampW13)
+	case !finiteNonNegative(g.DampW2):
+		return fmt.Errorf("--damp-w2 must be a finite number ≥ 0, got %v", g.DampW2)
+	case !finiteNonNegative(g.DampDense):
+		return fmt.Errorf("--damp-dense must be a finite number ≥ 0, got %v", g.DampDense)
 	case g.BlockSize < 1:
 		return fmt.Errorf("--block-size must be at least 1, got %d", g.BlockSize)
-	case !(g.Shrink >= 0):
-		return fmt.Errorf("--shrink must be ≥ 0, got %v", g.Shrink)
+	case !finiteNonNegative(g.Shrink):
+		return fmt.Errorf("--shrink must be a finite number ≥ 0, got %v", g.Shrink)
 	case solveMiB < 0 || solveMiB > solveMemoryMaxMiB:
 		return fmt.Errorf("--solve-memory must be 0 (automatic) or a number of MiB up to %d, got %d", solveMemoryMaxMiB, solveMiB)
 	}
