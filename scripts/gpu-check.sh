@@ -8,7 +8,9 @@
 # the fixture (BF16 and RTN) and on RTN checkpoints of synthetic models with
 # LFM2-8B-A1B's and LFM2-24B-A2B's layer shapes, generated on the machine;
 # decode tokens/s at batch 1, 4 and 16 with the share of HBM bandwidth at
-# batch 1; a 2,048-token prefill; 16 users' aggregate through the
+# batch 1, the step time and the kernel launches and transfers one decode
+# step queues (step_us / launches_per_step bounds the launch overhead a
+# step can afford); a 2,048-token prefill; 16 users' aggregate through the
 # scheduler. About 5-8 minutes on a 16-core H200 machine, most of it
 # writing and quantizing the synthetic checkpoints.
 #

@@ -51,6 +51,7 @@ func TestGPUCheck(t *testing.T) {
 		t.Fatalf("--device %s: %v", kind, err)
 	}
 	defer d.Close()
+	cd := &countingDevice{Device: d}
 	info := d.Info()
 	emit(map[string]any{"check": "device", "line": line, "kind": info.Kind, "name": info.Name, "driver": info.Driver,
 		"kernel_sha256": info.Kernel, "ptx_sha256": device.PTXDigest(), "memory_bytes": info.Memory, "open_ms": time.Since(start).Milliseconds()})
@@ -62,7 +63,7 @@ func TestGPUCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, dir string }{{"fixture-bf16", tinyDir}, {"fixture-rtn", rtn}} {
-		cpu, dev := loadPair(t, c.dir, d)
+		cpu, dev := loadPair(t, c.dir, cd)
 		var ids [][]int
 		for _, p := range prompts(t) {
 			if len(p.InputIDs) <= 66 {
@@ -105,7 +106,7 @@ func TestGPUCheck(t *testing.T) {
 			}
 		}
 		emit(map[string]any{"check": "synthetic", "model": sh.name, "layers": layers, "seconds": time.Since(t0).Seconds()})
-		cpu, dev := loadPair(t, q, d)
+		cpu, dev := loadPair(t, q, cd)
 		rng := rand.New(rand.NewPCG(1, uint64(layers)))
 		ids := [][]int{randomTokens(rng, 64, shape.VocabSize), randomTokens(rng, 17, shape.VocabSize)}
 		n, bad := compareBits(t, cpu, dev, ids, 4)
@@ -113,8 +114,12 @@ func TestGPUCheck(t *testing.T) {
 		cpu.Close()
 		wb := float64(dev.DecodeWeightBytes())
 		for _, batch := range []int{1, 4, 16} {
-			tps := decodeRate(t, dev, batch, 32, rng)
-			row := map[string]any{"check": "decode", "model": sh.name + "-rtn", "batch": batch, "tok_s": round1(tps)}
+			// What one decode step queues, with the step time, says how
+			// much of a step launch overhead can be.
+			tps, ops := decodeRate(t, dev, batch, 32, rng, cd)
+			row := map[string]any{"check": "decode", "model": sh.name + "-rtn", "batch": batch, "tok_s": round1(tps),
+				"step_us": round1(1e6 * float64(batch) / tps), "launches_per_step": round1(float64(ops.launches) / 32),
+				"transfers_per_step": round1(float64(ops.transfers) / 32)}
 			if batch == 1 {
 				row["hbm_frac"] = math.Round(wb*tps/hbm*1000) / 1000
 			}
@@ -126,6 +131,56 @@ func TestGPUCheck(t *testing.T) {
 		dev.Close()
 	}
 	emit(map[string]any{"check": "done", "seconds": time.Since(start).Seconds()})
+}
+
+// countingDevice counts what the model queues on a device: kernel
+// launches, and copies, writes and reads (transfers).
+type countingDevice struct {
+	device.Device
+	mu  sync.Mutex
+	ops queueCounts
+}
+
+type queueCounts struct{ launches, transfers int }
+
+func (a queueCounts) minus(b queueCounts) queueCounts {
+	return queueCounts{a.launches - b.launches, a.transfers - b.transfers}
+}
+
+func (c *countingDevice) counts() queueCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops
+}
+
+func (c *countingDevice) count(launch bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if launch {
+		c.ops.launches++
+	} else {
+		c.ops.transfers++
+	}
+}
+
+func (c *countingDevice) Launch(name string, n, local int, args ...any) error {
+	c.count(true)
+	return c.Device.Launch(name, n, local, args...)
+}
+
+func (c *countingDevice) Write(b device.Buffer, off int, src []byte) error {
+	c.count(false)
+	return c.Device.Write(b, off, src)
+}
+
+func (c *countingDevice) Read(b device.Buffer, off int, dst []byte) error {
+	c.count(false)
+	return c.Device.Read(b, off, dst)
+}
+
+func (c *countingDevice) Copy(dst device.Buffer, doff int, src device.Buffer, soff, n int) error {
+	c.count(false)
+	return c.Device.Copy(dst, doff, src, soff, n)
 }
 
 func envFloat(name string, def float64) float64 {
@@ -173,8 +228,9 @@ func compareBits(t *testing.T, cpu, dev *model.Model, prompts [][]int, steps int
 }
 
 // decodeRate prefills batch sequences with 128 tokens and returns the
-// tokens per second of steps batched decode steps.
-func decodeRate(t *testing.T, m *model.Model, batch, steps int, rng *rand.Rand) float64 {
+// tokens per second of steps batched decode steps, and what those steps
+// queued on cd.
+func decodeRate(t *testing.T, m *model.Model, batch, steps int, rng *rand.Rand, cd *countingDevice) (float64, queueCounts) {
 	t.Helper()
 	seqs := make([]*model.Sequence, batch)
 	toks := make([][]int, batch)
@@ -186,19 +242,24 @@ func decodeRate(t *testing.T, m *model.Model, batch, steps int, rng *rand.Rand) 
 		t.Fatal(err)
 	}
 	var elapsed time.Duration
+	var ops queueCounts
 	for s := range steps + 2 {
 		for i := range toks {
 			toks[i] = []int{rng.IntN(m.Config.VocabSize)}
 		}
+		before := cd.counts()
 		t0 := time.Now()
 		if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if s >= 2 { // two warm-up steps
 			elapsed += time.Since(t0)
+			d := cd.counts().minus(before)
+			ops.launches += d.launches
+			ops.transfers += d.transfers
 		}
 	}
-	return float64(batch*steps) / elapsed.Seconds()
+	return float64(batch*steps) / elapsed.Seconds(), ops
 }
 
 // prefillRate returns the tokens per second of one n-token prefill (after
