@@ -38,24 +38,7 @@ for c in chat instruct code book; do
 	CORPORA+=(--corpus "$c=$TINY/corpora/$c.jsonl")
 done
 
-mkdir -p "$OUT"
-TIMES="$OUT/times.tsv"
-[ "$REUSE" = 1 ] && [ -f "$TIMES" ] || printf 'variant\twall_s\n' >"$TIMES"
-
-# quantize NAME ARGS...: one variant, its stdout kept in OUT/NAME.log.
-quantize() {
-	local name=$1
-	shift
-	if [ "$REUSE" = 1 ] && [ -f "$OUT/$name/manifest.json" ]; then
-		return
-	fi
-	rm -rf "${OUT:?}/$name"
-	local t0 t1
-	t0=$(date +%s.%N)
-	"$BIN" quantize --model "$TINY/model" --out "$OUT/$name" "$@" >"$OUT/$name.log"
-	t1=$(date +%s.%N)
-	printf '%s\t%.1f\n' "$name" "$(echo "$t1 - $t0" | bc)" >>"$TIMES"
-}
+. "$(dirname "$0")/ablate-common.sh"
 
 quantize rtn --method rtn
 quantize gptq-experts "${CALIB[@]}" "${EVAL[@]}" --dense-method rtn
