@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -191,19 +190,13 @@ func (r *gptqRun) resumeDense(w *lfmq1.Writer, rs *resumeState, d doneLayer, ent
 // installDense makes the engine run a dense step's BFP8 tensors (the head
 // is not replaced: nothing is calibrated after it).
 func (r *gptqRun) installDense(st *denseStep) error {
+	var solved []lfmq1.Tensor
 	for _, t := range st.tensors {
-		if t.Format != lfmq1.BFP8 || t.Name == "lm_head.weight" {
-			continue
-		}
-		mat, err := kernels.NewBFP(kernels.BFP8, int(t.Shape[0]), int(t.Shape[1]), t.Data)
-		if err != nil {
-			return fmt.Errorf("quant: %s: %w", t.Name, err)
-		}
-		if err := r.m.ReplaceLinear(t.Name, mat); err != nil {
-			return err
+		if t.Format == lfmq1.BFP8 && t.Name != "lm_head.weight" {
+			solved = append(solved, t)
 		}
 	}
-	return nil
+	return r.install(solved)
 }
 
 // record adds a finished dense step's metrics and bytes to the run's.

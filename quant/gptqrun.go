@@ -331,7 +331,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		}
 		st.record(metrics, dense, res)
 	}
-	q := quantizationSpec(p, GPTQ, opts.KeepExperts, opts.DenseMethod)
+	q := quantizationSpec(p, opts)
 	q.Settings = settingsJSON
 	if layers == nil {
 		layers = []LayerMetrics{}
@@ -381,8 +381,8 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress 
 		}
 		perTensor[e.Name] = tensorWork(e)
 		// A dense solve weighs what it costs, unless --resume takes its
-		// layer over (the global file is never taken over).
-		if _, resumed := rs.doneKind(e.Layer, "dense"); denseSolved(r.opts, e) && (e.Layer < 0 || !resumed) {
+		// layer over (never the global file's head: it has no record).
+		if _, resumed := rs.doneKind(e.Layer, "dense"); denseSolved(r.opts, e) && !resumed {
 			perTensor[e.Name] = denseSolveWork(e, tokens)
 		}
 		total += perTensor[e.Name]
@@ -821,10 +821,15 @@ func (r *gptqRun) warn(s string) {
 	r.mu.Unlock()
 }
 
-// install makes the engine run a finished layer's quantized experts.
+// install makes the engine run quantized tensors in place of their
+// sources: a finished layer's experts (BFP4) or solved dense tensors (BFP8).
 func (r *gptqRun) install(tensors []lfmq1.Tensor) error {
 	for _, t := range tensors {
-		mat, err := kernels.NewBFP(kernels.BFP4, int(t.Shape[0]), int(t.Shape[1]), t.Data)
+		f := kernels.BFP4
+		if t.Format == lfmq1.BFP8 {
+			f = kernels.BFP8
+		}
+		mat, err := kernels.NewBFP(f, int(t.Shape[0]), int(t.Shape[1]), t.Data)
 		if err != nil {
 			return fmt.Errorf("quant: %s: %w", t.Name, err)
 		}

@@ -224,7 +224,7 @@ func Quantize(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	q := quantizationSpec(p, opts.Method, opts.KeepExperts, opts.DenseMethod)
+	q := quantizationSpec(p, opts)
 	if q.Settings, err = canonjson.Marshal(RuleSettings{ExponentRule: string(opts.ExponentRule.orMax()),
 		DenseExponentRule: string(opts.DenseExponentRule.orMax())}); err != nil {
 		return nil, err
@@ -493,11 +493,13 @@ func weightError(w, q []float32) TensorMetric {
 
 // quantizationSpec is the manifest's quantization block for plan p: each
 // class's method, formats and tensor count. The experts (or a dense
-// model's FFN) are quantized by method unless kept; the BFP8 dense tensors
-// and the head are rounded to nearest unless denseMethod solves them.
-func quantizationSpec(p *plan.Plan, method Method, keepExperts bool, denseMethod Method) lfmq1.Quantization {
+// model's FFN) are quantized by opts.Method unless kept; the BFP8 dense
+// tensors and the head are rounded to nearest unless opts.DenseMethod
+// solves them.
+func quantizationSpec(p *plan.Plan, opts Options) lfmq1.Quantization {
+	method := opts.Method
 	expertMethod := string(method)
-	if keepExperts {
+	if opts.KeepExperts {
 		expertMethod = "none"
 	}
 	specs := map[plan.Class]*lfmq1.ClassSpec{
@@ -511,7 +513,7 @@ func quantizationSpec(p *plan.Plan, method Method, keepExperts bool, denseMethod
 		if e.Class == plan.FFN && e.Format == lfmq1.BFP8 {
 			specs[plan.FFN].Method = string(RTN) // BFP8 is always packed by RTN
 		}
-		if denseSolved(Options{DenseMethod: denseMethod}, e) {
+		if denseSolved(opts, e) {
 			specs[e.Class].Method = string(GPTQ)
 		}
 		s := specs[e.Class]

@@ -2,7 +2,16 @@
 #
 # Expects BIN (the lfmq binary), OUT (the output directory, created
 # here), TINY (the fixture) and REUSE (1 keeps variants already in OUT).
-# Starts OUT/times.tsv (kept with REUSE=1) and defines quantize.
+# Sets EVAL (the fixture's four corpora as quantize's --eval-corpus flags)
+# and CORPORA (the same as score's --corpus flags), starts OUT/times.tsv
+# (kept with REUSE=1) and defines quantize.
+
+EVAL=()
+CORPORA=()
+for c in chat instruct code book; do
+	EVAL+=(--eval-corpus "$c=$TINY/corpora/$c.jsonl")
+	CORPORA+=(--corpus "$c=$TINY/corpora/$c.jsonl")
+done
 
 mkdir -p "$OUT"
 TIMES="$OUT/times.tsv"

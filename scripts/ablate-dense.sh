@@ -31,13 +31,6 @@ MAX_RECORDS=${MAX_RECORDS:-16}
 REUSE=${REUSE:-0}
 TINY=testdata/tiny-lfm2-moe
 CALIB=(--calib "$TINY/calibration/calibration.jsonl" --calib-seqs 128)
-EVAL=()
-CORPORA=()
-for c in chat instruct code book; do
-	EVAL+=(--eval-corpus "$c=$TINY/corpora/$c.jsonl")
-	CORPORA+=(--corpus "$c=$TINY/corpora/$c.jsonl")
-done
-
 . "$(dirname "$0")/ablate-common.sh"
 
 quantize rtn --method rtn

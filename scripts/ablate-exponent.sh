@@ -34,13 +34,6 @@ TINY=testdata/tiny-lfm2-moe
 # by default when docs/cli.md's figures were measured, so that only the
 # exponent rules differ between the variants and the figures reproduce.
 CALIB=(--calib "$TINY/calibration/calibration.jsonl" --calib-seqs 128 --dense-method rtn)
-EVAL=()
-CORPORA=()
-for c in chat instruct code book; do
-	EVAL+=(--eval-corpus "$c=$TINY/corpora/$c.jsonl")
-	CORPORA+=(--corpus "$c=$TINY/corpora/$c.jsonl")
-done
-
 . "$(dirname "$0")/ablate-common.sh"
 ABS_OUT=$(cd "$OUT" && pwd)
 

@@ -133,15 +133,7 @@ func TestDeviceSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst := dm.NewSequence()
-		for b := range 2 {
-			conv, ok := src.ConvAt(64 * (b + 1))
-			if !ok {
-				t.Fatalf("no snapshot at %d", 64*(b+1))
-			}
-			sp, err := src.CopySpan(64*b, 64*(b+1), conv)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, sp := range blockSpans(t, src, 2) {
 			if err := dst.Extend(sp); err != nil {
 				t.Fatal(err)
 			}

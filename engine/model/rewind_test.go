@@ -54,6 +54,26 @@ func checkRewind(t *testing.T, m, ref *model.Model, keeps []int) {
 	}
 }
 
+// blockSpans copies the first blocks 64-token blocks of src as spans, each
+// with the conv snapshot at its end (src must hold snapshots at 64, 128, …),
+// as the prefix cache stores them.
+func blockSpans(t *testing.T, src *model.Sequence, blocks int) []*model.Span {
+	t.Helper()
+	var spans []*model.Span
+	for b := range blocks {
+		conv, ok := src.ConvAt(64 * (b + 1))
+		if !ok {
+			t.Fatalf("no snapshot at %d", 64*(b+1))
+		}
+		sp, err := src.CopySpan(64*b, 64*(b+1), conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, sp)
+	}
+	return spans
+}
+
 // TestSpans: a sequence extended with spans copied from another (a prefix
 // cache's blocks, boundaries inside prefill chunks) continues exactly as
 // a cold prefill of the whole prompt.
@@ -67,18 +87,7 @@ func TestSpans(t *testing.T) {
 	if _, err := m.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:200]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128, 192}}, ChunkSize: 100}); err != nil {
 		t.Fatal(err)
 	}
-	var spans []*model.Span
-	for b := range 3 {
-		conv, ok := src.ConvAt(64 * (b + 1))
-		if !ok {
-			t.Fatalf("no snapshot at %d", 64*(b+1))
-		}
-		sp, err := src.CopySpan(64*b, 64*(b+1), conv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		spans = append(spans, sp)
-	}
+	spans := blockSpans(t, src, 3)
 	for _, blocks := range []int{1, 2, 3} {
 		dst := m.NewSequence()
 		for _, sp := range spans[:blocks] {
