@@ -37,12 +37,14 @@ func tensorFileSums(t *testing.T, dir string) map[string]string {
 }
 
 // The tensor files of the tiny fixture's RTN checkpoint and of its fast GPTQ
-// checkpoint (fastSeqs windows, default settings), and the sha256 of that
-// GPTQ manifest's metrics block (every expert matrix's losses), as the code
-// wrote them at commit 722b37f: before the exponent rules existed (issue 16)
-// and before the solver's kernels were rewritten for speed (issue 12). The
-// exponent rule "max" must keep reproducing them byte for byte, and a kernel
-// that reorders a floating-point operation feeding a quantized value or a
+// checkpoint (fastSeqs windows, the reference release's w2 damping
+// ReferenceDampW2, the other settings at their defaults), and the sha256 of
+// that GPTQ manifest's metrics block (every expert matrix's losses), as the
+// code wrote them at commit 722b37f: before the exponent rules existed
+// (issue 16), before the solver's kernels were rewritten for speed (issue
+// 12) and before w2's default damping became 0.01 (issue 31). The exponent
+// rule "max" must keep reproducing them byte for byte, and a kernel that
+// reorders a floating-point operation feeding a quantized value or a
 // recorded loss changes one of them. The rest of the manifest (version,
 // settings, created_by) is left out: it records identity that other changes
 // may extend without touching a tensor byte. A deliberate change of the
@@ -77,90 +79,105 @@ var (
 	}
 	goldenGPTQMetrics = "dd8b4f92e3e7551489b5cc699d7e622a1930ae9cd5ad3cd6771644efbd476b19"
 
+	// goldenGPTQDefaultExperts are the experts of the same fast GPTQ run
+	// with every setting at its default (w2 damped by 0.01), and
+	// goldenGPTQDefaultMetrics its metrics block, as the code wrote them
+	// when 0.01 became the default (issue 31). Only the experts' w2 solve
+	// changes, so the BFP8 tensors are goldenDense's.
+	goldenGPTQDefaultExperts = map[string]string{
+		"experts-02.safetensors": "e70563656e7877ac78e515905f50dd32105b84cdd77053979564ddc96e5493c7",
+		"experts-03.safetensors": "00290afc0ffa83eaddf0b10a0f233b97ea5d476b7607199bf73b3dbcbf06294b",
+		"experts-04.safetensors": "8faa443caeeca4dfa0b6f361d099306cd0ae31fb351bc4b6a468c8f4eb9a92ab",
+		"experts-05.safetensors": "82bda6d9ff536c1b4f2fce1dd1ac5c7b1cdf1e6b0d01e79ab17654e440459900",
+		"experts-06.safetensors": "66e738b6267f2e9358efa3eb96a72986accdae0714cbc615868927a6e7e39c03",
+		"experts-07.safetensors": "bd1ed41166e9128bbeeecdcf9c3e65572a064f76c4e291672df86481404501b7",
+	}
+	goldenGPTQDefaultMetrics = "8d9c8ab82b0cc3fc07fce24ec7866bbb811dcb9528943a4ebaa6eaf37a91baa0"
+
 	// goldenDenseGPTQ is the fast GPTQ checkpoint with DenseMethod GPTQ
-	// (the command line's default with GPTQ experts since issue 23), as
-	// the code wrote it when that became the default: every file differs
-	// from goldenDense/goldenGPTQExperts, the experts' too, since in
+	// (the command line's default with GPTQ experts since issue 23) and
+	// the other settings at their defaults, as the code wrote it when w2's
+	// damping became 0.01 (issue 31): every file differs from
+	// goldenDense/goldenGPTQDefaultExperts, the experts' too, since in
 	// sequential mode they are calibrated on the solved BFP8 tensors.
 	goldenDenseGPTQ = map[string]string{
-		"experts-02.safetensors": "1fa31e093b37375e056d41c6039173ba6316113ed051bf1312fcd9e19f140234",
-		"experts-03.safetensors": "2d74d8ff184977d06f2c5cb31de202144d6593f52c30a3e0cd6ae4a5bfd58640",
-		"experts-04.safetensors": "4b908a1dd63c668e9f56edc311fa3edfe3fe0b8f97d78f3ea0fa9eb24499bf66",
-		"experts-05.safetensors": "b6b02a18e923f4516d0391537639636690b5ec923d143354eb61e5b2da1334dc",
-		"experts-06.safetensors": "6ec9c4452d547b2362d0a0398388b76570954bc91c89422be7e88032ec1fc865",
-		"experts-07.safetensors": "5cfc52b0375d0b31af7d78524654e96dc4f0ef90db93a6daa672ef24aebbea25",
-		"global.safetensors":     "15239cd0bb332f449792b02be556392018310e84e66f00d562dc347e4613adad",
+		"experts-02.safetensors": "87b3d9ee2a690e72d58956f444b984d10de68f6b66b79186ba2db50ca42e4e31",
+		"experts-03.safetensors": "90579f9b1bd329d4b51c866331ce9e8a5b60f129fc86593b30569b0d05507e17",
+		"experts-04.safetensors": "68d264a3dad504b49996c75bc6b8de6467181d10de1a4f687a5b10c980b320fd",
+		"experts-05.safetensors": "fe71173d0ecd23a426ff0474347e2eef662bfd9d6982b72d354d2de0545e0e6f",
+		"experts-06.safetensors": "2ab8d945e4e4c02ead0475ccdb1d3b1a090cb09f02e77632f5ffacdf8af7cd63",
+		"experts-07.safetensors": "a1c3d6262adb18adc7bad7664e80cebdb2636852217a7f464c0c5e1a35efec7a",
+		"global.safetensors":     "537a2170b96efd55c8db28c4e256b16425f80fb33eb40a147edd8b79518ff45d",
 		"layer-00.safetensors":   "e08d6d95aefa0e25a6f8aa2b4fa47fae6074d1a8e3ceea56c941c168416384b9",
 		"layer-01.safetensors":   "f77a3e977e94a32392f1f884aada0ba9e9beaab1364c54c61a6e68ab38151724",
 		"layer-02.safetensors":   "30bf59fa09481c2025e90c3f50af084c6d3ffd41ddb2f08c2fdd5e0e8539beb6",
-		"layer-03.safetensors":   "01a16ae89e08a41e6d665d9ec20f8bb05256b0cb08227ea2cd5ebf133ed01fb7",
-		"layer-04.safetensors":   "95eebc2046422aeca9cd5bdf136b6806836ee7a792602e7e5207e989e7e98f42",
-		"layer-05.safetensors":   "63aca70e98562bd7776c809e0901ee5157075bbfd3fb055d0b38e055873358cc",
-		"layer-06.safetensors":   "e69c2d633d7762010b6dec1d397e6ab61606f4511e54ac0cc8b3a58235263a07",
-		"layer-07.safetensors":   "d5f819bb163b7721787e7c5ada73106db403ea2fe3c0b65d09885e303f70f1d0",
+		"layer-03.safetensors":   "9f5fcc7948f81394bccf45cae97a59597aa60b89f0d5256810617135066cb757",
+		"layer-04.safetensors":   "4845a6e16cb5987befc7f29e6ff4de71c6fe39de0019d529b55a77ff60ffe0fe",
+		"layer-05.safetensors":   "3a941c8943c5f0698883bc0b2a9ef79a1a80e800a8ba4e3d89094167f7cf81c7",
+		"layer-06.safetensors":   "bff397bbf82b074d16325879de2ca50ae2082dc28483ff6d4b1f394e38e30a4e",
+		"layer-07.safetensors":   "531fa6681616891e1d3742d24a5a42417e3fef4f7f02140f3794cfffb26b5590",
 	}
-	goldenDenseGPTQMetrics = "e1b9d345e21c975667077dbf3c4e4b4efbd185da30844cad59a664016b462acd"
+	goldenDenseGPTQMetrics = "764818af95b2b474085c3b0c01e333f42614e4c21ba79cff0ac753e8a53af41e"
 )
 
 // TestGoldenBytes: RTN and GPTQ with the default exponent rule (max) and
 // the BFP8 tensors rounded to nearest (the library's default DenseMethod,
 // --dense-method rtn) write the same tensor bytes as the reference code,
-// and GPTQ the same losses; so does GPTQ with DenseMethod GPTQ, the
-// command line's default, as recorded when it became the default.
+// GPTQ with the reference release's w2 damping the same losses too; GPTQ
+// with every default, and with DenseMethod GPTQ (the command line's
+// default), write the bytes recorded when those became the defaults.
 func TestGoldenBytes(t *testing.T) {
+	refDir, _ := tinyGPTQRun(t, gptqRunKey{fastSeqs, ExponentMax, ReferenceDampW2})
 	gptqDir, _ := tinyGPTQ(t, fastSeqs)
-	man, _, err := lfmq1.ReadManifest(gptqDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != goldenGPTQMetrics {
-		t.Errorf("gptq: manifest metrics have sha256 %x, want %s", s, goldenGPTQMetrics)
-	}
 	for _, c := range []struct {
 		name    string
 		dir     string
 		experts map[string]string
+		metrics string // "": no metrics (RTN)
 	}{
-		{"rtn", tinyRTN(t), goldenRTNExperts},
-		{"gptq", gptqDir, goldenGPTQExperts},
+		{"rtn", tinyRTN(t), goldenRTNExperts, ""},
+		{"gptq --damp-w2 1", refDir, goldenGPTQExperts, goldenGPTQMetrics},
+		{"gptq", gptqDir, goldenGPTQDefaultExperts, goldenGPTQDefaultMetrics},
+		{"gptq --dense-method gptq", tinyDenseGPTQ(t), goldenDenseGPTQ, goldenDenseGPTQMetrics},
 	} {
-		got := tensorFileSums(t, c.dir)
 		want := map[string]string{}
-		for n, s := range goldenDense {
-			want[n] = s
+		if c.name != "gptq --dense-method gptq" {
+			for n, s := range goldenDense {
+				want[n] = s
+			}
 		}
 		for n, s := range c.experts {
 			want[n] = s
 		}
-		if len(got) != len(want) {
-			t.Errorf("%s: %d tensor files, want %d", c.name, len(got), len(want))
+		checkFileSums(t, c.name, tensorFileSums(t, c.dir), want)
+		if c.metrics == "" {
+			continue
 		}
-		var names []string
-		for n := range want {
-			names = append(names, n)
+		man, _, err := lfmq1.ReadManifest(c.dir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		sort.Strings(names)
-		for _, n := range names {
-			if got[n] != want[n] {
-				t.Errorf("%s: %s has sha256 %s, want %s", c.name, n, got[n], want[n])
-			}
+		if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != c.metrics {
+			t.Errorf("%s: manifest metrics have sha256 %x, want %s", c.name, s, c.metrics)
 		}
 	}
-	denseDir := tinyDenseGPTQ(t)
-	got := tensorFileSums(t, denseDir)
-	if len(got) != len(goldenDenseGPTQ) {
-		t.Errorf("gptq with dense gptq: %d tensor files, want %d", len(got), len(goldenDenseGPTQ))
+}
+
+// checkFileSums reports every file whose sha256 differs from want's, and a
+// different number of files.
+func checkFileSums(t *testing.T, name string, got, want map[string]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d tensor files, want %d", name, len(got), len(want))
 	}
-	for n, want := range goldenDenseGPTQ {
-		if got[n] != want {
-			t.Errorf("gptq with dense gptq: %s has sha256 %s, want %s", n, got[n], want)
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if got[n] != want[n] {
+			t.Errorf("%s: %s has sha256 %s, want %s", name, n, got[n], want[n])
 		}
-	}
-	man, _, err = lfmq1.ReadManifest(denseDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != goldenDenseGPTQMetrics {
-		t.Errorf("gptq with dense gptq: manifest metrics have sha256 %x, want %s", s, goldenDenseGPTQMetrics)
 	}
 }

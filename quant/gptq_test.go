@@ -59,8 +59,9 @@ type gptqRunCache struct {
 var gptqRuns sync.Map // gptqRunKey → *gptqRunCache
 
 type gptqRunKey struct {
-	seqs int
-	rule ExponentRule
+	seqs   int
+	rule   ExponentRule
+	dampW2 float64
 }
 
 // tinyGPTQ quantizes the tiny model with GPTQ on seqs calibration windows,
@@ -73,11 +74,20 @@ func tinyGPTQ(t *testing.T, seqs int) (string, *Result) {
 // tinyGPTQRule is tinyGPTQ with the experts' exponent rule.
 func tinyGPTQRule(t *testing.T, seqs int, rule ExponentRule) (string, *Result) {
 	t.Helper()
-	v, _ := gptqRuns.LoadOrStore(gptqRunKey{seqs, rule}, &gptqRunCache{})
+	return tinyGPTQRun(t, gptqRunKey{seqs, rule, DefaultGPTQOptions().DampW2})
+}
+
+// tinyGPTQRun quantizes the tiny model with GPTQ as k says, once per test
+// binary.
+func tinyGPTQRun(t *testing.T, k gptqRunKey) (string, *Result) {
+	t.Helper()
+	v, _ := gptqRuns.LoadOrStore(k, &gptqRunCache{})
 	c := v.(*gptqRunCache)
 	c.once.Do(func() {
-		c.dir = filepath.Join(testRoot, fmt.Sprintf("gptq-%d-%s", seqs, rule))
-		c.res, c.err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: c.dir, Method: GPTQ, CreatedBy: "test", GPTQ: gptqOptions(seqs), ExponentRule: rule})
+		c.dir = filepath.Join(testRoot, fmt.Sprintf("gptq-%d-%s-w2-%g", k.seqs, k.rule, k.dampW2))
+		g := gptqOptions(k.seqs)
+		g.DampW2 = k.dampW2
+		c.res, c.err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: c.dir, Method: GPTQ, CreatedBy: "test", GPTQ: g, ExponentRule: k.rule})
 	})
 	if c.err != nil {
 		t.Fatal(c.err)
@@ -443,7 +453,7 @@ func TestGPTQResume(t *testing.T) {
 	other.Resume, other.DampW2 = true, 0.5
 	_, err = Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: other})
 	var me *ResumeMismatchError
-	if !errors.As(err, &me) || me.Field != "settings.damp.w2" || me.Recorded != "1" || me.Current != "0.5" {
+	if !errors.As(err, &me) || me.Field != "settings.damp.w2" || me.Recorded != "0.01" || me.Current != "0.5" {
 		t.Fatalf("resume with another damping: err = %v", err)
 	}
 

@@ -37,7 +37,7 @@ func TestQuantizeIdentityIgnoresSpelling(t *testing.T) {
 		{"flags left out", []string{"--eval-corpus", code, "--eval-corpus", book}, "2025-01-01", true},
 		{"defaults typed, block 16, one worker, resume", []string{"--eval-corpus", book, "--eval-corpus", code,
 			"--method", "gptq", "--experts", "quantize", "--calib-len", "512", "--seed", "0", "--chat-date", "2025-01-01",
-			"--damp-w13", "0.010", "--damp-w2", "1", "--act-order", "--shrink", "128.0", "--w2-weight", "g", "--sequential=true",
+			"--damp-w13", "0.010", "--damp-w2", "0.010", "--act-order", "--shrink", "128.0", "--w2-weight", "g", "--sequential=true",
 			"--block-size", "16", "--workers", "1", "--resume", "--dense-method", "gptq", "--damp-dense", "0.01"}, "2025-01-01", true},
 		{"block 128, two workers, one solve at a time, strict", []string{"--eval-corpus", code, "--eval-corpus", book,
 			"--block-size", "128", "--workers", "2", "--solve-memory", "1", "--strict"}, "2025-01-01", true},

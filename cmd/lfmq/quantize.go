@@ -210,7 +210,7 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	f.StringVar(&g.ChatDate, "chat-date", g.ChatDate, "day (YYYY-MM-DD) a chat template's strftime_now sees when calibration and eval records are rendered")
 	f.StringArrayVar(&evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
 	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
-	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, "relative damping of w2")
+	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, fmt.Sprintf("relative damping of w2 (the reference release used %g)", quant.ReferenceDampW2))
 	f.IntVar(&g.BlockSize, "block-size", g.BlockSize, "GPTQ lazy block size (changes speed, not bytes)")
 	f.BoolVar(&g.ActOrder, "act-order", g.ActOrder, "quantize input indices by decreasing Hessian diagonal")
 	f.Float64Var(&g.Shrink, "shrink", g.Shrink, "pseudo-count (effective tokens) shrinking each expert's Hessian toward its layer's pool")
