@@ -22,6 +22,7 @@ import (
 type generateOptions struct {
 	IO          *IOStreams
 	Model       string
+	Endpoint    string
 	Prompt      string
 	Chat        string
 	Tools       string
@@ -37,6 +38,7 @@ type generateOptions struct {
 	Stats       bool
 	Device      string
 
+	dir        string // the directory --model names (a hub id's snapshot)
 	chatJSON   []byte // --chat, read and checked
 	toolsJSON  []byte // --tools, read and checked
 	deviceLine string // what --device chose, for --stats
@@ -46,8 +48,8 @@ type generateOptions struct {
 func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Command {
 	opts := &generateOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "generate --model DIR (--prompt TEXT | --chat JSON) [--max-tokens N]",
-		Short: "Generate text from a checkpoint (BF16 or lfmq-1) on the CPU",
+		Use:   "generate --model DIR|OWNER/NAME[@REV] (--prompt TEXT | --chat JSON) [--max-tokens N]",
+		Short: "Generate text from a checkpoint (BF16 or lfmq-1) once, from the terminal",
 		Long: `Generate runs the engine once and streams the continuation to stdout.
 
 --prompt TEXT is tokenized as plain text: special-token strings are matched and
@@ -103,7 +105,8 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Model, "model", "", "checkpoint directory, Hugging Face BF16 or lfmq-1 (required)")
+	f.StringVar(&opts.Model, "model", "", "checkpoint: a directory (Hugging Face BF16 or lfmq-1), or a hub id OWNER/NAME[@REVISION] found in or fetched into the Hugging Face cache (required)")
+	f.StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	f.StringVar(&opts.Prompt, "prompt", "", "plain-text prompt")
 	f.StringVar(&opts.Chat, "chat", "", "JSON array of chat messages, or @FILE")
 	f.StringVar(&opts.Tools, "tools", "", "JSON array of tool definitions for the chat template, or @FILE")
@@ -140,8 +143,14 @@ func (o *generateOptions) params() sample.Params {
 }
 
 func generateRun(cmd *cobra.Command, opts *generateOptions) error {
-	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
-		return err
+	// A model named by its hub id is looked up (and perhaps fetched) once
+	// the rest of the command line has passed its checks.
+	hub := isHubID(opts.Model)
+	opts.dir = opts.Model
+	if !hub {
+		if err := requireCheckpoint("--model", opts.Model, opts.dir); err != nil {
+			return err
+		}
 	}
 	if err := checkDeviceFlag(opts.Device); err != nil {
 		return err
@@ -159,8 +168,18 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 			return err
 		}
 	}
+	if hub {
+		dir, err := resolveHubModel(cmd, opts.IO, "--model", opts.Model, opts.Endpoint)
+		if err != nil {
+			return err
+		}
+		if err := requireCheckpoint("--model", opts.Model, dir); err != nil {
+			return err
+		}
+		opts.dir = dir
+	}
 	load := time.Now()
-	opts.IO.ConfigWarnings(opts.Model)
+	opts.IO.ConfigWarnings(opts.dir)
 	// With --stats the device line ends the statistics instead.
 	var announce io.Writer = opts.IO.ErrOut
 	if opts.Stats {
@@ -172,7 +191,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	defer closeDevice(dev)
 	opts.deviceLine = line
-	s, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev})
+	s, err := generate.Open(opts.dir, model.LoadOptions{Threads: opts.Threads, Device: dev})
 	if err != nil {
 		return err
 	}

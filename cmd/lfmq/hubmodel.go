@@ -28,6 +28,17 @@ func isHubID(value string) bool {
 	return err == nil
 }
 
+// modelDir returns the directory a model argument names: value itself,
+// or, for a hub id OWNER/NAME[@REVISION], its snapshot in the Hugging Face
+// cache (resolveHubModel: found there without the network, else fetched).
+// flag is how the command line names the argument ("--model").
+func modelDir(cmd *cobra.Command, ios *IOStreams, flag, value, endpoint string) (string, error) {
+	if !isHubID(value) {
+		return value, nil
+	}
+	return resolveHubModel(cmd, ios, flag, value, endpoint)
+}
+
 // resolveHubModel returns the snapshot directory of the model value
 // names (OWNER/NAME[@REVISION]) in the Hugging Face cache: without the
 // network when the cache holds all of it, otherwise after fetching what

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -192,5 +194,82 @@ func TestReleaseBaseModelFromManifest(t *testing.T) {
 	}
 	if got == nil || got.BaseModel != repo || got.BaseRevision != commit {
 		t.Errorf("release build options: %+v; want base model %s at %s", got, repo, commit)
+	}
+}
+
+// TestHubIDEverywhere: generate, serve and inspect take the hub id that
+// quantize takes. The first use fetches the model into the Hugging Face
+// cache, later ones read it there without the network (an endpoint nothing
+// answers at), and each command's output is what it prints for the same
+// model read from its directory. A served hub model is known to clients
+// by its id, not by the snapshot directory's name (a commit id). What the
+// hub lacks is a usage error naming the argument, as for quantize.
+func TestHubIDEverywhere(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm2-moe"
+	url, commit, cache := hubWithTinyModel(t, repo)
+	snapshot := filepath.Join(cache, "models--LiquidAI--tiny-lfm2-moe", "snapshots", commit)
+	const offline = "http://127.0.0.1:1"
+	lfmq := func(args ...string) (int, string, string) {
+		t.Helper()
+		ios, stdout, stderr := testStreams()
+		code := run(context.Background(), args, ios)
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, hubOut, log := lfmq("inspect", repo, "--endpoint", url)
+	if code != 0 || !strings.Contains(log, "checkpoint "+repo+": fetching into the Hugging Face cache") {
+		t.Fatalf("inspect %s: exit %d: %s", repo, code, log)
+	}
+	code, dirOut, log := lfmq("inspect", tinyModel)
+	if code != 0 {
+		t.Fatalf("inspect %s: exit %d: %s", tinyModel, code, log)
+	}
+	if got, want := strings.ReplaceAll(hubOut, snapshot, "DIR"), strings.ReplaceAll(dirOut, tinyModel, "DIR"); got != want {
+		t.Errorf("inspect %s:\n%s\nwant, as for its directory:\n%s", repo, got, want)
+	}
+
+	gen := []string{"--prompt", "package main", "--max-tokens", "12"}
+	code, want, log := lfmq(append([]string{"generate", "--model", tinyModel}, gen...)...)
+	if code != 0 {
+		t.Fatalf("generate --model %s: exit %d: %s", tinyModel, code, log)
+	}
+	for _, model := range []string{repo, repo + "@" + commit} {
+		code, got, log := lfmq(append([]string{"generate", "--model", model, "--endpoint", offline}, gen...)...)
+		if code != 0 || got != want || !strings.Contains(log, "--model "+model+": snapshot "+commit+" from the Hugging Face cache") {
+			t.Errorf("generate --model %s: exit %d, stdout %q (want %q): %s", model, code, got, want, log)
+		}
+	}
+
+	base, stop := startServe(t, "--model", repo, "--endpoint", offline)
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if err != nil || len(models.Data) != 1 || models.Data[0].ID != repo {
+		t.Errorf("/v1/models of serve --model %s: %+v (%v); want the id %s", repo, models, err, repo)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+
+	for _, args := range [][]string{
+		{"inspect", "LiquidAI/none", "--endpoint", url},
+		append([]string{"generate", "--model", "LiquidAI/none", "--endpoint", url}, gen...),
+		{"serve", "--model", repo + "@v9", "--endpoint", url, "--port", "0"},
+	} {
+		label := "--model " + args[2]
+		if args[0] == "inspect" {
+			label = "checkpoint " + args[1]
+		}
+		if code, _, log := lfmq(args...); code != exitUsage || !strings.Contains(log, label+": ") {
+			t.Errorf("%s: exit %d, want %d naming %q: %s", strings.Join(args, " "), code, exitUsage, label, log)
+		}
 	}
 }

@@ -17,8 +17,10 @@ import (
 )
 
 type inspectOptions struct {
-	IO       *IOStreams
+	IO *IOStreams
+	// Dir is the checkpoint as given: a directory or a hub id.
 	Dir      string
+	Endpoint string
 	JSON     bool
 	NoVerify bool
 	Tensors  bool
@@ -27,13 +29,17 @@ type inspectOptions struct {
 func newInspectCmd(ios *IOStreams, runF func(*inspectOptions) error) *cobra.Command {
 	opts := &inspectOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "inspect DIR",
+		Use:   "inspect DIR|OWNER/NAME[@REV]",
 		Short: "List a checkpoint's tensors (Hugging Face or lfmq-1)",
 		Long: `Inspect summarises a checkpoint: one line per decoder layer (conv or attention
 mixer, dense or MoE feed-forward, experts, tensors, bytes per format), the
 tensors outside the layers, and totals per format. --tensors lists every
 tensor instead (name, format, logical shape, stored bytes), numbers in names
 ordered as numbers. Sizes count tensor data only, as quantize does.
+
+A hub id OWNER/NAME[@REVISION] names a Hugging Face checkpoint in the
+Hugging Face cache, fetched into it first when the cache lacks any of it
+(as quantize --model does).
 
 The layer structure comes from config.json, or from the tensor names when
 config.json is missing, unusable or describes other layers.
@@ -48,29 +54,34 @@ findings are printed on stdout in the form 'lfmq verify --json' uses.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return inspectRun(opts)
+			return inspectRun(cmd, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report (every tensor, layers, totals) as JSON on stdout")
 	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "lfmq-1: check structure and sizes only, do not hash")
 	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor instead of the per-layer summary")
+	cmd.Flags().StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	return cmd
 }
 
-func inspectRun(opts *inspectOptions) error {
-	if err := requireDirs("checkpoint", opts.Dir); err != nil {
+func inspectRun(cmd *cobra.Command, opts *inspectOptions) error {
+	dir, err := modelDir(cmd, opts.IO, "checkpoint", opts.Dir, opts.Endpoint)
+	if err != nil {
 		return err
 	}
-	if err := requireInspectable(opts.Dir); err != nil {
+	if err := requireDirs("checkpoint", dir); err != nil {
 		return err
 	}
-	opts.IO.ConfigWarnings(opts.Dir)
+	if err := requireInspectable(dir); err != nil {
+		return err
+	}
+	opts.IO.ConfigWarnings(dir)
 	check := lfmq1.CheckTensors
 	if opts.NoVerify {
 		check = lfmq1.CheckStructure
 	}
-	specs, cfgErr := configLayers(opts.Dir)
-	r, err := inspect.Dir(opts.Dir, inspect.Options{Check: check, Layers: specs})
+	specs, cfgErr := configLayers(dir)
+	r, err := inspect.Dir(dir, inspect.Options{Check: check, Layers: specs})
 	if r != nil && opts.JSON {
 		// A checkpoint that differs from its manifest still gets its report
 		// on stdout (the findings), and err still sets the exit status.

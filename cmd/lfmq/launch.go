@@ -88,6 +88,8 @@ flag the signature is not read.`,
 	f.BoolVar(&opts.PrintCommand, "print-command", false, "check everything, print the runtime command and exit")
 	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	addServeFlags(f, &opts.Serve)
+	// The runtime is told the release's id unless the flag is given.
+	f.Lookup("served-model-name").Usage = "model id clients send (default: the release id)"
 	completeServeFlags(cmd)
 	cmd.MarkFlagDirname("release-dir")
 	cmd.MarkFlagDirname("cache-root")

@@ -26,6 +26,7 @@ import (
 type serveOptions struct {
 	IO              *IOStreams
 	Model           string
+	Endpoint        string
 	ServedModelName string
 	Host            string
 	Port            int
@@ -59,7 +60,7 @@ type serveOptions struct {
 func newServeCmd(ios *IOStreams, runF func(*serveOptions) error) *cobra.Command {
 	opts := &serveOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "serve --model DIR [--port N] [--sampling-preset P]",
+		Use:   "serve --model DIR|OWNER/NAME[@REV] [--port N] [--sampling-preset P]",
 		Short: "Serve a checkpoint (BF16 or lfmq-1) over an OpenAI-compatible HTTP API",
 		Long: `Serve loads a checkpoint and answers the OpenAI API on --host:--port:
 GET /v1/models, POST /v1/chat/completions, POST /v1/completions, plus
@@ -103,7 +104,8 @@ SIGINT/SIGTERM stop accepting requests, let running ones finish within
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Model, "model", "", "checkpoint directory, Hugging Face BF16 or lfmq-1 (required)")
+	f.StringVar(&opts.Model, "model", "", "checkpoint: a directory (Hugging Face BF16 or lfmq-1), or a hub id OWNER/NAME[@REVISION] found in or fetched into the Hugging Face cache (required)")
+	f.StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	f.StringVar(&opts.APIKey, "api-key", "", "API key clients must send as a bearer token (default: $LFMQ_API_KEY)")
 	f.StringVar(&opts.CacheDir, "cache-dir", "", "keep the prefix cache in DIR across restarts (reused only by the same checkpoint and engine)")
 	addServeFlags(f, opts)
@@ -129,7 +131,7 @@ func completeServeFlags(cmd *cobra.Command) {
 // addServeFlags defines the flags that lfmq launch passes through to the
 // runtime's serve unchanged (all but --model, --api-key and --cache-dir).
 func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
-	f.StringVar(&opts.ServedModelName, "served-model-name", "", "model id clients send (default: the directory's name)")
+	f.StringVar(&opts.ServedModelName, "served-model-name", "", "model id clients send (default: the directory's name, or the hub id --model gives)")
 	f.StringVar(&opts.Host, "host", "127.0.0.1", "address to bind; anything but loopback must be given explicitly")
 	f.IntVar(&opts.Port, "port", 8000, "port to listen on (0 picks a free one)")
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the API key from FILE")
@@ -265,21 +267,42 @@ func loopback(host string) bool {
 }
 
 func serveRun(cmd *cobra.Command, opts *serveOptions) error {
-	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
-		return err
+	// A model named by its hub id is looked up (and perhaps fetched) once
+	// the rest of the command line has passed its checks.
+	hub := isHubID(opts.Model)
+	dir := opts.Model
+	if !hub {
+		if err := requireCheckpoint("--model", opts.Model, dir); err != nil {
+			return err
+		}
 	}
 	if opts.CacheDir != "" {
 		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
 			return err
 		}
 	}
+	served := opts.ServedModelName
+	if hub {
+		var err error
+		if dir, err = resolveHubModel(cmd, opts.IO, "--model", opts.Model, opts.Endpoint); err != nil {
+			return err
+		}
+		if err := requireCheckpoint("--model", opts.Model, dir); err != nil {
+			return err
+		}
+		if served == "" {
+			// The snapshot directory's name is a commit id; clients know
+			// the model by the id they were told, as with vLLM.
+			served = opts.Model
+		}
+	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {
 		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)
 	}
-	if c, err := config.Load(opts.Model); err == nil {
+	if c, err := config.Load(dir); err == nil {
 		for _, w := range c.Warnings() {
-			log.Warn(w, "file", filepath.Join(opts.Model, "config.json"))
+			log.Warn(w, "file", filepath.Join(dir, "config.json"))
 		}
 	}
 	dev, line, err := pick.Open(opts.Device)
@@ -290,14 +313,14 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	log.Info(line)
 	cfg := api.Config{
 		Device:   dev,
-		ModelDir: opts.Model,
+		ModelDir: dir,
 		Addr:     net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
 		Threads:  opts.Threads,
 		Sched: sched.Config{MaxNumSeqs: opts.MaxNumSeqs, MaxQueue: opts.MaxQueue, PrefillChunk: opts.PrefillChunk,
 			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens,
 			Speculation: sched.SpecConfig{Off: opts.Speculate == "off", Tokens: opts.SpecTokens, LookupMin: opts.LookupMin, LookupMax: opts.LookupMax},
 			PrefixCache: sched.PrefixConfig{Off: opts.PrefixCaching == "off"}},
-		Options: api.Options{ServedModelName: opts.ServedModelName, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
+		Options: api.Options{ServedModelName: served, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
 			Defaults: opts.defaults, Logger: log},
 		ShutdownTimeout: opts.ShutdownTimeout,
 		CacheDir:        opts.CacheDir,
