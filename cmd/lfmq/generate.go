@@ -50,7 +50,12 @@ func newGenerateCmd(ios *IOStreams, runF func(*generateOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "generate --model DIR|OWNER/NAME[@REV] (--prompt TEXT | --chat JSON) [--max-tokens N]",
 		Short: "Generate text from a checkpoint (BF16 or lfmq-1) once, from the terminal",
-		Long: `Generate runs the engine once and streams the continuation to stdout.
+		Long: `Generate runs the engine once and streams the continuation to stdout. The
+model runs where --device says: a CUDA or OpenCL GPU, or the CPU, with the
+same output bits on each. --model is a checkpoint directory (BF16 or
+lfmq-1), or a Hugging Face checkpoint by its hub id OWNER/NAME[@REVISION],
+read from the Hugging Face cache or fetched into it first (as quantize
+--model does).
 
 --prompt TEXT is tokenized as plain text: special-token strings are matched and
 BOS is added unless the text starts with it. --chat takes an OpenAI-style JSON
@@ -119,7 +124,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.Float64Var(&opts.RepPenalty, "repetition-penalty", 1, "penalty on tokens already in the prompt or output")
 	f.Int64Var(&opts.Seed, "seed", 0, "sampling seed")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); the output does not depend on it")
-	f.BoolVar(&opts.Stats, "stats", false, "print prefill and decode tokens/s to stderr")
+	f.BoolVar(&opts.Stats, "stats", false, "print the load time, prefill and decode tokens/s and the device to stderr")
 	addDeviceFlag(f, &opts.Device)
 	cmd.MarkFlagDirname("model")
 	return cmd

@@ -58,8 +58,8 @@ func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR|OWNER/NAME[@REV] --out DIR [--method gptq --calib FILE | --method rtn]",
 		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
-		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (BF16 safetensors, single
-or sharded) and writes an lfmq-1 checkpoint:
+		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (model_type lfm2_moe; BF16
+safetensors, single or sharded) and writes an lfmq-1 checkpoint:
 
   routed experts                               BFP4 (bfloat4_b)
   attention, short-conv, dense FFN, LM head    BFP8 (bfloat8_b)
@@ -72,7 +72,11 @@ input), or with --ffn-format bfp8 in BFP8 by RTN.
 --method gptq (the default) quantizes the routed experts with GPTQ: the model
 runs on the calibration windows of --calib, and each expert's matrices are
 solved against the router-weighted Hessian of their inputs, layer by layer
-with the layers below already quantized. --calib is JSONL ({"text": …},
+with the layers below already quantized. The Hessians of w1/w3 and of w2 are
+damped by 0.01 of their mean diagonal (--damp-w13, --damp-w2; the reference
+release damped w2 by 1). The BFP8 tensors and the head are solved with GPTQ
+too (--dense-method gptq, the default with GPTQ experts; rtn rounds them to
+nearest, as the reference release does). --calib is JSONL ({"text": …},
 {"messages": […]} or {"input_ids": […]} records) or a safetensors token-id
 file. A calibration set that shares any 32-token window without a
 control token with an --eval-corpus is refused. --method rtn rounds every block to nearest (the

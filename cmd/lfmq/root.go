@@ -21,13 +21,17 @@ import (
 func newRootCmd(ios *IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "lfmq",
-		Short: "Quantize, score, serve and release LFM2-MoE checkpoints (BFP4 experts, BFP8 dense weights)",
-		Long: `lfmq takes a BF16 LFM2-MoE checkpoint in Hugging Face layout to an lfmq-1
-checkpoint: routed experts in BFP4 (Tenstorrent bfloat4_b), attention, short-conv,
-dense-FFN and LM-head weights in BFP8, everything else kept, with a manifest that
-records every tensor's format, shape and sha256. It scores checkpoints (or a
-running server) against the BF16 reference, serves them over an OpenAI-compatible
-API, and builds and verifies reproducible releases.`,
+		Short: "Quantize, score, serve and release LFM2 checkpoints, MoE and dense (BFP4 experts or FFN, BFP8 dense weights)",
+		Long: `lfmq takes a BF16 LFM2 checkpoint in Hugging Face layout, a mixture of experts
+(model_type lfm2_moe) or a dense model (model_type lfm2), from a directory or
+from the hub by its id, to an lfmq-1 checkpoint: the routed experts (the dense
+model's FFN) in BFP4 (Tenstorrent bfloat4_b), attention, short-conv, dense-FFN
+and LM-head weights in BFP8, everything else kept, with a manifest that records
+every tensor's format, shape and sha256. GPTQ is the default method, RTN the
+baseline. It scores checkpoints (or a running server) against the BF16
+reference, runs them from the terminal or serves them over an OpenAI-compatible
+API, on the CPU or a GPU, and builds, verifies, signs, publishes and launches
+reproducible releases.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// A root with sub-commands and no Args rejects unknown words with a

@@ -62,7 +62,11 @@ func newServeCmd(ios *IOStreams, runF func(*serveOptions) error) *cobra.Command 
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR|OWNER/NAME[@REV] [--port N] [--sampling-preset P]",
 		Short: "Serve a checkpoint (BF16 or lfmq-1) over an OpenAI-compatible HTTP API",
-		Long: `Serve loads a checkpoint and answers the OpenAI API on --host:--port:
+		Long: `Serve loads a checkpoint (a directory, BF16 or lfmq-1, or a Hugging Face
+checkpoint by its hub id OWNER/NAME[@REVISION], read from the Hugging Face
+cache or fetched into it first, as quantize --model does) on --device (a CUDA
+or OpenCL GPU, or the CPU; the same output bits on each) and answers the
+OpenAI API on --host:--port:
 GET /v1/models, POST /v1/chat/completions, POST /v1/completions, plus
 GET /health (200 once the model is loaded and warmed up) and GET /metrics
 (Prometheus). Requests run with continuous batching: every step advances
