@@ -6,12 +6,13 @@
 # disjointness check):
 #   rtn             --method rtn (every tensor rounded to nearest)
 #   gptq-experts    GPTQ experts, RTN dense tensors (--dense-method rtn)
-#   gptq            GPTQ experts and GPTQ dense tensors (the default)
+#   gptq            GPTQ experts and GPTQ dense tensors (the default; w2
+#                   damped by 0.01, the value scripts/ablate-damp-heldout.sh
+#                   picks on held-out calibration records)
 #   dense-only      BF16 experts, GPTQ dense tensors (--experts keep --dense-method gptq)
 #   bf16-experts    BF16 experts, RTN dense tensors (--experts keep)
-#   gptq-damp-w2    the default with w2's damping at w1/w3's (--damp-w2 0.01),
-#                   the value scripts/ablate-damp-heldout.sh picks on held-out
-#                   calibration records
+#   gptq-ref-w2     the default with the reference release's w2 damping
+#                   (--damp-w2 1, the default until issue 31)
 # then scores all six against the BF16 source on the four fixture corpora
 # in one `lfmq score` run, which prints each candidate's KL and top-1
 # agreement and the paired differences between every two candidates (the
@@ -38,8 +39,8 @@ quantize gptq-experts "${CALIB[@]}" "${EVAL[@]}" --dense-method rtn
 quantize gptq "${CALIB[@]}" "${EVAL[@]}"
 quantize dense-only "${CALIB[@]}" "${EVAL[@]}" --experts keep --dense-method gptq
 quantize bf16-experts --method rtn --experts keep
-quantize gptq-damp-w2 "${CALIB[@]}" "${EVAL[@]}" --damp-w2 0.01
-VARIANTS=(rtn gptq-experts gptq dense-only bf16-experts gptq-damp-w2)
+quantize gptq-ref-w2 "${CALIB[@]}" "${EVAL[@]}" --damp-w2 1
+VARIANTS=(rtn gptq-experts gptq dense-only bf16-experts gptq-ref-w2)
 SCORE_ARGS=()
 for c in "${VARIANTS[@]}"; do
 	SCORE_ARGS+=(--candidate "$c=$OUT/$c")
