@@ -3,6 +3,7 @@ package quant
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -133,12 +134,13 @@ func TestGoldenBytes(t *testing.T) {
 		name    string
 		dir     string
 		experts map[string]string
-		metrics string // "": no metrics (RTN)
+		metrics string  // "": no metrics (RTN)
+		dampW2  float64 // the w2 damping the settings must record
 	}{
-		{"rtn", tinyRTN(t), goldenRTNExperts, ""},
-		{"gptq --damp-w2 1", refDir, goldenGPTQExperts, goldenGPTQMetrics},
-		{"gptq", gptqDir, goldenGPTQDefaultExperts, goldenGPTQDefaultMetrics},
-		{"gptq --dense-method gptq", tinyDenseGPTQ(t), goldenDenseGPTQ, goldenDenseGPTQMetrics},
+		{"rtn", tinyRTN(t), goldenRTNExperts, "", 0},
+		{"gptq --damp-w2 1", refDir, goldenGPTQExperts, goldenGPTQMetrics, 1},
+		{"gptq", gptqDir, goldenGPTQDefaultExperts, goldenGPTQDefaultMetrics, 0.01},
+		{"gptq --dense-method gptq", tinyDenseGPTQ(t), goldenDenseGPTQ, goldenDenseGPTQMetrics, 0.01},
 	} {
 		want := map[string]string{}
 		if c.name != "gptq --dense-method gptq" {
@@ -159,6 +161,14 @@ func TestGoldenBytes(t *testing.T) {
 		}
 		if s := sha256.Sum256(man.Metrics); hex.EncodeToString(s[:]) != c.metrics {
 			t.Errorf("%s: manifest metrics have sha256 %x, want %s", c.name, s, c.metrics)
+		}
+		var settings struct {
+			Damp struct {
+				W2 float64 `json:"w2"`
+			} `json:"damp"`
+		}
+		if err := json.Unmarshal(man.Quantization.Settings, &settings); err != nil || settings.Damp.W2 != c.dampW2 {
+			t.Errorf("%s: the settings record w2's damping as %v (%v), want %v", c.name, settings.Damp.W2, err, c.dampW2)
 		}
 	}
 }

@@ -69,6 +69,12 @@ func resolveHubModel(cmd *cobra.Command, ios *IOStreams, flag, value, endpoint s
 	ios.Errorf("%s: fetching into the Hugging Face cache, %s\n", label, hfcache.RepoDir(root, id.Repo))
 	snap, err = hfcache.Fetch(cmd.Context(), id, hfcache.Options{Root: root, Endpoint: endpoint,
 		Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), Log: ios.ErrOut})
+	// Without @REVISION the value may as well be a mistyped relative
+	// path (out/ckpt), and the hub's answer alone would hide that no
+	// directory has that name.
+	if !strings.Contains(value, "@") {
+		label += ": no such directory, and as a hub id"
+	}
 	var rn *publish.RepoNotFoundError
 	var vn *publish.RevisionNotFoundError
 	if errors.As(err, &rn) || errors.As(err, &vn) {

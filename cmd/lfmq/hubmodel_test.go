@@ -268,6 +268,11 @@ func TestHubIDEverywhere(t *testing.T) {
 		if args[0] == "inspect" {
 			label = "checkpoint " + args[1]
 		}
+		// An id without a revision may be a mistyped directory, and the
+		// message says that there is none.
+		if !strings.Contains(label, "@") {
+			label += ": no such directory, and as a hub id"
+		}
 		if code, _, log := lfmq(args...); code != exitUsage || !strings.Contains(log, label+": ") {
 			t.Errorf("%s: exit %d, want %d naming %q: %s", strings.Join(args, " "), code, exitUsage, label, log)
 		}

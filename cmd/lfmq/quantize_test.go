@@ -244,6 +244,10 @@ func TestQuantizeGPTQFlags(t *testing.T) {
 		{"--calib c", "lfmq quantize --method gptq", quant.GPTQ, ""},
 		{"--calib c --dense-method gptq", "lfmq quantize --method gptq", quant.GPTQ, ""},
 		{"--calib c --damp-dense 0.05", "lfmq quantize --method gptq --damp-dense 0.05", quant.GPTQ, ""},
+		// The reference release's w2 damping is no longer the default, so
+		// created_by names it; today's default typed out is not named.
+		{"--calib c --damp-w2 1", "lfmq quantize --method gptq --damp-w2 1", quant.GPTQ, ""},
+		{"--calib c --damp-w2 0.010", "lfmq quantize --method gptq", quant.GPTQ, ""},
 		{"--calib c --dense-method rtn", "lfmq quantize --method gptq --dense-method rtn", quant.RTN, ""},
 		{"--calib c --dense-method rtn --damp-dense 0.05", "", "", "--damp-dense applies to --dense-method gptq"},
 		{"--calib c --experts keep --dense-method gptq --damp-w2 0.1", "", "", "--damp-w2 applies to the routed experts' GPTQ"},
