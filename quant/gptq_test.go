@@ -208,7 +208,7 @@ func TestGPTQTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.Calibration
-	if !s.ActOrder || s.Damp.W1 != 0.01 || s.Damp.W3 != 0.01 || s.Damp.W2 != 1 ||
+	if !s.ActOrder || s.Damp.W1 != 0.01 || s.Damp.W3 != 0.01 || s.Damp.W2 != 0.01 ||
 		s.Damp.Retries != 3 || s.ShrinkTokens != 128 || s.HessianWeight["w2"] != "g" || s.HessianWeight["w1"] != "g" ||
 		s.Order != "sequential" || s.Precision != "float64" || s.ExponentRule != "max" {
 		t.Errorf("settings %+v", s)
