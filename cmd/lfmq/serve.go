@@ -133,7 +133,8 @@ func completeServeFlags(cmd *cobra.Command) {
 }
 
 // addServeFlags defines the flags that lfmq launch passes through to the
-// runtime's serve unchanged (all but --model, --api-key and --cache-dir).
+// runtime's serve unchanged (all but --model, --endpoint, --api-key and
+// --cache-dir).
 func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.StringVar(&opts.ServedModelName, "served-model-name", "", "model id clients send (default: the directory's name, or the hub id --model gives)")
 	f.StringVar(&opts.Host, "host", "127.0.0.1", "address to bind; anything but loopback must be given explicitly")
