@@ -68,7 +68,8 @@ pipeline of the engine's sampler is used, so the same --seed gives the same
 text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 		Example: `  lfmq generate --model ./ckpt --prompt "The quick brown fox"
   lfmq generate --model ./ckpt --chat '[{"role":"user","content":"What does ls do?"}]' --stats
-  lfmq generate --model ./ckpt --chat @conversation.json --temperature 0.3 --min-p 0.15 --seed 7`,
+  lfmq generate --model ./ckpt --chat @conversation.json --temperature 0.3 --min-p 0.15 --seed 7
+  lfmq generate --model LiquidAI/LFM2-8B-A1B --prompt "The quick brown fox" --device cuda`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("model", opts.Model); err != nil {

@@ -47,7 +47,7 @@ config.json is missing, unusable or describes other layers.
 For an lfmq-1 checkpoint inspect first checks every file and every tensor
 against manifest.json and exits 3 if anything differs; with --json the
 findings are printed on stdout in the form 'lfmq verify --json' uses.`,
-		Example: "  lfmq inspect ./LFM2-8B-A1B-lfmq1\n  lfmq inspect --tensors ./LFM2-8B-A1B\n  lfmq inspect --json ./LFM2-8B-A1B",
+		Example: "  lfmq inspect ./LFM2-8B-A1B-lfmq1\n  lfmq inspect --tensors ./LFM2-8B-A1B\n  lfmq inspect --json ./LFM2-8B-A1B\n  lfmq inspect LiquidAI/LFM2-8B-A1B",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]

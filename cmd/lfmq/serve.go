@@ -94,6 +94,7 @@ The API key (--api-key, --api-key-file or LFMQ_API_KEY) is required as
 SIGINT/SIGTERM stop accepting requests, let running ones finish within
 --shutdown-timeout and exit 0; a second signal stops at once (exit 1).`,
 		Example: `  lfmq serve --model ./ckpt
+  lfmq serve --model LiquidAI/LFM2-8B-A1B --port 8080
   lfmq serve --model ./ckpt --port 8080 --sampling-preset agentic --api-key-file key.txt
   lfmq serve --model ./ckpt --default-sampling '{"temperature": 0.3, "min_p": 0.15, "max_new_tokens": 512}'`,
 		Args: noArgs,
