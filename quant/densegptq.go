@@ -60,7 +60,7 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 		}
 	}
 	r.setStage(layer, "statistics dense")
-	stats, err := hessian.CollectLinear(ctx, r.m, layer, names, r.windows, hessian.CollectOptions{Stream: &r.stream})
+	stats, err := hessian.CollectLinear(ctx, r.m, layer, names, r.windows, hessian.CollectOptions{Stream: &r.stream, Threads: r.workers})
 	if err != nil {
 		return nil, err
 	}
