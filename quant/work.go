@@ -98,12 +98,16 @@ func (w layerWork) total() float64 {
 // (k_proj and v_proj q_proj's, w3 w1's) shares that one's statistics.
 func denseSolveWork(e plan.Entry, tokens int) float64 {
 	n, k, t := float64(e.Shape[0]), float64(e.Shape[1]), float64(tokens)
+	// The dense statistics are added inside the engine's forward, one row
+	// at a time; weighted like the MoE layers' (forwardCost, statCost) they
+	// came out at a third of their time (docs/bench-quantize.md), so the
+	// forward and statistics of a dense tensor keep the weight 1.
 	work := 2*k*k*k/3 + 4*k*k*n
 	if e.Class != plan.Head {
-		work += t * 2 * k * n * forwardCost
+		work += t * 2 * k * n
 	}
 	if !sharesInput(e.Name) {
-		work += t * k * k * statCost
+		work += t * k * k
 	}
 	return work
 }
