@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -84,6 +85,7 @@ type gptqRun struct {
 	src     *hf.Checkpoint
 	plan    *plan.Plan
 	m       *model.Model
+	mapped  *mappedFiles
 	windows [][]int
 	// stream is the calibration windows' residual stream at the input of
 	// the lowest layer whose weights may still change or that no stream
@@ -164,6 +166,10 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if workers <= 0 {
 		workers = max(1, runtimeProcs())
 	}
+	// Deferred before the model's Close, so it runs after it: the model
+	// runs the installed tensors from these mappings until then.
+	mapped := &mappedFiles{}
+	defer mapped.close()
 	m, err := model.Load(opts.ModelDir, model.LoadOptions{Threads: workers})
 	if err != nil {
 		return nil, err
@@ -203,8 +209,15 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	if limit == 0 {
 		limit = defaultSolveMemory(cfg.NumExperts, cfg.HiddenSize)
 	}
-	r := &gptqRun{opts: opts, g: g, cfg: cfg, src: src, plan: p, m: m, windows: set.Windows, workers: workers,
+	r := &gptqRun{opts: opts, g: g, cfg: cfg, src: src, plan: p, m: m, mapped: mapped, windows: set.Windows, workers: workers,
 		budget: newMemBudget(limit, g.solveAccount), prog: opts.Progress, report: &GPTQReport{CalibTokens: set.Tokens, FFN: cfg.Dense()}}
+	// The run's budget becomes the collector's soft limit, unless the user
+	// set one (GOMEMLIMIT) or another run in the process has.
+	r.report.MemoryBudget = runMemory(cfg, set.Tokens, set.MaxLen, limit)
+	if prev := debug.SetMemoryLimit(-1); prev == math.MaxInt64 {
+		debug.SetMemoryLimit(runMemoryLimit(r.report.MemoryBudget))
+		defer debug.SetMemoryLimit(prev)
+	}
 	if sp, ok := opts.Progress.(StageProgress); ok {
 		r.stage = sp
 	}
@@ -234,6 +247,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 			return nil, err
 		}
 		tensors := make([]lfmq1.Tensor, len(out))
+		var run []lfmq1.Tensor
 		for i, o := range out {
 			tensors[i] = o.tensor
 			if o.metric != nil {
@@ -241,16 +255,13 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 			}
 			res.Bytes += int64(len(o.tensor.Data))
 			if g.Sequential && entries[i].Class == plan.Dense {
-				mat, err := kernels.NewBFP(kernels.BFP8, int(o.tensor.Shape[0]), int(o.tensor.Shape[1]), o.tensor.Data)
-				if err != nil {
-					return nil, fmt.Errorf("quant: %s: %w", o.tensor.Name, err)
-				}
-				if err := m.ReplaceLinear(o.tensor.Name, mat); err != nil {
-					return nil, err
-				}
+				run = append(run, o.tensor)
 			}
 		}
 		if err := w.WriteFile(file, tensors); err != nil {
+			return nil, err
+		}
+		if err := r.install(w, file, run); err != nil {
 			return nil, err
 		}
 	}
@@ -308,7 +319,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 			metrics[name] = tm
 		}
 		if g.Sequential {
-			if err := r.install(lr.tensors); err != nil {
+			if err := r.install(w, file, lr.tensors); err != nil {
 				return nil, err
 			}
 		}
@@ -323,6 +334,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		t0 := time.Now()
 		st, err := r.denseFile(ctx, cfg.NumLayers, p.ByFile(gf))
 		r.report.DenseGPTQ += time.Since(t0)
+		r.report.HeadGPTQ = time.Since(t0)
 		if err != nil {
 			return nil, err
 		}
@@ -518,7 +530,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	r.setStage(l, "statistics w1/w3")
 	t0 = time.Now()
 	up, err := hessian.UpStats(ctx, cache, rt, r.workers, func(e int) {
-		r.addWork(float64(len(rt.Tokens[e])) * float64(H) * float64(H))
+		r.addWork(upStatsWork(float64(len(rt.Tokens[e])), float64(H)))
 	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w1/w3")
@@ -584,7 +596,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		}
 	}
 	down, err := hessian.DownStats(ctx, cache, rt, mats, r.g.W2Weight, r.workers, func(e int) {
-		r.addWork(float64(len(rt.Tokens[e])) * float64(Fe) * float64(Fe+4*H))
+		r.addWork(downStatsWork(float64(len(rt.Tokens[e])), float64(H), float64(Fe)))
 	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w2")
@@ -771,7 +783,21 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 	for i, w := range ws {
 		m := &res[i].metric
 		m.Shrink = shrink
+		// The RTN and zero losses do not depend on the solve, so they are
+		// formed first and the decoded RTN result can go before Quantize's
+		// buffers exist: for the head that is a float32 copy of the whole
+		// matrix less at the peak. Losses forms each Q's loss alone, so
+		// these calls give the bits of one call for all three.
+		ref, err := gptq.LossesStop(h, w, [][]float32{rtnQ[i], nil}, out, k, threads, ctx.Done())
+		if errors.Is(err, gptq.ErrStopped) {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		rtnQ[i] = nil
 		if f != nil {
+			res[i].q = nil // the RTN result (or the fallback rule's): replaced below
 			qr, err := f.Quantize(spec.format, w, out)
 			if errors.Is(err, gptq.ErrStopped) {
 				return nil, ctx.Err()
@@ -792,7 +818,7 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 			m.Method, m.Reason = string(RTN), "cholesky_failed"
 			m.Alpha, m.Retries = fe.Alpha, fe.Retries
 		}
-		losses, err := gptq.LossesStop(h, w, [][]float32{res[i].q, rtnQ[i], nil}, out, k, threads, ctx.Done())
+		lq, err := gptq.LossesStop(h, w, [][]float32{res[i].q}, out, k, threads, ctx.Done())
 		if errors.Is(err, gptq.ErrStopped) {
 			return nil, ctx.Err()
 		}
@@ -800,8 +826,8 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 			return nil, err
 		}
 		flop += 3 * fk * fk * float64(out)
-		m.LossGPTQ, m.LossRTN = losses[0], losses[1]
-		m.Ratio, m.RelMSE = ratioOf(losses[0], losses[1]), ratioOf(losses[0], losses[2])
+		m.LossGPTQ, m.LossRTN = lq[0], ref[0]
+		m.Ratio, m.RelMSE = ratioOf(lq[0], ref[0]), ratioOf(lq[0], ref[1])
 		res[i].tensor = weightError(w, res[i].q)
 		res[i].q = nil
 	}
@@ -822,14 +848,33 @@ func (r *gptqRun) warn(s string) {
 }
 
 // install makes the engine run quantized tensors in place of their
-// sources: a finished layer's experts (BFP4) or solved dense tensors (BFP8).
-func (r *gptqRun) install(tensors []lfmq1.Tensor) error {
+// sources: a finished layer's experts (BFP4) or solved dense tensors
+// (BFP8), which the run has just written to file in its output. The engine
+// reads them from the file's read-only mapping, not from the heap copies
+// the run made them in: the finished layers then sit in the page cache,
+// which the kernel can drop and read again, and the run's heap does not
+// grow with every layer done (runMemory).
+func (r *gptqRun) install(w *lfmq1.Writer, file string, tensors []lfmq1.Tensor) error {
+	if len(tensors) == 0 {
+		return nil
+	}
+	f, err := r.mapped.open(filepath.Join(w.Dir(), file))
+	if err != nil {
+		return err
+	}
 	for _, t := range tensors {
-		f := kernels.BFP4
-		if t.Format == lfmq1.BFP8 {
-			f = kernels.BFP8
+		data, err := f.Bytes(t.Name)
+		if err != nil {
+			return err
 		}
-		mat, err := kernels.NewBFP(f, int(t.Shape[0]), int(t.Shape[1]), t.Data)
+		if len(data) != len(t.Data) {
+			return fmt.Errorf("quant: %s: %s holds %d bytes, %d were written", t.Name, file, len(data), len(t.Data))
+		}
+		fm := kernels.BFP4
+		if t.Format == lfmq1.BFP8 {
+			fm = kernels.BFP8
+		}
+		mat, err := kernels.NewBFP(fm, int(t.Shape[0]), int(t.Shape[1]), data)
 		if err != nil {
 			return fmt.Errorf("quant: %s: %w", t.Name, err)
 		}
@@ -838,6 +883,26 @@ func (r *gptqRun) install(tensors []lfmq1.Tensor) error {
 		}
 	}
 	return nil
+}
+
+// mappedFiles are the output files whose mappings the engine runs; they
+// are closed when the run ends, after the model.
+type mappedFiles struct{ files []*safetensors.File }
+
+func (m *mappedFiles) open(path string) (*safetensors.File, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m.files = append(m.files, f)
+	return f, nil
+}
+
+func (m *mappedFiles) close() {
+	for _, f := range m.files {
+		f.Close()
+	}
+	m.files = nil
 }
 
 // resumeLayer takes a completed layer from the partial directory: its

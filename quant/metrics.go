@@ -149,6 +149,13 @@ type GPTQReport struct {
 	// DenseGPTQ is the time of the dense GPTQ steps (their forwards,
 	// statistics, solves and packing) with DenseMethod GPTQ, 0 otherwise.
 	DenseGPTQ time.Duration
+	// DenseStats is the part of DenseGPTQ spent in the forwards and input
+	// statistics, and HeadGPTQ the part spent on the head's file (its
+	// statistics and solve): where the dense pass's time goes.
+	DenseStats, HeadGPTQ time.Duration
+	// MemoryBudget is the run's estimate of its largest live heap, in
+	// bytes, which it gives the collector as a soft limit (solvemem.go).
+	MemoryBudget int64
 	// FFN is true for a dense LFM2, whose layers' FFN matrices were solved
 	// (each layer's as its one expert) rather than routed experts.
 	FFN bool

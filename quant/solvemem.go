@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/bfp"
 )
 
@@ -47,6 +48,33 @@ import (
 //     3.8 GB under the budget; 2.3 GB with GOGC=25 in the environment,
 //     which cost up to 10 % more CPU time at 2 workers, so it is the
 //     user's choice, not the default).
+//
+// The dense pass (DenseMethod GPTQ, the default), measured on the synthetic
+// 8B-shape checkpoint (2 layers, T = 32×256, 2 workers; heap profiles at
+// each new peak of the heap in use):
+//
+//   - A layer's dense file holds the statistics of its distinct inputs
+//     while it solves them: at layer 0 (conv and the dense FFN) three of
+//     H² and w2's of F_dense² (7168² float64, 0.41 GB), 0.49 GB in all;
+//     each now goes once its last solve has formed its Hessian.
+//   - The largest dense solve is that w2 (K = 7168): the Hessian, the
+//     permuted copy NewFactor factors and U, 3·K²·8 = 1.23 GB, with the
+//     source and results [2048, 7168] small beside them; with the
+//     statistics, 1.4 GB of live heap, the layer-0 peak of the dense pass.
+//   - The head's solve ([V, H], V = 65,536) holds the source weights in
+//     float32 and, at each step, two more copies of the matrix (the RTN
+//     result and Losses' float64 ΔWᵀ, then Quantize's float64 W and its
+//     result, then the result and ΔWᵀ): 16·V·H bytes, 2.1 GB. This is the
+//     one stage that grows with the vocabulary: streaming the head's solve
+//     over blocks of rows would bound it, and is not done yet.
+//   - The finished layers the engine runs (BFP8 dense tensors, BFP4
+//     experts) are mapped from the files the run wrote (gptqRun.install),
+//     not held on the heap, which would grow by a layer's quantized bytes
+//     (0.1–0.2 GB) with every layer done.
+//
+// runMemory adds these up into the run's budget, which the run gives the
+// collector as its soft limit (runMemoryLimit) and reports in its summary;
+// TestRunMemoryBudget holds a run's peak live heap under it.
 //
 // None of these depends on the number of layers, and beyond the budget none
 // depends on the workers. Measured peak RSS at 16 workers: 10.26 GB with 16
@@ -148,3 +176,70 @@ func (b *memBudget) release(n int64) {
 	b.wake = make(chan struct{})
 	b.mu.Unlock()
 }
+
+// runMemory is the run's memory budget: the most live heap a GPTQ run of
+// cfg over tokens calibration tokens in windows of at most maxLen holds
+// at once, with the expert solves under solveLimit bytes, in bytes (the
+// memory-mapped source files come on top: they are the kernel's page
+// cache, not heap). It is the largest of its stages, each the sum of what
+// that stage holds (see the memory notes at the top of this file):
+//
+//   - always: the calibration activations, three float32 [T, H] arrays
+//     (two streams while one advances, and the layer's cache or kept
+//     output), and the engine's forward buffers for one batch of eight
+//     windows, about 4·(8·H + F_dense) bytes per row;
+//   - an MoE layer: every expert's w1/w3 statistics and their pool
+//     ((E+1)·H²·8), the solves' budget, and the layer's packed results;
+//   - a dense file: the statistics of its inputs (one per distinct
+//     input, K² float64 each) and the largest of its solves (denseSolve);
+//   - the head: its input's statistics and its solve, which grows with
+//     the vocabulary (16·V·H bytes at the peak).
+//
+// Nothing in it grows with the number of layers. quantizeGPTQ sets the
+// Go runtime's soft memory limit from it (runMemoryLimit), so that the
+// collector's headroom does not double the live heap.
+func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
+	H, T := int64(cfg.HiddenSize), int64(tokens)
+	Fd := int64(cfg.IntermediateSize)
+	acts := 3*T*H*4 + 8*int64(maxLen)*(8*H+Fd)*4
+	stage := int64(0)
+	if cfg.NumExperts > 0 && !cfg.Dense() {
+		E, F := int64(cfg.NumExperts), int64(cfg.MoEIntermediateSize)
+		moe := (E+1)*H*H*8 + solveLimit + 3*int64(bfp.PackedSize(bfp.BFP4, int(F), int(H)))*E
+		stage = max(stage, moe)
+	}
+	// A layer's dense file: the attention's or conv's inputs (H each, at
+	// most two distinct), and for a dense FFN layer w1/w3's (H) and w2's
+	// (F_dense); its largest solve is w2's (K = F_dense) or, without a
+	// dense FFN, an H-wide one.
+	layer := 2*H*H*8 + denseSolve(int(H), int(3*H))
+	if Fd > 0 {
+		layer = 3*H*H*8 + Fd*Fd*8 + max(denseSolve(int(H), int(Fd)), denseSolve(int(Fd), int(H)))
+	}
+	stage = max(stage, layer)
+	head := H*H*8 + denseSolve(int(cfg.VocabSize), int(H))
+	return acts + max(stage, head) + runFixedMemory
+}
+
+// runFixedMemory covers what every run holds whatever the shapes: the
+// plan, the tokenizer, the calibration windows, the runtime's own.
+const runFixedMemory = 96 << 20
+
+// denseSolve is the live heap of one BFP8 solve (gptqRun.solveAs) of a
+// matrix [out, k]: the shrunk Hessian, the copy NewFactor factors and U
+// (three float64 k×k), the RTN and GPTQ packed bytes, and at its peak the
+// source weights in float32 with one of: the RTN result (float32) and
+// Losses' float64 ΔWᵀ; Quantize's float64 W and its float32 result; the
+// result and Losses' ΔWᵀ: 16·out·k bytes each.
+func denseSolve(out, k int) int64 {
+	kk := int64(k) * int64(k) * 8
+	packed := int64(bfp.PackedSize(bfp.BFP8, out, k))
+	return 3*kk + 2*packed + 16*int64(out)*int64(k)
+}
+
+// runMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) a
+// GPTQ run sets from its budget: the budget with half again as much for
+// the collector, which then collects before the heap passes it rather
+// than when it has doubled (GOGC's default), at no cost while the live
+// heap is well under it.
+func runMemoryLimit(budget int64) int64 { return budget + budget/2 }

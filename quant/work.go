@@ -1,6 +1,8 @@
 package quant
 
 import (
+	"strings"
+
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/quant/plan"
 )
@@ -37,6 +39,19 @@ func tensorWork(e plan.Entry) float64 {
 	return n * rtnWorkPerValue
 }
 
+// forwardCost and statCost weigh the work of the calibration forwards
+// (float32, on the engine's tile kernels) and of the statistics' rank-one
+// updates (float64, in a fixed order) by their time per floating-point
+// operation relative to the solves', so that the share of work done is the
+// share of time spent. On the synthetic LFM2-8B-A1B shapes (2 layers, 8,192
+// tokens, docs/bench-quantize.md) the MoE layer's forward took 0.28 of the
+// solves' time per operation; its statistics between about 0.7 (w2, with
+// its float32 products) and 2 (w1/w3) in these units, 1 being used.
+const (
+	forwardCost = 0.25
+	statCost    = 1.0
+)
+
 // layerWork is the estimated work of one MoE layer's stages for a
 // calibration set of tokens tokens.
 type layerWork struct {
@@ -53,12 +68,21 @@ func estimateLayer(cfg *config.Config, tokens int) layerWork {
 	e, k, t := float64(cfg.NumExperts), float64(cfg.NumExpertsPerTok), float64(tokens)
 	routed := t * k
 	return layerWork{
-		forward:   t * 2 * (4*h*h + k*3*h*f),
-		upStats:   routed * h * h,
+		forward:   t * 2 * (4*h*h + k*3*h*f) * forwardCost,
+		upStats:   upStatsWork(routed, h),
 		solveW13:  e * (2*h*h*h/3 + 2*4*h*h*f),
-		downStats: routed * (f*f + 4*h*f),
+		downStats: downStatsWork(routed, h, f),
 		solveW2:   e * (2*f*f*f/3 + 4*f*f*h),
 	}
+}
+
+// upStatsWork is the work of the w1/w3 statistics of routed tokens.
+func upStatsWork(routed, h float64) float64 { return routed * h * h * statCost }
+
+// downStatsWork is the work of the w2 statistics of routed tokens: their
+// w1/w3 products (float32, the engine's kernels) and rank-one updates.
+func downStatsWork(routed, h, f float64) float64 {
+	return routed * (f*f*statCost + 4*h*f*forwardCost)
 }
 
 func (w layerWork) total() float64 {
@@ -66,10 +90,35 @@ func (w layerWork) total() float64 {
 }
 
 // denseSolveWork is the work of solving a BFP8 dense tensor (or the head)
-// by GPTQ over tokens calibration tokens: the forward through it and the
+// by GPTQ over tokens calibration tokens: the forward through it, the
 // rank-one updates of its input's statistics, then the solve as the solver
-// counts it (the factorization and the row loop).
+// counts it (the factorization and the row loop with its losses). The
+// head's input is the final norm, formed without the head's product, so
+// the head has no forward; a tensor that reads the input of another
+// (k_proj and v_proj q_proj's, w3 w1's) shares that one's statistics.
 func denseSolveWork(e plan.Entry, tokens int) float64 {
 	n, k, t := float64(e.Shape[0]), float64(e.Shape[1]), float64(tokens)
-	return t*(2*k*n+k*k) + 2*k*k*k/3 + 4*k*k*n
+	// The dense statistics are added inside the engine's forward, one row
+	// at a time; weighted like the MoE layers' (forwardCost, statCost) they
+	// came out at a third of their time (docs/bench-quantize.md), so the
+	// forward and statistics of a dense tensor keep the weight 1.
+	work := 2*k*k*k/3 + 4*k*k*n
+	if e.Class != plan.Head {
+		work += t * 2 * k * n
+	}
+	if !sharesInput(e.Name) {
+		work += t * k * k
+	}
+	return work
+}
+
+// sharesInput reports whether a dense tensor's input statistics are
+// another tensor's (hessian.CollectLinear's shared inputs).
+func sharesInput(name string) bool {
+	for _, s := range []string{".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".feed_forward.w3.weight"} {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
 }

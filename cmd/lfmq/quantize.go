@@ -490,7 +490,11 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	fmt.Fprintf(out, "time: dense RTN %s, calibration forward %s, statistics %s, solves %s\n",
 		seconds(r.Dense), seconds(fwd), seconds(stats), seconds(solve))
 	if r.DenseGPTQ > 0 {
-		fmt.Fprintf(out, "dense GPTQ (the BFP8 tensors' forwards, statistics and solves): %s\n", seconds(r.DenseGPTQ))
+		fmt.Fprintf(out, "dense GPTQ (the BFP8 tensors' forwards, statistics and solves): %s (forwards and statistics %s, solves and packing %s; the head's file %s of it)\n",
+			seconds(r.DenseGPTQ), seconds(r.DenseStats), seconds(r.DenseGPTQ-r.DenseStats), seconds(r.HeadGPTQ))
+	}
+	if r.MemoryBudget > 0 {
+		fmt.Fprintf(out, "memory budget: %s of live heap (the collector's soft limit is half again as much; the model's mapped files come on top)\n", units.Bytes(r.MemoryBudget))
 	}
 	if up > 0 && down > 0 && solve > 0 {
 		fmt.Fprintf(out, "throughput: w1/w3 Hessians %.2f GFLOP/s, w2 inputs and Hessians %.2f GFLOP/s, solves and loss metrics %.2f GFLOP/s\n",

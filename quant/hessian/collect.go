@@ -54,6 +54,9 @@ type CollectOptions struct {
 	Stream *Stream
 	// Past selects the stream Collect leaves in Stream (see Stream).
 	Past bool
+	// Threads is the number of goroutines CollectLinear's statistics may
+	// use to add rows (Stat.SetThreads; 0: one). It changes no bit.
+	Threads int
 }
 
 // Stream is the residual stream of every calibration window at the input

@@ -13,16 +13,12 @@ var (
 	useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 )
 
-// block4x8AVX is block4Go with cols = 8; the caller checks the ranges (w:
-// four rows ChunkRows apart of n values, y: n rows ys apart of 8 values).
+// block4x8SAVX is block4SGo with cols = 8; block4S checks the ranges.
 //
 //go:noescape
-func block4x8AVX(acc *[4][16]float64, w, y *float64, ys, n int)
+func block4x8SAVX(s *float64, ss int, w *float64, ws int, y *float64, chunks, n int)
 
-// block4x16AVX512 is block4Go with cols = 16; the caller checks the ranges.
+// block4x16SAVX512 is block4SGo with cols = 16; block4S checks the ranges.
 //
 //go:noescape
-func block4x16AVX512(acc *[4][16]float64, w, y *float64, ys, n int)
-
-// The assembly finds row a of w at a·ChunkRows·8 bytes: 512 for a = 1.
-const _ = uint(ChunkRows-64) + uint(64-ChunkRows)
+func block4x16SAVX512(s *float64, ss int, w *float64, ws int, y *float64, chunks, n int)

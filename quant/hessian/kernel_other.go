@@ -8,10 +8,10 @@ import "unsafe"
 // variables only so that tests can set them on every platform.
 var useAVX, useAVX512 = false, false
 
-func block4x8AVX(acc *[4][16]float64, w, y *float64, ys, n int) {
-	block4Go(acc, unsafe.Slice(w, 3*ChunkRows+n), unsafe.Slice(y, (n-1)*ys+8), ys, n, 8)
+func block4x8SAVX(s *float64, ss int, w *float64, ws int, y *float64, chunks, n int) {
+	block4SGo(unsafe.Slice(s, 3*ss+8), ss, unsafe.Slice(w, 3*ws+chunks*n), ws, unsafe.Slice(y, chunks*n*8), 8, chunks, n)
 }
 
-func block4x16AVX512(acc *[4][16]float64, w, y *float64, ys, n int) {
-	block4Go(acc, unsafe.Slice(w, 3*ChunkRows+n), unsafe.Slice(y, (n-1)*ys+16), ys, n, 16)
+func block4x16SAVX512(s *float64, ss int, w *float64, ws int, y *float64, chunks, n int) {
+	block4SGo(unsafe.Slice(s, 3*ss+16), ss, unsafe.Slice(w, 3*ws+chunks*n), ws, unsafe.Slice(y, chunks*n*16), 16, chunks, n)
 }

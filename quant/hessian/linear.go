@@ -43,7 +43,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		return nil, err
 	}
 	H := cfg.HiddenSize
-	obs := &linearCollector{layer: layer, want: map[string]bool{}, in: &LinearInputs{Stats: map[string]*Stat{}}, tokens: total}
+	obs := &linearCollector{layer: layer, want: map[string]bool{}, in: &LinearInputs{Stats: map[string]*Stat{}}, tokens: total, threads: opts.Threads}
 	if layer == cfg.NumLayers {
 		obs.layer = -1
 	}
@@ -117,6 +117,7 @@ func (o *linearCollector) headStats(m *model.Model, names []string) error {
 		return &InputError{What: "CollectLinear", Msg: "the head's input needs the final norm and the last layer's stream"}
 	}
 	st := NewStat(H)
+	st.SetThreads(o.threads)
 	x := make([]float32, H)
 	for t := range o.tokens {
 		if !o.seenH[t] {
@@ -164,6 +165,8 @@ type linearCollector struct {
 	keep   int
 	out    []float32
 	seenH  []bool
+	// threads is each Stat's SetThreads.
+	threads int
 }
 
 // owner is the name whose Stat name's input is added to.
@@ -214,6 +217,7 @@ func (o *linearCollector) Linear(layer int, name string, rows model.Rows, x []fl
 	st := o.in.Stats[own]
 	if st == nil {
 		st = NewStat(len(x) / max(rows.Len(), 1))
+		st.SetThreads(o.threads)
 		o.in.Stats[own] = st
 	}
 	if own != name {

@@ -3,6 +3,8 @@ package hessian
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // ChunkRows is the number of rows a Stat collects before it adds their
@@ -14,30 +16,56 @@ const ChunkRows = 64
 // Stat accumulates the second-moment statistics of one input of one matrix:
 // S = Σ_t ω_t·x_t·x_tᵀ (float64, K×K), Ω = Σ ω_t, Ω₂ = Σ ω_t² and the raw row
 // count n. Rows arrive as float32 and are widened exactly before any
-// product. Until Finish only the upper triangle of S is accumulated.
+// product. Until Finish only the upper triangle of S is meaningful.
 type Stat struct {
 	k       int
 	s       []float64
 	weight  float64
 	weight2 float64
 	tokens  int
-	// The pending chunk: xr[t*kr+j] = x_t[j], row by row, so that a row's
-	// values for a block of columns j are contiguous (vector loads), and
-	// xw[i*ChunkRows+t] = ω_t·x_t[i], feature by feature, so that a block's
-	// four rows i are four strided scalars. The padding (j ≥ k up to kr, a
-	// multiple of the widest block, 16 columns; i ≥ k up to a multiple of
-	// 4) stays zero.
+	// The pending rows, up to rows = chunks·ChunkRows of them, so that one
+	// pass over S adds several chunks' sums (each still formed alone and
+	// added in chunk order: the bits do not depend on how many chunks a
+	// pass holds). xr holds the rows by panels of cols columns,
+	// xr[(j/cols)·rows·cols + t·cols + j%cols] = x_t[j], so that a panel's
+	// values for every pending row are one contiguous run the kernel reads
+	// from the cache; xw[i·rows+t] = ω_t·x_t[i], feature by feature, so that
+	// a block's four rows i are four strided scalars. The padding (j ≥ k up
+	// to a whole panel, i ≥ k up to a multiple of 4) stays zero.
 	xr, xw  []float64
-	kr      int
+	cols    int
+	rows    int
 	pending int
 	done    bool
+	// threads is how many goroutines a flush may use (SetThreads).
+	threads int
 }
+
+// statBufferBytes bounds a Stat's pending rows (xr and xw together): as
+// many whole chunks as fit, at least one and at most maxChunks. Passes over
+// S, which is far larger than the caches at real widths (32 MB for K =
+// 2048), then come once per several chunks instead of once per chunk.
+const (
+	statBufferBytes = 16 << 20
+	maxChunks       = 8
+)
 
 // NewStat returns an empty Stat for inputs of dimension k ≥ 1.
 func NewStat(k int) *Stat {
-	k4, kr := (k+3)&^3, (k+15)&^15
-	return &Stat{k: k, s: make([]float64, k*k), kr: kr, xr: make([]float64, ChunkRows*kr), xw: make([]float64, k4*ChunkRows)}
+	cols := blockCols()
+	k4, kp := (k+3)&^3, (k+cols-1)/cols*cols
+	chunks := max(1, min(maxChunks, statBufferBytes/(8*ChunkRows*(k4+kp))))
+	rows := chunks * ChunkRows
+	return &Stat{k: k, s: make([]float64, k*k), cols: cols, rows: rows, xr: make([]float64, rows*kp), xw: make([]float64, k4*rows)}
 }
+
+// SetThreads lets the Stat add its pending rows to S on up to n goroutines
+// (default 1): the blocks of S are independent, each formed by one
+// goroutine exactly as a single one would, so n changes no bit. It suits a
+// Stat fed by one producer with idle cores meanwhile (the dense tensors'
+// statistics, added from inside the engine's forward), not the experts'
+// Stats, which already run one per goroutine.
+func (s *Stat) SetThreads(n int) { s.threads = max(1, n) }
 
 // K returns the input dimension.
 func (s *Stat) K() int { return s.k }
@@ -74,55 +102,111 @@ func (s *Stat) Add(x []float32, w float64) error {
 	if !(w >= 0) || math.IsInf(w, 0) {
 		return &InputError{What: "Add", Msg: fmt.Sprintf("row weight %v", w)}
 	}
-	t := s.pending
-	xr := s.xr[t*s.kr:][:len(x)]
+	t, cols, rows := s.pending, s.cols, s.rows
+	for j0 := 0; j0 < len(x); j0 += cols {
+		xr := s.xr[j0*rows+t*cols:][:min(cols, len(x)-j0)]
+		for b := range xr {
+			xr[b] = float64(x[j0+b])
+		}
+	}
+	xw := s.xw[t:]
 	for i, v := range x {
-		f := float64(v)
-		xr[i] = f
-		s.xw[i*ChunkRows+t] = float64(w * f)
+		xw[i*rows] = float64(w * float64(v))
 	}
 	s.weight += w
 	s.weight2 += float64(w * w)
 	s.tokens++
 	s.pending++
-	if s.pending == ChunkRows {
+	if s.pending == rows {
 		s.flush()
 	}
 	return nil
 }
 
-// flush adds the pending chunk's Σ_t ω_t·x_t·x_tᵀ to the upper triangle of
-// S, in blocks of 4 rows × blockCols() columns whose sums each run over t in
-// order (block4), so S is the same whichever kernel runs them.
+// flush adds the pending rows' chunk sums Σ_t ω_t·x_t·x_tᵀ (each chunk of
+// ChunkRows rows summed alone, over t in order) to the upper triangle of S
+// in chunk order, by blocks of 4 rows × cols columns: a panel of columns at
+// a time, so that its pending values stay in the cache while every block
+// of rows above the diagonal reads them. Blocks inside S also write their
+// entries below the diagonal, which Finish overwrites with the mirror of
+// the upper triangle; blocks at the edges write only their entries in it.
 func (s *Stat) flush() {
 	n := s.pending
 	if n == 0 {
 		return
 	}
-	k, cols := s.k, blockCols()
-	for ib := 0; ib < k; ib += 4 {
-		for jb := ib - ib%cols; jb < k; jb += cols {
-			var acc [4][16]float64
-			block4(&acc, s.xw[ib*ChunkRows:], s.xr[jb:], s.kr, n, cols)
-			for a := range 4 {
-				i := ib + a
-				if i >= k {
-					break
-				}
-				row := s.s[i*k:]
-				for b := range cols {
-					if j := jb + b; j >= i && j < k {
-						row[j] += acc[a][b]
+	k, cols := s.k, s.cols
+	panels := (k + cols - 1) / cols
+	if s.threads <= 1 || panels < 2 {
+		for p := range panels {
+			s.flushPanel(p*cols, n)
+		}
+	} else {
+		// The widest panels (most blocks) first, handed out in order.
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(s.threads, panels) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					p := panels - 1 - int(next.Add(1)-1)
+					if p < 0 {
+						return
 					}
+					s.flushPanel(p*cols, n)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	s.pending = 0
+}
+
+// flushPanel is flush's work on the panel of columns from jb: every block
+// of rows that reaches the diagonal or above.
+func (s *Stat) flushPanel(jb, n int) {
+	k, cols, rows := s.k, s.cols, s.rows
+	full, last := n/ChunkRows, n%ChunkRows
+	y := s.xr[jb*rows:]
+	inside := jb+cols <= k
+	for ib := 0; ib < min(k, jb+cols); ib += 4 {
+		w := s.xw[ib*rows:]
+		if inside && ib+4 <= k {
+			if full > 0 {
+				block4S(s.s[ib*k+jb:], k, w, rows, y, cols, full, ChunkRows)
+			}
+			if last > 0 {
+				off := full * ChunkRows
+				block4S(s.s[ib*k+jb:], k, w[off:], rows, y[off*cols:], cols, 1, last)
+			}
+			continue
+		}
+		s.edgeBlock(ib, jb, w, y, n)
+	}
+}
+
+// edgeBlock is flush's block at rows ib… and columns jb… when it reaches
+// past S's last row or column: each chunk's sums formed by the Go kernel
+// and only the entries inside the upper triangle added.
+func (s *Stat) edgeBlock(ib, jb int, w, y []float64, n int) {
+	k, cols, rows := s.k, s.cols, s.rows
+	for c0 := 0; c0 < n; c0 += ChunkRows {
+		var acc [4][16]float64
+		block4Go(&acc, w[c0:], rows, y[c0*cols:], cols, min(ChunkRows, n-c0), cols)
+		for a := range 4 {
+			i := ib + a
+			if i >= k {
+				break
+			}
+			row := s.s[i*k:]
+			for b := range cols {
+				if j := jb + b; j >= i && j < k {
+					row[j] += acc[a][b]
 				}
 			}
 		}
 	}
-	// Clear the chunk so that rows of a short final chunk never see stale
-	// values (the kernel reads only the first n, but padding must stay 0).
-	clear(s.xr)
-	clear(s.xw)
-	s.pending = 0
 }
 
 // blockCols is the width of flush's blocks: 16 columns (two 512-bit
@@ -134,30 +218,45 @@ func blockCols() int {
 	return 8
 }
 
-// block4 sets acc[a][b] = Σ_{t<n} w[a·ChunkRows+t]·y[t·ys+b] for a < 4 and
-// b < cols (8 or 16), each sum in t order, the products rounded before they
-// are added (no FMA on any platform). w holds four rows of ω·x, ChunkRows
-// apart; y the chunk's rows of x from the block's first column, ys apart.
-func block4(acc *[4][16]float64, w, y []float64, ys, n, cols int) {
-	if n == 0 {
-		return
-	}
-	_ = w[3*ChunkRows+n-1]
-	_ = y[(n-1)*ys+cols-1]
+// block4S adds to the 4×cols block of S at s (rows ss apart) the sums of
+// chunks consecutive chunks of n rows, in chunk order: for each chunk c,
+// acc[a][b] = Σ_{t<n} w[a·ws+c·n+t]·y[(c·n+t)·cols+b], each sum in t order
+// with the products rounded before they are added (no FMA on any
+// platform), then s[a·ss+b] += acc[a][b]. The block must lie inside S.
+func block4S(s []float64, ss int, w []float64, ws int, y []float64, cols, chunks, n int) {
+	_ = s[3*ss+cols-1]
+	_ = w[3*ws+chunks*n-1]
+	_ = y[chunks*n*cols-1]
 	switch {
 	case cols == 16 && useAVX512:
-		block4x16AVX512(acc, &w[0], &y[0], ys, n)
+		block4x16SAVX512(&s[0], ss, &w[0], ws, &y[0], chunks, n)
 	case cols == 8 && useAVX:
-		block4x8AVX(acc, &w[0], &y[0], ys, n)
+		block4x8SAVX(&s[0], ss, &w[0], ws, &y[0], chunks, n)
 	default:
-		block4Go(acc, w, y, ys, n, cols)
+		block4SGo(s, ss, w, ws, y, cols, chunks, n)
 	}
 }
 
-// block4Go is block4 in Go, the reference of the assembly.
-func block4Go(acc *[4][16]float64, w, y []float64, ys, n, cols int) {
+// block4SGo is block4S in Go, the reference of the assembly.
+func block4SGo(s []float64, ss int, w []float64, ws int, y []float64, cols, chunks, n int) {
+	for c := range chunks {
+		var acc [4][16]float64
+		block4Go(&acc, w[c*n:], ws, y[c*n*cols:], cols, n, cols)
+		for a := range 4 {
+			row := s[a*ss:][:cols]
+			for b := range row {
+				row[b] += acc[a][b]
+			}
+		}
+	}
+}
+
+// block4Go sets acc[a][b] = Σ_{t<n} w[a·ws+t]·y[t·ys+b] for a < 4 and
+// b < cols (at most 16), each sum in t order, the products rounded before
+// they are added.
+func block4Go(acc *[4][16]float64, w []float64, ws int, y []float64, ys, n, cols int) {
 	for a := range 4 {
-		wa := w[a*ChunkRows:][:n]
+		wa := w[a*ws:][:n]
 		var c [16]float64
 		for t, p := range wa {
 			yt := y[t*ys:][:cols]

@@ -59,7 +59,9 @@ func TestStatMatchesDirectSum(t *testing.T) {
 // TestStatChunkSums: S is, bit for bit, the chunked sum gptq.md §2 fixes:
 // per chunk of ChunkRows rows and per entry (i ≤ j), Σ_t (ω_t·x_t[i])·x_t[j]
 // in row order with each product rounded, the chunk sums added to S in
-// chunk order; with the AVX2 and AVX-512 kernels and with the Go one.
+// chunk order; with the AVX2 and AVX-512 kernels and with the Go one, for
+// row counts that fill a Stat's pending rows more than once, on one
+// goroutine and on three (SetThreads).
 func TestStatChunkSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, kern := range []struct {
@@ -72,10 +74,12 @@ func TestStatChunkSums(t *testing.T) {
 		savedAVX, savedAVX512 := useAVX, useAVX512
 		useAVX, useAVX512 = kern.avx, kern.avx512
 		for _, k := range []int{1, 5, 8, 13, 16, 36, 47} {
-			for _, n := range []int{1, ChunkRows, 2*ChunkRows + 9} {
+			for _, n := range []int{1, ChunkRows, 2*ChunkRows + 9, 2*maxChunks*ChunkRows + ChunkRows + 7} {
 				rows := make([][]float32, n)
 				ws := make([]float64, n)
 				st := NewStat(k)
+				// Odd row counts flush on three goroutines: the same bits.
+				st.SetThreads(1 + 2*(n%2))
 				for q := range rows {
 					rows[q] = make([]float32, k)
 					for i := range rows[q] {

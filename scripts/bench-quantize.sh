@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# bench-quantize.sh: the time and memory of `lfmq quantize` (the default
+# GPTQ method) at real widths.
+#
+# Writes synthetic BF16 checkpoints with the layer shapes of LFM2-8B-A1B
+# and LFM2-24B-A2B (engine/model/synth; a few layers, the fixture's
+# tokenizer beside them; written once and kept), then runs
+#   lfmq quantize --model CKPT --out OUT --calib CALIB
+# under /usr/bin/time -v on each and prints the wall time, the CPU time
+# (user + system, which the load of a shared machine disturbs less than the
+# wall time), the peak resident memory and the summary's phase times.
+# With --baseline BIN the same runs are made with another lfmq binary too,
+# alternating with this one, and the CPU time and memory are given as
+# ratios to it (an A/B in one run: both see the same load).
+#
+# Options (defaults in brackets):
+#   --shapes "LIST"   checkpoint shapes, of 8b-a1b and 24b-a2b ["8b-a1b 24b-a2b"]
+#   --layers N        layers per checkpoint (layer 0 dense, then MoE) [2]
+#   --calib FILE      calibration file [the fixture's, 128 × 256 tokens]
+#   --calib-seqs N    calibration windows [all of the file's]
+#   --workers N       lfmq quantize --workers [the CPUs]
+#   --rounds N        runs of each binary on each shape [1]
+#   --baseline BIN    an lfmq binary to compare with (e.g. one built at an
+#                     older commit)
+#   --prebuilt DIR    use DIR/lfmq and DIR/synthckpt instead of building
+#   --synth-dir DIR   where the checkpoints are kept
+#                     [${TMPDIR:-/tmp}/lfmq-bench-quantize]
+#   --out DIR         keep the logs there [a temporary directory]
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+shapes="8b-a1b 24b-a2b" layers=2 calib=$root/testdata/tiny-lfm2-moe/calibration/calibration.jsonl
+seqs="" workers="" rounds=1 baseline="" prebuilt="" synth_dir="${TMPDIR:-/tmp}/lfmq-bench-quantize" out=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--shapes) shapes=$2; shift ;;
+	--layers) layers=$2; shift ;;
+	--calib) calib=$2; shift ;;
+	--calib-seqs) seqs=$2; shift ;;
+	--workers) workers=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--baseline) baseline=$2; shift ;;
+	--prebuilt) prebuilt=$2; shift ;;
+	--synth-dir) synth_dir=$2; shift ;;
+	--out) out=$2; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "bench-quantize.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ -x /usr/bin/time ] || { echo "bench-quantize.sh: needs GNU time at /usr/bin/time (Debian: apt-get install time)" >&2; exit 1; }
+[ -f "$calib" ] || { echo "bench-quantize.sh: no calibration file $calib" >&2; exit 1; }
+if [ -n "$baseline" ] && [ ! -x "$baseline" ]; then
+	echo "bench-quantize.sh: --baseline $baseline is not an executable" >&2
+	exit 1
+fi
+
+if [ -z "$out" ]; then
+	out=$(mktemp -d "${TMPDIR:-/tmp}/lfmq-bench-quantize-logs.XXXXXX")
+fi
+mkdir -p "$out" "$synth_dir"
+if [ -n "$prebuilt" ]; then
+	bin=$prebuilt
+else
+	command -v go >/dev/null || { echo "bench-quantize.sh: no go toolchain: use --prebuilt DIR" >&2; exit 1; }
+	bin=$out/bin
+	mkdir -p "$bin"
+	echo "building lfmq and synthckpt into $bin" >&2
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/lfmq" ./cmd/lfmq &&
+		CGO_ENABLED=0 go build -trimpath -o "$bin/synthckpt" ./internal/cmd/synthckpt)
+fi
+for f in lfmq synthckpt; do
+	[ -x "$bin/$f" ] || { echo "bench-quantize.sh: $bin/$f is missing or not executable" >&2; exit 1; }
+done
+
+# run LABEL BINARY CKPT LOG: one quantization, its output removed after.
+run() {
+	local label=$1 exe=$2 ckpt=$3 log=$4 q=$out/q-$1
+	rm -rf "$q" "$out/.q-$1.partial"
+	local args=(quantize --model "$ckpt" --out "$q" --calib "$calib")
+	[ -n "$seqs" ] && args+=(--calib-seqs "$seqs")
+	[ -n "$workers" ] && args+=(--workers "$workers")
+	local load0 t0
+	load0=$(cut -d' ' -f1 /proc/loadavg)
+	t0=$(date +%s.%N)
+	/usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
+	local wall
+	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	rm -rf "$q"
+	local user sys rss
+	user=$(sed -n 's/.*User time (seconds): *//p' "$log")
+	sys=$(sed -n 's/.*System time (seconds): *//p' "$log")
+	rss=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$log")
+	printf '%s\t%s\t%.1f\t%.2f\t%s\t%s\n' "$label" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
+		"$(awk -v k="$rss" 'BEGIN { print k * 1024 / 1e9 }')" "$load0" "$(cut -d' ' -f1 /proc/loadavg)"
+}
+
+echo "lfmq quantize at real widths: $layers layers per shape, calibration $(basename "$calib")${seqs:+ (first $seqs windows)}; $(nproc) CPUs; logs in $out"
+for shape in $shapes; do
+	ckpt=$synth_dir/$shape-$layers
+	if [ ! -f "$ckpt/config.json" ] || [ ! -f "$ckpt/tokenizer.json" ]; then
+		echo "writing the $layers-layer $shape checkpoint into $ckpt" >&2
+		rm -rf "$ckpt"
+		"$bin/synthckpt" --shape "$shape" --layers "$layers" --tokenizer-from "$root/testdata/tiny-lfm2-moe/model" --out "$ckpt"
+	fi
+	echo
+	echo "== $shape, $layers layers ($(du -shL "$ckpt" | cut -f1) of BF16)"
+	printf 'binary\twall_s\tcpu_s\tpeak_rss_GB\tload_start\tload_end\n'
+	: >"$out/$shape.rows"
+	for r in $(seq 1 "$rounds"); do
+		if [ -n "$baseline" ]; then
+			run "baseline" "$baseline" "$ckpt" "$out/$shape-baseline-$r.log" | tee -a "$out/$shape.rows"
+		fi
+		run "this" "$bin/lfmq" "$ckpt" "$out/$shape-this-$r.log" | tee -a "$out/$shape.rows"
+	done
+	echo "phases (this binary, last round):"
+	grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-this-$rounds.log" | sed 's/^/  /'
+	if [ -n "$baseline" ]; then
+		echo "phases (baseline, last round):"
+		grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-baseline-$rounds.log" | sed 's/^/  /'
+		awk -F'\t' '$1 == "baseline" { bc += $3; br += $4; nb++ } $1 == "this" { tc += $3; tr += $4; nt++ }
+			END { if (nb && nt) printf "this/baseline: CPU time %.2f×, peak RSS %.2f× (means of %d rounds)\n", (tc/nt)/(bc/nb), (tr/nt)/(br/nb), nt }' "$out/$shape.rows"
+	fi
+done
