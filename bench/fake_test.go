@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -22,7 +24,13 @@ import (
 //     early stop; usage in the chunk with the finish reason.
 //
 // It also fails on purpose: 429 with Retry-After for the first
-// reject429 requests, a connection dropped after disconnectAt tokens.
+// reject429 requests, a connection dropped after disconnectAt tokens, and
+// with closeIdle a kept-alive connection closed, unanswered, when the
+// next request arrives on it: what a server whose idle timeout ran out
+// just as the client reused the connection does, made deterministic
+// (every request after the first on a connection meets it). closeAll
+// closes every connection on its first request, fresh ones too: a server
+// that fails, not a stale connection.
 type fakeServer struct {
 	kind         string
 	vocab        int
@@ -31,6 +39,8 @@ type fakeServer struct {
 	disconnectAt int // drop the connection after this many tokens (0: never)
 	retryAfter   string
 	reject429    atomic.Int32
+	closeIdle    bool
+	closeAll     bool
 
 	mu       sync.Mutex
 	attempts int
@@ -38,7 +48,14 @@ type fakeServer struct {
 	prompt   int // prompt tokens of requests answered 200
 	tokens   int // tokens generated, all requests
 	bodies   []map[string]any
+	closed   int // requests whose connection was closed unanswered
 }
+
+// connRequests counts the requests a connection has carried; the
+// server's ConnContext puts one in each connection's context.
+type connRequests struct{ n atomic.Int32 }
+
+type connKey struct{}
 
 func newFake(t *testing.T, kind string) (*fakeServer, string) {
 	f := &fakeServer{kind: kind, vocab: 1000, byStatus: map[int]int{}}
@@ -46,9 +63,31 @@ func newFake(t *testing.T, kind string) (*fakeServer, string) {
 	mux.HandleFunc("GET /v1/models", f.models)
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /metrics", f.metrics)
-	hs := httptest.NewServer(mux)
+	hs := httptest.NewUnstartedServer(mux)
+	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, &connRequests{})
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return f, hs.URL
+}
+
+// closeUnanswered closes the request's connection without a byte of
+// answer when closeIdle or closeAll says so, and reports whether it did.
+func (f *fakeServer) closeUnanswered(w http.ResponseWriter, r *http.Request) bool {
+	n := r.Context().Value(connKey{}).(*connRequests).n.Add(1)
+	if !f.closeAll && (!f.closeIdle || n == 1) {
+		return false
+	}
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+	f.mu.Lock()
+	f.closed++
+	f.mu.Unlock()
+	return true
 }
 
 func (f *fakeServer) models(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +117,9 @@ func (f *fakeServer) status(code int) {
 }
 
 func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
+	if f.closeUnanswered(w, r) {
+		return
+	}
 	var req struct {
 		Prompt        []int `json:"prompt"`
 		MaxTokens     int   `json:"max_tokens"`

@@ -47,6 +47,9 @@ func Markdown(r *Result) string {
 		if c.Retries > 0 {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers 429/503 retried after their Retry-After (%.1f s waited)", c.Concurrency, c.PromptTokens, c.Retries, c.RetryWaitSeconds))
 		}
+		if c.Sent.Resent > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests (%d measured) sent again on a new connection: the server had closed the kept-alive one before answering; not counted as attempts or failures", c.Concurrency, c.PromptTokens, c.Sent.Resent, c.Resent))
+		}
 		if started := c.Requests + failedOf(c); c.Complete && (started < c.Concurrency || c.Latency.P50 > c.WindowSeconds/2) {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests started in the %.0f s window, taking %.2f s each (p50): the figures describe the start of the cell more than a steady state; give a longer --duration",
 				c.Concurrency, c.PromptTokens, started, c.WindowSeconds, c.Latency.P50))

@@ -82,6 +82,10 @@ type Cell struct {
 	// Retry-After (measured requests), RetryWaitSeconds the time waited.
 	Retries          int     `json:"retries"`
 	RetryWaitSeconds float64 `json:"retry_wait_s"`
+	// Resent counts the times measured requests were sent again because
+	// the kept-alive connection they went out on had been closed by the
+	// server before any byte of an answer (Sent.Resent counts them all).
+	Resent int `json:"resent"`
 
 	// OutputTokensPerSecond is the aggregate: tokens of successful
 	// requests that arrived in the window, over its length.
@@ -121,6 +125,11 @@ type Sent struct {
 	// NoUsage counts streams that ended without a usage object; their
 	// lengths were checked against the token events alone.
 	NoUsage int `json:"no_usage"`
+	// Resent counts requests sent again on another connection because
+	// the kept-alive one they went out on was closed before any byte of
+	// an answer came back; they are not in Attempts, which counts what
+	// the server answered or failed to answer on a live connection.
+	Resent int `json:"resent"`
 }
 
 // ServerCounts are the server's own counts of a cell, from /metrics: HTTP

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,9 +125,13 @@ type record struct {
 	msg      string
 	retries  int
 	wait     time.Duration
-	stream   *streamResult
-	tokens   int // completion tokens (usage, else the stream's events)
-	prompt   int // prompt tokens (usage)
+	// resent counts the times the request was sent again on another
+	// connection because the kept-alive one it went out on had been
+	// closed by the server (staleConnection).
+	resent int
+	stream *streamResult
+	tokens int // completion tokens (usage, else the stream's events)
+	prompt int // prompt tokens (usage)
 }
 
 func (cr *cellRun) run(ctx context.Context) Cell {
@@ -283,14 +288,27 @@ func (cr *cellRun) body(i int) ([]byte, string) {
 }
 
 // request sends request i, retrying after 429 (and 503 other than a
-// shutdown) while the server's Retry-After ends before the cell does.
+// shutdown) while the server's Retry-After ends before the cell does, and
+// sending it again at once when it went out on a kept-alive connection
+// the server had closed (a stale connection: the bench's own connection
+// reuse, not the server's failure).
 func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record {
 	o := cr.o
 	body, route := cr.body(i)
 	r := &record{first: first, measured: !first.Before(cr.measureAt)}
 	for attempt := 0; ; attempt++ {
 		r.answered = o.now()
-		status, ra, retry := cr.attempt(ctx, route, body, r)
+		status, ra, retry, stale := cr.attempt(ctx, route, body, r)
+		if stale && r.resent < cr.maxResend() {
+			// Not an attempt the server saw: Sent counts it apart, and
+			// the request is timed from the attempt that was answered.
+			r.resent++
+			cr.mu.Lock()
+			cr.sent.Resent++
+			cr.mu.Unlock()
+			attempt--
+			continue
+		}
 		cr.mu.Lock()
 		cr.sent.Attempts++
 		key := "none"
@@ -334,14 +352,59 @@ func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record 
 	}
 }
 
+// maxResend bounds the times one request is sent again after a stale
+// connection. Each such failure takes one dead connection out of the
+// client's pool, which keeps at most concurrency+2 idle ones per host
+// (check sets it so), so a request that fails more often than that fails
+// on connections the pool did not keep: the server's failure.
+func (cr *cellRun) maxResend() int { return cr.concurrency + 2 }
+
+// connTrace watches one attempt's connections: how many it took (the
+// transport itself sends a request again, on a new connection, when it
+// failed before a byte of it was written to a reused one), whether the
+// last was reused from the idle pool, and whether any byte of an answer
+// came back.
+type connTrace struct {
+	conns, reused, answered atomic.Int32
+}
+
+func (ct *connTrace) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			ct.conns.Add(1)
+			r := int32(0)
+			if info.Reused {
+				r = 1
+			}
+			ct.reused.Store(r)
+		},
+		GotFirstResponseByte: func() { ct.answered.Store(1) },
+	}
+}
+
 // attempt sends one HTTP request and fills r from its answer. It returns
-// the status (0 for none), the Retry-After header and whether the answer
-// asks to retry.
-func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *record) (status int, ra string, retry bool) {
+// the status (0 for none), the Retry-After header, whether the answer
+// asks to retry, and whether the request failed on a stale connection:
+// one reused from the idle pool that broke before any byte of an answer
+// came back, which is what a server that closes idle kept-alive
+// connections does to a request sent just as it closed one.
+func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *record) (status int, ra string, retry, stale bool) {
 	o := cr.o
 	r.kind, r.msg, r.stream = "", "", nil
 	actx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 	defer cancel()
+	var ct connTrace
+	actx = httptrace.WithClientTrace(actx, ct.trace())
+	defer func() {
+		// Connections the transport replaced on its own, before writing
+		// anything on them, are stale connections too.
+		if n := int(ct.conns.Load()) - 1; n > 0 {
+			r.resent += n
+			cr.mu.Lock()
+			cr.sent.Resent += n
+			cr.mu.Unlock()
+		}
+	}()
 	fail := func(kind, msg string) { r.kind, r.msg = kind, clip(msg) }
 	ended := func(err error) bool {
 		switch {
@@ -357,7 +420,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, o.URL+route, bytes.NewReader(body))
 	if err != nil {
 		fail("connect", err.Error())
-		return 0, "", false
+		return 0, "", false, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -365,10 +428,11 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	sent := r.answered
 	resp, err := o.HTTPClient.Do(req)
 	if err != nil {
-		if !ended(err) {
-			fail("connect", unwrapURL(err).Error())
+		if ended(err) {
+			return 0, "", false, false
 		}
-		return 0, "", false
+		fail("connect", unwrapURL(err).Error())
+		return 0, "", false, ct.reused.Load() == 1 && ct.answered.Load() == 0
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -377,11 +441,11 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 		fail("http_"+strconv.Itoa(resp.StatusCode), msg)
 		retry = resp.StatusCode == http.StatusTooManyRequests ||
 			(resp.StatusCode == http.StatusServiceUnavailable && !strings.Contains(string(data), "shutting_down"))
-		return resp.StatusCode, resp.Header.Get("Retry-After"), retry
+		return resp.StatusCode, resp.Header.Get("Retry-After"), retry, false
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		fail("not_streamed", fmt.Sprintf("answered %q, not an event stream", ct))
-		return resp.StatusCode, "", false
+		return resp.StatusCode, "", false, false
 	}
 	st, err := readStream(resp.Body, func() time.Duration { return o.now().Sub(sent) })
 	r.stream = st
@@ -398,7 +462,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 		fail("disconnect", "the stream ended without a finish_reason or data: [DONE]")
 	}
 	if r.kind != "" {
-		return resp.StatusCode, "", false
+		return resp.StatusCode, "", false, false
 	}
 	r.tokens = st.tokens()
 	if st.Usage != nil {
@@ -410,7 +474,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	case r.tokens > o.OutputTokens:
 		fail("long", fmt.Sprintf("%d tokens, %d asked for", r.tokens, o.OutputTokens))
 	}
-	return resp.StatusCode, "", false
+	return resp.StatusCode, "", false, false
 }
 
 // summarize computes the cell's figures from its records; windowEnd is
@@ -445,6 +509,7 @@ func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
 		}
 		cell.Retries += r.retries
 		cell.RetryWaitSeconds += r.wait.Seconds()
+		cell.Resent += r.resent
 		if r.kind != "" {
 			cell.Failures[r.kind]++
 			if cell.FailureSamples == nil {

@@ -141,6 +141,53 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestStaleConnection: a server that closes a kept-alive connection
+// when the next request arrives on it (closeIdle: every request after the
+// first on a connection) costs no request: each is sent again on a new
+// connection, counted in resent and not as an attempt or a failure, and
+// timed from the attempt that was answered. A server that closes fresh
+// connections too (closeAll) still fails every request: only a reused
+// connection that broke before any byte of an answer is sent again, and
+// the one reused connection there is the one kept from reading /metrics
+// before the cell.
+func TestStaleConnection(t *testing.T) {
+	f, url := newFake(t, "llama.cpp")
+	f.closeIdle = true
+	o := quick(url)
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cells[0]
+	f.mu.Lock()
+	closed, ok := f.closed, f.byStatus[200]
+	f.mu.Unlock()
+	if len(c.Failures) != 0 || c.Requests == 0 {
+		t.Fatalf("requests %d, failures %v %v", c.Requests, c.Failures, c.FailureSamples)
+	}
+	// Every request after a stream's first met a closed connection once.
+	if closed == 0 || c.Sent.Resent != closed || c.Resent == 0 || c.Resent > c.Sent.Resent {
+		t.Errorf("resent %d (measured %d); the server closed %d connections unanswered", c.Sent.Resent, c.Resent, closed)
+	}
+	if c.Sent.Attempts != ok || c.Sent.ByStatus["none"] != 0 {
+		t.Errorf("sent %+v; the server answered %d", c.Sent, ok)
+	}
+	if md := Markdown(res); !strings.Contains(md, "sent again on a new connection") {
+		t.Errorf("the table does not say it:\n%s", md)
+	}
+
+	f, url = newFake(t, "llama.cpp")
+	f.closeAll = true
+	res, err = Run(t.Context(), quick(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = res.Cells[0]
+	if c.Requests != 0 || c.Failures["connect"] == 0 || c.Sent.Resent > 1 || c.Sent.ByStatus["none"] != c.Sent.Attempts {
+		t.Errorf("requests %d, failures %v, sent %+v", c.Requests, c.Failures, c.Sent)
+	}
+}
+
 // TestBounds: a cell sends no more than MaxRequests, and an interrupt
 // returns what was measured, marked partial.
 func TestBounds(t *testing.T) {
