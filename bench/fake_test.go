@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,8 @@ import (
 //     where a token without text gets a chunk only with logprobs; usage
 //     in a chunk of its own after the finish.
 //   - llama.cpp: /v1/models has meta.n_vocab; only ignore_eos forbids an
-//     early stop; usage in the chunk with the finish reason.
+//     early stop; log-probs only for logprobs > 0 (alternatives), in the
+//     chat layout; usage in the chunk with the finish reason.
 //
 // It also fails on purpose: 429 with Retry-After for the first
 // reject429 requests, a connection dropped after disconnectAt tokens, and
@@ -49,6 +51,35 @@ type fakeServer struct {
 	tokens   int // tokens generated, all requests
 	bodies   []map[string]any
 	closed   int // requests whose connection was closed unanswered
+	// seqs are the prompt+answer id sequences answered, the fake's
+	// prefix cache: a prompt's cached tokens are its longest common
+	// prefix with one of them, in whole blocks of cacheBlock tokens.
+	seqs          [][]int
+	queried, hits int
+}
+
+const cacheBlock = 16
+
+// cachedPrefix returns how many of prompt's tokens the fake's prefix
+// cache holds. Called with f.mu held.
+func (f *fakeServer) cachedPrefix(prompt []int) int {
+	best := 0
+	for _, s := range f.seqs {
+		n := 0
+		for n < len(s) && n < len(prompt) && s[n] == prompt[n] {
+			n++
+		}
+		best = max(best, n)
+	}
+	// A whole prompt is never served from the cache: its last token's
+	// logits are needed.
+	return min(best, len(prompt)-1) / cacheBlock * cacheBlock
+}
+
+// answerID is the id of token i of an answer to prompt: made up, but a
+// function of both, so a conversation's context is what this fake said.
+func (f *fakeServer) answerID(prompt []int, i int) int {
+	return (len(prompt)*31 + i*7 + 3) % f.vocab
 }
 
 // connRequests counts the requests a connection has carried; the
@@ -57,7 +88,7 @@ type connRequests struct{ n atomic.Int32 }
 
 type connKey struct{}
 
-func newFake(t *testing.T, kind string) (*fakeServer, string) {
+func newFake(t testing.TB, kind string) (*fakeServer, string) {
 	f := &fakeServer{kind: kind, vocab: 1000, byStatus: map[int]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", f.models)
@@ -105,6 +136,8 @@ func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "vllm:generation_tokens_total{model_name=\"fake\"} %d\n", f.tokens)
 	fmt.Fprintf(w, "vllm:prompt_tokens_total{model_name=\"fake\"} %d\n", f.prompt)
 	fmt.Fprintf(w, "vllm:request_success_total{finished_reason=\"length\",model_name=\"fake\"} %d\n", f.byStatus[200])
+	fmt.Fprintf(w, "vllm:prefix_cache_queries_total{model_name=\"fake\"} %d\n", f.queried)
+	fmt.Fprintf(w, "vllm:prefix_cache_hits_total{model_name=\"fake\"} %d\n", f.hits)
 	fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"fake\"} 3\n")
 	fmt.Fprintf(w, "process_cpu_seconds_total 12.5\n")
 }
@@ -121,12 +154,13 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Prompt        []int `json:"prompt"`
-		MaxTokens     int   `json:"max_tokens"`
-		MinTokens     int   `json:"min_tokens"`
-		IgnoreEOS     bool  `json:"ignore_eos"`
-		Logprobs      *int  `json:"logprobs"`
-		StreamOptions *struct {
+		Prompt         []int `json:"prompt"`
+		MaxTokens      int   `json:"max_tokens"`
+		MinTokens      int   `json:"min_tokens"`
+		IgnoreEOS      bool  `json:"ignore_eos"`
+		Logprobs       *int  `json:"logprobs"`
+		ReturnTokenIDs bool  `json:"return_token_ids"`
+		StreamOptions  *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
@@ -158,7 +192,11 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 	f.status(200)
 	f.mu.Lock()
 	f.prompt += len(req.Prompt)
+	cached := f.cachedPrefix(req.Prompt)
+	f.queried += len(req.Prompt)
+	f.hits += cached
 	f.mu.Unlock()
+	answer := []int{}
 	n := req.MaxTokens
 	forbidden := req.IgnoreEOS || (f.kind == "vllm" && req.MinTokens >= n)
 	if f.stopAt > 0 && !forbidden {
@@ -181,23 +219,37 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 			conn.Close()
 			return
 		}
+		answer = append(answer, f.answerID(req.Prompt, i))
 		text := fmt.Sprintf("t%d ", i)
 		if f.kind == "vllm" && i%3 == 1 {
 			text = "" // a byte of a character: no text of its own
 		}
 		choice := map[string]any{"index": 0, "text": text, "finish_reason": nil}
-		if req.Logprobs != nil && f.kind == "vllm" {
+		switch {
+		case req.Logprobs != nil && f.kind == "vllm":
 			choice["logprobs"] = map[string]any{"tokens": []string{text}, "token_logprobs": []float64{-1}}
-		} else if text == "" {
+		case req.Logprobs != nil && *req.Logprobs > 0 && f.kind == "llama.cpp":
+			// llama.cpp's server sends probabilities only for n_probs > 0,
+			// in the chat layout.
+			choice["logprobs"] = map[string]any{"content": []any{map[string]any{"token": text, "logprob": -1,
+				"top_logprobs": []any{map[string]any{"token": text, "logprob": -1}}}}}
+		case text == "":
 			continue
+		}
+		if req.ReturnTokenIDs && f.kind == "vllm" {
+			choice["token_ids"] = []int{answer[len(answer)-1]}
 		}
 		send(map[string]any{"object": "text_completion", "choices": []any{choice}})
 	}
+	f.mu.Lock()
+	f.seqs = append(f.seqs, append(slices.Clone(req.Prompt), answer...))
+	f.mu.Unlock()
 	finish := "length"
 	if n < req.MaxTokens {
 		finish = "stop"
 	}
-	usage := map[string]int{"prompt_tokens": len(req.Prompt), "completion_tokens": n, "total_tokens": len(req.Prompt) + n}
+	usage := map[string]any{"prompt_tokens": len(req.Prompt), "completion_tokens": n, "total_tokens": len(req.Prompt) + n,
+		"prompt_tokens_details": map[string]int{"cached_tokens": cached}}
 	last := map[string]any{"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": finish}}}
 	if f.kind == "llama.cpp" {
 		last["usage"] = usage

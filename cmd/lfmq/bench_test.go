@@ -30,6 +30,13 @@ func TestBenchFlags(t *testing.T) {
 			return len(o.Concurrency) == 2 && o.PromptTokens[1] == 2048 && o.OutputTokens == 32 && !o.Logprobs &&
 				o.command == "lfmq bench --concurrency 1,4 --duration 10s --logprobs false --output-tokens 32 --prompt-tokens 128,2048 --url http://h:1"
 		}},
+		{[]string{"--url", "http://h:1", "--top-logprobs", "2"}, "", func(o *benchOptions) bool {
+			return o.Logprobs && o.TopLogprobs == 2
+		}},
+		{[]string{"--url", "http://h:1", "--turns", "8", "--turn-tokens", "2048"}, "", func(o *benchOptions) bool {
+			return o.Turns == 8 && o.TurnTokens == 2048
+		}},
+		{[]string{"--url", "http://h:1", "--turn-tokens", "5"}, "--turn-tokens needs --turns 2 or more", nil},
 		{nil, "--url is required", nil},
 		{[]string{"--url", "127.0.0.1:8000"}, "want http://HOST:PORT", nil},
 		{[]string{"--url", "http://u:p@h:1"}, "credentials in the URL", nil},
@@ -62,6 +69,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--concurrency", "0"}, "--concurrency: 0: want 1 to 4096 streams"},
 		{[]string{"--output-tokens", "0"}, "--output-tokens: 0: want at least 1"},
 		{[]string{"--exact", "sometimes"}, `--exact: "sometimes": want both`},
+		{[]string{"--top-logprobs", "21"}, "--top-logprobs: 21: want 0 to 20"},
+		{[]string{"--turns", "3"}, "--turn-tokens: 0: want 1 to"},
+		{[]string{"--turns", "-1"}, "--turns: -1: want 1 to 4096"},
+		{[]string{"--top-logprobs", "1", "--logprobs=false"}, "--top-logprobs: alternatives come with log-probs"},
 		{[]string{"--extra-body", `{"stream":false}`}, `--extra-body: "stream" is a field the bench sets itself`},
 		{[]string{"--extra-body", `[1]`}, "--extra-body: want a JSON object"},
 		{[]string{"--dataset", filepath.Join(tmp, "none.jsonl")}, "no such file"},
