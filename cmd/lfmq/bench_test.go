@@ -182,6 +182,36 @@ func TestBenchServe(t *testing.T) {
 		}
 	}
 
+	// An agent loop of 3 turns: 128 tokens, then the prompt, the 16
+	// tokens answered and 64 new ones, twice. lfmq serve returns the
+	// answers' ids, so each turn re-sends the conversation exactly, and
+	// its prefix cache (64-token blocks) supplies the whole blocks of what
+	// was sent before: 128 of turn 2's 208 tokens, 192 of turn 3's 288.
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), []string{"bench", "--url", base, "--concurrency", "1", "--prompt-tokens", "128", "--output-tokens", "16",
+		"--turns", "3", "--turn-tokens", "64", "--max-requests", "3", "--duration", "1m", "--out", out}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if f, err = bench.Read(out); err != nil {
+		t.Fatal(err)
+	}
+	turns := f.Cells[0].Turns
+	want := [][3]float64{{128, 0}, {208, 128}, {288, 192}}
+	if len(turns) != 3 {
+		t.Fatalf("turns %+v", turns)
+	}
+	for k, tu := range turns {
+		if tu.Requests != 1 || tu.PromptTokensMean != want[k][0] || tu.CachedTokensMean != want[k][1] || tu.StandIn != 0 {
+			t.Errorf("turn %d: %+v; want %v tokens, %v cached", k+1, tu, want[k][0], want[k][1])
+		}
+	}
+	if sc := f.Cells[0].ServerCounts; sc == nil || sc.PrefixHitTokens == nil || *sc.PrefixHitTokens != 320 {
+		t.Errorf("server counts %+v: want 320 prefix-cache hits", sc)
+	}
+	if !strings.Contains(stdout.String(), "| 1 | 128 | 3 | 1 | 288 | 192 | 66.7 |") {
+		t.Errorf("table:\n%s", stdout)
+	}
+
 	// A dataset of a text prompt, a token-id prompt and a chat: the chat
 	// goes to /v1/chat/completions, and every answer is exact there too.
 	ds := filepath.Join(t.TempDir(), "d.jsonl")
