@@ -75,10 +75,14 @@ or {"messages": [...]}, the latter to /v1/chat/completions).
 
 Every request asks for exactly --output-tokens tokens (min_tokens and
 ignore_eos, see --exact) and its usage is checked: an answer with fewer is a
-failure ("short"), never a faster cell. With --logprobs (the default) every
-token arrives as a stream event of its own, so time to first token is exact
-even for tokens whose text is held back. 429 and 503 answers are retried after
-their Retry-After and counted.
+failure ("short"), never a faster cell. With --logprobs (the default) each
+request asks for every token's own log-prob and no alternatives (logprobs 0):
+servers that return it (lfmq serve, vLLM) send every token as a stream event,
+so time to first token is exact even for tokens whose text is held back, and
+no server is asked to rank its vocabulary (--top-logprobs N asks for that).
+429 and 503 answers are retried after their Retry-After and counted, and a
+request that met a kept-alive connection the server had just closed is sent
+again on a new one and counted apart (resent), not as a failure.
 
 With --turns N each stream runs conversations instead of single prompts, as
 an agent does: a conversation's first request is a --prompt-tokens prompt, and
