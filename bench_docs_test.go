@@ -42,3 +42,43 @@ func TestDocsBenchMatrix(t *testing.T) {
 		}
 	}
 }
+
+// agentLoopEvidence is the agent-loop run docs/bench.md shows: lfmq bench
+// --turns of lfmq serve on the synthetic 8B-shape checkpoint.
+const agentLoopEvidence = "docs/evidence/bench-agent-loop.json"
+
+// TestDocsBenchAgentLoop: the agent-loop tables docs/bench.md shows are
+// what lfmq bench printed for the committed --out file, with the command
+// its receipts record; every turn re-sent its conversation exactly (lfmq
+// serve returns the answers' ids), and the prefix cache supplied at least
+// the whole 64-token blocks of the turn before's prompt.
+func TestDocsBenchAgentLoop(t *testing.T) {
+	f, err := bench.Read(agentLoopEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("docs/bench.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	if table := bench.Markdown(&f.Result); !strings.Contains(doc, table) {
+		t.Errorf("docs/bench.md does not show the tables of %s:\n%s", agentLoopEvidence, table)
+	}
+	if !strings.Contains(doc, f.Receipts.Command) {
+		t.Errorf("docs/bench.md does not show the command %s recorded: %s", agentLoopEvidence, f.Receipts.Command)
+	}
+	if f.Server.Kind != "lfmq" || len(f.Cells) != 1 || f.Settings.Turns < 2 {
+		t.Fatalf("%s: server %s, %d cells, %d turns", agentLoopEvidence, f.Server.Kind, len(f.Cells), f.Settings.Turns)
+	}
+	prev := 0.0
+	for _, tu := range f.Cells[0].Turns {
+		if tu.Requests == 0 {
+			continue
+		}
+		if tu.StandIn != 0 || tu.CachedTokensMean < float64(int(prev)/64*64) {
+			t.Errorf("turn %d: %+v; the turn before's prompt was %v tokens", tu.Turn, tu, prev)
+		}
+		prev = tu.PromptTokensMean
+	}
+}
