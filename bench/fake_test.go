@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,10 +22,17 @@ import (
 //     where a token without text gets a chunk only with logprobs; usage
 //     in a chunk of its own after the finish.
 //   - llama.cpp: /v1/models has meta.n_vocab; only ignore_eos forbids an
-//     early stop; usage in the chunk with the finish reason.
+//     early stop; log-probs only for logprobs > 0 (alternatives), in the
+//     chat layout; usage in the chunk with the finish reason.
 //
 // It also fails on purpose: 429 with Retry-After for the first
-// reject429 requests, a connection dropped after disconnectAt tokens.
+// reject429 requests, a connection dropped after disconnectAt tokens, and
+// with closeIdle a kept-alive connection closed, unanswered, when the
+// next request arrives on it: what a server whose idle timeout ran out
+// just as the client reused the connection does, made deterministic
+// (every request after the first on a connection meets it). closeAll
+// closes every connection on its first request, fresh ones too: a server
+// that fails, not a stale connection.
 type fakeServer struct {
 	kind         string
 	vocab        int
@@ -31,6 +41,8 @@ type fakeServer struct {
 	disconnectAt int // drop the connection after this many tokens (0: never)
 	retryAfter   string
 	reject429    atomic.Int32
+	closeIdle    bool
+	closeAll     bool
 
 	mu       sync.Mutex
 	attempts int
@@ -38,17 +50,75 @@ type fakeServer struct {
 	prompt   int // prompt tokens of requests answered 200
 	tokens   int // tokens generated, all requests
 	bodies   []map[string]any
+	closed   int // requests whose connection was closed unanswered
+	// seqs are the prompt+answer id sequences answered, the fake's
+	// prefix cache: a prompt's cached tokens are its longest common
+	// prefix with one of them, in whole blocks of cacheBlock tokens.
+	seqs          [][]int
+	queried, hits int
 }
 
-func newFake(t *testing.T, kind string) (*fakeServer, string) {
+const cacheBlock = 16
+
+// cachedPrefix returns how many of prompt's tokens the fake's prefix
+// cache holds. Called with f.mu held.
+func (f *fakeServer) cachedPrefix(prompt []int) int {
+	best := 0
+	for _, s := range f.seqs {
+		n := 0
+		for n < len(s) && n < len(prompt) && s[n] == prompt[n] {
+			n++
+		}
+		best = max(best, n)
+	}
+	// A whole prompt is never served from the cache: its last token's
+	// logits are needed.
+	return min(best, len(prompt)-1) / cacheBlock * cacheBlock
+}
+
+// answerID is the id of token i of an answer to prompt: made up, but a
+// function of both, so a conversation's context is what this fake said.
+func (f *fakeServer) answerID(prompt []int, i int) int {
+	return (len(prompt)*31 + i*7 + 3) % f.vocab
+}
+
+// connRequests counts the requests a connection has carried; the
+// server's ConnContext puts one in each connection's context.
+type connRequests struct{ n atomic.Int32 }
+
+type connKey struct{}
+
+func newFake(t testing.TB, kind string) (*fakeServer, string) {
 	f := &fakeServer{kind: kind, vocab: 1000, byStatus: map[int]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", f.models)
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /metrics", f.metrics)
-	hs := httptest.NewServer(mux)
+	hs := httptest.NewUnstartedServer(mux)
+	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, &connRequests{})
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return f, hs.URL
+}
+
+// closeUnanswered closes the request's connection without a byte of
+// answer when closeIdle or closeAll says so, and reports whether it did.
+func (f *fakeServer) closeUnanswered(w http.ResponseWriter, r *http.Request) bool {
+	n := r.Context().Value(connKey{}).(*connRequests).n.Add(1)
+	if !f.closeAll && (!f.closeIdle || n == 1) {
+		return false
+	}
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+	f.mu.Lock()
+	f.closed++
+	f.mu.Unlock()
+	return true
 }
 
 func (f *fakeServer) models(w http.ResponseWriter, r *http.Request) {
@@ -66,6 +136,8 @@ func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "vllm:generation_tokens_total{model_name=\"fake\"} %d\n", f.tokens)
 	fmt.Fprintf(w, "vllm:prompt_tokens_total{model_name=\"fake\"} %d\n", f.prompt)
 	fmt.Fprintf(w, "vllm:request_success_total{finished_reason=\"length\",model_name=\"fake\"} %d\n", f.byStatus[200])
+	fmt.Fprintf(w, "vllm:prefix_cache_queries_total{model_name=\"fake\"} %d\n", f.queried)
+	fmt.Fprintf(w, "vllm:prefix_cache_hits_total{model_name=\"fake\"} %d\n", f.hits)
 	fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"fake\"} 3\n")
 	fmt.Fprintf(w, "process_cpu_seconds_total 12.5\n")
 }
@@ -78,13 +150,17 @@ func (f *fakeServer) status(code int) {
 }
 
 func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
+	if f.closeUnanswered(w, r) {
+		return
+	}
 	var req struct {
-		Prompt        []int `json:"prompt"`
-		MaxTokens     int   `json:"max_tokens"`
-		MinTokens     int   `json:"min_tokens"`
-		IgnoreEOS     bool  `json:"ignore_eos"`
-		Logprobs      *int  `json:"logprobs"`
-		StreamOptions *struct {
+		Prompt         []int `json:"prompt"`
+		MaxTokens      int   `json:"max_tokens"`
+		MinTokens      int   `json:"min_tokens"`
+		IgnoreEOS      bool  `json:"ignore_eos"`
+		Logprobs       *int  `json:"logprobs"`
+		ReturnTokenIDs bool  `json:"return_token_ids"`
+		StreamOptions  *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
@@ -116,7 +192,11 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 	f.status(200)
 	f.mu.Lock()
 	f.prompt += len(req.Prompt)
+	cached := f.cachedPrefix(req.Prompt)
+	f.queried += len(req.Prompt)
+	f.hits += cached
 	f.mu.Unlock()
+	answer := []int{}
 	n := req.MaxTokens
 	forbidden := req.IgnoreEOS || (f.kind == "vllm" && req.MinTokens >= n)
 	if f.stopAt > 0 && !forbidden {
@@ -139,23 +219,37 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 			conn.Close()
 			return
 		}
+		answer = append(answer, f.answerID(req.Prompt, i))
 		text := fmt.Sprintf("t%d ", i)
 		if f.kind == "vllm" && i%3 == 1 {
 			text = "" // a byte of a character: no text of its own
 		}
 		choice := map[string]any{"index": 0, "text": text, "finish_reason": nil}
-		if req.Logprobs != nil && f.kind == "vllm" {
+		switch {
+		case req.Logprobs != nil && f.kind == "vllm":
 			choice["logprobs"] = map[string]any{"tokens": []string{text}, "token_logprobs": []float64{-1}}
-		} else if text == "" {
+		case req.Logprobs != nil && *req.Logprobs > 0 && f.kind == "llama.cpp":
+			// llama.cpp's server sends probabilities only for n_probs > 0,
+			// in the chat layout.
+			choice["logprobs"] = map[string]any{"content": []any{map[string]any{"token": text, "logprob": -1,
+				"top_logprobs": []any{map[string]any{"token": text, "logprob": -1}}}}}
+		case text == "":
 			continue
+		}
+		if req.ReturnTokenIDs && f.kind == "vllm" {
+			choice["token_ids"] = []int{answer[len(answer)-1]}
 		}
 		send(map[string]any{"object": "text_completion", "choices": []any{choice}})
 	}
+	f.mu.Lock()
+	f.seqs = append(f.seqs, append(slices.Clone(req.Prompt), answer...))
+	f.mu.Unlock()
 	finish := "length"
 	if n < req.MaxTokens {
 		finish = "stop"
 	}
-	usage := map[string]int{"prompt_tokens": len(req.Prompt), "completion_tokens": n, "total_tokens": len(req.Prompt) + n}
+	usage := map[string]any{"prompt_tokens": len(req.Prompt), "completion_tokens": n, "total_tokens": len(req.Prompt) + n,
+		"prompt_tokens_details": map[string]int{"cached_tokens": cached}}
 	last := map[string]any{"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": finish}}}
 	if f.kind == "llama.cpp" {
 		last["usage"] = usage

@@ -39,6 +39,7 @@ func Markdown(r *Result) string {
 			ms(c.ITL.Mean), ms(c.ITL.P50), ms(c.ITL.P99),
 			s(c.Latency.Mean), s(c.Latency.P50), s(c.Latency.P99)})
 	}
+	turnTable(&b, r)
 	var notes []string
 	for _, c := range r.Cells {
 		for _, kind := range slices.Sorted(maps.Keys(c.Failures)) {
@@ -47,9 +48,23 @@ func Markdown(r *Result) string {
 		if c.Retries > 0 {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers 429/503 retried after their Retry-After (%.1f s waited)", c.Concurrency, c.PromptTokens, c.Retries, c.RetryWaitSeconds))
 		}
+		if c.Sent.Resent > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests (%d measured) sent again on a new connection: the server had closed the kept-alive one before answering; not counted as attempts or failures", c.Concurrency, c.PromptTokens, c.Sent.Resent, c.Resent))
+		}
 		if started := c.Requests + failedOf(c); c.Complete && (started < c.Concurrency || c.Latency.P50 > c.WindowSeconds/2) {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d requests started in the %.0f s window, taking %.2f s each (p50): the figures describe the start of the cell more than a steady state; give a longer --duration",
 				c.Concurrency, c.PromptTokens, started, c.WindowSeconds, c.Latency.P50))
+		}
+		if sc := c.ServerCounts; sc != nil && sc.PrefixQueryTokens != nil && sc.PrefixHitTokens != nil && *sc.PrefixQueryTokens > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: the server's prefix cache found %d of the %d prompt tokens it looked up (%.1f %%)",
+				c.Concurrency, c.PromptTokens, *sc.PrefixHitTokens, *sc.PrefixQueryTokens, 100*float64(*sc.PrefixHitTokens)/float64(*sc.PrefixQueryTokens)))
+		}
+		standIn := 0
+		for _, t := range c.Turns {
+			standIn += t.StandIn
+		}
+		if standIn > 0 {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d turns re-sent a stand-in for the answer before them (the server returned no token_ids), which no prefix cache can match", c.Concurrency, c.PromptTokens, standIn))
 		}
 		if c.Sent.NoUsage > 0 {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: %d answers without usage: lengths checked by the stream's token events", c.Concurrency, c.PromptTokens, c.Sent.NoUsage))
@@ -62,6 +77,40 @@ func Markdown(r *Result) string {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// turnTable writes, for a multi-turn run, a second table: a row per
+// cell and turn with the turn's requests, mean context re-sent, the share
+// of it the server's prefix cache supplied (from usage) and its time to
+// first token.
+func turnTable(b *strings.Builder, r *Result) {
+	if r.Settings.Turns < 2 {
+		return
+	}
+	head := []string{"streams", "prompt", "turn", "requests", "context tokens", "cached tokens", "cached %", "TTFT mean ms", "TTFT p50", "p90", "p99"}
+	b.WriteString("\n")
+	report.Row(b, head)
+	b.WriteString(strings.Repeat("|---", len(head)) + "|\n")
+	ms := func(x float64) string { return fixed(x*1000, 1) }
+	for _, c := range r.Cells {
+		for _, t := range c.Turns {
+			pct := "–"
+			if t.PromptTokensMean > 0 {
+				pct = strconv.FormatFloat(100*t.CachedTokensMean/t.PromptTokensMean, 'f', 1, 64)
+			}
+			report.Row(b, []string{strconv.Itoa(c.Concurrency), strconv.Itoa(c.PromptTokens), strconv.Itoa(t.Turn), strconv.Itoa(t.Requests),
+				fixed(t.PromptTokensMean, 0), cachedOf(t), pct, ms(t.TTFT.Mean), ms(t.TTFT.P50), ms(t.TTFT.P90), ms(t.TTFT.P99)})
+		}
+	}
+}
+
+// cachedOf is a turn's mean cached tokens: 0 is a figure when the turn
+// has requests.
+func cachedOf(t Turn) string {
+	if t.Requests == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(t.CachedTokensMean, 'f', 0, 64)
 }
 
 // failedOf counts a cell's measured failures.

@@ -159,8 +159,10 @@ func serverView(d map[string]float64) *ServerCounts {
 		return strings.Contains(labels, `route="/v1/completions"`) || strings.Contains(labels, `route="/v1/chat/completions"`)
 	}
 	return &ServerCounts{
-		Requests:         first(sum("lfmq_requests_total", generating), sum("vllm:request_success_total", nil)),
-		PromptTokens:     first(sum("lfmq_prompt_tokens_total", nil), sum("vllm:prompt_tokens_total", nil), sum("llamacpp:prompt_tokens_total", nil)),
-		GenerationTokens: first(sum("lfmq_generation_tokens_total", nil), sum("vllm:generation_tokens_total", nil), sum("llamacpp:tokens_predicted_total", nil)),
+		Requests:          first(sum("lfmq_requests_total", generating), sum("vllm:request_success_total", nil)),
+		PromptTokens:      first(sum("lfmq_prompt_tokens_total", nil), sum("vllm:prompt_tokens_total", nil), sum("llamacpp:prompt_tokens_total", nil)),
+		GenerationTokens:  first(sum("lfmq_generation_tokens_total", nil), sum("vllm:generation_tokens_total", nil), sum("llamacpp:tokens_predicted_total", nil)),
+		PrefixQueryTokens: first(sum("lfmq_prefix_cache_query_tokens_total", nil), sum("vllm:prefix_cache_queries_total", nil)),
+		PrefixHitTokens:   first(sum("lfmq_prefix_cache_hit_tokens_total", nil), sum("vllm:prefix_cache_hits_total", nil)),
 	}
 }

@@ -23,6 +23,8 @@ const (
 	maxModelsBytes  = 1 << 20
 	maxMetricsBytes = 16 << 20
 	maxErrorBytes   = 64 << 10
+	// maxTurns bounds a conversation's requests.
+	maxTurns = 4096
 )
 
 // Exact says how a request asks for exactly OutputTokens tokens, however
@@ -59,6 +61,13 @@ type Options struct {
 	Dataset []Record
 	// OutputTokens is what every request must generate, exactly.
 	OutputTokens int
+	// Turns makes each stream run conversations of that many requests
+	// (an agent loop): a conversation's first request sends a random
+	// prompt of PromptTokens ids, and each later one re-sends the whole
+	// conversation so far (its last prompt and answer) plus TurnTokens
+	// new random ids, so its context grows by OutputTokens + TurnTokens
+	// a turn. 0 or 1: every request is a new prompt.
+	Turns, TurnTokens int
 	// Warmup runs requests that are not measured before each cell's
 	// Duration of measured ones.
 	Warmup, Duration time.Duration
@@ -72,11 +81,17 @@ type Options struct {
 	Vocab int
 	// Exact is how requests ask for exact lengths (ExactBoth when "").
 	Exact Exact
-	// Logprobs asks for one log-prob per generated token, so that every
-	// token arrives as a stream event of its own, text or not; without
-	// it a token whose text is held back (part of a character) arrives
-	// with a later one and time to first token can read late.
-	Logprobs bool
+	// Logprobs asks for the log-prob of every generated token, so that
+	// every token arrives as a stream event of its own, text or not;
+	// without it a token whose text is held back (part of a character)
+	// arrives with a later one and time to first token can read late.
+	// TopLogprobs asks for that many most likely alternatives with each
+	// (0: the sampled token's alone). The sampled token's log-prob is
+	// one log-sum-exp over the vocabulary; alternatives make a server
+	// rank the vocabulary at every token, which llama.cpp's server does
+	// with a full sort (docs/bench.md measures what each costs).
+	Logprobs    bool
+	TopLogprobs int
 	// Temperature is sent with every request.
 	Temperature float64
 	// ExtraBody fields are added to every request body (a logit_bias,
@@ -168,6 +183,15 @@ func (o *Options) check() error {
 			}
 		}
 	}
+	if o.Turns < 0 || o.Turns > maxTurns {
+		return &OptionsError{"turns", fmt.Sprintf("%d: want 1 to %d", o.Turns, maxTurns)}
+	}
+	if o.Turns > 1 && len(o.Dataset) > 0 {
+		return &OptionsError{"turns", "conversations are made of random prompts; drop --dataset"}
+	}
+	if o.Turns > 1 && (o.TurnTokens < 1 || o.TurnTokens > 1<<22) {
+		return &OptionsError{"turn-tokens", fmt.Sprintf("%d: want 1 to %d new tokens a turn", o.TurnTokens, 1<<22)}
+	}
 	if o.OutputTokens < 1 {
 		return &OptionsError{"output-tokens", fmt.Sprintf("%d: want at least 1", o.OutputTokens)}
 	}
@@ -176,6 +200,12 @@ func (o *Options) check() error {
 	}
 	if o.Warmup < 0 {
 		return &OptionsError{"warmup", "must not be negative"}
+	}
+	if o.TopLogprobs < 0 || o.TopLogprobs > 20 {
+		return &OptionsError{"top-logprobs", fmt.Sprintf("%d: want 0 to 20", o.TopLogprobs)}
+	}
+	if o.TopLogprobs > 0 && !o.Logprobs {
+		return &OptionsError{"top-logprobs", "alternatives come with log-probs; drop --logprobs=false"}
 	}
 	if o.MaxRequests < 0 || o.Vocab < 0 || o.RequestTimeout < 0 {
 		return &OptionsError{"max-requests", "counts and timeouts must not be negative"}
@@ -226,5 +256,5 @@ func (o *Options) check() error {
 // reservedFields are the request fields the bench sets.
 var reservedFields = map[string]bool{
 	"model": true, "prompt": true, "messages": true, "max_tokens": true, "min_tokens": true,
-	"ignore_eos": true, "stream": true, "stream_options": true, "logprobs": true, "temperature": true,
+	"ignore_eos": true, "stream": true, "stream_options": true, "logprobs": true, "top_logprobs": true, "temperature": true, "return_token_ids": true,
 }

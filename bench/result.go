@@ -45,9 +45,16 @@ type Settings struct {
 	DurationSeconds float64 `json:"duration_s"`
 	MaxRequests     int     `json:"max_requests"`
 	Seed            uint64  `json:"seed"`
-	Exact           Exact   `json:"exact"`
-	Logprobs        bool    `json:"logprobs"`
-	Temperature     float64 `json:"temperature"`
+	// Turns and TurnTokens shape the conversations of a multi-turn run
+	// (Options.Turns); 0 for single requests.
+	Turns      int   `json:"turns"`
+	TurnTokens int   `json:"turn_tokens"`
+	Exact      Exact `json:"exact"`
+	Logprobs   bool  `json:"logprobs"`
+	// TopLogprobs is the alternatives asked for with each token's
+	// log-prob (files written before the field existed asked for 1).
+	TopLogprobs int     `json:"top_logprobs"`
+	Temperature float64 `json:"temperature"`
 	// ExtraBody holds the extra request fields, as sent.
 	ExtraBody map[string]json.RawMessage `json:"extra_body,omitempty"`
 	// Route is the route prompts went to: /v1/completions, or
@@ -82,6 +89,10 @@ type Cell struct {
 	// Retry-After (measured requests), RetryWaitSeconds the time waited.
 	Retries          int     `json:"retries"`
 	RetryWaitSeconds float64 `json:"retry_wait_s"`
+	// Resent counts the times measured requests were sent again because
+	// the kept-alive connection they went out on had been closed by the
+	// server before any byte of an answer (Sent.Resent counts them all).
+	Resent int `json:"resent"`
 
 	// OutputTokensPerSecond is the aggregate: tokens of successful
 	// requests that arrived in the window, over its length.
@@ -98,6 +109,10 @@ type Cell struct {
 	ITL     Dist `json:"itl_s"`
 	Latency Dist `json:"latency_s"`
 
+	// Turns breaks a multi-turn cell's successful measured requests down
+	// by their turn in the conversation; nil for single requests.
+	Turns []Turn `json:"turns,omitempty"`
+
 	// Sent counts every request of the cell, warm-up and drain included,
 	// as the server saw them: what its own counters should agree with.
 	Sent Sent `json:"sent"`
@@ -105,6 +120,27 @@ type Cell struct {
 	// over the cell; ServerCounts picks those that count what Sent does.
 	ServerMetrics map[string]float64 `json:"server_metrics,omitempty"`
 	ServerCounts  *ServerCounts      `json:"server_counts,omitempty"`
+}
+
+// Turn is one turn of a multi-turn cell's conversations.
+type Turn struct {
+	// Turn is 1 for a conversation's first request.
+	Turn int `json:"turn"`
+	// Requests are the successful measured requests of this turn.
+	Requests int `json:"requests"`
+	// PromptTokensMean is their mean prompt length (the context re-sent),
+	// CachedTokensMean the mean of it the server's prefix cache
+	// supplied, from each answer's usage.prompt_tokens_details.
+	PromptTokensMean float64 `json:"prompt_tokens_mean"`
+	CachedTokensMean float64 `json:"cached_tokens_mean"`
+	// StandIn counts requests of this turn whose previous answer was
+	// re-sent as stand-in ids: the server did not return the answer's
+	// token ids (return_token_ids), so the conversation goes on with
+	// seeded random ids of the answer's length, which a prefix cache
+	// cannot match.
+	StandIn int `json:"stand_in"`
+	// TTFT is the time to first token of this turn's requests, seconds.
+	TTFT Dist `json:"ttft_s"`
 }
 
 // Sent counts a cell's requests from the client's side.
@@ -118,18 +154,32 @@ type Sent struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TokenEvents      int64 `json:"token_events"`
+	// CachedPromptTokens sums the answers' usage.prompt_tokens_details
+	// .cached_tokens: prompt tokens the server's prefix cache supplied.
+	CachedPromptTokens int64 `json:"cached_prompt_tokens"`
 	// NoUsage counts streams that ended without a usage object; their
 	// lengths were checked against the token events alone.
 	NoUsage int `json:"no_usage"`
+	// Resent counts requests sent again on another connection because
+	// the kept-alive one they went out on was closed before any byte of
+	// an answer came back; they are not in Attempts, which counts what
+	// the server answered or failed to answer on a live connection.
+	Resent int `json:"resent"`
 }
 
 // ServerCounts are the server's own counts of a cell, from /metrics: HTTP
 // requests answered on the completions and chat routes, any status (lfmq;
-// vLLM counts finished requests only),
-// prompt tokens admitted and tokens generated. Nil when the server does
-// not expose the count.
+// vLLM counts finished requests only), prompt tokens admitted, tokens
+// generated and the prefix cache's look-ups and hits. Nil when the server
+// does not expose the count.
 type ServerCounts struct {
 	Requests         *int64 `json:"requests"`
 	PromptTokens     *int64 `json:"prompt_tokens"`
 	GenerationTokens *int64 `json:"generation_tokens"`
+	// PrefixQueryTokens and PrefixHitTokens are the prompt tokens the
+	// server looked up in its prefix cache and those it found (lfmq:
+	// lfmq_prefix_cache_query/hit_tokens_total; vLLM:
+	// vllm:prefix_cache_queries/hits_total).
+	PrefixQueryTokens *int64 `json:"prefix_cache_query_tokens"`
+	PrefixHitTokens   *int64 `json:"prefix_cache_hit_tokens"`
 }

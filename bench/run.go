@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Server: srv, Settings: Settings{
 		Concurrency: o.Concurrency, PromptTokens: o.PromptTokens, Dataset: len(o.Dataset),
 		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSeconds: o.Duration.Seconds(),
-		MaxRequests: o.MaxRequests, Seed: o.Seed, Exact: o.Exact, Logprobs: o.Logprobs,
+		MaxRequests: o.MaxRequests, Seed: o.Seed, Turns: o.Turns, TurnTokens: o.TurnTokens, Exact: o.Exact, Logprobs: o.Logprobs, TopLogprobs: o.TopLogprobs,
 		Temperature: o.Temperature, ExtraBody: o.ExtraBody, Routes: o.routes(),
 	}}
 	if len(o.Dataset) > 0 {
@@ -106,6 +107,8 @@ type cellRun struct {
 
 	start, measureAt, endAt time.Time
 
+	convs atomic.Int64 // conversations started (multi-turn)
+
 	mu       sync.Mutex
 	records  []*record
 	sent     Sent
@@ -124,9 +127,30 @@ type record struct {
 	msg      string
 	retries  int
 	wait     time.Duration
-	stream   *streamResult
-	tokens   int // completion tokens (usage, else the stream's events)
-	prompt   int // prompt tokens (usage)
+	// resent counts the times the request was sent again on another
+	// connection because the kept-alive one it went out on had been
+	// closed by the server (staleConnection).
+	resent int
+	stream *streamResult
+	tokens int // completion tokens (usage, else the stream's events)
+	prompt int // prompt tokens (usage)
+	cached int // prompt tokens the prefix cache supplied (usage)
+	// turn is the request's turn in its conversation (1-based; 0 for a
+	// single request), standIn whether the answer before it was re-sent
+	// as stand-in ids, promptIDs a turn's prompt, which the next turn
+	// re-sends.
+	turn      int
+	standIn   bool
+	promptIDs []int
+}
+
+// conversation is a stream's multi-turn conversation: its number in the
+// cell, the turn its next request is, and the ids of its last prompt and
+// answer, which the next request re-sends.
+type conversation struct {
+	n, turn int
+	context []int
+	standIn bool
 }
 
 func (cr *cellRun) run(ctx context.Context) Cell {
@@ -157,6 +181,7 @@ func (cr *cellRun) run(ctx context.Context) Cell {
 	p := pool.New().WithMaxGoroutines(cr.concurrency)
 	for range cr.concurrency {
 		p.Go(func() {
+			var conv *conversation
 			for {
 				t := o.now()
 				if ctx.Err() != nil {
@@ -174,7 +199,12 @@ func (cr *cellRun) run(ctx context.Context) Cell {
 				if !t.Before(cr.measureAt) {
 					cr.setPhase("measuring")
 				}
-				cr.finish(cr.request(ctx, i, t))
+				if o.Turns > 1 && conv == nil {
+					conv = &conversation{n: int(cr.convs.Add(1) - 1), turn: 1}
+				}
+				r := cr.request(ctx, i, t, conv)
+				cr.finish(r)
+				conv = cr.next(conv, r)
 			}
 		})
 	}
@@ -239,7 +269,7 @@ func (cr *cellRun) progress() {
 // the seed, the cell and i only, so a rerun sends the same ids, and no
 // two requests of a run share a prompt (a prefix cache would otherwise
 // answer a repeated one faster than a new one).
-func (cr *cellRun) body(i int) ([]byte, string) {
+func (cr *cellRun) body(i int, turnIDs []int) ([]byte, string) {
 	o := cr.o
 	m := map[string]any{"model": cr.srv.Model, "max_tokens": o.OutputTokens, "stream": true,
 		"stream_options": map[string]any{"include_usage": true}, "temperature": o.Temperature}
@@ -260,19 +290,25 @@ func (cr *cellRun) body(i int) ([]byte, string) {
 		} else {
 			m["prompt"] = rec.Prompt
 		}
+	} else if turnIDs != nil {
+		// A turn of a conversation; its answer's ids make the next
+		// turn's context.
+		m["prompt"] = turnIDs
+		m["return_token_ids"] = true
 	} else {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(cr.index)<<40|uint64(i)))
-		ids := make([]int, cr.promptTokens)
-		for j := range ids {
-			ids[j] = rng.IntN(cr.srv.Vocab)
-		}
-		m["prompt"] = ids
+		m["prompt"] = randomIDs(rng, cr.promptTokens, cr.srv.Vocab)
 	}
 	if o.Logprobs {
 		if route == routeChat {
 			m["logprobs"] = true
+			if o.TopLogprobs > 0 {
+				m["top_logprobs"] = o.TopLogprobs
+			}
 		} else {
-			m["logprobs"] = 1
+			// The legacy completions field is the number of
+			// alternatives; 0 still returns the sampled token's.
+			m["logprobs"] = o.TopLogprobs
 		}
 	}
 	for k, v := range o.ExtraBody {
@@ -282,15 +318,74 @@ func (cr *cellRun) body(i int) ([]byte, string) {
 	return data, route
 }
 
-// request sends request i, retrying after 429 (and 503 other than a
-// shutdown) while the server's Retry-After ends before the cell does.
-func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record {
+func randomIDs(rng *rand.Rand, n, vocab int) []int {
+	ids := make([]int, n)
+	for j := range ids {
+		ids[j] = rng.IntN(vocab)
+	}
+	return ids
+}
+
+// turnPrompt is the prompt of conv's next request: a first turn's
+// PromptTokens random ids, or the conversation so far and TurnTokens new
+// ones. The new ids depend on the seed, the cell, the conversation and
+// the turn only.
+func (cr *cellRun) turnPrompt(conv *conversation) []int {
 	o := cr.o
-	body, route := cr.body(i)
+	rng := rand.New(rand.NewPCG(o.Seed^turnSeed, uint64(cr.index)<<40|uint64(conv.n)<<12|uint64(conv.turn)))
+	if conv.turn == 1 {
+		return randomIDs(rng, cr.promptTokens, cr.srv.Vocab)
+	}
+	return append(slices.Clip(conv.context), randomIDs(rng, o.TurnTokens, cr.srv.Vocab)...)
+}
+
+// turnSeed sets multi-turn prompts' generator apart from single ones'.
+const turnSeed = 0x7475726e
+
+// next is the conversation a stream goes on with after request r of
+// conv: its next turn, carrying r's prompt and answer, or nil (a new one)
+// after its last turn or a request that failed.
+func (cr *cellRun) next(conv *conversation, r *record) *conversation {
+	if conv == nil || r.kind != "" || conv.turn >= cr.o.Turns {
+		return nil
+	}
+	answer := r.stream.IDs
+	standIn := len(answer) != r.tokens
+	if standIn {
+		// The server did not return the answer's ids: seeded ids of its
+		// length keep the context growing as the conversation's would.
+		rng := rand.New(rand.NewPCG(cr.o.Seed^turnSeed^1, uint64(cr.index)<<40|uint64(conv.n)<<12|uint64(conv.turn)))
+		answer = randomIDs(rng, r.tokens, cr.srv.Vocab)
+	}
+	return &conversation{n: conv.n, turn: conv.turn + 1, context: append(r.promptIDs, answer...), standIn: standIn}
+}
+
+// request sends request i, retrying after 429 (and 503 other than a
+// shutdown) while the server's Retry-After ends before the cell does, and
+// sending it again at once when it went out on a kept-alive connection
+// the server had closed (a stale connection: the bench's own connection
+// reuse, not the server's failure).
+func (cr *cellRun) request(ctx context.Context, i int, first time.Time, conv *conversation) *record {
+	o := cr.o
 	r := &record{first: first, measured: !first.Before(cr.measureAt)}
+	if conv != nil {
+		r.turn, r.standIn = conv.turn, conv.standIn
+		r.promptIDs = cr.turnPrompt(conv)
+	}
+	body, route := cr.body(i, r.promptIDs)
 	for attempt := 0; ; attempt++ {
 		r.answered = o.now()
-		status, ra, retry := cr.attempt(ctx, route, body, r)
+		status, ra, retry, stale := cr.attempt(ctx, route, body, r)
+		if stale && r.resent < cr.maxResend() {
+			// Not an attempt the server saw: Sent counts it apart, and
+			// the request is timed from the attempt that was answered.
+			r.resent++
+			cr.mu.Lock()
+			cr.sent.Resent++
+			cr.mu.Unlock()
+			attempt--
+			continue
+		}
 		cr.mu.Lock()
 		cr.sent.Attempts++
 		key := "none"
@@ -303,6 +398,7 @@ func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record 
 			if u := r.stream.Usage; u != nil {
 				cr.sent.PromptTokens += int64(u.PromptTokens)
 				cr.sent.CompletionTokens += int64(u.CompletionTokens)
+				cr.sent.CachedPromptTokens += int64(u.cached())
 			} else {
 				cr.sent.NoUsage++
 			}
@@ -334,14 +430,59 @@ func (cr *cellRun) request(ctx context.Context, i int, first time.Time) *record 
 	}
 }
 
+// maxResend bounds the times one request is sent again after a stale
+// connection. Each such failure takes one dead connection out of the
+// client's pool, which keeps at most concurrency+2 idle ones per host
+// (check sets it so), so a request that fails more often than that fails
+// on connections the pool did not keep: the server's failure.
+func (cr *cellRun) maxResend() int { return cr.concurrency + 2 }
+
+// connTrace watches one attempt's connections: how many it took (the
+// transport itself sends a request again, on a new connection, when it
+// failed before a byte of it was written to a reused one), whether the
+// last was reused from the idle pool, and whether any byte of an answer
+// came back.
+type connTrace struct {
+	conns, reused, answered atomic.Int32
+}
+
+func (ct *connTrace) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			ct.conns.Add(1)
+			r := int32(0)
+			if info.Reused {
+				r = 1
+			}
+			ct.reused.Store(r)
+		},
+		GotFirstResponseByte: func() { ct.answered.Store(1) },
+	}
+}
+
 // attempt sends one HTTP request and fills r from its answer. It returns
-// the status (0 for none), the Retry-After header and whether the answer
-// asks to retry.
-func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *record) (status int, ra string, retry bool) {
+// the status (0 for none), the Retry-After header, whether the answer
+// asks to retry, and whether the request failed on a stale connection:
+// one reused from the idle pool that broke before any byte of an answer
+// came back, which is what a server that closes idle kept-alive
+// connections does to a request sent just as it closed one.
+func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *record) (status int, ra string, retry, stale bool) {
 	o := cr.o
 	r.kind, r.msg, r.stream = "", "", nil
 	actx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 	defer cancel()
+	var ct connTrace
+	actx = httptrace.WithClientTrace(actx, ct.trace())
+	defer func() {
+		// Connections the transport replaced on its own, before writing
+		// anything on them, are stale connections too.
+		if n := int(ct.conns.Load()) - 1; n > 0 {
+			r.resent += n
+			cr.mu.Lock()
+			cr.sent.Resent += n
+			cr.mu.Unlock()
+		}
+	}()
 	fail := func(kind, msg string) { r.kind, r.msg = kind, clip(msg) }
 	ended := func(err error) bool {
 		switch {
@@ -357,7 +498,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, o.URL+route, bytes.NewReader(body))
 	if err != nil {
 		fail("connect", err.Error())
-		return 0, "", false
+		return 0, "", false, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -365,10 +506,11 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	sent := r.answered
 	resp, err := o.HTTPClient.Do(req)
 	if err != nil {
-		if !ended(err) {
-			fail("connect", unwrapURL(err).Error())
+		if ended(err) {
+			return 0, "", false, false
 		}
-		return 0, "", false
+		fail("connect", unwrapURL(err).Error())
+		return 0, "", false, ct.reused.Load() == 1 && ct.answered.Load() == 0
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -377,11 +519,11 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 		fail("http_"+strconv.Itoa(resp.StatusCode), msg)
 		retry = resp.StatusCode == http.StatusTooManyRequests ||
 			(resp.StatusCode == http.StatusServiceUnavailable && !strings.Contains(string(data), "shutting_down"))
-		return resp.StatusCode, resp.Header.Get("Retry-After"), retry
+		return resp.StatusCode, resp.Header.Get("Retry-After"), retry, false
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		fail("not_streamed", fmt.Sprintf("answered %q, not an event stream", ct))
-		return resp.StatusCode, "", false
+		return resp.StatusCode, "", false, false
 	}
 	st, err := readStream(resp.Body, func() time.Duration { return o.now().Sub(sent) })
 	r.stream = st
@@ -398,11 +540,11 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 		fail("disconnect", "the stream ended without a finish_reason or data: [DONE]")
 	}
 	if r.kind != "" {
-		return resp.StatusCode, "", false
+		return resp.StatusCode, "", false, false
 	}
 	r.tokens = st.tokens()
 	if st.Usage != nil {
-		r.tokens, r.prompt = st.Usage.CompletionTokens, st.Usage.PromptTokens
+		r.tokens, r.prompt, r.cached = st.Usage.CompletionTokens, st.Usage.PromptTokens, st.Usage.cached()
 	}
 	switch {
 	case r.tokens < o.OutputTokens:
@@ -410,7 +552,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	case r.tokens > o.OutputTokens:
 		fail("long", fmt.Sprintf("%d tokens, %d asked for", r.tokens, o.OutputTokens))
 	}
-	return resp.StatusCode, "", false
+	return resp.StatusCode, "", false, false
 }
 
 // summarize computes the cell's figures from its records; windowEnd is
@@ -445,6 +587,7 @@ func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
 		}
 		cell.Retries += r.retries
 		cell.RetryWaitSeconds += r.wait.Seconds()
+		cell.Resent += r.resent
 		if r.kind != "" {
 			cell.Failures[r.kind]++
 			if cell.FailureSamples == nil {
@@ -480,4 +623,40 @@ func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
 		cell.OutputTokensPerSecond = float64(windowTokens) / cell.WindowSeconds
 	}
 	cell.TTFT, cell.ITL, cell.Latency, cell.StreamTokensPerSecond = Summarize(ttft), Summarize(itl), Summarize(lat), Summarize(speed)
+	if cr.o.Turns > 1 {
+		cell.Turns = cr.turns()
+	}
+}
+
+// turns breaks the successful measured requests down by turn: one Turn
+// for each turn 1..Turns, empty ones included (a window too short for a
+// conversation to reach it). Called with cr.mu held.
+func (cr *cellRun) turns() []Turn {
+	out := make([]Turn, cr.o.Turns)
+	ttft := make([][]float64, cr.o.Turns)
+	prompt, cached := make([]int, cr.o.Turns), make([]int, cr.o.Turns)
+	for _, r := range cr.records {
+		if !r.measured || r.kind != "" || r.turn < 1 || r.turn > cr.o.Turns {
+			continue
+		}
+		k := r.turn - 1
+		out[k].Requests++
+		prompt[k] += r.prompt
+		cached[k] += r.cached
+		if r.standIn {
+			out[k].StandIn++
+		}
+		if ev := r.stream.Events; len(ev) > 0 {
+			ttft[k] = append(ttft[k], ev[0].At.Seconds())
+		}
+	}
+	for k := range out {
+		out[k].Turn = k + 1
+		if n := out[k].Requests; n > 0 {
+			out[k].PromptTokensMean = float64(prompt[k]) / float64(n)
+			out[k].CachedTokensMean = float64(cached[k]) / float64(n)
+		}
+		out[k].TTFT = Summarize(ttft[k])
+	}
+	return out
 }

@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +141,53 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if c := res.Cells[0]; c.Failures["http_429"] == 0 || c.Requests != 0 || !strings.Contains(c.FailureSamples["http_429"], "ends after the cell") {
 		t.Errorf("failures %v %v", c.Failures, c.FailureSamples)
+	}
+}
+
+// TestStaleConnection: a server that closes a kept-alive connection
+// when the next request arrives on it (closeIdle: every request after the
+// first on a connection) costs no request: each is sent again on a new
+// connection, counted in resent and not as an attempt or a failure, and
+// timed from the attempt that was answered. A server that closes fresh
+// connections too (closeAll) still fails every request: only a reused
+// connection that broke before any byte of an answer is sent again, and
+// the one reused connection there is the one kept from reading /metrics
+// before the cell.
+func TestStaleConnection(t *testing.T) {
+	f, url := newFake(t, "llama.cpp")
+	f.closeIdle = true
+	o := quick(url)
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cells[0]
+	f.mu.Lock()
+	closed, ok := f.closed, f.byStatus[200]
+	f.mu.Unlock()
+	if len(c.Failures) != 0 || c.Requests == 0 {
+		t.Fatalf("requests %d, failures %v %v", c.Requests, c.Failures, c.FailureSamples)
+	}
+	// Every request after a stream's first met a closed connection once.
+	if closed == 0 || c.Sent.Resent != closed || c.Resent == 0 || c.Resent > c.Sent.Resent {
+		t.Errorf("resent %d (measured %d); the server closed %d connections unanswered", c.Sent.Resent, c.Resent, closed)
+	}
+	if c.Sent.Attempts != ok || c.Sent.ByStatus["none"] != 0 {
+		t.Errorf("sent %+v; the server answered %d", c.Sent, ok)
+	}
+	if md := Markdown(res); !strings.Contains(md, "sent again on a new connection") {
+		t.Errorf("the table does not say it:\n%s", md)
+	}
+
+	f, url = newFake(t, "llama.cpp")
+	f.closeAll = true
+	res, err = Run(t.Context(), quick(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = res.Cells[0]
+	if c.Requests != 0 || c.Failures["connect"] == 0 || c.Sent.Resent > 1 || c.Sent.ByStatus["none"] != c.Sent.Attempts {
+		t.Errorf("requests %d, failures %v, sent %+v", c.Requests, c.Failures, c.Sent)
 	}
 }
 
@@ -414,5 +464,127 @@ func TestMarkdownNotes(t *testing.T) {
 	}
 	if strings.Contains(md, "- 1 streams") {
 		t.Errorf("a steady cell is flagged:\n%s", md)
+	}
+}
+
+// TestRequestLogprobs: the log-prob fields each setting sends, on the
+// completions route (the legacy field counts alternatives, so 0 asks for
+// the sampled token's alone) and the chat route (a flag and top_logprobs).
+func TestRequestLogprobs(t *testing.T) {
+	tests := []struct {
+		name     string
+		on       bool
+		top      int
+		chat     bool
+		logprobs any // nil: absent
+		topField any
+	}{
+		{"off", false, 0, false, nil, nil},
+		{"sampled", true, 0, false, float64(0), nil},
+		{"top 2", true, 2, false, float64(2), nil},
+		{"chat off", false, 0, true, nil, nil},
+		{"chat sampled", true, 0, true, true, nil},
+		{"chat top 2", true, 2, true, true, float64(2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &Options{OutputTokens: 4, Logprobs: tt.on, TopLogprobs: tt.top, MaxRequests: 1}
+			if tt.chat {
+				o.Dataset = []Record{{Messages: []byte(`[{"role":"user","content":"hi"}]`)}}
+			}
+			cr := &cellRun{o: o, srv: &Server{Model: "m", Vocab: 10}, promptTokens: 3}
+			data, _ := cr.body(0, nil)
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["logprobs"] != tt.logprobs || m["top_logprobs"] != tt.topField {
+				t.Errorf("logprobs %v, top_logprobs %v; want %v, %v", m["logprobs"], m["top_logprobs"], tt.logprobs, tt.topField)
+			}
+		})
+	}
+}
+
+// TestMultiTurn: conversations of 3 turns against the fakes. Every later
+// turn's prompt is an earlier request's prompt, the answer the fake
+// generated for it (its token ids, returned by the vLLM fake) and 5 new
+// ids, checked against the fake's own record of what it answered; the
+// per-turn figures carry the context lengths (16, 16+8+5, 16+2·13) and
+// the cached tokens the fake's block cache reports (none, then the whole
+// blocks of the re-sent context: 16 and 32), and /metrics' prefix-cache
+// counters agree with the usage. The llama.cpp fake returns no ids: the
+// conversation goes on with stand-in answers, counted, which no cache
+// matches beyond the first turn's prompt.
+func TestMultiTurn(t *testing.T) {
+	for _, kind := range []string{"vllm", "llama.cpp"} {
+		t.Run(kind, func(t *testing.T) {
+			f, url := newFake(t, kind)
+			o := quick(url)
+			o.Vocab, o.Turns, o.TurnTokens, o.MaxRequests = f.vocab, 3, 5, 12
+			o.Duration = time.Minute
+			res, err := Run(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Cells[0]
+			if c.Requests != 12 || len(c.Failures) != 0 || len(c.Turns) != 3 || res.Settings.Turns != 3 || res.Settings.TurnTokens != 5 {
+				t.Fatalf("requests %d, failures %v, turns %+v", c.Requests, c.Failures, c.Turns)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			lengths := map[int]int{}
+			for _, b := range f.bodies {
+				var prompt []int
+				for _, v := range b["prompt"].([]any) {
+					prompt = append(prompt, int(v.(float64)))
+				}
+				lengths[len(prompt)]++
+				if b["return_token_ids"] != true {
+					t.Errorf("a turn without return_token_ids: %v", b["return_token_ids"])
+				}
+				if len(prompt) == 16 {
+					continue
+				}
+				found := false
+				for _, s := range f.seqs {
+					if len(s)+5 == len(prompt) && slices.Equal(s, prompt[:len(s)]) {
+						found = true
+					}
+				}
+				if found != (kind == "vllm") {
+					t.Errorf("a %d-token turn re-sends an earlier prompt and answer: %v", len(prompt), found)
+				}
+			}
+			// Two streams share the 12 requests as they come: each runs
+			// whole conversations but the last, which the bound cuts.
+			if len(lengths) != 3 || lengths[16]+lengths[29]+lengths[42] != 12 || lengths[29] > lengths[16] || lengths[42] > lengths[29] || lengths[42] < 3 {
+				t.Errorf("prompt lengths %v; want conversations of 16, 29, 42", lengths)
+			}
+			wantCached := []float64{0, 16, 32}
+			if kind == "llama.cpp" {
+				wantCached = []float64{0, 16, 16}
+			}
+			var cached float64
+			for k, tu := range c.Turns {
+				n := lengths[16+13*k]
+				if tu.Turn != k+1 || tu.Requests != n || tu.PromptTokensMean != float64(16+13*k) || tu.CachedTokensMean != wantCached[k] || tu.TTFT.N != n {
+					t.Errorf("turn %d: %+v; want %d requests of %d tokens, %v cached", k+1, tu, n, 16+13*k, wantCached[k])
+				}
+				if stand := tu.StandIn; (kind == "vllm" || k == 0) != (stand == 0) {
+					t.Errorf("turn %d: %d stand-in answers", k+1, stand)
+				}
+				cached += float64(n) * tu.CachedTokensMean
+			}
+			if c.Sent.CachedPromptTokens != int64(cached) || c.Sent.CachedPromptTokens != int64(f.hits) {
+				t.Errorf("sent %d cached tokens; the turns say %v, the fake %d", c.Sent.CachedPromptTokens, cached, f.hits)
+			}
+			if sc := c.ServerCounts; sc == nil || sc.PrefixHitTokens == nil || *sc.PrefixHitTokens != int64(f.hits) || *sc.PrefixQueryTokens != int64(f.queried) {
+				t.Errorf("server counts %+v; the fake hit %d of %d", c.ServerCounts, f.hits, f.queried)
+			}
+			md := Markdown(res)
+			if !strings.Contains(md, fmt.Sprintf("| 2 | 16 | 3 | %d | 42 | ", lengths[42])) || !strings.Contains(md, "prefix cache found") {
+				t.Errorf("table:\n%s", md)
+			}
+		})
 	}
 }

@@ -16,6 +16,10 @@ import (
 // ids or log-probs, still far below this.
 const maxLine = 8 << 20
 
+// maxIDs bounds the generated token ids kept from one stream (more than
+// any --output-tokens the bench asks for).
+const maxIDs = 1 << 20
+
 // tokenEvent is a stream chunk that delivered tokens: when it arrived
 // (since the request was sent) and how many tokens it carried.
 type tokenEvent struct {
@@ -37,6 +41,9 @@ type streamResult struct {
 	ServerError string
 	// End is when the stream ended, since the request was sent.
 	End time.Duration
+	// IDs are the generated token ids the chunks carried in token_ids
+	// (return_token_ids: lfmq serve and vLLM), in order.
+	IDs []int
 	// logprobs is set once a chunk carried log-probs.
 	logprobs bool
 }
@@ -45,6 +52,20 @@ type streamResult struct {
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// PromptTokensDetails.CachedTokens is how many prompt tokens the
+	// server's prefix cache supplied (lfmq serve, vLLM and llama.cpp's
+	// server report it); nil where the answer does not say.
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// cached returns the cached prompt tokens u reports, 0 when it does not.
+func (u *Usage) cached() int {
+	if u == nil || u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
 }
 
 // tokens returns the tokens the events delivered.
@@ -72,6 +93,7 @@ type chunk struct {
 			Content []json.RawMessage `json:"content"` // chat
 		} `json:"logprobs"`
 		FinishReason *string `json:"finish_reason"`
+		TokenIDs     []int   `json:"token_ids"`
 	} `json:"choices"`
 	Usage *Usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
@@ -150,6 +172,9 @@ func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 				n++
 			case ch.Delta != nil && (nonEmpty(ch.Delta.Content) || nonEmpty(ch.Delta.ReasoningContent) || nonEmpty(ch.Delta.Reasoning) || (len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null")):
 				n++
+			}
+			if len(res.IDs)+len(ch.TokenIDs) <= maxIDs {
+				res.IDs = append(res.IDs, ch.TokenIDs...)
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
 				res.Finish = *ch.FinishReason

@@ -39,6 +39,8 @@ type benchOptions struct {
 	PromptTokens []int
 	Dataset      string
 	OutputTokens int
+	Turns        int
+	TurnTokens   int
 	Duration     time.Duration
 	Warmup       time.Duration
 	MaxRequests  int
@@ -46,6 +48,7 @@ type benchOptions struct {
 	Vocab        int
 	Exact        string
 	Logprobs     bool
+	TopLogprobs  int
 	Temperature  float64
 	ExtraBody    string
 	Timeout      time.Duration
@@ -59,7 +62,7 @@ type benchOptions struct {
 func newBenchCmd(ios *IOStreams, runF func(*benchOptions) error) *cobra.Command {
 	opts := &benchOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "bench --url URL [--concurrency 1,2,4,8,16] [--prompt-tokens 128,2048 | --dataset FILE] [--output-tokens N] [--duration D] [--out FILE] [--plot DIR]",
+		Use:   "bench --url URL [--concurrency 1,2,4,8,16] [--prompt-tokens 128,2048 | --dataset FILE] [--output-tokens N] [--turns N --turn-tokens M] [--duration D] [--out FILE] [--plot DIR]",
 		Short: "Measure a running OpenAI-compatible server: throughput and latency by concurrency and prompt length",
 		Long: `Bench measures a running server (lfmq serve, vLLM, llama.cpp's server or any
 other with the OpenAI routes) as a matrix: for each prompt length and each
@@ -72,10 +75,22 @@ or {"messages": [...]}, the latter to /v1/chat/completions).
 
 Every request asks for exactly --output-tokens tokens (min_tokens and
 ignore_eos, see --exact) and its usage is checked: an answer with fewer is a
-failure ("short"), never a faster cell. With --logprobs (the default) every
-token arrives as a stream event of its own, so time to first token is exact
-even for tokens whose text is held back. 429 and 503 answers are retried after
-their Retry-After and counted.
+failure ("short"), never a faster cell. With --logprobs (the default) each
+request asks for every token's own log-prob and no alternatives (logprobs 0):
+servers that return it (lfmq serve, vLLM) send every token as a stream event,
+so time to first token is exact even for tokens whose text is held back, and
+no server is asked to rank its vocabulary (--top-logprobs N asks for that).
+429 and 503 answers are retried after their Retry-After and counted, and a
+request that met a kept-alive connection the server had just closed is sent
+again on a new one and counted apart (resent), not as a failure.
+
+With --turns N each stream runs conversations instead of single prompts, as
+an agent does: a conversation's first request is a --prompt-tokens prompt, and
+each later one re-sends the whole conversation (the last prompt and the
+answer's token ids, asked for with return_token_ids) plus --turn-tokens new
+ones, so its context grows turn by turn. A second table gives each turn's
+context, the share of it the server's prefix cache supplied (the answers'
+usage) and its time to first token.
 
 Per cell: aggregate output tokens/s over the window, tokens/s per stream, time
 to first token, inter-token latency and request latency (mean, p50, p90, p99),
@@ -89,7 +104,9 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 		Example: `  lfmq bench --url http://127.0.0.1:8000 --concurrency 1,4 --prompt-tokens 128 \
       --output-tokens 32 --duration 10s --out b.json
   lfmq bench --url http://gpu-box:8000 --vocab 65536 --prompt-tokens 128,2048 \
-      --duration 30s --warmup 5s --out vllm.json --plot plots/`,
+      --duration 30s --warmup 5s --out vllm.json --plot plots/
+  lfmq bench --url http://127.0.0.1:8000 --concurrency 1 --prompt-tokens 2048 \
+      --turns 8 --turn-tokens 2048 --output-tokens 32 --max-requests 8 --duration 1h`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags("url", opts.URL); err != nil {
@@ -102,6 +119,9 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 			}
 			if opts.Dataset != "" && cmd.Flags().Changed("prompt-tokens") {
 				return &usageError{errors.New("--dataset and --prompt-tokens exclude each other")}
+			}
+			if cmd.Flags().Changed("turn-tokens") && opts.Turns < 2 {
+				return &usageError{errors.New("--turn-tokens needs --turns 2 or more")}
 			}
 			if cmd.Flags().Changed("api-key-file") && opts.APIKeyFile == "" {
 				return &usageError{errors.New("--api-key-file: empty file name")}
@@ -121,13 +141,16 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	f.IntSliceVar(&opts.PromptTokens, "prompt-tokens", []int{128}, "prompt lengths in tokens (random ids), one cell each")
 	f.StringVar(&opts.Dataset, "dataset", "", "send the JSONL records of `FILE` as prompts instead of random ids")
 	f.IntVar(&opts.OutputTokens, "output-tokens", 64, "tokens every request must generate, exactly")
+	f.IntVar(&opts.Turns, "turns", 1, "run conversations of `N` requests per stream, each re-sending the conversation so far (an agent loop)")
+	f.IntVar(&opts.TurnTokens, "turn-tokens", 0, "new random tokens each turn after the first adds to the conversation (with --turns)")
 	f.DurationVar(&opts.Duration, "duration", 30*time.Second, "measured time per cell")
 	f.DurationVar(&opts.Warmup, "warmup", 0, "unmeasured time before each cell's measured time")
 	f.IntVar(&opts.MaxRequests, "max-requests", bench.DefaultMaxRequests, "at most this many requests per cell")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the random prompts")
 	f.IntVar(&opts.Vocab, "vocab", 0, "draw prompt ids from [0, N) (default: the vocabulary size the server reports)")
 	f.StringVar(&opts.Exact, "exact", string(bench.ExactBoth), "how requests forbid an early stop: both, min_tokens, ignore_eos or none")
-	f.BoolVar(&opts.Logprobs, "logprobs", true, "ask for a log-prob per token, so that every token is a stream event")
+	f.BoolVar(&opts.Logprobs, "logprobs", true, "ask for each token's log-prob, so that every token is a stream event where the server sends them")
+	f.IntVar(&opts.TopLogprobs, "top-logprobs", 0, "ask for `N` alternatives with each token's log-prob (work the server does at every token)")
 	f.Float64Var(&opts.Temperature, "temperature", 0, "sampling temperature sent with every request")
 	f.StringVar(&opts.ExtraBody, "extra-body", "", "JSON object (or @FILE) of fields to add to every request, e.g. a logit_bias")
 	f.DurationVar(&opts.Timeout, "timeout", bench.DefaultRequestTimeout, "bound on one request, from sending it to the end of its stream")
@@ -157,8 +180,8 @@ func benchCommandLine(cmd *cobra.Command) string {
 func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	o := bench.Options{
 		URL: opts.URL, Model: opts.Model, Concurrency: opts.Concurrency, PromptTokens: opts.PromptTokens,
-		OutputTokens: opts.OutputTokens, Warmup: opts.Warmup, Duration: opts.Duration, MaxRequests: opts.MaxRequests,
-		Seed: opts.Seed, Vocab: opts.Vocab, Exact: bench.Exact(opts.Exact), Logprobs: opts.Logprobs,
+		OutputTokens: opts.OutputTokens, Turns: opts.Turns, TurnTokens: opts.TurnTokens, Warmup: opts.Warmup, Duration: opts.Duration, MaxRequests: opts.MaxRequests,
+		Seed: opts.Seed, Vocab: opts.Vocab, Exact: bench.Exact(opts.Exact), Logprobs: opts.Logprobs, TopLogprobs: opts.TopLogprobs,
 		Temperature: opts.Temperature, RequestTimeout: opts.Timeout,
 	}
 	var files []string

@@ -30,6 +30,13 @@ func TestBenchFlags(t *testing.T) {
 			return len(o.Concurrency) == 2 && o.PromptTokens[1] == 2048 && o.OutputTokens == 32 && !o.Logprobs &&
 				o.command == "lfmq bench --concurrency 1,4 --duration 10s --logprobs false --output-tokens 32 --prompt-tokens 128,2048 --url http://h:1"
 		}},
+		{[]string{"--url", "http://h:1", "--top-logprobs", "2"}, "", func(o *benchOptions) bool {
+			return o.Logprobs && o.TopLogprobs == 2
+		}},
+		{[]string{"--url", "http://h:1", "--turns", "8", "--turn-tokens", "2048"}, "", func(o *benchOptions) bool {
+			return o.Turns == 8 && o.TurnTokens == 2048
+		}},
+		{[]string{"--url", "http://h:1", "--turn-tokens", "5"}, "--turn-tokens needs --turns 2 or more", nil},
 		{nil, "--url is required", nil},
 		{[]string{"--url", "127.0.0.1:8000"}, "want http://HOST:PORT", nil},
 		{[]string{"--url", "http://u:p@h:1"}, "credentials in the URL", nil},
@@ -62,6 +69,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--concurrency", "0"}, "--concurrency: 0: want 1 to 4096 streams"},
 		{[]string{"--output-tokens", "0"}, "--output-tokens: 0: want at least 1"},
 		{[]string{"--exact", "sometimes"}, `--exact: "sometimes": want both`},
+		{[]string{"--top-logprobs", "21"}, "--top-logprobs: 21: want 0 to 20"},
+		{[]string{"--turns", "3"}, "--turn-tokens: 0: want 1 to"},
+		{[]string{"--turns", "-1"}, "--turns: -1: want 1 to 4096"},
+		{[]string{"--top-logprobs", "1", "--logprobs=false"}, "--top-logprobs: alternatives come with log-probs"},
 		{[]string{"--extra-body", `{"stream":false}`}, `--extra-body: "stream" is a field the bench sets itself`},
 		{[]string{"--extra-body", `[1]`}, "--extra-body: want a JSON object"},
 		{[]string{"--dataset", filepath.Join(tmp, "none.jsonl")}, "no such file"},
@@ -169,6 +180,36 @@ func TestBenchServe(t *testing.T) {
 		if data, err := os.ReadFile(filepath.Join(plots, name)); err != nil || !strings.Contains(string(data), "<svg") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+
+	// An agent loop of 3 turns: 128 tokens, then the prompt, the 16
+	// tokens answered and 64 new ones, twice. lfmq serve returns the
+	// answers' ids, so each turn re-sends the conversation exactly, and
+	// its prefix cache (64-token blocks) supplies the whole blocks of what
+	// was sent before: 128 of turn 2's 208 tokens, 192 of turn 3's 288.
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), []string{"bench", "--url", base, "--concurrency", "1", "--prompt-tokens", "128", "--output-tokens", "16",
+		"--turns", "3", "--turn-tokens", "64", "--max-requests", "3", "--duration", "1m", "--out", out}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if f, err = bench.Read(out); err != nil {
+		t.Fatal(err)
+	}
+	turns := f.Cells[0].Turns
+	want := [][3]float64{{128, 0}, {208, 128}, {288, 192}}
+	if len(turns) != 3 {
+		t.Fatalf("turns %+v", turns)
+	}
+	for k, tu := range turns {
+		if tu.Requests != 1 || tu.PromptTokensMean != want[k][0] || tu.CachedTokensMean != want[k][1] || tu.StandIn != 0 {
+			t.Errorf("turn %d: %+v; want %v tokens, %v cached", k+1, tu, want[k][0], want[k][1])
+		}
+	}
+	if sc := f.Cells[0].ServerCounts; sc == nil || sc.PrefixHitTokens == nil || *sc.PrefixHitTokens != 320 {
+		t.Errorf("server counts %+v: want 320 prefix-cache hits", sc)
+	}
+	if !strings.Contains(stdout.String(), "| 1 | 128 | 3 | 1 | 288 | 192 | 66.7 |") {
+		t.Errorf("table:\n%s", stdout)
 	}
 
 	// A dataset of a text prompt, a token-id prompt and a chat: the chat
