@@ -56,6 +56,7 @@ API, and builds and verifies reproducible releases.`,
 		newDownloadCmd(ios, nil),
 		newPublishCmd(ios, nil),
 		newBenchCmd(ios, nil),
+		newEvalCmd(ios, nil),
 	)
 	// Cobra's own help and completion commands print help and succeed on
 	// a word they do not know; here that is a usage error (exit 2), as

@@ -288,15 +288,24 @@ func Read(path string) (*File, error) {
 	return Parse(path, data)
 }
 
-// WriteItems writes a run's items as JSONL, one compact object a line,
-// atomically: the per-item file beside the summary.
-func WriteItems(path string, items []ItemResult) error {
+// ItemLine is one line of the per-item JSONL: an item's result and the
+// seed of its run.
+type ItemLine struct {
+	Seed *uint64 `json:"seed,omitempty"`
+	ItemResult
+}
+
+// WriteItems writes the runs' items as JSONL, one compact object a line,
+// run after run, atomically: the per-item file beside the summary.
+func WriteItems(path string, runs []Run) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // texts hold <think> and the like
-	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
-			return err
+	for _, r := range runs {
+		for _, it := range r.Items {
+			if err := enc.Encode(ItemLine{Seed: r.Seed, ItemResult: it}); err != nil {
+				return err
+			}
 		}
 	}
 	return durable.WriteFile(path, b.Bytes())
