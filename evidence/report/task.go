@@ -41,10 +41,14 @@ func TaskTable(files []TaskFile, thisIdentity string) string {
 				seed = strconv.FormatUint(*r.Seed, 10)
 			}
 			s := r.Summary
+			meanNew := strconv.FormatFloat(float64(s.MeanNewTokens), 'f', 1, 64)
+			if f.Task == task.Choice {
+				meanNew = "–" // likelihood scoring generates nothing
+			}
 			row(&b, []string{f.Settings.Label, model, string(f.Task), thousands(s.Items), strconv.Itoa(f.Settings.Concurrency),
 				samplingText(f), maxTok, seed,
 				fmt.Sprintf("%s%% (%s–%s)", pct1(float64(s.Accuracy)), pct1(float64(s.WilsonLow)), pct1(float64(s.WilsonHigh))),
-				thousands(s.Truncated), strconv.FormatFloat(float64(s.MeanNewTokens), 'f', 1, 64), "`" + tf.Path + "`"})
+				thousands(s.Truncated), meanNew, "`" + tf.Path + "`"})
 		}
 	}
 	return b.String()

@@ -170,3 +170,32 @@ func FuzzReadJSONL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParse: task and gate files of any bytes parse or fail without a
+// panic, and what parses marshals back and parses again.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"format":"lfmq-eval-1","task":"gsm8k","runs":[{"summary":{"items":1},"items":[{"id":"1","text":"#### 1"}]}]}`))
+	f.Add([]byte(`{"format":"lfmq-eval-gate-1","runs":[{},{}],"identical":true}`))
+	f.Add([]byte(`{"format":"lfmq-eval-1","task":"choice","runs":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if file, err := Parse("f", data); err == nil {
+			out, err := Marshal(file)
+			if err != nil {
+				return // a float the file format cannot hold
+			}
+			if _, err := Parse("again", out); err != nil {
+				t.Fatalf("a parsed file does not parse again: %v", err)
+			}
+		}
+		if g, err := ParseGate("g", data); err == nil {
+			out, err := MarshalGate(g)
+			if err != nil {
+				return
+			}
+			if _, err := ParseGate("again", out); err != nil {
+				t.Fatalf("a parsed gate does not parse again: %v", err)
+			}
+		}
+		Extract(string(data))
+	})
+}
