@@ -26,6 +26,8 @@ import (
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
+	"github.com/lfmq/lfmq/verify/hfcache"
+	"github.com/lfmq/lfmq/verify/publish"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -83,7 +85,11 @@ item, or over /v1/completions with echo and logprobs (the request
 lm-evaluation-harness sends), tokenized with --tokenizer DIR.
 
 Datasets are JSONL: {"question", "answer"} records (GSM8K's format) or
-{"context", "choices", "answer": index} records, each with an optional "id".
+{"context", "choices", "answer": index} records, each with an optional "id";
+or parquet files with those columns; or a file of a hub dataset,
+datasets/OWNER/NAME[@REVISION]:PATH, read from (or fetched into) the Hugging
+Face cache as models are. The file's sha256, and a hub dataset's commit, go
+into the receipts.
 --limit takes the first N items in file order. Each --seed (or --repeat N seeds
 from --seed) is one run; --sampling-preset or the explicit sampling flags set the
 fields sent with every request.
@@ -97,7 +103,9 @@ checks that two or more runs gave the same texts.`,
       --seed 1 --concurrency 4 --max-tokens 512 --out c4.json
   lfmq eval --model ./ckpt --dataset word-problems.jsonl --sampling-preset reasoning \
       --seed 1 --repeat 3 --out presets.json
-  lfmq eval --model ./ckpt --task choice --dataset choice.jsonl --out choice.json`,
+  lfmq eval --model ./ckpt --task choice --dataset choice.jsonl --out choice.json
+  lfmq eval --url http://127.0.0.1:8000 --limit 50 --seed 1 --concurrency 16 \
+      --dataset datasets/openai/gsm8k:main/test-00000-of-00001.parquet --out c16.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.validate(cmd); err != nil {
@@ -118,7 +126,7 @@ checks that two or more runs gave the same texts.`,
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads in process (0 = all cores); the texts do not depend on it")
 	addDeviceFlag(f, &opts.Device)
 	f.StringVar(&opts.Task, "task", string(task.GSM8K), "the task: gsm8k or choice")
-	f.StringVar(&opts.Dataset, "dataset", "", "the items, a JSONL `FILE` (required)")
+	f.StringVar(&opts.Dataset, "dataset", "", "the items: a JSONL or parquet `FILE`, or datasets/OWNER/NAME[@REV]:PATH on the hub (required)")
 	f.StringVar(&opts.Tokenizer, "tokenizer", "", "checkpoint `DIR` whose tokenizer encodes choice items for --url")
 	f.IntVar(&opts.Limit, "limit", 0, "ask only the first N items, in file order (0 = all)")
 	f.IntVar(&opts.MaxTokens, "max-tokens", 4096, "new tokens per answer at most, reasoning included")
@@ -268,7 +276,16 @@ func evalCommandLine(cmd *cobra.Command) string {
 }
 
 func evalRun(cmd *cobra.Command, opts *evalOptions) error {
-	if err := requireFiles("--dataset "+opts.Dataset, opts.Dataset); err != nil {
+	dataset, hubDataset := opts.Dataset, task.Dataset{}
+	if hfcache.IsDatasetID(opts.Dataset) {
+		if _, err := os.Stat(opts.Dataset); err != nil {
+			var err error
+			if dataset, hubDataset, err = resolveHubDataset(cmd, opts); err != nil {
+				return err
+			}
+		}
+	}
+	if err := requireFiles("--dataset "+opts.Dataset, dataset); err != nil {
 		return err
 	}
 	if opts.Model != "" {
@@ -288,9 +305,12 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 			}
 		}
 	}
-	items, ds, err := readTaskDataset(opts.Dataset, opts.kind)
+	items, ds, err := readTaskDataset(dataset, opts.kind)
 	if err != nil {
 		return err
+	}
+	if hubDataset.Repo != "" {
+		ds.Path, ds.Repo, ds.Revision = hubDataset.Path, hubDataset.Repo, hubDataset.Revision
 	}
 	if opts.Limit > 0 && opts.Limit < len(items) {
 		items = items[:opts.Limit]
@@ -434,7 +454,42 @@ func (o *evalOptions) label() string {
 	return o.Task
 }
 
-// readTaskDataset reads a JSONL dataset and its receipt.
+// resolveHubDataset returns the cached file of a --dataset given as
+// datasets/OWNER/NAME[@REVISION]:PATH, fetched into the Hugging Face cache
+// first when it is not there (from $HF_ENDPOINT, else the hub, with
+// $HF_TOKEN), and its receipt's hub fields: the id as given, the
+// repository and the commit.
+func resolveHubDataset(cmd *cobra.Command, opts *evalOptions) (string, task.Dataset, error) {
+	label := "--dataset " + opts.Dataset
+	id, err := hfcache.ParseDatasetID(opts.Dataset)
+	if err != nil {
+		return "", task.Dataset{}, &usageError{fmt.Errorf("%s: %w", label, err)}
+	}
+	root, err := hfcache.Root()
+	if err != nil {
+		return "", task.Dataset{}, err
+	}
+	f, err := hfcache.OpenDataset(cmd.Context(), id, hfcache.Options{Root: root, Endpoint: os.Getenv("HF_ENDPOINT"),
+		Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), Log: opts.IO.ErrOut})
+	var rn *publish.RepoNotFoundError
+	var vn *publish.RevisionNotFoundError
+	var fn *hfcache.FileNotFoundError
+	if errors.As(err, &rn) || errors.As(err, &vn) || errors.As(err, &fn) {
+		return "", task.Dataset{}, &usageError{fmt.Errorf("%s: %w", label, err)}
+	}
+	if err != nil {
+		return "", task.Dataset{}, fmt.Errorf("%s: %w", label, err)
+	}
+	how := "from the Hugging Face cache"
+	if !f.Offline {
+		how = "fetched into the Hugging Face cache"
+	}
+	opts.IO.Errorf("%s: commit %s %s, %s\n", label, f.Commit, how, f.File)
+	return f.File, task.Dataset{Path: opts.Dataset, Repo: f.Repo, Revision: f.Commit}, nil
+}
+
+// readTaskDataset reads a dataset (JSONL, or parquet by its .parquet
+// name) and its receipt.
 func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, error) {
 	ds := task.Dataset{Path: path}
 	sum, size, err := evidence.HashFile(path)
@@ -450,7 +505,12 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 		return nil, ds, err
 	}
 	defer fh.Close()
-	items, err := task.ReadJSONL(path, fh, kind)
+	var items []task.Item
+	if strings.HasSuffix(path, ".parquet") {
+		items, err = task.ReadParquet(path, fh, size, kind)
+	} else {
+		items, err = task.ReadJSONL(path, fh, kind)
+	}
 	if err != nil {
 		return nil, ds, err
 	}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/lfmq/lfmq/evidence/task"
 )
@@ -271,4 +276,58 @@ func countLines(t *testing.T, path string) int {
 		n++
 	}
 	return n
+}
+
+// TestEvalHubDataset: --dataset datasets/OWNER/NAME@REV:PATH is read from
+// the Hugging Face cache's layout (refs/REV, snapshots/COMMIT/PATH), a
+// parquet file with GSM8K's columns, and the receipts name the repository,
+// the commit and the file's sha256.
+func TestEvalHubDataset(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1") // never asked: the cache holds the file
+	commit := strings.Repeat("ab", 20)
+	repoDir := filepath.Join(cache, "datasets--owner--problems")
+	snap := filepath.Join(repoDir, "snapshots", commit, "main")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755)
+	os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte(commit), 0o644)
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[struct {
+		Question string `parquet:"question"`
+		Answer   string `parquet:"answer"`
+	}](&buf)
+	w.Write([]struct {
+		Question string `parquet:"question"`
+		Answer   string `parquet:"answer"`
+	}{{"What is 2 + 3?", "2 + 3 = 5\n#### 5"}, {"What is 10 - 4?", "#### 6"}, {"What is 3 * 3?", "#### 9"}})
+	w.Close()
+	file := filepath.Join(snap, "test.parquet")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "hub.json")
+	ios, stdout, stderr := testStreams()
+	id := "datasets/owner/problems@main:main/test.parquet"
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", id, "--limit", "2", "--seed", "1", "--max-tokens", "8", "--out", out}, ios); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	f, err := task.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	d := f.Receipts.Dataset
+	if d.Path != id || d.Repo != "owner/problems" || d.Revision != commit || d.SHA256 != hex.EncodeToString(sum[:]) || d.Items != 3 ||
+		len(f.Runs[0].Items) != 2 || f.Runs[0].Items[1].Gold != "6" {
+		t.Errorf("dataset receipt %+v, items %+v", d, f.Runs[0].Items)
+	}
+	// A file the cached commit lacks is fetched, and the hub (here: none)
+	// is named in the error.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", "datasets/owner/problems@v2:main/test.parquet"}, ios); code != 1 {
+		t.Errorf("uncached revision: exit %d: %s", code, stderr)
+	}
 }
