@@ -119,10 +119,11 @@ DEMO_RECORDS ?= 16
 # (the product), RTN (the baseline) and two ablations (GPTQ on the experts
 # only, BF16 experts), inspect,
 # generate, score against BF16, quantize the dense fixture and generate from
-# it, build and verify a release, detect tampering, launch the release and
-# score the running server.
+# it, run the word-problem task against lfmq serve and check the texts gate,
+# build and verify a release (its card shows the task table and the gate),
+# detect tampering, launch the release and score the running server.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/launch
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/eval $(DEMO_OUT)/launch
 	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
@@ -152,6 +153,10 @@ demo: build
 	$(BIN) quantize --model $(DENSE)/model --out $(DEMO_OUT)/tiny-lfm2-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 32 $(EVAL)
 	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-gptq --chat $(DEMO_CHAT) --max-tokens 40 --stats
+	@echo
+	@echo "== task evidence: word problems against lfmq serve (speculation on and off, concurrency 1 and 4), the texts gate, multiple choice"
+	scripts/demo-eval.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq testdata/eval/word-problems.jsonl testdata/eval/choice.jsonl \
+		$(DEMO_OUT)/evidence $(DEMO_OUT)/eval
 	@echo
 	@echo "== release: build, verify, tamper"
 	scripts/demo-release.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/release-demo
@@ -212,6 +217,8 @@ FUZZ_TARGETS = \
 	./verify/publish:FuzzDecodeBatch \
 	./verify/publish:FuzzGitAttributes \
 	./engine/choice:FuzzParse \
+	./evidence/task:FuzzReadJSONL \
+	./evidence/task:FuzzParse \
 	./bench:FuzzReadStream \
 	./bench:FuzzParseMetrics
 

@@ -12,6 +12,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/card"
 	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/verify/bundle"
@@ -28,11 +29,32 @@ import (
 //
 // A file that scored no candidate with the checkpoint's manifest sha256 is
 // refused: the card would present another checkpoint's figures as this
-// release's.
+// release's. Task results (lfmq eval --out) are shown in one table whose
+// rows say which checkpoint they ran (the BF16 reference's own task
+// results belong on the card too), and gate files (lfmq eval compare
+// --out) in another.
 func renderQuality(files []bundle.EvidenceFile, manifestSHA256 string) ([]string, error) {
 	var out []string
+	var tasks []report.TaskFile
+	var gates []report.GateFile
 	for _, f := range files {
 		if path.Ext(f.Path) != ".json" {
+			continue
+		}
+		switch {
+		case task.IsFile(f.Data):
+			tf, err := task.Parse(f.Path, f.Data)
+			if err != nil {
+				return nil, err
+			}
+			tasks = append(tasks, report.TaskFile{Path: f.Path, File: tf})
+			continue
+		case task.IsGate(f.Data):
+			g, err := task.ParseGate(f.Path, f.Data)
+			if err != nil {
+				return nil, err
+			}
+			gates = append(gates, report.GateFile{Path: f.Path, Gate: g})
 			continue
 		}
 		ef, err := evidence.Parse(f.Path, f.Data)
@@ -59,6 +81,15 @@ func renderQuality(files []bundle.EvidenceFile, manifestSHA256 string) ([]string
 		}
 		out = append(out, "### `"+f.Path+"`\n\nThis release's checkpoint (manifest sha256 `"+manifestSHA256+"`) is "+
 			which+".\n\n"+report.Markdown(ef))
+	}
+	if len(tasks) > 0 {
+		out = append(out, "### Tasks\n\nTask results from `lfmq eval` (docs/eval.md): accuracy with its Wilson 95 % interval; "+
+			"\"this release\" marks runs of this release's checkpoint (manifest sha256 `"+manifestSHA256+"`), "+
+			"other runs name the checkpoint or served model they asked.\n\n"+report.TaskTable(tasks, manifestSHA256))
+	}
+	if len(gates) > 0 {
+		out = append(out, "### Release gates\n\nEach gate compares the texts of the same items across runs (`lfmq eval compare`): "+
+			"seeded sampling must give the same bytes at any concurrency and with speculation on or off.\n\n"+report.GateTable(gates))
 	}
 	return out, nil
 }

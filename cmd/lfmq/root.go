@@ -60,6 +60,7 @@ reproducible releases.`,
 		newDownloadCmd(ios, nil),
 		newPublishCmd(ios, nil),
 		newBenchCmd(ios, nil),
+		newEvalCmd(ios, nil),
 	)
 	// Cobra's own help and completion commands print help and succeed on
 	// a word they do not know; here that is a usage error (exit 2), as

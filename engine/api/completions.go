@@ -244,6 +244,11 @@ func (c *completionState) feed(b batch) string {
 			c.tokens++
 		}
 		if pc.stopID {
+			// Counted and listed with its log-prob, never shown.
+			if pc.logits != nil {
+				c.scratch = sample.LogProbs(c.scratch, pc.logits)
+				c.addLogprob(pc.id, c.scratch, false)
+			}
 			continue
 		}
 		if pc.id >= 0 {
@@ -532,7 +537,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 				c.lp = nil
 			}
 			text := c.feed(batch{pieces: []piece{pc}})
-			if text == "" && (c.lp == nil || pc.stopID) {
+			if text == "" && c.lp == nil {
 				continue
 			}
 			if err := out.send(marshal(chunk(text, c.lp, nil))); err != nil {

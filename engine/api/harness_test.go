@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -142,4 +146,117 @@ func greedyParams() sample.Params {
 	p := sample.Neutral()
 	p.Temperature = 0
 	return p
+}
+
+// TestHarnessLoglikelihood sends the request lm-evaluation-harness's
+// local-completions model sends for a log-likelihood (its
+// _create_payload with generate=False: the prompt as a batch of one
+// token-id list, temperature 0, max_tokens 1, logprobs 1, seed 1234, echo)
+// and reads the answer as its parse_logprobs does: the sum of
+// token_logprobs[ctxlen:-1] (the last entry is the generated token's) and
+// whether each of those equals the largest value of its top_logprobs. The
+// numbers must equal the engine's own scoring of the continuation from a
+// forked state (engine/choice), bit for bit, also when the one generated
+// token is a stop id.
+func TestHarnessLoglikelihood(t *testing.T) {
+	sess := tinySession(t)
+	ts := newTestServer(t, Options{}, sched.Config{})
+	cases := []struct{ context, continuation string }{
+		{"The sea is wide and", " deep"},
+		{"Question: what is two plus two?\nAnswer:", " four"},
+		{"Once upon a time", " there was a small village by the river"},
+	}
+	for _, tc := range cases {
+		for _, stop := range []bool{false, true} {
+			ctxIDs := sess.EncodeText(tc.context)
+			cont := sess.Tokenizer.EncodeOrdinary(tc.continuation)
+			ids := append(append([]int{}, ctxIDs...), cont...)
+			idsJSON, _ := json.Marshal([][]int{ids})
+			body := `{"model": "tiny", "prompt": ` + string(idsJSON) + `, "temperature": 0, "max_tokens": 1, "logprobs": 1, "seed": 1234, "echo": true`
+			if stop {
+				// Not the harness's field: it forces the generated token
+				// to be a stop id, whose entry must still be there.
+				body += fmt.Sprintf(`, "logit_bias": {"%d": 100}`, sess.StopIDs[0])
+			}
+			body += "}"
+			status, data := post(t, ts.URL+"/v1/completions", body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, data)
+			}
+			var resp struct {
+				Choices []struct {
+					Index        int    `json:"index"`
+					Text         string `json:"text"`
+					FinishReason string `json:"finish_reason"`
+					Logprobs     struct {
+						Tokens        []string             `json:"tokens"`
+						TokenLogprobs []*float64           `json:"token_logprobs"`
+						TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(data, &resp); err != nil {
+				t.Fatal(err)
+			}
+			ch := resp.Choices[0]
+			lp := ch.Logprobs
+			if len(lp.TokenLogprobs) != len(ids)+1 || len(lp.TopLogprobs) != len(ids)+1 || resp.Usage.CompletionTokens != 1 {
+				t.Fatalf("%q stop %v: %d token_logprobs, %d top_logprobs for %d prompt tokens and %d generated",
+					tc.context, stop, len(lp.TokenLogprobs), len(lp.TopLogprobs), len(ids), resp.Usage.CompletionTokens)
+			}
+			if stop && (ch.FinishReason != "stop" || strings.Contains(ch.Text, lp.Tokens[len(ids)]) && lp.Tokens[len(ids)] != "") {
+				t.Errorf("stop: finish %q, text %q, last token %q", ch.FinishReason, ch.Text, lp.Tokens[len(ids)])
+			}
+			// parse_logprobs, as the harness computes it.
+			ctxlen := len(ctxIDs)
+			sum, greedy := 0.0, true
+			for k := ctxlen; k < len(lp.TokenLogprobs)-1; k++ {
+				sum += *lp.TokenLogprobs[k]
+				best := math.Inf(-1)
+				for _, v := range lp.TopLogprobs[k] {
+					best = max(best, v)
+				}
+				if *lp.TokenLogprobs[k] != best {
+					greedy = false
+				}
+			}
+			// The engine's own: the context prefilled, the continuation
+			// scored on a fork; greedy from the full sequence's rows.
+			m := sess.Model
+			shared := m.NewSequence()
+			out, err := m.Forward(context.Background(), []*model.Sequence{shared}, [][]int{ctxIDs}, model.ForwardOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			scores, err := choice.Continuations(context.Background(), m, shared, out[0], [][]int{cont})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids}, model.ForwardOptions{Logits: model.AllLogits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := m.Config.VocabSize
+			wantGreedy := true
+			for k := ctxlen; k < len(ids); k++ {
+				row := rows[0][(k-1)*V : k*V]
+				arg := 0
+				for v := range row {
+					if row[v] > row[arg] {
+						arg = v
+					}
+				}
+				if arg != ids[k] {
+					wantGreedy = false
+				}
+			}
+			if sum != scores[0] || greedy != wantGreedy {
+				t.Errorf("%q + %q (stop %v): harness reads %v (greedy %v), the engine scores %v (greedy %v)",
+					tc.context, tc.continuation, stop, sum, greedy, scores[0], wantGreedy)
+			}
+		}
+	}
 }

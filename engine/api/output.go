@@ -121,7 +121,11 @@ func (o *output) Token(id int, logits []float32, stopID bool) bool {
 	o.n++
 	o.obs.token()
 	p := piece{id: id, stopID: stopID}
-	if o.keepLogits && !stopID {
+	if o.keepLogits {
+		// A stop id's distribution is kept too: it was sampled, and
+		// /v1/completions lists it among the generated tokens' log-probs
+		// as OpenAI and vLLM do (lm-evaluation-harness drops the last
+		// entry as the generated token's).
 		p.logits = logits
 	}
 	if stopID {

@@ -82,34 +82,21 @@ func (s *Schema) ScoreFrom(ctx context.Context, m *model.Model, shared *model.Se
 			refs = append(refs, ref{i, j})
 		}
 	}
-	first := sample.LogProbs(nil, last)
+	flat := make([][]int, len(refs))
+	for k, r := range refs {
+		flat[k] = branches[r.field][r.cand]
+	}
+	scores, err := Continuations(ctx, m, shared, last, flat)
+	if err != nil {
+		return nil, err
+	}
 	a := &Answer{Scores: make([][]float64, len(s.Fields)), Chosen: make([]int, len(s.Fields))}
 	for i, f := range s.Fields {
 		a.Scores[i] = make([]float64, len(f.Candidates))
 	}
-	V := m.Config.VocabSize
-	var lp []float32
-	for g := 0; g < len(refs); g += branchBatch {
-		group := refs[g:min(g+branchBatch, len(refs))]
-		seqs := make([]*model.Sequence, len(group))
-		toks := make([][]int, len(group))
-		for k, r := range group {
-			seqs[k], toks[k] = shared.Clone(), branches[r.field][r.cand]
-		}
-		rows, err := m.Forward(ctx, seqs, toks, model.ForwardOptions{Logits: model.AllLogits})
-		if err != nil {
-			return nil, err
-		}
-		for k, r := range group {
-			b := toks[k]
-			score := float64(first[b[0]])
-			for t := 1; t < len(b); t++ {
-				lp = sample.LogProbs(lp, rows[k][(t-1)*V:t*V])
-				score += float64(lp[b[t]])
-			}
-			a.Scores[r.field][r.cand] = score
-			a.BranchTokens += len(b)
-		}
+	for k, r := range refs {
+		a.Scores[r.field][r.cand] = scores[k]
+		a.BranchTokens += len(flat[k])
 	}
 	for i, sc := range a.Scores {
 		a.Chosen[i] = pick(sc)
@@ -127,4 +114,45 @@ func pick(scores []float64) int {
 		}
 	}
 	return best
+}
+
+// Continuations returns the log-likelihood of each continuation after a
+// prefilled shared sequence whose last position's logits are last: the
+// log-prob of its first token under last plus those of the rest under its
+// own rows, summed in token order in float64. Each continuation runs on
+// its own clone of the shared state (KV and conv state copied, never
+// aliased), in batched Forwards of up to branchBatch clones; shared is
+// left as it was. Because the engine's logits do not depend on the batch
+// or on how tokens arrive, the scores equal those of the whole sequence
+// prefilled at once (what /v1/completions with echo and logprobs returns).
+func Continuations(ctx context.Context, m *model.Model, shared *model.Sequence, last []float32, conts [][]int) ([]float64, error) {
+	for k, b := range conts {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("choice: continuation %d is empty", k)
+		}
+	}
+	first := sample.LogProbs(nil, last)
+	scores := make([]float64, len(conts))
+	V := m.Config.VocabSize
+	var lp []float32
+	for g := 0; g < len(conts); g += branchBatch {
+		group := conts[g:min(g+branchBatch, len(conts))]
+		seqs := make([]*model.Sequence, len(group))
+		for k := range group {
+			seqs[k] = shared.Clone()
+		}
+		rows, err := m.Forward(ctx, seqs, group, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			return nil, err
+		}
+		for k, b := range group {
+			score := float64(first[b[0]])
+			for t := 1; t < len(b); t++ {
+				lp = sample.LogProbs(lp, rows[k][(t-1)*V:t*V])
+				score += float64(lp[b[t]])
+			}
+			scores[g+k] = score
+		}
+	}
+	return scores, nil
 }

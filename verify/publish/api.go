@@ -27,12 +27,19 @@ const (
 type repoAPI struct {
 	*client
 	repo string // owner/name
+	// dataset: a dataset repository, whose routes are under api/datasets.
+	dataset bool
 }
 
-// modelPath returns "api/models/{owner}/{name}/{verb}/{escaped rev}".
+// modelPath returns "api/models/{owner}/{name}/{verb}/{escaped rev}"
+// (api/datasets/… for a dataset repository).
 func (a *repoAPI) modelPath(verb, rev string) string {
 	owner, name, _ := strings.Cut(a.repo, "/")
-	return "api/models/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + "/" + verb + "/" + url.PathEscape(rev)
+	kind := "models"
+	if a.dataset {
+		kind = "datasets"
+	}
+	return "api/" + kind + "/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + "/" + verb + "/" + url.PathEscape(rev)
 }
 
 // revState says what the hub knows of a revision.

@@ -15,6 +15,10 @@ type RemoteOptions struct {
 	Endpoint string
 	// Repo is OWNER/NAME.
 	Repo string
+	// Dataset reads a dataset repository (api/datasets/OWNER/NAME,
+	// files at {endpoint}/datasets/OWNER/NAME/resolve/…) instead of a
+	// model's.
+	Dataset bool
 	// Token, if set, is sent as a Bearer to the endpoint's host only.
 	Token string
 	// Client is the HTTP client (default: one with header timeouts).
@@ -29,7 +33,8 @@ type RemoteOptions struct {
 // Publish uses, for commands that take a model by its hub id.
 type Remote struct {
 	api *repoAPI
-	// URL is the repository's address, {endpoint}/OWNER/NAME.
+	// URL is the repository's address, {endpoint}/OWNER/NAME (a
+	// dataset's: {endpoint}/datasets/OWNER/NAME).
 	URL string
 }
 
@@ -54,9 +59,13 @@ func OpenRemote(opts RemoteOptions) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	prefix := "/"
+	if opts.Dataset {
+		prefix = "/datasets/"
+	}
 	return &Remote{
-		api: &repoAPI{client: newClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), repo: opts.Repo},
-		URL: strings.TrimSuffix(base.String(), "/") + "/" + opts.Repo,
+		api: &repoAPI{client: newClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), repo: opts.Repo, dataset: opts.Dataset},
+		URL: strings.TrimSuffix(base.String(), "/") + prefix + opts.Repo,
 	}, nil
 }
 

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/lfmq/lfmq/evidence/task"
+)
+
+const (
+	wordProblems = "../../testdata/eval/word-problems.jsonl"
+	choiceItems  = "../../testdata/eval/choice.jsonl"
+)
+
+// TestEvalFlags: the command line parsed into options, and the
+// combinations refused as usage errors.
+func TestEvalFlags(t *testing.T) {
+	ok := []struct {
+		name  string
+		args  []string
+		check func(*evalOptions) bool
+	}{
+		{"url", []string{"--url", "http://h:1/v1/", "--dataset", "d"}, func(o *evalOptions) bool {
+			return o.URL == "http://h:1" && o.kind == task.GSM8K && o.Concurrency == 1 && o.MaxTokens == 4096 && len(o.seeds) == 0
+		}},
+		{"repeat", []string{"--model", "m", "--dataset", "d", "--seed", "5", "--repeat", "3"}, func(o *evalOptions) bool {
+			return len(o.seeds) == 3 && o.seeds[0] == 5 && o.seeds[2] == 7
+		}},
+		{"seed list", []string{"--url", "http://h", "--dataset", "d", "--seed", "1,4"}, func(o *evalOptions) bool {
+			return len(o.seeds) == 2 && o.seeds[1] == 4
+		}},
+		{"preset with override", []string{"--url", "http://h", "--dataset", "d", "--sampling-preset", "liquid", "--temperature", "0.3"}, func(o *evalOptions) bool {
+			s := o.sampling
+			return s.Temperature != nil && *s.Temperature == 0.3 && s.TopK != nil && *s.TopK == 50 && s.RepetitionPenalty != nil && *s.RepetitionPenalty == 1.05 && s.TopP != nil && *s.TopP == 1 && s.MinP != nil && *s.MinP == 0
+		}},
+		{"choice over url", []string{"--url", "http://h", "--dataset", "d", "--task", "choice", "--tokenizer", "t"}, func(o *evalOptions) bool {
+			return o.kind == task.Choice
+		}},
+	}
+	for _, tt := range ok {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			var got *evalOptions
+			cmd := newEvalCmd(ios, func(o *evalOptions) error { got = o; return nil })
+			if err := executeWith(ios, cmd, append([]string{"eval"}, tt.args...)...); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(got) {
+				t.Errorf("options %+v", got)
+			}
+		})
+	}
+	bad := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", []string{"--dataset", "d"}, "give --url"},
+		{"both sources", []string{"--url", "http://h", "--model", "m", "--dataset", "d"}, "exclude each other"},
+		{"no dataset", []string{"--url", "http://h"}, "--dataset is required"},
+		{"bad task", []string{"--url", "http://h", "--dataset", "d", "--task", "mmlu"}, "--task"},
+		{"bad url", []string{"--url", "h:1", "--dataset", "d"}, "--url"},
+		{"bad preset", []string{"--url", "http://h", "--dataset", "d", "--sampling-preset", "hot"}, "unknown sampling preset"},
+		{"repeat without seed", []string{"--url", "http://h", "--dataset", "d", "--repeat", "2"}, "--repeat needs --seed"},
+		{"repeat and seed list", []string{"--url", "http://h", "--dataset", "d", "--seed", "1,2", "--repeat", "2"}, "exclude each other"},
+		{"zero concurrency", []string{"--url", "http://h", "--dataset", "d", "--concurrency", "0"}, "--concurrency"},
+		{"choice url without tokenizer", []string{"--url", "http://h", "--dataset", "d", "--task", "choice"}, "--tokenizer"},
+		{"choice with seed", []string{"--model", "m", "--dataset", "d", "--task", "choice", "--seed", "1"}, "samples nothing"},
+		{"threads with url", []string{"--url", "http://h", "--dataset", "d", "--threads", "2"}, "in-process"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams()
+			cmd := newEvalCmd(ios, func(*evalOptions) error { t.Fatal("ran"); return nil })
+			wantUsageError(t, executeWith(ios, cmd, append([]string{"eval"}, tt.args...)...), tt.want)
+		})
+	}
+}
+
+// TestEvalGateOnFixture is the release gate on the fixture: GSM8K-style
+// items sampled with seed 1 against lfmq serve with speculation on and
+// off, at concurrency 1 and 4, and in process, give texts that 'lfmq eval
+// compare' finds identical; one changed byte makes it exit 1 naming the
+// item.
+func TestEvalGateOnFixture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serves the fixture twice and runs 100 generations")
+	}
+	dir := t.TempDir()
+	spec, _ := startServe(t, "--model", tinyModel, "--speculate", "on", "--max-num-seqs", "4")
+	plain, _ := startServe(t, "--model", tinyModel, "--speculate", "off", "--max-num-seqs", "4")
+	common := []string{"eval", "--dataset", wordProblems, "--limit", "20", "--seed", "1", "--max-tokens", "48", "--sampling-preset", "reasoning"}
+	var files []string
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"spec-c1", []string{"--url", spec, "--concurrency", "1"}},
+		{"spec-c4", []string{"--url", spec, "--concurrency", "4"}},
+		{"plain-c1", []string{"--url", plain, "--concurrency", "1"}},
+		{"plain-c4", []string{"--url", plain, "--concurrency", "4"}},
+		{"in-process-c4", []string{"--model", tinyModel, "--concurrency", "4"}},
+	} {
+		out := filepath.Join(dir, c.name+".json")
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append(append(common, c.args...), "--out", out, "--items", filepath.Join(dir, c.name+".jsonl")), ios); code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, stderr)
+		}
+		if !strings.Contains(stdout.String(), "95% interval") {
+			t.Errorf("%s: no summary table: %s", c.name, stdout)
+		}
+		files = append(files, out)
+	}
+	if steps := metric(t, spec, "lfmq_spec_verify_steps_total"); steps == 0 {
+		t.Error("the speculating server ran no verify step: the gate did not exercise speculation")
+	}
+	if steps := metric(t, plain, "lfmq_spec_verify_steps_total"); steps != 0 {
+		t.Errorf("the plain server ran %d verify steps", steps)
+	}
+
+	f, err := task.Read(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.Runs[0]
+	if len(r.Items) != 20 || r.Summary.Items != 20 || *r.Seed != 1 || f.Receipts.Dataset.Items != 24 || f.Receipts.Server.Model == "" ||
+		!strings.Contains(string(f.Receipts.Server.Models), `"lfmq"`) {
+		t.Fatalf("run %+v, receipts %+v", r.Summary, f.Receipts)
+	}
+	generated := 0
+	for _, it := range r.Items {
+		generated += it.GeneratedTokens
+		if it.Truncated != (it.FinishReason == "length") || it.PromptTokens == 0 {
+			t.Errorf("item %s: %+v", it.ID, it)
+		}
+	}
+	if generated == 0 {
+		t.Fatal("no tokens generated")
+	}
+	if n := countLines(t, filepath.Join(dir, "spec-c1.jsonl")); n != 20 {
+		t.Errorf("%d item lines, want 20", n)
+	}
+
+	gate := filepath.Join(dir, "gate.json")
+	ios, stdout, stderr := testStreams()
+	if code := run(context.Background(), append([]string{"eval", "compare", "--out", gate}, files...), ios); code != 0 {
+		t.Fatalf("compare: exit %d: %s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout.String(), "identical") {
+		t.Errorf("compare says %s", stdout)
+	}
+	data, err := os.ReadFile(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := task.ParseGate(gate, data); err != nil || !g.Identical || len(g.Runs) != 5 || g.Items != 20 {
+		t.Fatalf("gate %+v, %v", g, err)
+	}
+
+	// One changed byte in one item's text.
+	changed := filepath.Join(dir, "changed.json")
+	f, err = task.Read(files[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := -1
+	for j, it := range f.Runs[0].Items {
+		if len(it.Text) > 3 {
+			k = j
+			break
+		}
+	}
+	if k < 0 {
+		t.Fatal("no item with a text of four bytes or more")
+	}
+	b := []byte(f.Runs[0].Items[k].Text)
+	b[2] ^= 1
+	f.Runs[0].Items[k].Text = string(b)
+	if err := task.Write(changed, f); err != nil {
+		t.Fatal(err)
+	}
+	ios, stdout, _ = testStreams()
+	if code := run(context.Background(), []string{"eval", "compare", files[0], changed}, ios); code != 1 {
+		t.Fatalf("compare with a changed byte: exit %d, want 1: %s", code, stdout)
+	}
+	id := f.Runs[0].Items[k].ID
+	if want := "item " + id + ": text differs at byte 2"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("compare says %q, want it to contain %q", stdout, want)
+	}
+}
+
+// TestEvalChoiceInProcessEqualsServed: the choice task scored in process
+// (one forked state per item) and over lfmq serve's /v1/completions with
+// echo and logprobs give the same scores, bit for bit.
+func TestEvalChoiceInProcessEqualsServed(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, "--model", tinyModel)
+	local, served := filepath.Join(dir, "local.json"), filepath.Join(dir, "served.json")
+	for _, args := range [][]string{
+		{"--model", tinyModel, "--out", local},
+		{"--url", base, "--tokenizer", tinyModel, "--out", served},
+	} {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"eval", "--task", "choice", "--dataset", choiceItems}, args...), ios); code != 0 {
+			t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+		}
+	}
+	a, err := task.Read(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := task.Read(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Settings.Scoring != "in-process" || b.Settings.Scoring != "completions-echo" || b.Receipts.TokenizerSHA256 == "" {
+		t.Errorf("settings %+v / %+v", a.Settings, b.Settings)
+	}
+	for i, x := range a.Runs[0].Items {
+		y := b.Runs[0].Items[i]
+		if len(x.Scores) < 2 || len(x.Scores) != len(y.Scores) {
+			t.Fatalf("item %s: scores %v and %v", x.ID, x.Scores, y.Scores)
+		}
+		for j := range x.Scores {
+			if x.Scores[j] != y.Scores[j] || x.Scores[j] >= 0 {
+				t.Errorf("item %s choice %d: in process %v, served %v", x.ID, j, x.Scores[j], y.Scores[j])
+			}
+		}
+		if x.Answer != y.Answer || x.Correct != y.Correct || x.Text != y.Text {
+			t.Errorf("item %s: %+v vs %+v", x.ID, x, y)
+		}
+	}
+}
+
+func metric(t *testing.T, base, name string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(n)
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+// TestEvalHubDataset: --dataset datasets/OWNER/NAME@REV:PATH is read from
+// the Hugging Face cache's layout (refs/REV, snapshots/COMMIT/PATH), a
+// parquet file with GSM8K's columns, and the receipts name the repository,
+// the commit and the file's sha256.
+func TestEvalHubDataset(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1") // never asked: the cache holds the file
+	commit := strings.Repeat("ab", 20)
+	repoDir := filepath.Join(cache, "datasets--owner--problems")
+	snap := filepath.Join(repoDir, "snapshots", commit, "main")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755)
+	os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte(commit), 0o644)
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[struct {
+		Question string `parquet:"question"`
+		Answer   string `parquet:"answer"`
+	}](&buf)
+	w.Write([]struct {
+		Question string `parquet:"question"`
+		Answer   string `parquet:"answer"`
+	}{{"What is 2 + 3?", "2 + 3 = 5\n#### 5"}, {"What is 10 - 4?", "#### 6"}, {"What is 3 * 3?", "#### 9"}})
+	w.Close()
+	file := filepath.Join(snap, "test.parquet")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "hub.json")
+	ios, stdout, stderr := testStreams()
+	id := "datasets/owner/problems@main:main/test.parquet"
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", id, "--limit", "2", "--seed", "1", "--max-tokens", "8", "--out", out}, ios); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	f, err := task.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	d := f.Receipts.Dataset
+	if d.Path != id || d.Repo != "owner/problems" || d.Revision != commit || d.SHA256 != hex.EncodeToString(sum[:]) || d.Items != 3 ||
+		len(f.Runs[0].Items) != 2 || f.Runs[0].Items[1].Gold != "6" {
+		t.Errorf("dataset receipt %+v, items %+v", d, f.Runs[0].Items)
+	}
+	// A file the cached commit lacks is fetched, and the hub (here: none)
+	// is named in the error.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", "datasets/owner/problems@v2:main/test.parquet"}, ios); code != 1 {
+		t.Errorf("uncached revision: exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,334 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds on what a server may answer.
+const (
+	maxModelsBytes = 1 << 20
+	maxAnswerBytes = 64 << 20
+	// maxRetries bounds the attempts repeated after 429 or 503.
+	maxRetries = 10
+)
+
+// Client asks an OpenAI-compatible server; only URL is contacted.
+type Client struct {
+	// URL is the base URL, scheme://host[:port]; routes are under /v1.
+	URL string
+	// APIKey is sent as a bearer token when set; never recorded.
+	APIKey string
+	// Model is the model id to ask for (Identify fills it in when empty).
+	Model string
+	// HTTP sends the requests (http.DefaultClient when nil).
+	HTTP *http.Client
+	// Timeout bounds one request (no bound when 0).
+	Timeout time.Duration
+}
+
+// ServerError is a request that got no usable answer: the route, the
+// status (0 when none came) and the server's message or the cause.
+type ServerError struct {
+	URL    string
+	Status int
+	Msg    string
+	Err    error
+}
+
+func (e *ServerError) Error() string {
+	switch {
+	case e.Status == 0 && e.Err != nil:
+		return fmt.Sprintf("task: %s: %v", e.URL, e.Err)
+	case e.Status == http.StatusUnauthorized:
+		return fmt.Sprintf("task: %s: HTTP 401 %s; give the key with --api-key-file or LFMQ_API_KEY", e.URL, e.Msg)
+	}
+	return fmt.Sprintf("task: %s: HTTP %d %s", e.URL, e.Status, e.Msg)
+}
+
+func (e *ServerError) Unwrap() error { return e.Err }
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Identify reads /v1/models: the server's answer, compacted, for the
+// receipts, and the model to ask for (the one listed when Model is empty;
+// several listed then is an error).
+func (c *Client) Identify(ctx context.Context) (Server, error) {
+	u := c.URL + "/v1/models"
+	data, err := c.do(ctx, http.MethodGet, "/v1/models", nil, maxModelsBytes)
+	if err != nil {
+		return Server{}, err
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return Server{}, &ServerError{URL: u, Status: 200, Msg: "not a model list: " + err.Error()}
+	}
+	var ids []string
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	switch {
+	case c.Model == "" && len(ids) == 1:
+		c.Model = ids[0]
+	case c.Model == "":
+		return Server{}, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("lists %d models (%s); name one with --served-model", len(ids), strings.Join(ids, ", "))}
+	case !contains(ids, c.Model):
+		return Server{}, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("does not serve %q; it lists %s", c.Model, strings.Join(ids, ", "))}
+	}
+	var compact bytes.Buffer
+	json.Compact(&compact, data) // valid: it was just parsed
+	return Server{URL: c.URL, Model: c.Model, Models: compact.Bytes()}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// post sends body to route and returns the answer; 429 and 503 are
+// retried after their Retry-After, at most maxRetries times.
+func (c *Client) post(ctx context.Context, route string, body any) ([]byte, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(ctx, http.MethodPost, route, data, maxAnswerBytes)
+}
+
+func (c *Client) do(ctx context.Context, method, route string, body []byte, limit int64) ([]byte, error) {
+	u := c.URL + route
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if c.Timeout > 0 {
+			rctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		}
+		data, status, retry, err := c.once(rctx, method, u, body, limit)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if status == http.StatusOK {
+			return data, nil
+		}
+		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && attempt < maxRetries {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(retry):
+			}
+			continue
+		}
+		return nil, &ServerError{URL: u, Status: status, Msg: answerMessage(data)}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, u string, body []byte, limit int64) ([]byte, int, time.Duration, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return nil, 0, 0, &ServerError{URL: u, Err: err}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, 0, 0, &ServerError{URL: u, Err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, 0, 0, &ServerError{URL: u, Status: resp.StatusCode, Err: err}
+	}
+	if int64(len(data)) > limit {
+		return nil, 0, 0, &ServerError{URL: u, Status: resp.StatusCode, Msg: fmt.Sprintf("the answer is over %d bytes", limit)}
+	}
+	return data, resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), nil
+}
+
+// retryAfter reads a Retry-After of delay seconds; one second when it is
+// absent or unreadable, at least 10 ms.
+func retryAfter(h string) time.Duration {
+	d := time.Second
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
+		d = time.Duration(max(s, 0)) * time.Second
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// answerMessage is an error answer's message: its OpenAI error object's,
+// or the start of the body.
+func answerMessage(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	s := string(body)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// chatAnswer is the part of a chat completion a GSM8K item keeps.
+type chatAnswer struct {
+	Choices []struct {
+		Message struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// Chat asks for one completion of a single user message and returns the
+// reasoning, the final answer, the finish reason and the usage.
+func (c *Client) Chat(ctx context.Context, user string, maxTokens int, s Sampling, seed *uint64) (reasoning, text, finish string, promptTokens, generated int, err error) {
+	body := map[string]any{
+		"model":    c.Model,
+		"messages": []map[string]string{{"role": "user", "content": user}},
+		"stream":   false,
+	}
+	if maxTokens > 0 {
+		body["max_tokens"] = maxTokens
+	}
+	if seed != nil {
+		body["seed"] = *seed
+	}
+	s.addTo(body)
+	data, err := c.post(ctx, "/v1/chat/completions", body)
+	if err != nil {
+		return "", "", "", 0, 0, err
+	}
+	var a chatAnswer
+	bad := func(msg string) error {
+		return &ServerError{URL: c.URL + "/v1/chat/completions", Status: 200, Msg: msg}
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return "", "", "", 0, 0, bad("not a chat completion: " + err.Error())
+	}
+	if len(a.Choices) != 1 {
+		return "", "", "", 0, 0, bad(fmt.Sprintf("%d choices, expected 1", len(a.Choices)))
+	}
+	if a.Usage == nil {
+		return "", "", "", 0, 0, bad("no usage")
+	}
+	m := a.Choices[0].Message
+	switch {
+	case m.ReasoningContent != nil:
+		reasoning = *m.ReasoningContent
+	case m.Reasoning != nil:
+		reasoning = *m.Reasoning
+	}
+	if m.Content != nil {
+		text = *m.Content
+	}
+	return reasoning, text, a.Choices[0].FinishReason, a.Usage.PromptTokens, a.Usage.CompletionTokens, nil
+}
+
+// addTo sets the sampling fields that are set.
+func (s Sampling) addTo(body map[string]any) {
+	if s.Temperature != nil {
+		body["temperature"] = float64(*s.Temperature)
+	}
+	if s.TopP != nil {
+		body["top_p"] = float64(*s.TopP)
+	}
+	if s.TopK != nil {
+		body["top_k"] = *s.TopK
+	}
+	if s.MinP != nil {
+		body["min_p"] = float64(*s.MinP)
+	}
+	if s.RepetitionPenalty != nil {
+		body["repetition_penalty"] = float64(*s.RepetitionPenalty)
+	}
+}
+
+// completionLogprobs is the part of a completions answer with echo and
+// logprobs that likelihood scoring reads.
+type completionLogprobs struct {
+	Choices []struct {
+		Index    int `json:"index"`
+		Logprobs *struct {
+			TokenLogprobs []*float64 `json:"token_logprobs"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+}
+
+// PromptLogprobs sends the request lm-evaluation-harness's
+// local-completions sends for a log-likelihood (prompt as one list of
+// token ids, echo, logprobs 1, max_tokens 1, temperature 0) and returns
+// the log-prob of each of the prompt's tokens after the first, read as
+// the harness reads them: token_logprobs from the prompt's second entry,
+// the generated token's entry dropped.
+func (c *Client) PromptLogprobs(ctx context.Context, ids []int) ([]float64, error) {
+	body := map[string]any{
+		"model": c.Model, "prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1,
+		"logprobs": 1, "seed": 1234, "echo": true,
+	}
+	data, err := c.post(ctx, "/v1/completions", body)
+	if err != nil {
+		return nil, err
+	}
+	u := c.URL + "/v1/completions"
+	var a completionLogprobs
+	if err := json.Unmarshal(data, &a); err != nil {
+		return nil, &ServerError{URL: u, Status: 200, Msg: "not a completion: " + err.Error()}
+	}
+	if len(a.Choices) != 1 || a.Choices[0].Logprobs == nil {
+		return nil, &ServerError{URL: u, Status: 200, Msg: "no choice with logprobs"}
+	}
+	lp := a.Choices[0].Logprobs.TokenLogprobs
+	// The prompt's entries, then the one generated token's (a stop token
+	// too: it is generated and has a log-prob).
+	if len(lp) != len(ids)+1 {
+		return nil, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("%d token_logprobs for a %d-token prompt and one generated token", len(lp), len(ids))}
+	}
+	out := make([]float64, len(ids)-1)
+	for j := 1; j < len(ids); j++ {
+		if lp[j] == nil {
+			return nil, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("token_logprobs[%d] is null", j)}
+		}
+		out[j-1] = *lp[j]
+	}
+	return out, nil
+}
+
+var errNoTokenizer = errors.New("task: the choice task over HTTP needs a tokenizer")
