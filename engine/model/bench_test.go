@@ -2,7 +2,9 @@ package model_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/synth"
@@ -61,6 +64,10 @@ const synthEnv = "LFMQ_BENCH_SYNTH_DIR"
 const (
 	layersEnv  = "LFMQ_BENCH_SYNTH_LAYERS"
 	threadsEnv = "LFMQ_BENCH_THREADS"
+	// depthsEnv sets the context depths of the synthetic model's decode
+	// and prefill benchmarks, a comma- or space-separated list (default
+	// 0,4096,16384; add 32768 for the longest the issue tracks).
+	depthsEnv = "LFMQ_BENCH_DEPTHS"
 )
 
 // synthShape returns RealShape with the layer count of layersEnv: further
@@ -85,20 +92,95 @@ func synthShape(b *testing.B) (synth.Shape, int) {
 }
 
 // threadCounts returns the thread counts of threadsEnv, or 1 and 2.
-func threadCounts() []int {
-	v := os.Getenv(threadsEnv)
+func threadCounts() []int { return intList(threadsEnv, []int{1, 2}, 1) }
+
+// contextDepths returns the context depths of depthsEnv, or 0, 4,096 and
+// 16,384.
+func contextDepths() []int { return intList(depthsEnv, []int{0, 4096, 16384}, 0) }
+
+// intList parses the comma- or space-separated integers of environment
+// variable env, each at least least, or returns def when it is unset.
+func intList(env string, def []int, least int) []int {
+	v := os.Getenv(env)
 	if v == "" {
-		return []int{1, 2}
+		return def
 	}
 	var out []int
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			panic(fmt.Sprintf("%s=%q: %q is not a thread count", threadsEnv, v, f))
+		if err != nil || n < least {
+			panic(fmt.Sprintf("%s=%q: %q is not an integer of at least %d", env, v, f, least))
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// depthsOf returns the context depths a benchmark model runs at: those of
+// contextDepths for the synthetic LFM2-8B-A1B shapes, only 0 for the
+// others.
+func depthsOf(which string) []int {
+	if which == "synth" {
+		return benchDepths
+	}
+	return []int{0}
+}
+
+// depthName is the benchmark name's depth element: none at depth 0 for the
+// models that run only there, so their names stay as they were.
+func depthName(which string, depth int) string {
+	if which != "synth" {
+		return ""
+	}
+	return fmt.Sprintf("/depth=%d", depth)
+}
+
+// withContext returns a sequence of m that holds depth positions of
+// seeded random context: keys and values drawn from a unit normal (the
+// scale of normed, rotated keys) and a zero conv state, entered through
+// the prefix cache's span format (Model.UnmarshalSpan, Sequence.Extend),
+// so that a benchmark reaches a deep context in milliseconds instead of
+// the minutes a prefill would take. Attention's cost does not depend on
+// the values it reads; only the depth matters.
+func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
+	s := m.NewSequence()
+	if depth == 0 {
+		return s
+	}
+	c := m.Config
+	kinds := make([]byte, c.NumLayers)
+	for i, k := range c.LayerKinds {
+		kinds[i] = byte('0' + k)
+	}
+	kvd := c.NumKVHeads * c.HeadDim
+	buf := []byte("lfmq-span-1\x00")
+	for _, v := range []int{c.NumLayers, c.HiddenSize, c.ConvLCache, kvd, 0, depth} {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+	}
+	buf = append(buf, byte(len(kinds)))
+	buf = append(buf, kinds...)
+	rng := rand.New(rand.NewPCG(5, uint64(depth)))
+	for _, k := range c.LayerKinds {
+		n := (c.ConvLCache - 1) * c.HiddenSize
+		if k == config.Attention {
+			n = 2 * depth * kvd
+		}
+		for range n {
+			v := float32(0)
+			if k == config.Attention {
+				v = float32(rng.NormFloat64())
+			}
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	sp, err := m.UnmarshalSpan(buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Extend(sp); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 var (
@@ -234,6 +316,7 @@ var (
 	benchModels  = []string{"tiny", "synth", "dense"}
 	benchFormats = []string{"bf16", "lfmq1"}
 	benchThreads = threadCounts()
+	benchDepths  = contextDepths()
 )
 
 // loadBench loads a benchmark model and waits for the background hash of an
@@ -256,7 +339,9 @@ func loadBench(b *testing.B, dir string, threads int) *model.Model {
 // sequence (and, on the tiny model, of eight) after a 32-token prompt. The
 // tokens fed are seeded random ids, so routing varies from step to step as
 // in generation; the sequences restart from the prompt every 256 steps, so
-// the attention span stays that of a short chat.
+// the attention span stays that of a short chat. On the synthetic model
+// the prompt follows a context of each depth of contextDepths
+// (withContext), so the attention span is depth + 32 to depth + 288.
 func BenchmarkDecode(b *testing.B) {
 	const prompt, span = 32, 256
 	for _, which := range benchModels {
@@ -267,64 +352,73 @@ func BenchmarkDecode(b *testing.B) {
 					batches = append(batches, 8)
 				}
 				for _, batch := range batches {
-					name := fmt.Sprintf("%s/%s/threads=%d/batch=%d", which, format, threads, batch)
-					b.Run(name, func(b *testing.B) {
-						dir := benchModel(b, which, format)
-						// The synthetic model's steps interleave with probe
-						// passes; the tiny model's steps are far shorter
-						// than a pass, so its probe runs before and after.
-						probe := newReadProbe(threads)
-						defer probe.free()
-						interleave := which != "tiny"
-						resetPeakRSS()
-						m := loadBench(b, dir, threads)
-						defer m.Close()
-						base, _ := forward(b, m, benchPrompt(b, m, which, prompt), model.ForwardOptions{})
-						seqs := make([]*model.Sequence, batch)
-						toks := make([][]int, batch)
-						reset := func() {
-							for i := range seqs {
-								seqs[i] = base.Clone()
-							}
-						}
-						reset()
-						rng := rand.New(rand.NewPCG(4, 4))
-						b.ReportAllocs()
-						n := 0
-						for b.Loop() {
-							if interleave && n%probeEvery == 0 {
-								b.StopTimer()
-								probe.pass()
-								b.StartTimer()
-							}
-							if seqs[0].Len() == prompt+span {
-								reset()
-							}
-							for i := range toks {
-								toks[i] = []int{rng.IntN(m.Config.VocabSize)}
-							}
-							if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
+					for _, depth := range depthsOf(which) {
+						name := fmt.Sprintf("%s/%s/threads=%d/batch=%d%s", which, format, threads, batch, depthName(which, depth))
+						b.Run(name, func(b *testing.B) {
+							dir := benchModel(b, which, format)
+							// The synthetic model's steps interleave with probe
+							// passes; the tiny model's steps are far shorter
+							// than a pass, so its probe runs before and after.
+							probe := newReadProbe(threads)
+							defer probe.free()
+							interleave := which != "tiny"
+							resetPeakRSS()
+							m := loadBench(b, dir, threads)
+							defer m.Close()
+							base := withContext(b, m, depth)
+							if _, err := m.Forward(context.Background(), []*model.Sequence{base}, [][]int{benchPrompt(b, m, which, prompt)}, model.ForwardOptions{}); err != nil {
 								b.Fatal(err)
 							}
-							n += batch
-						}
-						tps := float64(n) / b.Elapsed().Seconds()
-						if !interleave {
-							probe.pass()
-							probe.pass()
-						}
-						// A step reads at least one token's weight bytes
-						// whatever the batch (its sequences may route to
-						// more experts): per step, so a lower bound for
-						// batch > 1.
-						wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
-						bw := probe.bandwidth()
-						b.ReportMetric(tps, "tokens/s")
-						b.ReportMetric(wbs/1e9, "weightGB/s")
-						b.ReportMetric(bw/1e9, "readGB/s")
-						b.ReportMetric(wbs/bw, "bw_frac")
-						reportPeakRSS(b, probe.size())
-					})
+							seqs := make([]*model.Sequence, batch)
+							toks := make([][]int, batch)
+							reset := func() {
+								for i := range seqs {
+									seqs[i] = base.Clone()
+								}
+							}
+							reset()
+							rng := rand.New(rand.NewPCG(4, 4))
+							b.ReportAllocs()
+							n := 0
+							for b.Loop() {
+								if interleave && n%probeEvery == 0 {
+									b.StopTimer()
+									probe.pass()
+									b.StartTimer()
+								}
+								if seqs[0].Len() == depth+prompt+span {
+									// A deep context's clone copies its
+									// cache: not a decode step's work.
+									b.StopTimer()
+									reset()
+									b.StartTimer()
+								}
+								for i := range toks {
+									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
+								}
+								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
+									b.Fatal(err)
+								}
+								n += batch
+							}
+							tps := float64(n) / b.Elapsed().Seconds()
+							if !interleave {
+								probe.pass()
+								probe.pass()
+							}
+							// A step reads at least one token's weight bytes
+							// whatever the batch (its sequences may route to
+							// more experts): per step, so a lower bound for
+							// batch > 1.
+							wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
+							bw := probe.bandwidth()
+							b.ReportMetric(tps, "tokens/s")
+							b.ReportMetric(wbs/1e9, "weightGB/s")
+							b.ReportMetric(bw/1e9, "readGB/s")
+							b.ReportMetric(wbs/bw, "bw_frac")
+							reportPeakRSS(b, probe.size())
+						})
+					}
 				}
 			}
 		}
@@ -333,7 +427,9 @@ func BenchmarkDecode(b *testing.B) {
 
 // BenchmarkPrefill measures prompt processing in one chunk: the fixture's
 // longest prompt (chat_long_300, 314 tokens) on the tiny model, 128 seeded
-// random tokens on the synthetic one. Besides tokens/s it reports
+// random tokens on the synthetic one, there after a context of each depth
+// of contextDepths (withContext): the cost of a chunk deep in a long
+// prompt, whose attention reads every earlier position. Besides tokens/s it reports
 // tokens/cpu-s, tokens per second of the process's CPU time (all threads
 // together), which other processes on a shared machine disturb far less:
 // with every thread busy, tokens/s is at most threads × tokens/cpu-s.
@@ -345,25 +441,45 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		for _, format := range benchFormats {
 			for _, threads := range benchThreads {
-				b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d", which, format, threads, n), func(b *testing.B) {
-					dir := benchModel(b, which, format)
-					resetPeakRSS()
-					m := loadBench(b, dir, threads)
-					defer m.Close()
-					ids := benchPrompt(b, m, which, n)
-					forward(b, m, ids, model.ForwardOptions{}) // map the weights in
-					b.ReportAllocs()
-					cpu := cputime.Process()
-					for b.Loop() {
-						forward(b, m, ids, model.ForwardOptions{})
-					}
-					cpu = cputime.Process() - cpu
-					b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
-					if cpu > 0 {
-						b.ReportMetric(float64(b.N*len(ids))/cpu.Seconds(), "tokens/cpu-s")
-					}
-					reportPeakRSS(b, 0)
-				})
+				for _, depth := range depthsOf(which) {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s", which, format, threads, n, depthName(which, depth)), func(b *testing.B) {
+						dir := benchModel(b, which, format)
+						resetPeakRSS()
+						m := loadBench(b, dir, threads)
+						defer m.Close()
+						ids := benchPrompt(b, m, which, n)
+						ctx := withContext(b, m, depth)
+						// fresh returns the sequence a prefill starts
+						// from; copying a deep context is not its work.
+						fresh := func() *model.Sequence {
+							if depth == 0 {
+								return m.NewSequence()
+							}
+							b.StopTimer()
+							defer b.StartTimer()
+							return ctx.Clone()
+						}
+						prefill := func(s *model.Sequence) {
+							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+						prefill(fresh()) // map the weights in
+						b.ReportAllocs()
+						var cpu time.Duration
+						for b.Loop() {
+							s := fresh()
+							c0 := cputime.Process()
+							prefill(s)
+							cpu += cputime.Process() - c0
+						}
+						b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
+						if cpu > 0 {
+							b.ReportMetric(float64(b.N*len(ids))/cpu.Seconds(), "tokens/cpu-s")
+						}
+						reportPeakRSS(b, 0)
+					})
+				}
 			}
 		}
 	}
