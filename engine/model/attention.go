@@ -69,24 +69,28 @@ func (s attnState) reset() {
 
 var negInf = float32(math.Inf(-1))
 
-// attnKV is one sequence's cache of one layer as attention reads it: row j
-// of keys and values at j·stride, the KV head's values at off.
+// attnKV is one sequence's cache of one layer as attention reads it: the
+// keys and values of one KV head, d values at offset off of rows of kvd,
+// in format dt.
 type attnKV struct {
-	keys, vals  []float32
-	stride, off int
+	dt          KVDType
+	k, v        *kvRows
+	kvd, off, d int
 }
 
 // reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
 // of kv for the G query heads q [G·d], block by block. sc holds G·attnBlock
-// floats of scratch.
-func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc []float32) {
+// floats of scratch, kb and vb attnBlock·d each (a block's keys and values
+// decoded from a compact format).
+func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
 	G := len(s.m)
-	d := len(s.acc) / G
+	d := kv.d
 	var d4 [4]float32
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
+		keys, stride := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, kb)
 		for j := range cnt {
-			k := kv.keys[(b0+j)*kv.stride+kv.off:][:d]
+			k := keys[j*stride:][:d]
 			g := 0
 			for ; g+4 <= G; g += 4 {
 				kernels.Dot4(&d4, k, q[g*d:], d)
@@ -98,7 +102,7 @@ func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32,
 				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], k) * scale
 			}
 		}
-		vals := kv.vals[b0*kv.stride+kv.off:]
+		vals, stride := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, vb)
 		for g := range G {
 			e := sc[g*attnBlock:][:cnt]
 			m := e[0]
@@ -117,7 +121,7 @@ func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32,
 			if alpha != 1 {
 				kernels.Scale(alpha, acc)
 			}
-			kernels.AccumRows(acc, e, vals, kv.stride)
+			kernels.AccumRows(acc, e, vals, stride)
 			s.m[g] = M
 		}
 	}
@@ -208,10 +212,14 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	scale := float32(1 / math.Sqrt(float64(d)))
 	kvOf := func(sg *segment, h int) attnKV {
 		st := &sg.s.layers[l]
-		return attnKV{keys: st.k, vals: st.v, stride: kvd, off: h * d}
+		return attnKV{dt: sg.s.shape.kvDType, k: &st.k, v: &st.v, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*attnBlock)
+		var kb, vb []float32
+		if m.kvDType != KVF32 {
+			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
+		}
 		var run, sp []float32
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
@@ -220,7 +228,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				pos := sg.start + tk.r0 - sg.row0
 				s := newAttnState(partBuf[tk.part:], G, d)
 				lo := tk.split * attnSplit
-				reduceSplit(s, q[tk.r0*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc)
+				reduceSplit(s, q[tk.r0*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
 				continue
 			}
 			rows := tk.r1 - tk.r0
@@ -243,7 +251,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					}
 					split.reset()
 					r := tk.r0 + i
-					reduceSplit(split, q[r*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc)
+					reduceSplit(split, q[r*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
 					mergeSplit(states[i], split)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
 )
 
 // attnCase is a synthetic attention problem: one sequence's cache of n
@@ -36,15 +38,26 @@ func newAttnCase(rng *rand.Rand, G, Hkv, d, n int) *attnCase {
 // that size; chunk 1 is decode), each segment seeing the cache up to its
 // last row, with a pool of the given threads.
 func (c *attnCase) run(from, chunk, threads int) []float32 {
+	return c.runAs(KVF32, from, chunk, threads)
+}
+
+// runAs is run with the cache stored in format dt.
+func (c *attnCase) runAs(dt KVDType, from, chunk, threads int) []float32 {
 	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv}
-	m := &Model{Config: cfg, pool: kernels.NewPool(threads)}
+	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
 	defer m.pool.Close()
 	ws := &workspace{}
 	kvd, qd := c.Hkv*c.d, c.Hkv*c.G*c.d
+	var k, v kvRows
+	k.appendRows(dt, c.k)
+	v.appendRows(dt, c.v)
 	out := make([]float32, (c.n-from)*qd)
 	for t0 := from; t0 < c.n; t0 += chunk {
 		rows := min(chunk, c.n-t0)
-		s := &Sequence{layers: []layerState{{k: c.k[:(t0+rows)*kvd], v: c.v[:(t0+rows)*kvd]}}}
+		kt, vt := k, v
+		kt.truncate(dt, kvd, t0+rows)
+		vt.truncate(dt, kvd, t0+rows)
+		s := &Sequence{shape: seqShape{kvDType: dt}, layers: []layerState{{k: kt, v: vt}}}
 		segs := []segment{{s: s, toks: make([]int, rows), start: t0}}
 		m.attend(ws, 0, segs, c.q[t0*qd:(t0+rows)*qd], out[(t0-from)*qd:])
 	}
@@ -126,6 +139,70 @@ func TestAttendInvariance(t *testing.T) {
 					t.Fatalf("%s: value %d is %g, whole-prompt single-thread %g", fmt.Sprintf("G=%d chunk %d threads %d", tc.G, v.chunk, v.threads), i, got[i], want[i])
 				}
 			}
+		}
+	}
+}
+
+// TestAttendKVFormats: a bf16 or bfp8 cache is the float32 cache with each
+// value rounded once by the codec (dtype.Float32ToBF16; bfp.QuantizeGroup
+// over 16 consecutive values of a head), then read exactly: attention over
+// it gives the bits of attention over a float32 cache of those rounded
+// values, at any chunking and thread count.
+func TestAttendKVFormats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(85, 86))
+	round := map[KVDType]func(x []float32) []float32{
+		KVBF16: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i, v := range x {
+				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
+			}
+			return y
+		},
+		KVBFP8: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i := 0; i < len(x); i += bfp.GroupSize {
+				var g [bfp.GroupSize]float32
+				copy(g[:], x[i:])
+				e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
+				bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
+			}
+			return y
+		},
+	}
+	for _, dt := range []KVDType{KVBF16, KVBFP8} {
+		c := newAttnCase(rng, 4, 2, 64, 1200)
+		rounded := *c
+		rounded.k, rounded.v = round[dt](c.k), round[dt](c.v)
+		from := c.n - 30
+		want := rounded.run(from, 30, 1)
+		for _, v := range []struct{ chunk, threads int }{{30, 1}, {1, 2}, {7, 3}} {
+			got := c.runAs(dt, from, v.chunk, v.threads)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, chunk %d, %d threads: value %d is %g; float32 attention over the rounded cache gives %g", dt, v.chunk, v.threads, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestKVRowBytes: bf16 takes half of float32's bytes per position, bfp8
+// 17/64 (at most 0.27 of them), and a cache holds exactly that.
+func TestKVRowBytes(t *testing.T) {
+	const kvd = 8 * 64
+	f32 := KVF32.RowBytes(kvd)
+	if got := KVBF16.RowBytes(kvd); 2*got != f32 {
+		t.Errorf("bf16 row: %d bytes, float32 %d", got, f32)
+	}
+	if got := KVBFP8.RowBytes(kvd); float64(got) > 0.27*float64(f32) || got != kvd/16*17 {
+		t.Errorf("bfp8 row: %d bytes, float32 %d", got, f32)
+	}
+	x := make([]float32, 3*kvd)
+	for _, dt := range KVDTypes {
+		var r kvRows
+		r.appendRows(dt, x)
+		if r.bytes() != 3*dt.RowBytes(kvd) {
+			t.Errorf("%s: 3 rows hold %d bytes, want %d", dt, r.bytes(), 3*dt.RowBytes(kvd))
 		}
 	}
 }

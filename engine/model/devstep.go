@@ -559,9 +559,9 @@ func (st *devState) extend(sp *Span) error {
 	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
 	r := &run{d: dm.d}
 	for l := range st.k {
-		if st.k[l] != nil && sp.k[l] != nil {
-			r.write(st.k[l], 4*sp.start*kvd, f32Bytes(sp.k[l]))
-			r.write(st.v[l], 4*sp.start*kvd, f32Bytes(sp.v[l]))
+		if st.k[l] != nil && sp.k[l].f != nil {
+			r.write(st.k[l], 4*sp.start*kvd, f32Bytes(sp.k[l].f))
+			r.write(st.v[l], 4*sp.start*kvd, f32Bytes(sp.v[l].f))
 		}
 	}
 	if r.err != nil {

@@ -599,8 +599,8 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 	for _, sg := range segs {
 		st := &sg.s.layers[l]
 		n := len(sg.toks)
-		st.k = append(st.k, k[sg.row0*kvd:(sg.row0+n)*kvd]...)
-		st.v = append(st.v, v[sg.row0*kvd:(sg.row0+n)*kvd]...)
+		st.k.appendRows(m.kvDType, k[sg.row0*kvd:(sg.row0+n)*kvd])
+		st.v.appendRows(m.kvDType, v[sg.row0*kvd:(sg.row0+n)*kvd])
 	}
 	m.attend(ws, l, segs, q, o)
 	if obs != nil {
