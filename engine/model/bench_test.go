@@ -21,6 +21,8 @@ import (
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/synth"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -68,6 +70,9 @@ const (
 	// and prefill benchmarks, a comma- or space-separated list (default
 	// 0,4096,16384; add 32768 for the longest the issue tracks).
 	depthsEnv = "LFMQ_BENCH_DEPTHS"
+	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
+	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
+	kvEnv = "LFMQ_BENCH_KV_DTYPE"
 )
 
 // synthShape returns RealShape with the layer count of layersEnv: further
@@ -137,11 +142,14 @@ func depthName(which string, depth int) string {
 
 // withContext returns a sequence of m that holds depth positions of
 // seeded random context: keys and values drawn from a unit normal (the
-// scale of normed, rotated keys) and a zero conv state, entered through
-// the prefix cache's span format (Model.UnmarshalSpan, Sequence.Extend),
-// so that a benchmark reaches a deep context in milliseconds instead of
-// the minutes a prefill would take. Attention's cost does not depend on
-// the values it reads; only the depth matters.
+// scale of normed, rotated keys), rounded to the model's KV format, and a
+// zero conv state, entered through the prefix cache's span format
+// (Model.UnmarshalSpan, Sequence.Extend), so that a benchmark reaches a
+// deep context in milliseconds instead of the minutes a prefill would
+// take. Attention's cost does not depend on the values it reads; only the
+// depth matters. A float32 span is also written in the span format's
+// version 1, so that this file measures commits from before version 2
+// (scripts/bench-ab.sh with the working tree's benchmarks).
 func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 	s := m.NewSequence()
 	if depth == 0 {
@@ -153,27 +161,49 @@ func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 		kinds[i] = byte('0' + k)
 	}
 	kvd := c.NumKVHeads * c.HeadDim
-	buf := []byte("lfmq-span-1\x00")
-	for _, v := range []int{c.NumLayers, c.HiddenSize, c.ConvLCache, kvd, 0, depth} {
-		buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
-	}
-	buf = append(buf, byte(len(kinds)))
-	buf = append(buf, kinds...)
 	rng := rand.New(rand.NewPCG(5, uint64(depth)))
+	var payload []byte
 	for _, k := range c.LayerKinds {
-		n := (c.ConvLCache - 1) * c.HiddenSize
-		if k == config.Attention {
-			n = 2 * depth * kvd
+		if k != config.Attention {
+			payload = append(payload, make([]byte, 4*(c.ConvLCache-1)*c.HiddenSize)...)
+			continue
 		}
-		for range n {
-			v := float32(0)
-			if k == config.Attention {
-				v = float32(rng.NormFloat64())
+		x := make([]float32, 2*depth*kvd)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		switch benchKV {
+		case model.KVBF16:
+			for _, v := range x {
+				payload = binary.LittleEndian.AppendUint16(payload, dtype.Float32ToBF16(v))
 			}
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		case model.KVBFP8:
+			for i := 0; i < len(x); i += bfp.GroupSize {
+				e, codes := bfp.QuantizeGroup(bfp.BFP8, (*[bfp.GroupSize]float32)(x[i:]))
+				payload = append(append(payload, e), codes[:]...)
+			}
+		default:
+			for _, v := range x {
+				payload = binary.LittleEndian.AppendUint32(payload, math.Float32bits(v))
+			}
 		}
 	}
-	sp, err := m.UnmarshalSpan(buf)
+	span := func(version int) []byte {
+		buf := []byte(fmt.Sprintf("lfmq-span-%d\x00", version))
+		for _, v := range []int{c.NumLayers, c.HiddenSize, c.ConvLCache, kvd, 0, depth} {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+		buf = append(buf, byte(len(kinds)))
+		buf = append(buf, kinds...)
+		if version == 2 {
+			buf = append(buf, byte(benchKV))
+		}
+		return append(buf, payload...)
+	}
+	sp, err := m.UnmarshalSpan(span(2))
+	if err != nil && benchKV == model.KVF32 {
+		sp, err = m.UnmarshalSpan(span(1))
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -317,14 +347,36 @@ var (
 	benchFormats = []string{"bf16", "lfmq1"}
 	benchThreads = threadCounts()
 	benchDepths  = contextDepths()
+	benchKV      = kvDType()
 )
+
+// kvDType returns the KV cache format of kvEnv, or f32.
+func kvDType() model.KVDType {
+	v := os.Getenv(kvEnv)
+	if v == "" {
+		return model.KVF32
+	}
+	t, err := model.ParseKVDType(v)
+	if err != nil {
+		panic(fmt.Sprintf("%s: %v", kvEnv, err))
+	}
+	return t
+}
+
+// kvName is the benchmark name's KV format element: none for f32.
+func kvName() string {
+	if benchKV == model.KVF32 {
+		return ""
+	}
+	return "/kv=" + benchKV.String()
+}
 
 // loadBench loads a benchmark model and waits for the background hash of an
 // lfmq-1 checkpoint's files (model.LoadOptions.Check) to finish: it would
 // otherwise take a core's worth of time from the first second or so of the
 // measurement, a share that depends on the benchmark's length.
 func loadBench(b *testing.B, dir string, threads int) *model.Model {
-	m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+	m, err := model.Load(dir, model.LoadOptions{Threads: threads, KVCacheDType: benchKV})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -353,7 +405,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				for _, batch := range batches {
 					for _, depth := range depthsOf(which) {
-						name := fmt.Sprintf("%s/%s/threads=%d/batch=%d%s", which, format, threads, batch, depthName(which, depth))
+						name := fmt.Sprintf("%s/%s/threads=%d/batch=%d%s%s", which, format, threads, batch, depthName(which, depth), kvName())
 						b.Run(name, func(b *testing.B) {
 							dir := benchModel(b, which, format)
 							// The synthetic model's steps interleave with probe
@@ -442,7 +494,7 @@ func BenchmarkPrefill(b *testing.B) {
 		for _, format := range benchFormats {
 			for _, threads := range benchThreads {
 				for _, depth := range depthsOf(which) {
-					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s", which, format, threads, n, depthName(which, depth)), func(b *testing.B) {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s", which, format, threads, n, depthName(which, depth), kvName()), func(b *testing.B) {
 						dir := benchModel(b, which, format)
 						resetPeakRSS()
 						m := loadBench(b, dir, threads)
