@@ -149,6 +149,10 @@ type Checkpoint struct {
 	Commit       string `json:"commit,omitempty"`
 	SourceRepo   string `json:"source_repo,omitempty"`
 	SourceCommit string `json:"source_commit,omitempty"`
+	// KVCacheDType is the KV cache format a candidate ran with (in
+	// process: lfmq score's --kv-cache-dtype; served: what the server
+	// reported), bf16 or bfp8; absent for the float32 cache.
+	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
 }
 
 // Corpus identifies one scored corpus.

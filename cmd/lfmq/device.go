@@ -9,6 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/device/pick"
+	"github.com/lfmq/lfmq/engine/model"
 )
 
 // deviceFlagUsage is the --device flag's help, shared by generate, serve
@@ -51,4 +52,23 @@ func closeDevice(d device.Device) {
 	if d != nil {
 		d.Close()
 	}
+}
+
+// addKVCacheDTypeFlag defines --kv-cache-dtype (generate, serve, launch).
+func addKVCacheDTypeFlag(f *pflag.FlagSet, v *string) {
+	f.StringVar(v, "kv-cache-dtype", "f32", "KV cache number format: f32 (the float32 reference), bf16 or bfp8 (each key and value rounded once, when written)")
+}
+
+// checkKVCacheDType is --kv-cache-dtype's usage check.
+func checkKVCacheDType(s string) error {
+	if _, err := model.ParseKVDType(s); err != nil {
+		return &usageError{fmt.Errorf("--kv-cache-dtype %q: want f32, bf16 or bfp8", s)}
+	}
+	return nil
+}
+
+// kvCacheDType is a checked --kv-cache-dtype's format.
+func kvCacheDType(s string) model.KVDType {
+	t, _ := model.ParseKVDType(s)
+	return t
 }

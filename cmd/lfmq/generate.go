@@ -20,23 +20,24 @@ import (
 )
 
 type generateOptions struct {
-	IO          *IOStreams
-	Model       string
-	Endpoint    string
-	Prompt      string
-	Chat        string
-	Tools       string
-	JSONSchema  string
-	MaxTokens   int
-	Temperature float64
-	TopK        int
-	TopP        float64
-	MinP        float64
-	RepPenalty  float64
-	Seed        int64
-	Threads     int
-	Stats       bool
-	Device      string
+	IO           *IOStreams
+	Model        string
+	Endpoint     string
+	Prompt       string
+	Chat         string
+	Tools        string
+	JSONSchema   string
+	MaxTokens    int
+	Temperature  float64
+	TopK         int
+	TopP         float64
+	MinP         float64
+	RepPenalty   float64
+	Seed         int64
+	Threads      int
+	KVCacheDType string
+	Stats        bool
+	Device       string
 
 	dir        string // the directory --model names (a hub id's snapshot)
 	chatJSON   []byte // --chat, read and checked
@@ -91,6 +92,9 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			if opts.MaxTokens < 1 {
 				return &usageError{fmt.Errorf("--max-tokens must be at least 1, got %d", opts.MaxTokens)}
 			}
+			if err := checkKVCacheDType(opts.KVCacheDType); err != nil {
+				return err
+			}
 			if opts.Threads < 0 {
 				// As serve and score refuse it: 0 is all cores, -1 is no count.
 				return &usageError{fmt.Errorf("--threads must not be negative, got %d", opts.Threads)}
@@ -126,6 +130,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.Int64Var(&opts.Seed, "seed", 0, "sampling seed")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); the output does not depend on it")
 	f.BoolVar(&opts.Stats, "stats", false, "print the load time, prefill and decode tokens/s and the device to stderr")
+	addKVCacheDTypeFlag(f, &opts.KVCacheDType)
 	addDeviceFlag(f, &opts.Device)
 	cmd.MarkFlagDirname("model")
 	return cmd
@@ -197,7 +202,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	defer closeDevice(dev)
 	opts.deviceLine = line
-	s, err := generate.Open(opts.dir, model.LoadOptions{Threads: opts.Threads, Device: dev})
+	s, err := generate.Open(opts.dir, model.LoadOptions{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(opts.KVCacheDType)})
 	if err != nil {
 		return err
 	}
@@ -258,6 +263,7 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
+		fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
 		fmt.Fprintln(opts.IO.ErrOut, opts.deviceLine)
 	}
 	return nil

@@ -41,6 +41,9 @@ func TestGenerateFlags(t *testing.T) {
 		{"bad repetition penalty", "--model m --prompt a --repetition-penalty 0", "--repetition-penalty 0 must be finite and > 0", nil},
 		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
 		{"negative threads", "--model m --prompt a --threads -1", "--threads must not be negative, got -1", nil},
+		{"kv cache dtype", "--model m --prompt a --kv-cache-dtype bfp8", "", func(o *generateOptions) bool { return o.KVCacheDType == "bfp8" }},
+		{"default kv cache dtype", "--model m --prompt a", "", func(o *generateOptions) bool { return o.KVCacheDType == "f32" }},
+		{"bad kv cache dtype", "--model m --prompt a --kv-cache-dtype fp8", `--kv-cache-dtype "fp8": want f32, bf16 or bfp8`, nil},
 		{"empty prompt", "--model m --prompt=", "--prompt is empty", nil},
 		{"empty chat", "--model m --chat []", "--chat: messages: the conversation is empty", nil},
 		{"unknown role", `--model m --chat [{"role":"user","content":"a"},{"role":"robot","content":"b"}]`, `--chat: messages[1].role: "robot" is not a role`, nil},
@@ -88,8 +91,18 @@ func TestGenerateRun(t *testing.T) {
 	if !strings.HasPrefix(stdout.String(), want) {
 		t.Errorf("stdout %q, want it to start with %q", stdout, want)
 	}
-	if !strings.Contains(stderr.String(), "decode  32 tokens") || !strings.Contains(stderr.String(), "tokens/s") {
+	if !strings.Contains(stderr.String(), "decode  32 tokens") || !strings.Contains(stderr.String(), "tokens/s") ||
+		!strings.Contains(stderr.String(), "KV cache f32: 1536 bytes per token") {
 		t.Errorf("stats: %q", stderr)
+	}
+	// A BFP8 cache: 17 bytes per 16 values (3 attention layers × K and V
+	// × 64 values) and the stats say so.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + chatFile, "--max-tokens", "4", "--stats", "--kv-cache-dtype", "bfp8"}, ios); code != 0 {
+		t.Fatalf("bfp8: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), "KV cache bfp8: 408 bytes per token") {
+		t.Errorf("bfp8 stats: %q", stderr)
 	}
 
 	out := filepath.Join(t.TempDir(), "rtn")

@@ -37,6 +37,7 @@ type scoreOptions struct {
 	Plot           string
 	MaxRecords     int
 	Threads        int
+	KVCacheDType   string
 	Device         string
 	// APIKey is sent to served candidates (from --api-key, the file of
 	// --api-key-file, read when the run starts, or LFMQ_API_KEY); it is
@@ -133,6 +134,9 @@ per corpus with the per-token KL distribution of every row.`,
 			if opts.MaxRecords < 0 || opts.Threads < 0 {
 				return &usageError{errors.New("--max-records and --threads must not be negative")}
 			}
+			if err := checkKVCacheDType(opts.KVCacheDType); err != nil {
+				return err
+			}
 			if err := checkDeviceFlag(opts.Device); err != nil {
 				return err
 			}
@@ -168,6 +172,7 @@ per corpus with the per-token KL distribution of every row.`,
 	f.StringVar(&opts.Plot, "plot", "", "write an SVG of the per-token KL distribution per corpus to DIR")
 	f.IntVar(&opts.MaxRecords, "max-records", 0, "score only the first N records of each corpus (0 = all)")
 	f.IntVar(&opts.Threads, "threads", 0, "threads (0 = all cores); results do not depend on it")
+	f.StringVar(&opts.KVCacheDType, "kv-cache-dtype", "f32", "KV cache format of the in-process candidates (the reference keeps f32): f32, bf16 or bfp8, as lfmq serve's flag")
 	addDeviceFlag(f, &opts.Device)
 	f.StringVar(&opts.APIKey, "api-key", "", "`KEY` sent to served candidates as a bearer token (default $LFMQ_API_KEY; prefer --api-key-file, a command line is visible to other users)")
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the key for served candidates from `FILE`")
@@ -239,6 +244,9 @@ func commandLine(o *scoreOptions) string {
 	}
 	if o.MaxRecords > 0 {
 		args = append(args, "--max-records", strconv.Itoa(o.MaxRecords))
+	}
+	if o.KVCacheDType != "" && o.KVCacheDType != "f32" {
+		args = append(args, "--kv-cache-dtype", o.KVCacheDType)
 	}
 	// The key is never written; the file it came from is.
 	for _, kv := range [][2]string{{"--save-reference", o.SaveReference}, {"--reference-cache", o.ReferenceCache}, {"--api-key-file", o.APIKeyFile}, {"--out", o.Out}, {"--plot", o.Plot}} {
@@ -351,7 +359,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		Reference: refDir, Candidates: opts.Candidates, Corpora: opts.Corpora,
 		Ctx: opts.Ctx, NoiseFloor: opts.NoiseFloor, Chunk: opts.Chunk, MaxRecords: opts.MaxRecords,
 		SaveReference: opts.SaveReference, ReferenceCache: opts.ReferenceCache,
-		Threads: opts.Threads, Command: commandLine(opts), APIKey: opts.APIKey,
+		Threads: opts.Threads, Command: commandLine(opts), APIKey: opts.APIKey, KVCacheDType: kvCacheDType(opts.KVCacheDType),
 	}
 	if opts.HTTPClient != nil {
 		so.HTTPClient = opts.HTTPClient()

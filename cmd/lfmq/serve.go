@@ -38,6 +38,7 @@ type serveOptions struct {
 	MaxQueue        int
 	PrefillChunk    int
 	Threads         int
+	KVCacheDType    string
 	Device          string
 	ShutdownTimeout time.Duration
 	CORSOrigins     []string
@@ -147,6 +148,7 @@ func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.IntVar(&opts.MaxQueue, "max-queue", sched.DefaultMaxQueue, "most requests waiting; more get 429 queue_full")
 	f.IntVar(&opts.PrefillChunk, "prefill-chunk", sched.DefaultPrefillChunk, "most prompt tokens processed per step")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); outputs do not depend on it")
+	addKVCacheDTypeFlag(f, &opts.KVCacheDType)
 	addDeviceFlag(f, &opts.Device)
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", api.DefaultShutdownTimeout, "how long running requests may finish after SIGINT/SIGTERM")
 	f.StringArrayVar(&opts.CORSOrigins, "cors-origin", nil, "allow browser calls from this origin (repeatable; * for any); CORS is off without it")
@@ -189,6 +191,8 @@ func (o *serveOptions) validateServe() error {
 		return usage("--prefill-chunk must be at least 1, got %d", o.PrefillChunk)
 	case o.Threads < 0:
 		return usage("--threads must not be negative, got %d", o.Threads)
+	case checkKVCacheDType(o.KVCacheDType) != nil:
+		return checkKVCacheDType(o.KVCacheDType)
 	case pick.Check(o.Device) != nil:
 		return &usageError{pick.Check(o.Device)}
 	case o.ShutdownTimeout < 0:
@@ -318,10 +322,11 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	defer closeDevice(dev)
 	log.Info(line)
 	cfg := api.Config{
-		Device:   dev,
-		ModelDir: dir,
-		Addr:     net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
-		Threads:  opts.Threads,
+		Device:       dev,
+		ModelDir:     dir,
+		Addr:         net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
+		Threads:      opts.Threads,
+		KVCacheDType: kvCacheDType(opts.KVCacheDType),
 		Sched: sched.Config{MaxNumSeqs: opts.MaxNumSeqs, MaxQueue: opts.MaxQueue, PrefillChunk: opts.PrefillChunk,
 			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens,
 			Speculation: sched.SpecConfig{Off: opts.Speculate == "off", Tokens: opts.SpecTokens, LookupMin: opts.LookupMin, LookupMax: opts.LookupMax},

@@ -43,6 +43,8 @@ func TestServeFlags(t *testing.T) {
 		{"speculation", "--model m --speculate off --spec-tokens 7 --lookup-min 2 --lookup-max 6 --prefix-caching off", "", func(o *serveOptions) bool {
 			return o.Speculate == "off" && o.SpecTokens == 7 && o.LookupMin == 2 && o.LookupMax == 6 && o.PrefixCaching == "off"
 		}},
+		{"kv cache dtype", "--model m --kv-cache-dtype bf16", "", func(o *serveOptions) bool { return o.KVCacheDType == "bf16" }},
+		{"bad kv cache dtype", "--model m --kv-cache-dtype f16", "--kv-cache-dtype", nil},
 		{"speculate value", "--model m --speculate yes", "--speculate", nil},
 		{"spec tokens", "--model m --spec-tokens 8", "--spec-tokens 8", nil},
 		{"lookup", "--model m --lookup-min 4 --lookup-max 3", "--lookup-min 4", nil},
@@ -234,8 +236,69 @@ func TestServedScoreEqualsInProcess(t *testing.T) {
 	if served.URL != base || served.Identity != local.Identity || served.ManifestSHA256 != local.ManifestSHA256 || served.Format != "lfmq-1" || served.ServedModel != "rtn" || served.BinarySHA256 == "" {
 		t.Errorf("served receipt %+v\nlocal %+v", served, local)
 	}
+	if served.KVCacheDType != "" || local.KVCacheDType != "" {
+		t.Errorf("the float32 KV cache is recorded as %q (served) and %q (in process); want it absent", served.KVCacheDType, local.KVCacheDType)
+	}
 	if strings.Contains(f.Receipts.Command, " k ") || strings.Contains(f.Receipts.Command, "--api-key k") {
 		t.Errorf("the key is in the receipts: %s", f.Receipts.Command)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after SIGTERM", code)
+	}
+}
+
+// TestServedScoreKVCacheDType: a server with a BFP8 KV cache says so in
+// /v1/models, and scoring it equals scoring in process with the same
+// --kv-cache-dtype, digit for digit; both receipts record the format.
+func TestServedScoreKVCacheDType(t *testing.T) {
+	base, stop := startServe(t, "--model", tinyModel, "--kv-cache-dtype", "bfp8")
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Data []struct {
+			Lfmq struct {
+				KVCacheDType string `json:"kv_cache_dtype"`
+			} `json:"lfmq"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Data) != 1 || list.Data[0].Lfmq.KVCacheDType != "bfp8" {
+		t.Fatalf("/v1/models: %+v, %v; want lfmq.kv_cache_dtype bfp8", list, err)
+	}
+	out := filepath.Join(t.TempDir(), "ev.json")
+	args := []string{"score", "--reference", tinyModel, "--candidate", "served=" + base, "--candidate", "dir=" + tinyModel,
+		"--corpus", "chat=" + filepath.Join(tinyCorpora, "chat.jsonl"), "--max-records", "2", "--ctx", "128", "--kv-cache-dtype", "bfp8", "--out", out}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("score: exit %d: %s", code, stderr)
+	}
+	f, err := evidence.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]evidence.Result{}
+	for _, r := range f.Results {
+		if r.Corpus == "chat" {
+			rows[r.Candidate] = r
+		}
+	}
+	s, d := rows["served"], rows["dir"]
+	s.Candidate, d.Candidate = "", ""
+	sj, _ := json.Marshal(s)
+	dj, _ := json.Marshal(d)
+	if string(sj) != string(dj) || s.Tokens == 0 {
+		t.Errorf("served\n%s\nin process\n%s", sj, dj)
+	}
+	for _, c := range f.Receipts.Candidates {
+		if c.KVCacheDType != "bfp8" {
+			t.Errorf("candidate %s: kv_cache_dtype %q, want bfp8", c.Name, c.KVCacheDType)
+		}
+	}
+	if !strings.Contains(f.Receipts.Command, "--kv-cache-dtype bfp8") {
+		t.Errorf("command line %q lacks the KV cache format", f.Receipts.Command)
 	}
 	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d after SIGTERM", code)

@@ -36,6 +36,9 @@ type Config struct {
 	Listener net.Listener
 	// Threads for the model; 0 means GOMAXPROCS.
 	Threads int
+	// KVCacheDType is the KV cache's number format (model.KVF32, the zero
+	// value, is the float32 reference); /v1/models reports it.
+	KVCacheDType model.KVDType
 	// Device, if set, runs the model there (Serve does not close it); nil
 	// is the CPU engine.
 	Device device.Device
@@ -118,7 +121,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	// An lfmq-1 checkpoint's structure is checked now and its files hashed
 	// while the server warms up and serves: a mismatch shuts it down.
-	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Device: cfg.Device})
+	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Device: cfg.Device, KVCacheDType: cfg.KVCacheDType})
 	if err != nil {
 		return fail(err)
 	}
@@ -144,11 +147,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	srv.opts.Identity = Identity{CheckpointFormat: id.Format, CheckpointIdentity: id.Identity, ManifestSHA256: id.ManifestSHA256,
 		ConfigSHA256: id.ConfigSHA256, TokenizerSHA256: id.TokenizerSHA256, VocabSize: sess.Model.Config.VocabSize,
-		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA, Device: DeviceOf(sess.Model)}
+		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA, Device: DeviceOf(sess.Model),
+		KVCacheDType: sess.Model.KVCacheDType().String()}
 	if err := warmUp(ctx, sess); err != nil {
 		return fail(err)
 	}
-	cacheFile, cacheHeader := "", prefix.Header{Identity: id.Identity, Runtime: version.Version + "+" + version.SourceDigest + "+" + binSHA}
+	cacheFile, cacheHeader := "", prefix.Header{Identity: id.Identity,
+		Runtime: version.Version + "+" + version.SourceDigest + "+" + binSHA + "+kv=" + sess.Model.KVCacheDType().String()}
 	if cfg.CacheDir != "" {
 		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
 			return fail(fmt.Errorf("api: cache directory: %w", err))

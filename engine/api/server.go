@@ -42,6 +42,8 @@ type Identity struct {
 	// Device is the engine the model runs on: the CPU, or a device with
 	// its driver and kernel digest.
 	Device device.Info `json:"device"`
+	// KVCacheDType is the KV cache's number format: f32, bf16 or bfp8.
+	KVCacheDType string `json:"kv_cache_dtype"`
 }
 
 // DeviceOf describes the engine m runs on.

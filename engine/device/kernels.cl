@@ -396,34 +396,46 @@ __kernel void attn_scores(__global float *sc, __global const float *q, __global 
 	sc[g] = dot16(qv, kv, d) * scale;
 }
 
-// attn_softmax is engine/kernels.Softmax over each score row (length
-// start+t+1): the maximum, e = exp(x − max), their sum in 16 lanes of
-// plain additions, the tree, the tail, then x = e/sum.
-__kernel void attn_softmax(__global float *sc, int Hq, int start, int t0, int nt) {
+// attn_block_max is the first half of engine/model's blocked attention
+// for tokens t in [t0, t0+nt) and query heads hd: one work item per
+// (token, head, split of 1024 positions) walks its blocks of 64 positions
+// in order, keeping the running maximum M of the split's scores (from
+// −Inf): for each block, M = max(M, the block's maximum), written to
+// bm[((t−t0)·Hq + hd)·nb + block], and the block's scores replaced by
+// Exp(s − M). nb = ceil(L/64), L = start+t0+nt.
+__kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int start, int t0, int nt) {
 	int L = start + t0 + nt;
+	int nb = (L + 63) / 64, ns = (L + 1023) / 1024;
 	int g = get_global_id(0);
-	if (g >= nt * Hq) return;
-	int t = t0 + g / Hq;
+	if (g >= nt * Hq * ns) return;
+	int sp = g % ns, th = g / ns;
+	int t = t0 + th / Hq;
 	int n = start + t + 1;
-	__global float *x = sc + (long)g * L;
-	float m = x[0];
-	for (int i = 1; i < n; i++) m = gomax(m, x[i]);
-	for (int i = 0; i < n; i++) x[i] = expf32(x[i] - m);
-	float acc[16];
-	for (int l = 0; l < 16; l++) acc[l] = 0.0f;
-	int mm = n & ~15;
-	for (int i = 0; i < mm; i += 16)
-		for (int l = 0; l < 16; l++) acc[l] += x[i + l];
-	float s = reduce16(acc);
-	for (int i = mm; i < n; i++) s += x[i];
-	for (int i = 0; i < n; i++) x[i] = x[i] / s;
+	int lo = sp * 1024;
+	if (lo >= n) return;
+	int hi = min(lo + 1024, n);
+	__global float *x = sc + (long)th * L;
+	float M = -INFINITY;
+	for (int b0 = lo; b0 < hi; b0 += 64) {
+		int b1 = min(b0 + 64, hi);
+		float m = x[b0];
+		for (int j = b0 + 1; j < b1; j++) m = gomax(m, x[j]);
+		M = gomax(M, m);
+		bm[(long)th * nb + b0 / 64] = M;
+		for (int j = b0; j < b1; j++) x[j] = expf32(x[j] - M);
+	}
 }
 
-// attn_out sets o = Σ_j p_j·v_j, one fused chain over j in increasing
-// order per output value.
-__kernel void attn_out(__global float *o, __global const float *sc, __global const float *vc, int d, int Hq, int group,
-		int kvd, int row0, int start, int t0, int nt) {
+// attn_split_out is the second half: per output value, each split's online
+// softmax over its blocks (α = Exp(M − M'), L = L·α + Σ e in order, acc =
+// acc·α then fused e_j·v_j in order), the splits merged in order (a =
+// Exp(M − M'), b = Exp(M_s − M'), L = L·a + L_s·b, acc = fma(b, acc_s,
+// acc·a)), then o = acc / L: engine/model's attention, operation for
+// operation.
+__kernel void attn_split_out(__global float *o, __global const float *sc, __global const float *bm, __global const float *vc,
+		int d, int Hq, int group, int kvd, int row0, int start, int t0, int nt) {
 	int L = start + t0 + nt;
+	int nb = (L + 63) / 64;
 	int g = get_global_id(0);
 	if (g >= nt * Hq * d) return;
 	int i = g % d;
@@ -431,10 +443,32 @@ __kernel void attn_out(__global float *o, __global const float *sc, __global con
 	int hd = th % Hq, t = t0 + th / Hq;
 	int n = start + t + 1;
 	__global const float *p = sc + (long)th * L;
+	__global const float *bmax = bm + (long)th * nb;
 	__global const float *vv = vc + (hd / group) * d + i;
-	float acc = 0.0f;
-	for (int j = 0; j < n; j++) acc = fma(p[j], vv[(long)j * kvd], acc);
-	o[(long)(row0 + t) * Hq * d + hd * d + i] = acc;
+	float M = -INFINITY, Lsum = 0.0f, acc = 0.0f;
+	for (int lo = 0; lo < n; lo += 1024) {
+		int hi = min(lo + 1024, n);
+		float Ms = -INFINITY, Ls = 0.0f, as = 0.0f;
+		for (int b0 = lo; b0 < hi; b0 += 64) {
+			int b1 = min(b0 + 64, hi);
+			float Mn = bmax[b0 / 64];
+			float alpha = expf32(Ms - Mn);
+			float tsum = 0.0f;
+			for (int j = b0; j < b1; j++) tsum += p[j];
+			float la = Ls * alpha;
+			Ls = la + tsum;
+			as = as * alpha;
+			for (int j = b0; j < b1; j++) as = fma(p[j], vv[(long)j * kvd], as);
+			Ms = Mn;
+		}
+		float Mn = gomax(M, Ms);
+		float a = expf32(M - Mn), b = expf32(Ms - Mn);
+		float la = Lsum * a, lb = Ls * b;
+		Lsum = la + lb;
+		acc = fma(b, as, acc * a);
+		M = Mn;
+	}
+	o[(long)(row0 + t) * Hq * d + hd * d + i] = acc / Lsum;
 }
 
 // ---- mixture of experts (lfm2-moe.md §4.7) ------------------------------

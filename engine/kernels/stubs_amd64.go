@@ -166,3 +166,14 @@ func tileFMAPackedZ(acc []float32, w *[TileSize * TileSize]float32, x []float32,
 //
 //go:noescape
 func swiGLUZ(y, gate, up []float32, c *[18]float64)
+
+// accRowsAVX is accRowsGo for len(acc) a multiple of 32 (attn_amd64.s).
+//
+//go:noescape
+func accRowsAVX(acc, p, v []float32, stride int)
+
+// expShiftZ is ExpShift for the first len(x)&^63 elements with 512-bit
+// registers; c is &swiGLUConst (expshift_amd64.s).
+//
+//go:noescape
+func expShiftZ(y, x []float32, m float32, c *[18]float64)

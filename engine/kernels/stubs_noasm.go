@@ -99,3 +99,11 @@ func swiGLUZ(y, gate, up []float32, _ *[18]float64) {
 		y[i] = SiLU(g) * up[i]
 	}
 }
+
+func accRowsAVX(acc, p, v []float32, stride int) { accRowsGo(acc, p, v, stride) }
+
+func expShiftZ(y, x []float32, m float32, _ *[18]float64) {
+	for i, v := range x {
+		y[i] = Exp(v - m)
+	}
+}

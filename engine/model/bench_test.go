@@ -2,7 +2,9 @@ package model_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/synth"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -61,6 +66,13 @@ const synthEnv = "LFMQ_BENCH_SYNTH_DIR"
 const (
 	layersEnv  = "LFMQ_BENCH_SYNTH_LAYERS"
 	threadsEnv = "LFMQ_BENCH_THREADS"
+	// depthsEnv sets the context depths of the synthetic model's decode
+	// and prefill benchmarks, a comma- or space-separated list (default
+	// 0,4096,16384; add 32768 for the longest the issue tracks).
+	depthsEnv = "LFMQ_BENCH_DEPTHS"
+	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
+	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
+	kvEnv = "LFMQ_BENCH_KV_DTYPE"
 )
 
 // synthShape returns RealShape with the layer count of layersEnv: further
@@ -85,20 +97,120 @@ func synthShape(b *testing.B) (synth.Shape, int) {
 }
 
 // threadCounts returns the thread counts of threadsEnv, or 1 and 2.
-func threadCounts() []int {
-	v := os.Getenv(threadsEnv)
+func threadCounts() []int { return intList(threadsEnv, []int{1, 2}, 1) }
+
+// contextDepths returns the context depths of depthsEnv, or 0, 4,096 and
+// 16,384.
+func contextDepths() []int { return intList(depthsEnv, []int{0, 4096, 16384}, 0) }
+
+// intList parses the comma- or space-separated integers of environment
+// variable env, each at least least, or returns def when it is unset.
+func intList(env string, def []int, least int) []int {
+	v := os.Getenv(env)
 	if v == "" {
-		return []int{1, 2}
+		return def
 	}
 	var out []int
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			panic(fmt.Sprintf("%s=%q: %q is not a thread count", threadsEnv, v, f))
+		if err != nil || n < least {
+			panic(fmt.Sprintf("%s=%q: %q is not an integer of at least %d", env, v, f, least))
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// depthsOf returns the context depths a benchmark model runs at: those of
+// contextDepths for the synthetic LFM2-8B-A1B shapes, only 0 for the
+// others.
+func depthsOf(which string) []int {
+	if which == "synth" {
+		return benchDepths
+	}
+	return []int{0}
+}
+
+// depthName is the benchmark name's depth element: none at depth 0 for the
+// models that run only there, so their names stay as they were.
+func depthName(which string, depth int) string {
+	if which != "synth" {
+		return ""
+	}
+	return fmt.Sprintf("/depth=%d", depth)
+}
+
+// withContext returns a sequence of m that holds depth positions of
+// seeded random context: keys and values drawn from a unit normal (the
+// scale of normed, rotated keys), rounded to the model's KV format, and a
+// zero conv state, entered through the prefix cache's span format
+// (Model.UnmarshalSpan, Sequence.Extend), so that a benchmark reaches a
+// deep context in milliseconds instead of the minutes a prefill would
+// take. Attention's cost does not depend on the values it reads; only the
+// depth matters. A float32 span is also written in the span format's
+// version 1, so that this file measures commits from before version 2
+// (scripts/bench-ab.sh with the working tree's benchmarks).
+func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
+	s := m.NewSequence()
+	if depth == 0 {
+		return s
+	}
+	c := m.Config
+	kinds := make([]byte, c.NumLayers)
+	for i, k := range c.LayerKinds {
+		kinds[i] = byte('0' + k)
+	}
+	kvd := c.NumKVHeads * c.HeadDim
+	rng := rand.New(rand.NewPCG(5, uint64(depth)))
+	var payload []byte
+	for _, k := range c.LayerKinds {
+		if k != config.Attention {
+			payload = append(payload, make([]byte, 4*(c.ConvLCache-1)*c.HiddenSize)...)
+			continue
+		}
+		x := make([]float32, 2*depth*kvd)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		switch benchKV {
+		case model.KVBF16:
+			for _, v := range x {
+				payload = binary.LittleEndian.AppendUint16(payload, dtype.Float32ToBF16(v))
+			}
+		case model.KVBFP8:
+			for i := 0; i < len(x); i += bfp.GroupSize {
+				e, codes := bfp.QuantizeGroup(bfp.BFP8, (*[bfp.GroupSize]float32)(x[i:]))
+				payload = append(append(payload, e), codes[:]...)
+			}
+		default:
+			for _, v := range x {
+				payload = binary.LittleEndian.AppendUint32(payload, math.Float32bits(v))
+			}
+		}
+	}
+	span := func(version int) []byte {
+		buf := []byte(fmt.Sprintf("lfmq-span-%d\x00", version))
+		for _, v := range []int{c.NumLayers, c.HiddenSize, c.ConvLCache, kvd, 0, depth} {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+		buf = append(buf, byte(len(kinds)))
+		buf = append(buf, kinds...)
+		if version == 2 {
+			buf = append(buf, byte(benchKV))
+		}
+		return append(buf, payload...)
+	}
+	sp, err := m.UnmarshalSpan(span(2))
+	if err != nil && benchKV == model.KVF32 {
+		sp, err = m.UnmarshalSpan(span(1))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Extend(sp); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 var (
@@ -234,14 +346,37 @@ var (
 	benchModels  = []string{"tiny", "synth", "dense"}
 	benchFormats = []string{"bf16", "lfmq1"}
 	benchThreads = threadCounts()
+	benchDepths  = contextDepths()
+	benchKV      = kvDType()
 )
+
+// kvDType returns the KV cache format of kvEnv, or f32.
+func kvDType() model.KVDType {
+	v := os.Getenv(kvEnv)
+	if v == "" {
+		return model.KVF32
+	}
+	t, err := model.ParseKVDType(v)
+	if err != nil {
+		panic(fmt.Sprintf("%s: %v", kvEnv, err))
+	}
+	return t
+}
+
+// kvName is the benchmark name's KV format element: none for f32.
+func kvName() string {
+	if benchKV == model.KVF32 {
+		return ""
+	}
+	return "/kv=" + benchKV.String()
+}
 
 // loadBench loads a benchmark model and waits for the background hash of an
 // lfmq-1 checkpoint's files (model.LoadOptions.Check) to finish: it would
 // otherwise take a core's worth of time from the first second or so of the
 // measurement, a share that depends on the benchmark's length.
 func loadBench(b *testing.B, dir string, threads int) *model.Model {
-	m, err := model.Load(dir, model.LoadOptions{Threads: threads})
+	m, err := model.Load(dir, model.LoadOptions{Threads: threads, KVCacheDType: benchKV})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -256,7 +391,9 @@ func loadBench(b *testing.B, dir string, threads int) *model.Model {
 // sequence (and, on the tiny model, of eight) after a 32-token prompt. The
 // tokens fed are seeded random ids, so routing varies from step to step as
 // in generation; the sequences restart from the prompt every 256 steps, so
-// the attention span stays that of a short chat.
+// the attention span stays that of a short chat. On the synthetic model
+// the prompt follows a context of each depth of contextDepths
+// (withContext), so the attention span is depth + 32 to depth + 288.
 func BenchmarkDecode(b *testing.B) {
 	const prompt, span = 32, 256
 	for _, which := range benchModels {
@@ -267,64 +404,73 @@ func BenchmarkDecode(b *testing.B) {
 					batches = append(batches, 8)
 				}
 				for _, batch := range batches {
-					name := fmt.Sprintf("%s/%s/threads=%d/batch=%d", which, format, threads, batch)
-					b.Run(name, func(b *testing.B) {
-						dir := benchModel(b, which, format)
-						// The synthetic model's steps interleave with probe
-						// passes; the tiny model's steps are far shorter
-						// than a pass, so its probe runs before and after.
-						probe := newReadProbe(threads)
-						defer probe.free()
-						interleave := which != "tiny"
-						resetPeakRSS()
-						m := loadBench(b, dir, threads)
-						defer m.Close()
-						base, _ := forward(b, m, benchPrompt(b, m, which, prompt), model.ForwardOptions{})
-						seqs := make([]*model.Sequence, batch)
-						toks := make([][]int, batch)
-						reset := func() {
-							for i := range seqs {
-								seqs[i] = base.Clone()
-							}
-						}
-						reset()
-						rng := rand.New(rand.NewPCG(4, 4))
-						b.ReportAllocs()
-						n := 0
-						for b.Loop() {
-							if interleave && n%probeEvery == 0 {
-								b.StopTimer()
-								probe.pass()
-								b.StartTimer()
-							}
-							if seqs[0].Len() == prompt+span {
-								reset()
-							}
-							for i := range toks {
-								toks[i] = []int{rng.IntN(m.Config.VocabSize)}
-							}
-							if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
+					for _, depth := range depthsOf(which) {
+						name := fmt.Sprintf("%s/%s/threads=%d/batch=%d%s%s", which, format, threads, batch, depthName(which, depth), kvName())
+						b.Run(name, func(b *testing.B) {
+							dir := benchModel(b, which, format)
+							// The synthetic model's steps interleave with probe
+							// passes; the tiny model's steps are far shorter
+							// than a pass, so its probe runs before and after.
+							probe := newReadProbe(threads)
+							defer probe.free()
+							interleave := which != "tiny"
+							resetPeakRSS()
+							m := loadBench(b, dir, threads)
+							defer m.Close()
+							base := withContext(b, m, depth)
+							if _, err := m.Forward(context.Background(), []*model.Sequence{base}, [][]int{benchPrompt(b, m, which, prompt)}, model.ForwardOptions{}); err != nil {
 								b.Fatal(err)
 							}
-							n += batch
-						}
-						tps := float64(n) / b.Elapsed().Seconds()
-						if !interleave {
-							probe.pass()
-							probe.pass()
-						}
-						// A step reads at least one token's weight bytes
-						// whatever the batch (its sequences may route to
-						// more experts): per step, so a lower bound for
-						// batch > 1.
-						wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
-						bw := probe.bandwidth()
-						b.ReportMetric(tps, "tokens/s")
-						b.ReportMetric(wbs/1e9, "weightGB/s")
-						b.ReportMetric(bw/1e9, "readGB/s")
-						b.ReportMetric(wbs/bw, "bw_frac")
-						reportPeakRSS(b, probe.size())
-					})
+							seqs := make([]*model.Sequence, batch)
+							toks := make([][]int, batch)
+							reset := func() {
+								for i := range seqs {
+									seqs[i] = base.Clone()
+								}
+							}
+							reset()
+							rng := rand.New(rand.NewPCG(4, 4))
+							b.ReportAllocs()
+							n := 0
+							for b.Loop() {
+								if interleave && n%probeEvery == 0 {
+									b.StopTimer()
+									probe.pass()
+									b.StartTimer()
+								}
+								if seqs[0].Len() == depth+prompt+span {
+									// A deep context's clone copies its
+									// cache: not a decode step's work.
+									b.StopTimer()
+									reset()
+									b.StartTimer()
+								}
+								for i := range toks {
+									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
+								}
+								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
+									b.Fatal(err)
+								}
+								n += batch
+							}
+							tps := float64(n) / b.Elapsed().Seconds()
+							if !interleave {
+								probe.pass()
+								probe.pass()
+							}
+							// A step reads at least one token's weight bytes
+							// whatever the batch (its sequences may route to
+							// more experts): per step, so a lower bound for
+							// batch > 1.
+							wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
+							bw := probe.bandwidth()
+							b.ReportMetric(tps, "tokens/s")
+							b.ReportMetric(wbs/1e9, "weightGB/s")
+							b.ReportMetric(bw/1e9, "readGB/s")
+							b.ReportMetric(wbs/bw, "bw_frac")
+							reportPeakRSS(b, probe.size())
+						})
+					}
 				}
 			}
 		}
@@ -333,7 +479,9 @@ func BenchmarkDecode(b *testing.B) {
 
 // BenchmarkPrefill measures prompt processing in one chunk: the fixture's
 // longest prompt (chat_long_300, 314 tokens) on the tiny model, 128 seeded
-// random tokens on the synthetic one. Besides tokens/s it reports
+// random tokens on the synthetic one, there after a context of each depth
+// of contextDepths (withContext): the cost of a chunk deep in a long
+// prompt, whose attention reads every earlier position. Besides tokens/s it reports
 // tokens/cpu-s, tokens per second of the process's CPU time (all threads
 // together), which other processes on a shared machine disturb far less:
 // with every thread busy, tokens/s is at most threads × tokens/cpu-s.
@@ -345,25 +493,45 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		for _, format := range benchFormats {
 			for _, threads := range benchThreads {
-				b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d", which, format, threads, n), func(b *testing.B) {
-					dir := benchModel(b, which, format)
-					resetPeakRSS()
-					m := loadBench(b, dir, threads)
-					defer m.Close()
-					ids := benchPrompt(b, m, which, n)
-					forward(b, m, ids, model.ForwardOptions{}) // map the weights in
-					b.ReportAllocs()
-					cpu := cputime.Process()
-					for b.Loop() {
-						forward(b, m, ids, model.ForwardOptions{})
-					}
-					cpu = cputime.Process() - cpu
-					b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
-					if cpu > 0 {
-						b.ReportMetric(float64(b.N*len(ids))/cpu.Seconds(), "tokens/cpu-s")
-					}
-					reportPeakRSS(b, 0)
-				})
+				for _, depth := range depthsOf(which) {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s", which, format, threads, n, depthName(which, depth), kvName()), func(b *testing.B) {
+						dir := benchModel(b, which, format)
+						resetPeakRSS()
+						m := loadBench(b, dir, threads)
+						defer m.Close()
+						ids := benchPrompt(b, m, which, n)
+						ctx := withContext(b, m, depth)
+						// fresh returns the sequence a prefill starts
+						// from; copying a deep context is not its work.
+						fresh := func() *model.Sequence {
+							if depth == 0 {
+								return m.NewSequence()
+							}
+							b.StopTimer()
+							defer b.StartTimer()
+							return ctx.Clone()
+						}
+						prefill := func(s *model.Sequence) {
+							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+						prefill(fresh()) // map the weights in
+						b.ReportAllocs()
+						var cpu time.Duration
+						for b.Loop() {
+							s := fresh()
+							c0 := cputime.Process()
+							prefill(s)
+							cpu += cputime.Process() - c0
+						}
+						b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "tokens/s")
+						if cpu > 0 {
+							b.ReportMetric(float64(b.N*len(ids))/cpu.Seconds(), "tokens/cpu-s")
+						}
+						reportPeakRSS(b, 0)
+					})
+				}
 			}
 		}
 	}

@@ -297,12 +297,14 @@ type devWorkspace struct {
 	logitsRows             int
 	scores                 device.Buffer
 	scoreFloats            int
+	bmax                   device.Buffer // attention's running block maxima
+	bmaxFloats             int
 	snap                   device.Buffer
 }
 
 func (w *devWorkspace) buffers() []device.Buffer {
 	return []device.Buffer{w.h, w.a, w.o, w.proj, w.u, w.cv, w.y, w.before, w.q, w.k, w.v, w.ao, w.ffG, w.ffU,
-		w.router, w.sel, w.wts, w.eg, w.eu, w.ey, w.ids, w.pos, w.finIdx, w.fin, w.logits, w.scores, w.snap}
+		w.router, w.sel, w.wts, w.eg, w.eu, w.ey, w.ids, w.pos, w.finIdx, w.fin, w.logits, w.scores, w.bmax, w.snap}
 }
 
 func (w *devWorkspace) free(d device.Device) {

@@ -224,7 +224,11 @@ func (dm *devModel) convSnaps(r *run, l int, sg segment, n int) {
 // scores in groups of tokens.
 const maxScoreFloats = 1 << 26
 
-// attention is grouped-query attention (Model.attentionBlock).
+// attention is grouped-query attention (Model.attentionBlock), in the CPU
+// engine's blocked order (attention.go): the scores, then each split's
+// running block maxima and exponentials, then per output value the splits'
+// online softmax and their merge. The kernels hard-code attnBlock = 64 and
+// attnSplit = 1024.
 func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int) {
 	c, w := dm.cfg, &dm.ws
 	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
@@ -264,9 +268,26 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 				}
 				w.scores, w.scoreFloats = b, need
 			}
+			// The running block maxima: one per 64 positions of each row.
+			blocks := nt * Hq * ((L + attnBlock - 1) / attnBlock)
+			if w.bmaxFloats < blocks {
+				if w.bmax != nil {
+					dm.d.Free(w.bmax)
+					w.bmax, w.bmaxFloats = nil, 0
+				}
+				b, err := dm.alloc(4 * blocks)
+				if err != nil {
+					if r.err == nil {
+						r.err = err
+					}
+					return
+				}
+				w.bmax, w.bmaxFloats = b, blocks
+			}
+			nsplit := (L + attnSplit - 1) / attnSplit
 			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt), scale)
-			r.launch("attn_softmax", nt*Hq, 0, w.scores, i32(Hq), i32(sg.start), i32(t0), i32(nt))
-			r.launch("attn_out", nt*Hq*d, 0, w.ao, w.scores, st.v[l], i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt))
+			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.start), i32(t0), i32(nt))
+			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt))
 			t0 += nt
 		}
 	}
@@ -538,9 +559,9 @@ func (st *devState) extend(sp *Span) error {
 	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
 	r := &run{d: dm.d}
 	for l := range st.k {
-		if st.k[l] != nil && sp.k[l] != nil {
-			r.write(st.k[l], 4*sp.start*kvd, f32Bytes(sp.k[l]))
-			r.write(st.v[l], 4*sp.start*kvd, f32Bytes(sp.v[l]))
+		if st.k[l] != nil && sp.k[l].f != nil {
+			r.write(st.k[l], 4*sp.start*kvd, f32Bytes(sp.k[l].f))
+			r.write(st.v[l], 4*sp.start*kvd, f32Bytes(sp.v[l].f))
 		}
 	}
 	if r.err != nil {

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
@@ -326,8 +325,10 @@ type workspace struct {
 	ex, eg, eu, ey []float32
 	mulJobs        []kernels.MulJob // products run as one parallel region, reused
 	fin            []float32
-	head           []float32 // grouped head products, grown on use
-	convBefore     []float32 // a conv state before a step, for snapshots
+	head           []float32  // grouped head products, grown on use
+	convBefore     []float32  // a conv state before a step, for snapshots
+	attnTasks      []attnTask // attention's work units, reused
+	attnParts      []float32  // the states of decode rows' splits, grown on use
 }
 
 // getWorkspace returns a recycled workspace of at least R rows, or a new one.
@@ -598,29 +599,10 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 	for _, sg := range segs {
 		st := &sg.s.layers[l]
 		n := len(sg.toks)
-		st.k = append(st.k, k[sg.row0*kvd:(sg.row0+n)*kvd]...)
-		st.v = append(st.v, v[sg.row0*kvd:(sg.row0+n)*kvd]...)
+		st.k.appendRows(m.kvDType, k[sg.row0*kvd:(sg.row0+n)*kvd])
+		st.v.appendRows(m.kvDType, v[sg.row0*kvd:(sg.row0+n)*kvd])
 	}
-	// One task per (segment, query head); each writes only its own outputs
-	// and reads keys in increasing position, so splitting the tasks over
-	// goroutines cannot change a bit.
-	scale := float32(1 / math.Sqrt(float64(d)))
-	group := c.KVGroup()
-	m.pool.Run(len(segs)*Hq, func(lo, hi int) {
-		var scratch []float32
-		for task := lo; task < hi; task++ {
-			sg, hd := &segs[task/Hq], task%Hq
-			st := &sg.s.layers[l]
-			need := sg.start + len(sg.toks)
-			if cap(scratch) < need {
-				scratch = make([]float32, need)
-			}
-			for t := range sg.toks {
-				r := sg.row0 + t
-				attendRow(o[r*qd+hd*d:][:d], q[r*qd+hd*d:][:d], st.k, st.v, kvd, hd/group*d, sg.start+t+1, scale, scratch)
-			}
-		}
-	})
+	m.attend(ws, l, segs, q, o)
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"self_attn.out_proj.weight", rows, o)
 	}

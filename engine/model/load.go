@@ -57,6 +57,12 @@ type LoadOptions struct {
 	// bit-identical to the CPU engine's. The Model does not close it. nil
 	// is the CPU engine.
 	Device device.Device
+	// KVCacheDType is the number format of every sequence's KV cache
+	// (KVF32, the zero value, keeps float32). Each key and value is
+	// rounded once, when written; results stay bit-identical at any batch,
+	// chunk and thread count in every format. A device engine keeps
+	// float32 only, for now.
+	KVCacheDType KVDType
 }
 
 // Model is a loaded LFM2-MoE model. Its weights are memory-mapped from the
@@ -89,7 +95,12 @@ type Model struct {
 	workspaces sync.Pool // *workspace
 
 	dev *devModel // the device engine, or nil for the CPU
+
+	kvDType KVDType // the KV cache's format (LoadOptions.KVCacheDType)
 }
+
+// KVCacheDType returns the number format of the model's KV caches.
+func (m *Model) KVCacheDType() KVDType { return m.kvDType }
 
 // layer holds one decoder layer's weights. Only the fields of its kind
 // (conv or attention mixer; dense or MoE feed-forward) are set.
@@ -129,7 +140,15 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	if maxCtx < 0 || maxCtx > cfg.MaxPositionEmbeddings {
 		return nil, &InputError{What: "LoadOptions.MaxContext", Msg: fmt.Sprintf("%d is outside [1, max_position_embeddings=%d]", opts.MaxContext, cfg.MaxPositionEmbeddings)}
 	}
-	m := &Model{Config: cfg, Dir: dir, maxContext: maxCtx, linears: map[string]**kernels.Matrix{}}
+	switch kt := opts.KVCacheDType; {
+	case kt > KVBFP8:
+		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("unknown format %d", kt)}
+	case kt == KVBFP8 && cfg.HeadDim%bfp.GroupSize != 0:
+		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("bfp8 groups 16 values along the head dimension; head_dim %d is not a multiple of 16", cfg.HeadDim)}
+	case kt != KVF32 && opts.Device != nil:
+		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("a device keeps a float32 KV cache; %s runs on the CPU engine", kt)}
+	}
+	m := &Model{Config: cfg, Dir: dir, maxContext: maxCtx, linears: map[string]**kernels.Matrix{}, kvDType: opts.KVCacheDType}
 	var src tensorSource
 	if lfmq1.IsCheckpoint(dir) {
 		if opts.FakeQuant != "" {

@@ -60,23 +60,3 @@ func embedRow(m *kernels.Matrix, id int, dst []float32) {
 		}
 	}
 }
-
-// attendRow computes one query head's attention output over the first n
-// cached positions (causal: positions 0..n−1, the last being the query's
-// own, lfm2-moe.md §4.5 step 4): scores q·k_j·scale, softmax in float32
-// with the maximum subtracted, o = Σ_j p_j·v_j summed in increasing j. keys
-// and vals hold one position per stride floats, this head's d values at
-// offset off. scratch must hold n floats.
-func attendRow(o, q, keys, vals []float32, stride, off, n int, scale float32, scratch []float32) {
-	d := len(q)
-	sc := scratch[:n]
-	for j := range sc {
-		sc[j] = kernels.Dot(q, keys[j*stride+off:][:d]) * scale
-	}
-	kernels.Softmax(sc)
-	o = o[:d]
-	clear(o)
-	for j, p := range sc {
-		kernels.Axpy(p, vals[j*stride+off:][:d], o)
-	}
-}

@@ -118,8 +118,10 @@ func TestSpans(t *testing.T) {
 // TestSpanRoundTrip: a span survives MarshalBinary/UnmarshalSpan bit for
 // bit (a sequence extended with the copy continues as the original);
 // corrupt or foreign bytes are refused with an error.
-func TestSpanRoundTrip(t *testing.T) {
-	m := tiny(t)
+func TestSpanRoundTrip(t *testing.T) { checkSpanRoundTrip(t, tiny(t)) }
+
+// checkSpanRoundTrip is TestSpanRoundTrip on m (of any KV format).
+func checkSpanRoundTrip(t *testing.T, m *model.Model) {
 	V := m.Config.VocabSize
 	ids := prompts(t)[5].InputIDs
 	_, full := forward(t, m, ids, model.ForwardOptions{Logits: model.AllLogits})

@@ -10,7 +10,7 @@ import (
 
 // Sequence is the complete state of one token stream (lfm2-moe.md §4.4,
 // §4.5): for every attention layer the KV cache (k after its norm and RoPE,
-// and v, float32), for every short-conv layer the last K−1 values of B⊙x per
+// and v, in the model's KVDType), for every short-conv layer the last K−1 values of B⊙x per
 // channel. A Sequence is used by one Forward call at a time.
 type Sequence struct {
 	shape      seqShape
@@ -27,7 +27,7 @@ type Sequence struct {
 // layerState is one layer's part of a sequence's state.
 type layerState struct {
 	conv []float32 // conv layers: [H][K−1], oldest first (kernels.CausalConv's layout)
-	k, v []float32 // attention layers: [n][Hkv·d]
+	k, v kvRows    // attention layers: [n][Hkv·d] in the cache's format
 }
 
 // seqShape is what a sequence's state depends on; a Sequence may be used
@@ -35,6 +35,7 @@ type layerState struct {
 type seqShape struct {
 	layers, hidden, convK, kvDim int
 	kinds                        string
+	kvDType                      KVDType
 }
 
 func (m *Model) seqShape() seqShape {
@@ -43,7 +44,7 @@ func (m *Model) seqShape() seqShape {
 	for i, k := range c.LayerKinds {
 		kinds[i] = byte('0' + k)
 	}
-	return seqShape{layers: c.NumLayers, hidden: c.HiddenSize, convK: c.ConvLCache, kvDim: c.NumKVHeads * c.HeadDim, kinds: string(kinds)}
+	return seqShape{layers: c.NumLayers, hidden: c.HiddenSize, convK: c.ConvLCache, kvDim: c.NumKVHeads * c.HeadDim, kinds: string(kinds), kvDType: m.kvDType}
 }
 
 // NewSequence returns an empty sequence (zero conv state, empty KV caches)
@@ -97,20 +98,20 @@ func (s *Sequence) Clone() *Sequence {
 	}
 	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, layers: make([]layerState, len(s.layers))}
 	for i, l := range s.layers {
-		c.layers[i] = layerState{conv: clone32(l.conv), k: clone32(l.k), v: clone32(l.v)}
+		c.layers[i] = layerState{conv: clone32(l.conv), k: l.k.clone(), v: l.v.clone()}
 	}
 	return c
 }
 
-// StateBytes returns the bytes of float32 state the sequence holds (KV
-// caches and conv states).
+// StateBytes returns the bytes of state the sequence holds (KV caches in
+// their format, float32 conv states).
 func (s *Sequence) StateBytes() int {
 	if s.dev != nil {
 		return s.dev.bytes(s.n)
 	}
 	n := 0
 	for _, l := range s.layers {
-		n += 4 * (len(l.conv) + len(l.k) + len(l.v))
+		n += 4*len(l.conv) + l.k.bytes() + l.v.bytes()
 	}
 	return n
 }
@@ -236,8 +237,9 @@ func (s *Sequence) Rewind(n int, conv *ConvState) error {
 		if l.conv != nil {
 			copy(l.conv, conv.layers[i])
 		}
-		if l.k != nil {
-			l.k, l.v = l.k[:n*kv], l.v[:n*kv]
+		if !l.k.empty() {
+			l.k.truncate(s.shape.kvDType, kv, n)
+			l.v.truncate(s.shape.kvDType, kv, n)
 		}
 	}
 	s.n = n
@@ -253,7 +255,7 @@ func (s *Sequence) Rewind(n int, conv *ConvState) error {
 type Span struct {
 	shape      seqShape
 	start, end int
-	k, v       [][]float32 // per layer; nil for conv layers
+	k, v       []kvRows // per layer, in the sequence's format; empty for conv layers
 	conv       *ConvState
 }
 
@@ -263,11 +265,12 @@ func (sp *Span) Start() int { return sp.start }
 // End is one past the span's last position.
 func (sp *Span) End() int { return sp.end }
 
-// Bytes is the float32 state the span holds.
+// Bytes is the state the span holds (keys and values in the cache's
+// format, float32 conv states).
 func (sp *Span) Bytes() int {
 	n := 0
 	for i := range sp.k {
-		n += 4 * (len(sp.k[i]) + len(sp.v[i]))
+		n += sp.k[i].bytes() + sp.v[i].bytes()
 	}
 	for _, c := range sp.conv.layers {
 		n += 4 * len(c)
@@ -287,23 +290,27 @@ func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 		return nil, &InputError{What: "CopySpan", Msg: "a partial sequence (Layers or StartLayer) has no whole state"}
 	}
 	kv := s.shape.kvDim
-	sp := &Span{shape: s.shape, start: start, end: end, k: make([][]float32, len(s.layers)), v: make([][]float32, len(s.layers)),
+	sp := &Span{shape: s.shape, start: start, end: end, k: make([]kvRows, len(s.layers)), v: make([]kvRows, len(s.layers)),
 		conv: &ConvState{n: end, layers: make([][]float32, len(s.layers))}}
 	if s.dev != nil {
 		k, v, err := s.dev.readKV(start, end)
 		if err != nil {
 			return nil, err
 		}
-		sp.k, sp.v = k, v
+		for i := range k {
+			if k[i] != nil {
+				sp.k[i], sp.v[i] = kvRows{f: k[i]}, kvRows{f: v[i]}
+			}
+		}
 		for i := range s.layers {
 			sp.conv.layers[i] = clone32(conv.layers[i])
 		}
 		return sp, nil
 	}
 	for i, l := range s.layers {
-		if l.k != nil {
-			sp.k[i] = clone32(l.k[start*kv : end*kv])
-			sp.v[i] = clone32(l.v[start*kv : end*kv])
+		if !l.k.empty() {
+			sp.k[i] = l.k.slice(s.shape.kvDType, kv, start, end)
+			sp.v[i] = l.v.slice(s.shape.kvDType, kv, start, end)
 		}
 		sp.conv.layers[i] = clone32(conv.layers[i])
 	}
@@ -332,10 +339,8 @@ func (s *Sequence) Extend(sp *Span) error {
 	}
 	for i := range s.layers {
 		l := &s.layers[i]
-		if l.k != nil || sp.k[i] != nil {
-			l.k = append(l.k, sp.k[i]...)
-			l.v = append(l.v, sp.v[i]...)
-		}
+		l.k.appendRaw(&sp.k[i])
+		l.v.appendRaw(&sp.v[i])
 		if l.conv != nil {
 			copy(l.conv, sp.conv.layers[i])
 		}
@@ -344,12 +349,21 @@ func (s *Sequence) Extend(sp *Span) error {
 	return nil
 }
 
-// spanMagic starts a marshalled span.
-const spanMagic = "lfmq-span-1\x00"
+// spanMagic starts a marshalled span. Version 2 added the KV cache's
+// format after the layer kinds; a version 1 span (float32 only) is refused
+// by name, so a prefix cache written by an older lfmq is rebuilt rather
+// than misread.
+const (
+	spanMagic   = "lfmq-span-2\x00"
+	spanMagicV1 = "lfmq-span-1\x00"
+)
 
-// MarshalBinary encodes the span: a header (magic, shape, start, end) and
-// the float32 state, little-endian. Only a model of the same shape reads
-// it back (UnmarshalSpan), so a prefix cache can outlive the process.
+// MarshalBinary encodes the span: a header (magic, shape, start, end, the
+// layer kinds, the KV format) and the state, little-endian: per layer its
+// keys and values in the cache's format (float32, bfloat16, or BFP8 groups
+// of an exponent byte and 16 codes) or its float32 conv state. Only a
+// model of the same shape and KV format reads it back (UnmarshalSpan), so
+// a prefix cache can outlive the process.
 func (sp *Span) MarshalBinary() ([]byte, error) {
 	var b []byte
 	b = append(b, spanMagic...)
@@ -358,24 +372,35 @@ func (sp *Span) MarshalBinary() ([]byte, error) {
 	}
 	b = append(b, byte(len(sp.shape.kinds)))
 	b = append(b, sp.shape.kinds...)
+	b = append(b, byte(sp.shape.kvDType))
 	put := func(x []float32) {
 		for _, f := range x {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
 	}
+	putRows := func(r *kvRows) {
+		put(r.f)
+		for _, h := range r.h {
+			b = binary.LittleEndian.AppendUint16(b, h)
+		}
+		b = append(b, r.b...)
+	}
 	for i := range sp.k {
-		put(sp.k[i])
-		put(sp.v[i])
+		putRows(&sp.k[i])
+		putRows(&sp.v[i])
 		put(sp.conv.layers[i])
 	}
 	return b, nil
 }
 
 // UnmarshalSpan decodes a span made by MarshalBinary for a model of m's
-// shape; anything else is an *InputError, never a panic.
+// shape and KV format; anything else is an *InputError, never a panic.
 func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 	bad := func(msg string) (*Span, error) { return nil, &InputError{What: "UnmarshalSpan", Msg: msg} }
 	shape := m.seqShape()
+	if len(data) >= len(spanMagicV1) && string(data[:len(spanMagicV1)]) == spanMagicV1 {
+		return bad("a version 1 span (float32 KV only, written by an older lfmq); this build reads version 2")
+	}
 	if len(data) < len(spanMagic)+6*8+1 || string(data[:len(spanMagic)]) != spanMagic {
 		return bad("not a span")
 	}
@@ -391,11 +416,14 @@ func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 	}
 	nk := int(p[0])
 	p = p[1:]
-	if len(p) < nk {
+	if len(p) < nk+1 {
 		return bad("truncated")
 	}
-	got := seqShape{layers: h[0], hidden: h[1], convK: h[2], kvDim: h[3], kinds: string(p[:nk])}
-	p = p[nk:]
+	got := seqShape{layers: h[0], hidden: h[1], convK: h[2], kvDim: h[3], kinds: string(p[:nk]), kvDType: KVDType(p[nk])}
+	p = p[nk+1:]
+	if got.kvDType != shape.kvDType && got.kvDType <= KVBFP8 {
+		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.kvDType, shape.kvDType))
+	}
 	if got != shape {
 		return bad("the span belongs to a model of another shape")
 	}
@@ -403,13 +431,13 @@ func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 	if end <= start || end > m.maxContext {
 		return bad(fmt.Sprintf("positions [%d, %d) do not fit the model", start, end))
 	}
-	sp := &Span{shape: shape, start: start, end: end, k: make([][]float32, shape.layers), v: make([][]float32, shape.layers),
+	sp := &Span{shape: shape, start: start, end: end, k: make([]kvRows, shape.layers), v: make([]kvRows, shape.layers),
 		conv: &ConvState{n: end, layers: make([][]float32, shape.layers)}}
 	take := func(n int) ([]float32, bool) {
 		if n == 0 {
 			return nil, true
 		}
-		if len(p) < 4*n {
+		if len(p)/4 < n {
 			return nil, false
 		}
 		x := make([]float32, n)
@@ -420,14 +448,37 @@ func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 		return x, true
 	}
 	rows := (end - start) * shape.kvDim
+	takeRows := func(r *kvRows) bool {
+		switch shape.kvDType {
+		case KVBF16:
+			if len(p)/2 < rows {
+				return false
+			}
+			r.h = make([]uint16, rows)
+			for i := range r.h {
+				r.h[i] = binary.LittleEndian.Uint16(p[2*i:])
+			}
+			p = p[2*rows:]
+		case KVBFP8:
+			n := (end - start) * shape.kvDType.RowBytes(shape.kvDim)
+			if len(p) < n {
+				return false
+			}
+			r.b = append([]byte(nil), p[:n]...)
+			p = p[n:]
+		default:
+			var ok bool
+			if r.f, ok = take(rows); !ok {
+				return false
+			}
+		}
+		return true
+	}
 	convN := (shape.convK - 1) * shape.hidden
 	for i, k := range m.Config.LayerKinds {
 		var ok bool
 		if k == config.Attention {
-			if sp.k[i], ok = take(rows); !ok {
-				return bad("truncated")
-			}
-			if sp.v[i], ok = take(rows); !ok {
+			if !takeRows(&sp.k[i]) || !takeRows(&sp.v[i]) {
 				return bad("truncated")
 			}
 		} else if sp.conv.layers[i], ok = take(convN); !ok {

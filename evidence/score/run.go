@@ -78,6 +78,10 @@ type Options struct {
 	// there (the caller closes it); nil is the CPU engine. Results do not
 	// depend on it; the receipts name it.
 	Device device.Device
+	// KVCacheDType is the KV cache format of the in-process candidates
+	// (the reference always keeps float32); lfmq serve's default, so that
+	// served and in-process rows agree without a flag.
+	KVCacheDType model.KVDType
 	// Command is the command line recorded in the receipts.
 	Command string
 	// Progress, if set, is called after each batch of windows with the
@@ -387,8 +391,8 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	kpool := kernels.NewPool(opts.Threads)
 	defer kpool.Close()
 	r.threads = kpool.Threads()
-	load := func(name, dir string) (*model.Model, error) {
-		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device})
+	load := func(name, dir string, kv model.KVDType) (*model.Model, error) {
+		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kv})
 		if err != nil {
 			return nil, fmt.Errorf("score: %s: %w", name, err)
 		}
@@ -401,7 +405,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		}
 	}()
 	if r.cache == nil || opts.NoiseFloor {
-		if r.ref, err = load(ReferenceName, opts.Reference); err != nil {
+		if r.ref, err = load(ReferenceName, opts.Reference, model.KVF32); err != nil {
 			return nil, err
 		}
 		models = append(models, r.ref)
@@ -414,6 +418,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 				Name: c.Name, URL: clients[i].base, ServedModel: sm.ID,
 				BinarySHA256: sm.BinarySHA256, LfmqVersion: sm.LfmqVersion, SourceDigest: sm.SourceDigest,
 				Format: id.Format, Identity: id.Identity, ManifestSHA256: id.ManifestSHA256, ConfigSHA256: id.ConfigSHA256,
+				KVCacheDType: kvReceipt(sm.KVCacheDType),
 			})
 			// An lfmq-1 checkpoint's config.json is its source's, copied
 			// unmodified: the reported config sha256 is its lineage.
@@ -427,8 +432,9 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		if err != nil {
 			return nil, err
 		}
+		id.KVCacheDType = kvReceipt(opts.KVCacheDType.String())
 		candReceipts = append(candReceipts, id)
-		m, err := load(c.Name, c.Dir)
+		m, err := load(c.Name, c.Dir, opts.KVCacheDType)
 		if err != nil {
 			return nil, err
 		}
@@ -915,4 +921,13 @@ func machineOn(d device.Device) evidence.Machine {
 		m.Device = &info
 	}
 	return m
+}
+
+// kvReceipt is a KV cache format as receipts record it: absent for the
+// float32 cache.
+func kvReceipt(name string) string {
+	if name == model.KVF32.String() {
+		return ""
+	}
+	return name
 }

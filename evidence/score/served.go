@@ -321,6 +321,9 @@ type servedModel struct {
 	LfmqVersion string
 	// SourceDigest and BinarySHA256 describe the server's executable.
 	SourceDigest, BinarySHA256 string
+	// KVCacheDType is the server's KV cache format ("" from a server that
+	// predates the field: float32).
+	KVCacheDType string
 }
 
 // models asks the server which model it serves and what checkpoint that is.
@@ -387,6 +390,7 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 			ConfigSHA256: x.ConfigSHA256, TokenizerSHA256: x.TokenizerSHA256,
 		},
 		LfmqVersion: x.LfmqVersion, SourceDigest: x.SourceDigest, BinarySHA256: x.BinarySHA256,
+		KVCacheDType: x.KVCacheDType,
 	}, nil
 }
 

@@ -1,0 +1,53 @@
+package kernels
+
+// The kernels of blocked attention (engine/model's attention): scores of a
+// key against four query heads at once, the shifted exponentials of a block
+// of scores, and the weighted sum of a block of value rows. Each has one
+// order of operations, whichever path runs it.
+
+// Dot4 sets dst[b] to Dot(w, x[b·xStride:][:len(w)]) for b < 4: one key
+// against the four query heads that read it, the key loaded once. The
+// results are Dot's bits.
+func Dot4(dst *[4]float32, w, x []float32, xStride int) {
+	dotF32b4(dst, w, x, xStride)
+}
+
+// ExpShift sets y[i] = Exp(x[i] − m), the difference rounded to float32
+// before the exponential (softmax's max subtraction). With AVX-512 the
+// elements run 64 at a time with the same bits (NaN payloads aside). y may
+// alias x.
+func ExpShift(y, x []float32, m float32) {
+	checkLen("ExpShift", len(x), len(y))
+	i := 0
+	if n := len(x) &^ 63; n > 0 && useSIMD && useAVX512 {
+		expShiftZ(y[:n], x[:n], m, &swiGLUConst)
+		i = n
+	}
+	for ; i < len(x); i++ {
+		y[i] = Exp(x[i] - m)
+	}
+}
+
+// AccumRows adds the rows of v weighted by p into acc: for j = 0, 1, …,
+// len(p)−1 in that order, acc[i] = fma(p[j], v[j·stride+i], acc[i]), one
+// rounding each, which is len(p) calls of Axpy. Row j of v starts at
+// j·stride; v must hold the last row's len(acc) values.
+func AccumRows(acc, p, v []float32, stride int) {
+	if len(p) == 0 {
+		return
+	}
+	last := (len(p) - 1) * stride
+	_ = v[last : last+len(acc)]
+	if useSIMD && len(acc)%32 == 0 && stride >= 0 {
+		accRowsAVX(acc, p, v, stride)
+		return
+	}
+	accRowsGo(acc, p, v, stride)
+}
+
+// accRowsGo is AccumRows' reference.
+func accRowsGo(acc, p, v []float32, stride int) {
+	for j, pj := range p {
+		fmaAxpy(acc, pj, v[j*stride:][:len(acc)])
+	}
+}

@@ -1,0 +1,55 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func accRowsAVX(acc, p, v []float32, stride int)
+//
+// acc[i] = fma(p[j], v[j·stride+i], acc[i]) for j = 0, 1, … len(p)−1 in
+// that order, for every i < len(acc) (a multiple of 32). Each element is
+// its own chain, so the kernel may walk the columns 32 at a time: it keeps
+// 32 accumulators in four registers and runs the whole chain over j for
+// them before the next 32.
+TEXT ·accRowsAVX(SB), NOSPLIT, $0-80
+	MOVQ acc_base+0(FP), DI
+	MOVQ acc_len+8(FP), CX
+	MOVQ p_base+24(FP), SI
+	MOVQ p_len+32(FP), DX
+	MOVQ v_base+48(FP), R8
+	MOVQ stride+72(FP), R9
+	SHLQ $2, R9            // stride in bytes
+	SHRQ $5, CX            // column groups of 32
+	JEQ  done
+
+cols:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	MOVQ    R8, R10        // v row j, this column group
+	XORQ    AX, AX
+	JMP     check
+
+rows:
+	VBROADCASTSS (SI)(AX*4), Y4
+	VFMADD231PS  (R10), Y4, Y0
+	VFMADD231PS  32(R10), Y4, Y1
+	VFMADD231PS  64(R10), Y4, Y2
+	VFMADD231PS  96(R10), Y4, Y3
+	ADDQ         R9, R10
+	INCQ         AX
+
+check:
+	CMPQ AX, DX
+	JB   rows
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, R8
+	DECQ    CX
+	JNE     cols
+
+done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,304 @@
+package model
+
+import (
+	"math"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+)
+
+// Attention over a sequence's KV cache (lfm2-moe.md §4.5 step 4) in an
+// order fixed by absolute positions alone, so that a row's output has the
+// same bits whatever the batch, the chunking of the prompt and the thread
+// count, while the work is shared out as each case needs:
+//
+//   - The keys of a query at position p (positions 0..p) fall into blocks
+//     of attnBlock positions starting at multiples of attnBlock, and the
+//     blocks into splits of attnSplit positions starting at multiples of
+//     attnSplit; the last block and split end at p.
+//   - A split is reduced by an online softmax over its blocks in order,
+//     from (M, L, acc) = (−Inf, 0, 0): with s_j = (q·k_j)·scale, m the
+//     block's maximum, M' = max(M, m), α = Exp(M − M'), e_j = Exp(s_j −
+//     M'), L = fl(L·α) + Σ e_j (plain additions in j order from 0), acc =
+//     fl(acc·α) and then acc = fma(e_j, v_j, acc) in j order, M = M'.
+//   - The splits' results are merged in order into (−Inf, 0, 0): M' =
+//     max(M, M_s), a = Exp(M − M'), b = Exp(M_s − M'), L = fl(L·a) +
+//     fl(L_s·b), acc = fma(b, acc_s, fl(acc·a)).
+//   - The output is acc / L.
+//
+// Exp(0) is exactly 1, so a factor of 1 may be skipped without changing a
+// bit; the device kernels (attn_block_max, attn_split_out) compute the same
+// sequence of operations. Each KV head's keys and values are read once for
+// all the query heads of its group. A decode row (a short segment) shares
+// its splits out over the threads and merges them afterwards; a prompt
+// chunk's rows are long enough work on their own, taken in tiles of rows
+// that read each split's keys while they are in cache.
+const (
+	// attnBlock is the online softmax's step: the positions whose maximum
+	// is taken before their exponentials.
+	attnBlock = 64
+	// attnSplit is the positions one task of a decode row reduces.
+	attnSplit = 1024
+	// attnShortRows is the most rows a segment may have to be shared out
+	// by splits (decode, speculation's verification); longer ones run by
+	// row tiles.
+	attnShortRows = 8
+	// attnTileRows is the rows of a prompt chunk one task takes.
+	attnTileRows = 16
+)
+
+// attnState is the (M, L, acc) of G query heads: m and l [G], acc [G·d].
+type attnState struct {
+	m, l, acc []float32
+}
+
+// newAttnState returns a state of G heads of d values over buf, which must
+// hold G·(d+2) floats, reset to (−Inf, 0, 0).
+func newAttnState(buf []float32, G, d int) attnState {
+	s := attnState{m: buf[:G], l: buf[G : 2*G], acc: buf[2*G : 2*G+G*d]}
+	s.reset()
+	return s
+}
+
+func (s attnState) reset() {
+	for g := range s.m {
+		s.m[g] = negInf
+	}
+	clear(s.l)
+	clear(s.acc)
+}
+
+var negInf = float32(math.Inf(-1))
+
+// attnKV is one sequence's cache of one layer as attention reads it: the
+// keys and values of one KV head, d values at offset off of rows of kvd,
+// in format dt.
+type attnKV struct {
+	dt          KVDType
+	k, v        *kvRows
+	kvd, off, d int
+}
+
+// reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
+// of kv for the G query heads q [G·d], block by block. sc holds G·attnBlock
+// floats of scratch, kb and vb attnBlock·d each (a block's keys and values
+// decoded from a compact format).
+func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
+	G := len(s.m)
+	d := kv.d
+	var d4 [4]float32
+	for b0 := lo; b0 < hi; b0 += attnBlock {
+		cnt := min(attnBlock, hi-b0)
+		keys, stride := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, kb)
+		for j := range cnt {
+			k := keys[j*stride:][:d]
+			g := 0
+			for ; g+4 <= G; g += 4 {
+				kernels.Dot4(&d4, k, q[g*d:], d)
+				for u, v := range d4 {
+					sc[(g+u)*attnBlock+j] = v * scale
+				}
+			}
+			for ; g < G; g++ {
+				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], k) * scale
+			}
+		}
+		vals, stride := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, vb)
+		for g := range G {
+			e := sc[g*attnBlock:][:cnt]
+			m := e[0]
+			for _, v := range e[1:] {
+				m = max(m, v)
+			}
+			M := max(s.m[g], m)
+			alpha := kernels.Exp(s.m[g] - M)
+			kernels.ExpShift(e, e, M)
+			var t float32
+			for _, v := range e {
+				t += v
+			}
+			s.l[g] = float32(s.l[g]*alpha) + t
+			acc := s.acc[g*d:][:d]
+			if alpha != 1 {
+				kernels.Scale(alpha, acc)
+			}
+			kernels.AccumRows(acc, e, vals, stride)
+			s.m[g] = M
+		}
+	}
+}
+
+// mergeSplit merges a split's result p into the running state s.
+func mergeSplit(s, p attnState) {
+	G := len(s.m)
+	d := len(s.acc) / G
+	for g := range G {
+		M := max(s.m[g], p.m[g])
+		a, b := kernels.Exp(s.m[g]-M), kernels.Exp(p.m[g]-M)
+		s.l[g] = float32(s.l[g]*a) + float32(p.l[g]*b)
+		acc := s.acc[g*d:][:d]
+		if a != 1 {
+			kernels.Scale(a, acc)
+		}
+		kernels.Axpy(b, p.acc[g*d:][:d], acc)
+		s.m[g] = M
+	}
+}
+
+// finish writes acc / L of each head to o [G·d].
+func (s attnState) finish(o []float32) {
+	G := len(s.m)
+	d := len(s.acc) / G
+	for g := range G {
+		l := s.l[g]
+		for i, v := range s.acc[g*d : (g+1)*d] {
+			o[g*d+i] = v / l
+		}
+	}
+}
+
+// splits returns the number of splits of a query at position pos.
+func splits(pos int) int { return pos/attnSplit + 1 }
+
+// attnTask is one unit of attention work: rows [r0, r1) of a segment (step
+// rows), one KV head, and for a short segment's row one split (split ≥ 0,
+// its state written to part) or, for split −1, every split of each row,
+// merged and written to the output.
+type attnTask struct {
+	seg, r0, r1, kvh, split int
+	part                    int // offset of the split's state in the parts buffer
+}
+
+// attend runs attention for the rows of segs: q [R, Hq·d] in, o [R, Hq·d]
+// out, each segment's cache already holding its new keys and values.
+func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
+	c := m.Config
+	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
+	G := c.KVGroup()
+	qd, kvd := Hq*d, Hkv*d
+	stateN := G * (d + 2)
+	tasks := ws.attnTasks[:0]
+	parts := 0
+	for si, sg := range segs {
+		n := len(sg.toks)
+		if n <= attnShortRows {
+			for t := range n {
+				r := sg.row0 + t
+				ns := splits(sg.start + t)
+				for h := range Hkv {
+					if ns == 1 {
+						// One split: nothing to share out or merge later.
+						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: -1})
+						continue
+					}
+					for sp := range ns {
+						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: sp, part: parts})
+						parts += stateN
+					}
+				}
+			}
+			continue
+		}
+		for t0 := 0; t0 < n; t0 += attnTileRows {
+			for h := range Hkv {
+				tasks = append(tasks, attnTask{seg: si, r0: sg.row0 + t0, r1: sg.row0 + min(t0+attnTileRows, n), kvh: h, split: -1})
+			}
+		}
+	}
+	ws.attnTasks = tasks
+	if cap(ws.attnParts) < parts {
+		ws.attnParts = make([]float32, parts)
+	}
+	partBuf := ws.attnParts[:parts]
+	scale := float32(1 / math.Sqrt(float64(d)))
+	kvOf := func(sg *segment, h int) attnKV {
+		st := &sg.s.layers[l]
+		return attnKV{dt: sg.s.shape.kvDType, k: &st.k, v: &st.v, kvd: kvd, off: h * d, d: d}
+	}
+	m.pool.Run(len(tasks), func(lo, hi int) {
+		sc := make([]float32, G*attnBlock)
+		var kb, vb []float32
+		if m.kvDType != KVF32 {
+			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
+		}
+		var run, sp []float32
+		for _, tk := range tasks[lo:hi] {
+			sg := &segs[tk.seg]
+			kv := kvOf(sg, tk.kvh)
+			if tk.split >= 0 {
+				pos := sg.start + tk.r0 - sg.row0
+				s := newAttnState(partBuf[tk.part:], G, d)
+				lo := tk.split * attnSplit
+				reduceSplit(s, q[tk.r0*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
+				continue
+			}
+			rows := tk.r1 - tk.r0
+			if len(run) < rows*stateN {
+				run = make([]float32, rows*stateN)
+				sp = make([]float32, stateN)
+			}
+			states := make([]attnState, rows)
+			for i := range states {
+				states[i] = newAttnState(run[i*stateN:], G, d)
+			}
+			pos0 := sg.start + tk.r0 - sg.row0
+			split := newAttnState(sp, G, d)
+			for s := range splits(pos0 + rows - 1) {
+				lo := s * attnSplit
+				for i := range rows {
+					pos := pos0 + i
+					if pos < lo {
+						continue
+					}
+					split.reset()
+					r := tk.r0 + i
+					reduceSplit(split, q[r*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
+					mergeSplit(states[i], split)
+				}
+			}
+			for i, st := range states {
+				r := tk.r0 + i
+				st.finish(o[r*qd+tk.kvh*G*d:][:G*d])
+			}
+		}
+	})
+	// Merge the short segments' splits, in order, per (row, KV head).
+	var heads []attnTask
+	for i := 0; i < len(tasks); {
+		tk := tasks[i]
+		j := i + 1
+		for j < len(tasks) && tasks[j].split > 0 {
+			j++
+		}
+		if tk.split == 0 {
+			heads = append(heads, attnTask{seg: tk.seg, r0: tk.r0, kvh: tk.kvh, split: j - i, part: tk.part})
+		}
+		i = j
+	}
+	merge := func(lo, hi int) {
+		run := make([]float32, stateN)
+		for _, hd := range heads[lo:hi] {
+			s := newAttnState(run, G, d)
+			for k := range hd.split {
+				mergeSplit(s, newAttnStateRaw(partBuf[hd.part+k*stateN:], G, d))
+			}
+			s.finish(o[hd.r0*qd+hd.kvh*G*d:][:G*d])
+		}
+	}
+	// A few rows' merges are far shorter than a parallel region's
+	// dispatch: a decode batch of one at depth 16,384 merges 16 splits of
+	// 32 heads, 33k fused multiply-adds.
+	if parts < attnMergeSerial {
+		merge(0, len(heads))
+	} else {
+		m.pool.Run(len(heads), merge)
+	}
+}
+
+// attnMergeSerial is the split states' floats below which the calling
+// goroutine merges them alone.
+const attnMergeSerial = 1 << 18
+
+// newAttnStateRaw views buf as a state without resetting it.
+func newAttnStateRaw(buf []float32, G, d int) attnState {
+	return attnState{m: buf[:G], l: buf[G : 2*G], acc: buf[2*G : 2*G+G*d]}
+}

@@ -1,0 +1,208 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
+)
+
+// attnCase is a synthetic attention problem: one sequence's cache of n
+// positions and, for rows at positions [n−rows, n), their queries.
+type attnCase struct {
+	G, Hkv, d, n int
+	k, v, q      []float32 // [n, Hkv·d], [n, Hkv·d], [n, Hkv·G·d]
+}
+
+func newAttnCase(rng *rand.Rand, G, Hkv, d, n int) *attnCase {
+	c := &attnCase{G: G, Hkv: Hkv, d: d, n: n}
+	rnd := func(k int, s float32) []float32 {
+		x := make([]float32, k)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()) * s
+		}
+		return x
+	}
+	// Scores spread over several units, as normed and rotated keys give.
+	c.k, c.v, c.q = rnd(n*Hkv*d, 1), rnd(n*Hkv*d, 1), rnd(n*Hkv*G*d, 0.6)
+	return c
+}
+
+// run computes attention for rows at positions [from, n) through
+// Model.attend, as segments of at most chunk rows (a prompt chunked at
+// that size; chunk 1 is decode), each segment seeing the cache up to its
+// last row, with a pool of the given threads.
+func (c *attnCase) run(from, chunk, threads int) []float32 {
+	return c.runAs(KVF32, from, chunk, threads)
+}
+
+// runAs is run with the cache stored in format dt.
+func (c *attnCase) runAs(dt KVDType, from, chunk, threads int) []float32 {
+	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv}
+	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+	defer m.pool.Close()
+	ws := &workspace{}
+	kvd, qd := c.Hkv*c.d, c.Hkv*c.G*c.d
+	var k, v kvRows
+	k.appendRows(dt, c.k)
+	v.appendRows(dt, c.v)
+	out := make([]float32, (c.n-from)*qd)
+	for t0 := from; t0 < c.n; t0 += chunk {
+		rows := min(chunk, c.n-t0)
+		kt, vt := k, v
+		kt.truncate(dt, kvd, t0+rows)
+		vt.truncate(dt, kvd, t0+rows)
+		s := &Sequence{shape: seqShape{kvDType: dt}, layers: []layerState{{k: kt, v: vt}}}
+		segs := []segment{{s: s, toks: make([]int, rows), start: t0}}
+		m.attend(ws, 0, segs, c.q[t0*qd:(t0+rows)*qd], out[(t0-from)*qd:])
+	}
+	return out
+}
+
+// reference is softmax attention in float64 for the row at position p and
+// query head h.
+func (c *attnCase) reference(p, h int) []float64 {
+	kvd, qd, d := c.Hkv*c.d, c.Hkv*c.G*c.d, c.d
+	kh := h / c.G
+	q := c.q[p*qd+h*d:][:d]
+	sc := make([]float64, p+1)
+	mx := math.Inf(-1)
+	for j := range sc {
+		var s float64
+		for i, x := range q {
+			s += float64(x) * float64(c.k[j*kvd+kh*d+i])
+		}
+		sc[j] = s / math.Sqrt(float64(d))
+		mx = math.Max(mx, sc[j])
+	}
+	o := make([]float64, d)
+	var sum float64
+	for j, s := range sc {
+		e := math.Exp(s - mx)
+		sum += e
+		for i := range o {
+			o[i] += e * float64(c.v[j*kvd+kh*d+i])
+		}
+	}
+	for i := range o {
+		o[i] /= sum
+	}
+	return o
+}
+
+// TestAttendMatchesReference: blocked attention agrees with float64
+// softmax attention to float32 accuracy, for rows whose keys span several
+// blocks and splits (positions up to 2,600: three splits of 1,024), for a
+// group of four query heads (the four-at-once score path) and of two.
+func TestAttendMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2600}, {2, 2, 32, 1100}, {3, 1, 40, 700}} {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		from := tc.n - 40
+		got := c.run(from, 16, 2)
+		qd := c.Hkv * c.G * c.d
+		var worst float64
+		for p := from; p < c.n; p += 13 {
+			for h := range c.Hkv * c.G {
+				want := c.reference(p, h)
+				for i, w := range want {
+					worst = math.Max(worst, math.Abs(float64(got[(p-from)*qd+h*c.d+i])-w))
+				}
+			}
+		}
+		// Outputs are averages of unit-scale values: float32 rounding
+		// over a few thousand terms stays far below 1e-5.
+		if worst > 1e-5 {
+			t.Errorf("G=%d d=%d n=%d: max |Δ| %.3g against float64 attention", tc.G, tc.d, tc.n, worst)
+		}
+	}
+}
+
+// TestAttendInvariance: the same bits for every row whatever the chunking
+// (decode rows by splits, prompt chunks by row tiles, chunk boundaries off
+// the block and split grid) and the thread count.
+func TestAttendInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(83, 84))
+	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2200}, {2, 2, 32, 1300}} {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		from := tc.n - 70
+		want := c.run(from, 70, 1)
+		for _, v := range []struct{ chunk, threads int }{{1, 1}, {1, 3}, {3, 2}, {9, 2}, {17, 4}, {70, 3}} {
+			got := c.run(from, v.chunk, v.threads)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s: value %d is %g, whole-prompt single-thread %g", fmt.Sprintf("G=%d chunk %d threads %d", tc.G, v.chunk, v.threads), i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestAttendKVFormats: a bf16 or bfp8 cache is the float32 cache with each
+// value rounded once by the codec (dtype.Float32ToBF16; bfp.QuantizeGroup
+// over 16 consecutive values of a head), then read exactly: attention over
+// it gives the bits of attention over a float32 cache of those rounded
+// values, at any chunking and thread count.
+func TestAttendKVFormats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(85, 86))
+	round := map[KVDType]func(x []float32) []float32{
+		KVBF16: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i, v := range x {
+				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
+			}
+			return y
+		},
+		KVBFP8: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i := 0; i < len(x); i += bfp.GroupSize {
+				var g [bfp.GroupSize]float32
+				copy(g[:], x[i:])
+				e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
+				bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
+			}
+			return y
+		},
+	}
+	for _, dt := range []KVDType{KVBF16, KVBFP8} {
+		c := newAttnCase(rng, 4, 2, 64, 1200)
+		rounded := *c
+		rounded.k, rounded.v = round[dt](c.k), round[dt](c.v)
+		from := c.n - 30
+		want := rounded.run(from, 30, 1)
+		for _, v := range []struct{ chunk, threads int }{{30, 1}, {1, 2}, {7, 3}} {
+			got := c.runAs(dt, from, v.chunk, v.threads)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, chunk %d, %d threads: value %d is %g; float32 attention over the rounded cache gives %g", dt, v.chunk, v.threads, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestKVRowBytes: bf16 takes half of float32's bytes per position, bfp8
+// 17/64 (at most 0.27 of them), and a cache holds exactly that.
+func TestKVRowBytes(t *testing.T) {
+	const kvd = 8 * 64
+	f32 := KVF32.RowBytes(kvd)
+	if got := KVBF16.RowBytes(kvd); 2*got != f32 {
+		t.Errorf("bf16 row: %d bytes, float32 %d", got, f32)
+	}
+	if got := KVBFP8.RowBytes(kvd); float64(got) > 0.27*float64(f32) || got != kvd/16*17 {
+		t.Errorf("bfp8 row: %d bytes, float32 %d", got, f32)
+	}
+	x := make([]float32, 3*kvd)
+	for _, dt := range KVDTypes {
+		var r kvRows
+		r.appendRows(dt, x)
+		if r.bytes() != 3*dt.RowBytes(kvd) {
+			t.Errorf("%s: 3 rows hold %d bytes, want %d", dt, r.bytes(), 3*dt.RowBytes(kvd))
+		}
+	}
+}
