@@ -49,7 +49,10 @@ func tensorFileSums(t *testing.T, dir string) map[string]string {
 // recorded loss changes one of them. The rest of the manifest (version,
 // settings, created_by) is left out: it records identity that other changes
 // may extend without touching a tensor byte. A deliberate change of the
-// bytes updates these sums and says why.
+// bytes updates these sums and says why. Issue 29's attention order (online
+// softmax over position-aligned blocks) changed the calibration forward's
+// last bits: the metrics sums and goldenGPTQDefaultExperts' experts-07 were
+// updated then; every other tensor file kept its bytes.
 var (
 	goldenDense = map[string]string{
 		"global.safetensors":   "9eb07a1c2494b13bb1854a1da61853019e46d78dc0a6c2b106330c062954adda",
@@ -78,7 +81,7 @@ var (
 		"experts-06.safetensors": "c6660f42b35f37c28dabfff1b2fdcc070df699c1df8872e81465ace8df467c92",
 		"experts-07.safetensors": "911beaaf3ea902d252e9a0dfd3aefc18f1584b44e41785fc68fe923f5a8a0aa9",
 	}
-	goldenGPTQMetrics = "dd8b4f92e3e7551489b5cc699d7e622a1930ae9cd5ad3cd6771644efbd476b19"
+	goldenGPTQMetrics = "284a258e01cd31ac7fa29d01587c8f31b0fc13a9450096856fc95815c7baf676"
 
 	// goldenGPTQDefaultExperts are the experts of the same fast GPTQ run
 	// with every setting at its default (w2 damped by 0.01), and
@@ -91,9 +94,9 @@ var (
 		"experts-04.safetensors": "8faa443caeeca4dfa0b6f361d099306cd0ae31fb351bc4b6a468c8f4eb9a92ab",
 		"experts-05.safetensors": "82bda6d9ff536c1b4f2fce1dd1ac5c7b1cdf1e6b0d01e79ab17654e440459900",
 		"experts-06.safetensors": "66e738b6267f2e9358efa3eb96a72986accdae0714cbc615868927a6e7e39c03",
-		"experts-07.safetensors": "bd1ed41166e9128bbeeecdcf9c3e65572a064f76c4e291672df86481404501b7",
+		"experts-07.safetensors": "840d93dfb1826c2de4b9a70f4379a82c7b3e13817934d270d99b30f6684fd146",
 	}
-	goldenGPTQDefaultMetrics = "8d9c8ab82b0cc3fc07fce24ec7866bbb811dcb9528943a4ebaa6eaf37a91baa0"
+	goldenGPTQDefaultMetrics = "6248041095bbabb09eaefff4513f7f9b00b3b1b67680231ed7c333234603a387"
 
 	// goldenDenseGPTQ is the fast GPTQ checkpoint with DenseMethod GPTQ
 	// (the command line's default with GPTQ experts since issue 23) and
@@ -118,7 +121,7 @@ var (
 		"layer-06.safetensors":   "bff397bbf82b074d16325879de2ca50ae2082dc28483ff6d4b1f394e38e30a4e",
 		"layer-07.safetensors":   "531fa6681616891e1d3742d24a5a42417e3fef4f7f02140f3794cfffb26b5590",
 	}
-	goldenDenseGPTQMetrics = "764818af95b2b474085c3b0c01e333f42614e4c21ba79cff0ac753e8a53af41e"
+	goldenDenseGPTQMetrics = "75646c86e6438ed59f008b05322c347e13a61b585b14424659014ab4c75cb585"
 )
 
 // TestGoldenBytes: RTN and GPTQ with the default exponent rule (max) and
