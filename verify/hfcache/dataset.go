@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,19 +74,9 @@ type DatasetFile struct {
 // network. ok is false when the cache does not hold it.
 func LookupDataset(root string, d DatasetID) (*DatasetFile, bool, error) {
 	repoDir := DatasetRepoDir(root, d.Repo)
-	commit := d.Revision
-	if !IsCommit(commit) {
-		data, err := os.ReadFile(filepath.Join(repoDir, "refs", d.Revision))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("hfcache: %w", err)
-		}
-		commit = strings.TrimSpace(string(data))
-		if !IsCommit(commit) {
-			return nil, false, fmt.Errorf("hfcache: %s: %q is not a 40-hex commit id", filepath.Join(repoDir, "refs", d.Revision), commit)
-		}
+	commit, ok, err := cachedCommit(repoDir, d.Revision)
+	if !ok || err != nil {
+		return nil, false, err
 	}
 	file := filepath.Join(repoDir, "snapshots", commit, filepath.FromSlash(d.Path))
 	if !isFile(file) {

@@ -160,25 +160,38 @@ func isFile(p string) bool {
 // only when the cache cannot be read or a ref is malformed.
 func Lookup(root string, id ID) (snap *Snapshot, ok bool, err error) {
 	repoDir := RepoDir(root, id.Repo)
-	commit := id.Revision
-	if !IsCommit(commit) {
-		data, err := os.ReadFile(filepath.Join(repoDir, "refs", id.Revision))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("hfcache: %w", err)
-		}
-		commit = strings.TrimSpace(string(data))
-		if !IsCommit(commit) {
-			return nil, false, fmt.Errorf("hfcache: %s: %q is not a 40-hex commit id", filepath.Join(repoDir, "refs", id.Revision), commit)
-		}
+	commit, ok, err := cachedCommit(repoDir, id.Revision)
+	if !ok || err != nil {
+		return nil, false, err
 	}
 	dir := filepath.Join(repoDir, "snapshots", commit)
 	if err := Complete(dir); err != nil {
 		return nil, false, nil
 	}
 	return &Snapshot{Dir: dir, Repo: id.Repo, Revision: id.Revision, Commit: commit, Offline: true}, true, nil
+}
+
+// cachedCommit resolves revision to the commit the cache at repoDir holds
+// for it: the revision itself when it is a commit id, else what
+// refs/REVISION names. ok is false when the cache has no such ref; err is
+// set when the ref cannot be read or is not a commit id.
+func cachedCommit(repoDir, revision string) (commit string, ok bool, err error) {
+	if IsCommit(revision) {
+		return revision, true, nil
+	}
+	ref := filepath.Join(repoDir, "refs", revision)
+	data, err := os.ReadFile(ref)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("hfcache: %w", err)
+	}
+	commit = strings.TrimSpace(string(data))
+	if !IsCommit(commit) {
+		return "", false, fmt.Errorf("hfcache: %s: %q is not a 40-hex commit id", ref, commit)
+	}
+	return commit, true, nil
 }
 
 // Options configures Fetch.
