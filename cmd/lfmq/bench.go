@@ -17,7 +17,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/bench"
 	"github.com/lfmq/lfmq/evidence"
@@ -126,7 +125,7 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 			if cmd.Flags().Changed("api-key-file") && opts.APIKeyFile == "" {
 				return &usageError{errors.New("--api-key-file: empty file name")}
 			}
-			opts.command = benchCommandLine(cmd)
+			opts.command = givenFlagsCommandLine(cmd, "lfmq", "bench")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -161,20 +160,6 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	cmd.MarkFlagDirname("plot")
 	cmd.RegisterFlagCompletionFunc("exact", cobra.FixedCompletions([]string{string(bench.ExactBoth), string(bench.ExactMinTokens), string(bench.ExactIgnoreEOS), string(bench.ExactNone)}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
-}
-
-// benchCommandLine is the command line recorded in the receipts: the
-// flags given, in name order (the key file's name, never a key).
-func benchCommandLine(cmd *cobra.Command) string {
-	args := []string{"lfmq", "bench"}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		v := f.Value.String()
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			v = strings.Join(sv.GetSlice(), ",")
-		}
-		args = append(args, "--"+f.Name, v)
-	})
-	return quoteArgs(args)
 }
 
 func benchRun(cmd *cobra.Command, opts *benchOptions) error {

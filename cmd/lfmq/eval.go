@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/device/pick"
@@ -111,7 +110,7 @@ checks that two or more runs gave the same texts.`,
 			if err := opts.validate(cmd); err != nil {
 				return err
 			}
-			opts.command = evalCommandLine(cmd)
+			opts.command = givenFlagsCommandLine(cmd, "lfmq", "eval")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -259,20 +258,6 @@ func orNeutral(x *float64, neutral float64) *evidence.Float {
 		return evidence.Ptr(neutral)
 	}
 	return evidence.Ptr(*x)
-}
-
-// evalCommandLine is the command line recorded in the receipts: the
-// flags given, in name order.
-func evalCommandLine(cmd *cobra.Command) string {
-	args := []string{"lfmq", "eval"}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		v := f.Value.String()
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			v = strings.Join(sv.GetSlice(), ",")
-		}
-		args = append(args, "--"+f.Name, v)
-	})
-	return quoteArgs(args)
 }
 
 func evalRun(cmd *cobra.Command, opts *evalOptions) error {

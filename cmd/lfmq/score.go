@@ -13,6 +13,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/report"
@@ -254,6 +255,22 @@ func commandLine(o *scoreOptions) string {
 			args = append(args, kv[0], kv[1])
 		}
 	}
+	return quoteArgs(args)
+}
+
+// givenFlagsCommandLine is the command line a receipt records for a
+// command whose flags say everything: words, then every flag given, in
+// name order, a list flag's items joined by commas (a key file's name is
+// a flag value, never the key).
+func givenFlagsCommandLine(cmd *cobra.Command, words ...string) string {
+	args := append([]string(nil), words...)
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ",")
+		}
+		args = append(args, "--"+f.Name, v)
+	})
 	return quoteArgs(args)
 }
 
