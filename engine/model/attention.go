@@ -71,11 +71,12 @@ var negInf = float32(math.Inf(-1))
 
 // attnKV is one sequence's cache of one layer as attention reads it: the
 // keys and values of one KV head, d values at offset off of rows of kvd,
-// in format dt.
+// in format dt, in layer l of the sequence's pages (a block of attnBlock
+// positions is one page).
 type attnKV struct {
-	dt          KVDType
-	k, v        *kvRows
-	kvd, off, d int
+	dt             KVDType
+	pages          []*kvPage
+	l, kvd, off, d int
 }
 
 // reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
@@ -88,7 +89,8 @@ func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32,
 	var d4 [4]float32
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
-		keys, stride := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, kb)
+		pg := kv.pages[b0/attnBlock]
+		keys, stride := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cnt, kb)
 		for j := range cnt {
 			k := keys[j*stride:][:d]
 			g := 0
@@ -102,7 +104,7 @@ func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32,
 				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], k) * scale
 			}
 		}
-		vals, stride := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, vb)
+		vals, stride := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cnt, vb)
 		for g := range G {
 			e := sc[g*attnBlock:][:cnt]
 			m := e[0]
@@ -211,8 +213,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	partBuf := ws.attnParts[:parts]
 	scale := float32(1 / math.Sqrt(float64(d)))
 	kvOf := func(sg *segment, h int) attnKV {
-		st := &sg.s.layers[l]
-		return attnKV{dt: sg.s.shape.kvDType, k: &st.k, v: &st.v, kvd: kvd, off: h * d, d: d}
+		return attnKV{dt: sg.s.shape.kvDType, pages: sg.s.pages, l: l, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*attnBlock)

@@ -43,21 +43,21 @@ func (c *attnCase) run(from, chunk, threads int) []float32 {
 
 // runAs is run with the cache stored in format dt.
 func (c *attnCase) runAs(dt KVDType, from, chunk, threads int) []float32 {
-	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv}
+	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
 	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
 	defer m.pool.Close()
 	ws := &workspace{}
-	kvd, qd := c.Hkv*c.d, c.Hkv*c.G*c.d
-	var k, v kvRows
-	k.appendRows(dt, c.k)
-	v.appendRows(dt, c.v)
+	qd := c.Hkv * c.G * c.d
+	// The whole cache is written at once: a row at position p reads
+	// positions up to p only.
+	s := m.NewKVPool(0).NewSequence()
+	if err := s.growPages(c.n); err != nil {
+		panic(err)
+	}
+	s.writeKV(0, 0, c.k, c.v)
 	out := make([]float32, (c.n-from)*qd)
 	for t0 := from; t0 < c.n; t0 += chunk {
 		rows := min(chunk, c.n-t0)
-		kt, vt := k, v
-		kt.truncate(dt, kvd, t0+rows)
-		vt.truncate(dt, kvd, t0+rows)
-		s := &Sequence{shape: seqShape{kvDType: dt}, layers: []layerState{{k: kt, v: vt}}}
 		segs := []segment{{s: s, toks: make([]int, rows), start: t0}}
 		m.attend(ws, 0, segs, c.q[t0*qd:(t0+rows)*qd], out[(t0-from)*qd:])
 	}
@@ -197,12 +197,10 @@ func TestKVRowBytes(t *testing.T) {
 	if got := KVBFP8.RowBytes(kvd); float64(got) > 0.27*float64(f32) || got != kvd/16*17 {
 		t.Errorf("bfp8 row: %d bytes, float32 %d", got, f32)
 	}
-	x := make([]float32, 3*kvd)
 	for _, dt := range KVDTypes {
-		var r kvRows
-		r.appendRows(dt, x)
-		if r.bytes() != 3*dt.RowBytes(kvd) {
-			t.Errorf("%s: 3 rows hold %d bytes, want %d", dt, r.bytes(), 3*dt.RowBytes(kvd))
+		r := makeKVRows(dt, kvd, 3)
+		if got := 4*len(r.f) + 2*len(r.h) + len(r.b); got != 3*dt.RowBytes(kvd) {
+			t.Errorf("%s: 3 rows hold %d bytes, want %d", dt, got, 3*dt.RowBytes(kvd))
 		}
 	}
 }

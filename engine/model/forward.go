@@ -88,7 +88,8 @@ type ForwardOptions struct {
 // The arguments are checked before anything runs: a token outside the
 // vocabulary (*TokenError), a sequence that would exceed its maximum context
 // (*ContextError), or mismatched or repeated arguments (*InputError) leave
-// every sequence unchanged. If ctx is cancelled, Forward returns ctx.Err()
+// every sequence unchanged, and so does a bounded KV pool without the pages
+// the tokens need (*KVPoolError). If ctx is cancelled, Forward returns ctx.Err()
 // between steps; each sequence then holds the tokens of the steps that
 // completed (see Sequence.Len), with consistent state.
 func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {
@@ -97,6 +98,11 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	}
 	if err := m.checkForward(seqs, tokens, &opts); err != nil {
 		return nil, err
+	}
+	if m.dev == nil {
+		if err := takePages(seqs, tokens); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range seqs {
 		s.snaps = s.snaps[:0]
@@ -143,6 +149,11 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	si, ti := 0, 0 // cursor: sequence, token index
 	for si < len(seqs) {
 		if err := ctx.Err(); err != nil {
+			if m.dev == nil {
+				for _, s := range seqs {
+					s.trimPages(s.n)
+				}
+			}
 			return nil, err
 		}
 		segs = segs[:0]
@@ -172,6 +183,24 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 		}
 	}
 	return out, nil
+}
+
+// takePages makes every sequence's page table ready for its tokens, before
+// anything runs: a pool with no room (*KVPoolError) leaves every sequence
+// as it was.
+func takePages(seqs []*Sequence, tokens [][]int) error {
+	for i, s := range seqs {
+		if len(tokens[i]) == 0 {
+			continue
+		}
+		if err := s.growPages(s.n + len(tokens[i])); err != nil {
+			for _, t := range seqs[:i] {
+				t.trimPages(t.n)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // mode returns the logits mode of sequence i.
@@ -597,10 +626,8 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 		}
 	}
 	for _, sg := range segs {
-		st := &sg.s.layers[l]
 		n := len(sg.toks)
-		st.k.appendRows(m.kvDType, k[sg.row0*kvd:(sg.row0+n)*kvd])
-		st.v.appendRows(m.kvDType, v[sg.row0*kvd:(sg.row0+n)*kvd])
+		sg.s.writeKV(l, sg.start, k[sg.row0*kvd:(sg.row0+n)*kvd], v[sg.row0*kvd:(sg.row0+n)*kvd])
 	}
 	m.attend(ws, l, segs, q, o)
 	if obs != nil {

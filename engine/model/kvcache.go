@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -83,80 +84,109 @@ func (m *Model) KVBytesPerToken() int {
 // its 16 codes.
 const kvGroupBytes = 1 + bfp.GroupSize
 
-// kvRows is one attention layer's keys or values, one row of kvd values
-// per position, in the cache's format: only the slice of its format is
-// used.
+// kvRows is one attention layer's keys or values of one KV page, one row
+// of kvd values per position, in the cache's format: only the slice of its
+// format is used. Its length is fixed when the page is made (KVPageTokens
+// rows); rows are written in place, never appended.
 type kvRows struct {
 	f []float32 // KVF32: [n·kvd]
 	h []uint16  // KVBF16: [n·kvd]
 	b []byte    // KVBFP8: [n·kvd/16·17], each group its exponent then its codes
 }
 
-// appendRows rounds the rows of x (whole rows of kvd values) to the format
-// and appends them.
-func (r *kvRows) appendRows(t KVDType, x []float32) {
+// makeKVRows returns rows for n positions of kvd values in format t.
+func makeKVRows(t KVDType, kvd, n int) kvRows {
+	switch t {
+	case KVBF16:
+		return kvRows{h: make([]uint16, n*kvd)}
+	case KVBFP8:
+		return kvRows{b: make([]byte, n*t.RowBytes(kvd))}
+	}
+	return kvRows{f: make([]float32, n*kvd)}
+}
+
+// setRows rounds the rows of x (whole rows of kvd values) to the format
+// and writes them from row at on.
+func (r *kvRows) setRows(t KVDType, kvd, at int, x []float32) {
 	switch t {
 	case KVF32:
-		r.f = append(r.f, x...)
+		copy(r.f[at*kvd:], x)
 	case KVBF16:
-		for _, v := range x {
-			r.h = append(r.h, dtype.Float32ToBF16(v))
+		dst := r.h[at*kvd:][:len(x)]
+		for i, v := range x {
+			dst[i] = dtype.Float32ToBF16(v)
 		}
 	case KVBFP8:
 		var g [bfp.GroupSize]float32
+		dst := r.b[at*t.RowBytes(kvd):]
 		for i := 0; i < len(x); i += bfp.GroupSize {
 			copy(g[:], x[i:])
 			e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
-			r.b = append(r.b, e)
-			r.b = append(r.b, codes[:]...)
+			grp := dst[i/bfp.GroupSize*kvGroupBytes:][:kvGroupBytes]
+			grp[0] = e
+			copy(grp[1:], codes[:])
 		}
 	}
 }
 
-// appendRaw appends rows already in the format (a span's).
-func (r *kvRows) appendRaw(o *kvRows) {
-	r.f = append(r.f, o.f...)
-	r.h = append(r.h, o.h...)
-	r.b = append(r.b, o.b...)
-}
-
-// slice returns a copy of positions [start, end) (rows of kvd values).
-func (r *kvRows) slice(t KVDType, kvd, start, end int) kvRows {
+// copyRows copies n rows already in the format from src's row from to
+// r's row at.
+func (r *kvRows) copyRows(t KVDType, kvd, at int, src *kvRows, from, n int) {
 	switch t {
 	case KVBF16:
-		return kvRows{h: clone16(r.h[start*kvd : end*kvd])}
+		copy(r.h[at*kvd:(at+n)*kvd], src.h[from*kvd:])
 	case KVBFP8:
-		n := t.RowBytes(kvd)
-		return kvRows{b: append([]byte(nil), r.b[start*n:end*n]...)}
-	}
-	return kvRows{f: clone32(r.f[start*kvd : end*kvd])}
-}
-
-// truncate keeps the first n positions.
-func (r *kvRows) truncate(t KVDType, kvd, n int) {
-	switch t {
-	case KVBF16:
-		r.h = r.h[:n*kvd]
-	case KVBFP8:
-		r.b = r.b[:n*t.RowBytes(kvd)]
+		rb := t.RowBytes(kvd)
+		copy(r.b[at*rb:(at+n)*rb], src.b[from*rb:])
 	default:
-		r.f = r.f[:n*kvd]
+		copy(r.f[at*kvd:(at+n)*kvd], src.f[from*kvd:])
 	}
 }
 
-// clone returns a deep copy.
-func (r *kvRows) clone() kvRows {
-	c := kvRows{f: clone32(r.f), h: clone16(r.h)}
-	if r.b != nil {
-		c.b = append(make([]byte, 0, len(r.b)), r.b...)
+// appendRaw appends rows [from, from+n) in the format's encoding: the bytes
+// a span stores (little-endian for float32 and bfloat16).
+func (r *kvRows) appendRaw(b []byte, t KVDType, kvd, from, n int) []byte {
+	switch t {
+	case KVBF16:
+		for _, h := range r.h[from*kvd : (from+n)*kvd] {
+			b = binary.LittleEndian.AppendUint16(b, h)
+		}
+	case KVBFP8:
+		rb := t.RowBytes(kvd)
+		b = append(b, r.b[from*rb:(from+n)*rb]...)
+	default:
+		for _, f := range r.f[from*kvd : (from+n)*kvd] {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		}
 	}
-	return c
+	return b
 }
 
-// bytes is the memory the rows hold.
-func (r *kvRows) bytes() int { return 4*len(r.f) + 2*len(r.h) + len(r.b) }
+// readRaw decodes n rows in the format's encoding from p into rows from
+// at on, and returns what follows them; ok is false when p is too short.
+func (r *kvRows) readRaw(p []byte, t KVDType, kvd, at, n int) (rest []byte, ok bool) {
+	size := n * t.RowBytes(kvd)
+	if len(p) < size {
+		return p, false
+	}
+	switch t {
+	case KVBF16:
+		dst := r.h[at*kvd:][:n*kvd]
+		for i := range dst {
+			dst[i] = binary.LittleEndian.Uint16(p[2*i:])
+		}
+	case KVBFP8:
+		copy(r.b[at*t.RowBytes(kvd):], p[:size])
+	default:
+		dst := r.f[at*kvd:][:n*kvd]
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+		}
+	}
+	return p[size:], true
+}
 
-// empty reports whether the rows were never written (a conv layer's).
+// empty reports whether the rows were never made (a conv layer's).
 func (r *kvRows) empty() bool { return r.f == nil && r.h == nil && r.b == nil }
 
 // block returns d values of one head (at offset off in rows of kvd) for
@@ -187,11 +217,4 @@ func (r *kvRows) block(t KVDType, kvd, off, d, j0, cnt int, scratch []float32) (
 		return scratch, d
 	}
 	return r.f[j0*kvd+off:], kvd
-}
-
-func clone16(x []uint16) []uint16 {
-	if x == nil {
-		return nil
-	}
-	return append(make([]uint16, 0, len(x)), x...)
 }

@@ -97,6 +97,7 @@ type Model struct {
 	dev *devModel // the device engine, or nil for the CPU
 
 	kvDType KVDType // the KV cache's format (LoadOptions.KVCacheDType)
+	kvPool  *KVPool // NewSequence's pages: unbounded, growing on demand
 }
 
 // KVCacheDType returns the number format of the model's KV caches.
@@ -149,6 +150,7 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("a device keeps a float32 KV cache; %s runs on the CPU engine", kt)}
 	}
 	m := &Model{Config: cfg, Dir: dir, maxContext: maxCtx, linears: map[string]**kernels.Matrix{}, kvDType: opts.KVCacheDType}
+	m.kvPool = m.NewKVPool(0)
 	var src tensorSource
 	if lfmq1.IsCheckpoint(dir) {
 		if opts.FakeQuant != "" {

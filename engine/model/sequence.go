@@ -21,13 +21,18 @@ type Sequence struct {
 	start      int // ForwardOptions.StartLayer of the calls that built it
 	layers     []layerState
 	snaps      []*ConvState // asked for by the last Forward (ConvSnapshots)
-	dev        *devState    // the state on the model's device; layers then hold none
+	dev        *devState    // the state on the model's device; layers and pages then hold none
+	pool       *KVPool      // where pages come from (nil on a device)
+	// pages is the page table: page i holds positions [64·i, 64·i+64) of
+	// every attention layer. It holds the pages of positions [0, n) (a
+	// Forward call takes those of its tokens before it runs).
+	pages []*kvPage
 }
 
-// layerState is one layer's part of a sequence's state.
+// layerState is one layer's part of a sequence's state besides its KV
+// pages.
 type layerState struct {
 	conv []float32 // conv layers: [H][K−1], oldest first (kernels.CausalConv's layout)
-	k, v kvRows    // attention layers: [n][Hkv·d] in the cache's format
 }
 
 // seqShape is what a sequence's state depends on; a Sequence may be used
@@ -37,6 +42,21 @@ type seqShape struct {
 	kinds                        string
 	kvDType                      KVDType
 }
+
+// kvBytesPerToken is the KV state one position takes over all attention
+// layers.
+func (sh seqShape) kvBytesPerToken() int {
+	n := 0
+	for l := range len(sh.kinds) {
+		if sh.attention(l) {
+			n += 2 * sh.kvDType.RowBytes(sh.kvDim)
+		}
+	}
+	return n
+}
+
+// attention reports whether layer l is an attention layer.
+func (sh seqShape) attention(l int) bool { return sh.kinds[l] == byte('0'+config.Attention) }
 
 func (m *Model) seqShape() seqShape {
 	c := m.Config
@@ -48,8 +68,15 @@ func (m *Model) seqShape() seqShape {
 }
 
 // NewSequence returns an empty sequence (zero conv state, empty KV caches)
-// limited to the model's MaxContext.
-func (m *Model) NewSequence() *Sequence {
+// limited to the model's MaxContext, whose pages come from the model's own
+// unbounded pool (KVPool).
+func (m *Model) NewSequence() *Sequence { return m.newSequence(m.kvPool) }
+
+// NewSequence returns an empty sequence of the pool's model whose pages
+// come from p. On a device the sequence keeps its state there instead.
+func (p *KVPool) NewSequence() *Sequence { return p.m.newSequence(p) }
+
+func (m *Model) newSequence(p *KVPool) *Sequence {
 	s := &Sequence{shape: m.seqShape(), maxContext: m.maxContext, limit: m.maxContext, layers: make([]layerState, m.Config.NumLayers)}
 	if m.dev != nil {
 		m.dev.newState().attach(s)
@@ -60,6 +87,7 @@ func (m *Model) NewSequence() *Sequence {
 			s.layers[i].conv = make([]float32, (m.Config.ConvLCache-1)*m.Config.HiddenSize)
 		}
 	}
+	s.pool = p
 	return s
 }
 
@@ -80,9 +108,11 @@ func (s *Sequence) SetMaxContext(n int) error {
 	return nil
 }
 
-// Clone returns a deep copy of the sequence: the copy and the original
-// share no mutable memory, so each may be continued differently (prefix
-// caching, speculation, candidate branches).
+// Clone returns a copy of the sequence that may be continued differently
+// from the original (prefix caching, speculation, candidate branches). The
+// two share their KV pages by reference; the first to write into a shared
+// page copies it (copy on write), so neither ever sees the other's later
+// tokens. The conv state is copied.
 //
 // On a device the copy is made there; a device fault there panics with the
 // model's *DeviceError, as the CPU engine panics when memory runs out.
@@ -98,20 +128,26 @@ func (s *Sequence) Clone() *Sequence {
 	}
 	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, layers: make([]layerState, len(s.layers))}
 	for i, l := range s.layers {
-		c.layers[i] = layerState{conv: clone32(l.conv), k: l.k.clone(), v: l.v.clone()}
+		c.layers[i] = layerState{conv: clone32(l.conv)}
+	}
+	c.pool = s.pool
+	c.pages = append(make([]*kvPage, 0, len(s.pages)), s.pages...)
+	for _, pg := range c.pages {
+		s.pool.ref(pg)
 	}
 	return c
 }
 
-// StateBytes returns the bytes of state the sequence holds (KV caches in
-// their format, float32 conv states).
+// StateBytes returns the bytes of state the sequence's tokens take (KV
+// caches in their format, float32 conv states). Its last page may have
+// room for more tokens, and pages it shares are counted here in full.
 func (s *Sequence) StateBytes() int {
 	if s.dev != nil {
 		return s.dev.bytes(s.n)
 	}
-	n := 0
+	n := s.n * s.shape.kvBytesPerToken()
 	for _, l := range s.layers {
-		n += 4*len(l.conv) + l.k.bytes() + l.v.bytes()
+		n += 4 * len(l.conv)
 	}
 	return n
 }
@@ -231,31 +267,35 @@ func (s *Sequence) Rewind(n int, conv *ConvState) error {
 		s.snaps = s.snaps[:0]
 		return nil
 	}
-	kv := s.shape.kvDim
 	for i := range s.layers {
-		l := &s.layers[i]
-		if l.conv != nil {
-			copy(l.conv, conv.layers[i])
-		}
-		if !l.k.empty() {
-			l.k.truncate(s.shape.kvDType, kv, n)
-			l.v.truncate(s.shape.kvDType, kv, n)
+		if c := s.layers[i].conv; c != nil {
+			copy(c, conv.layers[i])
 		}
 	}
+	s.trimPages(n)
 	s.n = n
 	s.snaps = s.snaps[:0]
 	return nil
 }
 
-// Span is a copy of positions [Start, End) of a sequence's state: each
-// attention layer's keys and values for those positions and the conv
-// state after position End−1. A prefix cache keeps spans and extends new
-// sequences with them, which then continue exactly as the sequence they
-// were copied from.
+// Span is positions [Start, End) of a sequence's state: each attention
+// layer's keys and values for those positions and the conv state after
+// position End−1. A prefix cache keeps spans and extends new sequences
+// with them, which then continue exactly as the sequence they were taken
+// from.
+//
+// A span of the CPU engine holds the KV pages of its positions by
+// reference (the first may also hold positions before Start, which the
+// span ignores): taking one copies no keys or values, and extending a
+// sequence whose length is a multiple of KVPageTokens with it shares them
+// again. Free gives the pages back. A device's span holds a copy of its
+// keys and values as float32 rows.
 type Span struct {
 	shape      seqShape
 	start, end int
-	k, v       []kvRows // per layer, in the sequence's format; empty for conv layers
+	pool       *KVPool   // a CPU span's pool; nil for a device's
+	pages      []*kvPage // a CPU span's pages, the first holding position start
+	k, v       []kvRows  // a device's span: per layer [end−start] float32 rows; empty for conv layers
 	conv       *ConvState
 }
 
@@ -265,21 +305,40 @@ func (sp *Span) Start() int { return sp.start }
 // End is one past the span's last position.
 func (sp *Span) End() int { return sp.end }
 
-// Bytes is the state the span holds (keys and values in the cache's
-// format, float32 conv states).
+// Bytes is the state the span's positions take (keys and values in the
+// cache's format, float32 conv states); pages it shares with sequences
+// or other spans are counted in full.
 func (sp *Span) Bytes() int {
-	n := 0
-	for i := range sp.k {
-		n += sp.k[i].bytes() + sp.v[i].bytes()
-	}
+	n := (sp.end - sp.start) * sp.shape.kvBytesPerToken()
 	for _, c := range sp.conv.layers {
 		n += 4 * len(c)
 	}
 	return n
 }
 
-// CopySpan returns a copy of positions [start, end) with conv, the state
-// after end tokens (from ConvAt).
+// Free gives the span's pages back to its pool; the span must not be used
+// afterwards. Freeing twice does nothing.
+func (sp *Span) Free() {
+	for _, pg := range sp.pages {
+		sp.pool.release(pg)
+	}
+	sp.pages = nil
+}
+
+// Shared reports whether some page of the span has another holder (a
+// sequence or another span), so that freeing the span would not give it
+// back to the pool.
+func (sp *Span) Shared() bool {
+	for _, pg := range sp.pages {
+		if sp.pool.isShared(pg) {
+			return true
+		}
+	}
+	return false
+}
+
+// CopySpan returns positions [start, end) with conv, the state after end
+// tokens (from ConvAt). On the CPU the span shares the sequence's pages.
 func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 	switch {
 	case start < 0 || end <= start || end > s.n:
@@ -289,36 +348,68 @@ func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 	case s.partial != 0 || s.start != 0:
 		return nil, &InputError{What: "CopySpan", Msg: "a partial sequence (Layers or StartLayer) has no whole state"}
 	}
-	kv := s.shape.kvDim
-	sp := &Span{shape: s.shape, start: start, end: end, k: make([]kvRows, len(s.layers)), v: make([]kvRows, len(s.layers)),
-		conv: &ConvState{n: end, layers: make([][]float32, len(s.layers))}}
+	sp := &Span{shape: s.shape, start: start, end: end, conv: &ConvState{n: end, layers: make([][]float32, len(s.layers))}}
+	for i := range s.layers {
+		sp.conv.layers[i] = clone32(conv.layers[i])
+	}
 	if s.dev != nil {
 		k, v, err := s.dev.readKV(start, end)
 		if err != nil {
 			return nil, err
 		}
+		sp.k, sp.v = make([]kvRows, len(s.layers)), make([]kvRows, len(s.layers))
 		for i := range k {
 			if k[i] != nil {
 				sp.k[i], sp.v[i] = kvRows{f: k[i]}, kvRows{f: v[i]}
 			}
 		}
-		for i := range s.layers {
-			sp.conv.layers[i] = clone32(conv.layers[i])
-		}
 		return sp, nil
 	}
-	for i, l := range s.layers {
-		if !l.k.empty() {
-			sp.k[i] = l.k.slice(s.shape.kvDType, kv, start, end)
-			sp.v[i] = l.v.slice(s.shape.kvDType, kv, start, end)
-		}
-		sp.conv.layers[i] = clone32(conv.layers[i])
+	sp.pool = s.pool
+	sp.pages = append([]*kvPage(nil), s.pages[start/KVPageTokens:pagesFor(end)]...)
+	for _, pg := range sp.pages {
+		s.pool.ref(pg)
 	}
 	return sp, nil
 }
 
+// rows returns the rows holding position pos of layer l's keys and values
+// in the span, and the row's index in them.
+func (sp *Span) rows(l, pos int) (k, v *kvRows, at int) {
+	if sp.pages == nil {
+		return &sp.k[l], &sp.v[l], pos - sp.start
+	}
+	pg := sp.pages[pos/KVPageTokens-sp.start/KVPageTokens]
+	return &pg.k[l], &pg.v[l], pos % KVPageTokens
+}
+
+// float32Rows returns the span's keys and values as a device's span holds
+// them: per layer, float32 rows of positions [start, end). Only a float32
+// span has them.
+func (sp *Span) float32Rows() (k, v []kvRows) {
+	if sp.pages == nil {
+		return sp.k, sp.v
+	}
+	kvd := sp.shape.kvDim
+	k, v = make([]kvRows, len(sp.conv.layers)), make([]kvRows, len(sp.conv.layers))
+	for l := range len(sp.shape.kinds) {
+		if !sp.shape.attention(l) {
+			continue
+		}
+		k[l], v[l] = makeKVRows(KVF32, kvd, sp.end-sp.start), makeKVRows(KVF32, kvd, sp.end-sp.start)
+		for pos := sp.start; pos < sp.end; pos++ {
+			sk, sv, at := sp.rows(l, pos)
+			k[l].copyRows(KVF32, kvd, pos-sp.start, sk, at, 1)
+			v[l].copyRows(KVF32, kvd, pos-sp.start, sv, at, 1)
+		}
+	}
+	return k, v
+}
+
 // Extend appends a span to a sequence whose length is the span's start
-// (a new sequence for the first span of a prefix).
+// (a new sequence for the first span of a prefix). A span of the same
+// pool starting at a multiple of KVPageTokens is shared by reference;
+// otherwise its rows are copied into the sequence's own pages.
 func (s *Sequence) Extend(sp *Span) error {
 	switch {
 	case sp.shape != s.shape:
@@ -331,18 +422,40 @@ func (s *Sequence) Extend(sp *Span) error {
 		return &InputError{What: "Extend", Msg: "a partial sequence (Layers or StartLayer) cannot be extended"}
 	}
 	if s.dev != nil {
-		if err := s.dev.extend(sp); err != nil {
+		flat := *sp
+		flat.pages, flat.pool = nil, nil
+		flat.k, flat.v = sp.float32Rows()
+		if err := s.dev.extend(&flat); err != nil {
 			return err
 		}
 		s.n = sp.end
 		return nil
 	}
+	if sp.pool == s.pool && sp.pages != nil && s.n%KVPageTokens == 0 {
+		for _, pg := range sp.pages {
+			s.pool.ref(pg)
+			s.pages = append(s.pages, pg)
+		}
+	} else {
+		if err := s.growPages(sp.end); err != nil {
+			return err
+		}
+		kvd, t := s.shape.kvDim, s.shape.kvDType
+		for l := range len(s.shape.kinds) {
+			if !s.shape.attention(l) {
+				continue
+			}
+			for pos := sp.start; pos < sp.end; pos++ {
+				sk, sv, from := sp.rows(l, pos)
+				pg, at := s.pages[pos/KVPageTokens], pos%KVPageTokens
+				pg.k[l].copyRows(t, kvd, at, sk, from, 1)
+				pg.v[l].copyRows(t, kvd, at, sv, from, 1)
+			}
+		}
+	}
 	for i := range s.layers {
-		l := &s.layers[i]
-		l.k.appendRaw(&sp.k[i])
-		l.v.appendRaw(&sp.v[i])
-		if l.conv != nil {
-			copy(l.conv, sp.conv.layers[i])
+		if c := s.layers[i].conv; c != nil {
+			copy(c, sp.conv.layers[i])
 		}
 	}
 	s.n = sp.end
@@ -352,7 +465,8 @@ func (s *Sequence) Extend(sp *Span) error {
 // spanMagic starts a marshalled span. Version 2 added the KV cache's
 // format after the layer kinds; a version 1 span (float32 only) is refused
 // by name, so a prefix cache written by an older lfmq is rebuilt rather
-// than misread.
+// than misread. The KV pages changed nothing here: a span is written as
+// its positions' rows, whatever holds them in memory.
 const (
 	spanMagic   = "lfmq-span-2\x00"
 	spanMagicV1 = "lfmq-span-1\x00"
@@ -373,29 +487,43 @@ func (sp *Span) MarshalBinary() ([]byte, error) {
 	b = append(b, byte(len(sp.shape.kinds)))
 	b = append(b, sp.shape.kinds...)
 	b = append(b, byte(sp.shape.kvDType))
-	put := func(x []float32) {
-		for _, f := range x {
+	kvd, t := sp.shape.kvDim, sp.shape.kvDType
+	for l := range len(sp.shape.kinds) {
+		if sp.shape.attention(l) {
+			for _, value := range []bool{false, true} {
+				for pos := sp.start; pos < sp.end; {
+					k, v, at := sp.rows(l, pos)
+					r := k
+					if value {
+						r = v
+					}
+					n := sp.end - pos
+					if sp.pages != nil {
+						n = min(n, KVPageTokens-at)
+					}
+					b = r.appendRaw(b, t, kvd, at, n)
+					pos += n
+				}
+			}
+		}
+		for _, f := range sp.conv.layers[l] {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
-	}
-	putRows := func(r *kvRows) {
-		put(r.f)
-		for _, h := range r.h {
-			b = binary.LittleEndian.AppendUint16(b, h)
-		}
-		b = append(b, r.b...)
-	}
-	for i := range sp.k {
-		putRows(&sp.k[i])
-		putRows(&sp.v[i])
-		put(sp.conv.layers[i])
 	}
 	return b, nil
 }
 
 // UnmarshalSpan decodes a span made by MarshalBinary for a model of m's
-// shape and KV format; anything else is an *InputError, never a panic.
-func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
+// shape and KV format, into pages of the model's own pool; anything else
+// is an *InputError, never a panic.
+func (m *Model) UnmarshalSpan(data []byte) (*Span, error) { return m.kvPool.UnmarshalSpan(data) }
+
+// UnmarshalSpan decodes a span made by MarshalBinary for a model of the
+// pool's model's shape and KV format into pages of p (on a device, into
+// float32 rows); anything else is an *InputError, never a panic, and a
+// *KVPoolError when p has no room for it.
+func (p *KVPool) UnmarshalSpan(data []byte) (*Span, error) {
+	m := p.m
 	bad := func(msg string) (*Span, error) { return nil, &InputError{What: "UnmarshalSpan", Msg: msg} }
 	shape := m.seqShape()
 	if len(data) >= len(spanMagicV1) && string(data[:len(spanMagicV1)]) == spanMagicV1 {
@@ -404,23 +532,23 @@ func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 	if len(data) < len(spanMagic)+6*8+1 || string(data[:len(spanMagic)]) != spanMagic {
 		return bad("not a span")
 	}
-	p := data[len(spanMagic):]
+	q := data[len(spanMagic):]
 	var h [6]int
 	for i := range h {
-		v := binary.LittleEndian.Uint64(p)
+		v := binary.LittleEndian.Uint64(q)
 		if v > 1<<40 {
 			return bad("field out of range")
 		}
 		h[i] = int(v)
-		p = p[8:]
+		q = q[8:]
 	}
-	nk := int(p[0])
-	p = p[1:]
-	if len(p) < nk+1 {
+	nk := int(q[0])
+	q = q[1:]
+	if len(q) < nk+1 {
 		return bad("truncated")
 	}
-	got := seqShape{layers: h[0], hidden: h[1], convK: h[2], kvDim: h[3], kinds: string(p[:nk]), kvDType: KVDType(p[nk])}
-	p = p[nk+1:]
+	got := seqShape{layers: h[0], hidden: h[1], convK: h[2], kvDim: h[3], kinds: string(q[:nk]), kvDType: KVDType(q[nk])}
+	q = q[nk+1:]
 	if got.kvDType != shape.kvDType && got.kvDType <= KVBFP8 {
 		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.kvDType, shape.kvDType))
 	}
@@ -431,62 +559,68 @@ func (m *Model) UnmarshalSpan(data []byte) (*Span, error) {
 	if end <= start || end > m.maxContext {
 		return bad(fmt.Sprintf("positions [%d, %d) do not fit the model", start, end))
 	}
-	sp := &Span{shape: shape, start: start, end: end, k: make([]kvRows, shape.layers), v: make([]kvRows, shape.layers),
-		conv: &ConvState{n: end, layers: make([][]float32, shape.layers)}}
-	take := func(n int) ([]float32, bool) {
-		if n == 0 {
-			return nil, true
-		}
-		if len(p)/4 < n {
-			return nil, false
-		}
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
-		}
-		p = p[4*n:]
-		return x, true
-	}
-	rows := (end - start) * shape.kvDim
-	takeRows := func(r *kvRows) bool {
-		switch shape.kvDType {
-		case KVBF16:
-			if len(p)/2 < rows {
-				return false
-			}
-			r.h = make([]uint16, rows)
-			for i := range r.h {
-				r.h[i] = binary.LittleEndian.Uint16(p[2*i:])
-			}
-			p = p[2*rows:]
-		case KVBFP8:
-			n := (end - start) * shape.kvDType.RowBytes(shape.kvDim)
-			if len(p) < n {
-				return false
-			}
-			r.b = append([]byte(nil), p[:n]...)
-			p = p[n:]
-		default:
-			var ok bool
-			if r.f, ok = take(rows); !ok {
-				return false
-			}
-		}
-		return true
-	}
+	// The size is known from the header: check it before taking pages.
 	convN := (shape.convK - 1) * shape.hidden
-	for i, k := range m.Config.LayerKinds {
-		var ok bool
+	want := 0
+	for _, k := range m.Config.LayerKinds {
 		if k == config.Attention {
-			if !takeRows(&sp.k[i]) || !takeRows(&sp.v[i]) {
-				return bad("truncated")
-			}
-		} else if sp.conv.layers[i], ok = take(convN); !ok {
-			return bad("truncated")
+			want += 2 * (end - start) * shape.kvDType.RowBytes(shape.kvDim)
+		} else {
+			want += 4 * convN
 		}
 	}
-	if len(p) != 0 {
+	switch {
+	case len(q) < want:
+		return bad("truncated")
+	case len(q) > want:
 		return bad("trailing bytes")
+	}
+	sp := &Span{shape: shape, start: start, end: end, conv: &ConvState{n: end, layers: make([][]float32, shape.layers)}}
+	if m.dev != nil {
+		sp.k, sp.v = make([]kvRows, shape.layers), make([]kvRows, shape.layers)
+		for l, k := range m.Config.LayerKinds {
+			if k == config.Attention {
+				sp.k[l] = makeKVRows(shape.kvDType, shape.kvDim, end-start)
+				sp.v[l] = makeKVRows(shape.kvDType, shape.kvDim, end-start)
+			}
+		}
+	} else {
+		sp.pool = p
+		for range pagesFor(end) - start/KVPageTokens {
+			pg, err := p.take()
+			if err != nil {
+				sp.Free()
+				return nil, err
+			}
+			sp.pages = append(sp.pages, pg)
+		}
+	}
+	kvd, t := shape.kvDim, shape.kvDType
+	for l, kind := range m.Config.LayerKinds {
+		if kind != config.Attention {
+			x := make([]float32, convN)
+			for i := range x {
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(q[4*i:]))
+			}
+			q = q[4*convN:]
+			sp.conv.layers[l] = x
+			continue
+		}
+		for _, value := range []bool{false, true} {
+			for pos := start; pos < end; {
+				k, v, at := sp.rows(l, pos)
+				r := k
+				if value {
+					r = v
+				}
+				n := end - pos
+				if sp.pages != nil {
+					n = min(n, KVPageTokens-at)
+				}
+				q, _ = r.readRaw(q, t, kvd, at, n) // the size was checked above
+				pos += n
+			}
+		}
 	}
 	return sp, nil
 }
