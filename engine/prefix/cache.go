@@ -52,8 +52,11 @@ func Next(parent *Key, identity, salt string, ids []int) Key {
 	return k
 }
 
-// Cache holds blocks up to a token capacity, least recently used first
-// out. It is not safe for concurrent use: the scheduler's loop owns it.
+// Cache holds blocks, least recently used first out. A block is a span
+// of one KV page, which the cache holds by reference (model.Span): a
+// block that running sequences also hold is in memory once, and evicting
+// a block gives its page back to the pool when nobody else holds it. It is
+// not safe for concurrent use: the scheduler's loop owns it.
 type Cache struct {
 	blocks map[Key]*list.Element // of *entry
 	lru    list.List             // front: most recently used
@@ -72,7 +75,8 @@ func New() *Cache { return &Cache{blocks: map[Key]*list.Element{}} }
 // Tokens returns the tokens the cache holds.
 func (c *Cache) Tokens() int { return c.tokens }
 
-// Bytes returns the float32 state the cached blocks hold (model.Span.Bytes).
+// Bytes returns the state the cached blocks' positions take
+// (model.Span.Bytes), pages shared with sequences included.
 func (c *Cache) Bytes() int { return c.bytes }
 
 // Blocks returns the number of blocks the cache holds.
@@ -96,10 +100,13 @@ func (c *Cache) Lookup(keys []Key) []*model.Span {
 	return out
 }
 
-// Insert caches a block (a span of BlockSize tokens) unless it is there.
+// Insert caches a block (a span of BlockSize tokens) unless it is there,
+// and takes the span over: the cache frees it when it evicts it, or at
+// once when the block was already cached.
 func (c *Cache) Insert(k Key, span *model.Span) {
 	if el, ok := c.blocks[k]; ok {
 		c.lru.MoveToFront(el)
+		span.Free()
 		return
 	}
 	c.blocks[k] = c.lru.PushFront(&entry{key: k, span: span})
@@ -115,10 +122,32 @@ func (c *Cache) Shrink(limit int) bool {
 		if el == nil {
 			return false
 		}
-		e := c.lru.Remove(el).(*entry)
-		delete(c.blocks, e.key)
-		c.tokens -= e.span.End() - e.span.Start()
-		c.bytes -= e.span.Bytes()
+		c.evict(el)
 	}
 	return true
+}
+
+// Reclaim evicts the least recently used block that no running sequence
+// shares, so that its page goes back to the pool, and reports whether
+// there was one. A KV pool out of pages calls it (model.KVPool.SetReclaim):
+// blocks in use by sequences stay, since evicting them would free nothing.
+func (c *Cache) Reclaim() bool {
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if !el.Value.(*entry).span.Shared() {
+			c.evict(el)
+			return true
+		}
+	}
+	return false
+}
+
+// Clear evicts every block.
+func (c *Cache) Clear() { c.Shrink(0) }
+
+func (c *Cache) evict(el *list.Element) {
+	e := c.lru.Remove(el).(*entry)
+	delete(c.blocks, e.key)
+	c.tokens -= e.span.End() - e.span.Start()
+	c.bytes -= e.span.Bytes()
+	e.span.Free()
 }

@@ -2,6 +2,7 @@ package prefix
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -90,11 +91,18 @@ func (c *Cache) Save(path string, h Header) error {
 	return durable.SyncDir(filepath.Dir(path))
 }
 
+// SpanReader decodes a saved block into a span: *model.KVPool (into its
+// pages) or *model.Model (its own pool).
+type SpanReader interface {
+	UnmarshalSpan(data []byte) (*model.Span, error)
+}
+
 // Load reads a cache saved by Save into c, as long as its header matches
 // want (else a *StaleError and nothing is loaded) and within limit tokens
-// (the most recently used blocks are kept). A missing file loads nothing
-// and is no error; a corrupt one is an error and loads nothing.
-func (c *Cache) Load(path string, want Header, m *model.Model, limit int) (int, error) {
+// (the most recently used blocks are kept; only those are decoded, into
+// pages of m). A missing file loads nothing and is no error; a corrupt one
+// is an error and loads nothing.
+func (c *Cache) Load(path string, want Header, m SpanReader, limit int) (int, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -127,7 +135,7 @@ func (c *Cache) Load(path string, want Header, m *model.Model, limit int) (int, 
 	}
 	type block struct {
 		key  Key
-		span *model.Span
+		data []byte
 	}
 	var blocks []block
 	for i := range h.Blocks {
@@ -143,21 +151,42 @@ func (c *Cache) Load(path string, want Header, m *model.Model, limit int) (int, 
 		if size > maxSpanBytes {
 			return bad(fmt.Sprintf("block %d: %d bytes", i, size))
 		}
-		data := make([]byte, size)
-		if _, err := io.ReadFull(r, data); err != nil {
+		// Read in steps, so that a corrupt size costs no more memory than
+		// the file holds.
+		var data bytes.Buffer
+		if n, err := io.CopyN(&data, r, int64(size)); err != nil || n != int64(size) {
 			return bad(fmt.Sprintf("block %d: truncated", i))
 		}
-		if b.span, err = m.UnmarshalSpan(data); err != nil {
-			return bad(fmt.Sprintf("block %d: %v", i, err))
-		}
+		b.data = data.Bytes()
 		blocks = append(blocks, b)
 	}
 	if _, err := r.ReadByte(); err != io.EOF {
 		return bad("trailing bytes")
 	}
-	for _, b := range blocks {
-		c.Insert(b.key, b.span)
+	// The file holds the least recently used block first: decode the
+	// newest blocks that fit limit (BlockSize tokens each).
+	first := max(0, len(blocks)-max(0, limit)/BlockSize)
+	spans := make([]*model.Span, 0, len(blocks)-first)
+	freeAll := func() {
+		for _, sp := range spans {
+			sp.Free()
+		}
 	}
-	c.Shrink(limit)
+	for i, b := range blocks[first:] {
+		sp, err := m.UnmarshalSpan(b.data)
+		if err != nil {
+			freeAll()
+			return bad(fmt.Sprintf("block %d: %v", first+i, err))
+		}
+		if sp.End()-sp.Start() != BlockSize {
+			spans = append(spans, sp)
+			freeAll()
+			return bad(fmt.Sprintf("block %d: %d tokens, not a block of %d", first+i, sp.End()-sp.Start(), BlockSize))
+		}
+		spans = append(spans, sp)
+	}
+	for i, sp := range spans {
+		c.Insert(blocks[first+i].key, sp)
+	}
 	return c.Blocks(), nil
 }
