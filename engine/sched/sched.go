@@ -37,10 +37,13 @@ type Config struct {
 	// MaxModelLen is the longest sequence (prompt plus generated tokens)
 	// a request may reach; 0 means the model's MaxContext.
 	MaxModelLen int
-	// KVPoolTokens bounds the tokens of state held by all active sequences
-	// together. A request reserves its prompt plus its maximum new tokens
-	// at admission, so admitted requests never run out; 0 means
-	// MaxNumSeqs × MaxModelLen (the bound never binds).
+	// KVPoolTokens sizes the KV pool (model.KVPool) that active sequences
+	// and the prefix cache take their pages from: KVPoolTokens rounded up
+	// to whole pages of model.KVPageTokens. A request reserves the pages
+	// of its prompt plus its maximum new tokens at admission, and the
+	// cache gives back its pages when a sequence needs them, so admitted
+	// requests never run out; 0 means MaxNumSeqs × MaxModelLen (the bound
+	// never binds).
 	KVPoolTokens int
 	// Speculation configures prompt-lookup speculation (serving.md §6);
 	// the zero value turns it on with its defaults.
@@ -62,8 +65,10 @@ type SpecConfig struct {
 	LookupMin, LookupMax int
 }
 
-// PrefixConfig configures the prefix cache. It holds what the running
-// requests leave of KVPoolTokens.
+// PrefixConfig configures the prefix cache. Its blocks are KV pages
+// shared with the sequences they came from; it holds what the running
+// requests leave of the pool, and gives pages back, least recently used
+// first, when a sequence needs them.
 type PrefixConfig struct {
 	Off bool
 	// Identity names the model's weights in every block key (the
@@ -185,6 +190,12 @@ type Stats struct {
 	// KVPoolTokens is the pool's size; KVReservedTokens what admitted
 	// requests reserved; KVUsedTokens the tokens of state they hold now.
 	KVPoolTokens, KVReservedTokens, KVUsedTokens int
+	// KVPages is the pool's size in pages (KVPoolTokens rounded up to
+	// model.KVPageTokens); KVPagesUsed the pages held by sequences or the
+	// prefix cache, KVPagesFree the rest, KVPagesShared those held by
+	// more than one (a cached block a sequence resumed is held once);
+	// KVPageBytes one page's memory.
+	KVPages, KVPagesUsed, KVPagesFree, KVPagesShared, KVPageBytes int
 	// Steps counts the engine steps run.
 	Steps int64
 	// Speculation: verify steps, draft tokens they carried, draft tokens
@@ -205,15 +216,17 @@ type Scheduler struct {
 	log   *slog.Logger
 	vocab int
 
-	mu       sync.Mutex
-	queue    []*state // waiting, FIFO
-	active   []*state // admitted, in admission order
-	reserved int      // KV tokens reserved by active
-	closed   bool
-	wake     chan struct{}
-	steps    atomic.Int64
-	used     atomic.Int64 // KV tokens held by active sequences
+	mu            sync.Mutex
+	queue         []*state // waiting, FIFO
+	active        []*state // admitted, in admission order
+	reserved      int      // KV tokens reserved by active
+	reservedPages int      // KV pages reserved by active
+	closed        bool
+	wake          chan struct{}
+	steps         atomic.Int64
+	used          atomic.Int64 // KV tokens held by active sequences
 
+	pool                                            *model.KVPool // every active sequence's pages and the cache's
 	costs                                           spec.Costs    // the loop's
 	cache                                           *prefix.Cache // the loop's; nil when off
 	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
@@ -300,8 +313,16 @@ func New(m *model.Model, cfg Config) (*Scheduler, error) {
 		log = slog.Default()
 	}
 	s := &Scheduler{m: m, cfg: cfg, log: log, vocab: m.Config.VocabSize, wake: make(chan struct{}, 1)}
+	s.pool = m.NewKVPool(cfg.KVPoolTokens)
 	if !cfg.PrefixCache.Off {
 		s.cache = prefix.New()
+		// Only the loop's goroutine takes pages (Forward, Extend), and it
+		// owns the cache.
+		s.pool.SetReclaim(func() bool {
+			ok := s.cache.Reclaim()
+			s.mirrorCache()
+			return ok
+		})
 	}
 	return s, nil
 }
@@ -311,11 +332,13 @@ func (s *Scheduler) Config() Config { return s.cfg }
 
 // Stats returns a snapshot of the load.
 func (s *Scheduler) Stats() Stats {
+	ps := s.pool.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
 		Running: len(s.active), Waiting: len(s.queue),
 		KVPoolTokens: s.cfg.KVPoolTokens, KVReservedTokens: s.reserved, KVUsedTokens: int(s.used.Load()),
+		KVPages: ps.Pages, KVPagesUsed: ps.Used, KVPagesFree: ps.Free, KVPagesShared: ps.Shared, KVPageBytes: ps.PageBytes,
 		Steps:     s.steps.Load(),
 		SpecSteps: s.specSteps.Load(), SpecDraftTokens: s.specDraft.Load(), SpecAcceptedTokens: s.specAccepted.Load(), SpecEmittedTokens: s.specEmitted.Load(),
 		PrefixQueryTokens: s.prefixQuery.Load(), PrefixHitTokens: s.prefixHit.Load(),
@@ -386,8 +409,23 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 // admitted at the next step (the queue being empty): such a request is not
 // refused for a full queue, so MaxQueue 0 means "no waiting", not "nothing".
 func (s *Scheduler) admissibleNow(need int) bool {
-	return len(s.queue) == 0 && len(s.active) < s.cfg.MaxNumSeqs && s.reserved+need <= s.cfg.KVPoolTokens
+	return len(s.queue) == 0 && len(s.active) < s.cfg.MaxNumSeqs && s.fits(need)
 }
+
+// fits reports whether the pages of a request needing need tokens fit
+// beside the active requests' reservations. Called with s.mu held.
+//
+// Reserving pages makes running out impossible: a sequence's page table
+// never holds more than the pages of its reservation (it is limited to
+// that many tokens, and copy on write replaces a page rather than adding
+// one), and every page no table holds is a cached block the cache gives
+// back on demand.
+func (s *Scheduler) fits(need int) bool {
+	return s.reservedPages+pagesFor(need) <= s.pool.Stats().Pages
+}
+
+// pagesFor is the KV pages of n tokens.
+func pagesFor(n int) int { return (n + model.KVPageTokens - 1) / model.KVPageTokens }
 
 func (s *Scheduler) signal() {
 	select {
@@ -465,16 +503,17 @@ func (s *Scheduler) admit() []*state {
 	for len(s.queue) > 0 && len(s.active) < s.cfg.MaxNumSeqs {
 		st := s.queue[0]
 		need := len(st.req.Prompt) + st.req.MaxTokens
-		if s.reserved+need > s.cfg.KVPoolTokens {
+		if !s.fits(need) {
 			break // the head waits; admission stays FIFO
 		}
 		s.queue = s.queue[1:]
 		st.phase = running
-		st.seq = s.m.NewSequence()
+		st.seq = s.pool.NewSequence()
 		// The sequence is limited to what the request reserved, so the
 		// engine itself refuses to grow it further.
 		_ = st.seq.SetMaxContext(need)
 		s.reserved += need
+		s.reservedPages += pagesFor(need)
 		s.active = append(s.active, st)
 		admitted = append(admitted, st)
 	}
@@ -487,15 +526,12 @@ func (s *Scheduler) admit() []*state {
 func (s *Scheduler) start(st *state) {
 	r := st.req
 	if s.cache != nil {
-		s.mu.Lock()
-		room := s.cfg.KVPoolTokens - s.reserved
-		s.mu.Unlock()
-		s.cache.Shrink(max(0, room))
 		if !r.PromptLogits {
 			// The last prompt token is always computed: its logits start
 			// the generation.
 			n := (len(r.Prompt) - 1) / prefix.BlockSize
 			keys := prefix.Keys(s.cfg.PrefixCache.Identity, r.CacheSalt, r.Prompt, n)
+			// Extend shares the cached pages: no copy, no new page.
 			for _, sp := range s.cache.Lookup(keys) {
 				if err := st.seq.Extend(sp); err != nil {
 					break
@@ -529,7 +565,7 @@ func (s *Scheduler) mirrorCache() {
 func (s *Scheduler) abortAll() {
 	s.mu.Lock()
 	all := append(s.queue, s.active...)
-	s.queue, s.active, s.reserved = nil, nil, 0
+	s.queue, s.active, s.reserved, s.reservedPages = nil, nil, 0, 0
 	for _, st := range all {
 		st.phase = ended
 	}
@@ -551,6 +587,7 @@ func (s *Scheduler) finish(st *state, reason FinishReason, err error) {
 		}
 	}
 	s.reserved -= len(st.req.Prompt) + st.req.MaxTokens
+	s.reservedPages -= pagesFor(len(st.req.Prompt) + st.req.MaxTokens)
 	st.phase = ended
 	s.used.Add(-int64(st.seq.Len()))
 	s.mu.Unlock()
@@ -565,7 +602,12 @@ func (s *Scheduler) release(st *state) {
 	if st.stopAfter != nil {
 		st.stopAfter()
 	}
-	st.seq = nil // the KV and conv state go to the garbage collector now
+	// Its pages go back to the pool now (those the prefix cache also
+	// holds stay cached); the conv state goes to the garbage collector.
+	if st.seq != nil {
+		st.seq.Free()
+		st.seq = nil
+	}
 }
 
 // work is one sequence's part of a step.
@@ -797,8 +839,9 @@ func (s *Scheduler) verify(w *work) {
 }
 
 // register caches the blocks of st's sequence that its first upTo tokens
-// complete (serving.md §7), output tokens included, within what the
-// running requests leave of the KV pool.
+// complete (serving.md §7), output tokens included. A block is the
+// sequence's own page, shared: caching it takes no memory, and the pool
+// reclaims it when a sequence needs the page and nobody else holds it.
 func (s *Scheduler) register(st *state, upTo int) {
 	if s.cache == nil {
 		return
@@ -820,12 +863,6 @@ func (s *Scheduler) register(st *state, upTo int) {
 		}
 		conv, ok := st.seq.ConvAt((b + 1) * B)
 		if !ok {
-			continue
-		}
-		s.mu.Lock()
-		room := s.cfg.KVPoolTokens - s.reserved
-		s.mu.Unlock()
-		if room < B || !s.cache.Shrink(room-B) {
 			continue
 		}
 		if sp, err := st.seq.CopySpan(b*B, (b+1)*B, conv); err == nil {
@@ -890,7 +927,7 @@ func (s *Scheduler) LoadCache(path string, h prefix.Header) (int, error) {
 	if s.cache == nil {
 		return 0, nil
 	}
-	n, err := s.cache.Load(path, h, s.m, s.cfg.KVPoolTokens)
+	n, err := s.cache.Load(path, h, s.pool, s.cfg.KVPoolTokens)
 	s.mirrorCache()
 	return n, err
 }

@@ -134,7 +134,9 @@ func TestPrefixCache(t *testing.T) {
 
 // TestPrefixCacheBudget: cached blocks yield to running requests: the
 // cache holds at most what the pool leaves, and a request needing the
-// whole pool evicts it.
+// whole pool (16 pages of 64 tokens for 1,000) takes the earlier blocks'
+// pages back, least recently used first; its own blocks are then cached
+// in the pages it leaves, held once.
 func TestPrefixCacheBudget(t *testing.T) {
 	m := loadTiny(t)
 	ps := fixturePrompts(t)
@@ -148,7 +150,13 @@ func TestPrefixCacheBudget(t *testing.T) {
 	if r.reason != FinishLength && r.reason != FinishStop {
 		t.Errorf("the pool-sized request: %v", r.reason)
 	}
-	if st := s.Stats(); st.PrefixCachedTokens > 1000-990 {
-		t.Errorf("the cache did not yield to the running request: %+v", st)
+	st := s.Stats()
+	if st.KVPages != 16 || st.KVPagesUsed != st.PrefixBlocks || st.KVPagesFree != 16-st.KVPagesUsed || st.KVPagesShared != 0 || st.PrefixBlocks > 16 {
+		t.Errorf("after the pool-sized request, only the cache should hold pages: %+v", st)
+	}
+	// The first request's blocks were the least recently used: at most
+	// a block both prompts begin with is still cached.
+	if r := runOne(t, s, &Request{Prompt: ps[5].InputIDs, MaxTokens: 1, Params: greedy()}); r.cached >= 5*64 {
+		t.Errorf("the cache did not yield to the running request: %d tokens resumed, stats %+v", r.cached, st)
 	}
 }
