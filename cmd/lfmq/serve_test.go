@@ -109,6 +109,14 @@ func freePort(t *testing.T) int {
 // returned function stops it (as SIGTERM does) and returns its exit code.
 func startServe(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
+	base, stop, _ := startServeLog(t, args...)
+	return base, stop
+}
+
+// startServeLog is startServe that also returns the server's log, to be
+// read only once stop has returned.
+func startServeLog(t *testing.T, args ...string) (string, func() int, *bytes.Buffer) {
+	t.Helper()
 	port := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ios, _, stderr := testStreams()
@@ -150,7 +158,7 @@ func startServe(t *testing.T, args ...string) (string, func() int) {
 		return exit
 	}
 	t.Cleanup(func() { stop() })
-	return base, stop
+	return base, stop, stderr
 }
 
 // TestServedScoreEqualsInProcess: 'lfmq score' of the RTN fixture

@@ -176,6 +176,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	go func() { schedDone <- sc.Run(schedCtx) }()
 	srv.SetReady(&Engine{Session: sess, Sched: sc})
 	c := sc.Config()
+	// Pages are allocated as sequences and the cache first take them, so
+	// a pool larger than the machine's memory starts; this is what it
+	// would take full.
+	ps := sc.Stats()
+	log.Info("kv pool", "tokens", c.KVPoolTokens, "pages", ps.KVPages, "kv_cache_dtype", sess.Model.KVCacheDType().String(),
+		"bytes_per_token", sess.Model.KVBytesPerToken(), "max_bytes", ps.KVPages*ps.KVPageBytes, "max", humanBytes(int64(ps.KVPages)*int64(ps.KVPageBytes)),
+		"allocated", "on demand")
 	log.Info("ready", "served_model_name", cfg.Options.ServedModelName, "format", id.Format, "identity", id.Identity, "device", srv.opts.Identity.Device.String(),
 		"max_model_len", c.MaxModelLen, "max_num_seqs", c.MaxNumSeqs, "kv_pool_tokens", c.KVPoolTokens, "load_seconds", time.Since(start).Seconds())
 	if cfg.OnReady != nil {
@@ -305,4 +312,18 @@ func binarySHA256() (string, error) {
 		return "", fmt.Errorf("api: hashing %s: %w", exe, err)
 	}
 	return sum, nil
+}
+
+// humanBytes writes n in binary units (KiB, MiB, GiB) with two decimals.
+func humanBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, u := float64(n), 0
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.2f %s", f, units[u])
 }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/model"
+)
+
+// longContextModel returns a copy of the tiny fixture model whose
+// max_position_embeddings is ctx instead of 4,096: the weights are the
+// fixture's (linked, not copied). Its RoPE is the default one, with no
+// scaling that depends on max_position_embeddings, so a position past
+// 4,096 is computed exactly as the formula gives; the limit is the
+// config's alone, and raising it in a copy is honest for a test of the
+// engine's long-context machinery (not of the tiny model's quality there).
+func longContextModel(t *testing.T, ctx int) string {
+	t.Helper()
+	src, err := filepath.Abs(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "config.json" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if rp, _ := cfg["rope_parameters"].(map[string]any); rp["rope_type"] != "default" {
+		t.Fatalf("the fixture's RoPE is %v; raising its context needs a RoPE without scaling", rp["rope_type"])
+	}
+	cfg["max_position_embeddings"] = ctx
+	out, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// testLongRequest serves one request of n prompt tokens (and one new
+// token) from a pool of poolTokens on the tiny model raised to n+1
+// positions, then checks: the answer is the greedy token of an in-process
+// forward of the same ids (when inProcess), the request's pages went to
+// the prefix cache by reference (the pool holds exactly the cached blocks
+// afterwards, which a copy would not fit beside the sequence's own pages
+// when poolTokens is n+64), the same prompt again resumes all its whole
+// blocks but the last token's and gives the same token, and the startup
+// log states the pool's memory at most.
+func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
+	dir := longContextModel(t, n+1)
+	base, stop, logBuf := startServeLog(t, "--model", dir, "--max-model-len", fmt.Sprint(n+1), "--kv-pool-tokens", fmt.Sprint(poolTokens), "--max-num-seqs", "1")
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = 20 + (i*7919)%8000
+	}
+	type answer struct {
+		token, prompt, cached int
+	}
+	ask := func() answer {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "temperature": 0, "return_token_ids": true})
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Choices []struct {
+				TokenIDs []int `json:"token_ids"`
+			} `json:"choices"`
+			Usage struct {
+				Prompt  int `json:"prompt_tokens"`
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, &a); err != nil || resp.StatusCode != 200 || len(a.Choices) != 1 || len(a.Choices[0].TokenIDs) != 1 {
+			t.Fatalf("status %d: %v: %.500s", resp.StatusCode, err, raw)
+		}
+		return answer{a.Choices[0].TokenIDs[0], a.Usage.Prompt, a.Usage.Details.Cached}
+	}
+	first := ask()
+	if first.prompt != n || first.cached != 0 {
+		t.Fatalf("first request: %d prompt tokens, %d cached; want %d, 0", first.prompt, first.cached, n)
+	}
+	metrics := func() map[string]float64 {
+		t.Helper()
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		out := map[string]float64{}
+		for _, m := range regexp.MustCompile(`(?m)^lfmq_(kv_pool_\w+|prefix_cache_tokens) (\S+)$`).FindAllStringSubmatch(string(raw), -1) {
+			out[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		}
+		return out
+	}
+	// The prompt's n tokens were fed: n/64 whole blocks cached, and they
+	// are the only pages in use once the request ended.
+	blocks := float64(n / 64)
+	if got := metrics(); got["prefix_cache_tokens"] != 64*blocks || got["kv_pool_pages_used"] != blocks || got["kv_pool_pages_shared"] != 0 ||
+		got["kv_pool_pages"] != float64((poolTokens+63)/64) || got["kv_pool_pages_free"] != got["kv_pool_pages"]-blocks {
+		t.Errorf("after the request: %v; want %v blocks cached and held once", got, blocks)
+	}
+	second := ask()
+	if want := (n - 1) / 64 * 64; second.cached != want || second.token != first.token {
+		t.Errorf("the same prompt again: %d tokens resumed (want %d), token %d (first %d)", second.cached, want, second.token, first.token)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	// The log states the pool's memory at most, in the KV format.
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perToken := 0
+	for _, k := range cfg.LayerKinds {
+		if k == config.Attention {
+			perToken += 2 * cfg.NumKVHeads * cfg.HeadDim * 4 // float32 keys and values
+		}
+	}
+	want := fmt.Sprintf("max_bytes=%d", (poolTokens+63)/64*64*perToken)
+	if log := logBuf.String(); !strings.Contains(log, want) || !strings.Contains(log, "bytes_per_token="+fmt.Sprint(perToken)) {
+		t.Errorf("the startup log does not state %s:\n%s", want, log)
+	}
+	if !inProcess {
+		return
+	}
+	m, err := model.Load(dir, model.LoadOptions{MaxContext: n + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids}, model.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := 0
+	for i, v := range out[0] {
+		if v > out[0][best] {
+			best = i
+		}
+	}
+	if best != first.token {
+		t.Errorf("served token %d; in process the greedy token is %d", first.token, best)
+	}
+}
+
+// TestServeLongRequest: one 8,192-token request (128 pages) served within
+// a pool of 129 pages, its blocks cached by reference. The 131,072-token
+// version is TestServe131072 (-tags long, make test-long).
+func TestServeLongRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8,192-token prefill")
+	}
+	testLongRequest(t, 8192, 8192+64, true)
+}
+
+// TestServeBigPoolStarts: a 1,048,576-token pool is accepted on any
+// machine (its pages are allocated when first used) and the startup log
+// states what it would take full: 16,384 pages of 64 tokens of the tiny
+// model's 1,536 bytes per token, 1.50 GiB.
+func TestServeBigPoolStarts(t *testing.T) {
+	_, stop, logBuf := startServeLog(t, "--model", tinyModel, "--kv-pool-tokens", "1048576")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	for _, want := range []string{"tokens=1048576", "pages=16384", "bytes_per_token=1536", "max_bytes=1610612736", `max="1.50 GiB"`} {
+		if !strings.Contains(logBuf.String(), want) {
+			t.Errorf("the startup log lacks %s:\n%s", want, logBuf)
+		}
+	}
+}
