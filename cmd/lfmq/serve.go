@@ -144,7 +144,7 @@ func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the API key from FILE")
 	f.IntVar(&opts.MaxNumSeqs, "max-num-seqs", sched.DefaultMaxNumSeqs, "most sequences running at once")
 	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "longest prompt + output in tokens (0 = the model's context)")
-	f.IntVar(&opts.KVPoolTokens, "kv-pool-tokens", 0, "tokens of state running sequences and the prefix cache may hold together (0 = max-num-seqs × max-model-len)")
+	f.IntVar(&opts.KVPoolTokens, "kv-pool-tokens", 0, "size of the KV pool in tokens (pages of 64, allocated as used) that running sequences and the prefix cache share (0 = max-num-seqs × max-model-len)")
 	f.IntVar(&opts.MaxQueue, "max-queue", sched.DefaultMaxQueue, "most requests waiting; more get 429 queue_full")
 	f.IntVar(&opts.PrefillChunk, "prefill-chunk", sched.DefaultPrefillChunk, "most prompt tokens processed per step")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads (0 = all cores); outputs do not depend on it")
