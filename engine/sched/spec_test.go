@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/sample"
@@ -158,5 +159,70 @@ func TestPrefixCacheBudget(t *testing.T) {
 	// a block both prompts begin with is still cached.
 	if r := runOne(t, s, &Request{Prompt: ps[5].InputIDs, MaxTokens: 1, Params: greedy()}); r.cached >= 5*64 {
 		t.Errorf("the cache did not yield to the running request: %d tokens resumed, stats %+v", r.cached, st)
+	}
+}
+
+// orderSink records the order of Started and Done calls of several
+// requests into a shared log.
+type orderSink struct {
+	*recorder
+	name string
+	log  *[]string
+	mu   *sync.Mutex
+}
+
+func (o orderSink) Started(cached int) {
+	o.mu.Lock()
+	*o.log = append(*o.log, o.name+" started")
+	o.mu.Unlock()
+	o.recorder.Started(cached)
+}
+
+func (o orderSink) Done(reason FinishReason, err error) {
+	o.mu.Lock()
+	*o.log = append(*o.log, o.name+" done")
+	o.mu.Unlock()
+	o.recorder.Done(reason, err)
+}
+
+// TestAdmissionReservesPages: admission counts whole pages of 64 tokens,
+// not tokens. Two requests of 70 tokens each (2 pages each) fit a pool of
+// 192 tokens by their tokens (140) but not by their pages (4 of 3): the
+// second waits until the first has ended and given its pages back, then
+// runs to the end; neither fails mid-generation.
+func TestAdmissionReservesPages(t *testing.T) {
+	m := loadTiny(t)
+	s, err := New(m, Config{KVPoolTokens: 192, MaxModelLen: 192, MaxNumSeqs: 2, PrefixCache: PrefixConfig{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	var mu sync.Mutex
+	prompt := make([]int, 60)
+	for i := range prompt {
+		prompt[i] = 100 + i
+	}
+	var recs []*recorder
+	for _, name := range []string{"a", "b"} {
+		rec := newRecorder()
+		recs = append(recs, rec)
+		if err := s.Submit(context.Background(), &Request{Prompt: prompt, MaxTokens: 10, Params: greedy(), Sink: orderSink{rec, name, &log, &mu}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	for _, rec := range recs {
+		rec.wait(t)
+		if rec.err != nil || len(rec.tokens) == 0 {
+			t.Fatalf("%v, %d tokens", rec.err, len(rec.tokens))
+		}
+	}
+	if want := []string{"a started", "a done", "b started", "b done"}; !slices.Equal(log, want) {
+		t.Errorf("order %v, want %v", log, want)
+	}
+	if st := s.Stats(); st.KVPages != 3 || st.KVPagesUsed != 0 || st.KVPagesFree != 3 {
+		t.Errorf("after both: %+v", st)
 	}
 }
