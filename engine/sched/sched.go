@@ -204,7 +204,8 @@ type Stats struct {
 	// Prefix cache: prompt tokens looked up and found, and what it holds.
 	PrefixQueryTokens, PrefixHitTokens int64
 	PrefixCachedTokens, PrefixBlocks   int
-	// PrefixCachedBytes is the float32 state the cached blocks hold.
+	// PrefixCachedBytes is the state the cached blocks' positions take
+	// in the KV format (pages shared with running sequences included).
 	PrefixCachedBytes int
 }
 
