@@ -418,9 +418,10 @@ func (s *Scheduler) admissibleNow(need int) bool {
 //
 // Reserving pages makes running out impossible: a sequence's page table
 // never holds more than the pages of its reservation (it is limited to
-// that many tokens, and copy on write replaces a page rather than adding
-// one), and every page no table holds is a cached block the cache gives
-// back on demand.
+// that many tokens), the pages it shares are whole cached blocks it never
+// writes into (so it never needs a page for a copy on write: speculation
+// rewinds only past the blocks it registered), and every page no table
+// holds is a cached block the cache gives back on demand.
 func (s *Scheduler) fits(need int) bool {
 	return s.reservedPages+pagesFor(need) <= s.pool.Stats().Pages
 }
