@@ -439,8 +439,9 @@ func BenchmarkDecode(b *testing.B) {
 									b.StartTimer()
 								}
 								if seqs[0].Len() == depth+prompt+span {
-									// A deep context's clone copies its
-									// cache: not a decode step's work.
+									// Fresh clones of the context (they
+									// share its pages): not a decode
+									// step's work.
 									b.StopTimer()
 									reset()
 									b.StartTimer()
