@@ -297,11 +297,7 @@ func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 		if err != nil {
 			return nil, err
 		}
-		for i := range k {
-			if k[i] != nil {
-				sp.k[i], sp.v[i] = kvRows{f: k[i]}, kvRows{f: v[i]}
-			}
-		}
+		sp.k, sp.v = k, v
 		for i := range s.layers {
 			sp.conv.layers[i] = clone32(conv.layers[i])
 		}
