@@ -76,9 +76,10 @@ func quantizeDenseGPTQ(t *testing.T) string {
 	return out
 }
 
-// TestGenerateDense: generate on the BF16 dense fixture prints the text of
-// its float32 reference's greedy continuation; on a GPTQ checkpoint of it,
-// the engine's own greedy tokens.
+// TestGenerateDense: generate on the BF16 dense fixture, with the float32
+// cache of the reference mode, prints the text of its float32 reference's
+// greedy continuation; on a GPTQ checkpoint of it, the engine's own greedy
+// tokens.
 func TestGenerateDense(t *testing.T) {
 	ref := fixturePrompt(t, "plain_code")
 	greedy := denseReference(t, "plain_code")
@@ -103,7 +104,7 @@ func TestGenerateDense(t *testing.T) {
 				t.Fatal(err)
 			}
 			ios, stdout, stderr := testStreams()
-			if code := run(context.Background(), []string{"generate", "--model", tc.dir, "--prompt", ref.RenderedText, "--max-tokens", "32"}, ios); code != 0 {
+			if code := run(context.Background(), []string{"generate", "--model", tc.dir, "--prompt", ref.RenderedText, "--max-tokens", "32", "--kv-cache-dtype", "f32"}, ios); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			if got := strings.TrimSuffix(stdout.String(), "\n"); got != text {

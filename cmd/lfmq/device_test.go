@@ -43,23 +43,26 @@ func needOpenCL(t *testing.T) {
 }
 
 // TestDeviceGenerate: generate on --device opencl prints the text the CPU
-// engine prints, and --stats names the device.
+// engine prints, with every --kv-cache-dtype, and --stats names the device
+// and the KV cache's format.
 func TestDeviceGenerate(t *testing.T) {
 	needOpenCL(t)
 	chat := `[{"role":"user","content":"What does the ls command do?"}]`
-	var outs []string
-	for _, dev := range []string{"cpu", "opencl"} {
-		ios, stdout, stderr := testStreams()
-		if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", chat, "--max-tokens", "24", "--stats", "--device", dev}, ios); code != 0 {
-			t.Fatalf("--device %s: exit %d: %s", dev, code, stderr)
+	for _, kv := range []string{"f32", "bf16", "bfp8"} {
+		var outs []string
+		for _, dev := range []string{"cpu", "opencl"} {
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", chat, "--max-tokens", "24", "--stats", "--device", dev, "--kv-cache-dtype", kv}, ios); code != 0 {
+				t.Fatalf("--device %s --kv-cache-dtype %s: exit %d: %s", dev, kv, code, stderr)
+			}
+			if !strings.Contains(stderr.String(), "device: "+dev) || !strings.Contains(stderr.String(), "KV cache "+kv+":") {
+				t.Errorf("--device %s --kv-cache-dtype %s: --stats does not name the device and format: %s", dev, kv, stderr)
+			}
+			outs = append(outs, stdout.String())
 		}
-		if !strings.Contains(stderr.String(), "device: "+dev) {
-			t.Errorf("--device %s: --stats does not name the device: %s", dev, stderr)
+		if outs[0] != outs[1] || outs[0] == "" {
+			t.Errorf("--kv-cache-dtype %s: cpu printed %q, opencl %q", kv, outs[0], outs[1])
 		}
-		outs = append(outs, stdout.String())
-	}
-	if outs[0] != outs[1] || outs[0] == "" {
-		t.Errorf("cpu printed %q, opencl %q", outs[0], outs[1])
 	}
 }
 

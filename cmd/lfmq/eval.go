@@ -326,7 +326,8 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 			return fmt.Errorf("--device %s: %w", opts.Device, err)
 		}
 		defer closeDevice(dev)
-		sess, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev})
+		// serve's KV cache default, so that the likelihoods are a server's.
+		sess, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
 		if err != nil {
 			return err
 		}
@@ -505,8 +506,8 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 
 // serveInProcess serves the checkpoint with the engine's own server on a
 // loopback port, as lfmq serve does with its defaults (scheduler,
-// speculation and prefix caching on, the default sampling preset for the
-// fields a request leaves out), and waits until it answers /health. stop
+// speculation and prefix caching on, the bf16 KV cache, the default
+// sampling preset for the fields a request leaves out), and waits until it answers /health. stop
 // shuts it down.
 func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -520,7 +521,7 @@ func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop fu
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defaults, _ := sample.Preset(sample.DefaultPreset)
-	cfg := api.Config{Device: dev, ModelDir: opts.Model, Listener: ln, Threads: opts.Threads,
+	cfg := api.Config{Device: dev, ModelDir: opts.Model, Listener: ln, Threads: opts.Threads, KVCacheDType: kvCacheDType(defaultKVCacheDType),
 		Sched:   sched.Config{MaxNumSeqs: max(opts.Concurrency, 1)},
 		Options: api.Options{Defaults: defaults, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	served := make(chan error, 1)

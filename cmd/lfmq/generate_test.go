@@ -42,7 +42,7 @@ func TestGenerateFlags(t *testing.T) {
 		{"bad max tokens", "--model m --prompt a --max-tokens 0", "--max-tokens", nil},
 		{"negative threads", "--model m --prompt a --threads -1", "--threads must not be negative, got -1", nil},
 		{"kv cache dtype", "--model m --prompt a --kv-cache-dtype bfp8", "", func(o *generateOptions) bool { return o.KVCacheDType == "bfp8" }},
-		{"default kv cache dtype", "--model m --prompt a", "", func(o *generateOptions) bool { return o.KVCacheDType == "f32" }},
+		{"default kv cache dtype", "--model m --prompt a", "", func(o *generateOptions) bool { return o.KVCacheDType == "bf16" }},
 		{"bad kv cache dtype", "--model m --prompt a --kv-cache-dtype fp8", `--kv-cache-dtype "fp8": want f32, bf16 or bfp8`, nil},
 		{"empty prompt", "--model m --prompt=", "--prompt is empty", nil},
 		{"empty chat", "--model m --chat []", "--chat: messages: the conversation is empty", nil},
@@ -73,17 +73,19 @@ func TestGenerateFlags(t *testing.T) {
 	}
 }
 
-// TestGenerateRun: the command's output is the fixture's greedy text for
-// chat_single (reference/prompts.json) on the BF16 model, and on an RTN
-// checkpoint the text of the engine's own greedy tokens (computed here
-// through engine/model from the reference's input ids, without the
-// command's tokenizer, sampler or stop logic), a checkpoint whose
-// teacher-forced predictions stay close to the BF16 reference continuation.
+// TestGenerateRun: with --kv-cache-dtype f32 (the reference mode), the
+// command's output is the fixture's greedy text for chat_single
+// (reference/prompts.json) on the BF16 model, and on an RTN checkpoint the
+// text of the engine's own greedy tokens (computed here through
+// engine/model from the reference's input ids, without the command's
+// tokenizer, sampler or stop logic), a checkpoint whose teacher-forced
+// predictions stay close to the BF16 reference continuation. Without the
+// flag the cache is bf16 and --stats says so.
 func TestGenerateRun(t *testing.T) {
 	chatFile := filepath.Join(t.TempDir(), "chat.json")
 	os.WriteFile(chatFile, []byte(`[{"role": "user", "content": "What does the ls command do?"}]`), 0o644)
 	ios, stdout, stderr := testStreams()
-	code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + chatFile, "--max-tokens", "32", "--stats"}, ios)
+	code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + chatFile, "--max-tokens", "32", "--stats", "--kv-cache-dtype", "f32"}, ios)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -94,6 +96,14 @@ func TestGenerateRun(t *testing.T) {
 	if !strings.Contains(stderr.String(), "decode  32 tokens") || !strings.Contains(stderr.String(), "tokens/s") ||
 		!strings.Contains(stderr.String(), "KV cache f32: 1536 bytes per token") {
 		t.Errorf("stats: %q", stderr)
+	}
+	// The default, a bf16 cache: half of f32's bytes.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", tinyModel, "--chat", "@" + chatFile, "--max-tokens", "4", "--stats"}, ios); code != 0 {
+		t.Fatalf("default cache: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), "KV cache bf16: 768 bytes per token") {
+		t.Errorf("default stats: %q", stderr)
 	}
 	// A BFP8 cache: 17 bytes per 16 values (3 attention layers × K and V
 	// × 64 values) and the stats say so.
@@ -112,7 +122,7 @@ func TestGenerateRun(t *testing.T) {
 	}
 	ref := fixturePrompt(t, "plain_code")
 	ios, stdout, stderr = testStreams()
-	if code := run(context.Background(), []string{"generate", "--model", out, "--prompt", ref.RenderedText, "--max-tokens", "32"}, ios); code != 0 {
+	if code := run(context.Background(), []string{"generate", "--model", out, "--prompt", ref.RenderedText, "--max-tokens", "32", "--kv-cache-dtype", "f32"}, ios); code != 0 {
 		t.Fatalf("generate on lfmq-1: exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
 	ids := engineGreedy(t, out, ref.InputIDs, 32)

@@ -173,7 +173,7 @@ per corpus with the per-token KL distribution of every row.`,
 	f.StringVar(&opts.Plot, "plot", "", "write an SVG of the per-token KL distribution per corpus to DIR")
 	f.IntVar(&opts.MaxRecords, "max-records", 0, "score only the first N records of each corpus (0 = all)")
 	f.IntVar(&opts.Threads, "threads", 0, "threads (0 = all cores); results do not depend on it")
-	f.StringVar(&opts.KVCacheDType, "kv-cache-dtype", "f32", "KV cache format of the in-process candidates (the reference keeps f32): f32, bf16 or bfp8, as lfmq serve's flag")
+	f.StringVar(&opts.KVCacheDType, "kv-cache-dtype", defaultKVCacheDType, "KV cache format of the in-process candidates (the reference keeps f32): bf16, f32 or bfp8, with lfmq serve's default")
 	addDeviceFlag(f, &opts.Device)
 	f.StringVar(&opts.APIKey, "api-key", "", "`KEY` sent to served candidates as a bearer token (default $LFMQ_API_KEY; prefer --api-key-file, a command line is visible to other users)")
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the key for served candidates from `FILE`")
@@ -246,7 +246,9 @@ func commandLine(o *scoreOptions) string {
 	if o.MaxRecords > 0 {
 		args = append(args, "--max-records", strconv.Itoa(o.MaxRecords))
 	}
-	if o.KVCacheDType != "" && o.KVCacheDType != "f32" {
+	// Always written: the default has changed once (f32 to bf16), so a
+	// line without it would not say which cache its rows came from.
+	if o.KVCacheDType != "" {
 		args = append(args, "--kv-cache-dtype", o.KVCacheDType)
 	}
 	// The key is never written; the file it came from is.

@@ -165,7 +165,8 @@ func startServeLog(t *testing.T, args ...string) (string, func() int, *bytes.Buf
 // checkpoint served over HTTP, while 8 chat clients keep the batch full,
 // gives the same figures (every field, every corpus) as scoring the same
 // directory in process; the receipts record the URL and the identity the
-// server reported. Then SIGTERM-style shutdown exits 0.
+// server reported, and both the default KV cache (bf16): no flag on
+// either side. Then SIGTERM-style shutdown exits 0.
 func TestServedScoreEqualsInProcess(t *testing.T) {
 	dir := t.TempDir()
 	rtn := filepath.Join(dir, "rtn")
@@ -244,8 +245,8 @@ func TestServedScoreEqualsInProcess(t *testing.T) {
 	if served.URL != base || served.Identity != local.Identity || served.ManifestSHA256 != local.ManifestSHA256 || served.Format != "lfmq-1" || served.ServedModel != "rtn" || served.BinarySHA256 == "" {
 		t.Errorf("served receipt %+v\nlocal %+v", served, local)
 	}
-	if served.KVCacheDType != "" || local.KVCacheDType != "" {
-		t.Errorf("the float32 KV cache is recorded as %q (served) and %q (in process); want it absent", served.KVCacheDType, local.KVCacheDType)
+	if served.KVCacheDType != "bf16" || local.KVCacheDType != "bf16" {
+		t.Errorf("the default KV cache is recorded as %q (served) and %q (in process); want bf16 for both", served.KVCacheDType, local.KVCacheDType)
 	}
 	if strings.Contains(f.Receipts.Command, " k ") || strings.Contains(f.Receipts.Command, "--api-key k") {
 		t.Errorf("the key is in the receipts: %s", f.Receipts.Command)

@@ -35,19 +35,6 @@ inline float reduce16(const float *a) {
 	return s20 + s21;
 }
 
-// dot16 is Σ w[i]·x[i] in the canonical order: 16 fused lanes, the tree,
-// then the tail fused in one by one.
-inline float dot16(__global const float *w, __global const float *x, int n) {
-	float acc[16];
-	for (int l = 0; l < 16; l++) acc[l] = 0.0f;
-	int m = n & ~15;
-	for (int i = 0; i < m; i += 16)
-		for (int l = 0; l < 16; l++) acc[l] = fma(w[i + l], x[i + l], acc[l]);
-	float s = reduce16(acc);
-	for (int i = m; i < n; i++) s = fma(w[i], x[i], s);
-	return s;
-}
-
 // exp64 is engine/kernels.exp64: e^t = 2^k·e^r, a degree-12 Taylor
 // polynomial, each step rounded.
 inline double exp64(double t) {
@@ -127,7 +114,8 @@ __kernel void gather_rows(__global float *y, __global const float *x, __global c
 }
 
 // rmsnorm normalises nvec contiguous vectors of n floats with weight w [n]:
-// y = w·(x·r), r = 1/sqrt(Σx²/n + eps), Σx² as dot16. Work-groups of 16
+// y = w·(x·r), r = 1/sqrt(Σx²/n + eps), Σx² in the CPU's dot order
+// (16 fused lanes, reduce16, then the tail). Work-groups of 16
 // items, one vector each: item l is the CPU's lane l.
 __kernel void rmsnorm(__global float *y, __global const float *x, __global const float *w, int n, int nvec, float eps) {
 	__local float lanes[16];
@@ -377,11 +365,91 @@ __kernel void rope(__global float *z, __global const float *cosT, __global const
 	zv[j + hv] = bc + as;
 }
 
+// ---- the KV cache (engine/model/kvcache.go) ------------------------------
+//
+// A sequence's keys and values are stored in its model's format, fmt =
+// model.KVDType: 0 float32, 1 bfloat16 (ushort), 2 BFP8 (bfloat8_b over 16
+// values of the head dimension: per group an exponent byte, then 16
+// sign-magnitude codes, 17 bytes). Each value is rounded once, when
+// written, by the Go codecs' integer rules (dtype.Float32ToBF16,
+// bfp.QuantizeGroup), and widened exactly when read; the decode is integer
+// work too, so no device's denormal handling can change a value.
+
+// to_bf16 is dtype.Float32ToBF16: to nearest, ties to even; a NaN keeps its
+// sign and top payload and comes back quiet.
+inline ushort to_bf16(float f) {
+	uint x = as_uint(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x0040u);
+	x += 0x7fffu + ((x >> 16) & 1u);
+	return (ushort)(x >> 16);
+}
+
+// bfp8_code is bfp's code8 (bfp.md §3) for a value x whose group's shared
+// exponent E is at least its own: flush a zero exponent, shift the
+// significand right by E − e(x) (nothing left from 32 on, as Go's shift
+// gives; OpenCL would take the count mod 32), round half to even to 7
+// bits, saturate at 127, never a negative zero.
+inline uchar bfp8_code(uint x, uint E) {
+	uint ex = (x >> 23) & 0xffu;
+	uint a = ((x & 0x7fffffu) | 0x800000u) & (0u - ((ex + 0xffu) >> 8));
+	uint sh = E - ex;
+	a = sh >= 32u ? 0u : a >> sh;
+	uint q = min((a + 0xffffu + ((a >> 17) & 1u)) >> 17, 127u);
+	return (uchar)((((x >> 31) & ((q + 127u) >> 7)) << 7) | q);
+}
+
+// bfp8_value is bfp.DecodeValue for BFP8: ±q·2^(e−133), built from its
+// bit fields. With e = 255 and q ≥ 64 the exponent field comes out 255 and
+// the fraction (q − 64)·2^17: ±Inf or a NaN, as DecodeValue renormalises.
+inline float bfp8_value(uint e, uint c) {
+	uint q = c & 0x7fu, sign = (c & 0x80u) << 24;
+	if (q == 0u) return as_float(sign);
+	int p = 31 - (int)clz(q); // q's top bit
+	int be = (int)e - 6 + p;  // the biased exponent of q·2^(e−133)
+	uint bits = be >= 1 ? ((uint)be << 23) | ((q << (23 - p)) & 0x7fffffu) : q << (e + 16);
+	return as_float(bits | sign);
+}
+
+// kv_at is value i of cached position j (rows of kvd values) in format fmt.
+inline float kv_at(__global const uchar *c, int fmt, long j, int kvd, int i) {
+	if (fmt == 0) return ((__global const float *)c)[j * kvd + i];
+	if (fmt == 1) return bf16(((__global const ushort *)c)[j * kvd + i]);
+	__global const uchar *g = c + j * (kvd / 16 * 17) + (i >> 4) * 17;
+	return bfp8_value(g[0], g[1 + (i & 15)]);
+}
+
+// kv_store_bf16 rounds n rows of kvd floats (step rows row0…) into a
+// bfloat16 cache at positions start….
+__kernel void kv_store_bf16(__global ushort *c, __global const float *x, int kvd, int row0, int start, int n) {
+	long g = get_global_id(0);
+	if (g >= (long)n * kvd) return;
+	c[(long)start * kvd + g] = to_bf16(x[(long)row0 * kvd + g]);
+}
+
+// kv_store_bfp8 encodes n rows of kvd floats (step rows row0…) into a BFP8
+// cache at positions start…: one work item per group of 16, its shared
+// exponent the largest exponent field among them (bfp.SharedExponent).
+__kernel void kv_store_bfp8(__global uchar *c, __global const float *x, int kvd, int row0, int start, int n) {
+	int G = kvd / 16;
+	long g = get_global_id(0);
+	if (g >= (long)n * G) return;
+	long t = g / G;
+	int grp = g % G;
+	__global const uint *src = (__global const uint *)x + ((long)row0 + t) * kvd + grp * 16;
+	uint E = 0;
+	for (int j = 0; j < 16; j++) E = max(E, (src[j] >> 23) & 0xffu);
+	__global uchar *dst = c + ((long)start + t) * (G * 17) + grp * 17;
+	dst[0] = (uchar)E;
+	for (int j = 0; j < 16; j++) dst[1 + j] = bfp8_code(src[j], E);
+}
+
 // attn_scores writes, for tokens t in [t0, t0+nt) of a segment starting at
 // position start (step rows row0+t) and query heads hd, the scaled scores
 // against cached positions j ≤ start+t: sc[((t−t0)·Hq + hd)·L + j], L =
-// start+t0+nt.
-__kernel void attn_scores(__global float *sc, __global const float *q, __global const float *kc, int d, int Hq, int group,
+// start+t0+nt. The dot product is the CPU's order (16 fused lanes, the
+// reduce16 tree, then the tail fused in one by one), the keys widened
+// from the cache's format fmt.
+__kernel void attn_scores(__global float *sc, __global const float *q, __global const uchar *kc, int fmt, int d, int Hq, int group,
 		int kvd, int row0, int start, int t0, int nt, float scale) {
 	int L = start + t0 + nt;
 	long g = get_global_id(0);
@@ -392,8 +460,15 @@ __kernel void attn_scores(__global float *sc, __global const float *q, __global 
 	int t = t0 + tt;
 	if (j > start + t) return;
 	__global const float *qv = q + (long)(row0 + t) * Hq * d + hd * d;
-	__global const float *kv = kc + (long)j * kvd + (hd / group) * d;
-	sc[g] = dot16(qv, kv, d) * scale;
+	int off = (hd / group) * d;
+	float acc[16];
+	for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+	int m = d & ~15;
+	for (int i = 0; i < m; i += 16)
+		for (int l = 0; l < 16; l++) acc[l] = fma(qv[i + l], kv_at(kc, fmt, j, kvd, off + i + l), acc[l]);
+	float s = reduce16(acc);
+	for (int i = m; i < d; i++) s = fma(qv[i], kv_at(kc, fmt, j, kvd, off + i), s);
+	sc[g] = s * scale;
 }
 
 // attn_block_max is the first half of engine/model's blocked attention
@@ -431,9 +506,9 @@ __kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int
 // acc·α then fused e_j·v_j in order), the splits merged in order (a =
 // Exp(M − M'), b = Exp(M_s − M'), L = L·a + L_s·b, acc = fma(b, acc_s,
 // acc·a)), then o = acc / L: engine/model's attention, operation for
-// operation.
-__kernel void attn_split_out(__global float *o, __global const float *sc, __global const float *bm, __global const float *vc,
-		int d, int Hq, int group, int kvd, int row0, int start, int t0, int nt) {
+// operation, the values widened from the cache's format fmt.
+__kernel void attn_split_out(__global float *o, __global const float *sc, __global const float *bm, __global const uchar *vc,
+		int fmt, int d, int Hq, int group, int kvd, int row0, int start, int t0, int nt) {
 	int L = start + t0 + nt;
 	int nb = (L + 63) / 64;
 	int g = get_global_id(0);
@@ -444,7 +519,7 @@ __kernel void attn_split_out(__global float *o, __global const float *sc, __glob
 	int n = start + t + 1;
 	__global const float *p = sc + (long)th * L;
 	__global const float *bmax = bm + (long)th * nb;
-	__global const float *vv = vc + (hd / group) * d + i;
+	int vi = (hd / group) * d + i;
 	float M = -INFINITY, Lsum = 0.0f, acc = 0.0f;
 	for (int lo = 0; lo < n; lo += 1024) {
 		int hi = min(lo + 1024, n);
@@ -458,7 +533,7 @@ __kernel void attn_split_out(__global float *o, __global const float *sc, __glob
 			float la = Ls * alpha;
 			Ls = la + tsum;
 			as = as * alpha;
-			for (int j = b0; j < b1; j++) as = fma(p[j], vv[(long)j * kvd], as);
+			for (int j = b0; j < b1; j++) as = fma(p[j], kv_at(vc, fmt, j, kvd, vi), as);
 			Ms = Mn;
 		}
 		float Mn = gomax(M, Ms);

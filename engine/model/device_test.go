@@ -45,59 +45,86 @@ func TestDeviceLogitsBits(t *testing.T) {
 }
 
 var (
-	devTinyOnce sync.Once
-	devTiny     *model.Model
-	devTinyErr  error
+	devTinyMu sync.Mutex
+	devTiny   = map[model.KVDType]*model.Model{}
 )
 
-// tinyOnDevice is the fixture loaded onto the OpenCL device, shared by the
-// test binary.
-func tinyOnDevice(t testing.TB) *model.Model {
+// tinyOnDevice is the fixture loaded onto the OpenCL device with a float32
+// KV cache, shared by the test binary.
+func tinyOnDevice(t testing.TB) *model.Model { return tinyOnDeviceAs(t, model.KVF32) }
+
+// tinyOnDeviceAs is the fixture on the OpenCL device with its KV cache in
+// format dt, one model per format shared by the test binary.
+func tinyOnDeviceAs(t testing.TB, dt model.KVDType) *model.Model {
 	t.Helper()
 	d := openCL(t)
-	devTinyOnce.Do(func() { devTiny, devTinyErr = model.Load(tinyDir, model.LoadOptions{Device: d}) })
-	if devTinyErr != nil {
-		t.Fatal(devTinyErr)
+	devTinyMu.Lock()
+	defer devTinyMu.Unlock()
+	if m := devTiny[dt]; m != nil {
+		return m
 	}
-	return devTiny
+	m, err := model.Load(tinyDir, model.LoadOptions{Device: d, KVCacheDType: dt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devTiny[dt] = m
+	return m
 }
 
-// TestDeviceBatches: on the device, sequences of mixed lengths batched
+// tinyOnCPUAs is the fixture on the CPU engine with its KV cache in format
+// dt: the reference the device runs of that format must equal.
+func tinyOnCPUAs(t *testing.T, dt model.KVDType) *model.Model {
+	if dt == model.KVF32 {
+		return tiny(t)
+	}
+	return tinyAs(t, dt, 0)
+}
+
+// forEachKVDType runs f as a subtest per KV cache format, with the device
+// model and the CPU model of that format.
+func forEachKVDType(t *testing.T, f func(t *testing.T, dev, cpu *model.Model)) {
+	for _, dt := range model.KVDTypes {
+		t.Run(dt.String(), func(t *testing.T) { f(t, tinyOnDeviceAs(t, dt), tinyOnCPUAs(t, dt)) })
+	}
+}
+
+// TestDeviceBatches: on the device, in every KV cache format, sequences of mixed lengths batched
 // with each other and with random neighbours, prefilled in chunks of
 // several sizes and then decoded together, give the CPU engine's bits for
 // each sequence run alone.
 func TestDeviceBatches(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three batched prefills on PoCL")
+		t.Skip("three batched prefills per KV format on PoCL")
 	}
-	dm := tinyOnDevice(t)
 	inputs := batchInputs(t)
 	const decode = 4
-	alone := make([][]float32, len(inputs))
-	for i, in := range inputs {
-		alone[i] = runBatch(t, tiny(t), [][]int{in}, []int{i}, 0, decode)[0]
-	}
-	rng := rand.New(rand.NewPCG(21, 1))
-	for _, chunk := range []int{0, 5, 33} {
-		// Random neighbours: extra sequences of random tokens and
-		// lengths, placed at random among the checked ones.
-		batch, tags, where := [][]int{}, []int{}, make([]int, len(inputs))
-		extra := 2 + rng.IntN(3)
-		for i := range inputs {
-			for range rng.IntN(2) {
-				if extra > 0 {
-					batch, tags = append(batch, randomTokens(rng, 1+rng.IntN(40), dm.Config.VocabSize)), append(tags, 10+len(batch))
-					extra--
+	forEachKVDType(t, func(t *testing.T, dm, cpu *model.Model) {
+		alone := make([][]float32, len(inputs))
+		for i, in := range inputs {
+			alone[i] = runBatch(t, cpu, [][]int{in}, []int{i}, 0, decode)[0]
+		}
+		rng := rand.New(rand.NewPCG(21, 1))
+		for _, chunk := range []int{0, 5, 33} {
+			// Random neighbours: extra sequences of random tokens and
+			// lengths, placed at random among the checked ones.
+			batch, tags, where := [][]int{}, []int{}, make([]int, len(inputs))
+			extra := 2 + rng.IntN(3)
+			for i := range inputs {
+				for range rng.IntN(2) {
+					if extra > 0 {
+						batch, tags = append(batch, randomTokens(rng, 1+rng.IntN(40), dm.Config.VocabSize)), append(tags, 10+len(batch))
+						extra--
+					}
 				}
+				where[i] = len(batch)
+				batch, tags = append(batch, inputs[i]), append(tags, i)
 			}
-			where[i] = len(batch)
-			batch, tags = append(batch, inputs[i]), append(tags, i)
+			got := runBatch(t, dm, batch, tags, chunk, decode)
+			for i := range inputs {
+				requireSame(t, fmt.Sprintf("device, chunk %d: sequence %d in a batch of %d", chunk, i, len(batch)), got[where[i]], alone[i])
+			}
 		}
-		got := runBatch(t, dm, batch, tags, chunk, decode)
-		for i := range inputs {
-			requireSame(t, fmt.Sprintf("device, chunk %d: sequence %d in a batch of %d", chunk, i, len(batch)), got[where[i]], alone[i])
-		}
-	}
+	})
 }
 
 func randomTokens(rng *rand.Rand, n, vocab int) []int {
@@ -108,48 +135,50 @@ func randomTokens(rng *rand.Rand, n, vocab int) []int {
 	return ids
 }
 
-// TestDeviceRewind: speculation's rollback on the device: a draft run
+// TestDeviceRewind: speculation's rollback on the device, in every KV
+// cache format: a draft run
 // with conv snapshots, rewound to every length, continues with the CPU
 // engine's bits for the sequence that never saw the rejected tokens.
 func TestDeviceRewind(t *testing.T) {
-	checkRewind(t, tinyOnDevice(t), tiny(t), []int{0, 2, 6})
+	forEachKVDType(t, func(t *testing.T, dev, cpu *model.Model) { checkRewind(t, dev, cpu, []int{0, 2, 6}) })
 }
 
-// TestDeviceSpans: prefix-cache blocks copied from a device sequence, or
+// TestDeviceSpans: in every KV cache format, prefix-cache blocks copied from a device sequence, or
 // from a CPU sequence, extend a new device sequence that then continues
 // with the CPU engine's bits for a cold prefill; a clone continues as
 // its original without disturbing it.
 func TestDeviceSpans(t *testing.T) {
 	if testing.Short() {
-		t.Skip("four long prefills on PoCL")
+		t.Skip("four long prefills per KV format on PoCL")
 	}
-	dm, cpu := tinyOnDevice(t), tiny(t)
-	V := dm.Config.VocabSize
 	ids := prompts(t)[5].InputIDs
-	_, full := forward(t, cpu, ids, model.ForwardOptions{Logits: model.AllLogits})
-	for _, from := range []*model.Model{dm, cpu} {
-		src := from.NewSequence()
-		if _, err := from.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:130]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128}}, ChunkSize: 100}); err != nil {
-			t.Fatal(err)
-		}
-		dst := dm.NewSequence()
-		for _, sp := range blockSpans(t, src, 2) {
-			if err := dst.Extend(sp); err != nil {
+	forEachKVDType(t, func(t *testing.T, dm, cpu *model.Model) {
+		V := dm.Config.VocabSize
+		_, full := forward(t, cpu, ids, model.ForwardOptions{Logits: model.AllLogits})
+		for _, from := range []*model.Model{dm, cpu} {
+			src := from.NewSequence()
+			if _, err := from.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:130]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128}}, ChunkSize: 100}); err != nil {
 				t.Fatal(err)
 			}
+			dst := dm.NewSequence()
+			for _, sp := range blockSpans(t, src, 2) {
+				if err := dst.Extend(sp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			twin := dst.Clone()
+			out, err := dm.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[128:]}, model.ForwardOptions{Logits: model.AllLogits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSame(t, "after two cached blocks", out[0], full[128*V:])
+			again, err := dm.Forward(context.Background(), []*model.Sequence{twin}, [][]int{ids[128:140]}, model.ForwardOptions{Logits: model.AllLogits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSame(t, "the clone", again[0], full[128*V:140*V])
 		}
-		twin := dst.Clone()
-		out, err := dm.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[128:]}, model.ForwardOptions{Logits: model.AllLogits})
-		if err != nil {
-			t.Fatal(err)
-		}
-		requireSame(t, "after two cached blocks", out[0], full[128*V:])
-		again, err := dm.Forward(context.Background(), []*model.Sequence{twin}, [][]int{ids[128:140]}, model.ForwardOptions{Logits: model.AllLogits})
-		if err != nil {
-			t.Fatal(err)
-		}
-		requireSame(t, "the clone", again[0], full[128*V:140*V])
-	}
+	})
 }
 
 // TestDeviceRefusals: what a device model cannot do is refused with an

@@ -19,6 +19,7 @@ import (
 type devModel struct {
 	d   device.Device
 	cfg *config.Config
+	kv  KVDType // the sequences' KV cache format (Model.kvDType)
 
 	mu      sync.Mutex
 	err     error // the first fault after start; the model is failed from then on
@@ -76,7 +77,7 @@ func newDevModel(m *Model, d device.Device) (dm *devModel, err error) {
 		return nil, &InputError{What: "LoadOptions.Device", Msg: "device engines need a little-endian host"}
 	}
 	c := m.Config
-	dm = &devModel{d: d, cfg: c}
+	dm = &devModel{d: d, cfg: c, kv: m.kvDType}
 	defer func() {
 		if err != nil {
 			dm.close()

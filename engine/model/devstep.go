@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"unsafe"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/device"
@@ -245,8 +246,8 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 	for _, sg := range segs {
 		st := sg.s.dev
 		n := len(sg.toks)
-		r.copy(st.k[l], 4*sg.start*kvd, w.k, 4*sg.row0*kvd, 4*n*kvd)
-		r.copy(st.v[l], 4*sg.start*kvd, w.v, 4*sg.row0*kvd, 4*n*kvd)
+		dm.storeKV(r, st.k[l], w.k, sg.row0, sg.start, n)
+		dm.storeKV(r, st.v[l], w.v, sg.row0, sg.start, n)
 		for t0 := 0; t0 < n; {
 			nt := n - t0
 			for nt > 1 && nt*Hq*(sg.start+t0+nt) > maxScoreFloats {
@@ -285,13 +286,28 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 				w.bmax, w.bmaxFloats = b, blocks
 			}
 			nsplit := (L + attnSplit - 1) / attnSplit
-			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt), scale)
+			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt), scale)
 			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.start), i32(t0), i32(nt))
-			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt))
+			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt))
 			t0 += nt
 		}
 	}
 	dm.mm(r, ly.o, w.o, w.ao, R, nil, 1)
+}
+
+// storeKV writes n rows of keys or values (step rows row0…, kvd floats
+// each) into a sequence's cache at positions start…, rounded to the
+// cache's format as the CPU's kvRows.appendRows rounds them.
+func (dm *devModel) storeKV(r *run, cache, x device.Buffer, row0, start, n int) {
+	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
+	switch dm.kv {
+	case KVBF16:
+		r.launch("kv_store_bf16", n*kvd, 0, cache, x, i32(kvd), i32(row0), i32(start), i32(n))
+	case KVBFP8:
+		r.launch("kv_store_bfp8", n*kvd/16, 0, cache, x, i32(kvd), i32(row0), i32(start), i32(n))
+	default:
+		r.copy(cache, 4*start*kvd, x, 4*row0*kvd, 4*n*kvd)
+	}
 }
 
 // dense is the SwiGLU feed-forward (Model.denseBlock).
@@ -367,12 +383,13 @@ func (dm *devModel) logits(r *run, segs []segment, opts *ForwardOptions, out [][
 }
 
 // devState is a sequence's state on a device: per conv layer its conv
-// state, per attention layer its keys and values with room for capTok
-// positions. It is freed when its Sequence is collected.
+// state, per attention layer its keys and values in the model's KV format
+// with room for capTok positions. It is freed when its Sequence is
+// collected.
 type devState struct {
 	dm     *devModel
 	conv   []device.Buffer // [layer] (K−1)·H floats
-	k, v   []device.Buffer // [layer] capTok·kvd floats
+	k, v   []device.Buffer // [layer] capTok rows of kvRowBytes
 	capTok int
 }
 
@@ -427,19 +444,19 @@ func (dm *devModel) reserve(st *devState, n int) error {
 	if n <= st.capTok {
 		return nil
 	}
-	kvd := c.NumKVHeads * c.HeadDim
+	rb := dm.kvRowBytes()
 	newCap := max(n, 2*st.capTok, 64)
 	for l, kind := range c.LayerKinds {
 		if kind != config.Attention {
 			continue
 		}
 		for _, list := range [][]device.Buffer{st.k, st.v} {
-			b, err := dm.alloc(4 * newCap * kvd)
+			b, err := dm.alloc(newCap * rb)
 			if err != nil {
 				return err
 			}
 			if old := list[l]; old != nil {
-				if err := dm.d.Copy(b, 0, old, 0, 4*st.capTok*kvd); err != nil {
+				if err := dm.d.Copy(b, 0, old, 0, st.capTok*rb); err != nil {
 					dm.d.Free(b)
 					return err
 				}
@@ -465,15 +482,15 @@ func (st *devState) clone(n int) (*devState, error) {
 		c.release()
 		return nil, err
 	}
-	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
+	rb := dm.kvRowBytes()
 	r := &run{d: dm.d}
 	for l := range st.conv {
 		if st.conv[l] != nil {
 			r.copy(c.conv[l], 0, st.conv[l], 0, st.conv[l].Bytes())
 		}
 		if st.k[l] != nil && n > 0 {
-			r.copy(c.k[l], 0, st.k[l], 0, 4*n*kvd)
-			r.copy(c.v[l], 0, st.v[l], 0, 4*n*kvd)
+			r.copy(c.k[l], 0, st.k[l], 0, n*rb)
+			r.copy(c.v[l], 0, st.v[l], 0, n*rb)
 		}
 	}
 	if r.err != nil {
@@ -525,26 +542,58 @@ func (st *devState) writeConvLocked(cs *ConvState) error {
 }
 
 // readKV copies positions [start, end) of every attention layer's keys
-// and values to the host.
-func (st *devState) readKV(start, end int) (k, v [][]float32, err error) {
+// and values to the host, in the cache's format (a span's rows).
+func (st *devState) readKV(start, end int) (k, v []kvRows, err error) {
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
-	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
-	k, v = make([][]float32, len(st.k)), make([][]float32, len(st.k))
+	rb := dm.kvRowBytes()
+	k, v = make([]kvRows, len(st.k)), make([]kvRows, len(st.k))
 	r := &run{d: dm.d}
 	for l, kind := range dm.cfg.LayerKinds {
 		if kind != config.Attention {
 			continue
 		}
-		k[l], v[l] = make([]float32, (end-start)*kvd), make([]float32, (end-start)*kvd)
-		r.read(st.k[l], 4*start*kvd, f32Bytes(k[l]))
-		r.read(st.v[l], 4*start*kvd, f32Bytes(v[l]))
+		k[l], v[l] = dm.newKVRows(end-start), dm.newKVRows(end-start)
+		r.read(st.k[l], start*rb, kvRaw(&k[l]))
+		r.read(st.v[l], start*rb, kvRaw(&v[l]))
 	}
 	if r.err != nil {
 		return nil, nil, dm.fault(r.err)
 	}
 	return k, v, nil
+}
+
+// kvRowBytes is one position's keys (or values) in the cache's format.
+func (dm *devModel) kvRowBytes() int {
+	return dm.kv.RowBytes(dm.cfg.NumKVHeads * dm.cfg.HeadDim)
+}
+
+// kvRaw returns the bytes of rows' one format slice, to copy to or from
+// a device cache.
+func kvRaw(r *kvRows) []byte {
+	switch {
+	case r.h != nil:
+		if len(r.h) == 0 {
+			return nil
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(&r.h[0])), 2*len(r.h))
+	case r.b != nil:
+		return r.b
+	}
+	return f32Bytes(r.f)
+}
+
+// newKVRows returns n zero positions of rows in the cache's format.
+func (dm *devModel) newKVRows(n int) kvRows {
+	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
+	switch dm.kv {
+	case KVBF16:
+		return kvRows{h: make([]uint16, n*kvd)}
+	case KVBFP8:
+		return kvRows{b: make([]byte, n*dm.kvRowBytes())}
+	}
+	return kvRows{f: make([]float32, n*kvd)}
 }
 
 // extend writes a span's keys and values at its positions and its conv
@@ -556,12 +605,12 @@ func (st *devState) extend(sp *Span) error {
 	if err := dm.reserve(st, sp.end); err != nil {
 		return dm.fault(err)
 	}
-	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
+	rb := dm.kvRowBytes()
 	r := &run{d: dm.d}
 	for l := range st.k {
-		if st.k[l] != nil && sp.k[l].f != nil {
-			r.write(st.k[l], 4*sp.start*kvd, f32Bytes(sp.k[l].f))
-			r.write(st.v[l], 4*sp.start*kvd, f32Bytes(sp.v[l].f))
+		if st.k[l] != nil && !sp.k[l].empty() {
+			r.write(st.k[l], sp.start*rb, kvRaw(&sp.k[l]))
+			r.write(st.v[l], sp.start*rb, kvRaw(&sp.v[l]))
 		}
 	}
 	if r.err != nil {
@@ -573,13 +622,13 @@ func (st *devState) extend(sp *Span) error {
 // bytes is the state's size on the device for n positions.
 func (st *devState) bytes(n int) int {
 	c := st.dm.cfg
-	kvd := c.NumKVHeads * c.HeadDim
+	rb := st.dm.kvRowBytes()
 	total := 0
 	for _, kind := range c.LayerKinds {
 		if kind == config.Conv {
 			total += 4 * (c.ConvLCache - 1) * c.HiddenSize
 		} else {
-			total += 2 * 4 * n * kvd
+			total += 2 * n * rb
 		}
 	}
 	return total

@@ -62,8 +62,12 @@ func TestGPUCheck(t *testing.T) {
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: rtn, Method: quant.RTN, CreatedBy: "gpu-check"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, dir string }{{"fixture-bf16", tinyDir}, {"fixture-rtn", rtn}} {
-		cpu, dev := loadPair(t, c.dir, cd)
+	for _, c := range []struct {
+		name, dir string
+		kv        model.KVDType
+	}{{"fixture-bf16", tinyDir, model.KVF32}, {"fixture-rtn", rtn, model.KVF32},
+		{"fixture-rtn-kv-bf16", rtn, model.KVBF16}, {"fixture-rtn-kv-bfp8", rtn, model.KVBFP8}} {
+		cpu, dev := loadPairAs(t, c.dir, cd, c.kv)
 		var ids [][]int
 		for _, p := range prompts(t) {
 			if len(p.InputIDs) <= 66 {
@@ -194,12 +198,18 @@ func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // loadPair loads dir on the CPU and on d.
 func loadPair(t *testing.T, dir string, d device.Device) (cpu, dev *model.Model) {
+	return loadPairAs(t, dir, d, model.KVF32)
+}
+
+// loadPairAs loads dir on the CPU and on d, both with a KV cache in
+// format kv.
+func loadPairAs(t *testing.T, dir string, d device.Device, kv model.KVDType) (cpu, dev *model.Model) {
 	t.Helper()
 	var err error
-	if cpu, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure}); err != nil {
+	if cpu, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure, KVCacheDType: kv}); err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure, Device: d}); err != nil {
+	if dev, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure, Device: d, KVCacheDType: kv}); err != nil {
 		t.Fatal(err)
 	}
 	return cpu, dev

@@ -135,7 +135,7 @@ func argmax64(x []float64) int {
 
 // TestKVCacheDTypeRefusals: a span of one format does not extend a model
 // of another, a version 1 span is refused by name, an unknown name or
-// format is an *InputError, and a device refuses a compact cache.
+// format is an *InputError.
 func TestKVCacheDTypeRefusals(t *testing.T) {
 	f32, b8 := tiny(t), tinyAs(t, model.KVBFP8, 0)
 	ids := prompts(t)[0].InputIDs[:8]
@@ -172,12 +172,20 @@ func TestKVCacheDTypeRefusals(t *testing.T) {
 	}
 }
 
-// TestDeviceKVCacheDType: a device engine keeps a float32 cache and says
-// so when asked for another.
+// TestDeviceKVCacheDType: a device engine keeps its sequences' KV cache in
+// the format asked for, reports it, and holds the same bytes of state per
+// sequence as the CPU engine in that format.
 func TestDeviceKVCacheDType(t *testing.T) {
-	d := openCL(t)
-	var ie *model.InputError
-	if _, err := model.Load(tinyDir, model.LoadOptions{Device: d, KVCacheDType: model.KVBF16}); !errors.As(err, &ie) {
-		t.Fatalf("bf16 on a device: %v, want an *InputError", err)
+	ids := prompts(t)[0].InputIDs[:11]
+	for _, dt := range model.KVDTypes {
+		dev, cpu := tinyOnDeviceAs(t, dt), tinyOnCPUAs(t, dt)
+		if dev.KVCacheDType() != dt || dev.KVBytesPerToken() != cpu.KVBytesPerToken() {
+			t.Errorf("%s on the device: KVCacheDType %s, %d bytes per token (CPU: %d)", dt, dev.KVCacheDType(), dev.KVBytesPerToken(), cpu.KVBytesPerToken())
+		}
+		sd, _ := forward(t, dev, ids, model.ForwardOptions{Logits: model.NoLogits})
+		sc, _ := forward(t, cpu, ids, model.ForwardOptions{Logits: model.NoLogits})
+		if sd.StateBytes() != sc.StateBytes() {
+			t.Errorf("%s: a %d-token sequence holds %d bytes on the device, %d on the CPU", dt, len(ids), sd.StateBytes(), sc.StateBytes())
+		}
 	}
 }

@@ -60,8 +60,8 @@ type LoadOptions struct {
 	// KVCacheDType is the number format of every sequence's KV cache
 	// (KVF32, the zero value, keeps float32). Each key and value is
 	// rounded once, when written; results stay bit-identical at any batch,
-	// chunk and thread count in every format. A device engine keeps
-	// float32 only, for now.
+	// chunk and thread count in every format, on the CPU and on a device
+	// alike.
 	KVCacheDType KVDType
 }
 
@@ -146,8 +146,6 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("unknown format %d", kt)}
 	case kt == KVBFP8 && cfg.HeadDim%bfp.GroupSize != 0:
 		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("bfp8 groups 16 values along the head dimension; head_dim %d is not a multiple of 16", cfg.HeadDim)}
-	case kt != KVF32 && opts.Device != nil:
-		return nil, &InputError{What: "LoadOptions.KVCacheDType", Msg: fmt.Sprintf("a device keeps a float32 KV cache; %s runs on the CPU engine", kt)}
 	}
 	m := &Model{Config: cfg, Dir: dir, maxContext: maxCtx, linears: map[string]**kernels.Matrix{}, kvDType: opts.KVCacheDType}
 	m.kvPool = m.NewKVPool(0)

@@ -57,13 +57,15 @@ func TestLongContextInvariance(t *testing.T) {
 	}
 }
 
-// TestDeviceLongContext: on the device, the same long prompt and decode
-// steps give the CPU engine's bits: the device kernels follow the blocked
-// attention's order across splits.
+// TestDeviceLongContext: on the device, in every KV cache format, the same
+// long prompt and decode steps give the CPU engine's bits for that format:
+// the device kernels follow the blocked attention's order across splits
+// and read the cache's values exactly.
 func TestDeviceLongContext(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 1,100-token prefill on PoCL")
 	}
-	dm := tinyOnDevice(t)
-	requireSame(t, "device, chunks of 512", longRun(t, dm, 0), longRun(t, tiny(t), 0))
+	forEachKVDType(t, func(t *testing.T, dev, cpu *model.Model) {
+		requireSame(t, "device", longRun(t, dev, 0), longRun(t, cpu, 0))
+	})
 }

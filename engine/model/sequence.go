@@ -295,7 +295,7 @@ type Span struct {
 	start, end int
 	pool       *KVPool   // a CPU span's pool; nil for a device's
 	pages      []*kvPage // a CPU span's pages, the first holding position start
-	k, v       []kvRows  // a device's span: per layer [end−start] float32 rows; empty for conv layers
+	k, v       []kvRows  // a device's span: per layer [end−start] rows in the KV format; empty for conv layers
 	conv       *ConvState
 }
 
@@ -357,12 +357,7 @@ func (s *Sequence) CopySpan(start, end int, conv *ConvState) (*Span, error) {
 		if err != nil {
 			return nil, err
 		}
-		sp.k, sp.v = make([]kvRows, len(s.layers)), make([]kvRows, len(s.layers))
-		for i := range k {
-			if k[i] != nil {
-				sp.k[i], sp.v[i] = kvRows{f: k[i]}, kvRows{f: v[i]}
-			}
-		}
+		sp.k, sp.v = k, v
 		return sp, nil
 	}
 	sp.pool = s.pool
@@ -383,24 +378,24 @@ func (sp *Span) rows(l, pos int) (k, v *kvRows, at int) {
 	return &pg.k[l], &pg.v[l], pos % KVPageTokens
 }
 
-// float32Rows returns the span's keys and values as a device's span holds
-// them: per layer, float32 rows of positions [start, end). Only a float32
-// span has them.
-func (sp *Span) float32Rows() (k, v []kvRows) {
+// contiguousRows returns the span's keys and values as a device's span
+// holds them: per layer, rows of positions [start, end) in the span's KV
+// format, one after another.
+func (sp *Span) contiguousRows() (k, v []kvRows) {
 	if sp.pages == nil {
 		return sp.k, sp.v
 	}
-	kvd := sp.shape.kvDim
+	kvd, t := sp.shape.kvDim, sp.shape.kvDType
 	k, v = make([]kvRows, len(sp.conv.layers)), make([]kvRows, len(sp.conv.layers))
 	for l := range len(sp.shape.kinds) {
 		if !sp.shape.attention(l) {
 			continue
 		}
-		k[l], v[l] = makeKVRows(KVF32, kvd, sp.end-sp.start), makeKVRows(KVF32, kvd, sp.end-sp.start)
+		k[l], v[l] = makeKVRows(t, kvd, sp.end-sp.start), makeKVRows(t, kvd, sp.end-sp.start)
 		for pos := sp.start; pos < sp.end; pos++ {
 			sk, sv, at := sp.rows(l, pos)
-			k[l].copyRows(KVF32, kvd, pos-sp.start, sk, at, 1)
-			v[l].copyRows(KVF32, kvd, pos-sp.start, sv, at, 1)
+			k[l].copyRows(t, kvd, pos-sp.start, sk, at, 1)
+			v[l].copyRows(t, kvd, pos-sp.start, sv, at, 1)
 		}
 	}
 	return k, v
@@ -424,7 +419,7 @@ func (s *Sequence) Extend(sp *Span) error {
 	if s.dev != nil {
 		flat := *sp
 		flat.pages, flat.pool = nil, nil
-		flat.k, flat.v = sp.float32Rows()
+		flat.k, flat.v = sp.contiguousRows()
 		if err := s.dev.extend(&flat); err != nil {
 			return err
 		}
