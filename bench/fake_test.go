@@ -38,8 +38,8 @@ type fakeServer struct {
 	vocab        int
 	tokenDelay   time.Duration
 	prefillDelay time.Duration // before the first token, per prompt token not cached
-	stopAt       int // an early stop after this many tokens unless forbidden (0: none)
-	disconnectAt int // drop the connection after this many tokens (0: never)
+	stopAt       int           // an early stop after this many tokens unless forbidden (0: none)
+	disconnectAt int           // drop the connection after this many tokens (0: never)
 	retryAfter   string
 	reject429    atomic.Int32
 	closeIdle    bool
