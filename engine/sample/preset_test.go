@@ -3,7 +3,9 @@ package sample
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -117,4 +119,51 @@ func TestLogProbs(t *testing.T) {
 	if r := LogProbs(dst, []float32{1, float32(math.Inf(1))}); !math.IsNaN(float64(r[0])) || &r[0] != &dst[0] {
 		t.Errorf("non-finite logits: %v (reused dst: %v)", r, &r[0] == &dst[0])
 	}
+}
+
+// TestLogProbOfOne: LogProb gives each id's entry of LogProbs' row bit for
+// bit, on random rows at several scales and on rows with non-finite
+// logits (NaN).
+func TestLogProbOfOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rows := map[string][]float32{"non-finite +Inf": {1, float32(math.Inf(1)), 2}, "NaN": {0, float32(math.NaN())}, "all -Inf": {float32(math.Inf(-1)), float32(math.Inf(-1))}}
+	for _, scale := range []float64{0.01, 1, 30, 1e4} {
+		row := make([]float32, 1000)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64() * scale)
+		}
+		rows[fmt.Sprintf("scale %g", scale)] = row
+	}
+	for name, row := range rows {
+		want := LogProbs(nil, row)
+		for id := range row {
+			got := LogProb(row, id)
+			if math.Float32bits(got) != math.Float32bits(want[id]) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want[id]))) {
+				t.Errorf("%s: LogProb(row, %d) = %v, the row says %v", name, id, got, want[id])
+			}
+		}
+	}
+}
+
+// BenchmarkLogProb: a sampled token's log-prob over a 65,536-token
+// vocabulary, alone (LogProb) and through the whole row (LogProbs), as a
+// server computes it without and with alternatives.
+func BenchmarkLogProb(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	row := make([]float32, 65536)
+	for i := range row {
+		row[i] = float32(rng.NormFloat64() * 4)
+	}
+	b.Run("one", func(b *testing.B) {
+		for b.Loop() {
+			LogProb(row, 123)
+		}
+	})
+	b.Run("row", func(b *testing.B) {
+		var dst []float32
+		for b.Loop() {
+			dst = LogProbs(dst, row)
+			_ = dst[123]
+		}
+	})
 }
