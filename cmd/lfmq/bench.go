@@ -90,7 +90,8 @@ each later one re-sends the whole conversation (the last prompt and the
 answer's token ids, asked for with return_token_ids) plus --turn-tokens new
 ones, so its context grows turn by turn. A second table gives each turn's
 context, the share of it the server's prefix cache supplied (the answers'
-usage) and its time to first token.
+usage) and its time to first token; --turn-baseline times, after each turn
+from the second on, a fresh prompt of the turn's new tokens alone beside it.
 
 Per cell: aggregate output tokens/s over the window, tokens/s per stream, time
 to first token, inter-token latency and request latency (mean, p50, p90, p99),
