@@ -58,21 +58,29 @@ const agentLoopEvidence = "docs/evidence/bench-agent-loop.json"
 // TestDocsBenchAgentLoop: the agent-loop tables docs/bench.md shows are
 // what lfmq bench printed for the committed --out file, with the command
 // its receipts record; every turn re-sent its conversation exactly (lfmq
-// serve returns the answers' ids), and the prefix cache supplied at least
-// the whole 64-token blocks of the turn before's prompt.
+// serve returns the answers' ids), the prefix cache supplied every whole
+// 64-token block of the turn before's prompt and answer, and each turn
+// from the second on has its fresh-prompt baseline.
 func TestDocsBenchAgentLoop(t *testing.T) {
 	f := docsShow(t, agentLoopEvidence)
-	if f.Server.Kind != "lfmq" || len(f.Cells) != 1 || f.Settings.Turns < 2 {
-		t.Fatalf("%s: server %s, %d cells, %d turns", agentLoopEvidence, f.Server.Kind, len(f.Cells), f.Settings.Turns)
+	if f.Server.Kind != "lfmq" || len(f.Cells) != 1 || f.Settings.Turns < 2 || !f.Settings.TurnBaseline {
+		t.Fatalf("%s: server %s, %d cells, %d turns, baseline %v", agentLoopEvidence, f.Server.Kind, len(f.Cells), f.Settings.Turns, f.Settings.TurnBaseline)
 	}
-	prev := 0.0
+	prev := 0
 	for _, tu := range f.Cells[0].Turns {
-		if tu.Requests == 0 {
-			continue
+		if tu.Requests != 1 {
+			t.Fatalf("turn %d: %d requests; the evidence is one conversation", tu.Turn, tu.Requests)
 		}
-		if tu.StandIn != 0 || tu.CachedTokensMean < float64(int(prev)/64*64) {
-			t.Errorf("turn %d: %+v; the turn before's prompt was %v tokens", tu.Turn, tu, prev)
+		fed := 0
+		if tu.Turn > 1 {
+			fed = prev + f.Settings.OutputTokens
 		}
-		prev = tu.PromptTokensMean
+		if want := min(fed, int(tu.PromptTokensMean)-1) / 64 * 64; tu.StandIn != 0 || tu.CachedTokensMean != float64(want) {
+			t.Errorf("turn %d: %v cached tokens, want %d (the turn before: %d prompt + %d answer)", tu.Turn, tu.CachedTokensMean, want, prev, f.Settings.OutputTokens)
+		}
+		if fresh := tu.FreshTTFT; (tu.Turn > 1) != (fresh != nil && fresh.N == 1 && tu.FreshRequests == 1) {
+			t.Errorf("turn %d: fresh baseline %+v", tu.Turn, fresh)
+		}
+		prev = int(tu.PromptTokensMean)
 	}
 }

@@ -37,8 +37,9 @@ type fakeServer struct {
 	kind         string
 	vocab        int
 	tokenDelay   time.Duration
-	stopAt       int // an early stop after this many tokens unless forbidden (0: none)
-	disconnectAt int // drop the connection after this many tokens (0: never)
+	prefillDelay time.Duration // before the first token, per prompt token not cached
+	stopAt       int           // an early stop after this many tokens unless forbidden (0: none)
+	disconnectAt int           // drop the connection after this many tokens (0: never)
 	retryAfter   string
 	reject429    atomic.Int32
 	closeIdle    bool
@@ -196,6 +197,7 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 	f.queried += len(req.Prompt)
 	f.hits += cached
 	f.mu.Unlock()
+	time.Sleep(time.Duration(len(req.Prompt)-cached) * f.prefillDelay)
 	answer := []int{}
 	n := req.MaxTokens
 	forbidden := req.IgnoreEOS || (f.kind == "vllm" && req.MinTokens >= n)

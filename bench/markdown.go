@@ -82,12 +82,16 @@ func Markdown(r *Result) string {
 // turnTable writes, for a multi-turn run, a second table: a row per
 // cell and turn with the turn's requests, mean context re-sent, the share
 // of it the server's prefix cache supplied (from usage) and its time to
-// first token.
+// first token; with a baseline, the mean time to first token of the fresh
+// prompts of the turn's new tokens alone and the turn's ratio to it.
 func turnTable(b *strings.Builder, r *Result) {
 	if r.Settings.Turns < 2 {
 		return
 	}
 	head := []string{"streams", "prompt", "turn", "requests", "context tokens", "cached tokens", "cached %", "TTFT mean ms", "TTFT p50", "p90", "p99"}
+	if r.Settings.TurnBaseline {
+		head = append(head, "fresh TTFT mean ms", "turn ÷ fresh")
+	}
 	b.WriteString("\n")
 	report.Row(b, head)
 	b.WriteString(strings.Repeat("|---", len(head)) + "|\n")
@@ -98,8 +102,19 @@ func turnTable(b *strings.Builder, r *Result) {
 			if t.PromptTokensMean > 0 {
 				pct = strconv.FormatFloat(100*t.CachedTokensMean/t.PromptTokensMean, 'f', 1, 64)
 			}
-			report.Row(b, []string{strconv.Itoa(c.Concurrency), strconv.Itoa(c.PromptTokens), strconv.Itoa(t.Turn), strconv.Itoa(t.Requests),
-				fixed(t.PromptTokensMean, 0), cachedOf(t), pct, ms(t.TTFT.Mean), ms(t.TTFT.P50), ms(t.TTFT.P90), ms(t.TTFT.P99)})
+			row := []string{strconv.Itoa(c.Concurrency), strconv.Itoa(c.PromptTokens), strconv.Itoa(t.Turn), strconv.Itoa(t.Requests),
+				fixed(t.PromptTokensMean, 0), cachedOf(t), pct, ms(t.TTFT.Mean), ms(t.TTFT.P50), ms(t.TTFT.P90), ms(t.TTFT.P99)}
+			if r.Settings.TurnBaseline {
+				fresh, ratio := "–", "–"
+				if f := t.FreshTTFT; f != nil && f.N > 0 {
+					fresh = ms(f.Mean)
+					if t.TTFT.N > 0 {
+						ratio = fixed(t.TTFT.Mean/f.Mean, 2) + "×"
+					}
+				}
+				row = append(row, fresh, ratio)
+			}
+			report.Row(b, row)
 		}
 	}
 }

@@ -68,6 +68,11 @@ type Options struct {
 	// new random ids, so its context grows by OutputTokens + TurnTokens
 	// a turn. 0 or 1: every request is a new prompt.
 	Turns, TurnTokens int
+	// TurnBaseline sends, after each turn from the second on, a fresh
+	// prompt of TurnTokens new random ids alone (no conversation before
+	// it): its time to first token is what the turn would cost if the
+	// prefix cache made the re-sent context free, measured beside it.
+	TurnBaseline bool
 	// Warmup runs requests that are not measured before each cell's
 	// Duration of measured ones.
 	Warmup, Duration time.Duration
@@ -188,6 +193,9 @@ func (o *Options) check() error {
 	}
 	if o.Turns > 1 && len(o.Dataset) > 0 {
 		return &OptionsError{"turns", "conversations are made of random prompts; drop --dataset"}
+	}
+	if o.TurnBaseline && o.Turns < 2 {
+		return &OptionsError{"turn-baseline", "a baseline is measured beside the turns of a conversation; give --turns 2 or more"}
 	}
 	if o.Turns > 1 && (o.TurnTokens < 1 || o.TurnTokens > 1<<22) {
 		return &OptionsError{"turn-tokens", fmt.Sprintf("%d: want 1 to %d new tokens a turn", o.TurnTokens, 1<<22)}

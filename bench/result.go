@@ -47,10 +47,13 @@ type Settings struct {
 	Seed            uint64  `json:"seed"`
 	// Turns and TurnTokens shape the conversations of a multi-turn run
 	// (Options.Turns); 0 for single requests.
-	Turns      int   `json:"turns"`
-	TurnTokens int   `json:"turn_tokens"`
-	Exact      Exact `json:"exact"`
-	Logprobs   bool  `json:"logprobs"`
+	Turns      int `json:"turns"`
+	TurnTokens int `json:"turn_tokens"`
+	// TurnBaseline: each turn from the second on was followed by a fresh
+	// prompt of TurnTokens ids alone (Options.TurnBaseline).
+	TurnBaseline bool  `json:"turn_baseline,omitempty"`
+	Exact        Exact `json:"exact"`
+	Logprobs     bool  `json:"logprobs"`
 	// TopLogprobs is the alternatives asked for with each token's
 	// log-prob (files written before the field existed asked for 1).
 	TopLogprobs int     `json:"top_logprobs"`
@@ -141,6 +144,11 @@ type Turn struct {
 	StandIn int `json:"stand_in"`
 	// TTFT is the time to first token of this turn's requests, seconds.
 	TTFT Dist `json:"ttft_s"`
+	// FreshRequests and FreshTTFT, with Settings.TurnBaseline, are the
+	// successful measured fresh prompts sent after this turn's requests
+	// (TurnTokens new ids alone) and their time to first token.
+	FreshRequests int   `json:"fresh_requests,omitempty"`
+	FreshTTFT     *Dist `json:"fresh_ttft_s,omitempty"`
 }
 
 // Sent counts a cell's requests from the client's side.

@@ -48,7 +48,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Server: srv, Settings: Settings{
 		Concurrency: o.Concurrency, PromptTokens: o.PromptTokens, Dataset: len(o.Dataset),
 		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSeconds: o.Duration.Seconds(),
-		MaxRequests: o.MaxRequests, Seed: o.Seed, Turns: o.Turns, TurnTokens: o.TurnTokens, Exact: o.Exact, Logprobs: o.Logprobs, TopLogprobs: o.TopLogprobs,
+		MaxRequests: o.MaxRequests, Seed: o.Seed, Turns: o.Turns, TurnTokens: o.TurnTokens, TurnBaseline: o.TurnBaseline, Exact: o.Exact, Logprobs: o.Logprobs, TopLogprobs: o.TopLogprobs,
 		Temperature: o.Temperature, ExtraBody: o.ExtraBody, Routes: o.routes(),
 	}}
 	if len(o.Dataset) > 0 {
@@ -138,10 +138,13 @@ type record struct {
 	// turn is the request's turn in its conversation (1-based; 0 for a
 	// single request), standIn whether the answer before it was re-sent
 	// as stand-in ids, promptIDs a turn's prompt, which the next turn
-	// re-sends.
+	// re-sends. fresh marks the baseline request sent after turn (a
+	// fresh prompt of the turn's new tokens alone; Options.TurnBaseline),
+	// which counts only in its turn's FreshTTFT and in Sent.
 	turn      int
 	standIn   bool
 	promptIDs []int
+	fresh     bool
 }
 
 // conversation is a stream's multi-turn conversation: its number in the
@@ -202,8 +205,11 @@ func (cr *cellRun) run(ctx context.Context) Cell {
 				if o.Turns > 1 && conv == nil {
 					conv = &conversation{n: int(cr.convs.Add(1) - 1), turn: 1}
 				}
-				r := cr.request(ctx, i, t, conv)
+				r := cr.request(ctx, i, t, conv, false)
 				cr.finish(r)
+				if o.TurnBaseline && conv != nil && conv.turn > 1 && r.kind == "" && ctx.Err() == nil {
+					cr.finish(cr.request(ctx, i, o.now(), conv, true))
+				}
 				conv = cr.next(conv, r)
 			}
 		})
@@ -339,6 +345,16 @@ func (cr *cellRun) turnPrompt(conv *conversation) []int {
 	return append(slices.Clip(conv.context), randomIDs(rng, o.TurnTokens, cr.srv.Vocab)...)
 }
 
+// freshPrompt is the baseline prompt sent after conv's current turn:
+// TurnTokens random ids of their own (no conversation shares them, so no
+// prefix cache holds them), depending on the seed, the cell, the
+// conversation and the turn only.
+func (cr *cellRun) freshPrompt(conv *conversation) []int {
+	o := cr.o
+	rng := rand.New(rand.NewPCG(o.Seed^turnSeed^2, uint64(cr.index)<<40|uint64(conv.n)<<12|uint64(conv.turn)))
+	return randomIDs(rng, o.TurnTokens, cr.srv.Vocab)
+}
+
 // turnSeed sets multi-turn prompts' generator apart from single ones'.
 const turnSeed = 0x7475726e
 
@@ -365,10 +381,17 @@ func (cr *cellRun) next(conv *conversation, r *record) *conversation {
 // sending it again at once when it went out on a kept-alive connection
 // the server had closed (a stale connection: the bench's own connection
 // reuse, not the server's failure).
-func (cr *cellRun) request(ctx context.Context, i int, first time.Time, conv *conversation) *record {
+//
+// With fresh, it is the baseline request after conv's current turn
+// (freshPrompt) instead of the turn itself.
+func (cr *cellRun) request(ctx context.Context, i int, first time.Time, conv *conversation, fresh bool) *record {
 	o := cr.o
 	r := &record{first: first, measured: !first.Before(cr.measureAt)}
-	if conv != nil {
+	switch {
+	case fresh:
+		r.turn, r.fresh = conv.turn, true
+		r.promptIDs = cr.freshPrompt(conv)
+	case conv != nil:
 		r.turn, r.standIn = conv.turn, conv.standIn
 		r.promptIDs = cr.turnPrompt(conv)
 	}
@@ -588,6 +611,9 @@ func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
 		cell.Retries += r.retries
 		cell.RetryWaitSeconds += r.wait.Seconds()
 		cell.Resent += r.resent
+		if r.fresh && r.kind == "" {
+			continue // counted in its turn's FreshTTFT only
+		}
 		if r.kind != "" {
 			cell.Failures[r.kind]++
 			if cell.FailureSamples == nil {
@@ -633,13 +659,20 @@ func (cr *cellRun) summarize(cell *Cell, windowEnd time.Time) {
 // conversation to reach it). Called with cr.mu held.
 func (cr *cellRun) turns() []Turn {
 	out := make([]Turn, cr.o.Turns)
-	ttft := make([][]float64, cr.o.Turns)
+	ttft, fresh := make([][]float64, cr.o.Turns), make([][]float64, cr.o.Turns)
 	prompt, cached := make([]int, cr.o.Turns), make([]int, cr.o.Turns)
 	for _, r := range cr.records {
 		if !r.measured || r.kind != "" || r.turn < 1 || r.turn > cr.o.Turns {
 			continue
 		}
 		k := r.turn - 1
+		if r.fresh {
+			out[k].FreshRequests++
+			if ev := r.stream.Events; len(ev) > 0 {
+				fresh[k] = append(fresh[k], ev[0].At.Seconds())
+			}
+			continue
+		}
 		out[k].Requests++
 		prompt[k] += r.prompt
 		cached[k] += r.cached
@@ -657,6 +690,10 @@ func (cr *cellRun) turns() []Turn {
 			out[k].CachedTokensMean = float64(cached[k]) / float64(n)
 		}
 		out[k].TTFT = Summarize(ttft[k])
+		if cr.o.TurnBaseline && k > 0 {
+			d := Summarize(fresh[k])
+			out[k].FreshTTFT = &d
+		}
 	}
 	return out
 }

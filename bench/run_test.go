@@ -588,3 +588,74 @@ func TestMultiTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiTurnBaseline: with TurnBaseline each turn from the second on
+// is followed by a fresh prompt of the turn's new tokens alone, which
+// shares no prefix with the conversation, goes to its turn's FreshTTFT
+// (timed from its own request: the fake prefills each uncached token for
+// a millisecond) and not to the cell's requests, and the table gives the
+// turn's ratio to it.
+func TestMultiTurnBaseline(t *testing.T) {
+	f, url := newFake(t, "vllm")
+	f.prefillDelay = time.Millisecond
+	o := quick(url)
+	o.Concurrency = []int{1}
+	o.Vocab, o.Turns, o.TurnTokens, o.TurnBaseline, o.MaxRequests = f.vocab, 3, 5, true, 6
+	o.Duration = time.Minute
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cells[0]
+	if c.Requests != 6 || len(c.Failures) != 0 || !res.Settings.TurnBaseline || c.Sent.Attempts != 6+4 {
+		t.Fatalf("requests %d, failures %v, attempts %d; want 6 turns and 4 fresh prompts", c.Requests, c.Failures, c.Sent.Attempts)
+	}
+	if c.TTFT.N != 6 {
+		t.Errorf("the cell's TTFT has %d samples; the fresh prompts must not count", c.TTFT.N)
+	}
+	for k, tu := range c.Turns {
+		if k == 0 {
+			if tu.FreshRequests != 0 || tu.FreshTTFT != nil {
+				t.Errorf("turn 1 has a baseline: %+v", tu)
+			}
+			if tu.TTFT.Min < 0.016 {
+				t.Errorf("turn 1 (16 uncached tokens) answered in %.4f s", tu.TTFT.Min)
+			}
+			continue
+		}
+		if tu.Requests != 2 || tu.FreshRequests != 2 || tu.FreshTTFT == nil || tu.FreshTTFT.N != 2 || tu.FreshTTFT.Min < 0.005 {
+			t.Errorf("turn %d: %+v, fresh %+v; want 2 turns and 2 fresh prompts of 5 uncached tokens", k+1, tu, tu.FreshTTFT)
+		}
+	}
+	f.mu.Lock()
+	fresh := 0
+	for _, b := range f.bodies {
+		var prompt []int
+		for _, v := range b["prompt"].([]any) {
+			prompt = append(prompt, int(v.(float64)))
+		}
+		if len(prompt) != 5 {
+			continue
+		}
+		fresh++
+		for _, s := range f.seqs {
+			if s[0] == prompt[0] && len(s) > 5+8 {
+				t.Errorf("a fresh prompt %v starts like a conversation %v", prompt, s[:5])
+			}
+		}
+	}
+	f.mu.Unlock()
+	if fresh != 4 {
+		t.Errorf("%d fresh prompts of 5 tokens sent, want 4", fresh)
+	}
+	tu := c.Turns[2]
+	row := fmt.Sprintf("| %s | %s×", fixed(tu.FreshTTFT.Mean*1000, 1), fixed(tu.TTFT.Mean/tu.FreshTTFT.Mean, 2))
+	if md := Markdown(res); !strings.Contains(md, "turn ÷ fresh") || !strings.Contains(md, row) {
+		t.Errorf("table has no ratio column or no %q:\n%s", row, md)
+	}
+	o.Turns, o.TurnBaseline = 1, true
+	var oe *OptionsError
+	if _, err := Run(t.Context(), o); !errors.As(err, &oe) || oe.Field != "turn-baseline" {
+		t.Errorf("a baseline without turns: %v", err)
+	}
+}

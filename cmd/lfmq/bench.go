@@ -40,6 +40,7 @@ type benchOptions struct {
 	OutputTokens int
 	Turns        int
 	TurnTokens   int
+	TurnBaseline bool
 	Duration     time.Duration
 	Warmup       time.Duration
 	MaxRequests  int
@@ -89,7 +90,8 @@ each later one re-sends the whole conversation (the last prompt and the
 answer's token ids, asked for with return_token_ids) plus --turn-tokens new
 ones, so its context grows turn by turn. A second table gives each turn's
 context, the share of it the server's prefix cache supplied (the answers'
-usage) and its time to first token.
+usage) and its time to first token; --turn-baseline times, after each turn
+from the second on, a fresh prompt of the turn's new tokens alone beside it.
 
 Per cell: aggregate output tokens/s over the window, tokens/s per stream, time
 to first token, inter-token latency and request latency (mean, p50, p90, p99),
@@ -142,6 +144,7 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	f.IntVar(&opts.OutputTokens, "output-tokens", 64, "tokens every request must generate, exactly")
 	f.IntVar(&opts.Turns, "turns", 1, "run conversations of `N` requests per stream, each re-sending the conversation so far (an agent loop)")
 	f.IntVar(&opts.TurnTokens, "turn-tokens", 0, "new random tokens each turn after the first adds to the conversation (with --turns)")
+	f.BoolVar(&opts.TurnBaseline, "turn-baseline", false, "after each turn from the second on, time a fresh prompt of the turn's new tokens alone (with --turns)")
 	f.DurationVar(&opts.Duration, "duration", 30*time.Second, "measured time per cell")
 	f.DurationVar(&opts.Warmup, "warmup", 0, "unmeasured time before each cell's measured time")
 	f.IntVar(&opts.MaxRequests, "max-requests", bench.DefaultMaxRequests, "at most this many requests per cell")
@@ -165,7 +168,7 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	o := bench.Options{
 		URL: opts.URL, Model: opts.Model, Concurrency: opts.Concurrency, PromptTokens: opts.PromptTokens,
-		OutputTokens: opts.OutputTokens, Turns: opts.Turns, TurnTokens: opts.TurnTokens, Warmup: opts.Warmup, Duration: opts.Duration, MaxRequests: opts.MaxRequests,
+		OutputTokens: opts.OutputTokens, Turns: opts.Turns, TurnTokens: opts.TurnTokens, TurnBaseline: opts.TurnBaseline, Warmup: opts.Warmup, Duration: opts.Duration, MaxRequests: opts.MaxRequests,
 		Seed: opts.Seed, Vocab: opts.Vocab, Exact: bench.Exact(opts.Exact), Logprobs: opts.Logprobs, TopLogprobs: opts.TopLogprobs,
 		Temperature: opts.Temperature, RequestTimeout: opts.Timeout,
 	}

@@ -36,6 +36,9 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--url", "http://h:1", "--turns", "8", "--turn-tokens", "2048"}, "", func(o *benchOptions) bool {
 			return o.Turns == 8 && o.TurnTokens == 2048
 		}},
+		{[]string{"--url", "http://h:1", "--turns", "3", "--turn-tokens", "5", "--turn-baseline"}, "", func(o *benchOptions) bool {
+			return o.TurnBaseline && o.command == "lfmq bench --turn-baseline true --turn-tokens 5 --turns 3 --url http://h:1"
+		}},
 		{[]string{"--url", "http://h:1", "--turn-tokens", "5"}, "--turn-tokens needs --turns 2 or more", nil},
 		{nil, "--url is required", nil},
 		{[]string{"--url", "127.0.0.1:8000"}, "want http://HOST:PORT", nil},
@@ -72,6 +75,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--top-logprobs", "21"}, "--top-logprobs: 21: want 0 to 20"},
 		{[]string{"--turns", "3"}, "--turn-tokens: 0: want 1 to"},
 		{[]string{"--turns", "-1"}, "--turns: -1: want 1 to 4096"},
+		{[]string{"--turn-baseline"}, "--turn-baseline: a baseline is measured beside the turns"},
 		{[]string{"--top-logprobs", "1", "--logprobs=false"}, "--top-logprobs: alternatives come with log-probs"},
 		{[]string{"--extra-body", `{"stream":false}`}, `--extra-body: "stream" is a field the bench sets itself`},
 		{[]string{"--extra-body", `[1]`}, "--extra-body: want a JSON object"},
@@ -182,21 +186,24 @@ func TestBenchServe(t *testing.T) {
 		}
 	}
 
-	// An agent loop of 3 turns: 128 tokens, then the prompt, the 16
+	// An agent loop of 3 turns: 112 tokens, then the prompt, the 16
 	// tokens answered and 64 new ones, twice. lfmq serve returns the
 	// answers' ids, so each turn re-sends the conversation exactly, and
 	// its prefix cache (64-token blocks) supplies the whole blocks of what
-	// was sent before: 128 of turn 2's 208 tokens, 192 of turn 3's 288.
+	// was sent and answered before: 128 of turn 2's 192 tokens (the first
+	// answer ends on a block boundary, so its last token was fed for the
+	// cache), 192 of turn 3's 272. After turns 2 and 3 a fresh prompt of
+	// the 64 new tokens alone is timed beside them.
 	ios, stdout, stderr = testStreams()
-	if code := run(context.Background(), []string{"bench", "--url", base, "--concurrency", "1", "--prompt-tokens", "128", "--output-tokens", "16",
-		"--turns", "3", "--turn-tokens", "64", "--max-requests", "3", "--duration", "1m", "--out", out}, ios); code != 0 {
+	if code := run(context.Background(), []string{"bench", "--url", base, "--concurrency", "1", "--prompt-tokens", "112", "--output-tokens", "16",
+		"--turns", "3", "--turn-tokens", "64", "--turn-baseline", "--max-requests", "3", "--duration", "1m", "--out", out}, ios); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if f, err = bench.Read(out); err != nil {
 		t.Fatal(err)
 	}
 	turns := f.Cells[0].Turns
-	want := [][3]float64{{128, 0}, {208, 128}, {288, 192}}
+	want := [][3]float64{{112, 0}, {192, 128}, {272, 192}}
 	if len(turns) != 3 {
 		t.Fatalf("turns %+v", turns)
 	}
@@ -204,11 +211,14 @@ func TestBenchServe(t *testing.T) {
 		if tu.Requests != 1 || tu.PromptTokensMean != want[k][0] || tu.CachedTokensMean != want[k][1] || tu.StandIn != 0 {
 			t.Errorf("turn %d: %+v; want %v tokens, %v cached", k+1, tu, want[k][0], want[k][1])
 		}
+		if fresh := tu.FreshTTFT; (k > 0) != (tu.FreshRequests == 1 && fresh != nil && fresh.N == 1 && fresh.Mean > 0) {
+			t.Errorf("turn %d: %d fresh prompts, TTFT %+v", k+1, tu.FreshRequests, fresh)
+		}
 	}
 	if sc := f.Cells[0].ServerCounts; sc == nil || sc.PrefixHitTokens == nil || *sc.PrefixHitTokens != 320 {
 		t.Errorf("server counts %+v: want 320 prefix-cache hits", sc)
 	}
-	if !strings.Contains(stdout.String(), "| 1 | 128 | 3 | 1 | 288 | 192 | 66.7 |") {
+	if !strings.Contains(stdout.String(), "| 1 | 112 | 3 | 1 | 272 | 192 | 70.6 |") || !strings.Contains(stdout.String(), "turn ÷ fresh") {
 		t.Errorf("table:\n%s", stdout)
 	}
 

@@ -359,9 +359,16 @@ func (c *chatState) feed(pieces []piece, finish bool) []parser.Event {
 	return out
 }
 
-// logprob builds the log-prob entry of a sampled token.
+// logprob builds the log-prob entry of a sampled token. The whole row is
+// formed only when alternatives are asked for.
 func (c *chatState) logprob(id int, logits []float32) logprobEntry {
-	c.scratch = sample.LogProbs(c.scratch, logits)
+	var own float32
+	if c.cj.topLogprobs > 0 {
+		c.scratch = sample.LogProbs(c.scratch, logits)
+		own = c.scratch[id]
+	} else {
+		own = sample.LogProb(logits, id)
+	}
 	tok := c.e.Session.Tokenizer
 	entry := func(id int) (string, []int) {
 		s, _ := tok.TokenBytes(id)
@@ -372,7 +379,7 @@ func (c *chatState) logprob(id int, logits []float32) logprobEntry {
 		return s, b
 	}
 	t, bs := entry(id)
-	le := logprobEntry{Token: t, Logprob: logprobValue(c.scratch[id]), Bytes: bs, TopLogprobs: []topEntry{}}
+	le := logprobEntry{Token: t, Logprob: logprobValue(own), Bytes: bs, TopLogprobs: []topEntry{}}
 	for _, tid := range topN(c.scratch, c.cj.topLogprobs) {
 		t, bs := entry(tid)
 		le.TopLogprobs = append(le.TopLogprobs, topEntry{Token: t, Logprob: logprobValue(c.scratch[tid]), Bytes: bs})

@@ -246,17 +246,15 @@ func (c *completionState) feed(b batch) string {
 		if pc.stopID {
 			// Counted and listed with its log-prob, never shown.
 			if pc.logits != nil {
-				c.scratch = sample.LogProbs(c.scratch, pc.logits)
-				c.addLogprob(pc.id, c.scratch, false)
+				c.addLogprob(pc.id, pc.logits, false)
 			}
 			continue
 		}
 		if pc.id >= 0 {
 			c.ids = append(c.ids, pc.id)
 			if pc.logits != nil {
-				c.scratch = sample.LogProbs(c.scratch, pc.logits)
 				_, marker := c.e.vocab.markers[pc.id]
-				c.addLogprob(pc.id, c.scratch, !c.cj.skipSpecial || !(c.e.vocab.special[pc.id] || marker))
+				c.addLogprob(pc.id, pc.logits, !c.cj.skipSpecial || !(c.e.vocab.special[pc.id] || marker))
 			}
 		}
 		out.WriteString(pc.text)
@@ -268,10 +266,11 @@ func (c *completionState) feed(b batch) string {
 	return out.String()
 }
 
-// addLogprob appends one token's entry (lp nil: the first prompt token,
-// which has no distribution); shown says whether the token's bytes are in
-// the choice's text (a special token skipped from it takes no room).
-func (c *completionState) addLogprob(id int, lp []float32, shown bool) {
+// addLogprob appends one token's entry from the logits it was drawn from
+// or that predict it (nil: the first prompt token, which has no
+// distribution); shown says whether the token's bytes are in the choice's
+// text (a special token skipped from it takes no room).
+func (c *completionState) addLogprob(id int, logits []float32, shown bool) {
 	if c.lp == nil {
 		c.lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
@@ -287,17 +286,25 @@ func (c *completionState) addLogprob(id int, lp []float32, shown bool) {
 			c.offset++
 		}
 	}
-	if lp == nil {
+	if logits == nil {
 		c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, nil)
 		c.lp.TopLogprobs = append(c.lp.TopLogprobs, nil)
 		return
 	}
-	v := logprobValue(lp[id])
+	// The whole row is formed only when alternatives are asked for.
+	n := *c.cj.logprobs
+	var v float64
+	if n > 0 {
+		c.scratch = sample.LogProbs(c.scratch, logits)
+		v = logprobValue(c.scratch[id])
+	} else {
+		v = logprobValue(sample.LogProb(logits, id))
+	}
 	c.lp.TokenLogprobs = append(c.lp.TokenLogprobs, &v)
 	top := map[string]float64{}
-	for _, t := range topN(lp, *c.cj.logprobs) {
+	for _, t := range topN(c.scratch, n) {
 		s, _ := c.e.Session.Tokenizer.TokenBytes(t)
-		top[strings.ToValidUTF8(s, "\uFFFD")] = logprobValue(lp[t])
+		top[strings.ToValidUTF8(s, "\uFFFD")] = logprobValue(c.scratch[t])
 	}
 	// The chosen token is in the map too, as OpenAI documents ("the
 	// logprobs most likely tokens, as well the chosen tokens") and vLLM
@@ -329,7 +336,6 @@ func (c *completionState) promptRow(j int) []float32 {
 // not, nor is a special token decodeIDs skipped from a token-id prompt.
 func (c *completionState) promptEntries() {
 	c.lp, c.offset, c.partial = nil, 0, nil
-	var scratch []float32
 	rest := c.cj.echoText
 	for j, id := range c.cj.prompt {
 		raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
@@ -341,8 +347,7 @@ func (c *completionState) promptEntries() {
 			c.addLogprob(id, nil, shown)
 			continue
 		}
-		scratch = sample.LogProbs(scratch, c.promptRow(j))
-		c.addLogprob(id, scratch, shown)
+		c.addLogprob(id, c.promptRow(j), shown)
 	}
 	c.offset, c.partial = utf8.RuneCountInString(c.cj.echoText), nil
 }

@@ -17,25 +17,46 @@ func LogProbs(dst, logits []float32) []float32 {
 		dst = make([]float32, len(logits))
 	}
 	dst = dst[:len(logits)]
-	m := math.Inf(-1)
+	m, ls, ok := logSumExp(logits)
+	if !ok {
+		for v := range dst {
+			dst[v] = float32(math.NaN())
+		}
+		return dst
+	}
+	for v, x := range logits {
+		dst[v] = float32((float64(x) - m) - ls)
+	}
+	return dst
+}
+
+// LogProb returns LogProbs(nil, logits)[id], bit for bit, without forming
+// the row: a token's own log-prob (what a server returns when no
+// alternatives are asked for) costs the max and the exp-sum passes only.
+func LogProb(logits []float32, id int) float32 {
+	m, ls, ok := logSumExp(logits)
+	if !ok {
+		return float32(math.NaN())
+	}
+	return float32((float64(logits[id]) - m) - ls)
+}
+
+// logSumExp returns the max m of logits and ln Σ exp(z − m), the sum in
+// id order in float64; ok is false when a logit is not finite (the row
+// is then NaN).
+func logSumExp(logits []float32) (m, ls float64, ok bool) {
+	m = math.Inf(-1)
 	for _, x := range logits {
 		if v := float64(x); v > m || v != v {
 			m = v
 		}
 	}
 	if math.IsInf(m, 0) || math.IsNaN(m) {
-		for v := range dst {
-			dst[v] = float32(math.NaN())
-		}
-		return dst
+		return 0, 0, false
 	}
 	var sum float64
 	for _, x := range logits {
 		sum += math.Exp(float64(x) - m)
 	}
-	ls := math.Log(sum)
-	for v, x := range logits {
-		dst[v] = float32((float64(x) - m) - ls)
-	}
-	return dst
+	return m, math.Log(sum), true
 }

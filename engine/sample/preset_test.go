@@ -3,8 +3,11 @@ package sample
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestPresets: the presets give serving.md §2's table, field by field,
@@ -117,4 +120,55 @@ func TestLogProbs(t *testing.T) {
 	if r := LogProbs(dst, []float32{1, float32(math.Inf(1))}); !math.IsNaN(float64(r[0])) || &r[0] != &dst[0] {
 		t.Errorf("non-finite logits: %v (reused dst: %v)", r, &r[0] == &dst[0])
 	}
+}
+
+// TestLogProbOfOne: LogProb gives each id's entry of LogProbs' row bit for
+// bit, on random rows at several scales and on rows with non-finite
+// logits (NaN).
+func TestLogProbOfOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rows := map[string][]float32{"non-finite +Inf": {1, float32(math.Inf(1)), 2}, "NaN": {0, float32(math.NaN())}, "all -Inf": {float32(math.Inf(-1)), float32(math.Inf(-1))}}
+	for _, scale := range []float64{0.01, 1, 30, 1e4} {
+		row := make([]float32, 1000)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64() * scale)
+		}
+		rows[fmt.Sprintf("scale %g", scale)] = row
+	}
+	for name, row := range rows {
+		want := LogProbs(nil, row)
+		for id := range row {
+			got := LogProb(row, id)
+			if math.Float32bits(got) != math.Float32bits(want[id]) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want[id]))) {
+				t.Errorf("%s: LogProb(row, %d) = %v, the row says %v", name, id, got, want[id])
+			}
+		}
+	}
+}
+
+// BenchmarkLogProb: a sampled token's log-prob over a 65,536-token
+// vocabulary, alone (LogProb) and through the whole row (LogProbs), as a
+// server computes it without and with alternatives. The two alternate
+// within each iteration, so that a loaded machine weighs on both alike:
+// one_ms and row_ms are their mean times, one/row their ratio.
+func BenchmarkLogProb(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	row := make([]float32, 65536)
+	for i := range row {
+		row[i] = float32(rng.NormFloat64() * 4)
+	}
+	var one, whole time.Duration
+	var dst []float32
+	for b.Loop() {
+		t0 := time.Now()
+		LogProb(row, 123)
+		t1 := time.Now()
+		dst = LogProbs(dst, row)
+		_ = dst[123]
+		whole += time.Since(t1)
+		one += t1.Sub(t0)
+	}
+	b.ReportMetric(one.Seconds()*1000/float64(b.N), "one_ms")
+	b.ReportMetric(whole.Seconds()*1000/float64(b.N), "row_ms")
+	b.ReportMetric(one.Seconds()/whole.Seconds(), "one/row")
 }

@@ -767,7 +767,7 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			s.register(st, st.seq.Len())
 		}
 		if reason != 0 {
-			s.finish(st, reason, nil)
+			s.end(st, reason)
 		} else {
 			st.next = w.token
 		}
@@ -834,16 +834,67 @@ func (s *Scheduler) verify(w *work) {
 		s.used.Add(-int64(n - keep))
 	}
 	if reason != 0 {
-		s.finish(st, reason, nil)
+		s.end(st, reason)
 		return
 	}
 	st.next = st.output[len(st.output)-1]
 }
 
+// end finishes a request whose generation ended (a stop or its length).
+// The last token it sampled was never fed, so the block that token
+// completes, if any, was never computed; an agent's next turn re-sends
+// this prompt, this answer and more, and would recompute that block. So
+// when the token completes a block the cache lacks, it is fed first: one
+// decode step without logits, 1 request in 64 on average.
+func (s *Scheduler) end(st *state, reason FinishReason) {
+	if err := s.feedLast(st); err != nil {
+		// The answer stands; only the block goes uncached.
+		s.log.Debug("caching the answer's last block failed", "id", st.req.ID, "err", err)
+	}
+	s.finish(st, reason, nil)
+}
+
+// feedLast feeds st's last sampled token and caches the block it
+// completes, when it completes one that the cache lacks.
+func (s *Scheduler) feedLast(st *state) error {
+	B := prefix.BlockSize
+	L := st.seq.Len()
+	b := L / B // the block the token completes
+	if s.cache == nil || len(st.output) == 0 || (L+1)%B != 0 ||
+		L+1 != len(st.req.Prompt)+len(st.output) || len(st.keys) != b {
+		return nil
+	}
+	ids := make([]int, B)
+	for i := range ids {
+		ids[i] = st.fedID(b*B + i)
+	}
+	var parent *prefix.Key
+	if b > 0 {
+		parent = &st.keys[b-1]
+	}
+	if s.cache.Has(prefix.Next(parent, s.cfg.PrefixCache.Identity, st.req.CacheSalt, ids)) {
+		return nil
+	}
+	// The token's position is the last of a page the sequence already
+	// holds (its earlier positions opened it), within its reservation.
+	last := st.output[len(st.output)-1]
+	_, err := s.m.Forward(context.Background(), []*model.Sequence{st.seq}, [][]int{{last}}, model.ForwardOptions{
+		SeqLogits: []model.LogitsMode{model.NoLogits}, ChunkSize: 1, ConvSnapshots: [][]int{{L + 1}},
+	})
+	s.steps.Add(1)
+	if err != nil {
+		return err
+	}
+	s.used.Add(1)
+	s.register(st, L+1)
+	return nil
+}
+
 // register caches the blocks of st's sequence that its first upTo tokens
-// complete (serving.md §7), output tokens included. A block is the
-// sequence's own page, shared: caching it takes no memory, and the pool
-// reclaims it when a sequence needs the page and nobody else holds it.
+// complete (serving.md §7), output tokens included (the last one through
+// end). A block is the sequence's own page, shared: caching it takes no
+// memory, and the pool reclaims it when a sequence needs the page and
+// nobody else holds it.
 func (s *Scheduler) register(st *state, upTo int) {
 	if s.cache == nil {
 		return

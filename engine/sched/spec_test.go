@@ -226,3 +226,66 @@ func TestAdmissionReservesPages(t *testing.T) {
 		t.Errorf("after both: %+v", st)
 	}
 }
+
+// TestPrefixCacheFollowUpTurn: an agent's next turn (the previous prompt,
+// every id of the answer, then new tokens) resumes every whole block of
+// prompt and answer, wherever the answer ends relative to a block
+// boundary and however it ends, with speculation on and off; the resumed
+// turn generates what a cold run does.
+func TestPrefixCacheFollowUpTurn(t *testing.T) {
+	m := loadTiny(t)
+	ps := fixturePrompts(t)
+	prompt := ps[5].InputIDs // 314 tokens
+	more := ps[2].InputIDs
+	const B = 64
+	cold := start(t, m, Config{PrefixCache: PrefixConfig{Off: true}, PrefillChunk: 100})
+	tests := []struct {
+		name     string
+		answer   int // tokens generated
+		byLength bool
+		specOff  bool
+	}{
+		{"ends on a boundary", 384 - 314, true, false},
+		{"ends on a boundary, no speculation", 384 - 314, true, true},
+		{"one short of a boundary", 383 - 314, true, false},
+		{"one past a boundary", 385 - 314, true, false},
+		{"mid block", 40, true, false},
+		{"sink ends on a boundary", 384 - 314, false, false},
+		{"two blocks of answer ending on a boundary", 448 - 314, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			warm := start(t, m, Config{PrefixCache: PrefixConfig{Identity: "tiny"}, PrefillChunk: 100, Speculation: SpecConfig{Off: tc.specOff}})
+			r := &Request{Prompt: prompt, MaxTokens: tc.answer, Params: greedy()}
+			if !tc.byLength {
+				r.MaxTokens = tc.answer + 50
+			}
+			rec := newRecorder()
+			rec.endAfter = tc.answer
+			r.Sink = rec
+			if err := warm.Submit(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			rec.wait(t)
+			if len(rec.tokens) != tc.answer || rec.stopSeen {
+				t.Fatalf("the first turn generated %d tokens (stop seen %v), want %d", len(rec.tokens), rec.stopSeen, tc.answer)
+			}
+			follow := slices.Concat(prompt, rec.tokens, more)
+			got := runOne(t, warm, &Request{Prompt: follow, MaxTokens: 12, Params: greedy()})
+			// Every whole block of prompt and answer, short of the last
+			// prompt token (which is always computed).
+			want := min((len(prompt)+tc.answer)/B, (len(follow)-1)/B) * B
+			if got.cached != want {
+				t.Errorf("the follow-up turn resumed %d tokens, want %d (every whole block of the %d-token prompt and %d-token answer)",
+					got.cached, want, len(prompt), tc.answer)
+			}
+			ref := runOne(t, cold, &Request{Prompt: follow, MaxTokens: 12, Params: greedy()})
+			if !slices.Equal(got.tokens, ref.tokens) {
+				t.Errorf("resumed turn %v\ncold %v", got.tokens, ref.tokens)
+			}
+			if st := warm.Stats(); st.KVUsedTokens != 0 || st.KVReservedTokens != 0 {
+				t.Errorf("state left behind: %+v", st)
+			}
+		})
+	}
+}
