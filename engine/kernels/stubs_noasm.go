@@ -107,3 +107,12 @@ func expShiftZ(y, x []float32, m float32, _ *[18]float64) {
 		y[i] = Exp(v - m)
 	}
 }
+
+func widenBF16RowsAVX(dst []float32, src []uint16, d, srcStride, rows int) {
+	widenBF16RowsGo(dst, src, d, srcStride, rows)
+}
+
+func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, _ *[256]float32) int {
+	decodeBFP8RowsGo(dst, src, groups, srcStride, rows)
+	return 0
+}
