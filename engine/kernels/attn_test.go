@@ -98,3 +98,55 @@ func TestDot4(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnScores4: a block of scores is Dot's bits times the scale, one
+// rounding each, on every path, for head widths the SIMD kernel takes
+// (multiples of 16) and others, at any key stride and scores stride; it
+// is also within float32 rounding of the float64 dot product.
+func TestAttnScores4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	for _, d := range []int{16, 64, 128, 40} {
+		for _, cnt := range []int{1, 7, 64} {
+			keyStride := d*8 + 16
+			keys := randVec(rng, (cnt-1)*keyStride+d)
+			q := randVec(rng, 4*d)
+			if cnt == 7 {
+				// Edge values: infinities, a NaN, zeros of both signs.
+				keys[0], keys[1], q[2*d], keys[keyStride] = float32(math.Inf(1)), float32(math.Copysign(0, -1)), float32(math.NaN()), 0
+			}
+			scale := float32(1 / math.Sqrt(float64(d)))
+			scStride := 64
+			for _, impl := range []string{"simd", "go"} {
+				sc := make([]float32, 4*scStride)
+				run := func() { AttnScores4(sc, scStride, keys, keyStride, cnt, q, scale) }
+				if impl == "go" {
+					withGo(run)
+				} else {
+					run()
+				}
+				for g := range 4 {
+					for j := range cnt {
+						k := keys[j*keyStride:][:d]
+						want := Dot(k, q[g*d:][:d]) * scale
+						got := sc[g*scStride+j]
+						if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+							t.Fatalf("%s d=%d cnt=%d: score[%d][%d] = %g, want %g", impl, d, cnt, g, j, got, want)
+						}
+						var f64 float64
+						for i := range d {
+							f64 += float64(k[i]) * float64(q[g*d+i])
+						}
+						if f64 = f64 * float64(scale); cnt != 7 && math.Abs(float64(got)-f64) > 1e-5*(1+math.Abs(f64)) {
+							t.Fatalf("%s: score %g, float64 says %g", impl, got, f64)
+						}
+					}
+					for j := cnt; j < scStride; j++ {
+						if sc[g*scStride+j] != 0 {
+							t.Fatalf("%s: wrote score [%d][%d] past cnt", impl, g, j)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -189,3 +189,9 @@ func widenBF16RowsAVX(dst []float32, src []uint16, d, srcStride, rows int)
 //
 //go:noescape
 func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, scale *[256]float32) int
+
+// attnScores4AVX is attnScores4Go for len(q)/4 a multiple of 16 and cnt ≥ 1
+// (dot_amd64.s).
+//
+//go:noescape
+func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32)

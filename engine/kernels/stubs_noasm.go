@@ -116,3 +116,7 @@ func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, _
 	decodeBFP8RowsGo(dst, src, groups, srcStride, rows)
 	return 0
 }
+
+func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}

@@ -85,21 +85,16 @@ type attnKV struct {
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
 	G := len(s.m)
 	d := kv.d
-	var d4 [4]float32
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
 		keys, stride := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, kb)
-		for j := range cnt {
-			k := keys[j*stride:][:d]
-			g := 0
-			for ; g+4 <= G; g += 4 {
-				kernels.Dot4(&d4, k, q[g*d:], d)
-				for u, v := range d4 {
-					sc[(g+u)*attnBlock+j] = v * scale
-				}
-			}
-			for ; g < G; g++ {
-				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], k) * scale
+		g := 0
+		for ; g+4 <= G; g += 4 {
+			kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, stride, cnt, q[g*d:][:4*d], scale)
+		}
+		for ; g < G; g++ {
+			for j := range cnt {
+				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*stride:][:d]) * scale
 			}
 		}
 		vals, stride := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, vb)
