@@ -83,42 +83,50 @@ type attnKV struct {
 // floats of scratch, kb and vb attnBlock·d each (a block's keys and values
 // decoded from a compact format).
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
-	G := len(s.m)
-	d := kv.d
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
-		keys, stride := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, kb)
-		g := 0
-		for ; g+4 <= G; g += 4 {
-			kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, stride, cnt, q[g*d:][:4*d], scale)
+		keys, ks := kv.k.block(kv.dt, kv.kvd, kv.off, kv.d, b0, cnt, kb)
+		vals, vs := kv.v.block(kv.dt, kv.kvd, kv.off, kv.d, b0, cnt, vb)
+		reduceBlock(s, q, keys, ks, vals, vs, cnt, scale, sc)
+	}
+}
+
+// reduceBlock is one step of the online softmax: it adds to s the cnt keys
+// and values of one block, float32 rows ks and vs floats apart (as
+// kvRows.block returns them), for the G query heads q [G·d]. sc holds
+// G·attnBlock floats of scratch.
+func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32) {
+	G := len(s.m)
+	d := len(q) / G
+	g := 0
+	for ; g+4 <= G; g += 4 {
+		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale)
+	}
+	for ; g < G; g++ {
+		for j := range cnt {
+			sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*ks:][:d]) * scale
 		}
-		for ; g < G; g++ {
-			for j := range cnt {
-				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*stride:][:d]) * scale
-			}
+	}
+	for g := range G {
+		e := sc[g*attnBlock:][:cnt]
+		m := e[0]
+		for _, v := range e[1:] {
+			m = max(m, v)
 		}
-		vals, stride := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cnt, vb)
-		for g := range G {
-			e := sc[g*attnBlock:][:cnt]
-			m := e[0]
-			for _, v := range e[1:] {
-				m = max(m, v)
-			}
-			M := max(s.m[g], m)
-			alpha := kernels.Exp(s.m[g] - M)
-			kernels.ExpShift(e, e, M)
-			var t float32
-			for _, v := range e {
-				t += v
-			}
-			s.l[g] = float32(s.l[g]*alpha) + t
-			acc := s.acc[g*d:][:d]
-			if alpha != 1 {
-				kernels.Scale(alpha, acc)
-			}
-			kernels.AccumRows(acc, e, vals, stride)
-			s.m[g] = M
+		M := max(s.m[g], m)
+		alpha := kernels.Exp(s.m[g] - M)
+		kernels.ExpShift(e, e, M)
+		var t float32
+		for _, v := range e {
+			t += v
 		}
+		s.l[g] = float32(s.l[g]*alpha) + t
+		acc := s.acc[g*d:][:d]
+		if alpha != 1 {
+			kernels.Scale(alpha, acc)
+		}
+		kernels.AccumRows(acc, e, vals, vs)
+		s.m[g] = M
 	}
 }
 
@@ -229,25 +237,40 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			rows := tk.r1 - tk.r0
 			if len(run) < rows*stateN {
 				run = make([]float32, rows*stateN)
-				sp = make([]float32, stateN)
 			}
 			states := make([]attnState, rows)
 			for i := range states {
 				states[i] = newAttnState(run[i*stateN:], G, d)
 			}
 			pos0 := sg.start + tk.r0 - sg.row0
-			split := newAttnState(sp, G, d)
+			if len(sp) < rows*stateN {
+				sp = make([]float32, rows*stateN)
+			}
+			// Split by split, block by block: each block's keys and
+			// values are decoded once for the rows of the tile that
+			// reach it, each row taking the block's first positions up
+			// to its own, so that every row runs reduceSplit's sequence
+			// of operations.
+			splitSt := make([]attnState, rows)
 			for s := range splits(pos0 + rows - 1) {
 				lo := s * attnSplit
-				for i := range rows {
-					pos := pos0 + i
-					if pos < lo {
-						continue
+				first := max(0, lo-pos0) // the first row that reaches the split
+				for i := first; i < rows; i++ {
+					splitSt[i] = newAttnState(sp[i*stateN:], G, d)
+				}
+				hi := min(lo+attnSplit, pos0+rows)
+				for b0 := lo; b0 < hi; b0 += attnBlock {
+					cntMax := min(attnBlock, hi-b0)
+					keys, ks := kv.k.block(kv.dt, kv.kvd, kv.off, d, b0, cntMax, kb)
+					vals, vs := kv.v.block(kv.dt, kv.kvd, kv.off, d, b0, cntMax, vb)
+					for i := max(first, b0-pos0); i < rows; i++ {
+						cnt := min(cntMax, pos0+i+1-b0)
+						r := tk.r0 + i
+						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc)
 					}
-					split.reset()
-					r := tk.r0 + i
-					reduceSplit(split, q[r*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
-					mergeSplit(states[i], split)
+				}
+				for i := first; i < rows; i++ {
+					mergeSplit(states[i], splitSt[i])
 				}
 			}
 			for i, st := range states {
