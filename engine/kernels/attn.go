@@ -1,6 +1,9 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // The kernels of blocked attention (engine/model's attention): scores of a
 // key against four query heads at once, the shifted exponentials of a block
@@ -44,6 +47,28 @@ func attnScores4Go(sc []float32, scStride int, keys []float32, keyStride, cnt in
 			sc[g*scStride+j] = v * scale
 		}
 	}
+}
+
+// Max returns the largest element of x, which must not be empty: the
+// builtin max over x (a NaN if any element is one), except that the sign of
+// a zero result and the payload of a NaN result are not specified. Online
+// softmax only subtracts the maximum from scores before Exp, where a zero's
+// sign changes nothing (Exp(−0) = Exp(+0) = 1).
+func Max(x []float32) float32 {
+	i := 0
+	m := x[0]
+	if n := len(x) &^ 7; n > 0 && useSIMD {
+		var nan int
+		m, nan = maxAVX(x[:n])
+		if nan != 0 {
+			return float32(math.NaN())
+		}
+		i = n
+	}
+	for _, v := range x[i:] {
+		m = max(m, v)
+	}
+	return m
 }
 
 // ExpShift sets y[i] = Exp(x[i] − m), the difference rounded to float32

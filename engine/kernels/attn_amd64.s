@@ -53,3 +53,38 @@ check:
 done:
 	VZEROUPPER
 	RET
+
+// func maxAVX(x []float32) (m float32, nan int)
+//
+// The largest of x's elements (len(x) a multiple of 8, at least 8) by
+// VMAXPS, 8 lanes and then a tree, and nan = the mask of lanes that met a
+// NaN (VMAXPS alone would drop one).
+TEXT ·maxAVX(SB), NOSPLIT, $0-40
+	MOVQ    x_base+0(FP), SI
+	MOVQ    x_len+8(FP), CX
+	VMOVUPS (SI), Y0
+	VCMPPS  $3, Y0, Y0, Y2     // unordered: NaN lanes
+	MOVQ    $8, AX
+	JMP     mcheck
+
+mloop:
+	VMOVUPS (SI)(AX*4), Y3
+	VMAXPS  Y3, Y0, Y0
+	VCMPPS  $3, Y3, Y3, Y4
+	VORPS   Y4, Y2, Y2
+	ADDQ    $8, AX
+
+mcheck:
+	CMPQ         AX, CX
+	JB           mloop
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VMOVMSKPS    Y2, AX
+	VMOVSS       X0, m+24(FP)
+	MOVQ         AX, nan+32(FP)
+	VZEROUPPER
+	RET

@@ -150,3 +150,47 @@ func TestAttnScores4(t *testing.T) {
 		}
 	}
 }
+
+// TestMax: the builtin max over the slice on every path and length (the
+// SIMD kernel's multiples of 8 and the tail), with NaNs anywhere (the
+// result is a NaN), infinities, and zeros of both signs (a zero result may
+// have either sign).
+func TestMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(77, 78))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), -1e-45}
+	for _, n := range []int{1, 3, 8, 9, 16, 63, 64, 65, 200} {
+		for trial := range 200 {
+			x := make([]float32, n)
+			for i := range x {
+				switch {
+				case trial%4 == 1:
+					x[i] = -float32(rng.IntN(3)) // ties and zeros
+				case rng.IntN(8) == 0:
+					x[i] = special[rng.IntN(len(special))]
+					if trial%2 == 0 && x[i] != x[i] {
+						x[i] = -7 // half the trials without NaNs
+					}
+				default:
+					x[i] = (rng.Float32()*2 - 1) * 50
+				}
+			}
+			want := x[0]
+			for _, v := range x[1:] {
+				want = max(want, v)
+			}
+			for _, impl := range []string{"simd", "go"} {
+				var got float32
+				run := func() { got = Max(x) }
+				if impl == "go" {
+					withGo(run)
+				} else {
+					run()
+				}
+				ok := math.Float32bits(got) == math.Float32bits(want) || (got != got && want != want) || (got == 0 && want == 0)
+				if !ok {
+					t.Fatalf("%s n=%d: Max(%v) = %g, want %g", impl, n, x, got, want)
+				}
+			}
+		}
+	}
+}

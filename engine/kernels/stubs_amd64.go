@@ -195,3 +195,9 @@ func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, s
 //
 //go:noescape
 func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32)
+
+// maxAVX is Max's SIMD part for len(x) a multiple of 8, at least 8: the
+// largest element and a nonzero mask if some element is a NaN (attn_amd64.s).
+//
+//go:noescape
+func maxAVX(x []float32) (m float32, nan int)

@@ -120,3 +120,14 @@ func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, _
 func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
 	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
 }
+
+func maxAVX(x []float32) (float32, int) {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	if m != m {
+		return m, 1
+	}
+	return m, 0
+}

@@ -79,8 +79,8 @@ type attnKV struct {
 }
 
 // reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
-// of kv for the G query heads q [G·d], block by block. sc holds G·attnBlock
-// floats of scratch, kb and vb attnBlock·d each (a block's keys and values
+// of kv for the G query heads q [G·d], block by block. sc holds
+// G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a block's keys and values
 // decoded from a compact format).
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
 	for b0 := lo; b0 < hi; b0 += attnBlock {
@@ -94,7 +94,7 @@ func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32,
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
 // and values of one block, float32 rows ks and vs floats apart (as
 // kvRows.block returns them), for the G query heads q [G·d]. sc holds
-// G·attnBlock floats of scratch.
+// G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
 func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32) {
 	G := len(s.m)
 	d := len(q) / G
@@ -107,26 +107,46 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 			sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*ks:][:d]) * scale
 		}
 	}
+	// The block's maximum (kernels.Max: a zero's sign, which it leaves
+	// open, never matters, since the maximum is only subtracted before
+	// Exp), the shifted exponentials, and their sums, each a chain of
+	// plain additions in j order: four heads' chains run side by side.
+	alpha := sc[G*attnBlock:][:G]
 	for g := range G {
 		e := sc[g*attnBlock:][:cnt]
-		m := e[0]
-		for _, v := range e[1:] {
-			m = max(m, v)
-		}
-		M := max(s.m[g], m)
-		alpha := kernels.Exp(s.m[g] - M)
+		M := max(s.m[g], kernels.Max(e))
+		alpha[g] = kernels.Exp(s.m[g] - M)
 		kernels.ExpShift(e, e, M)
+		s.m[g] = M
+	}
+	g = 0
+	for ; g+4 <= G; g += 4 {
+		e0, e1, e2, e3 := sc[g*attnBlock:][:cnt], sc[(g+1)*attnBlock:][:cnt], sc[(g+2)*attnBlock:][:cnt], sc[(g+3)*attnBlock:][:cnt]
+		var t0, t1, t2, t3 float32
+		for j := range cnt {
+			t0 += e0[j]
+			t1 += e1[j]
+			t2 += e2[j]
+			t3 += e3[j]
+		}
+		s.l[g] = float32(s.l[g]*alpha[g]) + t0
+		s.l[g+1] = float32(s.l[g+1]*alpha[g+1]) + t1
+		s.l[g+2] = float32(s.l[g+2]*alpha[g+2]) + t2
+		s.l[g+3] = float32(s.l[g+3]*alpha[g+3]) + t3
+	}
+	for ; g < G; g++ {
 		var t float32
-		for _, v := range e {
+		for _, v := range sc[g*attnBlock:][:cnt] {
 			t += v
 		}
-		s.l[g] = float32(s.l[g]*alpha) + t
+		s.l[g] = float32(s.l[g]*alpha[g]) + t
+	}
+	for g := range G {
 		acc := s.acc[g*d:][:d]
-		if alpha != 1 {
-			kernels.Scale(alpha, acc)
+		if alpha[g] != 1 {
+			kernels.Scale(alpha[g], acc)
 		}
-		kernels.AccumRows(acc, e, vals, vs)
-		s.m[g] = M
+		kernels.AccumRows(acc, sc[g*attnBlock:][:cnt], vals, vs)
 	}
 }
 
@@ -218,7 +238,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		return attnKV{dt: sg.s.shape.kvDType, k: &st.k, v: &st.v, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
-		sc := make([]float32, G*attnBlock)
+		sc := make([]float32, G*(attnBlock+1))
 		var kb, vb []float32
 		if m.kvDType != KVF32 {
 			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
