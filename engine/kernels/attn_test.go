@@ -50,10 +50,10 @@ func TestExpShift(t *testing.T) {
 
 // TestAccumRows: the weighted row sum is one fused chain per element over
 // the rows in order, on every path and for widths the SIMD kernel takes
-// (multiples of 32) and those it leaves to Go.
+// (multiples of 32: 64 at a time, then 32) and those it leaves to Go.
 func TestAccumRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
-	for _, d := range []int{16, 32, 64, 96, 40} {
+	for _, d := range []int{16, 32, 64, 96, 128, 160, 40} {
 		for _, rows := range []int{0, 1, 5, 64} {
 			stride := d*3 + 8
 			v := randVec(rng, max(rows, 1)*stride)

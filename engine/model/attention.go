@@ -115,7 +115,12 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 	for g := range G {
 		e := sc[g*attnBlock:][:cnt]
 		M := max(s.m[g], kernels.Max(e))
-		alpha[g] = kernels.Exp(s.m[g] - M)
+		// Exp(0) is exactly 1: a maximum that did not move, most
+		// blocks' case deep in a context, skips the exponential.
+		alpha[g] = 1
+		if M != s.m[g] || math.IsInf(float64(M), 0) {
+			alpha[g] = kernels.Exp(s.m[g] - M)
+		}
 		kernels.ExpShift(e, e, M)
 		s.m[g] = M
 	}
