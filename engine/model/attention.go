@@ -78,8 +78,9 @@ type attnKV struct {
 	kvd, off, d int
 }
 
-// reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
-// of kv for the G query heads q [G·d], block by block. sc holds
+// reduceSplit adds to s the keys at positions [lo, hi) of kv for the G
+// query heads q [G·d], block by block: from a fresh state (−Inf, 0, 0) and
+// lo at a split's start, the split's state; lo must be on the block grid. sc holds
 // G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a block's keys and values
 // decoded from a compact format).
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
@@ -188,12 +189,21 @@ func (s attnState) finish(o []float32) {
 func splits(pos int) int { return pos/attnSplit + 1 }
 
 // attnTask is one unit of attention work: rows [r0, r1) of a segment (step
-// rows), one KV head, and for a short segment's row one split (split ≥ 0,
-// its state written to part) or, for split −1, every split of each row,
-// merged and written to the output.
+// rows) and one KV head, every split of each row, merged and written to the
+// output (split −1); or, for a short segment's row, one split of every KV
+// head (split ≥ 0, kvh −1), the heads' states written in order from part.
+// A split task reads the split's key and value rows whole, every head's
+// slice of them block by block, rather than one head's slice of each row
+// across the split: the same bytes, in one sweep of contiguous memory.
 type attnTask struct {
 	seg, r0, r1, kvh, split int
-	part                    int // offset of the split's state in the parts buffer
+	part                    int // offset of the split's states in the parts buffer
+}
+
+// attnMerge is one (row, KV head) of a short segment whose splits ran as
+// separate tasks: its n split states lie stride floats apart from part.
+type attnMerge struct {
+	r0, kvh, n, part, stride int
 }
 
 // attend runs attention for the rows of segs: q [R, Hq·d] in, o [R, Hq·d]
@@ -205,6 +215,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
 	tasks := ws.attnTasks[:0]
+	var merges []attnMerge
 	parts := 0
 	for si, sg := range segs {
 		n := len(sg.toks)
@@ -212,16 +223,19 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			for t := range n {
 				r := sg.row0 + t
 				ns := splits(sg.start + t)
-				for h := range Hkv {
-					if ns == 1 {
-						// One split: nothing to share out or merge later.
+				if ns == 1 {
+					// One split: nothing to share out or merge later.
+					for h := range Hkv {
 						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: -1})
-						continue
 					}
-					for sp := range ns {
-						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: sp, part: parts})
-						parts += stateN
-					}
+					continue
+				}
+				for h := range Hkv {
+					merges = append(merges, attnMerge{r0: r, kvh: h, n: ns, part: parts + h*stateN, stride: Hkv * stateN})
+				}
+				for sp := range ns {
+					tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: -1, split: sp, part: parts})
+					parts += Hkv * stateN
 				}
 			}
 			continue
@@ -251,14 +265,22 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		var run, sp []float32
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
-			kv := kvOf(sg, tk.kvh)
 			if tk.split >= 0 {
 				pos := sg.start + tk.r0 - sg.row0
-				s := newAttnState(partBuf[tk.part:], G, d)
 				lo := tk.split * attnSplit
-				reduceSplit(s, q[tk.r0*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
+				hi := min(lo+attnSplit, pos+1)
+				for h := range Hkv {
+					newAttnState(partBuf[tk.part+h*stateN:], G, d)
+				}
+				for b0 := lo; b0 < hi; b0 += attnBlock {
+					for h := range Hkv {
+						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
+						reduceSplit(s, q[tk.r0*qd+h*G*d:][:G*d], kvOf(sg, h), b0, min(b0+attnBlock, hi), scale, sc, kb, vb)
+					}
+				}
 				continue
 			}
+			kv := kvOf(sg, tk.kvh)
 			rows := tk.r1 - tk.r0
 			if len(run) < rows*stateN {
 				run = make([]float32, rows*stateN)
@@ -305,24 +327,12 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		}
 	})
 	// Merge the short segments' splits, in order, per (row, KV head).
-	var heads []attnTask
-	for i := 0; i < len(tasks); {
-		tk := tasks[i]
-		j := i + 1
-		for j < len(tasks) && tasks[j].split > 0 {
-			j++
-		}
-		if tk.split == 0 {
-			heads = append(heads, attnTask{seg: tk.seg, r0: tk.r0, kvh: tk.kvh, split: j - i, part: tk.part})
-		}
-		i = j
-	}
 	merge := func(lo, hi int) {
 		run := make([]float32, stateN)
-		for _, hd := range heads[lo:hi] {
+		for _, hd := range merges[lo:hi] {
 			s := newAttnState(run, G, d)
-			for k := range hd.split {
-				mergeSplit(s, newAttnStateRaw(partBuf[hd.part+k*stateN:], G, d))
+			for k := range hd.n {
+				mergeSplit(s, newAttnStateRaw(partBuf[hd.part+k*hd.stride:], G, d))
 			}
 			s.finish(o[hd.r0*qd+hd.kvh*G*d:][:G*d])
 		}
@@ -331,9 +341,9 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	// dispatch: a decode batch of one at depth 16,384 merges 16 splits of
 	// 32 heads, 33k fused multiply-adds.
 	if parts < attnMergeSerial {
-		merge(0, len(heads))
+		merge(0, len(merges))
 	} else {
-		m.pool.Run(len(heads), merge)
+		m.pool.Run(len(merges), merge)
 	}
 }
 
