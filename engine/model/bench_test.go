@@ -54,7 +54,10 @@ import (
 // weights stay in the caches, so its bw_frac may pass 1). The pairing
 // matters on a shared machine, where both figures drift with the load.
 // peakRSS_MB is the process's peak resident memory from loading the model
-// to the end of the benchmark (without the probe's buffer).
+// to the end of the benchmark (without the probe's buffer). tokens/cpu-s
+// is tokens per second of the process's CPU time during the steps (all
+// threads together): on a machine shared with other work it drifts far
+// less than tokens/s, so A/B comparisons there read it.
 
 // synthEnv names a directory in which the synthetic checkpoints are kept
 // between benchmark runs instead of a temporary one.
@@ -432,6 +435,7 @@ func BenchmarkDecode(b *testing.B) {
 							rng := rand.New(rand.NewPCG(4, 4))
 							b.ReportAllocs()
 							n := 0
+							var cpu time.Duration
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
 									b.StopTimer()
@@ -448,9 +452,11 @@ func BenchmarkDecode(b *testing.B) {
 								for i := range toks {
 									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
 								}
+								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
 									b.Fatal(err)
 								}
+								cpu += cputime.Process() - c0
 								n += batch
 							}
 							tps := float64(n) / b.Elapsed().Seconds()
@@ -465,6 +471,9 @@ func BenchmarkDecode(b *testing.B) {
 							wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
 							bw := probe.bandwidth()
 							b.ReportMetric(tps, "tokens/s")
+							if cpu > 0 {
+								b.ReportMetric(float64(n)/cpu.Seconds(), "tokens/cpu-s")
+							}
 							b.ReportMetric(wbs/1e9, "weightGB/s")
 							b.ReportMetric(bw/1e9, "readGB/s")
 							b.ReportMetric(wbs/bw, "bw_frac")
