@@ -79,10 +79,10 @@ type attnKV struct {
 }
 
 // reduceSplit adds to s the keys at positions [lo, hi) of kv for the G
-// query heads q [G·d], block by block: from a fresh state (−Inf, 0, 0) and
-// lo at a split's start, the split's state; lo must be on the block grid. sc holds
-// G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a block's keys and values
-// decoded from a compact format).
+// query heads q [G·d], block by block (lo on the block grid): from a fresh
+// state (−Inf, 0, 0) and lo at a split's start, the split's state. sc
+// holds G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a
+// block's keys and values decoded from a compact format).
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
