@@ -1,5 +1,10 @@
 package kernels
 
+import (
+	"fmt"
+	"math"
+)
+
 // The kernels of blocked attention (engine/model's attention): scores of a
 // key against four query heads at once, the shifted exponentials of a block
 // of scores, and the weighted sum of a block of value rows. Each has one
@@ -10,6 +15,60 @@ package kernels
 // results are Dot's bits.
 func Dot4(dst *[4]float32, w, x []float32, xStride int) {
 	dotF32b4(dst, w, x, xStride)
+}
+
+// AttnScores4 sets sc[g·scStride+j] = Dot(k_j, q_g)·scale for the cnt keys
+// k_j = keys[j·keyStride:][:d] and the four query heads q_g = q[g·d:][:d],
+// d = len(q)/4: a block of attention scores for the four heads that read
+// one KV head, each dot product Dot's bits, rounded, then multiplied by
+// scale and rounded again. The keys are loaded once for the four heads.
+func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+	if cnt <= 0 {
+		return
+	}
+	d := len(q) / 4
+	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt {
+		panic(fmt.Sprintf("kernels: AttnScores4: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d", cnt, d, keyStride, len(keys), len(q), scStride, len(sc)))
+	}
+	if useSIMD && d%16 == 0 && d > 0 {
+		attnScores4AVX(sc, scStride, keys, keyStride, cnt, q, scale)
+		return
+	}
+	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}
+
+// attnScores4Go is AttnScores4's reference.
+func attnScores4Go(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+	d := len(q) / 4
+	var d4 [4]float32
+	for j := range cnt {
+		dotF32b4Go(&d4, keys[j*keyStride:][:d], q, d)
+		for g, v := range d4 {
+			sc[g*scStride+j] = v * scale
+		}
+	}
+}
+
+// Max returns the largest element of x, which must not be empty: the
+// builtin max over x (a NaN if any element is one), except that the sign of
+// a zero result and the payload of a NaN result are not specified. Online
+// softmax only subtracts the maximum from scores before Exp, where a zero's
+// sign changes nothing (Exp(−0) = Exp(+0) = 1).
+func Max(x []float32) float32 {
+	i := 0
+	m := x[0]
+	if n := len(x) &^ 7; n > 0 && useSIMD {
+		var nan int
+		m, nan = maxAVX(x[:n])
+		if nan != 0 {
+			return float32(math.NaN())
+		}
+		i = n
+	}
+	for _, v := range x[i:] {
+		m = max(m, v)
+	}
+	return m
 }
 
 // ExpShift sets y[i] = Exp(x[i] − m), the difference rounded to float32

@@ -387,3 +387,70 @@ tcheck:
 	VMOVSS     X6, 12(DI)
 	VZEROUPPER
 	RET
+
+// func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32)
+//
+// For each of cnt keys (rows keyStride floats apart) the body of dotF32b4AVX
+// against the four query heads of q (len(q)/4 floats each, a multiple of
+// 16), each sum rounded, then multiplied by scale and stored at
+// sc[g·scStride + j].
+TEXT ·attnScores4AVX(SB), NOSPLIT, $0-100
+	MOVQ         sc_base+0(FP), DI
+	MOVQ         scStride+24(FP), R12
+	SHLQ         $2, R12
+	MOVQ         keys_base+32(FP), SI
+	MOVQ         keyStride+56(FP), R13
+	SHLQ         $2, R13
+	MOVQ         cnt+64(FP), CX
+	MOVQ         q_base+72(FP), DX
+	MOVQ         q_len+80(FP), R11
+	SHRQ         $2, R11           // d
+	LEAQ         (DX)(R11*4), R8
+	LEAQ         (R8)(R11*4), R9
+	LEAQ         (R9)(R11*4), R10
+	VBROADCASTSS scale+96(FP), Y15
+
+key:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   AX, AX
+
+lanes:
+	VMOVUPS     (SI)(AX*4), Y8
+	VMOVUPS     32(SI)(AX*4), Y9
+	VFMADD231PS (DX)(AX*4), Y8, Y0
+	VFMADD231PS 32(DX)(AX*4), Y9, Y1
+	VFMADD231PS (R8)(AX*4), Y8, Y2
+	VFMADD231PS 32(R8)(AX*4), Y9, Y3
+	VFMADD231PS (R9)(AX*4), Y8, Y4
+	VFMADD231PS 32(R9)(AX*4), Y9, Y5
+	VFMADD231PS (R10)(AX*4), Y8, Y6
+	VFMADD231PS 32(R10)(AX*4), Y9, Y7
+	ADDQ        $16, AX
+	CMPQ        AX, R11
+	JB          lanes
+	REDUCE16(Y0, Y1, X0, X8)
+	REDUCE16(Y2, Y3, X2, X8)
+	REDUCE16(Y4, Y5, X4, X8)
+	REDUCE16(Y6, Y7, X6, X8)
+	VMULSS      X15, X0, X0
+	VMULSS      X15, X2, X2
+	VMULSS      X15, X4, X4
+	VMULSS      X15, X6, X6
+	LEAQ        (DI)(R12*2), R14
+	VMOVSS      X0, (DI)
+	VMOVSS      X2, (DI)(R12*1)
+	VMOVSS      X4, (R14)
+	VMOVSS      X6, (R14)(R12*1)
+	ADDQ        $4, DI
+	ADDQ        R13, SI
+	DECQ        CX
+	JNE         key
+	VZEROUPPER
+	RET

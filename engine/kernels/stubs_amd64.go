@@ -177,3 +177,27 @@ func accRowsAVX(acc, p, v []float32, stride int)
 //
 //go:noescape
 func expShiftZ(y, x []float32, m float32, c *[18]float64)
+
+// widenBF16RowsAVX is widenBF16RowsGo for d a multiple of 16 (kv_amd64.s).
+//
+//go:noescape
+func widenBF16RowsAVX(dst []float32, src []uint16, d, srcStride, rows int)
+
+// decodeBFP8RowsAVX is decodeBFP8RowsGo except for groups of exponent 255,
+// which it decodes as if finite; it returns 1 if it met one, else 0, and
+// scale is &bfp8Scale (kv_amd64.s).
+//
+//go:noescape
+func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, scale *[256]float32) int
+
+// attnScores4AVX is attnScores4Go for len(q)/4 a multiple of 16 and cnt ≥ 1
+// (dot_amd64.s).
+//
+//go:noescape
+func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32)
+
+// maxAVX is Max's SIMD part for len(x) a multiple of 8, at least 8: the
+// largest element and a nonzero mask if some element is a NaN (attn_amd64.s).
+//
+//go:noescape
+func maxAVX(x []float32) (m float32, nan int)

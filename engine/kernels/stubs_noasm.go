@@ -107,3 +107,27 @@ func expShiftZ(y, x []float32, m float32, _ *[18]float64) {
 		y[i] = Exp(v - m)
 	}
 }
+
+func widenBF16RowsAVX(dst []float32, src []uint16, d, srcStride, rows int) {
+	widenBF16RowsGo(dst, src, d, srcStride, rows)
+}
+
+func decodeBFP8RowsAVX(dst []float32, src []byte, groups, srcStride, rows int, _ *[256]float32) int {
+	decodeBFP8RowsGo(dst, src, groups, srcStride, rows)
+	return 0
+}
+
+func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}
+
+func maxAVX(x []float32) (float32, int) {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	if m != m {
+		return m, 1
+	}
+	return m, 0
+}

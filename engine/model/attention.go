@@ -79,53 +79,82 @@ type attnKV struct {
 	l, kvd, off, d int
 }
 
-// reduceSplit adds to s (fresh: −Inf, 0, 0) the keys at positions [lo, hi)
-// of kv for the G query heads q [G·d], block by block. sc holds G·attnBlock
-// floats of scratch, kb and vb attnBlock·d each (a block's keys and values
-// decoded from a compact format).
+// reduceSplit adds to s the keys at positions [lo, hi) of kv for the G
+// query heads q [G·d], block by block (lo on the block grid): from a fresh
+// state (−Inf, 0, 0) and lo at a split's start, the split's state. sc
+// holds G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a
+// block's keys and values decoded from a compact format).
 func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
-	G := len(s.m)
-	d := kv.d
-	var d4 [4]float32
 	for b0 := lo; b0 < hi; b0 += attnBlock {
 		cnt := min(attnBlock, hi-b0)
 		pg := kv.pages[b0/attnBlock]
-		keys, stride := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cnt, kb)
+		keys, ks := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, kb)
+		vals, vs := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, vb)
+		reduceBlock(s, q, keys, ks, vals, vs, cnt, scale, sc)
+	}
+}
+
+// reduceBlock is one step of the online softmax: it adds to s the cnt keys
+// and values of one block, float32 rows ks and vs floats apart (as
+// kvRows.block returns them), for the G query heads q [G·d]. sc holds
+// G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
+func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32) {
+	G := len(s.m)
+	d := len(q) / G
+	g := 0
+	for ; g+4 <= G; g += 4 {
+		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale)
+	}
+	for ; g < G; g++ {
 		for j := range cnt {
-			k := keys[j*stride:][:d]
-			g := 0
-			for ; g+4 <= G; g += 4 {
-				kernels.Dot4(&d4, k, q[g*d:], d)
-				for u, v := range d4 {
-					sc[(g+u)*attnBlock+j] = v * scale
-				}
-			}
-			for ; g < G; g++ {
-				sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], k) * scale
-			}
+			sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*ks:][:d]) * scale
 		}
-		vals, stride := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cnt, vb)
-		for g := range G {
-			e := sc[g*attnBlock:][:cnt]
-			m := e[0]
-			for _, v := range e[1:] {
-				m = max(m, v)
-			}
-			M := max(s.m[g], m)
-			alpha := kernels.Exp(s.m[g] - M)
-			kernels.ExpShift(e, e, M)
-			var t float32
-			for _, v := range e {
-				t += v
-			}
-			s.l[g] = float32(s.l[g]*alpha) + t
-			acc := s.acc[g*d:][:d]
-			if alpha != 1 {
-				kernels.Scale(alpha, acc)
-			}
-			kernels.AccumRows(acc, e, vals, stride)
-			s.m[g] = M
+	}
+	// The block's maximum (kernels.Max: a zero's sign, which it leaves
+	// open, never matters, since the maximum is only subtracted before
+	// Exp), the shifted exponentials, and their sums, each a chain of
+	// plain additions in j order: four heads' chains run side by side.
+	alpha := sc[G*attnBlock:][:G]
+	for g := range G {
+		e := sc[g*attnBlock:][:cnt]
+		M := max(s.m[g], kernels.Max(e))
+		// Exp(0) is exactly 1: a maximum that did not move, most
+		// blocks' case deep in a context, skips the exponential.
+		alpha[g] = 1
+		if M != s.m[g] || math.IsInf(float64(M), 0) {
+			alpha[g] = kernels.Exp(s.m[g] - M)
 		}
+		kernels.ExpShift(e, e, M)
+		s.m[g] = M
+	}
+	g = 0
+	for ; g+4 <= G; g += 4 {
+		e0, e1, e2, e3 := sc[g*attnBlock:][:cnt], sc[(g+1)*attnBlock:][:cnt], sc[(g+2)*attnBlock:][:cnt], sc[(g+3)*attnBlock:][:cnt]
+		var t0, t1, t2, t3 float32
+		for j := range cnt {
+			t0 += e0[j]
+			t1 += e1[j]
+			t2 += e2[j]
+			t3 += e3[j]
+		}
+		s.l[g] = float32(s.l[g]*alpha[g]) + t0
+		s.l[g+1] = float32(s.l[g+1]*alpha[g+1]) + t1
+		s.l[g+2] = float32(s.l[g+2]*alpha[g+2]) + t2
+		s.l[g+3] = float32(s.l[g+3]*alpha[g+3]) + t3
+	}
+	for ; g < G; g++ {
+		var t float32
+		for _, v := range sc[g*attnBlock:][:cnt] {
+			t += v
+		}
+		s.l[g] = float32(s.l[g]*alpha[g]) + t
+	}
+	for g := range G {
+		acc := s.acc[g*d:][:d]
+		if alpha[g] != 1 {
+			kernels.Scale(alpha[g], acc)
+		}
+		kernels.AccumRows(acc, sc[g*attnBlock:][:cnt], vals, vs)
 	}
 }
 
@@ -162,12 +191,21 @@ func (s attnState) finish(o []float32) {
 func splits(pos int) int { return pos/attnSplit + 1 }
 
 // attnTask is one unit of attention work: rows [r0, r1) of a segment (step
-// rows), one KV head, and for a short segment's row one split (split ≥ 0,
-// its state written to part) or, for split −1, every split of each row,
-// merged and written to the output.
+// rows) and one KV head, every split of each row, merged and written to the
+// output (split −1); or, for a short segment's row, one split of every KV
+// head (split ≥ 0, kvh −1), the heads' states written in order from part.
+// A split task reads the split's key and value rows whole, every head's
+// slice of them block by block, rather than one head's slice of each row
+// across the split: the same bytes, in one sweep of contiguous memory.
 type attnTask struct {
 	seg, r0, r1, kvh, split int
-	part                    int // offset of the split's state in the parts buffer
+	part                    int // offset of the split's states in the parts buffer
+}
+
+// attnMerge is one (row, KV head) of a short segment whose splits ran as
+// separate tasks: its n split states lie stride floats apart from part.
+type attnMerge struct {
+	r0, kvh, n, part, stride int
 }
 
 // attend runs attention for the rows of segs: q [R, Hq·d] in, o [R, Hq·d]
@@ -179,6 +217,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
 	tasks := ws.attnTasks[:0]
+	var merges []attnMerge
 	parts := 0
 	for si, sg := range segs {
 		n := len(sg.toks)
@@ -186,16 +225,19 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			for t := range n {
 				r := sg.row0 + t
 				ns := splits(sg.start + t)
-				for h := range Hkv {
-					if ns == 1 {
-						// One split: nothing to share out or merge later.
+				if ns == 1 {
+					// One split: nothing to share out or merge later.
+					for h := range Hkv {
 						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: -1})
-						continue
 					}
-					for sp := range ns {
-						tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: h, split: sp, part: parts})
-						parts += stateN
-					}
+					continue
+				}
+				for h := range Hkv {
+					merges = append(merges, attnMerge{r0: r, kvh: h, n: ns, part: parts + h*stateN, stride: Hkv * stateN})
+				}
+				for sp := range ns {
+					tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: -1, split: sp, part: parts})
+					parts += Hkv * stateN
 				}
 			}
 			continue
@@ -216,7 +258,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		return attnKV{dt: sg.s.shape.kvDType, pages: sg.s.pages, l: l, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
-		sc := make([]float32, G*attnBlock)
+		sc := make([]float32, G*(attnBlock+1))
 		var kb, vb []float32
 		if m.kvDType != KVF32 {
 			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
@@ -224,36 +266,60 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		var run, sp []float32
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
-			kv := kvOf(sg, tk.kvh)
 			if tk.split >= 0 {
 				pos := sg.start + tk.r0 - sg.row0
-				s := newAttnState(partBuf[tk.part:], G, d)
 				lo := tk.split * attnSplit
-				reduceSplit(s, q[tk.r0*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
+				hi := min(lo+attnSplit, pos+1)
+				for h := range Hkv {
+					newAttnState(partBuf[tk.part+h*stateN:], G, d)
+				}
+				for b0 := lo; b0 < hi; b0 += attnBlock {
+					for h := range Hkv {
+						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
+						reduceSplit(s, q[tk.r0*qd+h*G*d:][:G*d], kvOf(sg, h), b0, min(b0+attnBlock, hi), scale, sc, kb, vb)
+					}
+				}
 				continue
 			}
+			kv := kvOf(sg, tk.kvh)
 			rows := tk.r1 - tk.r0
 			if len(run) < rows*stateN {
 				run = make([]float32, rows*stateN)
-				sp = make([]float32, stateN)
 			}
 			states := make([]attnState, rows)
 			for i := range states {
 				states[i] = newAttnState(run[i*stateN:], G, d)
 			}
 			pos0 := sg.start + tk.r0 - sg.row0
-			split := newAttnState(sp, G, d)
+			if len(sp) < rows*stateN {
+				sp = make([]float32, rows*stateN)
+			}
+			// Split by split, block by block: each block's keys and
+			// values are decoded once for the rows of the tile that
+			// reach it, each row taking the block's first positions up
+			// to its own, so that every row runs reduceSplit's sequence
+			// of operations.
+			splitSt := make([]attnState, rows)
 			for s := range splits(pos0 + rows - 1) {
 				lo := s * attnSplit
-				for i := range rows {
-					pos := pos0 + i
-					if pos < lo {
-						continue
+				first := max(0, lo-pos0) // the first row that reaches the split
+				for i := first; i < rows; i++ {
+					splitSt[i] = newAttnState(sp[i*stateN:], G, d)
+				}
+				hi := min(lo+attnSplit, pos0+rows)
+				for b0 := lo; b0 < hi; b0 += attnBlock {
+					cntMax := min(attnBlock, hi-b0)
+					pg := kv.pages[b0/attnBlock]
+					keys, ks := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, kb)
+					vals, vs := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, vb)
+					for i := max(first, b0-pos0); i < rows; i++ {
+						cnt := min(cntMax, pos0+i+1-b0)
+						r := tk.r0 + i
+						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc)
 					}
-					split.reset()
-					r := tk.r0 + i
-					reduceSplit(split, q[r*qd+tk.kvh*G*d:][:G*d], kv, lo, min(lo+attnSplit, pos+1), scale, sc, kb, vb)
-					mergeSplit(states[i], split)
+				}
+				for i := first; i < rows; i++ {
+					mergeSplit(states[i], splitSt[i])
 				}
 			}
 			for i, st := range states {
@@ -263,24 +329,12 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		}
 	})
 	// Merge the short segments' splits, in order, per (row, KV head).
-	var heads []attnTask
-	for i := 0; i < len(tasks); {
-		tk := tasks[i]
-		j := i + 1
-		for j < len(tasks) && tasks[j].split > 0 {
-			j++
-		}
-		if tk.split == 0 {
-			heads = append(heads, attnTask{seg: tk.seg, r0: tk.r0, kvh: tk.kvh, split: j - i, part: tk.part})
-		}
-		i = j
-	}
 	merge := func(lo, hi int) {
 		run := make([]float32, stateN)
-		for _, hd := range heads[lo:hi] {
+		for _, hd := range merges[lo:hi] {
 			s := newAttnState(run, G, d)
-			for k := range hd.split {
-				mergeSplit(s, newAttnStateRaw(partBuf[hd.part+k*stateN:], G, d))
+			for k := range hd.n {
+				mergeSplit(s, newAttnStateRaw(partBuf[hd.part+k*hd.stride:], G, d))
 			}
 			s.finish(o[hd.r0*qd+hd.kvh*G*d:][:G*d])
 		}
@@ -289,9 +343,9 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	// dispatch: a decode batch of one at depth 16,384 merges 16 splits of
 	// 32 heads, 33k fused multiply-adds.
 	if parts < attnMergeSerial {
-		merge(0, len(heads))
+		merge(0, len(merges))
 	} else {
-		m.pool.Run(len(heads), merge)
+		m.pool.Run(len(merges), merge)
 	}
 }
 

@@ -125,10 +125,11 @@ func TestAttendMatchesReference(t *testing.T) {
 
 // TestAttendInvariance: the same bits for every row whatever the chunking
 // (decode rows by splits, prompt chunks by row tiles, chunk boundaries off
-// the block and split grid) and the thread count.
+// the block and split grid, a prompt tile whose rows straddle a split
+// boundary) and the thread count.
 func TestAttendInvariance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(83, 84))
-	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2200}, {2, 2, 32, 1300}} {
+	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2200}, {2, 2, 32, 1300}, {4, 1, 64, 1080}} {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
 		from := tc.n - 70
 		want := c.run(from, 70, 1)

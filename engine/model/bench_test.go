@@ -54,7 +54,10 @@ import (
 // weights stay in the caches, so its bw_frac may pass 1). The pairing
 // matters on a shared machine, where both figures drift with the load.
 // peakRSS_MB is the process's peak resident memory from loading the model
-// to the end of the benchmark (without the probe's buffer).
+// to the end of the benchmark (without the probe's buffer). tokens/cpu-s
+// is tokens per second of the process's CPU time during the steps (all
+// threads together): on a machine shared with other work it drifts far
+// less than tokens/s, so A/B comparisons there read it.
 
 // synthEnv names a directory in which the synthetic checkpoints are kept
 // between benchmark runs instead of a temporary one.
@@ -73,7 +76,29 @@ const (
 	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
 	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
 	kvEnv = "LFMQ_BENCH_KV_DTYPE"
+	// prefillTokensEnv sets the synthetic model's prefill prompt length
+	// (default 128) and prefillChunkEnv the chunks it is fed in (default
+	// one): LFMQ_BENCH_PREFILL_TOKENS=16384 LFMQ_BENCH_PREFILL_CHUNK=512
+	// LFMQ_BENCH_DEPTHS=0 prefills a whole 16,384-token prompt in 512-token
+	// chunks, as the server does (llama-bench's pp16384); the name then
+	// ends in /chunk=N.
+	prefillTokensEnv = "LFMQ_BENCH_PREFILL_TOKENS"
+	prefillChunkEnv  = "LFMQ_BENCH_PREFILL_CHUNK"
 )
+
+// envInt returns environment variable env as an integer of at least least,
+// or def when it is unset.
+func envInt(b *testing.B, env string, def, least int) int {
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		b.Fatalf("%s=%q: want an integer of at least %d", env, v, least)
+	}
+	return n
+}
 
 // synthShape returns RealShape with the layer count of layersEnv: further
 // layers repeat RealShape's pattern of mixers (conv, attention, conv,
@@ -432,6 +457,7 @@ func BenchmarkDecode(b *testing.B) {
 							rng := rand.New(rand.NewPCG(4, 4))
 							b.ReportAllocs()
 							n := 0
+							var cpu time.Duration
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
 									b.StopTimer()
@@ -449,9 +475,11 @@ func BenchmarkDecode(b *testing.B) {
 								for i := range toks {
 									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
 								}
+								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
 									b.Fatal(err)
 								}
+								cpu += cputime.Process() - c0
 								n += batch
 							}
 							tps := float64(n) / b.Elapsed().Seconds()
@@ -466,6 +494,9 @@ func BenchmarkDecode(b *testing.B) {
 							wbs := float64(m.DecodeWeightBytes()) * tps / float64(batch)
 							bw := probe.bandwidth()
 							b.ReportMetric(tps, "tokens/s")
+							if cpu > 0 {
+								b.ReportMetric(float64(n)/cpu.Seconds(), "tokens/cpu-s")
+							}
 							b.ReportMetric(wbs/1e9, "weightGB/s")
 							b.ReportMetric(bw/1e9, "readGB/s")
 							b.ReportMetric(wbs/bw, "bw_frac")
@@ -482,20 +513,27 @@ func BenchmarkDecode(b *testing.B) {
 // longest prompt (chat_long_300, 314 tokens) on the tiny model, 128 seeded
 // random tokens on the synthetic one, there after a context of each depth
 // of contextDepths (withContext): the cost of a chunk deep in a long
-// prompt, whose attention reads every earlier position. Besides tokens/s it reports
+// prompt, whose attention reads every earlier position. prefillTokensEnv
+// and prefillChunkEnv change the synthetic prompt's length and feed it in
+// chunks (a whole long prompt from depth 0). Besides tokens/s it reports
 // tokens/cpu-s, tokens per second of the process's CPU time (all threads
 // together), which other processes on a shared machine disturb far less:
 // with every thread busy, tokens/s is at most threads × tokens/cpu-s.
 func BenchmarkPrefill(b *testing.B) {
 	for _, which := range benchModels {
-		n := 314
+		n, chunk := 314, 0
 		if which != "tiny" {
-			n = 128
+			n = envInt(b, prefillTokensEnv, 128, 1)
+			chunk = envInt(b, prefillChunkEnv, 0, 1)
+		}
+		chunkName := ""
+		if chunk > 0 {
+			chunkName = fmt.Sprintf("/chunk=%d", chunk)
 		}
 		for _, format := range benchFormats {
 			for _, threads := range benchThreads {
 				for _, depth := range depthsOf(which) {
-					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s", which, format, threads, n, depthName(which, depth), kvName()), func(b *testing.B) {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s%s", which, format, threads, n, depthName(which, depth), chunkName, kvName()), func(b *testing.B) {
 						dir := benchModel(b, which, format)
 						resetPeakRSS()
 						m := loadBench(b, dir, threads)
@@ -513,8 +551,15 @@ func BenchmarkPrefill(b *testing.B) {
 							return ctx.Clone()
 						}
 						prefill := func(s *model.Sequence) {
-							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{}); err != nil {
-								b.Fatal(err)
+							step := len(ids)
+							if chunk > 0 {
+								step = chunk
+							}
+							for i := 0; i < len(ids); i += step {
+								part := ids[i:min(i+step, len(ids))]
+								if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{part}, model.ForwardOptions{}); err != nil {
+									b.Fatal(err)
+								}
 							}
 						}
 						prefill(fresh()) // map the weights in

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
 )
@@ -196,24 +197,11 @@ func (r *kvRows) empty() bool { return r.f == nil && r.h == nil && r.b == nil }
 func (r *kvRows) block(t KVDType, kvd, off, d, j0, cnt int, scratch []float32) ([]float32, int) {
 	switch t {
 	case KVBF16:
-		for j := range cnt {
-			src := r.h[(j0+j)*kvd+off:][:d]
-			dst := scratch[j*d:][:d]
-			for i, b := range src {
-				dst[i] = math.Float32frombits(uint32(b) << 16)
-			}
-		}
+		kernels.WidenBF16Rows(scratch, r.h[j0*kvd+off:], d, kvd, cnt)
 		return scratch, d
 	case KVBFP8:
 		rb := t.RowBytes(kvd)
-		g0 := off / bfp.GroupSize
-		for j := range cnt {
-			row := r.b[(j0+j)*rb:][:rb]
-			for g := range d / bfp.GroupSize {
-				grp := row[(g0+g)*kvGroupBytes:][:kvGroupBytes]
-				bfp.DequantizeGroup(bfp.BFP8, grp[0], (*[bfp.GroupSize]uint8)(grp[1:]), (*[bfp.GroupSize]float32)(scratch[j*d+g*bfp.GroupSize:]))
-			}
-		}
+		kernels.DecodeBFP8Rows(scratch, r.b[j0*rb+off/bfp.GroupSize*kvGroupBytes:], d/bfp.GroupSize, rb, cnt)
 		return scratch, d
 	}
 	return r.f[j0*kvd+off:], kvd
