@@ -142,8 +142,8 @@ demo: build
 	@echo "== generate, lfmq-1 GPTQ"
 	$(BIN) generate --model $(DEMO_OUT)/tiny-lfm2-moe-gptq --chat $(DEMO_CHAT) --max-tokens 40 --stats
 	@echo
-	@echo "== score against the BF16 reference ($(DEMO_RECORDS) records per corpus)"
-	$(BIN) score --reference $(TINY)/model --candidate bf16-experts=$(DEMO_OUT)/tiny-lfm2-moe-bf16-experts \
+	@echo "== score against the BF16 reference ($(DEMO_RECORDS) records per corpus; f32 KV cache, so the rows measure the weights alone)"
+	$(BIN) score --kv-cache-dtype f32 --reference $(TINY)/model --candidate bf16-experts=$(DEMO_OUT)/tiny-lfm2-moe-bf16-experts \
 		--candidate rtn=$(DEMO_OUT)/tiny-lfm2-moe-rtn --candidate gptq-experts=$(DEMO_OUT)/tiny-lfm2-moe-gptq-experts \
 		--candidate gptq=$(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		$(CORPORA) --max-records $(DEMO_RECORDS) --noise-floor \
