@@ -209,6 +209,27 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 			t.Errorf("block size %d: loss %v, block size %d %v", bs, res.Loss, sizes[0], ref.Loss)
 		}
 	}
+	// Bands of 32 outputs (quantizeBandBytes) at the last block size: the
+	// same bytes, loss and decoded weights.
+	prev := quantizeBandBytes
+	defer func() { quantizeBandBytes = prev }()
+	quantizeBandBytes = 1
+	f, err := NewFactor(h, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Quantize(bfp.BFP4, w, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.Packed, ref.Packed) || res.Loss != ref.Loss {
+		t.Errorf("bands of %d outputs: bytes or loss (%v) differ from one band (%v)", quantizeBand(k, out), res.Loss, ref.Loss)
+	}
+	for i := range res.Q {
+		if math.Float32bits(res.Q[i]) != math.Float32bits(ref.Q[i]) {
+			t.Fatalf("bands: Q[%d] = %v, one band %v", i, res.Q[i], ref.Q[i])
+		}
+	}
 }
 
 // TestRTNLimit: H = c·I with no damping gives no error feedback, hence

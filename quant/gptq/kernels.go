@@ -155,34 +155,56 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		}
 		_ = wp[k*out-1]
 		quads := (k - j) / 4
-		per := runLength(quads, threads)
+		// At most maxUpdateQuads groups a task: their multipliers are
+		// copied out for the whole task.
+		per := min(runLength(quads, threads), maxUpdateQuads)
 		ups := make([][]float64, min(threads, quads))
+		skips := make([][]bool, min(threads, quads))
+		// A task's rows take the block's errors band by band of columns
+		// (updateBand), so that a band of ep stays in the cache while
+		// every row of the task passes, instead of all of ep streaming
+		// from memory for each group of four rows. Each element still sees
+		// its bs updates in one kernel call, in order.
+		band := updateBand(bs)
 		parallel(threads, (quads+per-1)/per, func(w, t int) {
+			q0, q1 := t*per, min(quads, (t+1)*per)
 			if ups[w] == nil {
-				ups[w] = make([]float64, 4*bs)
+				ups[w], skips[w] = make([]float64, 4*bs*per), make([]bool, per)
 			}
-			up := ups[w]
-			for q := t * per; q < min(quads, (t+1)*per); q++ {
+			ups, skip := ups[w], skips[w]
+			for q := q0; q < q1; q++ {
 				j := b1 + 4*q
+				up := ups[4*bs*(q-q0) : 4*bs*(q-q0+1)]
 				zero := false
 				for i := range bs {
 					r := u[(b0+i)*k+j : (b0+i)*k+j+4]
 					copy(up[4*i:4*i+4], r)
 					zero = zero || r[0] == 0 || r[1] == 0 || r[2] == 0 || r[3] == 0
 				}
+				skip[q-q0] = zero
 				if zero {
 					// A zero multiplier is skipped, not subtracted (that
 					// could turn −0 into +0): those rows take the plain
 					// loop.
 					updateRows(wp, u, errs, k, out, b0, b1, j, j+4, 0, out)
-					continue
-				}
-				if useAVX512 {
-					updateAVX512(wp[j*out:], out, up, ep, bs, n8)
 				} else {
-					updateAVX(wp[j*out:], out, up, ep, bs, n8)
+					updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
 				}
-				updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
+			}
+			for c0 := 0; c0 < n8; c0 += band {
+				cols := min(band, n8-c0)
+				for q := q0; q < q1; q++ {
+					if skip[q-q0] {
+						continue // done by updateRows above
+					}
+					up := ups[4*bs*(q-q0) : 4*bs*(q-q0+1)]
+					j := b1 + 4*q
+					if useAVX512 {
+						updateAVX512(wp[j*out+c0:], out, up, ep[c0*bs:], bs, cols)
+					} else {
+						updateAVX(wp[j*out+c0:], out, up, ep[c0*bs:], bs, cols)
+					}
+				}
 			}
 		})
 		j += 4 * quads
@@ -193,6 +215,20 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		updateRows(wp, u, errs, k, out, b0, b1, j+t*per, min(k, j+(t+1)*per), 0, out)
 	})
 }
+
+// maxUpdateQuads bounds the groups of four rows one task of deferredUpdate
+// takes (a task re-reads all of the block's errors once). Tests lower it.
+var maxUpdateQuads = 64
+
+// updateBandBytes is the size of the band of the block's errors that
+// deferredUpdate keeps in the cache while a task's rows pass. Tests lower
+// it; it changes no bit.
+var updateBandBytes = 256 << 10
+
+// updateBand is the number of columns (a multiple of eight) of the
+// deferred update done for all of a task's rows before the next: the
+// band's errors, bs·band float64, take about updateBandBytes.
+func updateBand(bs int) int { return max(8, updateBandBytes/(8*bs)&^7) }
 
 // runLength is the number of items per task when n items are split for
 // threads goroutines: about four tasks per goroutine, so that one slow

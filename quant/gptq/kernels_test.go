@@ -157,6 +157,11 @@ func mustPack(t *testing.T, w []float32, out, in int) []byte {
 // goroutines (row counts after the block that are and are not multiples of
 // four, fewer groups of rows than goroutines).
 func TestDeferredUpdateMatchesReference(t *testing.T) {
+	// Bands of 8 to 64 columns and tasks of two groups, so that the
+	// shapes here take several of each.
+	prevBand, prevQuads := updateBandBytes, maxUpdateQuads
+	defer func() { updateBandBytes, maxUpdateQuads = prevBand, prevQuads }()
+	updateBandBytes, maxUpdateQuads = 2048, 2
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
 			for _, s := range []struct{ k, out, b0, b1 int }{
@@ -203,10 +208,20 @@ func TestDeferredUpdateMatchesReference(t *testing.T) {
 // gives the original solver's bytes, loss and U at a size with several
 // lazy blocks and ragged tiles, on any number of goroutines.
 func TestSolveMatchesReference(t *testing.T) {
+	// Bands of eight rows in Quantize's transposes and of eight columns in
+	// its deferred updates, so that this shape takes several.
+	prevT, prevBand, prevQ := transposeBytes, updateBandBytes, quantizeBandBytes
+	defer func() { transposeBytes, updateBandBytes, quantizeBandBytes = prevT, prevBand, prevQ }()
+	transposeBytes, updateBandBytes = 1, 1
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
 			checkSolveMatchesReference(t, 301, 90, threads)
 		})
+	})
+	// Quantize in bands of 32 outputs (32, 32 and 26 here).
+	quantizeBandBytes = 1
+	withThreads(t, func(t *testing.T, threads int) {
+		checkSolveMatchesReference(t, 301, 90, threads)
 	})
 }
 
@@ -251,6 +266,11 @@ func checkSolveMatchesReference(t *testing.T, k, out, threads int) {
 	}
 	if !bytes.Equal(got.Packed, want.Packed) || math.Float64bits(got.Loss) != math.Float64bits(want.Loss) {
 		t.Fatalf("Quantize differs from the reference (loss %v, reference %v)", got.Loss, want.Loss)
+	}
+	for i := range got.Q {
+		if math.Float32bits(got.Q[i]) != math.Float32bits(want.Q[i]) {
+			t.Fatalf("Q[%d] = %v, reference %v", i, got.Q[i], want.Q[i])
+		}
 	}
 	qs := [][]float32{got.Q, nil}
 	l, err := LossesThreads(h, w, qs, out, k, threads)
