@@ -47,17 +47,22 @@ func dotLanes4Go(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]
 // combine is the end of dot for lane sums s: (s0+s1)+(s2+s3).
 func combine(s []float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
-// gram8 sets x[4b+a] = Σ_t g[4t+a]·p[(b/4)·4n + 4t + b%4] over t < n, each a
-// running sum from +0 in t order. g holds four vectors of length n
-// interleaved (element t of vector a at 4t+a), p two such groups one after
-// the other: the 4×8 inner products of the four vectors of g with the
-// eight of p, each summed strictly in order like dot4.
+// gram8 adds to x[4b+a] the products g[4t+a]·p[(b/4)·4n + 4t + b%4] for
+// t < n, one at a time in t order: a running sum that continues from x's
+// value (+0 for a fresh sum), so that a sum over a long vector can be
+// formed band by band with the bits of one pass. g holds four vectors of
+// length n interleaved (element t of vector a at 4t+a), p two such groups
+// one after the other: the 4×8 inner products of the four vectors of g
+// with the eight of p, each summed strictly in order like dot4.
 func gram8(x *[32]float64, g, p []float64, n int) {
 	switch {
 	case useAVX512 && n > 0:
 		_ = g[4*n-1]
 		_ = p[8*n-1]
 		var t [32]float64
+		for b := range 8 {
+			t[b], t[8+b], t[16+b], t[24+b] = x[4*b], x[4*b+1], x[4*b+2], x[4*b+3]
+		}
 		gram8AVX512(&t, g, p, n)
 		for b := range 8 {
 			x[4*b], x[4*b+1], x[4*b+2], x[4*b+3] = t[b], t[8+b], t[16+b], t[24+b]
@@ -79,6 +84,12 @@ func gram16(x *[64]float64, g, p []float64, n int) {
 		_ = g[8*n-1]
 		_ = p[8*n-1]
 		var t [64]float64
+		for h := range 2 {
+			y, s := x[32*h:], t[32*h:]
+			for b := range 8 {
+				s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
+			}
+		}
 		gram16AVX512(&t, g, p, n)
 		for h := range 2 {
 			y, s := x[32*h:], t[32*h:]
@@ -107,7 +118,8 @@ func gram8Go(x *[32]float64, g, p []float64, n int) {
 	for b := 0; b < 8; b += 2 {
 		q := p[(b/4)*4*n : (b/4+1)*4*n]
 		c := b % 4
-		var s0, s1, s2, s3, u0, u1, u2, u3 float64
+		s0, s1, s2, s3 := x[4*b], x[4*b+1], x[4*b+2], x[4*b+3]
+		u0, u1, u2, u3 := x[4*b+4], x[4*b+5], x[4*b+6], x[4*b+7]
 		for t := range n {
 			gt := (*[4]float64)(g[4*t:])
 			y, z := q[4*t+c], q[4*t+c+1]

@@ -77,14 +77,15 @@ TEXT ·gram8AVX(SB), NOSPLIT, $0-64
 	MOVQ   CX, R9
 	SHLQ   $5, R9
 	ADDQ   R8, R9          // the second group of p
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 128(DI), Y4
+	VMOVUPD 160(DI), Y5
+	VMOVUPD 192(DI), Y6
+	VMOVUPD 224(DI), Y7
 
 g8loop:
 	VMOVUPD (SI), Y8
@@ -227,10 +228,11 @@ TEXT ·gram8AVX512(SB), NOSPLIT, $0-64
 	MOVQ   CX, R9
 	SHLQ   $5, R9
 	ADDQ   R8, R9          // the second group of p
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
 
 g512loop:
 	VMOVUPD      (R8), Y15
@@ -265,14 +267,15 @@ TEXT ·gram16AVX512(SB), NOSPLIT, $0-64
 	SHLQ   $5, R9
 	LEAQ   (SI)(R9*1), R10 // the second group of g
 	ADDQ   R8, R9          // the second group of p
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
+	VMOVUPD 256(DI), Z4
+	VMOVUPD 320(DI), Z5
+	VMOVUPD 384(DI), Z6
+	VMOVUPD 448(DI), Z7
 
 g16loop:
 	VMOVUPD      (R8), Y15

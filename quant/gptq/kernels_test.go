@@ -118,9 +118,27 @@ func TestFactorInverseMatchesReference(t *testing.T) {
 // for shapes with and without whole groups of four and pairs of groups, on
 // any number of goroutines (several blocks of groups from in = 70 on).
 func TestLossesMatchReference(t *testing.T) {
+	shapes := []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}, {263, 17}}
+	t.Run("one pass", func(t *testing.T) { checkLossesMatchReference(t, shapes) })
+	// In bands of 32 outputs (out ≥ 2·in): whole and partial last bands,
+	// odd numbers of groups, several blocks of groups.
+	prev := lossesBandBytes
+	defer func() { lossesBandBytes = prev }()
+	lossesBandBytes = 1
+	t.Run("bands", func(t *testing.T) {
+		checkLossesMatchReference(t, []struct{ in, out int }{{1, 33}, {5, 97}, {9, 64}, {70, 200}, {130, 270}})
+	})
+}
+
+// checkLossesMatchReference compares Losses at every kernel set and
+// goroutine count with lossesRef on random problems of the shapes.
+func checkLossesMatchReference(t *testing.T, shapes []struct{ in, out int }) {
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
-			for _, s := range []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}, {263, 17}} {
+			for _, s := range shapes {
+				if b := lossesBand(s.in, s.out); lossesBandBytes == 1 && b >= s.out {
+					t.Fatalf("[%d, %d] is not taken in bands", s.out, s.in)
+				}
 				r := rand.New(rand.NewPCG(uint64(s.in), uint64(s.out)))
 				h := lowRankHessian(r, s.in, 8, nil)
 				w := randomWeight(r, s.out, s.in)
@@ -371,6 +389,27 @@ func TestGramMatchesReference(t *testing.T) {
 			gram16(&got16, g, p, n)
 			if at := sameBits(got16[:], want[:]); at >= 0 {
 				t.Errorf("gram16 n=%d: x[%d] = %v, reference %v", n, at, got16[at], want[at])
+			}
+			// The same sums in two bands, the second continuing from the
+			// first's: the bits of one pass.
+			var band8, band8Go [32]float64
+			var band16 [64]float64
+			for _, b := range [][2]int{{0, n / 3}, {n / 3, n}} {
+				t0, t1 := b[0], b[1]
+				gb := append(append([]float64(nil), g[4*t0:4*t1]...), g[4*n+4*t0:4*n+4*t1]...)
+				pb := append(append([]float64(nil), p[4*t0:4*t1]...), p[4*n+4*t0:4*n+4*t1]...)
+				gram8(&band8, gb, pb, t1-t0)
+				gram8Go(&band8Go, gb, pb, t1-t0)
+				gram16(&band16, gb, pb, t1-t0)
+			}
+			if at := sameBits(band8[:], want[:32]); at >= 0 {
+				t.Errorf("gram8 in bands n=%d: x[%d] = %v, reference %v", n, at, band8[at], want[at])
+			}
+			if at := sameBits(band8Go[:], want[:32]); at >= 0 {
+				t.Errorf("gram8Go in bands n=%d: x[%d] = %v, reference %v", n, at, band8Go[at], want[at])
+			}
+			if at := sameBits(band16[:], want[:]); at >= 0 {
+				t.Errorf("gram16 in bands n=%d: x[%d] = %v, reference %v", n, at, band16[at], want[at])
 			}
 		}
 	})
