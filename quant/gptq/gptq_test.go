@@ -187,9 +187,7 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 	r := rand.New(rand.NewPCG(3, 3))
 	h := randomHessian(r, k, tokens, dead)
 	w := randomWeight(r, out, k)
-	var ref *Result
-	for _, bs := range sizes {
-		opts.BlockSize = bs
+	solve := func() *Result {
 		f, err := NewFactor(h, k, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -198,6 +196,12 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 		if err != nil {
 			t.Fatal(err)
 		}
+		return res
+	}
+	var ref *Result
+	for _, bs := range sizes {
+		opts.BlockSize = bs
+		res := solve()
 		if ref == nil {
 			ref = res
 			continue
@@ -214,14 +218,7 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 	prev := quantizeBandBytes
 	defer func() { quantizeBandBytes = prev }()
 	quantizeBandBytes = 1
-	f, err := NewFactor(h, k, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.Quantize(bfp.BFP4, w, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := solve()
 	if !bytes.Equal(res.Packed, ref.Packed) || res.Loss != ref.Loss {
 		t.Errorf("bands of %d outputs: bytes or loss (%v) differ from one band (%v)", quantizeBand(k, out), res.Loss, ref.Loss)
 	}
