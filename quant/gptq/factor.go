@@ -163,8 +163,33 @@ func factorInverseStop(h, u []float64, k, threads int, stop <-chan struct{}) (in
 // then dot's combination and its tail.
 func choleskyQuad(l []float64, k, i0, j0, j1 int) {
 	var lanes [16]float64
+	var lanes16 [64]float64
 	var ao, bo [4]int
-	for j := j0; j < j1; j++ {
+	j := j0
+	// Four entries j…j+3 (j a multiple of four) have the same whole quads
+	// q = j/4: their sixteen lane sums come from one dotLanes4x4, then
+	// each entry, in order, takes its combination and its tail (which
+	// reads the entries just set before it).
+	for ; j%4 == 0 && j+4 <= j1; j += 4 {
+		q := j / 4
+		for a := range 4 {
+			ao[a], bo[a] = (i0+a)*k, (j+a)*k
+		}
+		dotLanes4x4(&lanes16, l, &ao, l, &bo, q)
+		for c := range 4 {
+			jc := j + c
+			lj := l[jc*k : jc*k+jc+1]
+			for a := range 4 {
+				li := l[(i0+a)*k : (i0+a)*k+jc+1]
+				s := combine(lanes16[16*a+4*c : 16*a+4*c+4])
+				for m := 4 * q; m < jc; m++ {
+					s += float64(li[m] * lj[m])
+				}
+				li[jc] = (li[jc] - s) / lj[jc]
+			}
+		}
+	}
+	for ; j < j1; j++ {
 		q := j / 4
 		for a := range 4 {
 			ao[a], bo[a] = (i0+a)*k, j*k

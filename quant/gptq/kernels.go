@@ -44,6 +44,51 @@ func dotLanes4Go(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]
 	}
 }
 
+// dotLanes4x4 sets acc[16i+4j+r] = Σ_t a[ao[i]+4t+r]·b[bo[j]+4t+r] over
+// t < quads, each a running sum from +0 in t order: dotLanes4 for the
+// sixteen pairs of four vectors of a with four of b. Where AVX-512 is
+// there its 32 registers hold all sixteen sums, so each quad of a vector
+// is read once for four products instead of once for one; elsewhere it is
+// four calls of dotLanes4.
+func dotLanes4x4(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	if useAVX512 && quads > 0 {
+		for c := range 4 {
+			// The assembly trusts the ranges; check them here.
+			_ = a[ao[c]+4*quads-1]
+			_ = b[bo[c]+4*quads-1]
+		}
+		dotLanes4x4AVX512(acc, a, ao, b, bo, quads)
+		return
+	}
+	var lanes [16]float64
+	var bj [4]int
+	for j := range 4 {
+		bj = [4]int{bo[j], bo[j], bo[j], bo[j]}
+		dotLanes4(&lanes, a, ao, b, &bj, quads)
+		for i := range 4 {
+			copy(acc[16*i+4*j:16*i+4*j+4], lanes[4*i:4*i+4])
+		}
+	}
+}
+
+// dotLanes4x4Go is what dotLanes4x4 computes, in Go.
+func dotLanes4x4Go(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	for i := range 4 {
+		for j := range 4 {
+			x := a[ao[i]:][:4*quads]
+			y := b[bo[j]:][:4*quads]
+			var s0, s1, s2, s3 float64
+			for t := 0; t < len(x); t += 4 {
+				s0 += float64(x[t] * y[t])
+				s1 += float64(x[t+1] * y[t+1])
+				s2 += float64(x[t+2] * y[t+2])
+				s3 += float64(x[t+3] * y[t+3])
+			}
+			acc[16*i+4*j], acc[16*i+4*j+1], acc[16*i+4*j+2], acc[16*i+4*j+3] = s0, s1, s2, s3
+		}
+	}
+}
+
 // combine is the end of dot for lane sums s: (s0+s1)+(s2+s3).
 func combine(s []float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 

@@ -50,3 +50,8 @@ func updateAVX512(c []float64, cs int, up, ep []float64, bs, cols int)
 //
 //go:noescape
 func subScaledAVX(dst []float64, a float64, x []float64)
+
+// dotLanes4x4AVX512 is dotLanes4x4Go; the caller checks the ranges.
+//
+//go:noescape
+func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)

@@ -10,6 +10,10 @@ func dotLanes4AVX(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4
 	dotLanes4Go(acc, a, ao, b, bo, quads)
 }
 
+func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	dotLanes4x4Go(acc, a, ao, b, bo, quads)
+}
+
 func gram8AVX(x *[32]float64, g, p []float64, n int) { gram8Go(x, g, p, n) }
 
 func gram8AVX512(x *[32]float64, g, p []float64, n int) {

@@ -492,3 +492,23 @@ func TestUpdateKernelsMatchGo(t *testing.T) {
 		})
 	}
 }
+
+// TestDotLanes4x4MatchesGo: dotLanes4x4 with each kernel set equals
+// dotLanes4x4Go bit for bit, with vectors at unaligned, overlapping
+// offsets, on data where another order or a fused multiply-add would
+// change low bits.
+func TestDotLanes4x4MatchesGo(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		for _, quads := range []int{1, 2, 3, 7, 64, 257} {
+			r := rand.New(rand.NewPCG(uint64(quads), 44))
+			a, b := binadeSpread(r, 4*quads+40, 60), binadeSpread(r, 4*quads+40, 60)
+			ao, bo := [4]int{0, 3, 17, 9}, [4]int{5, 5, 1, 30}
+			var got, want [64]float64
+			dotLanes4x4(&got, a, &ao, b, &bo, quads)
+			dotLanes4x4Go(&want, a, &ao, b, &bo, quads)
+			if at := sameBits(got[:], want[:]); at >= 0 {
+				t.Errorf("quads=%d: acc[%d] = %v, Go %v", quads, at, got[at], want[at])
+			}
+		}
+	})
+}
