@@ -66,6 +66,9 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range names {
+		r.addWork(r.denseStats[n])
+	}
 	st := &denseStep{metrics: tensorMetrics{}, dense: map[string]MatrixMetrics{}}
 	solvedBy := map[string]*solved{}
 	r.setStage(layer, "solve dense")

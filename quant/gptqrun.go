@@ -100,6 +100,9 @@ type gptqRun struct {
 	// of lw as it finishes.
 	work WorkProgress
 	lw   layerWork
+	// denseStats is, for each solved dense tensor, the work of its
+	// forward and statistics, reported when its file's statistics end.
+	denseStats map[string]float64
 	// denseProg reports the dense, head and kept tensors (with their work).
 	denseProg Progress
 	report    *GPTQReport
@@ -381,11 +384,13 @@ func (r *gptqRun) done(tensor string) {
 }
 
 // startWork tells the WorkProgress the run's work: every dense, head and
-// kept tensor's packing or, with DenseMethod GPTQ, solve, and every MoE
-// layer that --resume does not take over. It returns the Progress for the
-// dense pass, which reports each tensor's work with the tensor.
+// kept tensor's packing or, with DenseMethod GPTQ, statistics and solve,
+// and every MoE layer that --resume does not take over. It returns the
+// Progress for the dense pass, which reports each tensor's work with the
+// tensor (a solved tensor's statistics as its file's statistics end).
 func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress {
 	perTensor := map[string]float64{}
+	r.denseStats = map[string]float64{}
 	var total float64
 	for _, e := range p.Entries {
 		if e.Class == plan.Experts {
@@ -395,7 +400,9 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress 
 		// A dense solve weighs what it costs, unless --resume takes its
 		// layer over (never the global file's head: it has no record).
 		if _, resumed := rs.doneKind(e.Layer, "dense"); denseSolved(r.opts, e) && !resumed {
-			perTensor[e.Name] = denseSolveWork(e, tokens)
+			perTensor[e.Name] = denseSolveWork(e)
+			r.denseStats[e.Name] = denseStatsWork(e, tokens)
+			total += r.denseStats[e.Name]
 		}
 		total += perTensor[e.Name]
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/quant/gptq"
 )
 
 // Memory of GPTQ, one MoE layer at a time: what a run holds while it
@@ -61,12 +62,17 @@ import (
 //     permuted copy NewFactor factors and U, 3·K²·8 = 1.23 GB, with the
 //     source and results [2048, 7168] small beside them; with the
 //     statistics, 1.4 GB of live heap, the layer-0 peak of the dense pass.
-//   - The head's solve ([V, H], V = 65,536) holds the source weights in
-//     float32 and, at each step, two more copies of the matrix (the RTN
-//     result and Losses' float64 ΔWᵀ, then Quantize's float64 W and its
-//     result, then the result and ΔWᵀ): 16·V·H bytes, 2.1 GB. This is the
-//     one stage that grows with the vocabulary: streaming the head's solve
-//     over blocks of rows would bound it, and is not done yet.
+//   - The head's solve ([V, H], V = 65,536) used to hold the source
+//     weights in float32 and, at each step, two more copies of the matrix
+//     (the RTN result and Losses' float64 ΔWᵀ, then Quantize's float64 W
+//     and its result, then the result and ΔWᵀ): 16·V·H bytes, 2.1 GB.
+//     Quantize and Losses now take a matrix whose float64 copy would pass
+//     64 MB in bands of outputs (gptq.QuantizeMemory, gptq.LossesMemory),
+//     so the float64 copies are bounded and the head holds the source and
+//     one decoded result in float32 (8·V·H bytes, 1.07 GB) and the packed
+//     results: this stage still grows with the vocabulary, at half the
+//     rate. Bounding it too would need the source read and the result
+//     written band by band.
 //   - The finished layers the engine runs (BFP8 dense tensors, BFP4
 //     experts) are mapped from the files the run wrote (gptqRun.install),
 //     not held on the heap, which would grow by a layer's quantized bytes
@@ -193,7 +199,7 @@ func (b *memBudget) release(n int64) {
 //   - a dense file: the statistics of its inputs (one per distinct
 //     input, K² float64 each) and the largest of its solves (denseSolve);
 //   - the head: its input's statistics and its solve, which grows with
-//     the vocabulary (16·V·H bytes at the peak).
+//     the vocabulary (8·V·H bytes and the packed results at the peak).
 //
 // Nothing in it grows with the number of layers. quantizeGPTQ sets the
 // Go runtime's soft memory limit from it (runMemoryLimit), so that the
@@ -228,13 +234,14 @@ const runFixedMemory = 96 << 20
 // denseSolve is the live heap of one BFP8 solve (gptqRun.solveAs) of a
 // matrix [out, k]: the shrunk Hessian, the copy NewFactor factors and U
 // (three float64 k×k), the RTN and GPTQ packed bytes, and at its peak the
-// source weights in float32 with one of: the RTN result (float32) and
-// Losses' float64 ΔWᵀ; Quantize's float64 W and its float32 result; the
-// result and Losses' ΔWᵀ: 16·out·k bytes each.
+// source weights and one decoded result in float32 (the RTN result, then
+// Quantize's, 8·out·k bytes) with the larger of Quantize's and Losses'
+// float64 working sets, which are bands of the matrix when it is large.
 func denseSolve(out, k int) int64 {
 	kk := int64(k) * int64(k) * 8
 	packed := int64(bfp.PackedSize(bfp.BFP8, out, k))
-	return 3*kk + 2*packed + 16*int64(out)*int64(k)
+	work := max(gptq.QuantizeMemory(out, k, gptq.DefaultOptions(0).BlockSize), gptq.LossesMemory(out, k))
+	return 3*kk + 2*packed + 8*int64(out)*int64(k) + work
 }
 
 // runMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) a

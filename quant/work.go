@@ -89,20 +89,19 @@ func (w layerWork) total() float64 {
 	return w.forward + w.upStats + w.solveW13 + w.downStats + w.solveW2
 }
 
-// denseSolveWork is the work of solving a BFP8 dense tensor (or the head)
-// by GPTQ over tokens calibration tokens: the forward through it, the
-// rank-one updates of its input's statistics, then the solve as the solver
-// counts it (the factorization and the row loop with its losses). The
-// head's input is the final norm, formed without the head's product, so
-// the head has no forward; a tensor that reads the input of another
-// (k_proj and v_proj q_proj's, w3 w1's) shares that one's statistics.
-func denseSolveWork(e plan.Entry, tokens int) float64 {
+// denseStatsWork is the work of a BFP8 dense tensor's (or the head's)
+// statistics for GPTQ over tokens calibration tokens: the forward through
+// it and the rank-one updates of its input's statistics. The head's input
+// is the final norm, formed without the head's product, so the head has no
+// forward; a tensor that reads the input of another (k_proj and v_proj
+// q_proj's, w3 w1's) shares that one's statistics.
+func denseStatsWork(e plan.Entry, tokens int) float64 {
 	n, k, t := float64(e.Shape[0]), float64(e.Shape[1]), float64(tokens)
 	// The dense statistics are added inside the engine's forward, one row
 	// at a time; weighted like the MoE layers' (forwardCost, statCost) they
 	// came out at a third of their time (docs/bench-quantize.md), so the
 	// forward and statistics of a dense tensor keep the weight 1.
-	work := 2*k*k*k/3 + 4*k*k*n
+	var work float64
 	if e.Class != plan.Head {
 		work += t * 2 * k * n
 	}
@@ -110,6 +109,14 @@ func denseSolveWork(e plan.Entry, tokens int) float64 {
 		work += t * k * k
 	}
 	return work
+}
+
+// denseSolveWork is the work of solving a BFP8 dense tensor (or the head)
+// by GPTQ as the solver counts it: the factorization and the row loop with
+// its losses.
+func denseSolveWork(e plan.Entry) float64 {
+	n, k := float64(e.Shape[0]), float64(e.Shape[1])
+	return 2*k*k*k/3 + 4*k*k*n
 }
 
 // sharesInput reports whether a dense tensor's input statistics are

@@ -20,6 +20,7 @@ type workRecorder struct {
 	stage        string
 	beforeSolves map[int]float64 // layer: work reported in its forward and statistics
 	layerStart   float64
+	denseStats   float64 // work reported while a dense file's statistics ran
 }
 
 func (w *workRecorder) Start(int) {}
@@ -40,6 +41,9 @@ func (w *workRecorder) Work(d float64) {
 		w.done = math.NaN()
 	}
 	w.done += d
+	if w.stage == "statistics dense" {
+		w.denseStats += d
+	}
 	if strings.HasPrefix(w.stage, "forward") || strings.HasPrefix(w.stage, "statistics") {
 		w.beforeSolves[w.layer] = w.done - w.layerStart
 	}
@@ -59,7 +63,8 @@ func (w *workRecorder) Stage(layer int, stage string) {
 // during the layer's forward and statistics, before any of its expert
 // tensors is done, so that an estimate of the time left from the share
 // done does not stand still (and the time left climb) through them. With
-// the BFP8 tensors solved too, their solves are part of the work.
+// the BFP8 tensors solved too, their statistics and solves are part of the
+// work, the statistics reported as they end.
 func TestGPTQWork(t *testing.T) {
 	var totals []float64
 	for _, dense := range []Method{RTN, GPTQ} {
@@ -82,6 +87,11 @@ func TestGPTQWork(t *testing.T) {
 				if !(before > 0) {
 					t.Errorf("layer %d: no work reported before its solves", l)
 				}
+			}
+			// A solved dense file's statistics count as they end, not
+			// with its tensors' solves.
+			if dense == GPTQ && !(w.denseStats > 0) {
+				t.Error("no work was reported as the dense files' statistics ended")
 			}
 			totals = append(totals, w.total)
 		})

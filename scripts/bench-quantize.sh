@@ -25,7 +25,8 @@
 #   --prebuilt DIR    use DIR/lfmq and DIR/synthckpt instead of building
 #   --synth-dir DIR   where the checkpoints are kept
 #                     [${TMPDIR:-/tmp}/lfmq-bench-quantize]
-#   --out DIR         keep the logs there [a temporary directory]
+#   --out DIR         keep the logs (and each output's sha256 sums) there
+#                     [a temporary directory]
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -88,6 +89,9 @@ run() {
 	/usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
 	local wall
 	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	# The output's checksums, kept beside the log, so that the bytes of two
+	# binaries' outputs can be compared after the outputs are gone.
+	(cd "$q" && find . -type f | LC_ALL=C sort | xargs sha256sum) >"${log%.log}.sha256"
 	rm -rf "$q"
 	local user sys rss
 	user=$(sed -n 's/.*User time (seconds): *//p' "$log")
@@ -95,6 +99,40 @@ run() {
 	rss=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$log")
 	printf '%s\t%s\t%.1f\t%.2f\t%s\t%s\n' "$label" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
 		"$(awk -v k="$rss" 'BEGIN { print k * 1024 / 1e9 }')" "$load0" "$(cut -d' ' -f1 /proc/loadavg)"
+}
+
+# estimate_error LOG: how the progress lines' "about T left (E elapsed)"
+# compare with the time that actually remained (the run's wall time from
+# /usr/bin/time less E): the ratio estimated/actual over the whole run and
+# over its middle (10–90 % of the wall time).
+estimate_error() {
+	local log=$1 total
+	total=$(sed -n 's/.*Elapsed (wall clock) time[^:]*: *//p' "$log" |
+		awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
+	awk -v total="$total" '
+		function secs(d,   n, v, c, u) {
+			v = 0; n = ""
+			while (length(d) > 0) {
+				c = substr(d, 1, 1); d = substr(d, 2)
+				if (c ~ /[0-9.]/) { n = n c; continue }
+				u = (c == "h") ? 3600 : (c == "m") ? 60 : 1
+				v += n * u; n = ""
+			}
+			return v
+		}
+		match($0, /about [0-9hms.]+ left \([0-9hms.]+ elapsed\)/) {
+			split(substr($0, RSTART, RLENGTH), f, " ")
+			est = secs(f[2]); el = secs(substr(f[4], 2))
+			if (total - el < 30) next # the last half-minute: too short to judge
+			r = est / (total - el)
+			n++; lo = (n == 1 || r < lo) ? r : lo; hi = (n == 1 || r > hi) ? r : hi
+			if (el >= 0.1 * total && el <= 0.9 * total) {
+				m++; mlo = (m == 1 || r < mlo) ? r : mlo; mhi = (m == 1 || r > mhi) ? r : mhi
+			}
+		}
+		END {
+			if (n) printf "  time-left estimate / actual: %.2f–%.2f× (%d lines); %.2f–%.2f× from 10 %% to 90 %% of the run\n", lo, hi, n, mlo, mhi
+		}' "$log"
 }
 
 echo "lfmq quantize at real widths: $layers layers per shape, calibration $(basename "$calib")${seqs:+ (first $seqs windows)}; $(nproc) CPUs; logs in $out"
@@ -117,9 +155,11 @@ for shape in $shapes; do
 	done
 	echo "phases (this binary, last round):"
 	grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-this-$rounds.log" | sed 's/^/  /'
+	estimate_error "$out/$shape-this-$rounds.log"
 	if [ -n "$baseline" ]; then
 		echo "phases (baseline, last round):"
 		grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-baseline-$rounds.log" | sed 's/^/  /'
+		estimate_error "$out/$shape-baseline-$rounds.log"
 		awk -F'\t' '$1 == "baseline" { bc += $3; br += $4; nb++ } $1 == "this" { tc += $3; tr += $4; nt++ }
 			END { if (nb && nt) printf "this/baseline: CPU time %.2f×, peak RSS %.2f× (means of %d rounds)\n", (tc/nt)/(bc/nb), (tr/nt)/(br/nb), nt }' "$out/$shape.rows"
 	fi

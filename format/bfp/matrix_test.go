@@ -354,6 +354,7 @@ func TestRowAPI(t *testing.T) {
 					t.Fatal(err)
 				}
 				b2, _ := bfp.NewBuilder(f, s.out, s.in)
+				b3, _ := bfp.NewBuilder(f, s.out, s.in)
 				np := bfp.PaddedDim(s.out)
 				exps := make([]uint8, bfp.RowGroups(s.out))
 				codes := make([]uint8, np)
@@ -372,6 +373,18 @@ func TestRowAPI(t *testing.T) {
 					}
 					if err := b2.EncodeRow(k, row); err != nil {
 						t.Fatal(err)
+					}
+					// The row in bands of one tile's width, each encoded
+					// on its own: exponent groups never cross a band.
+					for n0 := 0; n0 < s.out; n0 += bfp.TileDim {
+						part := row[n0:min(n0+bfp.TileDim, s.out)]
+						pe, pc := make([]uint8, bfp.RowGroups(len(part))), make([]uint8, bfp.PaddedDim(len(part)))
+						if err := bfp.EncodeRow(f, part, pe, pc); err != nil {
+							t.Fatal(err)
+						}
+						if err := b3.SetRowPart(k, n0, pe, pc); err != nil {
+							t.Fatal(err)
+						}
 					}
 					if err := bfp.DecodeRow(f, exps, codes, dec); err != nil {
 						t.Fatal(err)
@@ -399,6 +412,9 @@ func TestRowAPI(t *testing.T) {
 				}
 				if !bytes.Equal(b2.Bytes(), want) {
 					t.Error("Builder.EncodeRow result differs from PackMatrix")
+				}
+				if !bytes.Equal(b3.Bytes(), want) {
+					t.Error("Builder.SetRowPart result differs from PackMatrix")
 				}
 			})
 		}
@@ -434,6 +450,24 @@ func TestRowErrors(t *testing.T) {
 				t.Errorf("SetRow: %v, want %v", err, tt.sentinel)
 			}
 		})
+	}
+	// SetRowPart: bands must start on a tile and stay in the padded row.
+	for _, tt := range []struct {
+		name     string
+		k, n0    int
+		exps     []uint8
+		codes    []uint8
+		sentinel error
+	}{
+		{"part row in", in, 0, exps, codes, bfp.ErrRange},
+		{"part off a tile", 0, 16, exps[:1], codes[:16], bfp.ErrRange},
+		{"part past the row", 0, 32, exps, codes, bfp.ErrRange},
+		{"part exps short", 0, 0, exps[:1], codes, bfp.ErrLength},
+		{"part padding code", 0, 0, exps, with(codes, 21, 0x2), bfp.ErrCode},
+	} {
+		if err := b.SetRowPart(tt.k, tt.n0, tt.exps, tt.codes); !errors.Is(err, tt.sentinel) {
+			t.Errorf("SetRowPart %s: %v, want %v", tt.name, err, tt.sentinel)
+		}
 	}
 	if !bytes.Equal(b.Bytes(), make([]byte, len(b.Bytes()))) {
 		t.Error("a failed SetRow changed the builder")

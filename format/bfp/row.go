@@ -120,21 +120,54 @@ func (b *Builder) SetRow(k int, exps, codes []uint8) error {
 	if err := checkRow(b.f, b.out, len(exps), len(codes), "row"); err != nil {
 		return err
 	}
+	return b.setPart(k, 0, exps, codes)
+}
+
+// SetRowPart is SetRow for the columns [n0, n0+len(codes)) of row k alone:
+// n0 a multiple of TileDim, exps and codes as EncodeRow produces them for
+// those columns (len(codes) = GroupSize·len(exps), a multiple of TileDim or
+// reaching the padded width), so that a row can be stored in bands of
+// columns. Errors as SetRow; a band outside the padded row is a
+// *RangeError.
+func (b *Builder) SetRowPart(k, n0 int, exps, codes []uint8) error {
+	if k < 0 || k >= b.in {
+		return &RangeError{What: "row", Index: k, Len: b.in}
+	}
+	if err := checkFormat(b.f); err != nil {
+		return err
+	}
+	np := PaddedDim(b.out)
+	n1 := n0 + len(codes)
+	if n0 < 0 || n0%TileDim != 0 || n1 > np || (n1%TileDim != 0 && n1 != np) || len(codes) == 0 {
+		return &RangeError{What: "row band start", Index: n0, Len: np}
+	}
+	if len(exps)*GroupSize != len(codes) {
+		return &LengthError{What: "exps", Got: len(exps), Want: len(codes) / GroupSize}
+	}
+	return b.setPart(k, n0, exps, codes)
+}
+
+// setPart checks the codes and exponents of columns [n0, n0+len(codes)) of
+// row k (lengths already checked) and stores them.
+func (b *Builder) setPart(k, n0 int, exps, codes []uint8) error {
 	limit := uint8(1)<<(b.f.MagBits()+1) - 1 // 0xFF for BFP8, 0xF for BFP4
 	for n, c := range codes {
 		switch {
 		case c > limit:
-			return &CodeError{Format: b.f, Index: n, Code: c, Reason: "code wider than m+1 bits"}
-		case n >= b.out && c != 0:
-			return &CodeError{Format: b.f, Index: n, Code: c, Reason: "non-zero code in padding column"}
+			return &CodeError{Format: b.f, Index: n0 + n, Code: c, Reason: "code wider than m+1 bits"}
+		case n0+n >= b.out && c != 0:
+			return &CodeError{Format: b.f, Index: n0 + n, Code: c, Reason: "non-zero code in padding column"}
+		}
+	}
+	g0 := n0 / GroupSize
+	for G, e := range exps {
+		if (g0+G)*GroupSize >= b.out && e != 0 {
+			return &CodeError{Format: b.f, Index: g0 + G, Code: e, Reason: "non-zero exponent of a padding group"}
 		}
 	}
 	for G, e := range exps {
-		if G*GroupSize >= b.out && e != 0 {
-			return &CodeError{Format: b.f, Index: G, Code: e, Reason: "non-zero exponent of a padding group"}
-		}
+		b.putGroup(k, g0+G, e, (*[GroupSize]uint8)(codes[G*GroupSize:]))
 	}
-	b.setRow(k, exps, codes)
 	return nil
 }
 
@@ -166,13 +199,6 @@ func (b *Builder) EncodeRow(k int, row []float32) error {
 // Bytes returns the packed tile stream, PackedSize(f, out, in) bytes. It is
 // the Builder's own buffer, not a copy.
 func (b *Builder) Bytes() []byte { return b.data }
-
-// setRow writes validated row k group by group.
-func (b *Builder) setRow(k int, exps, codes []uint8) {
-	for G, e := range exps {
-		b.putGroup(k, G, e, (*[GroupSize]uint8)(codes[G*GroupSize:]))
-	}
-}
 
 // putGroup writes group G of row k. Row k is tile row k%32 of the tiles
 // (k/32, nt); row group G lies in tile nt = G/2, in face column G%2, which

@@ -121,26 +121,30 @@ func factorInverseStop(h, u []float64, k, threads int, stop <-chan struct{}) (in
 	// M[a][b] = −(Σ_{m=b}^{a−1} L[a][m]·M[m][b]) / L[a][a].
 	clear(u)
 	groups := (k + 3) / 4
+	blocks := (groups + inverseBlockGroups - 1) / inverseBlockGroups
 	th := threads
 	if k*k*k/3 < minParallelWork {
 		th = 1
 	}
-	cols := make([][]float64, min(max(1, th), groups))
+	cols := make([][]float64, min(max(1, th), blocks))
 	// fail[g]: the first non-finite entry of group g's columns, in the
 	// order the serial loop checks them (k when none): the lowest failing
 	// group is the serial loop's failure.
 	fail := make([]int, groups)
 	var halt atomic.Bool
-	parallel(th, groups, func(w, g int) {
+	parallel(th, blocks, func(w, b int) {
+		g0, g1 := b*inverseBlockGroups, min(groups, (b+1)*inverseBlockGroups)
 		if halt.Load() || stopped(stop) {
 			halt.Store(true)
-			fail[g] = k
+			for g := g0; g < g1; g++ {
+				fail[g] = k
+			}
 			return
 		}
 		if cols[w] == nil {
-			cols[w] = make([]float64, 4*k)
+			cols[w] = make([]float64, 4*k*inverseBlockGroups)
 		}
-		fail[g] = inverseQuad(l, u, cols[w], k, 4*g)
+		inverseGroups(l, u, cols[w], k, g0, g1, fail)
 	})
 	if halt.Load() {
 		return stoppedIndex, "stopped"
@@ -159,8 +163,33 @@ func factorInverseStop(h, u []float64, k, threads int, stop <-chan struct{}) (in
 // then dot's combination and its tail.
 func choleskyQuad(l []float64, k, i0, j0, j1 int) {
 	var lanes [16]float64
+	var lanes16 [64]float64
 	var ao, bo [4]int
-	for j := j0; j < j1; j++ {
+	j := j0
+	// Four entries j…j+3 (j a multiple of four) have the same whole quads
+	// q = j/4: their sixteen lane sums come from one dotLanes4x4, then
+	// each entry, in order, takes its combination and its tail (which
+	// reads the entries just set before it).
+	for ; j%4 == 0 && j+4 <= j1; j += 4 {
+		q := j / 4
+		for a := range 4 {
+			ao[a], bo[a] = (i0+a)*k, (j+a)*k
+		}
+		dotLanes4x4(&lanes16, l, &ao, l, &bo, q)
+		for c := range 4 {
+			jc := j + c
+			lj := l[jc*k : jc*k+jc+1]
+			for a := range 4 {
+				li := l[(i0+a)*k : (i0+a)*k+jc+1]
+				s := combine(lanes16[16*a+4*c : 16*a+4*c+4])
+				for m := 4 * q; m < jc; m++ {
+					s += float64(li[m] * lj[m])
+				}
+				li[jc] = (li[jc] - s) / lj[jc]
+			}
+		}
+	}
+	for ; j < j1; j++ {
 		q := j / 4
 		for a := range 4 {
 			ao[a], bo[a] = (i0+a)*k, j*k
@@ -178,56 +207,87 @@ func choleskyQuad(l []float64, k, i0, j0, j1 int) {
 	}
 }
 
-// inverseQuad computes the columns b0…b0+3 (fewer at the end) of M = L⁻¹
-// into cols (4k scratch) and writes them to u; it returns the row of the
-// first non-finite entry in the order column by column, row by row, or k
-// when all are finite.
-func inverseQuad(l, u, cols []float64, k, b0 int) int {
-	var lanes [16]float64
-	var ao, bo [4]int
-	cn := min(4, k-b0)
+// inverseBlockGroups is the number of groups of four columns of the
+// inverse formed in one pass over the rows of L: each row is read from
+// memory once for all of them instead of once per group. It changes no
+// bit.
+const inverseBlockGroups = 8
+
+// inverseGroups computes the groups of columns [g0, g1) of M = L⁻¹ (group g
+// is columns 4g…4g+3, fewer at the end) into cols (4k scratch per group)
+// and writes them to u; fail[g] is the row of group g's first non-finite
+// entry in the order column by column, row by row, or k when all are
+// finite. Each column is computed exactly as alone: the groups' rows are
+// only interleaved, row a of every group after row a−1 of every group.
+func inverseGroups(l, u, cols []float64, k, g0, g1 int, fail []int) {
+	cols = cols[:4*k*(g1-g0)]
 	clear(cols)
-	for c := range cn {
+	group := func(g int) []float64 { return cols[4*k*(g-g0) : 4*k*(g-g0+1)] }
+	for g := g0; g < g1; g++ {
+		inverseCorner(l, group(g), k, 4*g)
+	}
+	for a := 4*g0 + 4; a < k; a++ {
+		for g := g0; g < g1 && 4*g+4 <= a; g++ {
+			inverseRow(l, group(g), k, 4*g, a)
+		}
+	}
+	for g := g0; g < g1; g++ {
+		fail[g] = inverseStore(u, group(g), k, 4*g)
+	}
+}
+
+// inverseCorner starts the columns b0…b0+3 (fewer at the end) of M = L⁻¹
+// in cols (column c at cols[c·k:]): the diagonal and the rows a < b0+4,
+// one dot at a time.
+func inverseCorner(l, cols []float64, k, b0 int) {
+	for c := range min(4, k-b0) {
 		b := b0 + c
 		col := cols[c*k : (c+1)*k]
 		col[b] = 1 / l[b*k+b]
-		// Rows a < b0+4 (the corner) one dot at a time.
 		for a := b + 1; a < min(b0+4, k); a++ {
 			la := l[a*k : a*k+a]
 			col[a] = -dot(la[b:a], col[b:a]) / l[a*k+a]
 		}
 	}
-	if cn == 4 {
-		for a := b0 + 4; a < k; a++ {
-			// Column b's dot runs over m in [b, a): (a−b)/4 whole quads
-			// from b. The quads all four columns have go through
-			// dotLanes4; column b0 may have one more.
-			quads := (a - b0 - 3) / 4
-			for c := range 4 {
-				ao[c], bo[c] = a*k+b0+c, c*k+b0+c
-			}
-			dotLanes4(&lanes, l, &ao, cols, &bo, quads)
-			la := l[a*k : a*k+a]
-			for c := range 4 {
-				b := b0 + c
-				col := cols[c*k : (c+1)*k]
-				s := lanes[4*c : 4*c+4]
-				m := b + 4*quads
-				if (a-b)/4 > quads {
-					for r := range 4 {
-						s[r] += float64(la[m+r] * col[m+r])
-					}
-					m += 4
-				}
-				v := combine(s)
-				for ; m < a; m++ {
-					v += float64(la[m] * col[m])
-				}
-				col[a] = -v / l[a*k+a]
-			}
-		}
+}
+
+// inverseRow sets row a ≥ b0+4 of the four columns b0…b0+3 of M in cols,
+// whose rows before a are done. Column b's dot runs over m in [b, a):
+// (a−b)/4 whole quads from b. The quads all four columns have go through
+// dotLanes4; column b0 may have one more.
+func inverseRow(l, cols []float64, k, b0, a int) {
+	var lanes [16]float64
+	var ao, bo [4]int
+	quads := (a - b0 - 3) / 4
+	for c := range 4 {
+		ao[c], bo[c] = a*k+b0+c, c*k+b0+c
 	}
-	for c := range cn {
+	dotLanes4(&lanes, l, &ao, cols, &bo, quads)
+	la := l[a*k : a*k+a]
+	for c := range 4 {
+		b := b0 + c
+		col := cols[c*k : (c+1)*k]
+		s := lanes[4*c : 4*c+4]
+		m := b + 4*quads
+		if (a-b)/4 > quads {
+			for r := range 4 {
+				s[r] += float64(la[m+r] * col[m+r])
+			}
+			m += 4
+		}
+		v := combine(s)
+		for ; m < a; m++ {
+			v += float64(la[m] * col[m])
+		}
+		col[a] = -v / l[a*k+a]
+	}
+}
+
+// inverseStore writes the columns b0…b0+3 (fewer at the end) of M from
+// cols to u, U[k−1−a][k−1−b] = M[a][b], and returns the row of the first
+// non-finite entry, column by column, or k when all are finite.
+func inverseStore(u, cols []float64, k, b0 int) int {
+	for c := range min(4, k-b0) {
 		b := b0 + c
 		col := cols[c*k : (c+1)*k]
 		for a := b; a < k; a++ {

@@ -237,7 +237,9 @@ type Result struct {
 //
 // The update of every element is applied one row's error at a time in row
 // order, within a block and across blocks alike, so the block size changes
-// no rounding and no byte. Quantize may be called concurrently.
+// no rounding and no byte. A wide matrix is solved in bands of outputs
+// (quantizeBandBytes), which changes no byte either and bounds the float64
+// copy. Quantize may be called concurrently.
 func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) {
 	k := f.k
 	if out < 1 || len(w) != out*k {
@@ -252,34 +254,114 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 	if err != nil {
 		return nil, &InputError{What: "weight", Msg: err.Error()}
 	}
-	// wp is W_tt in the permuted frame: row i holds input perm[i] over all
-	// outputs, which is what each step reads and the feedback updates.
-	wp := make([]float64, k*out)
-	for i, oi := range f.perm {
-		if f.dead[oi] {
-			continue
-		}
-		row := wp[i*out : (i+1)*out]
-		for n := range row {
-			row[n] = float64(w[n*k+oi])
-		}
-	}
-	bs := min(f.blockSize, k)
-	errs := make([]float64, bs*out)
-	r32 := make([]float32, out)
-	q32 := make([]float32, out)
-	exps := make([]uint8, bfp.RowGroups(out))
-	codes := make([]uint8, bfp.PaddedDim(out))
 	q := make([]float32, out*k)
-	enc := &rowEncoder{fm: fm, rule: f.exponent, cost: f.cost, bits: make([]uint32, out)}
-	var next []float64 // the next row's pending values, for CostLookahead
-	if f.exponent == ExponentHessian && f.cost == CostLookahead {
-		next = make([]float64, out)
+	// sq[i]: Σ (w−q)² of permuted row i over the outputs, in output order
+	// across the bands, as one pass over the whole row sums it.
+	sq := make([]float64, k)
+	band := quantizeBand(k, out)
+	st := &bandState{f: f, fm: fm, b: b, sq: sq}
+	for n0 := 0; n0 < out; n0 += band {
+		n1 := min(out, n0+band)
+		if err := st.solve(w[n0*k:n1*k], q[n0*k:n1*k], n0, n1-n0); err != nil {
+			return nil, err
+		}
 	}
 	var loss float64
+	for i := range k {
+		uii := f.u[i*k+i]
+		loss += sq[i] / float64(2*uii*uii)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}
+	}
+	return &Result{Packed: b.Bytes(), Q: q, Loss: loss}, nil
+}
+
+// quantizeBandBytes bounds Quantize's float64 copy of W_tt: a matrix whose
+// copy would be larger is solved in bands of outputs (columns of W_tt),
+// each on its own. GPTQ treats the outputs independently given the factor
+// (every update is per element, every exponent group lies within 16
+// outputs of a row), so the bands change no bit; only the per-row sums of
+// the loss cross them, and those are carried (Quantize's sq). Tests lower
+// it.
+var quantizeBandBytes = 64 << 20
+
+// quantizeBand is the number of outputs in one band of Quantize for a
+// matrix [out, k]: all of them when their float64 copy fits
+// quantizeBandBytes, else a multiple of the tile width that fits.
+func quantizeBand(k, out int) int {
+	if int64(k)*int64(out)*8 <= int64(quantizeBandBytes) {
+		return out
+	}
+	return max(bfp.TileDim, quantizeBandBytes/(8*k)&^(bfp.TileDim-1))
+}
+
+// QuantizeMemory is the most heap Quantize holds at once for a matrix
+// [out, k] besides its result, in bytes: the band's float64 copy of W_tt
+// and, per row of the lazy block, its errors and decoded values.
+func QuantizeMemory(out, k, blockSize int) int64 {
+	band := int64(quantizeBand(k, out))
+	bs := int64(min(blockSize, k))
+	return band*int64(k)*8 + bs*band*12
+}
+
+// bandState is what the bands of one Quantize call share: the factor, the
+// format, the result's builder, the loss's per-row sums and the scratch of
+// the widest band, reused by the next.
+type bandState struct {
+	f  *Factor
+	fm bfp.Format
+	b  *bfp.Builder
+	sq []float64
+
+	wp, errs, next []float64
+	qb, r32, q32   []float32
+	exps, codes    []uint8
+	bits           []uint32
+}
+
+// grow returns s resliced to n, or a new slice when s is too short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// solve runs the row loop of Quantize over one band of out outputs starting
+// at output n0: w and q are the band's rows of the weight and of the
+// result ([out, k] each).
+func (st *bandState) solve(w, q []float32, n0, out int) error {
+	f, fm, b := st.f, st.fm, st.b
+	k := f.k
+	// wp is the band of W_tt in the permuted frame: row i holds input
+	// perm[i] over the band's outputs, which is what each step reads and
+	// the feedback updates.
+	st.wp = grow(st.wp, k*out)
+	wp := st.wp
+	clear(wp)
+	fillPermuted(wp, w, f.perm, f.dead, k, out)
+	bs := min(f.blockSize, k)
+	st.errs = grow(st.errs, bs*out)
+	errs := st.errs
+	// qb holds the block's decoded rows in the permuted frame until the
+	// block ends and they are moved to their columns of q together.
+	st.qb = grow(st.qb, bs*out)
+	qb := st.qb
+	st.r32, st.q32 = grow(st.r32, out), grow(st.q32, out)
+	r32, q32 := st.r32, st.q32
+	st.exps, st.codes = grow(st.exps, bfp.RowGroups(out)), grow(st.codes, bfp.PaddedDim(out))
+	exps, codes := st.exps, st.codes
+	st.bits = grow(st.bits, out)
+	enc := &rowEncoder{fm: fm, rule: f.exponent, cost: f.cost, bits: st.bits}
+	var next []float64 // the next row's pending values, for CostLookahead
+	if f.exponent == ExponentHessian && f.cost == CostLookahead {
+		st.next = grow(st.next, out)
+		next = st.next
+	}
 	for b0 := 0; b0 < k; b0 += bs {
 		if stopped(f.stop) {
-			return nil, ErrStopped
+			return ErrStopped
 		}
 		b1 := min(b0+bs, k)
 		for i := b0; i < b1; i++ {
@@ -289,25 +371,25 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 			}
 			la := f.lookaheadAt(i, b0, b1, out, wp, errs, next)
 			if err := enc.encode(row, r32, exps, codes, la); err != nil {
-				return nil, &InputError{What: "row", Msg: err.Error()}
+				return &InputError{What: "row", Msg: err.Error()}
 			}
 			if err := bfp.DecodeRow(fm, exps, codes, q32); err != nil {
-				return nil, &InputError{What: "row", Msg: err.Error()}
+				return &InputError{What: "row", Msg: err.Error()}
 			}
 			oi := f.perm[i]
-			if err := b.SetRow(oi, exps, codes); err != nil {
-				return nil, &InputError{What: "row", Msg: err.Error()}
+			if err := b.SetRowPart(oi, n0, exps, codes); err != nil {
+				return &InputError{What: "row", Msg: err.Error()}
 			}
 			uii := f.u[i*k+i]
 			e := errs[(i-b0)*out : (i-b0+1)*out]
-			var sq float64
+			sq := st.sq[i]
 			for n, v := range row {
 				d := v - float64(q32[n])
 				sq += float64(d * d)
 				e[n] = d / uii
-				q[n*k+oi] = q32[n]
 			}
-			loss += sq / float64(2*uii*uii)
+			st.sq[i] = sq
+			copy(qb[(i-b0)*out:(i-b0+1)*out], q32)
 			urow := f.u[i*k : (i+1)*k]
 			for j := i + 1; j < b1; j++ {
 				if uij := urow[j]; uij != 0 {
@@ -318,11 +400,51 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 		// The deferred feedback of the block to every later row, applied
 		// in the same per-row order as the updates inside the block.
 		deferredUpdate(wp, f.u, errs, k, out, b0, b1, f.threads)
+		scatterRows(q, qb, f.perm[b0:b1], k, out)
 	}
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}
+	return nil
+}
+
+// transposeBytes is the size of the band of rows of an [out, k] float32
+// matrix that fillPermuted reads together: a column is gathered across
+// them, so they should fit the cache with room to spare. Tests lower it;
+// it changes no bit.
+var transposeBytes = 256 << 10
+
+// transposeRows is the number of rows in fillPermuted's band, never fewer
+// than eight.
+func transposeRows(k int) int { return max(8, transposeBytes/(4*k)) }
+
+// fillPermuted sets row i of wp (k rows of length out) to column perm[i] of
+// w ([out, k], row-major) in float64, leaving the rows of dead inputs
+// zero (wp is new). It walks w by bands of transposeRows rows, so that the gather of a
+// column touches cached lines instead of one page per element.
+func fillPermuted(wp []float64, w []float32, perm []int, dead []bool, k, out int) {
+	band := transposeRows(k)
+	for n0 := 0; n0 < out; n0 += band {
+		n1 := min(n0+band, out)
+		for i, oi := range perm {
+			if dead[oi] {
+				continue
+			}
+			row := wp[i*out+n0 : i*out+n1]
+			for n := range row {
+				row[n] = float64(w[(n0+n)*k+oi])
+			}
+		}
 	}
-	return &Result{Packed: b.Bytes(), Q: q, Loss: loss}, nil
+}
+
+// scatterRows writes the rows of qb (len(perm) rows of length out) to the
+// columns perm of q ([out, k], row-major), output by output, so that the
+// writes to one row of q are together rather than one page apart.
+func scatterRows(q, qb []float32, perm []int, k, out int) {
+	for n := range out {
+		dst := q[n*k : (n+1)*k]
+		for r, oi := range perm {
+			dst[oi] = qb[r*out+n]
+		}
+	}
 }
 
 // dot returns Σ a[i]·b[i] over len(a) in one fixed order: four running

@@ -187,9 +187,7 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 	r := rand.New(rand.NewPCG(3, 3))
 	h := randomHessian(r, k, tokens, dead)
 	w := randomWeight(r, out, k)
-	var ref *Result
-	for _, bs := range sizes {
-		opts.BlockSize = bs
+	solve := func() *Result {
 		f, err := NewFactor(h, k, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -198,6 +196,12 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 		if err != nil {
 			t.Fatal(err)
 		}
+		return res
+	}
+	var ref *Result
+	for _, bs := range sizes {
+		opts.BlockSize = bs
+		res := solve()
 		if ref == nil {
 			ref = res
 			continue
@@ -207,6 +211,20 @@ func testBlockInvariance(t *testing.T, opts Options, k, out, tokens int, dead, s
 		}
 		if res.Loss != ref.Loss {
 			t.Errorf("block size %d: loss %v, block size %d %v", bs, res.Loss, sizes[0], ref.Loss)
+		}
+	}
+	// Bands of 32 outputs (quantizeBandBytes) at the last block size: the
+	// same bytes, loss and decoded weights.
+	prev := quantizeBandBytes
+	defer func() { quantizeBandBytes = prev }()
+	quantizeBandBytes = 1
+	res := solve()
+	if !bytes.Equal(res.Packed, ref.Packed) || res.Loss != ref.Loss {
+		t.Errorf("bands of %d outputs: bytes or loss (%v) differ from one band (%v)", quantizeBand(k, out), res.Loss, ref.Loss)
+	}
+	for i := range res.Q {
+		if math.Float32bits(res.Q[i]) != math.Float32bits(ref.Q[i]) {
+			t.Fatalf("bands: Q[%d] = %v, one band %v", i, res.Q[i], ref.Q[i])
 		}
 	}
 }

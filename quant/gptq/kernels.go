@@ -44,20 +44,70 @@ func dotLanes4Go(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]
 	}
 }
 
+// dotLanes4x4 sets acc[16i+4j+r] = Σ_t a[ao[i]+4t+r]·b[bo[j]+4t+r] over
+// t < quads, each a running sum from +0 in t order: dotLanes4 for the
+// sixteen pairs of four vectors of a with four of b. Where AVX-512 is
+// there its 32 registers hold all sixteen sums, so each quad of a vector
+// is read once for four products instead of once for one; elsewhere it is
+// four calls of dotLanes4.
+func dotLanes4x4(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	if useAVX512 && quads > 0 {
+		for c := range 4 {
+			// The assembly trusts the ranges; check them here.
+			_ = a[ao[c]+4*quads-1]
+			_ = b[bo[c]+4*quads-1]
+		}
+		dotLanes4x4AVX512(acc, a, ao, b, bo, quads)
+		return
+	}
+	var lanes [16]float64
+	var bj [4]int
+	for j := range 4 {
+		bj = [4]int{bo[j], bo[j], bo[j], bo[j]}
+		dotLanes4(&lanes, a, ao, b, &bj, quads)
+		for i := range 4 {
+			copy(acc[16*i+4*j:16*i+4*j+4], lanes[4*i:4*i+4])
+		}
+	}
+}
+
+// dotLanes4x4Go is what dotLanes4x4 computes, in Go.
+func dotLanes4x4Go(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	for i := range 4 {
+		for j := range 4 {
+			x := a[ao[i]:][:4*quads]
+			y := b[bo[j]:][:4*quads]
+			var s0, s1, s2, s3 float64
+			for t := 0; t < len(x); t += 4 {
+				s0 += float64(x[t] * y[t])
+				s1 += float64(x[t+1] * y[t+1])
+				s2 += float64(x[t+2] * y[t+2])
+				s3 += float64(x[t+3] * y[t+3])
+			}
+			acc[16*i+4*j], acc[16*i+4*j+1], acc[16*i+4*j+2], acc[16*i+4*j+3] = s0, s1, s2, s3
+		}
+	}
+}
+
 // combine is the end of dot for lane sums s: (s0+s1)+(s2+s3).
 func combine(s []float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
-// gram8 sets x[4b+a] = Σ_t g[4t+a]·p[(b/4)·4n + 4t + b%4] over t < n, each a
-// running sum from +0 in t order. g holds four vectors of length n
-// interleaved (element t of vector a at 4t+a), p two such groups one after
-// the other: the 4×8 inner products of the four vectors of g with the
-// eight of p, each summed strictly in order like dot4.
+// gram8 adds to x[4b+a] the products g[4t+a]·p[(b/4)·4n + 4t + b%4] for
+// t < n, one at a time in t order: a running sum that continues from x's
+// value (+0 for a fresh sum), so that a sum over a long vector can be
+// formed band by band with the bits of one pass. g holds four vectors of
+// length n interleaved (element t of vector a at 4t+a), p two such groups
+// one after the other: the 4×8 inner products of the four vectors of g
+// with the eight of p, each summed strictly in order like dot4.
 func gram8(x *[32]float64, g, p []float64, n int) {
 	switch {
 	case useAVX512 && n > 0:
 		_ = g[4*n-1]
 		_ = p[8*n-1]
 		var t [32]float64
+		for b := range 8 {
+			t[b], t[8+b], t[16+b], t[24+b] = x[4*b], x[4*b+1], x[4*b+2], x[4*b+3]
+		}
 		gram8AVX512(&t, g, p, n)
 		for b := range 8 {
 			x[4*b], x[4*b+1], x[4*b+2], x[4*b+3] = t[b], t[8+b], t[16+b], t[24+b]
@@ -79,6 +129,12 @@ func gram16(x *[64]float64, g, p []float64, n int) {
 		_ = g[8*n-1]
 		_ = p[8*n-1]
 		var t [64]float64
+		for h := range 2 {
+			y, s := x[32*h:], t[32*h:]
+			for b := range 8 {
+				s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
+			}
+		}
 		gram16AVX512(&t, g, p, n)
 		for h := range 2 {
 			y, s := x[32*h:], t[32*h:]
@@ -107,7 +163,8 @@ func gram8Go(x *[32]float64, g, p []float64, n int) {
 	for b := 0; b < 8; b += 2 {
 		q := p[(b/4)*4*n : (b/4+1)*4*n]
 		c := b % 4
-		var s0, s1, s2, s3, u0, u1, u2, u3 float64
+		s0, s1, s2, s3 := x[4*b], x[4*b+1], x[4*b+2], x[4*b+3]
+		u0, u1, u2, u3 := x[4*b+4], x[4*b+5], x[4*b+6], x[4*b+7]
 		for t := range n {
 			gt := (*[4]float64)(g[4*t:])
 			y, z := q[4*t+c], q[4*t+c+1]
@@ -155,34 +212,56 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		}
 		_ = wp[k*out-1]
 		quads := (k - j) / 4
-		per := runLength(quads, threads)
+		// At most maxUpdateQuads groups a task: their multipliers are
+		// copied out for the whole task.
+		per := min(runLength(quads, threads), maxUpdateQuads)
 		ups := make([][]float64, min(threads, quads))
+		skips := make([][]bool, min(threads, quads))
+		// A task's rows take the block's errors band by band of columns
+		// (updateBand), so that a band of ep stays in the cache while
+		// every row of the task passes, instead of all of ep streaming
+		// from memory for each group of four rows. Each element still sees
+		// its bs updates in one kernel call, in order.
+		band := updateBand(bs)
 		parallel(threads, (quads+per-1)/per, func(w, t int) {
+			q0, q1 := t*per, min(quads, (t+1)*per)
 			if ups[w] == nil {
-				ups[w] = make([]float64, 4*bs)
+				ups[w], skips[w] = make([]float64, 4*bs*per), make([]bool, per)
 			}
-			up := ups[w]
-			for q := t * per; q < min(quads, (t+1)*per); q++ {
+			ups, skip := ups[w], skips[w]
+			for q := q0; q < q1; q++ {
 				j := b1 + 4*q
+				up := ups[4*bs*(q-q0) : 4*bs*(q-q0+1)]
 				zero := false
 				for i := range bs {
 					r := u[(b0+i)*k+j : (b0+i)*k+j+4]
 					copy(up[4*i:4*i+4], r)
 					zero = zero || r[0] == 0 || r[1] == 0 || r[2] == 0 || r[3] == 0
 				}
+				skip[q-q0] = zero
 				if zero {
 					// A zero multiplier is skipped, not subtracted (that
 					// could turn −0 into +0): those rows take the plain
 					// loop.
 					updateRows(wp, u, errs, k, out, b0, b1, j, j+4, 0, out)
-					continue
-				}
-				if useAVX512 {
-					updateAVX512(wp[j*out:], out, up, ep, bs, n8)
 				} else {
-					updateAVX(wp[j*out:], out, up, ep, bs, n8)
+					updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
 				}
-				updateRows(wp, u, errs, k, out, b0, b1, j, j+4, n8, out)
+			}
+			for c0 := 0; c0 < n8; c0 += band {
+				cols := min(band, n8-c0)
+				for q := q0; q < q1; q++ {
+					if skip[q-q0] {
+						continue // done by updateRows above
+					}
+					up := ups[4*bs*(q-q0) : 4*bs*(q-q0+1)]
+					j := b1 + 4*q
+					if useAVX512 {
+						updateAVX512(wp[j*out+c0:], out, up, ep[c0*bs:], bs, cols)
+					} else {
+						updateAVX(wp[j*out+c0:], out, up, ep[c0*bs:], bs, cols)
+					}
+				}
 			}
 		})
 		j += 4 * quads
@@ -193,6 +272,20 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		updateRows(wp, u, errs, k, out, b0, b1, j+t*per, min(k, j+(t+1)*per), 0, out)
 	})
 }
+
+// maxUpdateQuads bounds the groups of four rows one task of deferredUpdate
+// takes (a task re-reads all of the block's errors once). Tests lower it.
+var maxUpdateQuads = 64
+
+// updateBandBytes is the size of the band of the block's errors that
+// deferredUpdate keeps in the cache while a task's rows pass. Tests lower
+// it; it changes no bit.
+var updateBandBytes = 256 << 10
+
+// updateBand is the number of columns (a multiple of eight) of the
+// deferred update done for all of a task's rows before the next: the
+// band's errors, bs·band float64, take about updateBandBytes.
+func updateBand(bs int) int { return max(8, updateBandBytes/(8*bs)&^7) }
 
 // runLength is the number of items per task when n items are split for
 // threads goroutines: about four tasks per goroutine, so that one slow

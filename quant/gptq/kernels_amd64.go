@@ -18,7 +18,8 @@ var useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 //go:noescape
 func dotLanes4AVX(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)
 
-// gram8AVX is gram8Go; the caller checks the ranges.
+// gram8AVX is gram8Go (x holds the sums so far); the caller checks the
+// ranges.
 //
 //go:noescape
 func gram8AVX(x *[32]float64, g, p []float64, n int)
@@ -49,3 +50,8 @@ func updateAVX512(c []float64, cs int, up, ep []float64, bs, cols int)
 //
 //go:noescape
 func subScaledAVX(dst []float64, a float64, x []float64)
+
+// dotLanes4x4AVX512 is dotLanes4x4Go; the caller checks the ranges.
+//
+//go:noescape
+func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)

@@ -77,14 +77,15 @@ TEXT ·gram8AVX(SB), NOSPLIT, $0-64
 	MOVQ   CX, R9
 	SHLQ   $5, R9
 	ADDQ   R8, R9          // the second group of p
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 128(DI), Y4
+	VMOVUPD 160(DI), Y5
+	VMOVUPD 192(DI), Y6
+	VMOVUPD 224(DI), Y7
 
 g8loop:
 	VMOVUPD (SI), Y8
@@ -227,10 +228,11 @@ TEXT ·gram8AVX512(SB), NOSPLIT, $0-64
 	MOVQ   CX, R9
 	SHLQ   $5, R9
 	ADDQ   R8, R9          // the second group of p
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
 
 g512loop:
 	VMOVUPD      (R8), Y15
@@ -265,14 +267,15 @@ TEXT ·gram16AVX512(SB), NOSPLIT, $0-64
 	SHLQ   $5, R9
 	LEAQ   (SI)(R9*1), R10 // the second group of g
 	ADDQ   R8, R9          // the second group of p
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	MOVQ    x+0(FP), DI    // the sums so far
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
+	VMOVUPD 256(DI), Z4
+	VMOVUPD 320(DI), Z5
+	VMOVUPD 384(DI), Z6
+	VMOVUPD 448(DI), Z7
 
 g16loop:
 	VMOVUPD      (R8), Y15
@@ -414,5 +417,104 @@ u512loop1:
 	VMOVUPD Z6, 0(DI)(R13*1)
 
 u512done:
+	VZEROUPPER
+	RET
+
+// DL44STEP adds the product of a row of a (ra) and a row of b (rb) into acc.
+#define DL44STEP(ra, rb, tmp, acc) \
+	VMULPD rb, ra, tmp; \
+	VADDPD tmp, acc, acc
+
+// func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int)
+//
+// dotLanes4x4Go with sixteen accumulators Y0-Y15 (pair i, j in Y(4i+j)),
+// the quads of a in Y16-Y19 and of b in Y20-Y23 (AVX-512 VL registers).
+TEXT ·dotLanes4x4AVX512(SB), NOSPLIT, $0-80
+	MOVQ   a_base+8(FP), SI
+	MOVQ   ao+32(FP), DI
+	MOVQ   0(DI), R8
+	LEAQ   (SI)(R8*8), R8
+	MOVQ   8(DI), R9
+	LEAQ   (SI)(R9*8), R9
+	MOVQ   16(DI), R10
+	LEAQ   (SI)(R10*8), R10
+	MOVQ   24(DI), R11
+	LEAQ   (SI)(R11*8), R11
+	MOVQ   b_base+40(FP), SI
+	MOVQ   bo+64(FP), DI
+	MOVQ   0(DI), R12
+	LEAQ   (SI)(R12*8), R12
+	MOVQ   8(DI), R13
+	LEAQ   (SI)(R13*8), R13
+	MOVQ   16(DI), BX
+	LEAQ   (SI)(BX*8), BX
+	MOVQ   24(DI), DX
+	LEAQ   (SI)(DX*8), DX
+	MOVQ   quads+72(FP), CX
+	SHLQ   $2, CX
+	XORQ   AX, AX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+dl44loop:
+	VMOVUPD (R8)(AX*8), Y16
+	VMOVUPD (R9)(AX*8), Y17
+	VMOVUPD (R10)(AX*8), Y18
+	VMOVUPD (R11)(AX*8), Y19
+	VMOVUPD (R12)(AX*8), Y20
+	VMOVUPD (R13)(AX*8), Y21
+	VMOVUPD (BX)(AX*8), Y22
+	VMOVUPD (DX)(AX*8), Y23
+	DL44STEP(Y16, Y20, Y24, Y0)
+	DL44STEP(Y16, Y21, Y25, Y1)
+	DL44STEP(Y16, Y22, Y26, Y2)
+	DL44STEP(Y16, Y23, Y27, Y3)
+	DL44STEP(Y17, Y20, Y28, Y4)
+	DL44STEP(Y17, Y21, Y29, Y5)
+	DL44STEP(Y17, Y22, Y30, Y6)
+	DL44STEP(Y17, Y23, Y31, Y7)
+	DL44STEP(Y18, Y20, Y24, Y8)
+	DL44STEP(Y18, Y21, Y25, Y9)
+	DL44STEP(Y18, Y22, Y26, Y10)
+	DL44STEP(Y18, Y23, Y27, Y11)
+	DL44STEP(Y19, Y20, Y28, Y12)
+	DL44STEP(Y19, Y21, Y29, Y13)
+	DL44STEP(Y19, Y22, Y30, Y14)
+	DL44STEP(Y19, Y23, Y31, Y15)
+	ADDQ    $4, AX
+	CMPQ    AX, CX
+	JLT     dl44loop
+
+	MOVQ    acc+0(FP), DI
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y4, 128(DI)
+	VMOVUPD Y5, 160(DI)
+	VMOVUPD Y6, 192(DI)
+	VMOVUPD Y7, 224(DI)
+	VMOVUPD Y8, 256(DI)
+	VMOVUPD Y9, 288(DI)
+	VMOVUPD Y10, 320(DI)
+	VMOVUPD Y11, 352(DI)
+	VMOVUPD Y12, 384(DI)
+	VMOVUPD Y13, 416(DI)
+	VMOVUPD Y14, 448(DI)
+	VMOVUPD Y15, 480(DI)
 	VZEROUPPER
 	RET

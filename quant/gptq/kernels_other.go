@@ -10,10 +10,19 @@ func dotLanes4AVX(acc *[16]float64, a []float64, ao *[4]int, b []float64, bo *[4
 	dotLanes4Go(acc, a, ao, b, bo, quads)
 }
 
+func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, bo *[4]int, quads int) {
+	dotLanes4x4Go(acc, a, ao, b, bo, quads)
+}
+
 func gram8AVX(x *[32]float64, g, p []float64, n int) { gram8Go(x, g, p, n) }
 
 func gram8AVX512(x *[32]float64, g, p []float64, n int) {
 	var t [32]float64
+	for a := range 4 {
+		for b := range 8 {
+			t[4*b+a] = x[8*a+b]
+		}
+	}
 	gram8Go(&t, g, p, n)
 	for a := range 4 {
 		for b := range 8 {
@@ -24,6 +33,11 @@ func gram8AVX512(x *[32]float64, g, p []float64, n int) {
 
 func gram16AVX512(x *[64]float64, g, p []float64, n int) {
 	var t [64]float64
+	for a := range 8 {
+		for b := range 8 {
+			t[32*(a/4)+4*b+a%4] = x[8*a+b]
+		}
+	}
 	gram16Go(&t, g, p, n)
 	for a := range 8 {
 		for b := range 8 {

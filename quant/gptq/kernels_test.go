@@ -118,9 +118,27 @@ func TestFactorInverseMatchesReference(t *testing.T) {
 // for shapes with and without whole groups of four and pairs of groups, on
 // any number of goroutines (several blocks of groups from in = 70 on).
 func TestLossesMatchReference(t *testing.T) {
+	shapes := []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}, {263, 17}}
+	t.Run("one pass", func(t *testing.T) { checkLossesMatchReference(t, shapes) })
+	// In bands of 32 outputs (out ≥ 2·in): whole and partial last bands,
+	// odd numbers of groups, several blocks of groups.
+	prev := lossesBandBytes
+	defer func() { lossesBandBytes = prev }()
+	lossesBandBytes = 1
+	t.Run("bands", func(t *testing.T) {
+		checkLossesMatchReference(t, []struct{ in, out int }{{1, 33}, {5, 97}, {9, 64}, {70, 200}, {130, 270}})
+	})
+}
+
+// checkLossesMatchReference compares Losses at every kernel set and
+// goroutine count with lossesRef on random problems of the shapes.
+func checkLossesMatchReference(t *testing.T, shapes []struct{ in, out int }) {
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
-			for _, s := range []struct{ in, out int }{{1, 5}, {3, 9}, {4, 4}, {5, 7}, {8, 16}, {9, 3}, {70, 50}, {130, 33}, {257, 64}, {263, 17}} {
+			for _, s := range shapes {
+				if b := lossesBand(s.in, s.out); lossesBandBytes == 1 && b >= s.out {
+					t.Fatalf("[%d, %d] is not taken in bands", s.out, s.in)
+				}
 				r := rand.New(rand.NewPCG(uint64(s.in), uint64(s.out)))
 				h := lowRankHessian(r, s.in, 8, nil)
 				w := randomWeight(r, s.out, s.in)
@@ -157,6 +175,11 @@ func mustPack(t *testing.T, w []float32, out, in int) []byte {
 // goroutines (row counts after the block that are and are not multiples of
 // four, fewer groups of rows than goroutines).
 func TestDeferredUpdateMatchesReference(t *testing.T) {
+	// Bands of 8 to 64 columns and tasks of two groups, so that the
+	// shapes here take several of each.
+	prevBand, prevQuads := updateBandBytes, maxUpdateQuads
+	defer func() { updateBandBytes, maxUpdateQuads = prevBand, prevQuads }()
+	updateBandBytes, maxUpdateQuads = 2048, 2
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
 			for _, s := range []struct{ k, out, b0, b1 int }{
@@ -203,10 +226,20 @@ func TestDeferredUpdateMatchesReference(t *testing.T) {
 // gives the original solver's bytes, loss and U at a size with several
 // lazy blocks and ragged tiles, on any number of goroutines.
 func TestSolveMatchesReference(t *testing.T) {
+	// Bands of eight rows in Quantize's transposes and of eight columns in
+	// its deferred updates, so that this shape takes several.
+	prevT, prevBand, prevQ := transposeBytes, updateBandBytes, quantizeBandBytes
+	defer func() { transposeBytes, updateBandBytes, quantizeBandBytes = prevT, prevBand, prevQ }()
+	transposeBytes, updateBandBytes = 1, 1
 	withKernels(t, func(t *testing.T) {
 		withThreads(t, func(t *testing.T, threads int) {
 			checkSolveMatchesReference(t, 301, 90, threads)
 		})
+	})
+	// Quantize in bands of 32 outputs (32, 32 and 26 here).
+	quantizeBandBytes = 1
+	withThreads(t, func(t *testing.T, threads int) {
+		checkSolveMatchesReference(t, 301, 90, threads)
 	})
 }
 
@@ -251,6 +284,11 @@ func checkSolveMatchesReference(t *testing.T, k, out, threads int) {
 	}
 	if !bytes.Equal(got.Packed, want.Packed) || math.Float64bits(got.Loss) != math.Float64bits(want.Loss) {
 		t.Fatalf("Quantize differs from the reference (loss %v, reference %v)", got.Loss, want.Loss)
+	}
+	for i := range got.Q {
+		if math.Float32bits(got.Q[i]) != math.Float32bits(want.Q[i]) {
+			t.Fatalf("Q[%d] = %v, reference %v", i, got.Q[i], want.Q[i])
+		}
 	}
 	qs := [][]float32{got.Q, nil}
 	l, err := LossesThreads(h, w, qs, out, k, threads)
@@ -352,6 +390,27 @@ func TestGramMatchesReference(t *testing.T) {
 			if at := sameBits(got16[:], want[:]); at >= 0 {
 				t.Errorf("gram16 n=%d: x[%d] = %v, reference %v", n, at, got16[at], want[at])
 			}
+			// The same sums in two bands, the second continuing from the
+			// first's: the bits of one pass.
+			var band8, band8Go [32]float64
+			var band16 [64]float64
+			for _, b := range [][2]int{{0, n / 3}, {n / 3, n}} {
+				t0, t1 := b[0], b[1]
+				gb := append(append([]float64(nil), g[4*t0:4*t1]...), g[4*n+4*t0:4*n+4*t1]...)
+				pb := append(append([]float64(nil), p[4*t0:4*t1]...), p[4*n+4*t0:4*n+4*t1]...)
+				gram8(&band8, gb, pb, t1-t0)
+				gram8Go(&band8Go, gb, pb, t1-t0)
+				gram16(&band16, gb, pb, t1-t0)
+			}
+			if at := sameBits(band8[:], want[:32]); at >= 0 {
+				t.Errorf("gram8 in bands n=%d: x[%d] = %v, reference %v", n, at, band8[at], want[at])
+			}
+			if at := sameBits(band8Go[:], want[:32]); at >= 0 {
+				t.Errorf("gram8Go in bands n=%d: x[%d] = %v, reference %v", n, at, band8Go[at], want[at])
+			}
+			if at := sameBits(band16[:], want[:]); at >= 0 {
+				t.Errorf("gram16 in bands n=%d: x[%d] = %v, reference %v", n, at, band16[at], want[at])
+			}
 		}
 	})
 }
@@ -432,4 +491,24 @@ func TestUpdateKernelsMatchGo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDotLanes4x4MatchesGo: dotLanes4x4 with each kernel set equals
+// dotLanes4x4Go bit for bit, with vectors at unaligned, overlapping
+// offsets, on data where another order or a fused multiply-add would
+// change low bits.
+func TestDotLanes4x4MatchesGo(t *testing.T) {
+	withKernels(t, func(t *testing.T) {
+		for _, quads := range []int{1, 2, 3, 7, 64, 257} {
+			r := rand.New(rand.NewPCG(uint64(quads), 44))
+			a, b := binadeSpread(r, 4*quads+40, 60), binadeSpread(r, 4*quads+40, 60)
+			ao, bo := [4]int{0, 3, 17, 9}, [4]int{5, 5, 1, 30}
+			var got, want [64]float64
+			dotLanes4x4(&got, a, &ao, b, &bo, quads)
+			dotLanes4x4Go(&want, a, &ao, b, &bo, quads)
+			if at := sameBits(got[:], want[:]); at >= 0 {
+				t.Errorf("quads=%d: acc[%d] = %v, Go %v", quads, at, got[at], want[at])
+			}
+		}
+	})
 }

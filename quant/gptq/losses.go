@@ -46,6 +46,12 @@ func LossesThreads(h []float64, w []float32, qs [][]float32, out, in, threads in
 
 // LossesStop is LossesThreads, which gives up with ErrStopped at its next
 // block of rows once stop is closed.
+//
+// A matrix with many more outputs than inputs whose ΔWᵀ would be large
+// (lossesBand) is taken in bands of outputs: every sum over the outputs
+// then continues from band to band in output order (gram8, diagLanes), so
+// the bits are those of one pass, and only a band of ΔWᵀ and the in×in
+// sums are held instead of ΔWᵀ in float64.
 func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, stop <-chan struct{}) ([]float64, error) {
 	if len(h) != in*in || len(w) != out*in {
 		return nil, &InputError{What: "Loss", Msg: fmt.Sprintf("lengths %d and %d for [%d, %d]", len(h), len(w), out, in)}
@@ -62,80 +68,137 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 	groups := (in + 3) / 4
 	pairs := (groups + 1) / 2
 	blocks := (groups + lossBlockGroups - 1) / lossBlockGroups
-	// d holds ΔWᵀ in groups of four rows, interleaved: element o of row
-	// 4g+a is d[(g·out+o)·4+a]. Rows past in (padding up to a whole pair
-	// of groups) stay zero.
-	d := make([]float64, 2*pairs*4*out)
-	// x[(g−g0)·stride + 4l + a] = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the groups
-	// g of a block and the rows l after group g: one per goroutine.
+	band := lossesBand(in, out)
+	banded := band < out
+	// d holds a band of ΔWᵀ in groups of four rows, interleaved: element
+	// o of row 4g+a is d[(g·ob+o)·4+a] for a band of ob outputs. Rows past
+	// in (padding up to a whole pair of groups) are zero.
+	d := make([]float64, 2*pairs*4*band)
+	// x[4l + a] of group g's sums (xOf) = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the
+	// rows l after group g: in one pass a block of groups per goroutine,
+	// in bands every group's, kept from band to band.
 	stride := 2 * pairs * 4 * 4
-	xs := make([][]float64, min(threads, blocks))
+	var xs [][]float64
+	var xAll []float64
+	if banded {
+		xAll = make([]float64, groups*stride)
+	} else {
+		xs = make([][]float64, min(threads, blocks))
+	}
+	xOf := func(wk, g, g0 int) []float64 {
+		if banded {
+			return xAll[g*stride : (g+1)*stride]
+		}
+		return xs[wk][(g-g0)*stride : (g-g0+1)*stride]
+	}
+	// lanes[64g + 16a + 4b + r] is lane r of the dot of rows 4g+a and
+	// 4g+b (a ≤ b) over the outputs so far.
+	lanes := make([]float64, 64*groups)
 	// parts[4g+a] is row 4g+a's share of the total.
 	parts := make([]float64, 4*groups)
-	// d is filled by runs of whole groups on the goroutines too.
 	per := runLength(groups, threads)
 	for m, q := range qs {
-		parallel(threads, (groups+per-1)/per, func(_, t int) {
-			fillDelta(d, w, q, out, in, t*per, min(groups, (t+1)*per))
-		})
-		group := func(g int) []float64 { return d[g*4*out : (g+1)*4*out] }
-		var halt atomic.Bool
-		parallel(threads, blocks, func(wk, b int) {
-			if halt.Load() || stopped(stop) {
-				halt.Store(true)
-				return
+		for o0 := 0; o0 < out; o0 += band {
+			ob := min(band, out-o0)
+			first, last := o0 == 0, o0+ob == out
+			dd := d[:2*pairs*4*ob]
+			clear(dd[groups*4*ob:]) // the padding group, if any
+			var qb []float32
+			if q != nil {
+				qb = q[o0*in : (o0+ob)*in]
 			}
-			if xs[wk] == nil {
-				xs[wk] = make([]float64, lossBlockGroups*stride)
-			}
-			x := xs[wk]
-			var tile [64]float64
-			g0 := b * lossBlockGroups
-			g1 := min(g0+lossBlockGroups, groups)
-			// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g,
-			// so by the groups [g0, gn) of the block; gram16 takes them two
-			// at a time.
-			for p := (g0 + 1) / 2; p < pairs; p++ {
-				pd := d[2*p*4*out : (2*p+2)*4*out]
-				gn := min(g1, 2*p+1)
-				g := g0
-				for ; g+2 <= gn; g += 2 {
-					gram16(&tile, d[g*4*out:(g+2)*4*out], pd, out)
-					copy(x[(g-g0)*stride+32*p:], tile[:32])
-					copy(x[(g+1-g0)*stride+32*p:], tile[32:])
+			wb := w[o0*in : (o0+ob)*in]
+			parallel(threads, (groups+per-1)/per, func(_, t int) {
+				fillDelta(dd, wb, qb, ob, in, t*per, min(groups, (t+1)*per))
+			})
+			group := func(g int) []float64 { return dd[g*4*ob : (g+1)*4*ob] }
+			var halt atomic.Bool
+			parallel(threads, blocks, func(wk, b int) {
+				if halt.Load() || stopped(stop) {
+					halt.Store(true)
+					return
 				}
-				if g < gn {
-					gram8((*[32]float64)(tile[:32]), group(g), pd, out)
-					copy(x[(g-g0)*stride+32*p:], tile[:32])
+				if !banded && xs[wk] == nil {
+					xs[wk] = make([]float64, lossBlockGroups*stride)
 				}
-			}
-			for g := g0; g < g1; g++ {
-				k0 := 4 * g
-				kn := min(4, in-k0)
-				gd := group(g)
-				var part [4]float64
-				for a := range kn {
-					k := k0 + a
-					part[a] = float64(h[k*in+k] * dotInterleaved(gd, a, a, out))
-					for l := k + 1; l < k0+kn; l++ {
-						part[a] += float64(2 * float64(h[k*in+l]*dotInterleaved(gd, a, l-k0, out)))
+				var tile [64]float64
+				g0 := b * lossBlockGroups
+				g1 := min(g0+lossBlockGroups, groups)
+				// load and store move a group's sums for pair p to and from
+				// half h of tile (zero in the first band).
+				load := func(g, p, h int) {
+					if first {
+						clear(tile[32*h : 32*h+32])
+						return
+					}
+					copy(tile[32*h:32*h+32], xOf(wk, g, g0)[32*p:])
+				}
+				store := func(g, p, h int) { copy(xOf(wk, g, g0)[32*p:], tile[32*h:32*h+32]) }
+				// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g,
+				// so by the groups [g0, gn) of the block; gram16 takes them two
+				// at a time.
+				for p := (g0 + 1) / 2; p < pairs; p++ {
+					pd := dd[2*p*4*ob : (2*p+2)*4*ob]
+					gn := min(g1, 2*p+1)
+					g := g0
+					for ; g+2 <= gn; g += 2 {
+						load(g, p, 0)
+						load(g+1, p, 1)
+						gram16(&tile, dd[g*4*ob:(g+2)*4*ob], pd, ob)
+						store(g, p, 0)
+						store(g+1, p, 1)
+					}
+					if g < gn {
+						load(g, p, 0)
+						gram8((*[32]float64)(tile[:32]), group(g), pd, ob)
+						store(g, p, 0)
 					}
 				}
-				if kn == 4 {
-					xg := x[(g-g0)*stride:]
-					for l := k0 + 4; l < in; l++ {
-						xl := xg[4*l : 4*l+4]
-						part[0] += float64(2 * float64(h[k0*in+l]*xl[0]))
-						part[1] += float64(2 * float64(h[(k0+1)*in+l]*xl[1]))
-						part[2] += float64(2 * float64(h[(k0+2)*in+l]*xl[2]))
-						part[3] += float64(2 * float64(h[(k0+3)*in+l]*xl[3]))
+				for g := g0; g < g1; g++ {
+					k0 := 4 * g
+					kn := min(4, in-k0)
+					gd := group(g)
+					gl := lanes[64*g : 64*g+64]
+					if first {
+						clear(gl)
 					}
+					for a := range kn {
+						for c := a; c < kn; c++ {
+							diagLanes((*[4]float64)(gl[16*a+4*c:]), gd, a, c, ob)
+						}
+					}
+					if !last {
+						continue
+					}
+					// dot(a, c) = the lanes combined, then the last band's
+					// odd outputs.
+					dotAC := func(a, c int) float64 {
+						return diagTail(combine(gl[16*a+4*c:16*a+4*c+4]), gd, a, c, ob)
+					}
+					var part [4]float64
+					for a := range kn {
+						k := k0 + a
+						part[a] = float64(h[k*in+k] * dotAC(a, a))
+						for l := k + 1; l < k0+kn; l++ {
+							part[a] += float64(2 * float64(h[k*in+l]*dotAC(a, l-k0)))
+						}
+					}
+					if kn == 4 {
+						xg := xOf(wk, g, g0)
+						for l := k0 + 4; l < in; l++ {
+							xl := xg[4*l : 4*l+4]
+							part[0] += float64(2 * float64(h[k0*in+l]*xl[0]))
+							part[1] += float64(2 * float64(h[(k0+1)*in+l]*xl[1]))
+							part[2] += float64(2 * float64(h[(k0+2)*in+l]*xl[2]))
+							part[3] += float64(2 * float64(h[(k0+3)*in+l]*xl[3]))
+						}
+					}
+					copy(parts[4*g:4*g+4], part[:])
 				}
-				copy(parts[4*g:4*g+4], part[:])
+			})
+			if halt.Load() {
+				return nil, ErrStopped
 			}
-		})
-		if halt.Load() {
-			return nil, ErrStopped
 		}
 		var total float64
 		for g := range groups {
@@ -146,6 +209,34 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 		totals[m] = total / 2
 	}
 	return totals, nil
+}
+
+// lossesBandBytes bounds the float64 ΔWᵀ of Losses for matrices with at
+// least twice as many outputs as inputs (the head; a dense layer's w1 and
+// w3), whose in×in sums kept across bands are small beside it. Tests lower
+// it.
+var lossesBandBytes = 64 << 20
+
+// lossesBand is the number of outputs of one band of Losses for a matrix
+// [out, in]: all of them, or a multiple of 32 whose ΔWᵀ fits
+// lossesBandBytes.
+func lossesBand(in, out int) int {
+	if out < 2*in || int64(in)*int64(out)*8 <= int64(lossesBandBytes) {
+		return out
+	}
+	return max(32, lossesBandBytes/(8*in)&^31)
+}
+
+// LossesMemory is the most heap Losses holds at once for a matrix
+// [out, in], in bytes: a band of ΔWᵀ in float64, and in bands the in×in
+// sums kept across them.
+func LossesMemory(out, in int) int64 {
+	band := int64(lossesBand(in, out))
+	m := band * int64(in+8) * 8
+	if band < int64(out) {
+		m += int64(in+8) * int64(in+8) * 8
+	}
+	return m
 }
 
 // fillDelta sets groups [g0, g1) of Losses' d to ΔW = W − Q (W for a nil
@@ -186,19 +277,24 @@ func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
 	}
 }
 
-// dotInterleaved is dot of rows a and b of a group of four interleaved
-// rows of length n (element t of row r at 4t+r), in dot's order.
-func dotInterleaved(g []float64, a, b, n int) float64 {
-	var s0, s1, s2, s3 float64
-	t := 0
-	for ; t+4 <= n; t += 4 {
+// diagLanes adds to s the four lane sums of dot of rows a and b of a group
+// of four interleaved rows of length n (element t of row r at 4t+r) over
+// its whole quads of t: dot's running sums, continued from s.
+func diagLanes(s *[4]float64, g []float64, a, b, n int) {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+	for t := 0; t+4 <= n; t += 4 {
 		s0 += float64(g[4*t+a] * g[4*t+b])
 		s1 += float64(g[4*(t+1)+a] * g[4*(t+1)+b])
 		s2 += float64(g[4*(t+2)+a] * g[4*(t+2)+b])
 		s3 += float64(g[4*(t+3)+a] * g[4*(t+3)+b])
 	}
-	s := (s0 + s1) + (s2 + s3)
-	for ; t < n; t++ {
+	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
+}
+
+// diagTail is the end of dot for rows a and b of a group of length n after
+// the lanes, combined, gave s: the products of its last n%4 elements.
+func diagTail(s float64, g []float64, a, b, n int) float64 {
+	for t := n &^ 3; t < n; t++ {
 		s += float64(g[4*t+a] * g[4*t+b])
 	}
 	return s
