@@ -146,7 +146,7 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 	perToken := 0
 	for _, k := range cfg.LayerKinds {
 		if k == config.Attention {
-			perToken += 2 * cfg.NumKVHeads * cfg.HeadDim * 4 // float32 keys and values
+			perToken += 2 * cfg.NumKVHeads * cfg.HeadDim * 2 // bf16 keys and values, serve's default
 		}
 	}
 	want := fmt.Sprintf("max_bytes=%d", (poolTokens+63)/64*64*perToken)
@@ -156,7 +156,7 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 	if !inProcess {
 		return
 	}
-	m, err := model.Load(dir, model.LoadOptions{MaxContext: n + 1})
+	m, err := model.Load(dir, model.LoadOptions{MaxContext: n + 1, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +189,13 @@ func TestServeLongRequest(t *testing.T) {
 // TestServeBigPoolStarts: a 1,048,576-token pool is accepted on any
 // machine (its pages are allocated when first used) and the startup log
 // states what it would take full: 16,384 pages of 64 tokens of the tiny
-// model's 1,536 bytes per token, 1.50 GiB.
+// model's 768 bytes per token in the default bf16 cache, 768 MiB.
 func TestServeBigPoolStarts(t *testing.T) {
 	_, stop, logBuf := startServeLog(t, "--model", tinyModel, "--kv-pool-tokens", "1048576")
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
-	for _, want := range []string{"tokens=1048576", "pages=16384", "bytes_per_token=1536", "max_bytes=1610612736", `max="1.50 GiB"`} {
+	for _, want := range []string{"tokens=1048576", "pages=16384", "kv_cache_dtype=bf16", "bytes_per_token=768", "max_bytes=805306368", `max="768.00 MiB"`} {
 		if !strings.Contains(logBuf.String(), want) {
 			t.Errorf("the startup log lacks %s:\n%s", want, logBuf)
 		}
