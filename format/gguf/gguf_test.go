@@ -75,7 +75,9 @@ func TestWriteLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le32 := func(v uint32) string { return hex.EncodeToString([]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}) }
+	le32 := func(v uint32) string {
+		return hex.EncodeToString([]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+	}
 	le64 := func(v uint64) string { return le32(uint32(v)) + le32(uint32(v>>32)) }
 	str := func(s string) string { return le64(uint64(len(s))) + hex.EncodeToString([]byte(s)) }
 	header := hex.EncodeToString([]byte("GGUF")) + le32(3) + le64(2) + le64(2) +
