@@ -73,7 +73,14 @@ const (
 	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
 	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
 	kvEnv = "LFMQ_BENCH_KV_DTYPE"
+	// promptsEnv sets the prompt lengths of BenchmarkPrefillPrompt, a
+	// comma- or space-separated list (unset: it does not run).
+	promptsEnv = "LFMQ_BENCH_PROMPTS"
 )
+
+// promptChunk is BenchmarkPrefillPrompt's chunk: llama.cpp's default
+// micro-batch.
+const promptChunk = 512
 
 // synthShape returns RealShape with the layer count of layersEnv: further
 // layers repeat RealShape's pattern of mixers (conv, attention, conv,
@@ -532,6 +539,55 @@ func BenchmarkPrefill(b *testing.B) {
 						reportPeakRSS(b, 0)
 					})
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkPrefillPrompt measures a whole prompt of each length of
+// promptsEnv on the synthetic model, from an empty sequence, fed in
+// chunks of promptChunk tokens as a server's chunked prefill does: what
+// llama.cpp's `llama-bench -p N` measures (its default batch of 2,048 and
+// micro-batch of 512 tokens). It runs only when promptsEnv is set (a
+// 16,384-token prompt takes minutes per iteration);
+// scripts/bench-long-context.sh sets it.
+func BenchmarkPrefillPrompt(b *testing.B) {
+	lengths := intList(promptsEnv, nil, 1)
+	if len(lengths) == 0 {
+		b.Skipf("set %s to the prompt lengths to measure, e.g. 4096,16384", promptsEnv)
+	}
+	for _, format := range benchFormats {
+		for _, threads := range benchThreads {
+			for _, n := range lengths {
+				b.Run(fmt.Sprintf("synth/%s/threads=%d/tokens=%d/chunk=%d%s", format, threads, n, promptChunk, kvName()), func(b *testing.B) {
+					dir := benchModel(b, "synth", format)
+					m := loadBench(b, dir, threads)
+					defer m.Close()
+					ids := benchPrompt(b, m, "synth", n)
+					prefill := func() {
+						s := m.NewSequence()
+						for at := 0; at < len(ids); at += promptChunk {
+							chunk := ids[at:min(at+promptChunk, len(ids))]
+							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					// Map the weights in with one chunk, not a whole prompt.
+					if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids[:min(promptChunk, n)]}, model.ForwardOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					var cpu time.Duration
+					for b.Loop() {
+						c0 := cputime.Process()
+						prefill()
+						cpu += cputime.Process() - c0
+					}
+					b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+					if cpu > 0 {
+						b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "tokens/cpu-s")
+					}
+				})
 			}
 		}
 	}
