@@ -20,7 +20,8 @@
 #  3. runs --rounds rounds, alternating which side goes first, each with
 #     the load average beside it:
 #       llama.cpp: llama-bench -n 32 -d N -fa 1 (decode of 32 tokens after
-#       each --depths context) and -p N -n 0 -fa 1 (each --prompts prompt),
+#       each --depths context) and -p N -n 0 -fa 1 --no-warmup (each
+#       --prompts prompt),
 #       on --threads threads, -r --llama-reps;
 #       lfmq: BenchmarkDecode (64 steps after each depth, for each --kv
 #       format) and BenchmarkPrefillPrompt (each --prompts prompt from an
@@ -138,7 +139,9 @@ llama() {
 	"$bench_bin" -m "$gguf" -t "$threads" -fa 1 -r "$reps" -p 0 -n 32 -d "$(comma "$depths")" -o md 2>"$out/llama-decode-$r.err" |
 		tee "$out/llama-decode-$r.md"
 	echo "# load $(load)"
-	"$bench_bin" -m "$gguf" -t "$threads" -fa 1 -r "$reps" -p "$(comma "$prompts")" -n 0 -o md 2>"$out/llama-prefill-$r.err" |
+	# --no-warmup: llama-bench's warmup would prefill each whole prompt once
+	# more, untimed; the decode run just before has mapped the weights in.
+	"$bench_bin" -m "$gguf" -t "$threads" -fa 1 -r "$reps" --no-warmup -p "$(comma "$prompts")" -n 0 -o md 2>"$out/llama-prefill-$r.err" |
 		tee "$out/llama-prefill-$r.md"
 	echo "# load $(load)"
 }
