@@ -48,6 +48,10 @@
 #
 # Both run on the same machine one after the other; on a shared machine
 # compare them only within one run, next to the load average it prints.
+# llama.cpp built with OpenMP (its default) spins its waiting threads: on a
+# machine with more runnable threads than cores its multi-threaded decode
+# collapses (docs/bench-long-context.md); set OMP_WAIT_POLICY=passive in
+# the environment there, which the script passes on to llama-bench.
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
