@@ -76,29 +76,14 @@ const (
 	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
 	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
 	kvEnv = "LFMQ_BENCH_KV_DTYPE"
-	// prefillTokensEnv sets the synthetic model's prefill prompt length
-	// (default 128) and prefillChunkEnv the chunks it is fed in (default
-	// one): LFMQ_BENCH_PREFILL_TOKENS=16384 LFMQ_BENCH_PREFILL_CHUNK=512
-	// LFMQ_BENCH_DEPTHS=0 prefills a whole 16,384-token prompt in 512-token
-	// chunks, as the server does (llama-bench's pp16384); the name then
-	// ends in /chunk=N.
-	prefillTokensEnv = "LFMQ_BENCH_PREFILL_TOKENS"
-	prefillChunkEnv  = "LFMQ_BENCH_PREFILL_CHUNK"
+	// promptsEnv sets the prompt lengths of BenchmarkPrefillPrompt, a
+	// comma- or space-separated list (unset: it does not run).
+	promptsEnv = "LFMQ_BENCH_PROMPTS"
 )
 
-// envInt returns environment variable env as an integer of at least least,
-// or def when it is unset.
-func envInt(b *testing.B, env string, def, least int) int {
-	v := os.Getenv(env)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < least {
-		b.Fatalf("%s=%q: want an integer of at least %d", env, v, least)
-	}
-	return n
-}
+// promptChunk is BenchmarkPrefillPrompt's chunk: llama.cpp's default
+// micro-batch.
+const promptChunk = 512
 
 // synthShape returns RealShape with the layer count of layersEnv: further
 // layers repeat RealShape's pattern of mixers (conv, attention, conv,
@@ -513,27 +498,21 @@ func BenchmarkDecode(b *testing.B) {
 // longest prompt (chat_long_300, 314 tokens) on the tiny model, 128 seeded
 // random tokens on the synthetic one, there after a context of each depth
 // of contextDepths (withContext): the cost of a chunk deep in a long
-// prompt, whose attention reads every earlier position. prefillTokensEnv
-// and prefillChunkEnv change the synthetic prompt's length and feed it in
-// chunks (a whole long prompt from depth 0). Besides tokens/s it reports
+// prompt, whose attention reads every earlier position (a whole long
+// prompt is BenchmarkPrefillPrompt's). Besides tokens/s it reports
 // tokens/cpu-s, tokens per second of the process's CPU time (all threads
 // together), which other processes on a shared machine disturb far less:
 // with every thread busy, tokens/s is at most threads × tokens/cpu-s.
 func BenchmarkPrefill(b *testing.B) {
 	for _, which := range benchModels {
-		n, chunk := 314, 0
+		n := 314
 		if which != "tiny" {
-			n = envInt(b, prefillTokensEnv, 128, 1)
-			chunk = envInt(b, prefillChunkEnv, 0, 1)
-		}
-		chunkName := ""
-		if chunk > 0 {
-			chunkName = fmt.Sprintf("/chunk=%d", chunk)
+			n = 128
 		}
 		for _, format := range benchFormats {
 			for _, threads := range benchThreads {
 				for _, depth := range depthsOf(which) {
-					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s%s", which, format, threads, n, depthName(which, depth), chunkName, kvName()), func(b *testing.B) {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/tokens=%d%s%s", which, format, threads, n, depthName(which, depth), kvName()), func(b *testing.B) {
 						dir := benchModel(b, which, format)
 						resetPeakRSS()
 						m := loadBench(b, dir, threads)
@@ -551,15 +530,8 @@ func BenchmarkPrefill(b *testing.B) {
 							return ctx.Clone()
 						}
 						prefill := func(s *model.Sequence) {
-							step := len(ids)
-							if chunk > 0 {
-								step = chunk
-							}
-							for i := 0; i < len(ids); i += step {
-								part := ids[i:min(i+step, len(ids))]
-								if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{part}, model.ForwardOptions{}); err != nil {
-									b.Fatal(err)
-								}
+							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
 							}
 						}
 						prefill(fresh()) // map the weights in
@@ -578,6 +550,55 @@ func BenchmarkPrefill(b *testing.B) {
 						reportPeakRSS(b, 0)
 					})
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkPrefillPrompt measures a whole prompt of each length of
+// promptsEnv on the synthetic model, from an empty sequence, fed in
+// chunks of promptChunk tokens as a server's chunked prefill does: what
+// llama.cpp's `llama-bench -p N` measures (its default batch of 2,048 and
+// micro-batch of 512 tokens). It runs only when promptsEnv is set (a
+// 16,384-token prompt takes minutes per iteration);
+// scripts/bench-long-context.sh sets it.
+func BenchmarkPrefillPrompt(b *testing.B) {
+	lengths := intList(promptsEnv, nil, 1)
+	if len(lengths) == 0 {
+		b.Skipf("set %s to the prompt lengths to measure, e.g. 4096,16384", promptsEnv)
+	}
+	for _, format := range benchFormats {
+		for _, threads := range benchThreads {
+			for _, n := range lengths {
+				b.Run(fmt.Sprintf("synth/%s/threads=%d/tokens=%d/chunk=%d%s", format, threads, n, promptChunk, kvName()), func(b *testing.B) {
+					dir := benchModel(b, "synth", format)
+					m := loadBench(b, dir, threads)
+					defer m.Close()
+					ids := benchPrompt(b, m, "synth", n)
+					prefill := func() {
+						s := m.NewSequence()
+						for at := 0; at < len(ids); at += promptChunk {
+							chunk := ids[at:min(at+promptChunk, len(ids))]
+							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					// Map the weights in with one chunk, not a whole prompt.
+					if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids[:min(promptChunk, n)]}, model.ForwardOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					var cpu time.Duration
+					for b.Loop() {
+						c0 := cputime.Process()
+						prefill()
+						cpu += cputime.Process() - c0
+					}
+					b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+					if cpu > 0 {
+						b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "tokens/cpu-s")
+					}
+				})
 			}
 		}
 	}
