@@ -864,15 +864,7 @@ func (s *Scheduler) feedLast(st *state) error {
 		L+1 != len(st.req.Prompt)+len(st.output) || len(st.keys) != b {
 		return nil
 	}
-	ids := make([]int, B)
-	for i := range ids {
-		ids[i] = st.fedID(b*B + i)
-	}
-	var parent *prefix.Key
-	if b > 0 {
-		parent = &st.keys[b-1]
-	}
-	if s.cache.Has(prefix.Next(parent, s.cfg.PrefixCache.Identity, st.req.CacheSalt, ids)) {
+	if s.cache.Has(s.blockKey(st, b)) {
 		return nil
 	}
 	// The token's position is the last of a page the sequence already
@@ -890,6 +882,21 @@ func (s *Scheduler) feedLast(st *state) error {
 	return nil
 }
 
+// blockKey is the prefix cache's key of block b of st's sequence: the
+// chain key over its token ids after st.keys[b−1], which must be known.
+func (s *Scheduler) blockKey(st *state, b int) prefix.Key {
+	B := prefix.BlockSize
+	ids := make([]int, B)
+	for i := range ids {
+		ids[i] = st.fedID(b*B + i)
+	}
+	var parent *prefix.Key
+	if b > 0 {
+		parent = &st.keys[b-1]
+	}
+	return prefix.Next(parent, s.cfg.PrefixCache.Identity, st.req.CacheSalt, ids)
+}
+
 // register caches the blocks of st's sequence that its first upTo tokens
 // complete (serving.md §7), output tokens included (the last one through
 // end). A block is the sequence's own page, shared: caching it takes no
@@ -901,15 +908,7 @@ func (s *Scheduler) register(st *state, upTo int) {
 	}
 	B := prefix.BlockSize
 	for b := len(st.keys); (b+1)*B <= upTo; b++ {
-		ids := make([]int, B)
-		for i := range ids {
-			ids[i] = st.fedID(b*B + i)
-		}
-		var parent *prefix.Key
-		if b > 0 {
-			parent = &st.keys[b-1]
-		}
-		key := prefix.Next(parent, s.cfg.PrefixCache.Identity, st.req.CacheSalt, ids)
+		key := s.blockKey(st, b)
 		st.keys = append(st.keys, key)
 		if s.cache.Has(key) {
 			continue
