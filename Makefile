@@ -190,6 +190,7 @@ FUZZ_TARGETS = \
 	./format/dtype:FuzzToFloat32 \
 	./format/dtype:FuzzFloat32ToBF16 \
 	./format/lfmq1:FuzzParseManifest \
+	./internal/strictjson:FuzzUnmarshal \
 	./engine/chat:FuzzParse \
 	./engine/chat:FuzzParseMessages \
 	./engine/tokenizer:FuzzEncodeDecode \

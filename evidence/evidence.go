@@ -1,15 +1,14 @@
 package evidence
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"github.com/lfmq/lfmq/engine/device"
 	"math"
 	"strconv"
 
+	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // Format is the value of File.Format: the version of this file layout.
@@ -294,17 +293,9 @@ func (e *ParseError) Error() string {
 // a wrong format or kind, trailing data and rows naming no corpus or
 // candidate are refused.
 func Parse(name string, data []byte) (*File, error) {
-	if len(data) > maxFileBytes {
-		return nil, &ParseError{Name: name, Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), maxFileBytes)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f File
-	if err := dec.Decode(&f); err != nil {
+	if err := strictjson.Unmarshal(data, maxFileBytes, &f); err != nil {
 		return nil, &ParseError{Name: name, Msg: err.Error()}
-	}
-	if dec.More() {
-		return nil, &ParseError{Name: name, Msg: "data after the JSON value"}
 	}
 	if f.Format != Format {
 		return nil, &ParseError{Name: name, Field: "format", Msg: fmt.Sprintf("%q, want %q", f.Format, Format)}

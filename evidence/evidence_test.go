@@ -58,6 +58,7 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct{ data, want string }{
 		{"", "EOF"},
 		{"{} {}", "data after"},
+		{string(good) + "}", "data after"}, // json.Decoder.More misses a stray brace
 		{`{"format": "x"}`, `format: "x"`},
 		{strings.Replace(string(good), `"kind": "score"`, `"kind": "other"`, 1), "kind"},
 		{strings.Replace(string(good), `"candidate": "rtn"`, `"candidate": ""`, 1), "results[0].candidate"},

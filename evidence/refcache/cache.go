@@ -2,11 +2,9 @@ package refcache
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // Format is the value of Header.Format.
@@ -468,9 +467,7 @@ func newDecoder(path string, r *bufio.Reader) (*decoder, error) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, bad(fmt.Sprintf("reading %d header bytes: %v", n, noEOF(err)))
 	}
-	dec := json.NewDecoder(bytes.NewReader(hdr))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d.h); err != nil {
+	if err := strictjson.Unmarshal(hdr, maxHeaderBytes, &d.h); err != nil {
 		return nil, bad(err.Error())
 	}
 	if msg := validateHeader(&d.h); msg != "" {

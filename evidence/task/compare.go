@@ -10,6 +10,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // GateFormat is the "format" of a gate file (`lfmq eval compare --out`).
@@ -233,13 +234,8 @@ func IsGate(data []byte) bool {
 
 // ParseGate decodes a gate file; name is used in errors.
 func ParseGate(name string, data []byte) (*Gate, error) {
-	if len(data) > maxFileBytes {
-		return nil, &ParseError{Name: name, Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), maxFileBytes)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var g Gate
-	if err := dec.Decode(&g); err != nil {
+	if err := strictjson.Unmarshal(data, maxFileBytes, &g); err != nil {
 		return nil, &ParseError{Name: name, Msg: err.Error()}
 	}
 	if g.Format != GateFormat {

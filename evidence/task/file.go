@@ -11,6 +11,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // Format is the "format" of a task evidence file.
@@ -238,17 +239,9 @@ func IsFile(data []byte) bool {
 // fields, another format, runs of another item count and duplicate item
 // ids are refused.
 func Parse(name string, data []byte) (*File, error) {
-	if len(data) > maxFileBytes {
-		return nil, &ParseError{Name: name, Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), maxFileBytes)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f File
-	if err := dec.Decode(&f); err != nil {
+	if err := strictjson.Unmarshal(data, maxFileBytes, &f); err != nil {
 		return nil, &ParseError{Name: name, Msg: err.Error()}
-	}
-	if dec.More() {
-		return nil, &ParseError{Name: name, Msg: "data after the JSON object"}
 	}
 	if f.Format != Format {
 		return nil, &ParseError{Name: name, Field: "format", Msg: fmt.Sprintf("%q, expected %q", f.Format, Format)}

@@ -239,6 +239,9 @@ func TestCompare(t *testing.T) {
 	if back, err := ParseGate("gate.json", data); err != nil || back.First.Item != "2" {
 		t.Errorf("gate round trip: %v", err)
 	}
+	if _, err := ParseGate("gate.json", append(data, "{}"...)); err == nil || !strings.Contains(err.Error(), "data after") {
+		t.Errorf("gate with a second object after it: %v, want an error", err)
+	}
 	// A missing item is a difference too.
 	c.Runs[0].Items = c.Runs[0].Items[:1]
 	if g, _ = Compare([]string{"a", "c"}, []*File{a, c}, [][]byte{nil, nil}); g.Identical || g.First.Item != "2" || g.First.Field != "item" {

@@ -139,6 +139,11 @@ func TestDamage(t *testing.T) {
 		{"manifest not JSON", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), []byte("{"), 0o644)
 		}, CheckStructure, "", "invalid JSON"},
+		{"manifest with a stray brace after it", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, ManifestFile)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, append(b, '}'), 0o644)
+		}, CheckStructure, "", "data after the JSON value"},
 		{"metrics edited", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Metrics = []byte(`{"x": 2}`) })
 		}, CheckStructure, "", "metrics_sha256"},

@@ -1,10 +1,8 @@
 package lfmq1
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // maxManifestBytes bounds manifest.json before it is parsed. A real manifest
@@ -135,14 +134,9 @@ func ReadManifest(dir string) (*Manifest, string, error) {
 // entries and a metrics digest that does not match are all errors. name is
 // used in messages.
 func ParseManifest(name string, data []byte) (*Manifest, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var m Manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := strictjson.Unmarshal(data, maxManifestBytes, &m); err != nil {
 		return nil, &ManifestError{Path: name, Msg: "invalid JSON: " + err.Error()}
-	}
-	if dec.More() {
-		return nil, &ManifestError{Path: name, Msg: "trailing data after the JSON object"}
 	}
 	bad := func(format string, args ...any) error {
 		return &ManifestError{Path: name, Msg: fmt.Sprintf(format, args...)}

@@ -1,16 +1,14 @@
 package sums
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/lfmq/lfmq/format/canonjson"
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // Schema is the value of runtime-release.json's "schema" key.
@@ -193,17 +191,9 @@ func (r *RuntimeRelease) Marshal() ([]byte, error) {
 // canonical JSON (sorted keys, two-space indent, trailing newline), no
 // unknown keys, and every field valid (Validate). Errors are *FieldError.
 func ParseRuntimeRelease(data []byte) (*RuntimeRelease, error) {
-	if len(data) > MaxListBytes {
-		return nil, &FieldError{Msg: fmt.Sprintf("%d bytes, larger than the %d-byte limit", len(data), MaxListBytes), Err: ErrMalformed}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var r RuntimeRelease
-	if err := dec.Decode(&r); err != nil {
+	if err := strictjson.Unmarshal(data, MaxListBytes, &r); err != nil {
 		return nil, &FieldError{Msg: "invalid JSON: " + err.Error(), Err: ErrMalformed}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &FieldError{Msg: "trailing data after the JSON object", Err: ErrMalformed}
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/lfmq/lfmq/internal/strictjson"
 )
 
 // Bounds on a commit request.
@@ -38,18 +40,11 @@ type commitOp struct {
 	Size    int64  // lfsFile; -1 when absent
 }
 
-// strictUnmarshal decodes one JSON value into v, refusing unknown fields
-// and trailing data, so that a misspelt key is an error, not ignored.
+// strictUnmarshal decodes one JSON line of a commit into v, refusing
+// unknown fields and trailing data, so that a misspelt key is an error, not
+// ignored.
 func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data")
-	}
-	return nil
+	return strictjson.Unmarshal(data, maxCommitBytes, v)
 }
 
 // readCommit parses the commit endpoint's body: one JSON object per line,
