@@ -152,24 +152,38 @@ func colSumGo(t, x []float32, stride, rows int) {
 	}
 }
 
-// AccumRowsN is AccumRows for n queries at once that share the value rows:
-// acc holds n accumulators of d = len(acc)/n values, and for j = 0, 1, …,
-// cnt−1 in that order acc[q·d+i] = fma(p[j·pStride+q], v[j·vStride+i],
-// acc[q·d+i]). Each value row is loaded once for the n queries.
-func AccumRowsN(acc []float32, n int, p []float32, pStride int, v []float32, vStride, cnt int) {
-	if cnt <= 0 {
-		return
-	}
+// AccumRowsN is AccumRows for n queries at once that share the value rows,
+// after a rescale: acc holds n accumulators of d = len(acc)/n values; each
+// is first multiplied by its alpha[q] (acc[q·d+i] = fl(acc[q·d+i]·alpha[q]),
+// which changes no bit where alpha[q] is 1), then for j = 0, 1, …, cnt−1 in
+// that order acc[q·d+i] = fma(p[j·pStride+q], v[j·vStride+i], acc[q·d+i]).
+// Each value row is loaded once for the n queries.
+func AccumRowsN(acc []float32, n int, alpha, p []float32, pStride int, v []float32, vStride, cnt int) {
 	d := 0
 	if n > 0 {
 		d = len(acc) / n
 	}
-	if n <= 0 || len(acc) != n*d || n > pStride || len(p) < (cnt-1)*pStride+n || d > vStride || len(v) < (cnt-1)*vStride+d {
-		panic(fmt.Sprintf("kernels: AccumRowsN: %d accumulators of %d floats, %d rows of %d values (stride %d, %d floats), weights stride %d of %d", n, len(acc), cnt, d, vStride, len(v), pStride, len(p)))
+	if n <= 0 || len(acc) != n*d || len(alpha) != n || (cnt > 0 && (n > pStride || len(p) < (cnt-1)*pStride+n || d > vStride || len(v) < (cnt-1)*vStride+d)) {
+		panic(fmt.Sprintf("kernels: AccumRowsN: %d accumulators of %d floats, %d factors, %d rows of %d values (stride %d, %d floats), weights stride %d of %d", n, len(acc), len(alpha), cnt, d, vStride, len(v), pStride, len(p)))
+	}
+	if cnt <= 0 {
+		for q, a := range alpha {
+			if a != 1 {
+				Scale(a, acc[q*d:][:d])
+			}
+		}
+		return
+	}
+	if useSIMD && useAVX512 && n == 4 && d == 64 {
+		accRows4x64Z(acc, (*[4]float32)(alpha), p, pStride, v, vStride, cnt)
+		return
+	}
+	for q, a := range alpha {
+		if a != 1 {
+			Scale(a, acc[q*d:][:d])
+		}
 	}
 	switch {
-	case useSIMD && useAVX512 && n == 4 && d == 64:
-		accRows4x64Z(acc, p, pStride, v, vStride, cnt)
 	case useSIMD && d%32 == 0:
 		// One query at a time on AccumRows' kernel, its weights
 		// gathered 64 rows at a time: each value's chain still runs in

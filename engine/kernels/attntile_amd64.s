@@ -323,20 +323,22 @@ tend:
 	VZEROUPPER
 	RET
 
-// func accRows4x64Z(acc, p []float32, pStride int, v []float32, vStride, cnt int)
+// func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int)
 //
-// Four accumulators of 64 values in Z0–Z15; for j = 0 … cnt−1 the value
+// Four accumulators of 64 values in Z0–Z15, each multiplied by its alpha
+// (by 1 exactly where AccumRowsN would skip it); for j = 0 … cnt−1 the value
 // row is loaded once (Z16–Z19) and fused into each accumulator with its
 // weight p[j·pStride+q] broadcast: acc = fma(p, v, acc) in j order.
-TEXT ·accRows4x64Z(SB), NOSPLIT, $0-96
+TEXT ·accRows4x64Z(SB), NOSPLIT, $0-104
 	MOVQ acc_base+0(FP), DI
-	MOVQ p_base+24(FP), DX
-	MOVQ pStride+48(FP), R8
+	MOVQ alpha+24(FP), AX
+	MOVQ p_base+32(FP), DX
+	MOVQ pStride+56(FP), R8
 	SHLQ $2, R8
-	MOVQ v_base+56(FP), SI
-	MOVQ vStride+80(FP), R9
+	MOVQ v_base+64(FP), SI
+	MOVQ vStride+88(FP), R9
 	SHLQ $2, R9
-	MOVQ cnt+88(FP), CX
+	MOVQ cnt+96(FP), CX
 	VMOVUPS 0(DI), Z0
 	VMOVUPS 64(DI), Z1
 	VMOVUPS 128(DI), Z2
@@ -353,6 +355,26 @@ TEXT ·accRows4x64Z(SB), NOSPLIT, $0-96
 	VMOVUPS 832(DI), Z13
 	VMOVUPS 896(DI), Z14
 	VMOVUPS 960(DI), Z15
+	VBROADCASTSS 0(AX), Z20
+	VBROADCASTSS 4(AX), Z21
+	VBROADCASTSS 8(AX), Z22
+	VBROADCASTSS 12(AX), Z23
+	VMULPS Z20, Z0, Z0
+	VMULPS Z20, Z1, Z1
+	VMULPS Z20, Z2, Z2
+	VMULPS Z20, Z3, Z3
+	VMULPS Z21, Z4, Z4
+	VMULPS Z21, Z5, Z5
+	VMULPS Z21, Z6, Z6
+	VMULPS Z21, Z7, Z7
+	VMULPS Z22, Z8, Z8
+	VMULPS Z22, Z9, Z9
+	VMULPS Z22, Z10, Z10
+	VMULPS Z22, Z11, Z11
+	VMULPS Z23, Z12, Z12
+	VMULPS Z23, Z13, Z13
+	VMULPS Z23, Z14, Z14
+	VMULPS Z23, Z15, Z15
 
 arow:
 	VMOVUPS      (SI), Z16

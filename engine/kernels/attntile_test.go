@@ -153,8 +153,9 @@ func TestColMaxSubSum(t *testing.T) {
 	})
 }
 
-// TestAccumRowsN: n accumulators sharing value rows get the bits of
-// AccumRows run for each with its own column of weights, on every path
+// TestAccumRowsN: n accumulators sharing value rows get the bits of a
+// rescale by their factor (1, 0, or any) and then AccumRows run for each
+// with its own column of weights, on every path
 // (the 4×64 AVX-512 kernel, AccumRows' AVX2 kernel per query, Go).
 func TestAccumRowsN(t *testing.T) {
 	rng := rand.New(rand.NewPCG(95, 96))
@@ -169,8 +170,15 @@ func TestAccumRowsN(t *testing.T) {
 					v[3], p[pStride+1] = float32(math.Inf(1)), float32(math.NaN())
 				}
 				init := randVec(rng, tc.n*tc.d)
+				alpha := make([]float32, tc.n)
+				for q := range alpha {
+					alpha[q] = []float32{1, 0.25, rng.Float32(), 0}[(q+cnt)%4]
+				}
 				want := append([]float32(nil), init...)
 				for q := range tc.n {
+					for i := range tc.d {
+						want[q*tc.d+i] *= alpha[q]
+					}
 					pq := make([]float32, cnt)
 					for j := range pq {
 						pq[j] = p[j*pStride+q]
@@ -178,7 +186,7 @@ func TestAccumRowsN(t *testing.T) {
 					withGo(func() { AccumRows(want[q*tc.d:][:tc.d], pq, v, vStride) })
 				}
 				acc := append([]float32(nil), init...)
-				AccumRowsN(acc, tc.n, p, pStride, v, vStride, cnt)
+				AccumRowsN(acc, tc.n, alpha, p, pStride, v, vStride, cnt)
 				for i := range acc {
 					if !same(acc[i], want[i]) {
 						t.Fatalf("%s n=%d d=%d cnt=%d: acc[%d] = %g, want %g", impl, tc.n, tc.d, cnt, i, acc[i], want[i])

@@ -225,8 +225,8 @@ func subColsZ(x []float32, stride, rows int, m []float32)
 //go:noescape
 func colSumZ(t, x []float32, stride, rows int)
 
-// accRows4x64Z is accRowsNGo for 4 accumulators of 64 values
+// accRows4x64Z is AccumRowsN for 4 accumulators of 64 values and cnt ≥ 1
 // (attntile_amd64.s).
 //
 //go:noescape
-func accRows4x64Z(acc, p []float32, pStride int, v []float32, vStride, cnt int)
+func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int)

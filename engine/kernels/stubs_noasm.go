@@ -144,6 +144,9 @@ func subColsZ(x []float32, stride, rows int, m []float32) {
 	}
 }
 func colSumZ(t, x []float32, stride, rows int) { colSumGo(t, x, stride, rows) }
-func accRows4x64Z(acc, p []float32, pStride int, v []float32, vStride, cnt int) {
+func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int) {
+	for q, a := range alpha {
+		Scale(a, acc[q*64:][:64])
+	}
 	accRowsNGo(acc, 4, p, pStride, v, vStride, cnt)
 }
