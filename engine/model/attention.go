@@ -293,9 +293,13 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			}
 			kv := kvOf(sg, tk.kvh)
 			pos0 := sg.start + tk.r0 - sg.row0
-			if tiles {
+			if tiles && len(sg.toks) > attnShortRows {
+				// A prompt chunk's tile; a short segment's row of one
+				// split (decode below attnSplit positions) stays on
+				// reduceBlock, which scores only its own G queries.
 				if ts == nil {
-					ts = newTileScratch(G, d)
+					ts = getTileScratch(G, d)
+					defer tileScratches.Put(ts)
 				}
 				ts.run(kv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
 				continue

@@ -1,6 +1,10 @@
 package model
 
-import "github.com/lfmq/lfmq/engine/kernels"
+import (
+	"sync"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+)
 
 // attnTiles selects the tile kernels (kernels.AttnScores16 and its kin)
 // for the row tiles of a prompt chunk, where they run on SIMD
@@ -35,6 +39,19 @@ func roundUp16(n int) int { return (n + 15) &^ 15 }
 
 // roundUp64 pads a column count to ExpShift's SIMD step.
 func roundUp64(n int) int { return (n + 63) &^ 63 }
+
+// tileScratches keeps tileScratch buffers (about 330 KB for LFM2-8B-A1B's
+// shapes) between attention calls instead of allocating them per call.
+var tileScratches sync.Pool
+
+// getTileScratch returns a tileScratch for G query heads of d values,
+// from tileScratches when one of that shape is there.
+func getTileScratch(G, d int) *tileScratch {
+	if t, ok := tileScratches.Get().(*tileScratch); ok && t.G == G && t.d == d {
+		return t
+	}
+	return newTileScratch(G, d)
+}
 
 func newTileScratch(G, d int) *tileScratch {
 	nq := roundUp16(attnWideRows * G)
