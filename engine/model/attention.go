@@ -31,7 +31,10 @@ import (
 // all the query heads of its group. A decode row (a short segment) shares
 // its splits out over the threads and merges them afterwards; a prompt
 // chunk's rows are long enough work on their own, taken in tiles of rows
-// that read each split's keys while they are in cache.
+// that read each split's keys while they are in cache. Where the tile
+// kernels run on SIMD (attnTiles, attntile.go), a tile steps each block
+// through all its (row, head) queries at once, each query still performing
+// the operations above in their order.
 const (
 	// attnBlock is the online softmax's step: the positions whose maximum
 	// is taken before their exponentials.
