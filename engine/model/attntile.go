@@ -87,8 +87,10 @@ func (t *tileScratch) row(st tileState, i int) attnState {
 // with all the tile's rows that reach a block stepping through it at once.
 func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0 int, scale float32, kb, vb, o []float32) {
 	G, d := t.G, t.d
-	// Pack the queries; the padding of the last group of 16 keeps stale
-	// (finite) queries whose scores are computed and never used.
+	// Pack the queries. The last group of 16 is padded with whatever an
+	// earlier tile left there: those columns' scores are computed, their
+	// softmax steps run (a NaN among them stays in its own column), and
+	// nothing reads them.
 	for i := range rows {
 		for g := range G {
 			qi := i*G + g
