@@ -201,3 +201,32 @@ func attnScores4AVX(sc []float32, scStride int, keys []float32, keyStride, cnt i
 //
 //go:noescape
 func maxAVX(x []float32) (m float32, nan int)
+
+// attnScores16Z is attnScores16Go with 512-bit registers, d a multiple of
+// 16 and cnt ≥ 1; perm is &scores16Perm (attntile_amd64.s).
+//
+//go:noescape
+func attnScores16Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, d int, scale float32, perm *[16]int32)
+
+// colMaxZ is ColMax for len(m) a multiple of 16, a NaN column's result the
+// default NaN (attntile_amd64.s).
+//
+//go:noescape
+func colMaxZ(m, x []float32, stride, rows int)
+
+// subColsZ is SubCols for len(m) a multiple of 16 (attntile_amd64.s).
+//
+//go:noescape
+func subColsZ(x []float32, stride, rows int, m []float32)
+
+// colSumZ is colSumGo for len(t) a multiple of 16 and rows ≥ 1
+// (attntile_amd64.s).
+//
+//go:noescape
+func colSumZ(t, x []float32, stride, rows int)
+
+// accRows4x64Z is AccumRowsN for 4 accumulators of 64 values and cnt ≥ 1
+// (attntile_amd64.s).
+//
+//go:noescape
+func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int)

@@ -131,3 +131,22 @@ func maxAVX(x []float32) (float32, int) {
 	}
 	return m, 0
 }
+
+func attnScores16Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, d int, scale float32, _ *[16]int32) {
+	attnScores16Go(sc, scStride, keys, keyStride, cnt, q, d, scale)
+}
+func colMaxZ(m, x []float32, stride, rows int) { colMaxGo(m, x, stride, rows) }
+func subColsZ(x []float32, stride, rows int, m []float32) {
+	for r := range rows {
+		for i, v := range m {
+			x[r*stride+i] -= v
+		}
+	}
+}
+func colSumZ(t, x []float32, stride, rows int) { colSumGo(t, x, stride, rows) }
+func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int) {
+	for q, a := range alpha {
+		Scale(a, acc[q*64:][:64])
+	}
+	accRowsNGo(acc, 4, p, pStride, v, vStride, cnt)
+}

@@ -31,7 +31,10 @@ import (
 // all the query heads of its group. A decode row (a short segment) shares
 // its splits out over the threads and merges them afterwards; a prompt
 // chunk's rows are long enough work on their own, taken in tiles of rows
-// that read each split's keys while they are in cache.
+// that read each split's keys while they are in cache. Where the tile
+// kernels run on SIMD (attnTiles, attntile.go), a tile steps each block
+// through all its (row, head) queries at once, each query still performing
+// the operations above in their order.
 const (
 	// attnBlock is the online softmax's step: the positions whose maximum
 	// is taken before their exponentials.
@@ -44,6 +47,10 @@ const (
 	attnShortRows = 8
 	// attnTileRows is the rows of a prompt chunk one task takes.
 	attnTileRows = 16
+	// attnWideRows is the most rows a task takes on the tile kernels
+	// (attnTiles), which step a block through all of them at once: the
+	// more rows, the fewer times each block is read and decoded.
+	attnWideRows = 64
 )
 
 // attnState is the (M, L, acc) of G query heads: m and l [G], acc [G·d].
@@ -216,6 +223,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	G := c.KVGroup()
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
+	tiles := attnTiles && d%16 == 0
 	tasks := ws.attnTasks[:0]
 	var merges []attnMerge
 	parts := 0
@@ -242,9 +250,13 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			}
 			continue
 		}
-		for t0 := 0; t0 < n; t0 += attnTileRows {
+		tileRows := attnTileRows
+		if tiles {
+			tileRows = attnWideRows
+		}
+		for t0 := 0; t0 < n; t0 += tileRows {
 			for h := range Hkv {
-				tasks = append(tasks, attnTask{seg: si, r0: sg.row0 + t0, r1: sg.row0 + min(t0+attnTileRows, n), kvh: h, split: -1})
+				tasks = append(tasks, attnTask{seg: si, r0: sg.row0 + t0, r1: sg.row0 + min(t0+tileRows, n), kvh: h, split: -1})
 			}
 		}
 	}
@@ -264,6 +276,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
 		}
 		var run, sp []float32
+		var ts *tileScratch
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
@@ -282,6 +295,18 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				continue
 			}
 			kv := kvOf(sg, tk.kvh)
+			pos0 := sg.start + tk.r0 - sg.row0
+			if tiles && len(sg.toks) > attnShortRows {
+				// A prompt chunk's tile; a short segment's row of one
+				// split (decode below attnSplit positions) stays on
+				// reduceBlock, which scores only its own G queries.
+				if ts == nil {
+					ts = getTileScratch(G, d)
+					defer tileScratches.Put(ts)
+				}
+				ts.run(kv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
+				continue
+			}
 			rows := tk.r1 - tk.r0
 			if len(run) < rows*stateN {
 				run = make([]float32, rows*stateN)
@@ -290,7 +315,6 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			for i := range states {
 				states[i] = newAttnState(run[i*stateN:], G, d)
 			}
-			pos0 := sg.start + tk.r0 - sg.row0
 			if len(sp) < rows*stateN {
 				sp = make([]float32, rows*stateN)
 			}

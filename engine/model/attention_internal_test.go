@@ -205,3 +205,41 @@ func TestKVRowBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAttendTilesMatchRows: a prompt chunk's rows give the same bits on the
+// tile kernels (attnTiles) as on reduceBlock's one-query kernels row by
+// row, for groups of 4, 2 and 8 query heads, head widths 64 and 32, tiles
+// that straddle split boundaries and start off the block grid, and every
+// KV format.
+func TestAttendTilesMatchRows(t *testing.T) {
+	if !attnTiles {
+		t.Log("the tile kernels have no SIMD path here: comparing their Go references with reduceBlock")
+	}
+	saved := attnTiles
+	defer func() { attnTiles = saved }()
+	rng := rand.New(rand.NewPCG(87, 88))
+	for _, tc := range []struct{ G, Hkv, d, n, from, chunk int }{
+		{4, 2, 64, 2300, 2300 - 300, 100}, {2, 2, 32, 1100, 1100 - 90, 45}, {8, 1, 64, 1060, 1060 - 80, 80}, {4, 1, 64, 70, 0, 70},
+	} {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		for _, dt := range KVDTypes {
+			attnTiles = false
+			want := c.runAs(dt, tc.from, tc.chunk, 2)
+			attnTiles = true
+			got := c.runAs(dt, tc.from, tc.chunk, 3)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("G=%d d=%d n=%d %s: value %d is %g on the tiles, %g row by row", tc.G, tc.d, tc.n, dt, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// firstDiff is the first index where a and b differ bitwise, or −1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}

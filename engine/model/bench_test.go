@@ -79,6 +79,9 @@ const (
 	// promptsEnv sets the prompt lengths of BenchmarkPrefillPrompt, a
 	// comma- or space-separated list (unset: it does not run).
 	promptsEnv = "LFMQ_BENCH_PROMPTS"
+	// turnEnv sets the new tokens of BenchmarkPrefillTurn, a comma- or
+	// space-separated list (unset: it does not run).
+	turnEnv = "LFMQ_BENCH_TURN"
 )
 
 // promptChunk is BenchmarkPrefillPrompt's chunk: llama.cpp's default
@@ -599,6 +602,65 @@ func BenchmarkPrefillPrompt(b *testing.B) {
 						b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "tokens/cpu-s")
 					}
 				})
+			}
+		}
+	}
+}
+
+// BenchmarkPrefillTurn is an agent loop's turn in process: N new tokens
+// (each length of turnEnv) fed in promptChunk-token chunks, as the server
+// does, after a context of each depth of depthsEnv held in the sequence
+// already (what the prefix cache supplies), on the synthetic model. Its
+// tokens/cpu-s at depth 0 divided by that at depth D is the CPU cost of a
+// turn at context D over a fresh prompt of its new tokens: `lfmq bench
+// --turn-baseline`'s ratio, without the load of a shared machine in it.
+// It runs only when turnEnv is set (e.g. 2048; the agent loop's last turn
+// starts at depth 14,528).
+func BenchmarkPrefillTurn(b *testing.B) {
+	lengths := intList(turnEnv, nil, 1)
+	if len(lengths) == 0 {
+		b.Skipf("set %s to the new tokens of a turn, e.g. 2048", turnEnv)
+	}
+	for _, format := range benchFormats {
+		for _, threads := range benchThreads {
+			for _, n := range lengths {
+				for _, depth := range benchDepths {
+					b.Run(fmt.Sprintf("synth/%s/threads=%d/tokens=%d/chunk=%d/depth=%d%s", format, threads, n, promptChunk, depth, kvName()), func(b *testing.B) {
+						dir := benchModel(b, "synth", format)
+						m := loadBench(b, dir, threads)
+						defer m.Close()
+						ids := benchPrompt(b, m, "synth", n)
+						ctx := withContext(b, m, depth)
+						fresh := func() *model.Sequence {
+							b.StopTimer()
+							defer b.StartTimer()
+							return ctx.Clone()
+						}
+						turn := func(s *model.Sequence) {
+							for at := 0; at < len(ids); at += promptChunk {
+								chunk := ids[at:min(at+promptChunk, len(ids))]
+								if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
+									b.Fatal(err)
+								}
+							}
+						}
+						// Map the weights in with one chunk.
+						if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids[:min(promptChunk, n)]}, model.ForwardOptions{}); err != nil {
+							b.Fatal(err)
+						}
+						var cpu time.Duration
+						for b.Loop() {
+							s := fresh()
+							c0 := cputime.Process()
+							turn(s)
+							cpu += cputime.Process() - c0
+						}
+						b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+						if cpu > 0 {
+							b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "tokens/cpu-s")
+						}
+					})
+				}
 			}
 		}
 	}

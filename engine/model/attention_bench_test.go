@@ -1,0 +1,57 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/internal/cputime"
+)
+
+// BenchmarkAttendPrompt is the attention alone of a 128-row prompt chunk
+// after a context of depth positions, LFM2-8B-A1B's attention shapes (32
+// query heads in groups of 4 over 8 KV heads of 64), 2 threads, each KV
+// format, on the tile kernels and on reduceBlock row by row ("rows"): the
+// cost the agent loop's turns pay per chunk over a long conversation.
+// rows and tiles run in one process, so their ratio is a same-run A/B.
+func BenchmarkAttendPrompt(b *testing.B) {
+	const G, Hkv, d, rows, threads = 4, 8, 64, 128, 2
+	for _, depth := range []int{0, 16384} {
+		for _, dt := range KVDTypes {
+			n := depth + rows
+			rng := rand.New(rand.NewPCG(1, 2))
+			c := newAttnCase(rng, G, Hkv, d, n)
+			cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
+			m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+			s := m.NewKVPool(0).NewSequence()
+			if err := s.growPages(n); err != nil {
+				b.Fatal(err)
+			}
+			s.writeKV(0, 0, c.k, c.v)
+			qd := Hkv * G * d
+			out := make([]float32, rows*qd)
+			segs := []segment{{s: s, toks: make([]int, rows), start: depth}}
+			for _, path := range []string{"rows", "tiles"} {
+				b.Run(fmt.Sprintf("depth=%d/kv=%s/%s", depth, dt, path), func(b *testing.B) {
+					if path == "tiles" && !kernels.TileFast() {
+						b.Skip("no SIMD tile kernels here")
+					}
+					saved := attnTiles
+					attnTiles = path == "tiles"
+					defer func() { attnTiles = saved }()
+					ws := &workspace{}
+					var cpu float64
+					for b.Loop() {
+						c0 := cputime.Process()
+						m.attend(ws, 0, segs, c.q[depth*qd:], out)
+						cpu += (cputime.Process() - c0).Seconds()
+					}
+					b.ReportMetric(float64(b.N*rows)/cpu, "rows/cpu-s")
+				})
+			}
+			m.pool.Close()
+		}
+	}
+}
