@@ -86,7 +86,7 @@ run() {
 	local load0 t0
 	load0=$(cut -d' ' -f1 /proc/loadavg)
 	t0=$(date +%s.%N)
-	/usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
+	LFMQ_WORK_TRACE=${log%.log}.trace /usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
 	local wall
 	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	# The output's checksums, kept beside the log, so that the bytes of two
