@@ -184,18 +184,18 @@ func TestCounterFollowsWork(t *testing.T) {
 		t.Errorf("at 100 s: %q, want %q", got, want)
 	}
 	// Half the solves in one item, each unit at 2 s (half the prior's
-	// 4 s): the solves' own timing (their prior now scaled by their
-	// family's, which is theirs) puts the rest at 50 × 2 s = 100 s, less
-	// the 10 s since.
+	// 4 s): their own timing, with the prior counted as one more item at
+	// the forward's 4 s per unit of prior, gives (100 + 50×4)/(50 + 50) =
+	// 3 s per unit: 150 s, less the 10 s since.
 	c.stage = "layer 1: solve w1/w3"
 	step(100*time.Second, quant.WorkUpSolve, 50)
 	clock.t = clock.t.Add(10 * time.Second)
-	if got, want := c.line(210*time.Second), "quantizing: 0/10 tensors, 70% (layer 1: solve w1/w3), about 1m30s left"; got != want {
+	if got, want := c.line(210*time.Second), "quantizing: 0/10 tensors, 60% (layer 1: solve w1/w3), about 2m20s left"; got != want {
 		t.Errorf("at 210 s: %q, want %q", got, want)
 	}
 	// A slow item makes the estimate grow; the percentage stays.
 	step(200*time.Second, quant.WorkUpSolve, 1)
-	if got := c.line(410 * time.Second); !strings.Contains(got, " 70% ") {
+	if got := c.line(410 * time.Second); !strings.Contains(got, " 60% ") {
 		t.Errorf("at 410 s the percentage went back: %q", got)
 	}
 	step(time.Second, quant.WorkUpSolve, 49)

@@ -154,39 +154,70 @@ func (e *Estimator) left(now time.Time) (left, elapsed time.Duration, ok bool) {
 	if !e.started || !e.remaining() {
 		return 0, 0, false
 	}
-	// scale is the run's time per unit of prior cost over the kinds
-	// timed so far, family[f] a family's.
-	type timing struct{ spent, priorDone float64 }
-	var all timing
-	family := map[int]timing{}
-	for _, k := range e.kinds {
-		if k.done > 0 {
-			f := family[k.family]
-			f.spent += float64(k.spent)
-			f.priorDone += k.done * k.prior
-			family[k.family] = f
-			all.spent += float64(k.spent)
-			all.priorDone += k.done * k.prior
-		}
-	}
-	if all.spent <= 0 || all.priorDone <= 0 {
+	perUnit, ok := e.perUnit()
+	if !ok {
 		return 0, 0, false
 	}
 	var rest float64
-	for _, k := range e.kinds {
-		if k.done >= k.total {
-			continue
+	for i, k := range e.kinds {
+		if k.done < k.total {
+			rest += (k.total - k.done) * perUnit[i]
 		}
-		perUnit := k.prior * all.spent / all.priorDone
-		if f := family[k.family]; f.spent > 0 && f.priorDone > 0 {
-			perUnit = k.prior * f.spent / f.priorDone
-		}
-		if k.items > 0 {
-			pseudo := priorItems * k.done / float64(k.items)
-			perUnit = (float64(k.spent) + pseudo*perUnit) / (k.done + pseudo)
-		}
-		rest += (k.total - k.done) * perUnit
 	}
 	rest -= float64(now.Sub(e.last))
 	return time.Duration(max(rest, 0)), now.Sub(e.start), true
+}
+
+// perUnit returns each kind's estimated time per unit of work, in
+// nanoseconds; ok is false before any kind has been timed.
+//
+// A kind not yet timed takes its prior scaled by its family's timing (time
+// spent per unit of prior cost done), or the whole run's when none of its
+// family has been timed. A timed kind's is its mean over its items, with
+// its prior counted as priorItems more items of its mean size, scaled by
+// the timing of the other kinds of its family or, when none has been
+// timed, of every other kind: not by the kind's own, which would make the
+// prior agree with whatever the first item did.
+func (e *Estimator) perUnit() ([]float64, bool) {
+	// raw is the timing of each family and of the whole run: time spent
+	// against work done at the prior's cost.
+	type timing struct{ spent, prior float64 }
+	raw := map[int]timing{}
+	var all timing
+	for _, k := range e.kinds {
+		if k.done > 0 {
+			f := raw[k.family]
+			f.spent += float64(k.spent)
+			f.prior += k.done * k.prior
+			raw[k.family] = f
+			all.spent += float64(k.spent)
+			all.prior += k.done * k.prior
+		}
+	}
+	if all.spent <= 0 || all.prior <= 0 {
+		return nil, false
+	}
+	perUnit := make([]float64, len(e.kinds))
+	for i, k := range e.kinds {
+		if k.done <= 0 {
+			scale, ok := raw[k.family]
+			if !ok {
+				scale = all
+			}
+			perUnit[i] = k.prior * scale.spent / scale.prior
+			continue
+		}
+		perUnit[i] = float64(k.spent) / k.done
+		others := raw[k.family]
+		others.spent -= float64(k.spent)
+		others.prior -= k.done * k.prior
+		if others.spent <= 0 || others.prior <= 0 {
+			others = timing{all.spent - float64(k.spent), all.prior - k.done*k.prior}
+		}
+		if others.spent > 0 && others.prior > 0 && k.items > 0 {
+			pseudo := priorItems * k.done / float64(k.items)
+			perUnit[i] = (float64(k.spent) + pseudo*k.prior*others.spent/others.prior) / (k.done + pseudo)
+		}
+	}
+	return perUnit, true
 }
