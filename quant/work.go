@@ -51,13 +51,15 @@ const (
 	// and the row loop with its losses (4K²N per matrix).
 	WorkUpSolve
 	// WorkDownStats is the w2 statistics: each routed token's w1/w3
-	// products (4HF) and a rank-one update of F².
+	// products (4HF, weighted by forwardPerStat) and a rank-one update of
+	// F².
 	WorkDownStats
 	// WorkDownSolve is the w2 solves, counted as the w1/w3 ones.
 	WorkDownSolve
 	// WorkDenseStats is a layer's BFP8 dense tensors' statistics: the
 	// forward of the layers from the stream's position through this one
-	// and the rank-one updates of each distinct input (K² per token).
+	// (weighted by forwardPerStat) and the rank-one updates of each
+	// distinct input (K² per token).
 	WorkDenseStats
 	// WorkDenseSolve is the BFP8 dense tensors' solves, counted as the
 	// experts'.
@@ -93,11 +95,15 @@ func (k WorkKind) String() string {
 }
 
 // Cost is the prior time of one unit of the kind's work, relative to the
-// expert solves' (WorkUpSolve = 1): what a progress estimate assumes for a
-// kind until it has timed the kind itself. It was measured on the
-// synthetic LFM2-8B-A1B shapes (docs/bench-quantize.md, "The progress
-// estimate"): it depends on how each kind is implemented, so it is a
-// prior to correct, not a constant to trust.
+// w1/w3 solves' (WorkUpSolve = 1): what a progress estimate assumes for a
+// kind until it has timed it, scaled by the timing of the kind's Family or
+// of the run. The figures were measured on the synthetic LFM2-8B-A1B
+// shapes (2 layers, 32 windows, 2 workers; docs/bench-quantize.md, "The
+// progress estimate"), where a w1/w3 solve ran at 0.072 ns per counted
+// operation; they depend on how each kind is implemented and on the
+// shapes (the fixture's small matrices make its solves dearer per
+// operation than its statistics), so they are priors for the estimate to
+// correct as it times each kind, not constants to trust.
 func (k WorkKind) Cost() float64 {
 	if k < 0 || k >= NumWorkKinds {
 		return 1
@@ -122,18 +128,27 @@ func (k WorkKind) Family() int {
 	return 3
 }
 
-// workCost is each kind's Cost (see the measurements there).
+// workCost is each kind's Cost: the time per unit measured for each kind
+// on the 8B-A1B shapes over the w1/w3 solves' (the dense and head
+// statistics, one code path, are given their mean). On the fixture
+// (testdata/tiny-lfm2-moe, its 128 calibration windows) the same ratios
+// came out at 0.13 (forward), 0.30 and 0.30 (statistics), 1.7, 0.79 and
+// 0.93 (w2, dense and head solves) and 0.53 and 0.55 (dense and head
+// statistics): within a family they agree to about 25 % but for the w2
+// solves, whose small matrices there cost more per operation; across
+// families the fixture's statistics are four times cheaper against its
+// solves.
 var workCost = [NumWorkKinds]float64{
-	WorkPack:       1,
-	WorkForward:    0.25,
-	WorkUpStats:    1,
+	WorkPack:       0.1,
+	WorkForward:    0.23,
+	WorkUpStats:    1.4,
 	WorkUpSolve:    1,
-	WorkDownStats:  1,
-	WorkDownSolve:  1,
-	WorkDenseStats: 1,
-	WorkDenseSolve: 1,
-	WorkHeadStats:  1,
-	WorkHeadSolve:  1,
+	WorkDownStats:  0.9,
+	WorkDownSolve:  0.95,
+	WorkDenseStats: 1.9,
+	WorkDenseSolve: 0.75,
+	WorkHeadStats:  1.9,
+	WorkHeadSolve:  1.05,
 }
 
 // rtnWorkPerValue is the work of packing one weight by RTN: reading it,
@@ -184,8 +199,19 @@ func upStatsWork(routed, h float64) float64 { return routed * h * h }
 // downStatsWork is the work of the w2 statistics of routed tokens: their
 // w1/w3 products (float32, the engine's kernels) and rank-one updates.
 func downStatsWork(routed, h, f float64) float64 {
-	return routed * (f*f + 4*h*f)
+	return routed * (f*f + 4*h*f*forwardPerStat)
 }
+
+// forwardPerStat weighs an operation of a forward (float32, on the
+// engine's tile kernels) against one of the statistics' rank-one updates
+// (float64, in a fixed order) where one kind of work does both (a dense
+// file's statistics, the w2 statistics), so that the kind's time per unit
+// holds from one layer to the next whatever their mix: layer 0's dense
+// statistics are mostly rank-one updates of the dense w2's input (K =
+// 7,168), layer 1's mostly the forward. Measured on the 8B-A1B shapes
+// (docs/bench-quantize.md): the MoE forward took 0.017 ns per operation,
+// the w1/w3 statistics 0.10 ns per rank-one operation.
+const forwardPerStat = 0.16
 
 // addTo adds the layer's work to a run's totals by kind.
 func (w layerWork) addTo(t *WorkTotals) {
