@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/internal/eta"
 	"github.com/lfmq/lfmq/quant"
 )
 
@@ -161,9 +162,16 @@ func TestCounterFollowsWork(t *testing.T) {
 	}
 
 	clock := &fakeClock{t: time.Unix(0, 0)}
-	f := newWorkFollower(clock.now, false)
+	// Priors of its own (not quant's, which are measured): the forward's
+	// four times cheaper than the solves', each kind in its own family.
+	priors, families := make([]float64, quant.NumWorkKinds), make([]int, quant.NumWorkKinds)
+	for k := range priors {
+		priors[k], families[k] = 1, k
+	}
+	priors[quant.WorkForward] = 0.25
+	f := &workFollower{now: clock.now, est: eta.New(priors, families)}
 	var total quant.WorkTotals
-	// Equal work of two kinds, the forward's prior four times cheaper.
+	// Equal work of two kinds.
 	total[quant.WorkForward], total[quant.WorkUpSolve] = 100, 100
 	f.startWork(total)
 	c := counter{what: "quantizing", unit: "tensors", done: 0, total: 10, stage: "layer 1: forward", follow: f}
