@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/internal/eta"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -36,7 +37,7 @@ func newWorkFollower(now func() time.Time, trace bool) *workFollower {
 	}
 	f := &workFollower{now: now, est: eta.New(priors, families)}
 	if trace {
-		f.trace = &workTrace{}
+		f.trace = &workTrace{cpu: cputime.Process}
 	}
 	return f
 }
@@ -66,17 +67,24 @@ func (f *workFollower) writeTrace(path string) error {
 	return f.trace.writeFile(path, f.now())
 }
 
-// workTrace records a run's announced work and each report's time. Its
-// file is text, one record a line, fields separated by tabs, times in
-// seconds since StartWork:
+// workTrace records a run's announced work and each report's time, on the
+// wall clock and in the process's CPU time (which other work on a shared
+// machine disturbs much less, so that the kinds' costs can be compared
+// across runs in it). Its file is text, one record a line, fields
+// separated by tabs, times in seconds since StartWork:
 //
 //	lfmq-work-trace	1
-//	kind	INDEX	NAME	TOTAL      (one per kind)
-//	work	SECONDS	INDEX	AMOUNT     (one per report)
-//	end	SECONDS
+//	kind	INDEX	NAME	TOTAL             (one per kind)
+//	work	SECONDS	INDEX	AMOUNT	CPU_SECONDS (one per report)
+//	end	SECONDS	CPU_SECONDS
+//
+// (CPU_SECONDS is absent where the platform has no CPU clock, and in
+// traces written before it was added.)
 type workTrace struct {
 	mu     sync.Mutex
+	cpu    func() time.Duration // the process's CPU time; nil: none
 	t0     time.Time
+	cpu0   time.Duration
 	totals quant.WorkTotals
 	events []workEvent
 }
@@ -85,18 +93,38 @@ type workEvent struct {
 	at   time.Duration
 	kind quant.WorkKind
 	work float64
+	cpu  time.Duration // -1: unknown
+}
+
+// cpuNow is the CPU time since the start, or -1 without a CPU clock.
+func (t *workTrace) cpuNow() time.Duration {
+	if t.cpu == nil {
+		return -1
+	}
+	return t.cpu() - t.cpu0
 }
 
 func (t *workTrace) start(now time.Time, total quant.WorkTotals) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.t0, t.totals, t.events = now, total, nil
+	if t.cpu != nil {
+		t.cpu0 = t.cpu()
+	}
 }
 
 func (t *workTrace) add(now time.Time, kind quant.WorkKind, done float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.events = append(t.events, workEvent{now.Sub(t.t0), kind, done})
+	t.events = append(t.events, workEvent{now.Sub(t.t0), kind, done, t.cpuNow()})
+}
+
+// cpuField is a CPU time as a trace field (tab first), or nothing.
+func cpuField(d time.Duration) string {
+	if d < 0 {
+		return ""
+	}
+	return fmt.Sprintf("\t%.3f", d.Seconds())
 }
 
 // writeFile writes the trace to path (a temporary name, synced, renamed).
@@ -114,9 +142,9 @@ func (t *workTrace) writeFile(path string, end time.Time) error {
 		fmt.Fprintf(w, "kind\t%d\t%s\t%.17g\n", int(k), k, t.totals[k])
 	}
 	for _, e := range t.events {
-		fmt.Fprintf(w, "work\t%.3f\t%d\t%.17g\n", e.at.Seconds(), int(e.kind), e.work)
+		fmt.Fprintf(w, "work\t%.3f\t%d\t%.17g%s\n", e.at.Seconds(), int(e.kind), e.work, cpuField(e.cpu))
 	}
-	fmt.Fprintf(w, "end\t%.3f\n", end.Sub(t.t0).Seconds())
+	fmt.Fprintf(w, "end\t%.3f%s\n", end.Sub(t.t0).Seconds(), cpuField(t.cpuNow()))
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("%s: %w", workTraceEnv, err)
 	}

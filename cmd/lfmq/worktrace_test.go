@@ -16,9 +16,9 @@ import (
 
 // recordedTrace is a work trace read back (the format of workTrace).
 type recordedTrace struct {
-	totals quant.WorkTotals
-	events []workEvent
-	end    time.Duration
+	totals      quant.WorkTotals
+	events      []workEvent
+	end, endCPU time.Duration // endCPU -1: unknown
 }
 
 // readTrace reads a work trace written by workTrace.writeFile.
@@ -57,16 +57,22 @@ func readTrace(path string) (*recordedTrace, error) {
 			if err == nil {
 				tr.totals[k], err = strconv.ParseFloat(f[3], 64)
 			}
-		case f[0] == "work" && len(f) == 4:
-			var e workEvent
+		case f[0] == "work" && (len(f) == 4 || len(f) == 5):
+			e := workEvent{cpu: -1}
 			if e.at, err = secs(f[1]); err == nil {
 				if e.kind, err = kind(f[2]); err == nil {
 					e.work, err = strconv.ParseFloat(f[3], 64)
 				}
 			}
+			if err == nil && len(f) == 5 {
+				e.cpu, err = secs(f[4])
+			}
 			tr.events = append(tr.events, e)
-		case f[0] == "end" && len(f) == 2:
-			tr.end, err = secs(f[1])
+		case f[0] == "end" && (len(f) == 2 || len(f) == 3):
+			tr.endCPU = -1
+			if tr.end, err = secs(f[1]); err == nil && len(f) == 3 {
+				tr.endCPU, err = secs(f[2])
+			}
 		default:
 			err = fmt.Errorf("unexpected record")
 		}
@@ -82,6 +88,8 @@ func readTrace(path string) (*recordedTrace, error) {
 func TestWorkTraceRoundTrip(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100, 0)}
 	f := newWorkFollower(clock.now, true)
+	cpu := 7 * time.Second
+	f.trace.cpu = func() time.Duration { cpu += 250 * time.Millisecond; return cpu }
 	var total quant.WorkTotals
 	total[quant.WorkForward], total[quant.WorkHeadSolve] = 10, 2.5e12
 	f.startWork(total)
@@ -98,9 +106,11 @@ func TestWorkTraceRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []workEvent{{1500 * time.Millisecond, quant.WorkForward, 10}, {61500 * time.Millisecond, quant.WorkHeadSolve, 2.5e12}}
-	if tr.totals != total || len(tr.events) != 2 || tr.events[0] != want[0] || tr.events[1] != want[1] || tr.end != 62500*time.Millisecond {
-		t.Errorf("read back %+v, want totals %v, events %+v, end 62.5s", tr, total, want)
+	// The CPU clock advances 0.25 s at each reading: at the start, at
+	// each report and at the end.
+	want := []workEvent{{1500 * time.Millisecond, quant.WorkForward, 10, 250 * time.Millisecond}, {61500 * time.Millisecond, quant.WorkHeadSolve, 2.5e12, 500 * time.Millisecond}}
+	if tr.totals != total || len(tr.events) != 2 || tr.events[0] != want[0] || tr.events[1] != want[1] || tr.end != 62500*time.Millisecond || tr.endCPU != 750*time.Millisecond {
+		t.Errorf("read back %+v, want totals %v, events %+v, end 62.5s, 0.75s of CPU", tr, total, want)
 	}
 	var none *workFollower
 	if err := none.writeTrace(path); err != nil {
