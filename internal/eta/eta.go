@@ -5,20 +5,23 @@
 // The run announces its work of each kind in the kind's own units (for
 // example floating-point operations), reports work as it finishes, and
 // asks for the time left. The estimate is the remaining work of each kind
-// times the kind's time per unit. A kind's time per unit is learned from
-// the time the run spent on it: the time between one report and the
-// previous one (of any kind) is the reported kind's, since a run does one
-// kind at a time. Until a kind has been timed, its time per unit is its
-// prior cost (relative to the other kinds', which a caller calibrates and
-// documents) times the run's measured time per unit of prior cost over
-// the kinds timed so far; and the prior weighs in, as one more item of the
-// kind's mean size done at that time per unit, until the kind's own timing
-// takes over, so that a slow or fast first item does not swing it. The
-// kind's time per unit is the mean over all its items, so that one slow
-// item among many moves it by its share.
+// times the kind's time per unit, less the time since the last report. A
+// kind's time per unit is learned from the time the run spent on it: the
+// time between one report and the previous one (of any kind) is the
+// reported kind's, since a run does one kind at a time. Until a kind has
+// been timed, its time per unit is its prior cost (relative to the other
+// kinds', which a caller calibrates and documents) times the measured time
+// per unit of prior cost of its family (kinds that share an
+// implementation, so that a change in its speed moves them together) or,
+// before any of the family has run, of the run so far. Once timed, a
+// kind's time per unit is its mean over all its items, so that one slow
+// item among many moves it by its share, with the prior weighing in as
+// one more item until the kind's own timing takes over, so that a slow or
+// fast first item does not swing it.
 package eta
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -66,6 +69,9 @@ type kind struct {
 func New(priors []float64, families []int) *Estimator {
 	e := &Estimator{kinds: make([]kind, len(priors))}
 	for i, p := range priors {
+		if !(p > 0) || math.IsInf(p, 0) {
+			p = 1 // a prior must be a positive cost
+		}
 		e.kinds[i].prior = p
 		e.kinds[i].family = 0
 		if families != nil {

@@ -243,3 +243,16 @@ func TestNotStarted(t *testing.T) {
 		t.Error("an estimate once all the work is done")
 	}
 }
+
+// TestBadPriors: a prior that is not a positive cost counts as 1, so that
+// no estimate is infinite or NaN.
+func TestBadPriors(t *testing.T) {
+	e := New([]float64{0, -1, math.NaN(), math.Inf(1)}, []int{0, 1, 2, 3})
+	t0 := time.Unix(0, 0)
+	e.Start(t0, []float64{1, 1, 1, 1})
+	e.Add(t0.Add(time.Second), 0, 1)
+	left, ok := e.Left(t0.Add(time.Second))
+	if !ok || left != 3*time.Second {
+		t.Errorf("left %v (%v), want 3s", left, ok)
+	}
+}
