@@ -173,3 +173,40 @@ func TestWorkKinds(t *testing.T) {
 		t.Errorf("an unknown kind is named %q", s)
 	}
 }
+
+// TestGPTQWorkResumed: a run that resumes an interrupted one announces only
+// the work it has left, and reports exactly that much of each kind (the
+// forwards of the layers the interrupted run left unfinished included).
+func TestGPTQWorkResumed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "resumed")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := denseGPTQOptions(out)
+	opts.Progress = &cancelAfter{layer: 3, cancel: cancel}
+	if _, err := Quantize(ctx, opts); err == nil {
+		t.Fatal("the interrupted run finished")
+	}
+	full := newWorkRecorder()
+	opts = denseGPTQOptions(filepath.Join(t.TempDir(), "full"))
+	opts.Progress = full
+	if _, err := Quantize(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkRecorder()
+	opts = denseGPTQOptions(out)
+	opts.GPTQ.Resume, opts.Progress = true, w
+	if _, err := Quantize(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	for k := range NumWorkKinds {
+		// A resumed dense file's tensors are read back, counted as packing.
+		more := w.total[k] > full.total[k] && k != WorkPack
+		if math.Abs(w.done[k]-w.total[k]) > 1e-9*w.total[k] || more {
+			t.Errorf("%s: reported %v of the announced %v (an uninterrupted run: %v)", k, w.done[k], w.total[k], full.total[k])
+		}
+	}
+	// Layers 2 and 3's expert solves were taken over.
+	if got, want := w.total[WorkUpSolve], full.total[WorkUpSolve]*4/6; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("w1/w3 solves announced %v, want 4 of the 6 MoE layers' %v", got, want)
+	}
+}
