@@ -97,13 +97,11 @@ func (k WorkKind) String() string {
 // Cost is the prior time of one unit of the kind's work, relative to the
 // w1/w3 solves' (WorkUpSolve = 1): what a progress estimate assumes for a
 // kind until it has timed it, scaled by the timing of the kind's Family or
-// of the run. The figures were measured on the synthetic LFM2-8B-A1B
-// shapes (2 layers, 32 windows, 2 workers; docs/bench-quantize.md, "The
-// progress estimate"), where a w1/w3 solve ran at 0.072 ns per counted
-// operation; they depend on how each kind is implemented and on the
-// shapes (the fixture's small matrices make its solves dearer per
-// operation than its statistics), so they are priors for the estimate to
-// correct as it times each kind, not constants to trust.
+// of the run. The figures were measured on the synthetic LFM2-8B-A1B and
+// LFM2-24B-A2B shapes (docs/bench-quantize.md, "The progress estimate");
+// they depend on how each kind is implemented, on the shapes and, on a
+// shared machine, on the load while each kind ran, so they are priors for
+// the estimate to correct as it times each kind, not constants to trust.
 func (k WorkKind) Cost() float64 {
 	if k < 0 || k >= NumWorkKinds {
 		return 1
@@ -128,27 +126,25 @@ func (k WorkKind) Family() int {
 	return 3
 }
 
-// workCost is each kind's Cost: the time per unit measured for each kind
-// on the 8B-A1B shapes over the w1/w3 solves' (the dense and head
-// statistics, one code path, are given their mean). On the fixture
-// (testdata/tiny-lfm2-moe, its 128 calibration windows) the same ratios
-// came out at 0.13 (forward), 0.30 and 0.30 (statistics), 1.7, 0.79 and
-// 0.93 (w2, dense and head solves) and 0.53 and 0.55 (dense and head
-// statistics): within a family they agree to about 25 % but for the w2
-// solves, whose small matrices there cost more per operation; across
-// families the fixture's statistics are four times cheaper against its
-// solves.
+// workCost is each kind's Cost: the geometric mean of the time per unit
+// over the w1/w3 solves' in three runs at real widths (8B-A1B twice, 24B-
+// A2B once; 2 layers, 32 windows, 2 workers), where it varied by up to
+// 2.7× from run to run with the machine's load (the dense solves: 0.74,
+// 1.67 and 1.23). The packing, which took no measurable time, is given a
+// tenth. On the fixture (testdata/tiny-lfm2-moe, its 128 windows) the
+// statistics came out four to six times cheaper against the solves, whose
+// small matrices cost more per operation there.
 var workCost = [NumWorkKinds]float64{
 	WorkPack:       0.1,
-	WorkForward:    0.23,
-	WorkUpStats:    1.4,
+	WorkForward:    0.39,
+	WorkUpStats:    2.0,
 	WorkUpSolve:    1,
-	WorkDownStats:  0.9,
-	WorkDownSolve:  0.95,
-	WorkDenseStats: 1.9,
-	WorkDenseSolve: 0.75,
-	WorkHeadStats:  1.9,
-	WorkHeadSolve:  1.05,
+	WorkDownStats:  1.65,
+	WorkDownSolve:  1.1,
+	WorkDenseStats: 1.8,
+	WorkDenseSolve: 1.15,
+	WorkHeadStats:  2.2,
+	WorkHeadSolve:  1.15,
 }
 
 // rtnWorkPerValue is the work of packing one weight by RTN: reading it,
