@@ -96,8 +96,8 @@ type gptqRun struct {
 	budget *memBudget
 	prog   Progress
 	stage  StageProgress
-	// work, when the Progress follows the work, gets each stage's share
-	// of lw as it finishes.
+	// work, when the Progress follows the work, gets each stage's work
+	// by kind as it finishes (lw: an MoE layer's statistics and solves).
 	work WorkProgress
 	lw   layerWork
 	// forwardWork is each solved layer's calibration forward, and
