@@ -66,9 +66,7 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range names {
-		r.addWork(r.denseStats[n])
-	}
+	r.addWork(r.denseStatsWork[layer].kind, r.denseStatsWork[layer].work)
 	st := &denseStep{metrics: tensorMetrics{}, dense: map[string]MatrixMetrics{}}
 	solvedBy := map[string]*solved{}
 	r.setStage(layer, "solve dense")

@@ -96,13 +96,15 @@ type gptqRun struct {
 	budget *memBudget
 	prog   Progress
 	stage  StageProgress
-	// work, when the Progress follows the work, gets each stage's share
-	// of lw as it finishes.
+	// work, when the Progress follows the work, gets each stage's work
+	// by kind as it finishes (lw: an MoE layer's statistics and solves).
 	work WorkProgress
 	lw   layerWork
-	// denseStats is, for each solved dense tensor, the work of its
-	// forward and statistics, reported when its file's statistics end.
-	denseStats map[string]float64
+	// forwardWork is each solved layer's calibration forward, and
+	// denseStatsWork each layer's (NumLayers: the head's) dense
+	// statistics, reported as they end.
+	forwardWork    map[int]float64
+	denseStatsWork map[int]kindWork
 	// denseProg reports the dense, head and kept tensors (with their work).
 	denseProg Progress
 	report    *GPTQReport
@@ -387,38 +389,96 @@ func (r *gptqRun) done(tensor string) {
 // kept tensor's packing or, with DenseMethod GPTQ, statistics and solve,
 // and every MoE layer that --resume does not take over. It returns the
 // Progress for the dense pass, which reports each tensor's work with the
-// tensor (a solved tensor's statistics as its file's statistics end).
+// tensor (a dense file's statistics as they end).
+//
+// A forward's work is that of the layers it runs: the calibration stream
+// (hessian.Stream) stays at a layer's input after its statistics in
+// sequential mode, so the next statistics run that layer again, with its
+// quantized weights, before their own; and a layer taken over by --resume
+// leaves the stream where it was, for the next forward to run.
 func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress {
-	perTensor := map[string]float64{}
-	r.denseStats = map[string]float64{}
-	var total float64
+	perTensor := map[string]kindWork{}
+	r.forwardWork, r.denseStatsWork = map[int]float64{}, map[int]kindWork{}
+	var total WorkTotals
 	for _, e := range p.Entries {
-		if e.Class == plan.Experts {
+		// The solved FFN tensors (an MoE's experts, a dense LFM2's BFP4
+		// FFN) are the layers' work, below.
+		if e.Class == plan.Experts || solvedByGPTQ(e) {
 			continue
 		}
-		perTensor[e.Name] = tensorWork(e)
+		perTensor[e.Name] = kindWork{WorkPack, tensorWork(e)}
 		// A dense solve weighs what it costs, unless --resume takes its
 		// layer over (never the global file's head: it has no record).
 		if _, resumed := rs.doneKind(e.Layer, "dense"); denseSolved(r.opts, e) && !resumed {
-			perTensor[e.Name] = denseSolveWork(e)
-			r.denseStats[e.Name] = denseStatsWork(e, tokens)
-			total += r.denseStats[e.Name]
+			solve := WorkDenseSolve
+			if e.Class == plan.Head {
+				solve = WorkHeadSolve
+			}
+			perTensor[e.Name] = kindWork{solve, denseSolveWork(e)}
 		}
-		total += perTensor[e.Name]
+		total[perTensor[e.Name].kind] += perTensor[e.Name].work
+	}
+	perToken := layerForwardWork(r.cfg, p)
+	stream := 0 // the calibration stream is at the input of this layer
+	forward := func(to int) float64 {
+		var w float64
+		for l := stream; l <= to && l < len(perToken); l++ {
+			w += perToken[l]
+		}
+		return w * float64(tokens)
+	}
+	denseStats := func(layer int, file string) {
+		var inputs float64
+		for _, e := range p.ByFile(file) {
+			if denseSolved(r.opts, e) && !sharesInput(e.Name) {
+				inputs += float64(tokens) * float64(e.Shape[1]) * float64(e.Shape[1])
+			}
+		}
+		kind := WorkDenseStats
+		if layer == r.cfg.NumLayers {
+			kind = WorkHeadStats
+		}
+		w := kindWork{kind, forward(layer)*forwardPerStat + inputs}
+		r.denseStatsWork[layer] = w
+		total[kind] += w.work
+		stream = min(layer, r.cfg.NumLayers-1)
 	}
 	for l := range r.cfg.NumLayers {
-		if _, resumed := rs.done(l); r.cfg.IsMoE(l) && !r.opts.KeepExperts && !resumed {
-			total += r.lw.total()
+		if lf := lfmq1.LayerFile(l, r.cfg.NumLayers); fileHasDenseSolve(r.opts, p.ByFile(lf)) {
+			if _, resumed := rs.doneKind(l, "dense"); !resumed {
+				denseStats(l, lf)
+			}
 		}
+		// The layers whose FFN the run solves: every routed-expert layer
+		// (unless the experts are kept), or every layer of a dense LFM2.
+		solves := r.cfg.Dense() || r.cfg.IsMoE(l) && !r.opts.KeepExperts
+		if _, resumed := rs.done(l); solves && !resumed {
+			r.forwardWork[l] = forward(l)
+			total[WorkForward] += r.forwardWork[l]
+			r.lw.addTo(&total)
+			stream = l
+			if !r.g.Sequential {
+				stream = l + 1
+			}
+		}
+	}
+	if fileHasDenseSolve(r.opts, p.ByFile(lfmq1.GlobalFile)) {
+		denseStats(r.cfg.NumLayers, lfmq1.GlobalFile)
 	}
 	r.work.StartWork(total)
 	return &tensorWorkProgress{Progress: r.prog, work: r.work, perTensor: perTensor}
 }
 
+// kindWork is an amount of work of one kind.
+type kindWork struct {
+	kind WorkKind
+	work float64
+}
+
 // addWork reports finished work to a WorkProgress, if any.
-func (r *gptqRun) addWork(w float64) {
+func (r *gptqRun) addWork(kind WorkKind, w float64) {
 	if r.work != nil && w > 0 {
-		r.work.Work(w)
+		r.work.Work(kind, w)
 	}
 }
 
@@ -426,12 +486,14 @@ func (r *gptqRun) addWork(w float64) {
 type tensorWorkProgress struct {
 	Progress
 	work      WorkProgress
-	perTensor map[string]float64
+	perTensor map[string]kindWork
 }
 
 func (t *tensorWorkProgress) Done(tensor string) {
 	t.Progress.Done(tensor)
-	t.work.Work(t.perTensor[tensor])
+	if w, ok := t.perTensor[tensor]; ok && w.work > 0 {
+		t.work.Work(w.kind, w.work)
+	}
 }
 
 func (r *gptqRun) setStage(layer int, s string) {
@@ -522,7 +584,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	forwardDone := 0
 	cache, err := hessian.Collect(ctx, r.m, l, r.windows, hessian.CollectOptions{Progress: func(done, total int) {
 		r.setStage(l, fmt.Sprintf("forward %d/%d", done, total))
-		r.addWork(r.lw.forward * float64(done-forwardDone) / float64(max(total, 1)))
+		r.addWork(WorkForward, r.forwardWork[l]*float64(done-forwardDone)/float64(max(total, 1)))
 		forwardDone = done
 	}, Stream: &r.stream, Past: !r.g.Sequential})
 	if err != nil {
@@ -537,7 +599,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	r.setStage(l, "statistics w1/w3")
 	t0 = time.Now()
 	up, err := hessian.UpStats(ctx, cache, rt, r.workers, func(e int) {
-		r.addWork(upStatsWork(float64(len(rt.Tokens[e])), float64(H)))
+		r.addWork(WorkUpStats, upStatsWork(float64(len(rt.Tokens[e])), float64(H)))
 	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w1/w3")
@@ -569,7 +631,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		}
 		upRes[e] = [2]solved{out[0], out[1]}
 		up[e] = nil // this expert's statistics are used up
-		r.addWork(r.lw.solveW13 / float64(E))
+		r.addWork(WorkUpSolve, r.lw.solveW13/float64(E))
 		r.done(ex[e][0].Name)
 		r.done(ex[e][1].Name)
 		return nil
@@ -603,7 +665,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		}
 	}
 	down, err := hessian.DownStats(ctx, cache, rt, mats, r.g.W2Weight, r.workers, func(e int) {
-		r.addWork(downStatsWork(float64(len(rt.Tokens[e])), float64(H), float64(Fe)))
+		r.addWork(WorkDownStats, downStatsWork(float64(len(rt.Tokens[e])), float64(H), float64(Fe)))
 	})
 	if err != nil {
 		return nil, r.statsError(l, err, "w2")
@@ -632,7 +694,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 			return err
 		}
 		downRes[e] = out[0]
-		r.addWork(r.lw.solveW2 / float64(E))
+		r.addWork(WorkDownSolve, r.lw.solveW2/float64(E))
 		r.done(ex[e][2].Name)
 		down[e] = nil
 		return nil

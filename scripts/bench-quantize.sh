@@ -9,6 +9,11 @@
 # under /usr/bin/time -v on each and prints the wall time, the CPU time
 # (user + system, which the load of a shared machine disturbs less than the
 # wall time), the peak resident memory and the summary's phase times.
+# It also prints how the progress line's estimate of the time left compared
+# with the time that actually remained, and, from the run's work trace
+# (LFMQ_WORK_TRACE, kept beside the log), the time each kind of work took
+# per unit against the w1/w3 solves': the figures that quant.WorkKind.Cost
+# is calibrated from.
 # With --baseline BIN the same runs are made with another lfmq binary too,
 # alternating with this one, and the CPU time and memory are given as
 # ratios to it (an A/B in one run: both see the same load).
@@ -86,7 +91,7 @@ run() {
 	local load0 t0
 	load0=$(cut -d' ' -f1 /proc/loadavg)
 	t0=$(date +%s.%N)
-	/usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
+	LFMQ_WORK_TRACE=${log%.log}.trace /usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
 	local wall
 	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	# The output's checksums, kept beside the log, so that the bytes of two
@@ -135,6 +140,37 @@ estimate_error() {
 		}' "$log"
 }
 
+# kind_costs TRACE: each kind of work's time (the time from the report
+# before each of its reports), work, time per unit and that against the
+# w1/w3 solves' (quant.WorkKind.Cost's measure), on the wall clock and, where
+# the trace has it, in the process's CPU time.
+kind_costs() {
+	[ -f "$1" ] || return 0
+	awk -F'\t' '
+		$1 == "kind" { name[$2] = $3; total[$2] = $4; n++ }
+		$1 == "work" {
+			spent[$3] += $2 - last; last = $2; done[$3] += $4
+			if (NF >= 5) { cpu[$3] += $5 - lastcpu; lastcpu = $5; hascpu = 1 }
+		}
+		END {
+			ref = (done[3] > 0) ? spent[3] / done[3] : 0
+			cref = (done[3] > 0) ? cpu[3] / done[3] : 0
+			printf "  %-18s %10s %10s %12s %8s", "work kind", "seconds", "work", "ns per unit", "cost"
+			if (hascpu) printf " %10s %12s %8s", "CPU s", "CPU ns/unit", "CPU cost"
+			printf "\n"
+			for (k = 0; k < n; k++) {
+				if (total[k] == 0) continue
+				r = (done[k] > 0) ? spent[k] / done[k] : 0
+				printf "  %-18s %10.1f %10.3g %12.4f %8.2f", name[k], spent[k], done[k], r * 1e9, ref ? r / ref : 0
+				if (hascpu) {
+					c = (done[k] > 0) ? cpu[k] / done[k] : 0
+					printf " %10.1f %12.4f %8.2f", cpu[k], c * 1e9, cref ? c / cref : 0
+				}
+				printf "\n"
+			}
+		}' "$1"
+}
+
 echo "lfmq quantize at real widths: $layers layers per shape, calibration $(basename "$calib")${seqs:+ (first $seqs windows)}; $(nproc) CPUs; logs in $out"
 for shape in $shapes; do
 	ckpt=$synth_dir/$shape-$layers
@@ -156,6 +192,7 @@ for shape in $shapes; do
 	echo "phases (this binary, last round):"
 	grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-this-$rounds.log" | sed 's/^/  /'
 	estimate_error "$out/$shape-this-$rounds.log"
+	kind_costs "$out/$shape-this-$rounds.trace"
 	if [ -n "$baseline" ]; then
 		echo "phases (baseline, last round):"
 		grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-baseline-$rounds.log" | sed 's/^/  /'

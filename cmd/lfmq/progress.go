@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/lfmq/lfmq/quant"
 )
 
 // statusEvery is how often long work reports itself off a terminal (in a
@@ -64,16 +67,21 @@ type counter struct {
 	what, unit  string
 	done, total int
 	stage       string
-	// work and workTotal, once workTotal is set (a GPTQ run's estimate of
-	// its work), give the share done instead of the count.
-	work, workTotal float64
+	// follow, once set (a GPTQ run's work, quant.WorkProgress), gives the
+	// share done and the time left instead of the count.
+	follow *workFollower
+	// shown is the largest share shown, so that the percentage never
+	// goes back when the estimate of the time left grows.
+	shown float64
 }
 
 // line is the status line: "quantizing: 120/358 tensors, 34% (layer 4:
-// solve w1/w3)", with an estimate of the time left once a tenth is done.
-// The share done is the count's, or the work's when the work is known:
-// a GPTQ run's tensors differ in cost by orders of magnitude, and the
-// count stands still through a layer's forward and statistics.
+// solve w1/w3)", with an estimate of the time left once it means
+// something. The share done is the count's, or, when the work is
+// followed, the share of the run's estimated time that has passed: a GPTQ
+// run's tensors differ in cost by orders of magnitude, the count stands
+// still through a layer's forward and statistics, and each kind of work
+// runs at its own speed (internal/eta).
 func (c *counter) line(elapsed time.Duration) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,15 +92,22 @@ func (c *counter) line(elapsed time.Duration) string {
 		return c.what + ": " + c.stage
 	}
 	share := float64(c.done) / float64(c.total)
-	if c.workTotal > 0 {
-		share = min(c.work/c.workTotal, 1)
+	var left time.Duration
+	known := false
+	if c.follow != nil {
+		now := c.follow.now()
+		share = c.follow.est.Share(now)
+		left, known = c.follow.est.Left(now)
+	} else if share >= 0.1 && c.done < c.total {
+		left, known = time.Duration(float64(elapsed)*(1-share)/share), true
 	}
+	share = max(share, c.shown)
+	c.shown = share
 	s := fmt.Sprintf("%s: %d/%d %s, %d%%", c.what, c.done, c.total, c.unit, int(100*share))
 	if c.stage != "" {
 		s += " (" + c.stage + ")"
 	}
-	if share >= 0.1 && c.done < c.total {
-		left := time.Duration(float64(elapsed) * (1 - share) / share)
+	if known {
 		s += fmt.Sprintf(", about %s left", left.Round(time.Second))
 	}
 	return s
@@ -135,18 +150,34 @@ func (p *lineProgress) Set(done int) {
 	p.c.mu.Unlock()
 }
 
-// StartWork sets the work of the whole run (quant.WorkProgress).
-func (p *lineProgress) StartWork(total float64) {
+// StartWork starts following the run's work (quant.WorkProgress).
+func (p *lineProgress) StartWork(total quant.WorkTotals) {
+	f := newWorkFollower(time.Now, os.Getenv(workTraceEnv) != "")
+	f.startWork(total)
 	p.c.mu.Lock()
-	p.c.workTotal = total
+	p.c.follow = f
 	p.c.mu.Unlock()
 }
 
-// Work adds finished work.
-func (p *lineProgress) Work(done float64) {
+// Work adds finished work of a kind.
+func (p *lineProgress) Work(kind quant.WorkKind, done float64) {
 	p.c.mu.Lock()
-	p.c.work += done
+	f := p.c.follow
 	p.c.mu.Unlock()
+	if f != nil {
+		f.work(kind, done)
+	}
+}
+
+// follower is the run's workFollower (nil before StartWork, or for work
+// that is counted).
+func (p *lineProgress) follower() *workFollower {
+	if p == nil {
+		return nil
+	}
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	return p.c.follow
 }
 
 // Stage names what a GPTQ run does while no tensor completes.

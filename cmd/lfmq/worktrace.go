@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/internal/cputime"
+	"github.com/lfmq/lfmq/internal/eta"
+	"github.com/lfmq/lfmq/quant"
+)
+
+// workTraceEnv names a file where quantize writes a trace of its GPTQ
+// run's work reports with their times (see workTrace), to time each kind
+// of work and calibrate quant.WorkKind.Cost (scripts/bench-quantize.sh).
+const workTraceEnv = "LFMQ_WORK_TRACE"
+
+// workFollower is the part of quantize's progress that follows a GPTQ
+// run's work (quant.WorkProgress): an estimate of the time left that times
+// each kind of work apart, its prior for a kind not yet timed being the
+// kind's quant.WorkKind.Cost and Family, and optionally a trace of the
+// reports.
+type workFollower struct {
+	now   func() time.Time
+	est   *eta.Estimator
+	trace *workTrace // nil unless the trace was asked for
+}
+
+// newWorkFollower returns a follower on the clock now, with a trace if
+// trace is set.
+func newWorkFollower(now func() time.Time, trace bool) *workFollower {
+	priors, families := make([]float64, quant.NumWorkKinds), make([]int, quant.NumWorkKinds)
+	for k := range quant.NumWorkKinds {
+		priors[k], families[k] = k.Cost(), k.Family()
+	}
+	f := &workFollower{now: now, est: eta.New(priors, families)}
+	if trace {
+		f.trace = &workTrace{cpu: cputime.Process}
+	}
+	return f
+}
+
+func (f *workFollower) startWork(total quant.WorkTotals) {
+	now := f.now()
+	f.est.Start(now, total[:])
+	if f.trace != nil {
+		f.trace.start(now, total)
+	}
+}
+
+func (f *workFollower) work(kind quant.WorkKind, done float64) {
+	now := f.now()
+	f.est.Add(now, int(kind), done)
+	if f.trace != nil {
+		f.trace.add(now, kind, done)
+	}
+}
+
+// writeTrace writes the trace, if there is one, to path, ending at the
+// time of the call.
+func (f *workFollower) writeTrace(path string) error {
+	if f == nil || f.trace == nil {
+		return nil
+	}
+	return f.trace.writeFile(path, f.now())
+}
+
+// workTrace records a run's announced work and each report's time, on the
+// wall clock and in the process's CPU time (which other work on a shared
+// machine disturbs much less, so that the kinds' costs can be compared
+// across runs in it). Its file is text, one record a line, fields
+// separated by tabs, times in seconds since StartWork:
+//
+//	lfmq-work-trace	1
+//	kind	INDEX	NAME	TOTAL             (one per kind)
+//	work	SECONDS	INDEX	AMOUNT	CPU_SECONDS (one per report)
+//	end	SECONDS	CPU_SECONDS
+//
+// (CPU_SECONDS is absent where the platform has no CPU clock, and in
+// traces written before it was added.)
+type workTrace struct {
+	mu     sync.Mutex
+	cpu    func() time.Duration // the process's CPU time; nil: none
+	t0     time.Time
+	cpu0   time.Duration
+	totals quant.WorkTotals
+	events []workEvent
+}
+
+type workEvent struct {
+	at   time.Duration
+	kind quant.WorkKind
+	work float64
+	cpu  time.Duration // -1: unknown
+}
+
+// cpuNow is the CPU time since the start, or -1 without a CPU clock.
+func (t *workTrace) cpuNow() time.Duration {
+	if t.cpu == nil {
+		return -1
+	}
+	return t.cpu() - t.cpu0
+}
+
+func (t *workTrace) start(now time.Time, total quant.WorkTotals) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.t0, t.totals, t.events = now, total, nil
+	if t.cpu != nil {
+		t.cpu0 = t.cpu()
+	}
+}
+
+func (t *workTrace) add(now time.Time, kind quant.WorkKind, done float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events = append(t.events, workEvent{now.Sub(t.t0), kind, done, t.cpuNow()})
+}
+
+// cpuField is a CPU time as a trace field (tab first), or nothing.
+func cpuField(d time.Duration) string {
+	if d < 0 {
+		return ""
+	}
+	return fmt.Sprintf("\t%.3f", d.Seconds())
+}
+
+// writeFile writes the trace to path (a temporary name, synced, renamed).
+func (t *workTrace) writeFile(path string, end time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := durable.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", workTraceEnv, err)
+	}
+	defer f.Abort()
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "lfmq-work-trace\t1\n")
+	for k := range quant.NumWorkKinds {
+		fmt.Fprintf(w, "kind\t%d\t%s\t%.17g\n", int(k), k, t.totals[k])
+	}
+	for _, e := range t.events {
+		fmt.Fprintf(w, "work\t%.3f\t%d\t%.17g%s\n", e.at.Seconds(), int(e.kind), e.work, cpuField(e.cpu))
+	}
+	fmt.Fprintf(w, "end\t%.3f%s\n", end.Sub(t.t0).Seconds(), cpuField(t.cpuNow()))
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("%s: %w", workTraceEnv, err)
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("%s: %w", workTraceEnv, err)
+	}
+	return nil
+}
