@@ -237,7 +237,8 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		// The block's errors by tiles of eight columns (tile t, row i at
 		// (t·bs+i)·8) and four columns of U by rows (i at 4i), so that
 		// the kernel reads both sequentially.
-		ep := make([]float64, bs*n8)
+		ep := getScratch(bs * n8) // every value is written below
+		defer putScratch(ep)
 		for i := range bs {
 			e := errs[i*out : i*out+n8]
 			for t := 0; t < n8; t += 8 {

@@ -74,7 +74,8 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 	// d holds a band of ΔWᵀ in groups of four rows, interleaved: element
 	// o of row 4g+a is d[(g·ob+o)·4+a] for a band of ob outputs. Rows past
 	// in (padding up to a whole pair of groups) are zero.
-	d := make([]float64, 2*pairs*4*band)
+	d := getScratch(2 * pairs * 4 * band)
+	defer putScratch(d)
 	// x[4l + a] of group g's sums (xOf) = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the
 	// rows l after group g: in one pass a block of groups per goroutine,
 	// in bands every group's, kept from band to band.
@@ -265,8 +266,9 @@ func LossesMemory(out, in int) int64 {
 
 // fillDelta sets groups [g0, g1) of Losses' d to ΔW = W − Q (W for a nil
 // Q), transposed and interleaved: element o of row 4g+a at
-// d[(g·out+o)·4+a]. Each row of W and Q is read in order, and each group's
-// four values of an output are written together.
+// d[(g·out+o)·4+a], and the rows past in of a last partial group to 0.
+// Each row of W and Q is read in order, and each group's four values of an
+// output are written together.
 func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
 	for o := range out {
 		wr := w[o*in : (o+1)*in]
@@ -285,6 +287,7 @@ func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
 					}
 					dst[a] = v
 				}
+				clear(dst[in-k0:]) // rows past in: d may be recycled
 				continue
 			}
 			s := (*[4]float32)(wr[k0:])
