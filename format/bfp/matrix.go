@@ -99,8 +99,9 @@ func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
 	})
 }
 
-// packTiles checks the shape against n weights, then encodes every tile in
-// tile-index order; gather fills one tile's fp32 bit patterns (padding zero).
+// packTiles checks the shape against n weights, then encodes every tile into
+// its place in tile-index order; gather fills one tile's fp32 bit patterns
+// (padding zero).
 func packTiles(f Format, n, out, in int, gather func(buf *[TileElems]uint32, kt, nt int)) ([]byte, error) {
 	return packTilesRule(f, RuleMax, n, out, in, gather)
 }
@@ -114,9 +115,15 @@ func packTilesRule(f Format, r ExponentRule, n, out, in int, gather func(buf *[T
 	tb := f.TileBytes()
 	data := make([]byte, kt*nt*tb)
 	var buf [TileElems]uint32
-	for t := range kt * nt {
-		gather(&buf, t/nt, t%nt)
-		encodeTileRule(f, r, &buf, data[t*tb:(t+1)*tb])
+	// Tile by tile down a column of tiles (32 rows of w, read whole),
+	// rather than in tile-index order, which would read a 128-byte piece
+	// of every row of w, each on its own page, before the next piece.
+	for n := range nt {
+		for k := range kt {
+			t := k*nt + n
+			gather(&buf, k, n)
+			encodeTileRule(f, r, &buf, data[t*tb:(t+1)*tb])
+		}
 	}
 	return data, nil
 }
@@ -136,9 +143,14 @@ func UnpackMatrix(f Format, data []byte, out, in int) ([]float32, error) {
 	}
 	w := make([]float32, out*in)
 	var buf [TileElems]float32
-	for t := range kt * nt {
-		decodeTile(f, data[t*tb:(t+1)*tb], &buf)
-		scatter(w, &buf, out, in, t/nt, t%nt)
+	// Down a column of tiles at a time, so that 32 rows of w are written
+	// whole (see packTilesRule).
+	for n := range nt {
+		for k := range kt {
+			t := k*nt + n
+			decodeTile(f, data[t*tb:(t+1)*tb], &buf)
+			scatter(w, &buf, out, in, k, n)
+		}
 	}
 	return w, nil
 }
