@@ -52,3 +52,12 @@ func putScratch(s []float64) {
 		scratchPool(n).Put(&s)
 	}
 }
+
+// ReleaseScratch drops the buffers kept for reuse, so that the collector
+// can return them: a caller whose next stage solves other shapes (or none)
+// calls it at the stage's end.
+func ReleaseScratch() {
+	scratch.mu.Lock()
+	scratch.pools = nil
+	scratch.mu.Unlock()
+}

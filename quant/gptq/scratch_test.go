@@ -72,3 +72,18 @@ func TestScratchRecycled(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseScratch: after ReleaseScratch no recycled buffer comes back.
+func TestReleaseScratch(t *testing.T) {
+	const n = 1000
+	poisonScratch(n)
+	ReleaseScratch()
+	for range 4 {
+		s := getScratch(n)
+		for i, v := range s {
+			if v != 0 {
+				t.Fatalf("after ReleaseScratch, value %d of a new buffer is %v", i, v)
+			}
+		}
+	}
+}
