@@ -1047,4 +1047,8 @@ func resumable(err error) bool {
 // what is live before the collector runs, so the next stage's statistics
 // could sit on top of the last stage's garbage: a GPTQ run's peak is set by
 // the largest single stage only when each stage starts from a collected heap.
-func releaseMemory() { debug.FreeOSMemory() }
+// The solver's recycled work buffers go too.
+func releaseMemory() {
+	gptq.ReleaseScratch()
+	debug.FreeOSMemory()
+}

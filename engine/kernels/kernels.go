@@ -59,6 +59,37 @@ func dotBF16b4(dst *[4]float32, w []uint16, x []float32, xStride int) {
 	dotBF16b4Go(dst, w, x, xStride)
 }
 
+// dotBF16r4b4 sets dst[4r+b] = dotBF16(w[r·ws:][:n], x[b·xs:][:n]) for
+// r, b < 4: sixteen dots of four rows with four inputs, each with the bits
+// of its own dotBF16 call. With AVX-512 the 16-aligned part runs on one
+// kernel that loads each row and input once for four products; the lanes
+// are then reduced and the tail added here, in dotBF16Go's order.
+func dotBF16r4b4(dst *[16]float32, w []uint16, ws int, x []float32, xs int, n int) {
+	_ = w[3*ws : 3*ws+n]
+	_ = x[3*xs : 3*xs+n]
+	if !useSIMD || !useAVX512 {
+		for i := range dst {
+			r, b := i/4, i%4
+			dst[i] = dotBF16(w[r*ws:][:n], x[b*xs:])
+		}
+		return
+	}
+	m := n &^ (lanes - 1)
+	var acc [16][lanes]float32
+	if m > 0 {
+		dotBF16r4b4AVX512(&acc, w, ws, x, xs, m)
+	}
+	for i := range dst {
+		r, b := i/4, i%4
+		s := reduce16(&acc[i])
+		wr, xb := w[r*ws:][:n], x[b*xs:][:n]
+		for t := m; t < n; t++ {
+			s = fma32(bf16(wr[t]), xb[t], s)
+		}
+		dst[i] = s
+	}
+}
+
 // bfpRow applies rows r < len(x) ≤ 32 of n consecutive tiles of one tile
 // row, starting at t, to the accumulators of their columns, acc[32j:32j+32]
 // for tile j. The next call's tiles start next bytes after t; the kernel

@@ -50,6 +50,32 @@ func TestDotKernels(t *testing.T) {
 			}
 			dotBF16x4(&got, wb, stride, x[:n])
 			checkSame(t, "dotBF16x4 rows", got[:], want[:])
+
+			// The 4×4 kernel is sixteen single dots of the Go reference,
+			// on the AVX-512 kernel where the CPU has it and without it;
+			// the rows and the inputs at different strides.
+			const xStride = 4111
+			xs := randVec(rng, 3*xStride+n)
+			var want16 [16]float32
+			for i := range want16 {
+				want16[i] = dotBF16Go(wb[i/4*stride:][:n], xs[i%4*xStride:][:n])
+			}
+			saved := useAVX512
+			for _, z := range []bool{false, saved} {
+				useAVX512 = z
+				var got16 [16]float32
+				dotBF16r4b4(&got16, wb, stride, xs, xStride, n)
+				checkSame(t, fmt.Sprintf("dotBF16r4b4 (avx512 %v)", z), got16[:], want16[:])
+			}
+			useAVX512 = saved
+			if m := n &^ (lanes - 1); m > 0 && useSIMD && useAVX512 {
+				var got, want [16][lanes]float32
+				dotBF16r4b4AVX512(&got, wb, stride, xs, xStride, m)
+				dotBF16r4b4LanesGo(&want, wb, stride, xs, xStride, m)
+				for i := range got {
+					checkSame(t, "dotBF16r4b4AVX512 lanes", got[i][:], want[i][:])
+				}
+			}
 		})
 	}
 }

@@ -107,6 +107,23 @@ func dotBF16b4Go(dst *[4]float32, w []uint16, x []float32, xStride int) {
 	}
 }
 
+// dotBF16r4b4LanesGo is what dotBF16r4b4AVX512 computes, in Go: the 16
+// lane sums of dotBF16Go for each of four rows against four inputs over
+// their first n elements (n a multiple of 16), before reduce16.
+func dotBF16r4b4LanesGo(acc *[16][lanes]float32, w []uint16, ws int, x []float32, xs int, n int) {
+	var wf [lanes]float32
+	for i := range acc {
+		r, b := i/4, i%4
+		acc[i] = [lanes]float32{}
+		for t := 0; t < n; t += lanes {
+			for l, v := range (*[lanes]uint16)(w[r*ws+t:]) {
+				wf[l] = bf16(v)
+			}
+			fmaMul(acc[i][:], wf[:], x[b*xs+t:][:lanes])
+		}
+	}
+}
+
 // decodeRow8 decodes row r of a BFP8 tile into 32 exact float32 weights.
 func decodeRow8(dst *[TileSize]float32, t []byte, r int) {
 	t = t[:1088]

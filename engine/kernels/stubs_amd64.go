@@ -51,6 +51,13 @@ func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int)
 //go:noescape
 func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int)
 
+// dotBF16r4b4AVX512 sets acc[4r+b] to the 16 lane sums of
+// dotBF16Go(w[r·ws:][:n], x[b·xs:][:n]) before their reduction, for
+// r, b < 4 and n a multiple of 16 (dot512_amd64.s; AVX-512 F and BW).
+//
+//go:noescape
+func dotBF16r4b4AVX512(acc *[16][lanes]float32, w []uint16, ws int, x []float32, xs int, n int)
+
 // bfpRow8AVX is bfpRowGo(BFP8, ...): rows r < len(x) of n consecutive
 // tiles at t applied to acc[32j:32j+32] for tile j; scale is &bfp8Scale.
 // next, the bytes from t to the tiles of the following call, only steers

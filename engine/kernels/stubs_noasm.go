@@ -28,6 +28,9 @@ func dotF32b4AVX(dst *[4]float32, w []float32, x []float32, xStride int) {
 func dotBF16b4AVX(dst *[4]float32, w []uint16, x []float32, xStride int) {
 	dotBF16b4Go(dst, w, x, xStride)
 }
+func dotBF16r4b4AVX512(acc *[16][lanes]float32, w []uint16, ws int, x []float32, xs int, n int) {
+	dotBF16r4b4LanesGo(acc, w, ws, x, xs, n)
+}
 func bfpRow8AVX(acc []float32, t []byte, n int, x []float32, _ *[256]float32, _ int) {
 	bfpRowGo(BFP8, acc, t, n, x)
 }

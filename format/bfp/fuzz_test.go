@@ -3,6 +3,7 @@ package bfp_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
@@ -78,6 +79,19 @@ func FuzzDecodeTile(f *testing.F) {
 			}
 			if err := bfp.Canonical(ff, re, o2, i2); err != nil {
 				t.Fatalf("re-packed data not canonical: %v", err)
+			}
+			// Canonical, tile by tile, agrees with its definition
+			// PackMatrix(UnpackMatrix(data)) == data: the same verdict and
+			// the same first differing byte.
+			cerr := bfp.Canonical(ff, buf, o2, i2)
+			var ne *bfp.NonCanonicalError
+			switch k := firstDiff(re, buf); {
+			case k < 0 && cerr != nil:
+				t.Fatalf("Canonical: %v, but the round trip gives the same bytes", cerr)
+			case k >= 0 && !errors.As(cerr, &ne):
+				t.Fatalf("Canonical: %v, but the round trip differs at byte %d", cerr, k)
+			case k >= 0 && (ne.Tile*ff.TileBytes()+ne.Offset != k || ne.Got != buf[k] || ne.Want != re[k]):
+				t.Fatalf("Canonical: %v, but the round trip differs first at byte %d (%#x, want %#x)", cerr, k, buf[k], re[k])
 			}
 		}
 
@@ -230,4 +244,15 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 			t.Fatal("PackMatrix of the transposed tile differs from EncodeTileBits")
 		}
 	})
+}
+
+// firstDiff returns the first index at which a and b (of equal length)
+// differ, or −1.
+func firstDiff(a, b []byte) int {
+	for k := range a {
+		if a[k] != b[k] {
+			return k
+		}
+	}
+	return -1
 }

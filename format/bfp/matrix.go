@@ -99,8 +99,9 @@ func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
 	})
 }
 
-// packTiles checks the shape against n weights, then encodes every tile in
-// tile-index order; gather fills one tile's fp32 bit patterns (padding zero).
+// packTiles checks the shape against n weights, then encodes every tile into
+// its place in tile-index order; gather fills one tile's fp32 bit patterns
+// (padding zero).
 func packTiles(f Format, n, out, in int, gather func(buf *[TileElems]uint32, kt, nt int)) ([]byte, error) {
 	return packTilesRule(f, RuleMax, n, out, in, gather)
 }
@@ -114,9 +115,15 @@ func packTilesRule(f Format, r ExponentRule, n, out, in int, gather func(buf *[T
 	tb := f.TileBytes()
 	data := make([]byte, kt*nt*tb)
 	var buf [TileElems]uint32
-	for t := range kt * nt {
-		gather(&buf, t/nt, t%nt)
-		encodeTileRule(f, r, &buf, data[t*tb:(t+1)*tb])
+	// Tile by tile down a column of tiles (32 rows of w, read whole),
+	// rather than in tile-index order, which would read a 128-byte piece
+	// of every row of w, each on its own page, before the next piece.
+	for n := range nt {
+		for k := range kt {
+			t := k*nt + n
+			gather(&buf, k, n)
+			encodeTileRule(f, r, &buf, data[t*tb:(t+1)*tb])
+		}
 	}
 	return data, nil
 }
@@ -136,9 +143,14 @@ func UnpackMatrix(f Format, data []byte, out, in int) ([]float32, error) {
 	}
 	w := make([]float32, out*in)
 	var buf [TileElems]float32
-	for t := range kt * nt {
-		decodeTile(f, data[t*tb:(t+1)*tb], &buf)
-		scatter(w, &buf, out, in, t/nt, t%nt)
+	// Down a column of tiles at a time, so that 32 rows of w are written
+	// whole (see packTilesRule).
+	for n := range nt {
+		for k := range kt {
+			t := k*nt + n
+			decodeTile(f, data[t*tb:(t+1)*tb], &buf)
+			scatter(w, &buf, out, in, k, n)
+		}
 	}
 	return w, nil
 }
@@ -150,22 +162,44 @@ func UnpackMatrix(f Format, data []byte, out, in int) ([]float32, error) {
 // padding, a code 0x80/0x8, an exponent that is not its group's maximum, or
 // a group too small for its values to survive decoding (E < 7 for BFP8,
 // E < 3 for BFP4, bfp.md §6). Shape and length errors are as UnpackMatrix's.
+//
+// It runs tile by tile: a tile's bytes depend only on the tile's own
+// values, so decoding one tile, clearing its padding (which UnpackMatrix
+// does not read back and PackMatrix zeroes) and encoding it again gives
+// the same bytes as the round trip through a whole matrix, without one.
 func Canonical(f Format, data []byte, out, in int) error {
-	w, err := UnpackMatrix(f, data, out, in)
+	kt, nt, err := checkMatrix(f, -1, out, in, "")
 	if err != nil {
 		return err
-	}
-	re, err := PackMatrix(f, w, out, in)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(re, data) {
-		return nil
 	}
 	tb := f.TileBytes()
-	for k := range re {
-		if re[k] != data[k] {
-			return &NonCanonicalError{Format: f, Tile: k / tb, Offset: k % tb, Got: data[k], Want: re[k]}
+	if len(data) != kt*nt*tb {
+		return &LengthError{What: "packed data", Got: len(data), Want: kt * nt * tb}
+	}
+	var dec [TileElems]float32
+	var bits [TileElems]uint32
+	re := make([]byte, tb)
+	for t := range kt * nt {
+		tile := data[t*tb : (t+1)*tb]
+		decodeTile(f, tile, &dec)
+		rows, cols := span(out, in, t/nt, t%nt)
+		for r := range TileDim {
+			for c := range TileDim {
+				v := uint32(0)
+				if r < rows && c < cols {
+					v = math.Float32bits(dec[r*TileDim+c])
+				}
+				bits[r*TileDim+c] = v
+			}
+		}
+		encodeTile(f, &bits, re)
+		if bytes.Equal(re, tile) {
+			continue
+		}
+		for k := range re {
+			if re[k] != tile[k] {
+				return &NonCanonicalError{Format: f, Tile: t, Offset: k, Got: tile[k], Want: re[k]}
+			}
 		}
 	}
 	return nil

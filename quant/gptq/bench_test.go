@@ -200,8 +200,9 @@ func mustPackB(b *testing.B, w []float32, out, in int) []byte {
 // lossBlockGroups groups of four rows with one pair of groups (eight rows)
 // at the expert shapes' lengths, so that the block streams from the cache
 // as it does in Losses. Each kernel runs in the same run: the Go one, the
-// AVX2 one, the AVX-512 one a group per call (avx512) and two groups per
-// call (avx512x2), where this CPU has them. GFLOP/s counts a multiply and
+// AVX2 one, the AVX-512 one a group per call (avx512), two groups per
+// call (avx512x2) and two groups against two pairs per call (avx512x4,
+// half as many calls for the same products), where this CPU has them. GFLOP/s counts a multiply and
 // an add per product.
 func BenchmarkGram8(b *testing.B) {
 	for _, n := range []int{64, 1792, 2048} {
@@ -215,7 +216,9 @@ func BenchmarkGram8(b *testing.B) {
 			p[i] = r.NormFloat64()
 		}
 		var x [64]float64
+		var x128 [128]float64
 		x32 := (*[32]float64)(x[:32])
+		p2 := append(append([]float64(nil), p...), p...)
 		group := func(i int) []float64 { return g[4*n*i : 4*n*(i+1)] }
 		kernels := []struct {
 			name string
@@ -240,6 +243,12 @@ func BenchmarkGram8(b *testing.B) {
 			{"avx512x2", useAVX512, func() {
 				for i := 0; i < lossBlockGroups; i += 2 {
 					gram16AVX512(&x, g[4*n*i:4*n*(i+2)], p, n)
+				}
+			}},
+			// Two pairs per call, half the calls per pair.
+			{"avx512x4", useAVX512, func() {
+				for i := 0; i < lossBlockGroups; i += 4 {
+					gram32AVX512(&x128, g[4*n*i:4*n*(i+2)], p2, n)
 				}
 			}},
 		}

@@ -11,10 +11,11 @@ import (
 // It changes no bit.
 const panelRows = 32
 
-// factorInverse computes into u (k×k, row-major) the upper triangular U
-// with h⁻¹ = UᵀU, h symmetric positive definite; h is overwritten. It
-// returns −1 on success, else the failing row and the reason. threads
-// goroutines share the work; the result does not depend on their number.
+// factorInverse computes into u (k×k, row-major, its strict lower triangle
+// zero) the upper triangular U with h⁻¹ = UᵀU, h symmetric positive
+// definite; h is overwritten. It returns −1 on success, else the failing
+// row and the reason. threads goroutines share the work; the result does
+// not depend on their number.
 //
 // First h = R·Rᵀ with R upper triangular (Cholesky from the last index
 // down), then U = R⁻¹. Every entry is the value of the plain algorithm —
@@ -49,6 +50,8 @@ func stopped(stop <-chan struct{}) bool {
 // factorInverseStop is factorInverse, which gives up (stoppedIndex) at the
 // next panel of the factor, or group of columns of the inverse, once stop
 // is closed: a 2048-wide solve then ends in milliseconds, not seconds.
+// The strict lower triangle of u must be zero (a new u is); the rest is
+// overwritten.
 func factorInverseStop(h, u []float64, k, threads int, stop <-chan struct{}) (int, string) {
 	// R is found through the reversed matrix: with J the index reversal,
 	// J·h·J = L·Lᵀ by the ordinary row-oriented Cholesky (whose inner
@@ -119,7 +122,9 @@ func factorInverseStop(h, u []float64, k, threads int, stop <-chan struct{}) (in
 	// columns at a time, writing U[k−1−a][k−1−b] = M[a][b]:
 	// M[a][b] = 0 for a < b; M[b][b] = 1/L[b][b];
 	// M[a][b] = −(Σ_{m=b}^{a−1} L[a][m]·M[m][b]) / L[a][a].
-	clear(u)
+	// Every entry of U's upper triangle is written below when the
+	// inverse succeeds, and none of the lower one: u is not cleared, so
+	// that the lower half of a new u is never touched.
 	groups := (k + 3) / 4
 	blocks := (groups + inverseBlockGroups - 1) / inverseBlockGroups
 	th := threads

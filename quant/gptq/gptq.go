@@ -168,7 +168,8 @@ func newFactorWith(h []float64, k int, opts Options, inv func(hp, u []float64, k
 		sort.SliceStable(f.perm, func(a, b int) bool { return diag[f.perm[a]] > diag[f.perm[b]] })
 	}
 	mean := sum / float64(k)
-	hp := make([]float64, k*k)
+	hp := getScratch(k * k) // every entry is written before it is read
+	defer putScratch(hp)
 	f.u = make([]float64, k*k)
 	alpha := opts.Alpha
 	var last *FactorError
@@ -266,6 +267,7 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 			return nil, err
 		}
 	}
+	putScratch(st.wp)
 	var loss float64
 	for i := range k {
 		uii := f.u[i*k+i]
@@ -337,9 +339,10 @@ func (st *bandState) solve(w, q []float32, n0, out int) error {
 	// wp is the band of W_tt in the permuted frame: row i holds input
 	// perm[i] over the band's outputs, which is what each step reads and
 	// the feedback updates.
-	st.wp = grow(st.wp, k*out)
-	wp := st.wp
-	clear(wp)
+	if st.wp == nil {
+		st.wp = getScratch(k * out) // the widest band: the first
+	}
+	wp := st.wp[:k*out]
 	fillPermuted(wp, w, f.perm, f.dead, k, out)
 	bs := min(f.blockSize, k)
 	st.errs = grow(st.errs, bs*out)
@@ -416,10 +419,15 @@ var transposeBytes = 256 << 10
 func transposeRows(k int) int { return max(8, transposeBytes/(4*k)) }
 
 // fillPermuted sets row i of wp (k rows of length out) to column perm[i] of
-// w ([out, k], row-major) in float64, leaving the rows of dead inputs
-// zero (wp is new). It walks w by bands of transposeRows rows, so that the gather of a
+// w ([out, k], row-major) in float64, and the rows of dead inputs to zero.
+// It walks w by bands of transposeRows rows, so that the gather of a
 // column touches cached lines instead of one page per element.
 func fillPermuted(wp []float64, w []float32, perm []int, dead []bool, k, out int) {
+	for i, oi := range perm {
+		if dead[oi] {
+			clear(wp[i*out : (i+1)*out])
+		}
+	}
 	band := transposeRows(k)
 	for n0 := 0; n0 < out; n0 += band {
 		n1 := min(n0+band, out)

@@ -148,6 +148,40 @@ func gram16(x *[64]float64, g, p []float64, n int) {
 	gram8((*[32]float64)(x[32:]), g[4*n:8*n], p, n)
 }
 
+// gram32 is gram16 for the same two groups of g against two pairs, p[:8n]
+// and p[8n:16n]: x[:64] for the first pair (as gram16's x), x[64:] for the
+// second. Where AVX-512 is there it reads each value of g once for both
+// pairs, with sixteen sums in registers.
+func gram32(x *[128]float64, g, p []float64, n int) {
+	if useAVX512 && n > 0 {
+		_ = g[8*n-1]
+		_ = p[16*n-1]
+		var t [128]float64
+		for k := range 4 {
+			y, s := x[32*k:], t[32*k:]
+			for b := range 8 {
+				s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
+			}
+		}
+		gram32AVX512(&t, g, p, n)
+		for k := range 4 {
+			y, s := x[32*k:], t[32*k:]
+			for b := range 8 {
+				y[4*b], y[4*b+1], y[4*b+2], y[4*b+3] = s[b], s[8+b], s[16+b], s[24+b]
+			}
+		}
+		return
+	}
+	gram16((*[64]float64)(x[:64]), g, p[:8*n], n)
+	gram16((*[64]float64)(x[64:]), g, p[8*n:16*n], n)
+}
+
+// gram32Go is gram32 with the Go kernel.
+func gram32Go(x *[128]float64, g, p []float64, n int) {
+	gram16Go((*[64]float64)(x[:64]), g, p[:8*n], n)
+	gram16Go((*[64]float64)(x[64:]), g, p[8*n:16*n], n)
+}
+
 // gram16Go is gram16 with the Go kernel.
 func gram16Go(x *[64]float64, g, p []float64, n int) {
 	gram8Go((*[32]float64)(x[:32]), g[:4*n], p, n)
@@ -203,7 +237,8 @@ func deferredUpdate(wp, u, errs []float64, k, out, b0, b1, threads int) {
 		// The block's errors by tiles of eight columns (tile t, row i at
 		// (t·bs+i)·8) and four columns of U by rows (i at 4i), so that
 		// the kernel reads both sequentially.
-		ep := make([]float64, bs*n8)
+		ep := getScratch(bs * n8) // every value is written below
+		defer putScratch(ep)
 		for i := range bs {
 			e := errs[i*out : i*out+n8]
 			for t := 0; t < n8; t += 8 {

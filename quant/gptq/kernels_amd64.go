@@ -36,6 +36,12 @@ func gram8AVX512(x *[32]float64, g, p []float64, n int)
 //go:noescape
 func gram16AVX512(x *[64]float64, g, p []float64, n int)
 
+// gram32AVX512 is gram32Go with x[32k+8a+b] for x[32k+4b+a]; the caller
+// checks the ranges.
+//
+//go:noescape
+func gram32AVX512(x *[128]float64, g, p []float64, n int)
+
 // updateAVX is updateAVXGo; the caller checks the ranges.
 //
 //go:noescape

@@ -518,3 +518,91 @@ dl44loop:
 	VMOVUPD Y15, 480(DI)
 	VZEROUPPER
 	RET
+
+// G32STEP multiplies the broadcast of mem (one row of g) by Z16 and Z17
+// (eight values of each of two pairs of p) into acc0 and acc1: the step of
+// gram16AVX512 for two pairs at once, the broadcast loaded once for both.
+#define G32STEP(mem, acc0, acc1) \
+	VBROADCASTSD mem, Z20;   \
+	VMULPD       Z20, Z16, Z22; \
+	VADDPD       Z22, acc0, acc0; \
+	VMULPD       Z20, Z17, Z23; \
+	VADDPD       Z23, acc1, acc1
+
+// func gram32AVX512(x *[128]float64, g, p []float64, n int)
+//
+// gram16AVX512 for two pairs of p (p[:8n], p[8n:16n]) against the same two
+// groups of g: x[32k + 8a + b] for block k = 2·pair + group of g, row a of
+// that group and column b of that pair. Each lane is one running sum, one
+// rounded product and one rounded add per t, in t order, continued from x.
+// Sixteen accumulators share each load of g and of p twice as often as in
+// gram16AVX512.
+TEXT ·gram32AVX512(SB), NOSPLIT, $0-64
+	MOVQ g_base+8(FP), SI
+	MOVQ p_base+32(FP), R8
+	MOVQ n+56(FP), CX
+	MOVQ CX, R13
+	SHLQ $5, R13          // one group: 4n values, 32n bytes
+	LEAQ (SI)(R13*1), R10 // the second group of g
+	LEAQ (R8)(R13*1), R9  // pair 0, second group
+	LEAQ (R9)(R13*1), R11 // pair 1, first group
+	LEAQ (R11)(R13*1), R12 // pair 1, second group
+	MOVQ    x+0(FP), DI
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
+	VMOVUPD 256(DI), Z4
+	VMOVUPD 320(DI), Z5
+	VMOVUPD 384(DI), Z6
+	VMOVUPD 448(DI), Z7
+	VMOVUPD 512(DI), Z8
+	VMOVUPD 576(DI), Z9
+	VMOVUPD 640(DI), Z10
+	VMOVUPD 704(DI), Z11
+	VMOVUPD 768(DI), Z12
+	VMOVUPD 832(DI), Z13
+	VMOVUPD 896(DI), Z18
+	VMOVUPD 960(DI), Z19
+
+g32loop:
+	VMOVUPD      (R8), Y15
+	VINSERTF64X4 $1, (R9), Z15, Z16
+	VMOVUPD      (R11), Y14
+	VINSERTF64X4 $1, (R12), Z14, Z17
+	G32STEP(0(SI), Z0, Z8)
+	G32STEP(8(SI), Z1, Z9)
+	G32STEP(16(SI), Z2, Z10)
+	G32STEP(24(SI), Z3, Z11)
+	G32STEP(0(R10), Z4, Z12)
+	G32STEP(8(R10), Z5, Z13)
+	G32STEP(16(R10), Z6, Z18)
+	G32STEP(24(R10), Z7, Z19)
+	ADDQ $32, SI
+	ADDQ $32, R10
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R11
+	ADDQ $32, R12
+	DECQ CX
+	JNZ  g32loop
+
+	MOVQ    x+0(FP), DI
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 128(DI)
+	VMOVUPD Z3, 192(DI)
+	VMOVUPD Z4, 256(DI)
+	VMOVUPD Z5, 320(DI)
+	VMOVUPD Z6, 384(DI)
+	VMOVUPD Z7, 448(DI)
+	VMOVUPD Z8, 512(DI)
+	VMOVUPD Z9, 576(DI)
+	VMOVUPD Z10, 640(DI)
+	VMOVUPD Z11, 704(DI)
+	VMOVUPD Z12, 768(DI)
+	VMOVUPD Z13, 832(DI)
+	VMOVUPD Z18, 896(DI)
+	VMOVUPD Z19, 960(DI)
+	VZEROUPPER
+	RET

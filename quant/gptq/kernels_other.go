@@ -46,6 +46,25 @@ func gram16AVX512(x *[64]float64, g, p []float64, n int) {
 	}
 }
 
+func gram32AVX512(x *[128]float64, g, p []float64, n int) {
+	var t [128]float64
+	for k := range 4 {
+		for a := range 4 {
+			for b := range 8 {
+				t[32*k+4*b+a] = x[32*k+8*a+b]
+			}
+		}
+	}
+	gram32Go(&t, g, p, n)
+	for k := range 4 {
+		for a := range 4 {
+			for b := range 8 {
+				x[32*k+8*a+b] = t[32*k+4*b+a]
+			}
+		}
+	}
+}
+
 func updateAVX(c []float64, cs int, up, ep []float64, bs, cols int) {
 	updateAVXGo(c, cs, up, ep, bs, cols)
 }

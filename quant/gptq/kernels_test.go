@@ -346,7 +346,7 @@ func gram8Ref(x *[32]float64, g, p []float64, n int) {
 	}
 }
 
-// TestGramMatchesReference: gram8 and gram16 with every kernel set, and
+// TestGramMatchesReference: gram8, gram16 and gram32 with every kernel set, and
 // gram8Go, equal gram8Ref bit for bit at lengths that are one, odd, even
 // and large, on values whose magnitudes span many binades and signs, so
 // that a sum taken in another order or a fused multiply-add would change
@@ -389,6 +389,34 @@ func TestGramMatchesReference(t *testing.T) {
 			gram16(&got16, g, p, n)
 			if at := sameBits(got16[:], want[:]); at >= 0 {
 				t.Errorf("gram16 n=%d: x[%d] = %v, reference %v", n, at, got16[at], want[at])
+			}
+			// gram32: the same groups against a second pair too, from
+			// sums that do not start at zero.
+			p2 := data(r, 8*n+7)
+			pp := append(append([]float64(nil), p[:8*n]...), p2[:8*n]...)
+			start := data(r, 128)
+			// Block k is group k%2 of g against pair k/2, each sum
+			// gram8Ref's continued from start.
+			var want32 [128]float64
+			got32, go32 := [128]float64(start), [128]float64(start)
+			for k := range 4 {
+				for b := range 8 {
+					for a := range 4 {
+						v := start[32*k+4*b+a]
+						for t := range n {
+							v += float64(g[4*n*(k%2)+4*t+a] * pp[8*n*(k/2)+(b/4)*4*n+4*t+b%4])
+						}
+						want32[32*k+4*b+a] = v
+					}
+				}
+			}
+			gram32(&got32, g, pp, n)
+			if at := sameBits(got32[:], want32[:]); at >= 0 {
+				t.Errorf("gram32 n=%d: x[%d] = %v, reference %v", n, at, got32[at], want32[at])
+			}
+			gram32Go(&go32, g, pp, n)
+			if at := sameBits(go32[:], want32[:]); at >= 0 {
+				t.Errorf("gram32Go n=%d: x[%d] = %v, reference %v", n, at, go32[at], want32[at])
 			}
 			// The same sums in two bands, the second continuing from the
 			// first's: the bits of one pass.

@@ -30,8 +30,9 @@ const lossBlockGroups = 16
 // The rows k are taken four at a time (a group). Inside a group the
 // products ΔW_k·ΔW_l are dot's; with the rows after the group they are
 // plain running sums over the outputs in order, which gram8 forms for a
-// group against eight later rows at once (gram16 for two groups). The
-// bits do not depend on how the work is cut.
+// group against eight later rows at once (gram16 for two groups, gram32
+// for two groups against sixteen rows). The bits do not depend on how the
+// work is cut.
 func Losses(h []float64, w []float32, qs [][]float32, out, in int) ([]float64, error) {
 	return LossesThreads(h, w, qs, out, in, 1)
 }
@@ -73,7 +74,8 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 	// d holds a band of ΔWᵀ in groups of four rows, interleaved: element
 	// o of row 4g+a is d[(g·ob+o)·4+a] for a band of ob outputs. Rows past
 	// in (padding up to a whole pair of groups) are zero.
-	d := make([]float64, 2*pairs*4*band)
+	d := getScratch(2 * pairs * 4 * band)
+	defer putScratch(d)
 	// x[4l + a] of group g's sums (xOf) = Σ_o ΔW_{4g+a,o}·ΔW_{l,o} for the
 	// rows l after group g: in one pass a block of groups per goroutine,
 	// in bands every group's, kept from band to band.
@@ -121,11 +123,11 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 				if !banded && xs[wk] == nil {
 					xs[wk] = make([]float64, lossBlockGroups*stride)
 				}
-				var tile [64]float64
+				var tile [128]float64
 				g0 := b * lossBlockGroups
 				g1 := min(g0+lossBlockGroups, groups)
 				// load and store move a group's sums for pair p to and from
-				// half h of tile (zero in the first band).
+				// quarter h of tile (zero in the first band).
 				load := func(g, p, h int) {
 					if first {
 						clear(tile[32*h : 32*h+32])
@@ -135,16 +137,14 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 				}
 				store := func(g, p, h int) { copy(xOf(wk, g, g0)[32*p:], tile[32*h:32*h+32]) }
 				// Pair p (groups 2p, 2p+1) is needed by group g when 2p+1 > g,
-				// so by the groups [g0, gn) of the block; gram16 takes them two
-				// at a time.
-				for p := (g0 + 1) / 2; p < pairs; p++ {
+				// so by the groups [g0, gn) of the block. onePair takes the
+				// groups [g, gn) with pair p, two at a time (gram16).
+				onePair := func(g, gn, p int) {
 					pd := dd[2*p*4*ob : (2*p+2)*4*ob]
-					gn := min(g1, 2*p+1)
-					g := g0
 					for ; g+2 <= gn; g += 2 {
 						load(g, p, 0)
 						load(g+1, p, 1)
-						gram16(&tile, dd[g*4*ob:(g+2)*4*ob], pd, ob)
+						gram16((*[64]float64)(tile[:64]), dd[g*4*ob:(g+2)*4*ob], pd, ob)
 						store(g, p, 0)
 						store(g+1, p, 1)
 					}
@@ -153,6 +153,31 @@ func LossesStop(h []float64, w []float32, qs [][]float32, out, in, threads int, 
 						gram8((*[32]float64)(tile[:32]), group(g), pd, ob)
 						store(g, p, 0)
 					}
+				}
+				// Pairs p and p+1 together while both have groups, two
+				// groups against both pairs at a time (gram32); each sum is
+				// still formed by one call over the band, so the bits are
+				// those of onePair.
+				p := (g0 + 1) / 2
+				for ; p+1 < pairs; p += 2 {
+					gn := min(g1, 2*p+1)
+					g := g0
+					for ; g+2 <= gn; g += 2 {
+						load(g, p, 0)
+						load(g+1, p, 1)
+						load(g, p+1, 2)
+						load(g+1, p+1, 3)
+						gram32(&tile, dd[g*4*ob:(g+2)*4*ob], dd[2*p*4*ob:(2*p+4)*4*ob], ob)
+						store(g, p, 0)
+						store(g+1, p, 1)
+						store(g, p+1, 2)
+						store(g+1, p+1, 3)
+					}
+					onePair(g, gn, p)
+					onePair(g, min(g1, 2*p+3), p+1)
+				}
+				if p < pairs {
+					onePair(g0, min(g1, 2*p+1), p)
 				}
 				for g := g0; g < g1; g++ {
 					k0 := 4 * g
@@ -241,8 +266,9 @@ func LossesMemory(out, in int) int64 {
 
 // fillDelta sets groups [g0, g1) of Losses' d to ΔW = W − Q (W for a nil
 // Q), transposed and interleaved: element o of row 4g+a at
-// d[(g·out+o)·4+a]. Each row of W and Q is read in order, and each group's
-// four values of an output are written together.
+// d[(g·out+o)·4+a], and the rows past in of a last partial group to 0.
+// Each row of W and Q is read in order, and each group's four values of an
+// output are written together.
 func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
 	for o := range out {
 		wr := w[o*in : (o+1)*in]
@@ -261,6 +287,7 @@ func fillDelta(d []float64, w, q []float32, out, in, g0, g1 int) {
 					}
 					dst[a] = v
 				}
+				clear(dst[in-k0:]) // rows past in: d may be recycled
 				continue
 			}
 			s := (*[4]float32)(wr[k0:])

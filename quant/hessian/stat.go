@@ -33,6 +33,7 @@ type Stat struct {
 	// a block's four rows i are four strided scalars. The padding (j ≥ k up
 	// to a whole panel, i ≥ k up to a multiple of 4) stays zero.
 	xr, xw  []float64
+	ws      []float64 // ws[t]: the weight ω_t of pending row t
 	cols    int
 	rows    int
 	pending int
@@ -56,7 +57,7 @@ func NewStat(k int) *Stat {
 	k4, kp := (k+3)&^3, (k+cols-1)/cols*cols
 	chunks := max(1, min(maxChunks, statBufferBytes/(8*ChunkRows*(k4+kp))))
 	rows := chunks * ChunkRows
-	return &Stat{k: k, s: make([]float64, k*k), cols: cols, rows: rows, xr: make([]float64, rows*kp), xw: make([]float64, k4*rows)}
+	return &Stat{k: k, s: make([]float64, k*k), cols: cols, rows: rows, xr: make([]float64, rows*kp), xw: make([]float64, k4*rows), ws: make([]float64, rows)}
 }
 
 // SetThreads lets the Stat add its pending rows to S on up to n goroutines
@@ -109,10 +110,10 @@ func (s *Stat) Add(x []float32, w float64) error {
 			xr[b] = float64(x[j0+b])
 		}
 	}
-	xw := s.xw[t:]
-	for i, v := range x {
-		xw[i*rows] = float64(w * float64(v))
-	}
+	// The weighted copy xw is formed at the flush (weightRows), panel by
+	// panel: written here, row by row, each value would land on its own
+	// page.
+	s.ws[t] = w
 	s.weight += w
 	s.weight2 += float64(w * w)
 	s.tokens++
@@ -137,6 +138,7 @@ func (s *Stat) flush() {
 	}
 	k, cols := s.k, s.cols
 	panels := (k + cols - 1) / cols
+	s.weightRows(n)
 	if s.threads <= 1 || panels < 2 {
 		for p := range panels {
 			s.flushPanel(p*cols, n)
@@ -165,6 +167,24 @@ func (s *Stat) flush() {
 
 // flushPanel is flush's work on the panel of columns from jb: every block
 // of rows that reaches the diagonal or above.
+// weightRows sets xw[i·rows+t] = ω_t·x_t[i] for the n pending rows from
+// their float64 copies in xr (the same value Add would form from x_t[i]):
+// a panel of cols features at a time, each pending row's cols values read
+// together and written to cols rows of xw, each in order of t.
+func (s *Stat) weightRows(n int) {
+	k, cols, rows := s.k, s.cols, s.rows
+	for j0 := 0; j0 < k; j0 += cols {
+		c := min(cols, k-j0)
+		panel := s.xr[j0*rows:]
+		for t, w := range s.ws[:n] {
+			xr := panel[t*cols:][:c]
+			for b, v := range xr {
+				s.xw[(j0+b)*rows+t] = float64(w * v)
+			}
+		}
+	}
+}
+
 func (s *Stat) flushPanel(jb, n int) {
 	k, cols, rows := s.k, s.cols, s.rows
 	full, last := n/ChunkRows, n%ChunkRows
@@ -268,19 +288,37 @@ func block4Go(acc *[4][16]float64, w []float64, ws int, y []float64, ys, n, cols
 	}
 }
 
+// mirrorBlock is the side of the square blocks mirrorUpper copies at a
+// time: two blocks of float64 (the source rows and the destination
+// columns) stay in the L1 cache.
+const mirrorBlock = 32
+
+// mirrorUpper sets the lower triangle of the k×k matrix s to its upper
+// triangle, s[j][i] = s[i][j] for i < j, block by block, so that the
+// column writes of a block land on mirrorBlock rows rather than on k.
+func mirrorUpper(s []float64, k int) {
+	for i0 := 0; i0 < k; i0 += mirrorBlock {
+		i1 := min(i0+mirrorBlock, k)
+		for j0 := i0; j0 < k; j0 += mirrorBlock {
+			j1 := min(j0+mirrorBlock, k)
+			for i := i0; i < i1; i++ {
+				row := s[i*k : (i+1)*k]
+				for j := max(j0, i+1); j < j1; j++ {
+					s[j*k+i] = row[j]
+				}
+			}
+		}
+	}
+}
+
 // Finish adds the last partial chunk, mirrors the upper triangle of S into
 // the lower one and checks that S is finite. Further Adds are refused;
 // Finish may be called again.
 func (s *Stat) Finish() error {
 	if !s.done {
 		s.flush()
-		k := s.k
-		for i := range k {
-			for j := i + 1; j < k; j++ {
-				s.s[j*k+i] = s.s[i*k+j]
-			}
-		}
-		s.xr, s.xw = nil, nil
+		mirrorUpper(s.s, s.k)
+		s.xr, s.xw, s.ws = nil, nil, nil
 		s.done = true
 	}
 	for i, v := range s.s {
