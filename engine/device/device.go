@@ -43,9 +43,13 @@ type Info struct {
 	IsCPU  bool   `json:"is_cpu,omitempty"` // an OpenCL device that runs on the host CPU (PoCL)
 }
 
-// String is the one-line form the logs use.
+// String is the one-line form the logs use. The engine's own CPU path runs
+// no kernel source, so it names none.
 func (i Info) String() string {
-	s := fmt.Sprintf("%s %q (%s, kernels %.12s)", i.Kind, i.Name, i.Driver, i.Kernel)
+	s := fmt.Sprintf("%s %q (%s)", i.Kind, i.Name, i.Driver)
+	if i.Kernel != "" {
+		s = fmt.Sprintf("%s %q (%s, kernels %.12s)", i.Kind, i.Name, i.Driver, i.Kernel)
+	}
 	if i.IsCPU {
 		s += ", a CPU device"
 	}
