@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sync"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 )
@@ -84,21 +85,6 @@ type attnKV struct {
 	dt             KVDType
 	pages          []*kvPage
 	l, kvd, off, d int
-}
-
-// reduceSplit adds to s the keys at positions [lo, hi) of kv for the G
-// query heads q [G·d], block by block (lo on the block grid): from a fresh
-// state (−Inf, 0, 0) and lo at a split's start, the split's state. sc
-// holds G·(attnBlock+1) floats of scratch, kb and vb attnBlock·d each (a
-// block's keys and values decoded from a compact format).
-func reduceSplit(s attnState, q []float32, kv attnKV, lo, hi int, scale float32, sc, kb, vb []float32) {
-	for b0 := lo; b0 < hi; b0 += attnBlock {
-		cnt := min(attnBlock, hi-b0)
-		pg := kv.pages[b0/attnBlock]
-		keys, ks := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, kb)
-		vals, vs := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, vb)
-		reduceBlock(s, q, keys, ks, vals, vs, cnt, scale, sc)
-	}
 }
 
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
@@ -277,6 +263,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		}
 		var run, sp []float32
 		var ts *tileScratch
+		var rs *rowScratch
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
@@ -286,10 +273,28 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				for h := range Hkv {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
+				// Each block's key and value rows are decoded whole,
+				// every head's slice at once: one sweep of contiguous
+				// memory, which the hardware prefetches, rather than
+				// one head's slice of every row at a time. The values
+				// are the same, so each head runs the split's
+				// reduceBlock steps as a tile row does.
+				if rs == nil && m.kvDType != KVF32 {
+					rs = getRowScratch(kvd)
+					defer rowScratches.Put(rs)
+				}
 				for b0 := lo; b0 < hi; b0 += attnBlock {
+					cnt := min(attnBlock, hi-b0)
+					pg := sg.s.pages[b0/attnBlock]
+					var kbAll, vbAll []float32
+					if rs != nil {
+						kbAll, vbAll = rs.k, rs.v
+					}
+					keys, ks := pg.k[l].block(m.kvDType, kvd, 0, kvd, b0%attnBlock, cnt, kbAll)
+					vals, vs := pg.v[l].block(m.kvDType, kvd, 0, kvd, b0%attnBlock, cnt, vbAll)
 					for h := range Hkv {
 						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
-						reduceSplit(s, q[tk.r0*qd+h*G*d:][:G*d], kvOf(sg, h), b0, min(b0+attnBlock, hi), scale, sc, kb, vb)
+						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc)
 					}
 				}
 				continue
@@ -321,8 +326,9 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			// Split by split, block by block: each block's keys and
 			// values are decoded once for the rows of the tile that
 			// reach it, each row taking the block's first positions up
-			// to its own, so that every row runs reduceSplit's sequence
-			// of operations.
+			// to its own, so that every row runs the same reduceBlock
+			// steps, block by block from the split's start, as a decode
+			// row's split task.
 			splitSt := make([]attnState, rows)
 			for s := range splits(pos0 + rows - 1) {
 				lo := s * attnSplit
@@ -380,4 +386,22 @@ const attnMergeSerial = 1 << 18
 // newAttnStateRaw views buf as a state without resetting it.
 func newAttnStateRaw(buf []float32, G, d int) attnState {
 	return attnState{m: buf[:G], l: buf[G : 2*G], acc: buf[2*G : 2*G+G*d]}
+}
+
+// rowScratch holds one block of whole key and value rows decoded from a
+// compact format: attnBlock rows of kvd floats each.
+type rowScratch struct {
+	k, v []float32
+}
+
+// rowScratches recycles rowScratch between attend calls (two blocks of
+// whole rows are 128 KiB each for LFM2-8B-A1B's 512 floats per row).
+var rowScratches sync.Pool
+
+// getRowScratch returns a rowScratch for rows of kvd floats.
+func getRowScratch(kvd int) *rowScratch {
+	if rs, ok := rowScratches.Get().(*rowScratch); ok && len(rs.k) == attnBlock*kvd {
+		return rs
+	}
+	return &rowScratch{k: make([]float32, attnBlock*kvd), v: make([]float32, attnBlock*kvd)}
 }
