@@ -87,6 +87,16 @@ type attnKV struct {
 	l, kvd, off, d int
 }
 
+// block returns cnt positions from b0 (within one block) of kv's keys and
+// values as float32 rows ks and vs floats apart, decoded into kb and vb
+// (attnBlock·d floats each) from a compact format, or read in place.
+func (kv attnKV) block(b0, cnt int, kb, vb []float32) (keys []float32, ks int, vals []float32, vs int) {
+	pg := kv.pages[b0/attnBlock]
+	keys, ks = pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, kb)
+	vals, vs = pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, vb)
+	return keys, ks, vals, vs
+}
+
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
 // and values of one block, float32 rows ks and vs floats apart (as
 // kvRows.block returns them), for the G query heads q [G·d]. sc holds
@@ -283,15 +293,14 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
 				}
+				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.pages, l: l, kvd: kvd, d: kvd} // every head's slice
 				for b0 := lo; b0 < hi; b0 += attnBlock {
 					cnt := min(attnBlock, hi-b0)
-					pg := sg.s.pages[b0/attnBlock]
 					var kbAll, vbAll []float32
 					if rs != nil {
 						kbAll, vbAll = rs.k, rs.v
 					}
-					keys, ks := pg.k[l].block(m.kvDType, kvd, 0, kvd, b0%attnBlock, cnt, kbAll)
-					vals, vs := pg.v[l].block(m.kvDType, kvd, 0, kvd, b0%attnBlock, cnt, vbAll)
+					keys, ks, vals, vs := rowsKV.block(b0, cnt, kbAll, vbAll)
 					for h := range Hkv {
 						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
 						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc)
@@ -339,9 +348,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				hi := min(lo+attnSplit, pos0+rows)
 				for b0 := lo; b0 < hi; b0 += attnBlock {
 					cntMax := min(attnBlock, hi-b0)
-					pg := kv.pages[b0/attnBlock]
-					keys, ks := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, kb)
-					vals, vs := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, vb)
+					keys, ks, vals, vs := kv.block(b0, cntMax, kb, vb)
 					for i := max(first, b0-pos0); i < rows; i++ {
 						cnt := min(cntMax, pos0+i+1-b0)
 						r := tk.r0 + i

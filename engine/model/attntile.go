@@ -111,9 +111,7 @@ func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0 int, scale
 		hi := min(lo+attnSplit, pos0+rows)
 		for b0 := lo; b0 < hi; b0 += attnBlock {
 			cntMax := min(attnBlock, hi-b0)
-			pg := kv.pages[b0/attnBlock]
-			keys, ks := pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, kb)
-			vals, vs := pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, d, b0%attnBlock, cntMax, vb)
+			keys, ks, vals, vs := kv.block(b0, cntMax, kb, vb)
 			t.block(keys, ks, vals, vs, cntMax, max(first, b0-pos0), rows, pos0-b0, scale)
 		}
 		for i := first; i < rows; i++ {
