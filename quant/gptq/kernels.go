@@ -121,6 +121,29 @@ func gram8(x *[32]float64, g, p []float64, n int) {
 	}
 }
 
+// toGramLanes lays out gram8 sums x (blocks of 32: eight groups of four)
+// as the AVX-512 gram kernels hold them, t (each block as four runs of
+// eight, one per position of the group); fromGramLanes is its inverse.
+// len(x) = len(t), a multiple of 32.
+func toGramLanes(t, x []float64) {
+	for k := 0; k < len(x); k += 32 {
+		y, s := x[k:k+32], t[k:k+32]
+		for b := range 8 {
+			s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
+		}
+	}
+}
+
+// fromGramLanes undoes toGramLanes.
+func fromGramLanes(x, t []float64) {
+	for k := 0; k < len(x); k += 32 {
+		y, s := x[k:k+32], t[k:k+32]
+		for b := range 8 {
+			y[4*b], y[4*b+1], y[4*b+2], y[4*b+3] = s[b], s[8+b], s[16+b], s[24+b]
+		}
+	}
+}
+
 // gram16 is gram8 for two groups of g at once, g[:4n] and g[4n:8n], against
 // the same p: x[:32] for the first, x[32:] for the second. Where AVX-512 is
 // there it reads each value of p once for both groups.
@@ -129,19 +152,9 @@ func gram16(x *[64]float64, g, p []float64, n int) {
 		_ = g[8*n-1]
 		_ = p[8*n-1]
 		var t [64]float64
-		for h := range 2 {
-			y, s := x[32*h:], t[32*h:]
-			for b := range 8 {
-				s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
-			}
-		}
+		toGramLanes(t[:], x[:])
 		gram16AVX512(&t, g, p, n)
-		for h := range 2 {
-			y, s := x[32*h:], t[32*h:]
-			for b := range 8 {
-				y[4*b], y[4*b+1], y[4*b+2], y[4*b+3] = s[b], s[8+b], s[16+b], s[24+b]
-			}
-		}
+		fromGramLanes(x[:], t[:])
 		return
 	}
 	gram8((*[32]float64)(x[:32]), g[:4*n], p, n)
@@ -157,19 +170,9 @@ func gram32(x *[128]float64, g, p []float64, n int) {
 		_ = g[8*n-1]
 		_ = p[16*n-1]
 		var t [128]float64
-		for k := range 4 {
-			y, s := x[32*k:], t[32*k:]
-			for b := range 8 {
-				s[b], s[8+b], s[16+b], s[24+b] = y[4*b], y[4*b+1], y[4*b+2], y[4*b+3]
-			}
-		}
+		toGramLanes(t[:], x[:])
 		gram32AVX512(&t, g, p, n)
-		for k := range 4 {
-			y, s := x[32*k:], t[32*k:]
-			for b := range 8 {
-				y[4*b], y[4*b+1], y[4*b+2], y[4*b+3] = s[b], s[8+b], s[16+b], s[24+b]
-			}
-		}
+		fromGramLanes(x[:], t[:])
 		return
 	}
 	gram16((*[64]float64)(x[:64]), g, p[:8*n], n)
