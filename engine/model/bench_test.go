@@ -88,6 +88,17 @@ const (
 // micro-batch.
 const promptChunk = 512
 
+// feedChunks feeds ids to s in chunks of promptChunk tokens, as a server's
+// chunked prefill does.
+func feedChunks(b *testing.B, m *model.Model, s *model.Sequence, ids []int) {
+	for at := 0; at < len(ids); at += promptChunk {
+		chunk := ids[at:min(at+promptChunk, len(ids))]
+		if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // synthShape returns RealShape with the layer count of layersEnv: further
 // layers repeat RealShape's pattern of mixers (conv, attention, conv,
 // conv), so 6 layers have two attention layers and five MoE layers.
@@ -578,19 +589,9 @@ func BenchmarkPrefillPrompt(b *testing.B) {
 					m := loadBench(b, dir, threads)
 					defer m.Close()
 					ids := benchPrompt(b, m, "synth", n)
-					prefill := func() {
-						s := m.NewSequence()
-						for at := 0; at < len(ids); at += promptChunk {
-							chunk := ids[at:min(at+promptChunk, len(ids))]
-							if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
+					prefill := func() { feedChunks(b, m, m.NewSequence(), ids) }
 					// Map the weights in with one chunk, not a whole prompt.
-					if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids[:min(promptChunk, n)]}, model.ForwardOptions{}); err != nil {
-						b.Fatal(err)
-					}
+					feedChunks(b, m, m.NewSequence(), ids[:min(promptChunk, n)])
 					var cpu time.Duration
 					for b.Loop() {
 						c0 := cputime.Process()
@@ -636,18 +637,9 @@ func BenchmarkPrefillTurn(b *testing.B) {
 							defer b.StartTimer()
 							return ctx.Clone()
 						}
-						turn := func(s *model.Sequence) {
-							for at := 0; at < len(ids); at += promptChunk {
-								chunk := ids[at:min(at+promptChunk, len(ids))]
-								if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{chunk}, model.ForwardOptions{}); err != nil {
-									b.Fatal(err)
-								}
-							}
-						}
+						turn := func(s *model.Sequence) { feedChunks(b, m, s, ids) }
 						// Map the weights in with one chunk.
-						if _, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids[:min(promptChunk, n)]}, model.ForwardOptions{}); err != nil {
-							b.Fatal(err)
-						}
+						feedChunks(b, m, m.NewSequence(), ids[:min(promptChunk, n)])
 						var cpu time.Duration
 						for b.Loop() {
 							s := fresh()
