@@ -16,53 +16,28 @@ func dotLanes4x4AVX512(acc *[64]float64, a []float64, ao *[4]int, b []float64, b
 
 func gram8AVX(x *[32]float64, g, p []float64, n int) { gram8Go(x, g, p, n) }
 
+// The AVX-512 gram kernels hold their sums in toGramLanes' layout: these
+// stand-ins take them out of it, run the Go kernel and put them back.
+
 func gram8AVX512(x *[32]float64, g, p []float64, n int) {
 	var t [32]float64
-	for a := range 4 {
-		for b := range 8 {
-			t[4*b+a] = x[8*a+b]
-		}
-	}
+	fromGramLanes(t[:], x[:])
 	gram8Go(&t, g, p, n)
-	for a := range 4 {
-		for b := range 8 {
-			x[8*a+b] = t[4*b+a]
-		}
-	}
+	toGramLanes(x[:], t[:])
 }
 
 func gram16AVX512(x *[64]float64, g, p []float64, n int) {
 	var t [64]float64
-	for a := range 8 {
-		for b := range 8 {
-			t[32*(a/4)+4*b+a%4] = x[8*a+b]
-		}
-	}
+	fromGramLanes(t[:], x[:])
 	gram16Go(&t, g, p, n)
-	for a := range 8 {
-		for b := range 8 {
-			x[8*a+b] = t[32*(a/4)+4*b+a%4]
-		}
-	}
+	toGramLanes(x[:], t[:])
 }
 
 func gram32AVX512(x *[128]float64, g, p []float64, n int) {
 	var t [128]float64
-	for k := range 4 {
-		for a := range 4 {
-			for b := range 8 {
-				t[32*k+4*b+a] = x[32*k+8*a+b]
-			}
-		}
-	}
+	fromGramLanes(t[:], x[:])
 	gram32Go(&t, g, p, n)
-	for k := range 4 {
-		for a := range 4 {
-			for b := range 8 {
-				x[32*k+8*a+b] = t[32*k+4*b+a]
-			}
-		}
-	}
+	toGramLanes(x[:], t[:])
 }
 
 func updateAVX(c []float64, cs int, up, ep []float64, bs, cols int) {
