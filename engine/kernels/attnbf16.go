@@ -22,18 +22,31 @@ func BF16AttnFast(d int) bool { return useSIMD && useAVX512 && d > 0 && d%64 == 
 // rounded, then multiplied by scale and rounded again. With AVX-512 and d a
 // multiple of 16 it takes four keys at a time: their 16 dot products keep
 // their 16 lanes each and are summed in Dot's pairwise order together.
-func AttnScores4BF16(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32) {
+//
+// next and vals, when not nil, are rows keyStride apart (like the keys) that
+// the caller reads next, such as the block's values and the next head's
+// keys: the SIMD kernel prefetches the first 128 bytes of each of their cnt
+// rows while it scores, so that they arrive from memory during these sums.
+// They change no result.
+func AttnScores4BF16(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, next, vals []uint16) {
 	if cnt <= 0 {
 		return
 	}
 	d := len(q) / 4
-	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt {
-		panic(fmt.Sprintf("kernels: AttnScores4BF16: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d", cnt, d, keyStride, len(keys), len(q), scStride, len(sc)))
+	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt ||
+		(next != nil && len(next) < (cnt-1)*keyStride+1) || (vals != nil && len(vals) < (cnt-1)*keyStride+1) {
+		panic(fmt.Sprintf("kernels: AttnScores4BF16: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d, %d and %d to prefetch", cnt, d, keyStride, len(keys), len(q), scStride, len(sc), len(next), len(vals)))
+	}
+	if next == nil {
+		next = keys
+	}
+	if vals == nil {
+		vals = keys
 	}
 	j := 0
 	if useSIMD && useAVX512 && d%16 == 0 && d > 0 {
 		if n := cnt &^ 3; n > 0 {
-			attnScores4BF16Z(sc, scStride, keys, keyStride, n, q, scale, &scores16Perm)
+			attnScores4BF16Z(sc, scStride, keys, keyStride, n, q, scale, &scores16Perm, next, vals)
 			j = n
 		}
 	}

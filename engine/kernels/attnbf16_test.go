@@ -59,7 +59,11 @@ func TestAttnScores4BF16(t *testing.T) {
 					scale := float32(1 / math.Sqrt(float64(d)))
 					scStride := 70
 					sc := make([]float32, 4*scStride)
-					AttnScores4BF16(sc, scStride, keys, keyStride, cnt, q, scale)
+					var next, vals []uint16 // rows to prefetch, which change nothing
+					if specials {
+						next, vals = randKVBF16(rng, len(keys), false), make([]uint16, len(keys))
+					}
+					AttnScores4BF16(sc, scStride, keys, keyStride, cnt, q, scale, next, vals)
 					want := make([]float32, 4*scStride)
 					withGo(func() { AttnScores4(want, scStride, wide, keyStride, cnt, q, scale) })
 					for g := range 4 {

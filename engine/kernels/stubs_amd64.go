@@ -240,10 +240,11 @@ func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v 
 
 // attnScores4BF16Z is attnScores4BF16Go with 512-bit registers for cnt a
 // positive multiple of 4 and len(q)/4 a multiple of 16; perm is
-// &scores16Perm (attnbf16_amd64.s).
+// &scores16Perm; it prefetches the keys' rows of pfa and pfb
+// (attnbf16_amd64.s).
 //
 //go:noescape
-func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, perm *[16]int32)
+func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, perm *[16]int32, pfa, pfb []uint16)
 
 // accRows4BF16Z is AccumRows4BF16 for 64 columns of each accumulator
 // (accStride floats apart) and cnt ≥ 1 (attnbf16_amd64.s).

@@ -154,7 +154,7 @@ func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v 
 	accRowsNGo(acc, 4, p, pStride, v, vStride, cnt)
 }
 
-func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _ *[16]int32) {
+func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []uint16) {
 	attnScores4BF16Go(sc, scStride, keys, keyStride, cnt, q, scale)
 }
 
