@@ -312,10 +312,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*(attnBlock+1))
-		var kb, vb []float32
-		if m.kvDType != KVF32 {
-			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
-		}
+		var kb, vb []float32 // one head's block decoded from a compact format
 		var run, sp []float32
 		var ts *tileScratch
 		var rs *rowScratch
@@ -382,6 +379,11 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 			}
 			kv := kvOf(sg, tk.kvh)
 			pos0 := sg.start + tk.r0 - sg.row0
+			if kb == nil && m.kvDType != KVF32 {
+				// Only the row and tile tasks decode one head's
+				// block; a decode step's split tasks need none.
+				kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
+			}
 			if tiles && len(sg.toks) > attnShortRows {
 				// A prompt chunk's tile; a short segment's row of one
 				// split (decode below attnSplit positions) stays on
