@@ -1,5 +1,5 @@
 // The transposing add tree of the AVX-512 attention score kernels
-// (attntile_amd64.s, attnbf16_amd64.s), shared so that both sum a dot
+// (attntile_amd64.s, attn4_amd64.s), shared so that both sum a dot
 // product's 16 lanes in exactly reduce16's order.
 
 // SUM16X16 sums the 16 lanes of each of Z0–Z15 with reduce16's additions

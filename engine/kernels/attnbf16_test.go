@@ -37,8 +37,9 @@ func widenAll(h []uint16) []float32 {
 }
 
 // TestAttnScores4BF16: scores against bfloat16 keys have the bits of
-// AttnScores4's reference on the widened keys, on every path (four keys at
-// a time with AVX-512 and the keys left over one by one, AVX2, Go), for
+// AttnScores4's reference on the widened keys, and so do AttnScores4's on
+// the widened keys, on every path (four keys at a time with AVX-512 and the
+// keys left over one by one, AVX2, Go), for
 // head widths of multiples of 16 and others, key counts that leave 0–3
 // keys over, and every special pattern (NaN, Inf, ±0, subnormals) among
 // the keys; they are within float32 rounding of the float64 dot product,
@@ -66,6 +67,15 @@ func TestAttnScores4BF16(t *testing.T) {
 					AttnScores4BF16(sc, scStride, keys, keyStride, cnt, q, scale, next, vals)
 					want := make([]float32, 4*scStride)
 					withGo(func() { AttnScores4(want, scStride, wide, keyStride, cnt, q, scale) })
+					// AttnScores4 on this path, over the widened keys,
+					// must give the reference's bits too.
+					f32 := make([]float32, 4*scStride)
+					AttnScores4(f32, scStride, wide, keyStride, cnt, q, scale)
+					for i := range f32 {
+						if !same(f32[i], want[i]) {
+							t.Fatalf("%s d=%d cnt=%d: AttnScores4 value %d is %g, its reference %g", impl, d, cnt, i, f32[i], want[i])
+						}
+					}
 					for g := range 4 {
 						for j := range scStride {
 							got, w := sc[g*scStride+j], want[g*scStride+j]
@@ -98,7 +108,7 @@ func TestAttnScores4BF16(t *testing.T) {
 
 // TestAccumRows4BF16: each accumulator is rescaled by its alpha and then
 // one fused chain per element over the bfloat16 value rows, widened, in
-// order, on every path, for widths the AVX-512 kernel takes (multiples of
+// order (AccumRows4BF16; AccumRows4 on the widened rows), on every path, for widths the AVX-512 kernel takes (multiples of
 // 64) and others, with special patterns among the values and the weights;
 // nothing outside the four accumulators changes.
 func TestAccumRows4BF16(t *testing.T) {
@@ -133,11 +143,17 @@ func TestAccumRows4BF16(t *testing.T) {
 							want[1+g*d+i] = x
 						}
 					}
-					acc := append([]float32(nil), init...)
-					AccumRows4BF16(acc[1:1+4*d], &alpha, p, pStride, v, vStride, cnt)
-					for i := range acc {
-						if !same(acc[i], want[i]) {
-							t.Fatalf("%s d=%d cnt=%d specials=%v: acc[%d] = %g, want %g", impl, d, cnt, specials, i-1, acc[i], want[i])
+					for _, kernel := range []string{"AccumRows4BF16", "AccumRows4"} {
+						acc := append([]float32(nil), init...)
+						if kernel == "AccumRows4" {
+							AccumRows4(acc[1:1+4*d], &alpha, p, pStride, wide, vStride, cnt)
+						} else {
+							AccumRows4BF16(acc[1:1+4*d], &alpha, p, pStride, v, vStride, cnt)
+						}
+						for i := range acc {
+							if !same(acc[i], want[i]) {
+								t.Fatalf("%s %s d=%d cnt=%d specials=%v: acc[%d] = %g, want %g", impl, kernel, d, cnt, specials, i-1, acc[i], want[i])
+							}
 						}
 					}
 				}

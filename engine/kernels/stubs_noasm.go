@@ -172,3 +172,14 @@ func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32,
 		}
 	}
 }
+
+func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _ *[16]int32) {
+	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}
+
+func accRows4Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int) {
+	for g, a := range alpha {
+		Scale(a, acc[g*accStride:][:64])
+		accRowsGo(acc[g*accStride:][:64], p[g*pStride:][:cnt], v, vStride)
+	}
+}

@@ -122,7 +122,11 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 		}
 	}
 	alpha := softmaxBlock(s, sc, cnt)
-	for g := range G {
+	g = 0
+	for ; g+4 <= G; g += 4 {
+		kernels.AccumRows4(s.acc[g*d:][:4*d], (*[4]float32)(alpha[g:]), sc[g*attnBlock:], attnBlock, vals, vs, cnt)
+	}
+	for ; g < G; g++ {
 		acc := s.acc[g*d:][:d]
 		if alpha[g] != 1 {
 			kernels.Scale(alpha[g], acc)
