@@ -24,13 +24,26 @@ func Dot4(dst *[4]float32, w, x []float32, xStride int) {
 // scale and rounded again. The keys are loaded once for the four heads;
 // with AVX-512, four keys at a time, whose 16 dot products keep their 16
 // lanes each and are summed in Dot's pairwise order together.
-func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+//
+// next and vals, when not nil, are rows keyStride apart (like the keys) that
+// the caller reads next, such as the block's values and the next head's
+// keys: the AVX-512 kernel prefetches the first 256 bytes of each of their
+// cnt rows while it scores, so that they arrive from memory during these
+// sums. They change no result.
+func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, next, vals []float32) {
 	if cnt <= 0 {
 		return
 	}
 	d := len(q) / 4
-	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt {
-		panic(fmt.Sprintf("kernels: AttnScores4: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d", cnt, d, keyStride, len(keys), len(q), scStride, len(sc)))
+	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt ||
+		(next != nil && len(next) < (cnt-1)*keyStride+1) || (vals != nil && len(vals) < (cnt-1)*keyStride+1) {
+		panic(fmt.Sprintf("kernels: AttnScores4: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d, %d and %d to prefetch", cnt, d, keyStride, len(keys), len(q), scStride, len(sc), len(next), len(vals)))
+	}
+	if next == nil {
+		next = keys
+	}
+	if vals == nil {
+		vals = keys
 	}
 	if !useSIMD || d%16 != 0 || d == 0 {
 		attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
@@ -39,7 +52,7 @@ func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int,
 	n := 0
 	if useAVX512 {
 		if n = cnt &^ 3; n > 0 {
-			attnScores4Z(sc, scStride, keys, keyStride, n, q, scale, &scores16Perm)
+			attnScores4Z(sc, scStride, keys, keyStride, n, q, scale, &scores16Perm, next, vals)
 		}
 	}
 	if n < cnt {

@@ -13,7 +13,7 @@
 // 32 bits and shifted into the float's high half), so their sums are the
 // float32 kernels' on widened rows.
 
-// func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, perm *[16]int32)
+// func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, perm *[16]int32, pfa, pfb []float32)
 //
 // Four keys at a time (cnt a multiple of 4, d = len(q)/4 a multiple of
 // 16): Z(4g+k) runs the 16 lanes of dotF32Go for key k and query head g
@@ -22,7 +22,10 @@
 // four keys. SUM16X16 then sums every accumulator's lanes in reduce16's
 // order, VPERMPS (perm is &scores16Perm) puts head g's four scores in lanes
 // 4g…4g+3, and they are multiplied by scale and stored at sc[g·scStride+j].
-TEXT ·attnScores4Z(SB), NOSPLIT, $0-112
+// Before each four keys' sums it prefetches the first 256 bytes of the
+// same four rows of pfa and pfb (rows keyStride apart, like the keys): memory
+// the caller reads next, fetched while these sums run.
+TEXT ·attnScores4Z(SB), NOSPLIT, $8-160
 	MOVQ         sc_base+0(FP), DI
 	MOVQ         scStride+24(FP), R12
 	SHLQ         $2, R12           // scores stride in bytes
@@ -42,8 +45,48 @@ TEXT ·attnScores4Z(SB), NOSPLIT, $0-112
 	VBROADCASTSS scale+96(FP), Z17
 	MOVQ         perm+104(FP), AX
 	VMOVDQU32    (AX), Z16
+	MOVQ         pfa_base+112(FP), R15
+	SUBQ         SI, R15           // pfa's distance from the keys
+	MOVQ         pfb_base+136(FP), AX
+	SUBQ         SI, AX
+	MOVQ         AX, pfb-8(SP)     // pfb's
 
 group:
+	LEAQ       (SI)(R15*1), AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 (AX)(R13*1)
+	PREFETCHT0 64(AX)(R13*1)
+	PREFETCHT0 128(AX)(R13*1)
+	PREFETCHT0 192(AX)(R13*1)
+	PREFETCHT0 (AX)(R13*2)
+	PREFETCHT0 64(AX)(R13*2)
+	PREFETCHT0 128(AX)(R13*2)
+	PREFETCHT0 192(AX)(R13*2)
+	PREFETCHT0 (AX)(R9*1)
+	PREFETCHT0 64(AX)(R9*1)
+	PREFETCHT0 128(AX)(R9*1)
+	PREFETCHT0 192(AX)(R9*1)
+	MOVQ       pfb-8(SP), AX
+	ADDQ       SI, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 (AX)(R13*1)
+	PREFETCHT0 64(AX)(R13*1)
+	PREFETCHT0 128(AX)(R13*1)
+	PREFETCHT0 192(AX)(R13*1)
+	PREFETCHT0 (AX)(R13*2)
+	PREFETCHT0 64(AX)(R13*2)
+	PREFETCHT0 128(AX)(R13*2)
+	PREFETCHT0 192(AX)(R13*2)
+	PREFETCHT0 (AX)(R9*1)
+	PREFETCHT0 64(AX)(R9*1)
+	PREFETCHT0 128(AX)(R9*1)
+	PREFETCHT0 192(AX)(R9*1)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -226,9 +269,9 @@ arow:
 // four keys. SUM16X16 then sums every accumulator's lanes in reduce16's
 // order, VPERMPS (perm is &scores16Perm) puts head g's four scores in lanes
 // 4g…4g+3, and they are multiplied by scale and stored at sc[g·scStride+j].
-// Before each four keys' sums it prefetches the first 128 bytes of the same
-// four rows of pfa and pfb (rows keyStride apart, like the keys): memory the
-// caller reads next, fetched while these sums run.
+// Before each four keys' sums it prefetches the first 128 bytes of the
+// same four rows of pfa and pfb (rows keyStride apart, like the keys): memory
+// the caller reads next, fetched while these sums run.
 TEXT ·attnScores4BF16Z(SB), NOSPLIT, $8-160
 	MOVQ         sc_base+0(FP), DI
 	MOVQ         scStride+24(FP), R12

@@ -66,11 +66,15 @@ func TestAttnScores4BF16(t *testing.T) {
 					}
 					AttnScores4BF16(sc, scStride, keys, keyStride, cnt, q, scale, next, vals)
 					want := make([]float32, 4*scStride)
-					withGo(func() { AttnScores4(want, scStride, wide, keyStride, cnt, q, scale) })
+					withGo(func() { AttnScores4(want, scStride, wide, keyStride, cnt, q, scale, nil, nil) })
 					// AttnScores4 on this path, over the widened keys,
 					// must give the reference's bits too.
 					f32 := make([]float32, 4*scStride)
-					AttnScores4(f32, scStride, wide, keyStride, cnt, q, scale)
+					var nextF, valsF []float32 // rows to prefetch, which change nothing
+					if specials {
+						nextF, valsF = randVec(rng, len(wide)), make([]float32, len(wide))
+					}
+					AttnScores4(f32, scStride, wide, keyStride, cnt, q, scale, nextF, valsF)
 					for i := range f32 {
 						if !same(f32[i], want[i]) {
 							t.Fatalf("%s d=%d cnt=%d: AttnScores4 value %d is %g, its reference %g", impl, d, cnt, i, f32[i], want[i])

@@ -173,7 +173,7 @@ func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32,
 	}
 }
 
-func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _ *[16]int32) {
+func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []float32) {
 	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
 }
 

@@ -109,12 +109,20 @@ func (kv attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
 // and values of one block, float32 rows ks and vs floats apart (as
 // kvRows.block returns them), for the G query heads q [G·d]. sc holds
 // G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
-func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32) {
+// next, for rows read in place from a page (nil otherwise), is the keys the
+// caller reads after these, rows ks apart: the score kernel fetches them
+// from memory, and this block's values, while it runs.
+func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32, next []float32) {
 	G := len(s.m)
 	d := len(q) / G
+	var pfVals []float32
+	if next != nil && vs == ks {
+		pfVals = vals
+	}
 	g := 0
 	for ; g+4 <= G; g += 4 {
-		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale)
+		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale, next, pfVals)
+		next, pfVals = nil, nil // fetched by the first four heads' scores
 	}
 	for ; g < G; g++ {
 		for j := range cnt {
@@ -357,12 +365,14 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					}
 					continue
 				}
-				// Otherwise each block's key and value rows are
-				// decoded whole, every head's slice at once: one sweep
-				// of contiguous memory, which the hardware prefetches,
-				// rather than one head's slice of every row at a time.
-				// The values are the same, so each head runs the
-				// split's reduceBlock steps as a tile row does.
+				// Otherwise a compact format's key and value rows are
+				// decoded whole, block by block, every head's slice at
+				// once: one sweep of contiguous memory, which the
+				// hardware prefetches, rather than one head's slice of
+				// every row at a time. The values are the same, so each
+				// head runs the split's reduceBlock steps as a tile row
+				// does. A float32 cache is read in place, each head's
+				// scores prefetching as reduceBlockBF16's do.
 				if rs == nil && m.kvDType != KVF32 {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
@@ -374,9 +384,17 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 						kbAll, vbAll = rs.k, rs.v
 					}
 					keys, ks, vals, vs := rowsKV.block(b0, cnt, kbAll, vbAll)
+					var nextBlock []float32
+					if rs == nil && b0+attnBlock < hi {
+						nextBlock, _, _, _ = rowsKV.block(b0+attnBlock, min(attnBlock, hi-b0-attnBlock), nil, nil)
+					}
 					for h := range Hkv {
+						next := nextBlock
+						if rs == nil && h+1 < Hkv {
+							next = keys[(h+1)*d:]
+						}
 						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
-						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc)
+						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc, next)
 					}
 				}
 				continue
@@ -430,7 +448,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					for i := max(first, b0-pos0); i < rows; i++ {
 						cnt := min(cntMax, pos0+i+1-b0)
 						r := tk.r0 + i
-						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc)
+						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc, nil)
 					}
 				}
 				for i := first; i < rows; i++ {

@@ -34,9 +34,8 @@ def scores(bf16):
     name = "attnScores4BF16Z" if bf16 else "attnScores4Z"
     elem = "uint16" if bf16 else "float32"
     esize = 2 if bf16 else 4
-    pf = ", pfa, pfb []uint16" if bf16 else ""
-    args = 160 if bf16 else 112
-    frame = 8 if bf16 else 0
+    pf = f", pfa, pfb []{elem}"
+    lines = 2 if bf16 else 4  # a 64-value head's slice of a row
     w(f'''
 // func {name}(sc []float32, scStride int, keys []{elem}, keyStride, cnt int, q []float32, scale float32, perm *[16]int32{pf})
 //
@@ -47,11 +46,10 @@ def scores(bf16):
 // four keys. SUM16X16 then sums every accumulator's lanes in reduce16's
 // order, VPERMPS (perm is &scores16Perm) puts head g's four scores in lanes
 // 4g…4g+3, and they are multiplied by scale and stored at sc[g·scStride+j].''')
-    if bf16:
-        w('''// Before each four keys' sums it prefetches the first 128 bytes of the same
-// four rows of pfa and pfb (rows keyStride apart, like the keys): memory the
-// caller reads next, fetched while these sums run.''')
-    w(f'''TEXT ·{name}(SB), NOSPLIT, ${frame}-{args}
+    w(f'''// Before each four keys' sums it prefetches the first {64 * lines} bytes of the
+// same four rows of pfa and pfb (rows keyStride apart, like the keys): memory
+// the caller reads next, fetched while these sums run.''')
+    w(f'''TEXT ·{name}(SB), NOSPLIT, $8-160
 	MOVQ         sc_base+0(FP), DI
 	MOVQ         scStride+24(FP), R12
 	SHLQ         $2, R12           // scores stride in bytes
@@ -71,24 +69,22 @@ def scores(bf16):
 	VBROADCASTSS scale+96(FP), Z17
 	MOVQ         perm+104(FP), AX
 	VMOVDQU32    (AX), Z16''')
-    if bf16:
-        w('''	MOVQ         pfa_base+112(FP), R15
+    w('''	MOVQ         pfa_base+112(FP), R15
 	SUBQ         SI, R15           // pfa's distance from the keys
 	MOVQ         pfb_base+136(FP), AX
 	SUBQ         SI, AX
 	MOVQ         AX, pfb-8(SP)     // pfb's''')
     w("\ngroup:")
-    if bf16:
-        rows = ["(AX)", "(AX)(R13*1)", "(AX)(R13*2)", "(AX)(R9*1)"]
-        w("\tLEAQ       (SI)(R15*1), AX")
-        for r in rows:
-            w(f"\tPREFETCHT0 {r}")
-            w(f"\tPREFETCHT0 64{r}")
-        w("\tMOVQ       pfb-8(SP), AX")
-        w("\tADDQ       SI, AX")
-        for r in rows:
-            w(f"\tPREFETCHT0 {r}")
-            w(f"\tPREFETCHT0 64{r}")
+    rows = ["(AX)", "(AX)(R13*1)", "(AX)(R13*2)", "(AX)(R9*1)"]
+    w("\tLEAQ       (SI)(R15*1), AX")
+    for r in rows:
+        for ln in range(lines):
+            w(f"\tPREFETCHT0 {64 * ln if ln else ''}{r}")
+    w("\tMOVQ       pfb-8(SP), AX")
+    w("\tADDQ       SI, AX")
+    for r in rows:
+        for ln in range(lines):
+            w(f"\tPREFETCHT0 {64 * ln if ln else ''}{r}")
     for z in range(16):
         w(f"\tVPXORD Z{z}, Z{z}, Z{z}")
     w('''	MOVQ   SI, R14             // the four keys' chunk
