@@ -343,10 +343,11 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					// kernels widen each key and value in a register
 					// (exact, so the bits are the same), which spares
 					// writing the block out as float32 and reading it
-					// back.
-					// Each head's scores fetch its values and the
-					// next head's keys (the next block's first head's
-					// after the last), one head's work ahead.
+					// back. Each head's slice is a strided part of
+					// every row, which the hardware prefetchers follow
+					// poorly, so each head's scores fetch its values
+					// and the next head's keys (the next block's first
+					// head's after the last), one head's work ahead.
 					for b0 := lo; b0 < hi; b0 += attnBlock {
 						cnt := min(attnBlock, hi-b0)
 						keys, vals := rowsKV.rowsBF16(b0)
