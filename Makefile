@@ -95,6 +95,7 @@ check-goldens:
 	$(PYTHON) -B engine/kernels/gen/swiglu.py | cmp - engine/kernels/swiglu_amd64.s
 	$(PYTHON) -B engine/kernels/gen/pairs.py | cmp - engine/kernels/bfp512pairs_amd64.s
 	$(PYTHON) -B engine/kernels/gen/expshift.py | cmp - engine/kernels/expshift_amd64.s
+	$(PYTHON) -B engine/kernels/gen/attn4.py | cmp - engine/kernels/attn4_amd64.s
 	scripts/gen-ptx.sh --check
 
 # ptx: rebuild the device kernels' PTX (engine/device/kernels.ptx) after a

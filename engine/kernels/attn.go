@@ -21,20 +21,43 @@ func Dot4(dst *[4]float32, w, x []float32, xStride int) {
 // k_j = keys[j·keyStride:][:d] and the four query heads q_g = q[g·d:][:d],
 // d = len(q)/4: a block of attention scores for the four heads that read
 // one KV head, each dot product Dot's bits, rounded, then multiplied by
-// scale and rounded again. The keys are loaded once for the four heads.
-func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32) {
+// scale and rounded again. The keys are loaded once for the four heads;
+// with AVX-512, four keys at a time, whose 16 dot products keep their 16
+// lanes each and are summed in Dot's pairwise order together.
+//
+// next and vals, when not nil, are rows keyStride apart (like the keys) that
+// the caller reads next, such as the block's values and the next head's
+// keys: the AVX-512 kernel prefetches the first 256 bytes of each of their
+// cnt rows while it scores, so that they arrive from memory during these
+// sums. They change no result.
+func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, next, vals []float32) {
 	if cnt <= 0 {
 		return
 	}
 	d := len(q) / 4
-	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt {
-		panic(fmt.Sprintf("kernels: AttnScores4: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d", cnt, d, keyStride, len(keys), len(q), scStride, len(sc)))
+	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*scStride+cnt || scStride < cnt ||
+		(next != nil && len(next) < (cnt-1)*keyStride+1) || (vals != nil && len(vals) < (cnt-1)*keyStride+1) {
+		panic(fmt.Sprintf("kernels: AttnScores4: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d of %d, %d and %d to prefetch", cnt, d, keyStride, len(keys), len(q), scStride, len(sc), len(next), len(vals)))
 	}
-	if useSIMD && d%16 == 0 && d > 0 {
-		attnScores4AVX(sc, scStride, keys, keyStride, cnt, q, scale)
+	if next == nil {
+		next = keys
+	}
+	if vals == nil {
+		vals = keys
+	}
+	if !useSIMD || d%16 != 0 || d == 0 {
+		attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
 		return
 	}
-	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+	n := 0
+	if useAVX512 {
+		if n = cnt &^ 3; n > 0 {
+			attnScores4Z(sc, scStride, keys, keyStride, n, q, scale, &scores16Perm, next, vals)
+		}
+	}
+	if n < cnt {
+		attnScores4AVX(sc[n:], scStride, keys[n*keyStride:], keyStride, cnt-n, q, scale)
+	}
 }
 
 // attnScores4Go is AttnScores4's reference.
@@ -108,5 +131,34 @@ func AccumRows(acc, p, v []float32, stride int) {
 func accRowsGo(acc, p, v []float32, stride int) {
 	for j, pj := range p {
 		fmaAxpy(acc, pj, v[j*stride:][:len(acc)])
+	}
+}
+
+// AccumRows4 is AccumRows for the four query heads that read one KV head,
+// after the online softmax's rescale: acc holds four accumulators of d =
+// len(acc)/4 values; accumulator g is multiplied by alpha[g]
+// (acc[g·d+i] = fl(acc[g·d+i]·alpha[g]), which changes no bit where
+// alpha[g] is 1), then for j = 0, 1, …, cnt−1 in that order acc[g·d+i] =
+// fma(p[g·pStride+j], v[j·vStride+i], acc[g·d+i]). With AVX-512 each value
+// row is loaded once for the four heads.
+func AccumRows4(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int) {
+	d := len(acc) / 4
+	if len(acc) != 4*d || (cnt > 0 && (d > vStride || len(v) < (cnt-1)*vStride+d || pStride < cnt || len(p) < 3*pStride+cnt)) {
+		panic(fmt.Sprintf("kernels: AccumRows4: 4 accumulators of %d floats, %d rows of %d values (stride %d, %d floats), weights stride %d of %d", len(acc), cnt, d, vStride, len(v), pStride, len(p)))
+	}
+	if cnt > 0 && useSIMD && useAVX512 && d%64 == 0 && d > 0 {
+		// 64 columns of the four accumulators at a time: each column's
+		// chain runs over j alone, so the columns may go in any order.
+		for c := 0; c < d; c += 64 {
+			accRows4Z(acc[c:], d, alpha, p, pStride, v[c:], vStride, cnt)
+		}
+		return
+	}
+	for g, a := range alpha {
+		acc := acc[g*d:][:d]
+		if a != 1 {
+			Scale(a, acc)
+		}
+		AccumRows(acc, p[g*pStride:][:cnt], v, vStride)
 	}
 }

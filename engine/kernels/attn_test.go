@@ -118,7 +118,7 @@ func TestAttnScores4(t *testing.T) {
 			scStride := 64
 			for _, impl := range []string{"simd", "go"} {
 				sc := make([]float32, 4*scStride)
-				run := func() { AttnScores4(sc, scStride, keys, keyStride, cnt, q, scale) }
+				run := func() { AttnScores4(sc, scStride, keys, keyStride, cnt, q, scale, nil, nil) }
 				if impl == "go" {
 					withGo(run)
 				} else {

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "attn512_amd64.h"
 
 // The tile kernels of attention with AVX-512 (F): attntile.go.
 
@@ -74,55 +75,7 @@ chunk:
 	ADDQ    $1024, R10
 	DECQ    BX
 	JNE     chunk
-	// Lanes j and j+8: query pairs (2n, 2n+1) into Z(n), eight lanes each.
-	VSHUFF32X4 $0x44, Z1, Z0, Z20
-	VSHUFF32X4 $0xEE, Z1, Z0, Z21
-	VADDPS Z21, Z20, Z0
-	VSHUFF32X4 $0x44, Z3, Z2, Z20
-	VSHUFF32X4 $0xEE, Z3, Z2, Z21
-	VADDPS Z21, Z20, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z20
-	VSHUFF32X4 $0xEE, Z5, Z4, Z21
-	VADDPS Z21, Z20, Z2
-	VSHUFF32X4 $0x44, Z7, Z6, Z20
-	VSHUFF32X4 $0xEE, Z7, Z6, Z21
-	VADDPS Z21, Z20, Z3
-	VSHUFF32X4 $0x44, Z9, Z8, Z20
-	VSHUFF32X4 $0xEE, Z9, Z8, Z21
-	VADDPS Z21, Z20, Z4
-	VSHUFF32X4 $0x44, Z11, Z10, Z20
-	VSHUFF32X4 $0xEE, Z11, Z10, Z21
-	VADDPS Z21, Z20, Z5
-	VSHUFF32X4 $0x44, Z13, Z12, Z20
-	VSHUFF32X4 $0xEE, Z13, Z12, Z21
-	VADDPS Z21, Z20, Z6
-	VSHUFF32X4 $0x44, Z15, Z14, Z20
-	VSHUFF32X4 $0xEE, Z15, Z14, Z21
-	VADDPS Z21, Z20, Z7
-	// Lanes j and j+4: four queries per register, four lanes each.
-	VSHUFF32X4 $0x88, Z1, Z0, Z20
-	VSHUFF32X4 $0xDD, Z1, Z0, Z21
-	VADDPS Z21, Z20, Z0
-	VSHUFF32X4 $0x88, Z3, Z2, Z20
-	VSHUFF32X4 $0xDD, Z3, Z2, Z21
-	VADDPS Z21, Z20, Z1
-	VSHUFF32X4 $0x88, Z5, Z4, Z20
-	VSHUFF32X4 $0xDD, Z5, Z4, Z21
-	VADDPS Z21, Z20, Z2
-	VSHUFF32X4 $0x88, Z7, Z6, Z20
-	VSHUFF32X4 $0xDD, Z7, Z6, Z21
-	VADDPS Z21, Z20, Z3
-	// Lanes j and j+2, within each 128-bit lane.
-	VSHUFPS $0x44, Z1, Z0, Z20
-	VSHUFPS $0xEE, Z1, Z0, Z21
-	VADDPS Z21, Z20, Z0
-	VSHUFPS $0x44, Z3, Z2, Z20
-	VSHUFPS $0xEE, Z3, Z2, Z21
-	VADDPS Z21, Z20, Z1
-	// Lanes j and j+1: query 4m+k now in lane 4k+m.
-	VSHUFPS $0x88, Z1, Z0, Z20
-	VSHUFPS $0xDD, Z1, Z0, Z21
-	VADDPS Z21, Z20, Z0
+	SUM16X16
 	VPERMPS Z0, Z16, Z0
 	VMULPS  Z17, Z0, Z0
 	VMOVUPS Z0, (DI)

@@ -153,3 +153,33 @@ func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v 
 	}
 	accRowsNGo(acc, 4, p, pStride, v, vStride, cnt)
 }
+
+func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []uint16) {
+	attnScores4BF16Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}
+
+func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int) {
+	for g, a := range alpha {
+		Scale(a, acc[g*accStride:][:64])
+	}
+	row := make([]float32, 64)
+	for j := range cnt {
+		for i, b := range v[j*vStride:][:64] {
+			row[i] = bf16(b)
+		}
+		for g := range 4 {
+			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j], row)
+		}
+	}
+}
+
+func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []float32) {
+	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
+}
+
+func accRows4Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int) {
+	for g, a := range alpha {
+		Scale(a, acc[g*accStride:][:64])
+		accRowsGo(acc[g*accStride:][:64], p[g*pStride:][:cnt], v, vStride)
+	}
+}

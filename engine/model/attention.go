@@ -97,22 +97,84 @@ func (kv attnKV) block(b0, cnt int, kb, vb []float32) (keys []float32, ks int, v
 	return keys, ks, vals, vs
 }
 
+// rowsBF16 returns the bfloat16 key and value rows of the block from b0
+// (a multiple of attnBlock) in place in its page, kvd elements apart, from
+// the block's first position on; kv's format is KVBF16.
+func (kv attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
+	pg := kv.pages[b0/attnBlock]
+	return pg.k[kv.l].h, pg.v[kv.l].h
+}
+
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
 // and values of one block, float32 rows ks and vs floats apart (as
 // kvRows.block returns them), for the G query heads q [G·d]. sc holds
 // G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
-func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32) {
+// next, for rows read in place from a page (nil otherwise), is the keys the
+// caller reads after these, rows ks apart: the score kernel fetches them
+// from memory, and this block's values, while it runs.
+func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt int, scale float32, sc []float32, next []float32) {
 	G := len(s.m)
 	d := len(q) / G
+	var pfVals []float32
+	if next != nil && vs == ks {
+		pfVals = vals
+	}
 	g := 0
 	for ; g+4 <= G; g += 4 {
-		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale)
+		kernels.AttnScores4(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale, next, pfVals)
+		next, pfVals = nil, nil // fetched by the first four heads' scores
 	}
 	for ; g < G; g++ {
 		for j := range cnt {
 			sc[g*attnBlock+j] = kernels.Dot(q[g*d:][:d], keys[j*ks:][:d]) * scale
 		}
 	}
+	alpha := softmaxBlock(s, sc, cnt)
+	g = 0
+	for ; g+4 <= G; g += 4 {
+		kernels.AccumRows4(s.acc[g*d:][:4*d], (*[4]float32)(alpha[g:]), sc[g*attnBlock:], attnBlock, vals, vs, cnt)
+	}
+	for ; g < G; g++ {
+		acc := s.acc[g*d:][:d]
+		if alpha[g] != 1 {
+			kernels.Scale(alpha[g], acc)
+		}
+		kernels.AccumRows(acc, sc[g*attnBlock:][:cnt], vals, vs)
+	}
+}
+
+// reduceBlockBF16 is reduceBlock for a bfloat16 cache read in place: the
+// cnt keys and values of one block are bfloat16 rows ks and vs elements
+// apart, which the kernels widen in registers as they read them, with the
+// same bits as reduceBlock on the widened rows; G is a multiple of 4. next
+// (nil for none) is the keys the caller reads after these, rows ks apart:
+// the score kernel fetches them from memory, and this block's values,
+// while it runs.
+func reduceBlockBF16(s attnState, q []float32, keys []uint16, ks int, vals []uint16, vs, cnt int, scale float32, sc []float32, next []uint16) {
+	G := len(s.m)
+	d := len(q) / G
+	pfVals := vals
+	if vs != ks {
+		pfVals = nil
+	}
+	for g := 0; g < G; g += 4 {
+		kernels.AttnScores4BF16(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale, next, pfVals)
+		next, pfVals = nil, nil // fetched by the first four heads' scores
+	}
+	alpha := softmaxBlock(s, sc, cnt)
+	for g := 0; g < G; g += 4 {
+		kernels.AccumRows4BF16(s.acc[g*d:][:4*d], (*[4]float32)(alpha[g:]), sc[g*attnBlock:], attnBlock, vals, vs, cnt)
+	}
+}
+
+// softmaxBlock is the middle of an online softmax step: given the block's
+// scores of each head g in sc[g·attnBlock:][:cnt], it moves each head's
+// running maximum M to M', turns the scores into their exponentials
+// Exp(s_j − M') in place, adds their sum to L after rescaling it, and
+// returns the heads' factors α = Exp(M − M') (in sc after the scores), by
+// which the caller rescales acc before adding the block's values.
+func softmaxBlock(s attnState, sc []float32, cnt int) []float32 {
+	G := len(s.m)
 	// The block's maximum (kernels.Max: a zero's sign, which it leaves
 	// open, never matters, since the maximum is only subtracted before
 	// Exp), the shifted exponentials, and their sums, each a chain of
@@ -130,7 +192,7 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 		kernels.ExpShift(e, e, M)
 		s.m[g] = M
 	}
-	g = 0
+	g := 0
 	for ; g+4 <= G; g += 4 {
 		e0, e1, e2, e3 := sc[g*attnBlock:][:cnt], sc[(g+1)*attnBlock:][:cnt], sc[(g+2)*attnBlock:][:cnt], sc[(g+3)*attnBlock:][:cnt]
 		var t0, t1, t2, t3 float32
@@ -152,13 +214,7 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 		}
 		s.l[g] = float32(s.l[g]*alpha[g]) + t
 	}
-	for g := range G {
-		acc := s.acc[g*d:][:d]
-		if alpha[g] != 1 {
-			kernels.Scale(alpha[g], acc)
-		}
-		kernels.AccumRows(acc, sc[g*attnBlock:][:cnt], vals, vs)
-	}
+	return alpha
 }
 
 // mergeSplit merges a split's result p into the running state s.
@@ -220,6 +276,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
 	tiles := attnTiles && d%16 == 0
+	bf16InPlace := m.kvDType == KVBF16 && G%4 == 0 && attnBF16InPlace(d)
 	tasks := ws.attnTasks[:0]
 	var merges []attnMerge
 	parts := 0
@@ -267,10 +324,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*(attnBlock+1))
-		var kb, vb []float32
-		if m.kvDType != KVF32 {
-			kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
-		}
+		var kb, vb []float32 // one head's block decoded from a compact format
 		var run, sp []float32
 		var ts *tileScratch
 		var rs *rowScratch
@@ -283,17 +337,47 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				for h := range Hkv {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
-				// Each block's key and value rows are decoded whole,
-				// every head's slice at once: one sweep of contiguous
-				// memory, which the hardware prefetches, rather than
-				// one head's slice of every row at a time. The values
-				// are the same, so each head runs the split's
-				// reduceBlock steps as a tile row does.
+				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.pages, l: l, kvd: kvd, d: kvd} // every head's slice
+				if bf16InPlace {
+					// A bfloat16 cache is read where it lies: the
+					// kernels widen each key and value in a register
+					// (exact, so the bits are the same), which spares
+					// writing the block out as float32 and reading it
+					// back. Each head's slice is a strided part of
+					// every row, which the hardware prefetchers follow
+					// poorly, so each head's scores fetch its values
+					// and the next head's keys (the next block's first
+					// head's after the last), one head's work ahead.
+					for b0 := lo; b0 < hi; b0 += attnBlock {
+						cnt := min(attnBlock, hi-b0)
+						keys, vals := rowsKV.rowsBF16(b0)
+						var nextBlock []uint16
+						if b0+attnBlock < hi {
+							nextBlock, _ = rowsKV.rowsBF16(b0 + attnBlock)
+						}
+						for h := range Hkv {
+							next := nextBlock
+							if h+1 < Hkv {
+								next = keys[(h+1)*d:]
+							}
+							s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
+							reduceBlockBF16(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], kvd, vals[h*d:], kvd, cnt, scale, sc, next)
+						}
+					}
+					continue
+				}
+				// Otherwise a compact format's key and value rows are
+				// decoded whole, block by block, every head's slice at
+				// once: one sweep of contiguous memory, which the
+				// hardware prefetches, rather than one head's slice of
+				// every row at a time. The values are the same, so each
+				// head runs the split's reduceBlock steps as a tile row
+				// does. A float32 cache is read in place, each head's
+				// scores prefetching as reduceBlockBF16's do.
 				if rs == nil && m.kvDType != KVF32 {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
 				}
-				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.pages, l: l, kvd: kvd, d: kvd} // every head's slice
 				for b0 := lo; b0 < hi; b0 += attnBlock {
 					cnt := min(attnBlock, hi-b0)
 					var kbAll, vbAll []float32
@@ -301,15 +385,28 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 						kbAll, vbAll = rs.k, rs.v
 					}
 					keys, ks, vals, vs := rowsKV.block(b0, cnt, kbAll, vbAll)
+					var nextBlock []float32
+					if rs == nil && b0+attnBlock < hi {
+						nextBlock, _, _, _ = rowsKV.block(b0+attnBlock, min(attnBlock, hi-b0-attnBlock), nil, nil)
+					}
 					for h := range Hkv {
+						next := nextBlock
+						if rs == nil && h+1 < Hkv {
+							next = keys[(h+1)*d:]
+						}
 						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
-						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc)
+						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc, next)
 					}
 				}
 				continue
 			}
 			kv := kvOf(sg, tk.kvh)
 			pos0 := sg.start + tk.r0 - sg.row0
+			if kb == nil && m.kvDType != KVF32 {
+				// Only the row and tile tasks decode one head's
+				// block; a decode step's split tasks need none.
+				kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
+			}
 			if tiles && len(sg.toks) > attnShortRows {
 				// A prompt chunk's tile; a short segment's row of one
 				// split (decode below attnSplit positions) stays on
@@ -352,7 +449,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					for i := max(first, b0-pos0); i < rows; i++ {
 						cnt := min(cntMax, pos0+i+1-b0)
 						r := tk.r0 + i
-						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc)
+						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc, nil)
 					}
 				}
 				for i := first; i < rows; i++ {
@@ -394,6 +491,13 @@ const attnMergeSerial = 1 << 18
 func newAttnStateRaw(buf []float32, G, d int) attnState {
 	return attnState{m: buf[:G], l: buf[G : 2*G], acc: buf[2*G : 2*G+G*d]}
 }
+
+// attnBF16InPlace reports whether a decode row's split task reads a
+// bfloat16 cache in place (reduceBlockBF16) for heads of d values: where
+// its kernels run on SIMD; elsewhere widening each block once and running
+// the float32 kernels is faster. Both give the same bits; tests set it to
+// run either.
+var attnBF16InPlace = kernels.BF16AttnFast
 
 // rowScratch holds one block of whole key and value rows decoded from a
 // compact format: attnBlock rows of kvd floats each.

@@ -234,6 +234,30 @@ func TestAttendTilesMatchRows(t *testing.T) {
 	}
 }
 
+// TestAttendBF16InPlace: decode rows over a bfloat16 cache give the same
+// bits when their split tasks read the cache in place (reduceBlockBF16) as
+// when they widen each block first and run reduceBlock, for groups of 4
+// and 8 query heads, head widths 64 and 128, rows one and three at a time
+// across split boundaries, with the last block cut anywhere.
+func TestAttendBF16InPlace(t *testing.T) {
+	saved := attnBF16InPlace
+	defer func() { attnBF16InPlace = saved }()
+	rng := rand.New(rand.NewPCG(89, 90))
+	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2100}, {8, 1, 128, 1090}, {4, 3, 64, 1030}} {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		from := tc.n - 21
+		attnBF16InPlace = func(int) bool { return false }
+		want := c.runAs(KVBF16, from, 1, 2)
+		attnBF16InPlace = func(int) bool { return true }
+		for _, chunk := range []int{1, 3} {
+			got := c.runAs(KVBF16, from, chunk, 3)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("G=%d d=%d n=%d chunk %d: value %d is %g read in place, %g widened", tc.G, tc.d, tc.n, chunk, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // firstDiff is the first index where a and b differ bitwise, or −1.
 func firstDiff(a, b []float32) int {
 	for i := range a {
