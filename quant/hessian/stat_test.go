@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -218,6 +220,59 @@ func BenchmarkStat(b *testing.B) {
 				// k(k+1)/2 multiply-adds per row (the kernels also compute
 				// the lower half of the diagonal blocks; not counted).
 				b.ReportMetric(float64(k*(k+1))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// statBenchRowsEnv, if set, is the number of rows BenchmarkStatAccumulate
+// adds per operation (the real dense statistics see 32,768; the defaults
+// keep one operation near a second on two cores).
+const statBenchRowsEnv = "LFMQ_BENCH_STAT_ROWS"
+
+// BenchmarkStatAccumulate: one operation is a whole dense statistic, as
+// CollectLinear forms it: NewStat, rows of random values added one by one
+// with random weights, Finish; at K = 2048 (an 8B-A1B layer's attention,
+// conv and FFN input) and 7168 (its dense w2 input), on 1 and 2 threads
+// (SetThreads). GFLOP/s counts rows·K·(K+1) (the upper triangle's
+// multiply-adds, two flops each) over the whole operation.
+func BenchmarkStatAccumulate(b *testing.B) {
+	for _, c := range []struct{ k, rows int }{{2048, 4096}, {7168, 1024}} {
+		rows := c.rows
+		if v := os.Getenv(statBenchRowsEnv); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				b.Fatalf("%s=%q: want a row count ≥ 1", statBenchRowsEnv, v)
+			}
+			rows = n
+		}
+		// A pool of distinct rows cycled through: real rows differ from
+		// one another, and this keeps the benchmark's own memory small.
+		r := rand.New(rand.NewPCG(5, 6))
+		pool := make([][]float32, 61)
+		ws := make([]float64, len(pool))
+		for q := range pool {
+			pool[q] = make([]float32, c.k)
+			for i := range pool[q] {
+				pool[q][i] = float32(r.NormFloat64())
+			}
+			ws[q] = r.Float64()
+		}
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("K=%d/rows=%d/threads=%d", c.k, rows, threads), func(b *testing.B) {
+				for b.Loop() {
+					st := NewStat(c.k)
+					st.SetThreads(threads)
+					for t := range rows {
+						if err := st.Add(pool[t%len(pool)], ws[t%len(pool)]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := st.Finish(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(rows)*float64(c.k)*float64(c.k+1)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
