@@ -110,7 +110,13 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		}
 		obs.seenH = make([]bool, total)
 	}
-	if err := forwardWindows(ctx, m, windows, base, layer+1, start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+	// Only the layer's FFN input and routing are read, unless its output
+	// is the stream kept: its experts (or dense FFN) need not run.
+	part := model.FFNInput
+	if opts.Stream != nil && opts.Past {
+		part = model.WholeLayer
+	}
+	if err := forwardWindows(ctx, m, windows, base, layer+1, start, part, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 		return nil, err
 	}
 	for t := range total {
@@ -139,10 +145,11 @@ func windowBases(what string, windows [][]int) (total int, base []int, err error
 }
 
 // forwardWindows runs the windows through layers [start, layers) of m in
-// batches of opts.Batch (from the stream when start > 0), telling the
-// observer each batch's token bases (setBase) and stopping at its first
-// error (obsErr).
-func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base []int, layers, start int, opts CollectOptions, obs model.Observer, setBase func([]int), obsErr func() error) error {
+// batches of opts.Batch (from the stream when start > 0), the last of them
+// as far as last (model.ForwardOptions.LastLayer), telling the observer
+// each batch's token bases (setBase) and stopping at its first error
+// (obsErr).
+func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base []int, layers, start int, last model.LayerPart, opts CollectOptions, obs model.Observer, setBase func([]int), obsErr func() error) error {
 	H := m.Config.HiddenSize
 	batch := opts.Batch
 	if batch <= 0 {
@@ -158,7 +165,7 @@ func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base [
 			seqs[i] = m.NewSequence()
 		}
 		setBase(base[w0:w1])
-		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layers, Observer: obs}
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layers, Observer: obs, LastLayer: last}
 		if start > 0 {
 			fo.StartLayer = start
 			fo.Hidden = make([][]float32, w1-w0)

@@ -3,7 +3,9 @@ package hessian
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 )
@@ -70,7 +72,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
 	}
 	if runs {
-		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, obs.lastPart(), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 			return nil, err
 		}
 	}
@@ -167,6 +169,23 @@ type linearCollector struct {
 	seenH  []bool
 	// threads is each Stat's SetThreads.
 	threads int
+}
+
+// lastPart is how much of the last layer run the statistics need: for a
+// decoder layer, up to its last wanted input (its mixer's alone, or every
+// non-expert one: the output is not kept, the stream stays at its input);
+// for the head, the whole of the last layer, whose output is its input.
+func (o *linearCollector) lastPart() model.LayerPart {
+	if o.layer < 0 {
+		return model.WholeLayer
+	}
+	ffn := config.LayerPrefix(o.layer) + "feed_forward."
+	for n := range o.want {
+		if strings.HasPrefix(n, ffn) {
+			return model.LinearInputs
+		}
+	}
+	return model.MixerInputs
 }
 
 // owner is the name whose Stat name's input is added to.
