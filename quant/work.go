@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/quant/plan"
 )
 
@@ -217,11 +218,42 @@ func (w layerWork) addTo(t *WorkTotals) {
 	t[WorkDownSolve] += w.solveW2
 }
 
-// layerForwardWork is the work of each decoder layer's forward per
-// token: two operations per weight of its linear maps, a routed expert's
-// weighted by the share of tokens it gets (top-k of the experts).
-func layerForwardWork(cfg *config.Config, p *plan.Plan) []float64 {
-	w := make([]float64, cfg.NumLayers)
+// layerForward is a decoder layer's forward work per token, two operations
+// per weight of its linear maps (a routed expert's weighted by the share of
+// tokens it gets, top-k of the experts), split where a calibration forward
+// may stop inside it (model.LayerPart).
+type layerForward struct {
+	moe bool
+	// mixer is the operator block's products before its output
+	// projection, mixerOut that projection.
+	mixer, mixerOut float64
+	// router is an MoE layer's router; up and down are the FFN's w1/w3 and
+	// w2 (a dense FFN's, or the routed experts' share).
+	router, up, down float64
+}
+
+// upTo is the layer's work per token when a forward runs it as far as part.
+func (f layerForward) upTo(part model.LayerPart) float64 {
+	switch part {
+	case model.MixerInputs:
+		return f.mixer
+	case model.FFNInput:
+		return f.mixer + f.mixerOut + f.router
+	case model.LinearInputs:
+		if f.moe {
+			return f.mixer + f.mixerOut + f.router
+		}
+		return f.mixer + f.mixerOut + f.up
+	}
+	return f.mixer + f.mixerOut + f.router + f.up + f.down
+}
+
+// layerForwardWork is the work of each decoder layer's forward per token.
+func layerForwardWork(cfg *config.Config, p *plan.Plan) []layerForward {
+	w := make([]layerForward, cfg.NumLayers)
+	for l := range w {
+		w[l].moe = cfg.IsMoE(l)
+	}
 	for _, e := range p.Entries {
 		if e.Layer < 0 || e.Layer >= cfg.NumLayers || len(e.Shape) != 2 {
 			continue
@@ -230,7 +262,19 @@ func layerForwardWork(cfg *config.Config, p *plan.Plan) []float64 {
 		if e.Class == plan.Experts && cfg.NumExperts > 0 {
 			ops *= float64(cfg.NumExpertsPerTok) / float64(cfg.NumExperts)
 		}
-		w[e.Layer] += ops
+		f := &w[e.Layer]
+		switch n := e.Name; {
+		case strings.HasSuffix(n, "conv.out_proj.weight"), strings.HasSuffix(n, "self_attn.out_proj.weight"):
+			f.mixerOut += ops
+		case strings.Contains(n, ".conv."), strings.Contains(n, ".self_attn."):
+			f.mixer += ops
+		case strings.HasSuffix(n, "feed_forward.gate.weight"):
+			f.router += ops
+		case strings.HasSuffix(n, "w2.weight"):
+			f.down += ops
+		default: // w1, w3
+			f.up += ops
+		}
 	}
 	return w
 }

@@ -110,13 +110,7 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		}
 		obs.seenH = make([]bool, total)
 	}
-	// Only the layer's FFN input and routing are read, unless its output
-	// is the stream kept: its experts (or dense FFN) need not run.
-	part := model.FFNInput
-	if opts.Stream != nil && opts.Past {
-		part = model.WholeLayer
-	}
-	if err := forwardWindows(ctx, m, windows, base, layer+1, start, part, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+	if err := forwardWindows(ctx, m, windows, base, layer+1, start, CollectPart(opts), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 		return nil, err
 	}
 	for t := range total {
@@ -128,6 +122,17 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		st.Layer, st.H = obs.keep, obs.out
 	}
 	return c, nil
+}
+
+// CollectPart is how much of the calibrated layer Collect's forward runs:
+// only as far as its FFN input and routing, which are all it reads, unless
+// the layer's output is the stream it keeps (Past): its experts (or dense
+// FFN) then need not run.
+func CollectPart(opts CollectOptions) model.LayerPart {
+	if opts.Stream != nil && opts.Past {
+		return model.WholeLayer
+	}
+	return model.FFNInput
 }
 
 // windowBases numbers the windows' tokens: window i holds tokens

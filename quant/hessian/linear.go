@@ -72,7 +72,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
 	}
 	if runs {
-		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, obs.lastPart(), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, LinearPart(cfg, layer, names), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 			return nil, err
 		}
 	}
@@ -171,16 +171,17 @@ type linearCollector struct {
 	threads int
 }
 
-// lastPart is how much of the last layer run the statistics need: for a
-// decoder layer, up to its last wanted input (its mixer's alone, or every
-// non-expert one: the output is not kept, the stream stays at its input);
-// for the head, the whole of the last layer, whose output is its input.
-func (o *linearCollector) lastPart() model.LayerPart {
-	if o.layer < 0 {
+// LinearPart is how much of the last layer it runs CollectLinear's forward
+// for layer and names needs: for a decoder layer, up to its last wanted
+// input (its mixer's alone, or every non-expert one: the layer's output is
+// not kept, the stream stays at its input); for the head (layer =
+// NumLayers), the whole of the last layer, whose output is its input.
+func LinearPart(cfg *config.Config, layer int, names []string) model.LayerPart {
+	if layer >= cfg.NumLayers {
 		return model.WholeLayer
 	}
-	ffn := config.LayerPrefix(o.layer) + "feed_forward."
-	for n := range o.want {
+	ffn := config.LayerPrefix(layer) + "feed_forward."
+	for _, n := range names {
 		if strings.HasPrefix(n, ffn) {
 			return model.LinearInputs
 		}
