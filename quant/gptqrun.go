@@ -448,7 +448,7 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress 
 		if layer == r.cfg.NumLayers {
 			kind = WorkHeadStats
 		}
-		w := kindWork{kind, forward(layer, hessian.LinearPart(r.cfg, layer, names))*forwardPerStat + inputs}
+		w := kindWork{kind, forward(layer, hessian.LinearPart(r.cfg, layer, names))*denseForwardPerStat + inputs}
 		r.denseStatsWork[layer] = w
 		total[kind] += w.work
 		stream = min(layer, r.cfg.NumLayers-1)

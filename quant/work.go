@@ -42,8 +42,8 @@ const (
 	// solved, tensors of resumed layers): rtnWorkPerValue per value.
 	WorkPack WorkKind = iota
 	// WorkForward is an MoE layer's calibration forward: the layers from
-	// the calibration stream's position through this one, 2 operations
-	// per weight and token (layerForwardWork).
+	// the calibration stream's position through this one (as far as its
+	// router), 2 operations per weight and token (layerForwardWork).
 	WorkForward
 	// WorkUpStats is the w1/w3 statistics of the routed experts: a
 	// rank-one update of H² per routed token.
@@ -59,8 +59,8 @@ const (
 	WorkDownSolve
 	// WorkDenseStats is a layer's BFP8 dense tensors' statistics: the
 	// forward of the layers from the stream's position through this one
-	// (weighted by forwardPerStat) and the rank-one updates of each
-	// distinct input (K² per token).
+	// (as far as its last solved input; weighted by denseForwardPerStat)
+	// and the rank-one updates of each distinct input (K² per token).
 	WorkDenseStats
 	// WorkDenseSolve is the BFP8 dense tensors' solves, counted as the
 	// experts'.
@@ -127,25 +127,27 @@ func (k WorkKind) Family() int {
 	return 3
 }
 
-// workCost is each kind's Cost: the geometric mean of the time per unit
-// over the w1/w3 solves' in three runs at real widths (8B-A1B twice, 24B-
-// A2B once; 2 layers, 32 windows, 2 workers), where it varied by up to
-// 2.7× from run to run with the machine's load (the dense solves: 0.74,
-// 1.67 and 1.23). The packing, which took no measurable time, is given a
-// tenth. On the fixture (testdata/tiny-lfm2-moe, its 128 windows) the
-// statistics came out four to six times cheaper against the solves, whose
-// small matrices cost more per operation there.
+// workCost is each kind's Cost: the time per unit over the w1/w3 solves',
+// in CPU time, the geometric mean of two runs on the 8B-A1B shapes (2
+// layers, 32 windows, 2 workers; docs/bench-quantize.md), where a kind's
+// cost varied by up to 1.7× from one run to the other with the machine's
+// load. The dense files' and the head's statistics are those runs' items
+// counted as the forwards now run them (denseForwardPerStat); the
+// packing, which took no measurable time, is given a tenth. On the fixture
+// (testdata/tiny-lfm2-moe, its 128 windows) the statistics come out four
+// to six times cheaper against the solves, whose small matrices cost more
+// per operation there.
 var workCost = [NumWorkKinds]float64{
 	WorkPack:       0.1,
-	WorkForward:    0.39,
-	WorkUpStats:    2.0,
+	WorkForward:    0.58,
+	WorkUpStats:    2.1,
 	WorkUpSolve:    1,
-	WorkDownStats:  1.65,
+	WorkDownStats:  1.9,
 	WorkDownSolve:  1.1,
-	WorkDenseStats: 1.8,
-	WorkDenseSolve: 1.15,
-	WorkHeadStats:  2.2,
-	WorkHeadSolve:  1.15,
+	WorkDenseStats: 0.8,
+	WorkDenseSolve: 1.33,
+	WorkHeadStats:  0.6,
+	WorkHeadSolve:  1.1,
 }
 
 // rtnWorkPerValue is the work of packing one weight by RTN: reading it,
@@ -198,6 +200,16 @@ func upStatsWork(routed, h float64) float64 { return routed * h * h }
 func downStatsWork(routed, h, f float64) float64 {
 	return routed * (f*f + 4*h*f*forwardPerStat)
 }
+
+// denseForwardPerStat is forwardPerStat for the dense files' and the
+// head's statistics, whose mix of forward and rank-one updates differs
+// from one layer to the next (layer 0's mostly the updates of its w2
+// input, K = 7,168; layer 1's mostly the forward of layer 0): fitted to
+// those two items' CPU times in two runs on the 8B-A1B shapes
+// (docs/bench-quantize.md), where a forward operation cost 0.42 and 0.83
+// of one of their updates, so that the kind's time per unit holds from
+// one layer to the next.
+const denseForwardPerStat = 0.6
 
 // forwardPerStat weighs an operation of a forward (float32, on the
 // engine's tile kernels) against one of the statistics' rank-one updates
