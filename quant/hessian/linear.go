@@ -171,11 +171,11 @@ type linearCollector struct {
 	threads int
 }
 
-// LinearPart is how much of the last layer it runs CollectLinear's forward
-// for layer and names needs: for a decoder layer, up to its last wanted
-// input (its mixer's alone, or every non-expert one: the layer's output is
-// not kept, the stream stays at its input); for the head (layer =
-// NumLayers), the whole of the last layer, whose output is its input.
+// LinearPart is how far into its last layer CollectLinear's forward for
+// layer and names runs: for a decoder layer, up to its last wanted input
+// (its mixer's alone, or every non-expert one; the layer's output is not
+// kept, the stream stays at its input); for the head (layer = NumLayers),
+// through the whole last layer, whose output is the head's input.
 func LinearPart(cfg *config.Config, layer int, names []string) model.LayerPart {
 	if layer >= cfg.NumLayers {
 		return model.WholeLayer
