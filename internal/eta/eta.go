@@ -40,6 +40,13 @@ import (
 // nine times more.
 const priorItems = 1
 
+// ownFrom is the report from which a kind whose family has been timed is
+// priced by its own timing (before it, by its family's): items of a kind
+// run side by side on several workers end at nearly the same time, and
+// the first to report carries the time they all shared, so that alone it
+// can make the kind look twice as dear as it is.
+const ownFrom = 2
+
 // MinShare is the share of the run's estimated time that must have passed
 // before Left gives an estimate: before it, the estimate rests on too
 // little timing (often only the first kind's first items, and priors for
@@ -326,6 +333,10 @@ func (e *Estimator) perUnit() ([]float64, bool) {
 		others := raw[k.family]
 		others.spent -= float64(k.spent)
 		others.prior -= k.done * k.prior
+		if k.items < ownFrom && others.spent > 0 && others.prior > 0 {
+			perUnit[i] = k.prior * others.spent / others.prior
+			continue
+		}
 		if others.spent <= 0 || others.prior <= 0 {
 			others = timing{all.spent - float64(k.spent), all.prior - k.done*k.prior}
 		}
