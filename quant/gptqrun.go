@@ -420,25 +420,35 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress 
 	}
 	perToken := layerForwardWork(r.cfg, p)
 	stream := 0 // the calibration stream is at the input of this layer
-	forward := func(to int) float64 {
+	// forward is the work of a forward from the stream through layer to,
+	// run as far as last (as hessian's collections run it).
+	forward := func(to int, last model.LayerPart) float64 {
 		var w float64
 		for l := stream; l <= to && l < len(perToken); l++ {
-			w += perToken[l]
+			part := model.WholeLayer
+			if l == to {
+				part = last
+			}
+			w += perToken[l].upTo(part)
 		}
 		return w * float64(tokens)
 	}
 	denseStats := func(layer int, file string) {
 		var inputs float64
+		var names []string
 		for _, e := range p.ByFile(file) {
-			if denseSolved(r.opts, e) && !sharesInput(e.Name) {
-				inputs += float64(tokens) * float64(e.Shape[1]) * float64(e.Shape[1])
+			if denseSolved(r.opts, e) {
+				names = append(names, e.Name)
+				if !sharesInput(e.Name) {
+					inputs += float64(tokens) * float64(e.Shape[1]) * float64(e.Shape[1])
+				}
 			}
 		}
 		kind := WorkDenseStats
 		if layer == r.cfg.NumLayers {
 			kind = WorkHeadStats
 		}
-		w := kindWork{kind, forward(layer)*forwardPerStat + inputs}
+		w := kindWork{kind, forward(layer, hessian.LinearPart(r.cfg, layer, names))*denseForwardPerStat + inputs}
 		r.denseStatsWork[layer] = w
 		total[kind] += w.work
 		stream = min(layer, r.cfg.NumLayers-1)
@@ -453,7 +463,7 @@ func (r *gptqRun) startWork(p *plan.Plan, rs *resumeState, tokens int) Progress 
 		// (unless the experts are kept), or every layer of a dense LFM2.
 		solves := r.cfg.Dense() || r.cfg.IsMoE(l) && !r.opts.KeepExperts
 		if _, resumed := rs.done(l); solves && !resumed {
-			r.forwardWork[l] = forward(l)
+			r.forwardWork[l] = forward(l, hessian.CollectPart(hessian.CollectOptions{Stream: &r.stream, Past: !r.g.Sequential}))
 			total[WorkForward] += r.forwardWork[l]
 			r.lw.addTo(&total)
 			stream = l

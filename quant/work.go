@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/quant/plan"
 )
 
@@ -41,8 +42,8 @@ const (
 	// solved, tensors of resumed layers): rtnWorkPerValue per value.
 	WorkPack WorkKind = iota
 	// WorkForward is an MoE layer's calibration forward: the layers from
-	// the calibration stream's position through this one, 2 operations
-	// per weight and token (layerForwardWork).
+	// the calibration stream's position through this one (as far as its
+	// router), 2 operations per weight and token (layerForwardWork).
 	WorkForward
 	// WorkUpStats is the w1/w3 statistics of the routed experts: a
 	// rank-one update of H² per routed token.
@@ -58,8 +59,8 @@ const (
 	WorkDownSolve
 	// WorkDenseStats is a layer's BFP8 dense tensors' statistics: the
 	// forward of the layers from the stream's position through this one
-	// (weighted by forwardPerStat) and the rank-one updates of each
-	// distinct input (K² per token).
+	// (as far as its last solved input; weighted by denseForwardPerStat)
+	// and the rank-one updates of each distinct input (K² per token).
 	WorkDenseStats
 	// WorkDenseSolve is the BFP8 dense tensors' solves, counted as the
 	// experts'.
@@ -126,25 +127,27 @@ func (k WorkKind) Family() int {
 	return 3
 }
 
-// workCost is each kind's Cost: the geometric mean of the time per unit
-// over the w1/w3 solves' in three runs at real widths (8B-A1B twice, 24B-
-// A2B once; 2 layers, 32 windows, 2 workers), where it varied by up to
-// 2.7× from run to run with the machine's load (the dense solves: 0.74,
-// 1.67 and 1.23). The packing, which took no measurable time, is given a
-// tenth. On the fixture (testdata/tiny-lfm2-moe, its 128 windows) the
-// statistics came out four to six times cheaper against the solves, whose
-// small matrices cost more per operation there.
+// workCost is each kind's Cost: the time per unit over the w1/w3 solves',
+// in CPU time, the geometric mean of two runs on the 8B-A1B shapes (2
+// layers, 32 windows, 2 workers; docs/bench-quantize.md), where a kind's
+// cost varied by up to 1.7× from one run to the other with the machine's
+// load. The dense files' and the head's statistics are those runs' items
+// counted as the forwards now run them (denseForwardPerStat); the
+// packing, which took no measurable time, is given a tenth. On the fixture
+// (testdata/tiny-lfm2-moe, its 128 windows) the statistics come out four
+// to six times cheaper against the solves, whose small matrices cost more
+// per operation there.
 var workCost = [NumWorkKinds]float64{
 	WorkPack:       0.1,
-	WorkForward:    0.39,
-	WorkUpStats:    2.0,
+	WorkForward:    0.58,
+	WorkUpStats:    2.1,
 	WorkUpSolve:    1,
-	WorkDownStats:  1.65,
+	WorkDownStats:  1.9,
 	WorkDownSolve:  1.1,
-	WorkDenseStats: 1.8,
-	WorkDenseSolve: 1.15,
-	WorkHeadStats:  2.2,
-	WorkHeadSolve:  1.15,
+	WorkDenseStats: 0.8,
+	WorkDenseSolve: 1.33,
+	WorkHeadStats:  0.6,
+	WorkHeadSolve:  1.1,
 }
 
 // rtnWorkPerValue is the work of packing one weight by RTN: reading it,
@@ -198,6 +201,16 @@ func downStatsWork(routed, h, f float64) float64 {
 	return routed * (f*f + 4*h*f*forwardPerStat)
 }
 
+// denseForwardPerStat is forwardPerStat for the dense files' and the
+// head's statistics, whose mix of forward and rank-one updates differs
+// from one layer to the next (layer 0's mostly the updates of its w2
+// input, K = 7,168; layer 1's mostly the forward of layer 0): fitted to
+// those two items' CPU times in two runs on the 8B-A1B shapes
+// (docs/bench-quantize.md), where a forward operation cost 0.42 and 0.83
+// of one of their updates, so that the kind's time per unit holds from
+// one layer to the next.
+const denseForwardPerStat = 0.6
+
 // forwardPerStat weighs an operation of a forward (float32, on the
 // engine's tile kernels) against one of the statistics' rank-one updates
 // (float64, in a fixed order) where one kind of work does both (a dense
@@ -217,11 +230,42 @@ func (w layerWork) addTo(t *WorkTotals) {
 	t[WorkDownSolve] += w.solveW2
 }
 
-// layerForwardWork is the work of each decoder layer's forward per
-// token: two operations per weight of its linear maps, a routed expert's
-// weighted by the share of tokens it gets (top-k of the experts).
-func layerForwardWork(cfg *config.Config, p *plan.Plan) []float64 {
-	w := make([]float64, cfg.NumLayers)
+// layerForward is a decoder layer's forward work per token, two operations
+// per weight of its linear maps (a routed expert's weighted by the share of
+// tokens it gets, top-k of the experts), split where a calibration forward
+// may stop inside it (model.LayerPart).
+type layerForward struct {
+	moe bool
+	// mixer is the operator block's products before its output
+	// projection, mixerOut that projection.
+	mixer, mixerOut float64
+	// router is an MoE layer's router; up and down are the FFN's w1/w3 and
+	// w2 (a dense FFN's, or the routed experts' share).
+	router, up, down float64
+}
+
+// upTo is the layer's work per token when a forward runs it as far as part.
+func (f layerForward) upTo(part model.LayerPart) float64 {
+	switch part {
+	case model.MixerInputs:
+		return f.mixer
+	case model.FFNInput:
+		return f.mixer + f.mixerOut + f.router
+	case model.LinearInputs:
+		if f.moe {
+			return f.mixer + f.mixerOut + f.router
+		}
+		return f.mixer + f.mixerOut + f.up
+	}
+	return f.mixer + f.mixerOut + f.router + f.up + f.down
+}
+
+// layerForwardWork is the work of each decoder layer's forward per token.
+func layerForwardWork(cfg *config.Config, p *plan.Plan) []layerForward {
+	w := make([]layerForward, cfg.NumLayers)
+	for l := range w {
+		w[l].moe = cfg.IsMoE(l)
+	}
 	for _, e := range p.Entries {
 		if e.Layer < 0 || e.Layer >= cfg.NumLayers || len(e.Shape) != 2 {
 			continue
@@ -230,7 +274,19 @@ func layerForwardWork(cfg *config.Config, p *plan.Plan) []float64 {
 		if e.Class == plan.Experts && cfg.NumExperts > 0 {
 			ops *= float64(cfg.NumExpertsPerTok) / float64(cfg.NumExperts)
 		}
-		w[e.Layer] += ops
+		f := &w[e.Layer]
+		switch n := e.Name; {
+		case strings.HasSuffix(n, "conv.out_proj.weight"), strings.HasSuffix(n, "self_attn.out_proj.weight"):
+			f.mixerOut += ops
+		case strings.Contains(n, ".conv."), strings.Contains(n, ".self_attn."):
+			f.mixer += ops
+		case strings.HasSuffix(n, "feed_forward.gate.weight"):
+			f.router += ops
+		case strings.HasSuffix(n, "w2.weight"):
+			f.down += ops
+		default: // w1, w3
+			f.up += ops
+		}
 	}
 	return w
 }

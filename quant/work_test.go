@@ -7,6 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/quant/plan"
 )
 
 // workRecorder is a Progress that follows the work by kind and records,
@@ -208,5 +213,62 @@ func TestGPTQWorkResumed(t *testing.T) {
 	// Layers 2 and 3's expert solves were taken over.
 	if got, want := w.total[WorkUpSolve], full.total[WorkUpSolve]*4/6; math.Abs(got-want) > 1e-9*want {
 		t.Errorf("w1/w3 solves announced %v, want 4 of the 6 MoE layers' %v", got, want)
+	}
+}
+
+// TestLayerForwardWork: each decoder layer's forward work per token, and
+// its parts where a calibration forward stops (model.LayerPart), are two
+// operations per weight of the products that part runs, counted here from
+// the config's widths: a conv layer's in_proj (3H×H) and out_proj (H×H),
+// an attention layer's q/k/v and out_proj, a dense FFN's w1/w3 (F×H each)
+// and w2, an MoE layer's router (E×H) and k of its E experts, for both
+// fixtures (MoE with dense layers, and a dense LFM2).
+func TestLayerForwardWork(t *testing.T) {
+	for _, dir := range []string{tinyModel, denseModel} {
+		cfg, err := config.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := hf.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := planSource(cfg, src, plan.Options{})
+		src.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := layerForwardWork(cfg, p)
+		H := float64(cfg.HiddenSize)
+		for l, f := range got {
+			var mixer, out, ffnIn, up, down float64
+			if cfg.LayerKinds[l] == config.Conv {
+				mixer, out = 2*3*H*H, 2*H*H
+			} else {
+				qd, kvd := float64(cfg.NumHeads*cfg.HeadDim), float64(cfg.NumKVHeads*cfg.HeadDim)
+				mixer, out = 2*H*(qd+2*kvd), 2*qd*H
+			}
+			if cfg.IsMoE(l) {
+				share := float64(cfg.NumExpertsPerTok)
+				ffnIn = 2 * float64(cfg.NumExperts) * H
+				up, down = share*2*2*H*float64(cfg.MoEIntermediateSize), share*2*H*float64(cfg.MoEIntermediateSize)
+			} else {
+				up, down = 2*2*H*float64(cfg.IntermediateSize), 2*H*float64(cfg.IntermediateSize)
+			}
+			want := map[model.LayerPart]float64{
+				model.MixerInputs:  mixer,
+				model.FFNInput:     mixer + out + ffnIn,
+				model.LinearInputs: mixer + out + ffnIn,
+				model.WholeLayer:   mixer + out + ffnIn + up + down,
+			}
+			if !cfg.IsMoE(l) {
+				want[model.LinearInputs] = mixer + out + up
+			}
+			for part, w := range want {
+				if g := f.upTo(part); math.Abs(g-w) > 1e-9*w {
+					t.Errorf("%s layer %d, part %d: %v operations per token, want %v", dir, l, part, g, w)
+				}
+			}
+		}
 	}
 }

@@ -12,8 +12,8 @@
 # It also prints how the progress line's estimate of the time left compared
 # with the time that actually remained, and, from the run's work trace
 # (LFMQ_WORK_TRACE, kept beside the log), the time each kind of work took
-# per unit against the w1/w3 solves': the figures that quant.WorkKind.Cost
-# is calibrated from.
+# per unit against the w1/w3 solves', on the wall clock and in CPU time:
+# the CPU figures are what quant.WorkKind.Cost is calibrated from.
 # With --baseline BIN the same runs are made with another lfmq binary too,
 # alternating with this one, and the CPU time and memory are given as
 # ratios to it (an A/B in one run: both see the same load).
@@ -142,8 +142,8 @@ estimate_error() {
 
 # kind_costs TRACE: each kind of work's time (the time from the report
 # before each of its reports), work, time per unit and that against the
-# w1/w3 solves' (quant.WorkKind.Cost's measure), on the wall clock and, where
-# the trace has it, in the process's CPU time.
+# w1/w3 solves', on the wall clock and, where the trace has it, in the
+# process's CPU time (quant.WorkKind.Cost's measure).
 kind_costs() {
 	[ -f "$1" ] || return 0
 	awk -F'\t' '

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/quant"
 )
 
@@ -152,7 +153,7 @@ func (p *lineProgress) Set(done int) {
 
 // StartWork starts following the run's work (quant.WorkProgress).
 func (p *lineProgress) StartWork(total quant.WorkTotals) {
-	f := newWorkFollower(time.Now, os.Getenv(workTraceEnv) != "")
+	f := newWorkFollower(time.Now, cputime.Process, os.Getenv(workTraceEnv) != "")
 	f.startWork(total)
 	p.c.mu.Lock()
 	p.c.follow = f

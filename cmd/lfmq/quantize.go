@@ -17,6 +17,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
@@ -662,7 +663,7 @@ func (p *barProgress) StartWork(total quant.WorkTotals) {
 	if total.Sum() <= 0 {
 		return
 	}
-	p.follow = newWorkFollower(time.Now, os.Getenv(workTraceEnv) != "")
+	p.follow = newWorkFollower(time.Now, cputime.Process, os.Getenv(workTraceEnv) != "")
 	p.follow.startWork(total)
 	p.bar = progressbar.NewOptions(workSteps,
 		progressbar.OptionSetWriter(p.w.ErrOut),

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/format/durable"
-	"github.com/lfmq/lfmq/internal/cputime"
 	"github.com/lfmq/lfmq/internal/eta"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -28,16 +27,22 @@ type workFollower struct {
 	trace *workTrace // nil unless the trace was asked for
 }
 
-// newWorkFollower returns a follower on the clock now, with a trace if
-// trace is set.
-func newWorkFollower(now func() time.Time, trace bool) *workFollower {
+// newWorkFollower returns a follower on the clock now and the process CPU
+// clock cpu (nil, or one that reads 0, where the platform has none: the
+// estimate then times the kinds on the wall clock), with a trace if trace
+// is set.
+func newWorkFollower(now func() time.Time, cpu func() time.Duration, trace bool) *workFollower {
 	priors, families := make([]float64, quant.NumWorkKinds), make([]int, quant.NumWorkKinds)
 	for k := range quant.NumWorkKinds {
 		priors[k], families[k] = k.Cost(), k.Family()
 	}
+	if cpu != nil && cpu() <= 0 {
+		cpu = nil // a process that has run has used some CPU time
+	}
 	f := &workFollower{now: now, est: eta.New(priors, families)}
+	f.est.SetCPUClock(cpu)
 	if trace {
-		f.trace = &workTrace{cpu: cputime.Process}
+		f.trace = &workTrace{cpu: cpu}
 	}
 	return f
 }
@@ -73,13 +78,18 @@ func (f *workFollower) writeTrace(path string) error {
 // across runs in it). Its file is text, one record a line, fields
 // separated by tabs, times in seconds since StartWork:
 //
-//	lfmq-work-trace	1
+//	lfmq-work-trace	VERSION
 //	kind	INDEX	NAME	TOTAL             (one per kind)
 //	work	SECONDS	INDEX	AMOUNT	CPU_SECONDS (one per report)
 //	end	SECONDS	CPU_SECONDS
 //
-// (CPU_SECONDS is absent where the platform has no CPU clock, and in
-// traces written before it was added.)
+// CPU_SECONDS is absent where the platform has no CPU clock, and in some
+// version 1 traces, written before it was added. VERSION is the counting
+// of the work: 2 since the statistics forwards stop inside their last
+// layer and the dense statistics weigh a forward operation by
+// quant's denseForwardPerStat (0.6); 1 before, when the forwards counted
+// their last layer whole and every forward operation 0.16 of an update.
+// The record format is the same.
 type workTrace struct {
 	mu     sync.Mutex
 	cpu    func() time.Duration // the process's CPU time; nil: none
@@ -88,6 +98,9 @@ type workTrace struct {
 	totals quant.WorkTotals
 	events []workEvent
 }
+
+// workTraceVersion is the version of the traces written (see workTrace).
+const workTraceVersion = 2
 
 type workEvent struct {
 	at   time.Duration
@@ -137,7 +150,7 @@ func (t *workTrace) writeFile(path string, end time.Time) error {
 	}
 	defer f.Abort()
 	w := bufio.NewWriter(f)
-	fmt.Fprintf(w, "lfmq-work-trace\t1\n")
+	fmt.Fprintf(w, "lfmq-work-trace\t%d\n", workTraceVersion)
 	for k := range quant.NumWorkKinds {
 		fmt.Fprintf(w, "kind\t%d\t%s\t%.17g\n", int(k), k, t.totals[k])
 	}

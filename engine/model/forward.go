@@ -72,7 +72,40 @@ type ForwardOptions struct {
 	// tokens are still needed: they count the rows and are checked, but
 	// not embedded. Forward does not modify Hidden.
 	Hidden [][]float32
+	// LastLayer, if not WholeLayer, stops every step inside the last layer
+	// run, once the Observer has had the reports that part names: a
+	// calibration pass that wants only some of a layer's inputs does not
+	// pay for the rest of it (an MoE layer's experts are about two thirds
+	// of its work). The stream after that layer is then not formed
+	// (no Hidden(end) report), so it requires NoLogits. Every report made
+	// is bit-identical to a whole forward's, and so is the sequences'
+	// state: a layer writes its conv state or keys and values before its
+	// output projection, the first thing any part skips.
+	LastLayer LayerPart
 }
+
+// LayerPart is how much of its last layer a forward runs
+// (ForwardOptions.LastLayer).
+type LayerPart int
+
+const (
+	// WholeLayer runs the last layer whole.
+	WholeLayer LayerPart = iota
+	// MixerInputs runs the operator block (conv or attention) up to the
+	// report of its output projection's input (conv.out_proj or
+	// self_attn.out_proj); that projection and the feed-forward block are
+	// skipped.
+	MixerInputs
+	// FFNInput runs the operator block whole and the ffn_norm, and stops
+	// after the feed-forward block's input is reported: an MoE layer's
+	// router (its Linear and Routing reports; no expert runs), a dense
+	// feed-forward's w1 and w3 Linear reports (no product).
+	FFNInput
+	// LinearInputs stops after the input of the layer's last non-expert
+	// linear weight is reported: w2's for a dense feed-forward (only the w2
+	// product is skipped), the router's for an MoE layer (as FFNInput).
+	LinearInputs
+)
 
 // Forward appends tokens[i] to seqs[i] for every i, running the batch
 // together, and returns for each sequence the logits asked for, row-major
@@ -257,6 +290,12 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 	if opts.Layers > 0 {
 		end = opts.Layers
 	}
+	if opts.LastLayer < WholeLayer || opts.LastLayer > LinearInputs {
+		return &InputError{What: "ForwardOptions.LastLayer", Msg: fmt.Sprintf("unknown layer part %d", opts.LastLayer)}
+	}
+	if opts.LastLayer != WholeLayer && opts.anyLogits() {
+		return &InputError{What: "ForwardOptions.LastLayer", Msg: "a forward that stops inside its last layer computes no logits; set Logits to NoLogits"}
+	}
 	if opts.StartLayer < 0 || opts.StartLayer >= end {
 		return &InputError{What: "ForwardOptions.StartLayer", Msg: fmt.Sprintf("%d is outside [0, %d)", opts.StartLayer, end)}
 	}
@@ -291,8 +330,8 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			}
 		}
 	}
-	if m.dev != nil && (opts.Observer != nil || opts.Layers > 0 || opts.StartLayer > 0) {
-		return &InputError{What: "ForwardOptions", Msg: "Observer, Layers and StartLayer (calibration) run on the CPU engine, not on a device"}
+	if m.dev != nil && (opts.Observer != nil || opts.Layers > 0 || opts.StartLayer > 0 || opts.LastLayer != WholeLayer) {
+		return &InputError{What: "ForwardOptions", Msg: "Observer, Layers, StartLayer and LastLayer (calibration) run on the CPU engine, not on a device"}
 	}
 	shape := m.seqShape()
 	seen := make(map[*Sequence]bool, len(seqs))
@@ -436,18 +475,28 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	}
 	for l := opts.StartLayer; l < nl; l++ {
 		ly := m.layers[l]
+		part := WholeLayer
+		if l == nl-1 {
+			part = opts.LastLayer
+		}
 		rmsNormRows(a, h, ly.opNorm, R, c.NormEps)
 		if ly.kind == config.Conv {
-			m.convBlock(l, ly, ws, segs, rows, a, o, obs)
+			m.convBlock(l, ly, ws, segs, rows, a, o, obs, part)
 		} else {
-			m.attentionBlock(l, ly, ws, segs, rows, a, o, obs)
+			m.attentionBlock(l, ly, ws, segs, rows, a, o, obs, part)
+		}
+		if part == MixerInputs {
+			break
 		}
 		addInto(h, o)
 		rmsNormRows(a, h, ly.ffnNorm, R, c.NormEps)
 		if ly.moe {
-			m.moeBlock(l, ly, ws, rows, a, o, obs)
+			m.moeBlock(l, ly, ws, rows, a, o, obs, part)
 		} else {
-			m.denseBlock(l, ly, ws, rows, a, o, obs)
+			m.denseBlock(l, ly, ws, rows, a, o, obs, part)
+		}
+		if part != WholeLayer {
+			break
 		}
 		addInto(h, o)
 		if obs != nil {
@@ -544,7 +593,9 @@ func headSpans(segs []segment, opts *ForwardOptions) []headSpan {
 const headGroupRows = 64
 
 // convBlock is the gated short convolution (lfm2-moe.md §4.4).
-func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer) {
+//
+// With part MixerInputs it returns before the output projection.
+func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	H, K, R := c.HiddenSize, c.ConvLCache, rows.Len()
 	proj, y := ws.proj[:R*3*H], ws.y[:R*H]
@@ -588,6 +639,9 @@ func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows 
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"conv.out_proj.weight", rows, y)
 	}
+	if part == MixerInputs {
+		return
+	}
 	m.pool.MatMul(ly.outProj, out, y, R)
 	if ly.outBias != nil {
 		addBias(out, ly.outBias, R)
@@ -596,7 +650,8 @@ func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows 
 
 // attentionBlock is grouped-query attention with per-head q/k RMSNorm and
 // NeoX RoPE (lfm2-moe.md §4.5).
-func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer) {
+// With part MixerInputs it returns before the output projection.
+func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, d, Hq, Hkv := rows.Len(), c.HeadDim, c.NumHeads, c.NumKVHeads
 	qd, kvd := Hq*d, Hkv*d
@@ -633,18 +688,25 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"self_attn.out_proj.weight", rows, o)
 	}
+	if part == MixerInputs {
+		return
+	}
 	m.pool.MatMul(ly.o, out, o, R)
 }
 
 // denseBlock is the SwiGLU feed-forward of the first num_dense_layers
-// layers (lfm2-moe.md §4.6).
-func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer) {
+// layers (lfm2-moe.md §4.6). With part FFNInput it returns after
+// reporting w1's and w3's input, with LinearInputs after w2's.
+func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	R, F := rows.Len(), m.Config.IntermediateSize
 	g, u := ws.ffG[:R*F], ws.ffU[:R*F]
 	if obs != nil {
 		p := config.LayerPrefix(l)
 		obs.Linear(l, p+"feed_forward.w1.weight", rows, a)
 		obs.Linear(l, p+"feed_forward.w3.weight", rows, a)
+	}
+	if part == FFNInput {
+		return
 	}
 	// w1 and w3 read the same input: one parallel region for both.
 	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.w1, Y: g, X: a, Batch: R},
@@ -653,6 +715,9 @@ func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []
 	kernels.SwiGLU(g, g, u)
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"feed_forward.w2.weight", rows, g)
+	}
+	if part == LinearInputs {
+		return
 	}
 	m.pool.MatMul(ly.w2, out, g, R)
 }

@@ -70,8 +70,9 @@ func taken(sel []int, e int) bool {
 // grouped by expert so that each expert runs one batched product per
 // projection; a token's output is then the sum of its experts' weighted
 // outputs taken in ascending expert id, an order that does not depend on
-// which other tokens share the batch.
-func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer) {
+// which other tokens share the batch. With part FFNInput or LinearInputs it
+// returns after the routing, before any expert runs.
+func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, H, E, K, Fe := rows.Len(), c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
 	logits := ws.router[:R*E]
@@ -85,6 +86,9 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 	}
 	if obs != nil {
 		obs.Routing(l, rows, &Routing{K: K, Experts: sel, Weights: wts, Logits: logits})
+	}
+	if part != WholeLayer {
+		return // FFNInput and LinearInputs end at the routing
 	}
 
 	// Counting sort of the (row, slot) pairs by expert, rows ascending

@@ -48,7 +48,8 @@ type ExpertRows struct {
 // order: per step, Hidden(0) (Hidden(StartLayer), the input, for a call
 // with a positive ForwardOptions.StartLayer), then for each layer run its
 // Linear calls, Routing and Expert calls (ascending expert id, only for
-// experts that received rows), Hidden(layer+1); finally Linear(-1, "lm_head.weight", …) for the
+// experts that received rows), Hidden(layer+1) (a last layer stopped early
+// by ForwardOptions.LastLayer makes only its reports up to the stop); finally Linear(-1, "lm_head.weight", …) for the
 // rows whose logits are computed. Embed BaseObserver to implement only some
 // methods.
 type Observer interface {

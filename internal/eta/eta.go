@@ -4,9 +4,16 @@
 //
 // The run announces its work of each kind in the kind's own units (for
 // example floating-point operations), reports work as it finishes, and
-// asks for the time left. The estimate is the remaining work of each kind
-// times the kind's time per unit, less the time since the last report. A
-// kind's time per unit is learned from the time the run spent on it: the
+// asks for the time left. Each kind is timed on a work clock: the
+// process's CPU time when the run gives the Estimator one (SetCPUClock),
+// else the wall clock. On a shared machine the CPU time an item takes
+// barely moves with the load, where its wall time moves with it by
+// several times; the load is then one rate, the CPU time the run gets per
+// second of wall time, measured over the last RateWindow. The estimate is
+// the remaining work of each kind times the kind's time per unit, less
+// the work-clock time since the last report, divided by that rate.
+//
+// A kind's time per unit is learned from the time the run spent on it: the
 // time between one report and the previous one (of any kind) is the
 // reported kind's, since a run does one kind at a time. Until a kind has
 // been timed, its time per unit is its prior cost (relative to the other
@@ -22,6 +29,7 @@ package eta
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"time"
 )
@@ -32,6 +40,13 @@ import (
 // nine times more.
 const priorItems = 1
 
+// ownFrom is the report from which a kind whose family has been timed is
+// priced by its own timing (before it, by its family's): items of a kind
+// run side by side on several workers end at nearly the same time, and
+// the first to report carries the time they all shared, so that alone it
+// can make the kind look twice as dear as it is.
+const ownFrom = 2
+
 // MinShare is the share of the run's estimated time that must have passed
 // before Left gives an estimate: before it, the estimate rests on too
 // little timing (often only the first kind's first items, and priors for
@@ -40,22 +55,37 @@ const priorItems = 1
 // estimates before a tenth of the run were off by up to 1.8×.
 const MinShare = 0.1
 
+// RateWindow is how far back the rate of CPU time per wall second is
+// measured (the whole run while it is shorter): long enough that one
+// item's pause for memory or a moment's burst of other work on the machine
+// does not swing the estimate, short enough to follow a load that has
+// changed for minutes.
+const RateWindow = time.Minute
+
 // Estimator estimates the time left. It is safe for concurrent use. The
 // zero value is not usable; call New.
 type Estimator struct {
 	mu      sync.Mutex
 	kinds   []kind
+	cpu     func() time.Duration // the work clock; nil: the wall clock
 	started bool
 	start   time.Time
-	last    time.Time // the last report (or the start)
+	last    sample   // the last report (or the start)
+	history []sample // every report's, from the start, for the rate
+}
+
+// sample is a moment on both clocks: the wall time since the start and
+// the work clock's reading.
+type sample struct {
+	wall, work time.Duration
 }
 
 // kind is one kind's work and timing.
 type kind struct {
 	prior       float64 // relative time per unit before any timing
 	total, done float64
-	items       int // reports
-	spent       time.Duration
+	items       int           // reports
+	spent       time.Duration // on the work clock
 	family      int
 }
 
@@ -84,6 +114,25 @@ func New(priors []float64, families []int) *Estimator {
 	return e
 }
 
+// SetCPUClock makes the Estimator time the kinds in CPU time, read from
+// cpu (the process's, since any fixed origin; it must not go back), and
+// turn the CPU time left into wall time at the rate of the last
+// RateWindow. Call it before Start; a nil cpu means the wall clock.
+func (e *Estimator) SetCPUClock(cpu func() time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cpu = cpu
+}
+
+// at is now on both clocks.
+func (e *Estimator) at(now time.Time) sample {
+	wall := now.Sub(e.start)
+	if e.cpu == nil {
+		return sample{wall, wall}
+	}
+	return sample{wall, e.cpu()}
+}
+
 // Start begins the run at now with its total work of each kind (zero for a
 // kind it does not do). Reports before Start are ignored.
 func (e *Estimator) Start(now time.Time, totals []float64) {
@@ -95,24 +144,58 @@ func (e *Estimator) Start(now time.Time, totals []float64) {
 			e.kinds[i].total = totals[i]
 		}
 	}
-	e.started, e.start, e.last = true, now, now
+	e.started, e.start = true, now
+	e.last = e.at(now)
+	e.history = append(e.history[:0], e.last)
 }
 
-// Add reports work of kind k finished at now; the time since the previous
-// report is k's. A report of an unknown kind, of no work, or from before
-// the previous one adds no time.
+// Add reports work of kind k finished at now; the work-clock time since the
+// previous report is k's. A report of an unknown kind, of no work, or from
+// before the previous one adds no time.
 func (e *Estimator) Add(now time.Time, k int, work float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.started || k < 0 || k >= len(e.kinds) || !(work > 0) {
 		return
 	}
-	if d := now.Sub(e.last); d > 0 {
-		e.kinds[k].spent += d
-		e.last = now
+	if s := e.at(now); s.wall > e.last.wall {
+		if d := s.work - e.last.work; d > 0 {
+			e.kinds[k].spent += d
+		}
+		e.last = s
+		e.history = append(e.history, s)
 	}
 	e.kinds[k].done += work
 	e.kinds[k].items++
+}
+
+// rate is the work-clock time per wall second over the last RateWindow
+// before s (1 on the wall clock), or false when it cannot be measured yet.
+func (e *Estimator) rate(s sample) (float64, bool) {
+	if e.cpu == nil {
+		return 1, true
+	}
+	from := s.wall - RateWindow
+	if from <= 0 {
+		if s.wall <= 0 || s.work <= e.history[0].work {
+			return 0, false
+		}
+		return float64(s.work-e.history[0].work) / float64(s.wall), true
+	}
+	// The work clock at from, between the reports around it (the
+	// rate between two reports taken as even).
+	i := sort.Search(len(e.history), func(i int) bool { return e.history[i].wall > from })
+	var then float64
+	switch {
+	case i == len(e.history):
+		a := e.history[i-1]
+		then = float64(a.work) + float64(s.work-a.work)*float64(from-a.wall)/float64(s.wall-a.wall)
+	default:
+		a, b := e.history[i-1], e.history[i]
+		then = float64(a.work) + float64(b.work-a.work)*float64(from-a.wall)/float64(b.wall-a.wall)
+	}
+	r := (float64(s.work) - then) / float64(RateWindow)
+	return r, r > 0
 }
 
 // Left returns the estimated time left at now, and whether it is meaningful
@@ -126,6 +209,20 @@ func (e *Estimator) Left(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return left, true
+}
+
+// WorkLeft returns the estimated time the rest of the work takes on the
+// work clock (the CPU time with SetCPUClock), without the MinShare rule:
+// false before any timing and once all the work is done. Unlike Left it
+// does not move with the machine's load.
+func (e *Estimator) WorkLeft(now time.Time) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started || !e.remaining() {
+		return 0, false
+	}
+	rest, ok := e.workLeft(e.at(now))
+	return time.Duration(rest), ok
 }
 
 // Share returns the estimated share of the run's time that has passed at
@@ -156,16 +253,33 @@ func (e *Estimator) remaining() bool {
 }
 
 // left is Left without the MinShare rule: ok is false before any timing
-// and once no work remains. The time since the last report is taken off,
-// as the part of the next item already done (never below zero: an item
-// that runs longer than estimated leaves the estimate at the rest).
+// and once no work remains. The work-clock time since the last report is
+// taken off, as the part of the next item already done (never below zero:
+// an item that runs longer than estimated leaves the estimate at the
+// rest), and the rest is turned into wall time at the recent rate.
 func (e *Estimator) left(now time.Time) (left, elapsed time.Duration, ok bool) {
 	if !e.started || !e.remaining() {
 		return 0, 0, false
 	}
-	perUnit, ok := e.perUnit()
+	s := e.at(now)
+	rest, ok := e.workLeft(s)
 	if !ok {
 		return 0, 0, false
+	}
+	rate, ok := e.rate(s)
+	if !ok {
+		return 0, 0, false
+	}
+	return time.Duration(rest / rate), s.wall, true
+}
+
+// workLeft is the work-clock time left at s, in nanoseconds: the remaining
+// work of each kind at its time per unit, less the time since the last
+// report (never below zero).
+func (e *Estimator) workLeft(s sample) (float64, bool) {
+	perUnit, ok := e.perUnit()
+	if !ok {
+		return 0, false
 	}
 	var rest float64
 	for i, k := range e.kinds {
@@ -173,8 +287,7 @@ func (e *Estimator) left(now time.Time) (left, elapsed time.Duration, ok bool) {
 			rest += (k.total - k.done) * perUnit[i]
 		}
 	}
-	rest -= float64(now.Sub(e.last))
-	return time.Duration(max(rest, 0)), now.Sub(e.start), true
+	return max(rest-float64(s.work-e.last.work), 0), true
 }
 
 // perUnit returns each kind's estimated time per unit of work, in
@@ -220,6 +333,10 @@ func (e *Estimator) perUnit() ([]float64, bool) {
 		others := raw[k.family]
 		others.spent -= float64(k.spent)
 		others.prior -= k.done * k.prior
+		if k.items < ownFrom && others.spent > 0 && others.prior > 0 {
+			perUnit[i] = k.prior * others.spent / others.prior
+			continue
+		}
 		if others.spent <= 0 || others.prior <= 0 {
 			others = timing{all.spent - float64(k.spent), all.prior - k.done*k.prior}
 		}

@@ -256,3 +256,80 @@ func TestBadPriors(t *testing.T) {
 		t.Errorf("left %v (%v), want 3s", left, ok)
 	}
 }
+
+// TestCPUClockFollowsLoad: a run timed on a CPU clock whose kinds cost what
+// their priors say in CPU time, on a machine that gives it 1.8 CPU seconds
+// per second for 40 % of its work and then, loaded by other work, 0.6:
+// the CPU time left is estimated within 1 % throughout, and the time left
+// within ±25 % once RateWindow has passed since the load changed (before
+// it, nothing in the run's past foretells the change), however far the
+// wall time per unit has moved. On the wall clock alone the same run's
+// estimate stays about half the time left after the change.
+func TestCPUClockFollowsLoad(t *testing.T) {
+	reports, totals, _ := schedule{phases: layers(8, prologue, layer, epilogue)}.run(len(truePriors))
+	cpuEnd := reports[len(reports)-1].at
+	change := time.Duration(0.4 * float64(cpuEnd)) // on the CPU clock
+	wallOf := func(cpu time.Duration) time.Duration {
+		if cpu <= change {
+			return time.Duration(float64(cpu) / 1.8)
+		}
+		return time.Duration(float64(change)/1.8 + float64(cpu-change)/0.6)
+	}
+	end, changeWall := wallOf(cpuEnd), wallOf(change)
+	for _, clock := range []string{"cpu", "wall"} {
+		e := New(truePriors, families)
+		var cpuNow time.Duration
+		if clock == "cpu" {
+			e.SetCPUClock(func() time.Duration { return 5*time.Second + cpuNow })
+		}
+		t0 := time.Unix(1000, 0)
+		e.Start(t0, totals)
+		next := 0
+		var lo, hi, workLo, workHi float64 = math.Inf(1), 0, math.Inf(1), 0
+		for at := end / 1000; at < end; at += end / 1000 {
+			for next < len(reports) && wallOf(reports[next].at) <= at {
+				cpuNow = reports[next].at
+				e.Add(t0.Add(wallOf(cpuNow)), reports[next].kind, reports[next].work)
+				next++
+			}
+			// The CPU clock between reports, where the rate is even.
+			cpuNow = reports[max(next-1, 0)].at
+			if next == 0 {
+				cpuNow = 0
+			}
+			if next < len(reports) {
+				prevWall := time.Duration(0)
+				if next > 0 {
+					prevWall = wallOf(reports[next-1].at)
+				}
+				nextWall := wallOf(reports[next].at)
+				cpuNow += time.Duration(float64(reports[next].at-cpuNow) * float64(at-prevWall) / float64(nextWall-prevWall))
+			}
+			left, ok := e.Left(t0.Add(at))
+			if !ok || float64(at) < 0.1*float64(end) || float64(at) > 0.9*float64(end) {
+				continue
+			}
+			if clock == "cpu" {
+				w, _ := e.WorkLeft(t0.Add(at))
+				r := float64(w) / float64(cpuEnd-cpuNow)
+				workLo, workHi = min(workLo, r), max(workHi, r)
+			}
+			if at >= changeWall+RateWindow {
+				r := float64(left) / float64(end-at)
+				lo, hi = min(lo, r), max(hi, r)
+			}
+		}
+		t.Logf("%s clock: time left estimate/actual %.3f–%.3f (from %v after the change)", clock, lo, hi, RateWindow)
+		if clock == "cpu" {
+			t.Logf("CPU time left estimate/actual %.3f–%.3f", workLo, workHi)
+		}
+		switch {
+		case clock == "cpu" && (workLo < 0.99 || workHi > 1.01):
+			t.Errorf("CPU time left estimated at %.3f–%.3f of the actual", workLo, workHi)
+		case clock == "cpu" && (lo < 0.75 || hi > 1.25):
+			t.Errorf("time left estimated at %.3f–%.3f of the actual, want within ±25 %%", lo, hi)
+		case clock == "wall" && lo > 0.75 && hi < 1.25:
+			t.Errorf("on the wall clock the estimate stayed within %.3f–%.3f: the load change tests nothing", lo, hi)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		}
 		obs.seenH = make([]bool, total)
 	}
-	if err := forwardWindows(ctx, m, windows, base, layer+1, start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+	if err := forwardWindows(ctx, m, windows, base, layer+1, start, CollectPart(opts), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 		return nil, err
 	}
 	for t := range total {
@@ -122,6 +122,17 @@ func Collect(ctx context.Context, m *model.Model, layer int, windows [][]int, op
 		st.Layer, st.H = obs.keep, obs.out
 	}
 	return c, nil
+}
+
+// CollectPart is how much of the calibrated layer Collect's forward runs:
+// only as far as its FFN input and routing, which are all it reads, unless
+// the layer's output is the stream it keeps (Past): its experts (or dense
+// FFN) then need not run.
+func CollectPart(opts CollectOptions) model.LayerPart {
+	if opts.Stream != nil && opts.Past {
+		return model.WholeLayer
+	}
+	return model.FFNInput
 }
 
 // windowBases numbers the windows' tokens: window i holds tokens
@@ -139,10 +150,11 @@ func windowBases(what string, windows [][]int) (total int, base []int, err error
 }
 
 // forwardWindows runs the windows through layers [start, layers) of m in
-// batches of opts.Batch (from the stream when start > 0), telling the
-// observer each batch's token bases (setBase) and stopping at its first
-// error (obsErr).
-func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base []int, layers, start int, opts CollectOptions, obs model.Observer, setBase func([]int), obsErr func() error) error {
+// batches of opts.Batch (from the stream when start > 0), the last of them
+// as far as last (model.ForwardOptions.LastLayer), telling the observer
+// each batch's token bases (setBase) and stopping at its first error
+// (obsErr).
+func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base []int, layers, start int, last model.LayerPart, opts CollectOptions, obs model.Observer, setBase func([]int), obsErr func() error) error {
 	H := m.Config.HiddenSize
 	batch := opts.Batch
 	if batch <= 0 {
@@ -158,7 +170,7 @@ func forwardWindows(ctx context.Context, m *model.Model, windows [][]int, base [
 			seqs[i] = m.NewSequence()
 		}
 		setBase(base[w0:w1])
-		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layers, Observer: obs}
+		fo := model.ForwardOptions{Logits: model.NoLogits, Layers: layers, Observer: obs, LastLayer: last}
 		if start > 0 {
 			fo.StartLayer = start
 			fo.Hidden = make([][]float32, w1-w0)

@@ -3,7 +3,9 @@ package hessian
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 )
@@ -70,7 +72,7 @@ func CollectLinear(ctx context.Context, m *model.Model, layer int, names []strin
 		obs.keep, obs.out, obs.seenH = layer, make([]float32, total*H), make([]bool, total)
 	}
 	if runs {
-		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
+		if err := forwardWindows(ctx, m, windows, base, min(layer+1, cfg.NumLayers), start, LinearPart(cfg, layer, names), opts, obs, func(b []int) { obs.base = b }, func() error { return obs.err }); err != nil {
 			return nil, err
 		}
 	}
@@ -167,6 +169,24 @@ type linearCollector struct {
 	seenH  []bool
 	// threads is each Stat's SetThreads.
 	threads int
+}
+
+// LinearPart is how far into its last layer CollectLinear's forward for
+// layer and names runs: for a decoder layer, up to its last wanted input
+// (its mixer's alone, or every non-expert one; the layer's output is not
+// kept, the stream stays at its input); for the head (layer = NumLayers),
+// through the whole last layer, whose output is the head's input.
+func LinearPart(cfg *config.Config, layer int, names []string) model.LayerPart {
+	if layer >= cfg.NumLayers {
+		return model.WholeLayer
+	}
+	ffn := config.LayerPrefix(layer) + "feed_forward."
+	for _, n := range names {
+		if strings.HasPrefix(n, ffn) {
+			return model.LinearInputs
+		}
+	}
+	return model.MixerInputs
 }
 
 // owner is the name whose Stat name's input is added to.
