@@ -221,6 +221,28 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 	return f.Float32(name)
 }
 
+// ReleasePages drops every shard's pages that the process has read from
+// its resident memory (safetensors.File.ReleasePages): they stay in the
+// page cache, and slices from Bytes stay valid.
+func (c *Checkpoint) ReleasePages() error {
+	var errs []error
+	for _, f := range c.files {
+		if err := f.ReleasePages(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReleaseTensorPages is ReleasePages for the pages of the named tensor.
+func (c *Checkpoint) ReleaseTensorPages(name string) error {
+	f, ok := c.byName[name]
+	if !ok {
+		return &Error{File: c.dir, Tensor: name, Msg: "no such tensor in the checkpoint"}
+	}
+	return f.ReleaseTensorPages(name)
+}
+
 // Close unmaps every shard.
 func (c *Checkpoint) Close() error {
 	var errs []error

@@ -185,6 +185,57 @@ func (f *File) Float32(name string) ([]float32, error) {
 	return out, nil
 }
 
+// ReleasePages drops the file's pages from the process's resident memory.
+// Every page of the mapping that has been read counts in the process's
+// resident set (RSS) until it is unmapped, so a long run that reads a whole
+// checkpoint once, part by part, would end holding all of it; a caller
+// that is done with the pages it read calls ReleasePages. The bytes stay
+// in the page cache (the kernel frees them under pressure) and a later
+// read faults them back in unchanged, so slices from Bytes stay valid.
+// It does nothing for a file read into the heap (systems without mmap).
+func (f *File) ReleasePages() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	if !f.mapped {
+		return nil
+	}
+	if err := dropPages(f.buf); err != nil {
+		return fmt.Errorf("safetensors: %s: madvise: %w", f.path, err)
+	}
+	return nil
+}
+
+// ReleaseTensorPages is ReleasePages for the pages that hold the tensor
+// called name (and the neighbours' bytes that share its first and last
+// page). An unknown name gives a *NotFoundError.
+func (f *File) ReleaseTensorPages(name string) error {
+	t, ok := f.header.Tensor(name)
+	if !ok {
+		return &NotFoundError{File: f.path, Tensor: name}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	if !f.mapped || t.End == t.Begin {
+		return nil
+	}
+	// The mapping starts on a page boundary; the tensor's range is widened
+	// to whole pages, which madvise requires.
+	page := int64(os.Getpagesize())
+	off := int64(len(f.buf) - len(f.data))
+	begin := (off + t.Begin) / page * page
+	end := min(int64(len(f.buf)), (off+t.End+page-1)/page*page)
+	if err := dropPages(f.buf[begin:end]); err != nil {
+		return fmt.Errorf("safetensors: %s: madvise: %w", f.path, err)
+	}
+	return nil
+}
+
 // Close releases the mapping. Slices returned by Bytes become invalid.
 // Closing twice returns an error wrapping ErrClosed.
 func (f *File) Close() error {

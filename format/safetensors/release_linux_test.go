@@ -1,0 +1,114 @@
+package safetensors
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/lfmq/lfmq/format/dtype"
+)
+
+// mappedRSS returns the resident bytes of the mapping that starts at buf[0],
+// as /proc/self/smaps reports them.
+func mappedRSS(t *testing.T, buf []byte) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&buf[0])))
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, start) {
+			in = true
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			kb, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	return 0
+}
+
+// TestReleasePages: pages read through Bytes count in the process's
+// resident set until ReleasePages (whole file) or ReleaseTensorPages (one
+// tensor's pages) drops them, and the bytes read afterwards are the file's.
+func TestReleasePages(t *testing.T) {
+	const n = 4 << 20 // bytes per tensor: 1,024 pages
+	a, b := make([]byte, n), make([]byte, n)
+	for i := range a {
+		a[i], b[i] = byte(i*7+1), byte(i*13+5)
+	}
+	path := filepath.Join(t.TempDir(), "two.safetensors")
+	if err := Write(path, []Tensor{{Name: "a", DType: dtype.U8, Shape: []int64{n}, Data: a}, {Name: "b", DType: dtype.U8, Shape: []int64{n}, Data: b}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	touch := func(name string, want []byte) {
+		t.Helper()
+		got, err := f.Bytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("%s: the mapped bytes differ from those written", name)
+		}
+	}
+	touch("a", a)
+	touch("b", b)
+	if rss := mappedRSS(t, f.buf); rss < 2*n {
+		t.Fatalf("after reading both tensors %d bytes of the mapping are resident, want at least %d", rss, 2*n)
+	}
+	if err := f.ReleaseTensorPages("a"); err != nil {
+		t.Fatal(err)
+	}
+	// a's pages go, with at most the page it shares with the header and
+	// the one it shares with b; b's stay.
+	page := int64(os.Getpagesize())
+	if rss := mappedRSS(t, f.buf); rss < n-page || rss > n+2*page {
+		t.Fatalf("after releasing a, %d bytes of the mapping are resident, want b's %d", rss, n)
+	}
+	touch("a", a)
+	if err := f.ReleasePages(); err != nil {
+		t.Fatal(err)
+	}
+	if rss := mappedRSS(t, f.buf); rss != 0 {
+		t.Fatalf("after ReleasePages %d bytes of the mapping are resident, want 0", rss)
+	}
+	touch("a", a)
+	touch("b", b)
+
+	var nf *NotFoundError
+	if err := f.ReleaseTensorPages("c"); !errors.As(err, &nf) || nf.Tensor != "c" {
+		t.Errorf("ReleaseTensorPages of an unknown tensor: %v, want a *NotFoundError naming it", err)
+	}
+	g, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if err := g.ReleasePages(); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReleasePages after Close: %v, want ErrClosed", err)
+	}
+	if err := g.ReleaseTensorPages("a"); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReleaseTensorPages after Close: %v, want ErrClosed", err)
+	}
+}
