@@ -219,6 +219,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	// The run's budget becomes the collector's soft limit, unless the user
 	// set one (GOMEMLIMIT) or another run in the process has.
 	r.report.MemoryBudget = runMemory(cfg, set.Tokens, set.MaxLen, limit)
+	r.report.MappedBudget = runMappedMemory(cfg, p, src, set.Tokens, workers)
 	if prev := debug.SetMemoryLimit(-1); prev == math.MaxInt64 {
 		debug.SetMemoryLimit(runMemoryLimit(r.report.MemoryBudget))
 		defer debug.SetMemoryLimit(prev)

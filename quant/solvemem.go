@@ -2,11 +2,14 @@ package quant
 
 import (
 	"context"
+	"os"
 	"sync"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/quant/gptq"
+	"github.com/lfmq/lfmq/quant/plan"
 )
 
 // Memory of GPTQ, one MoE layer at a time: what a run holds while it
@@ -245,8 +248,69 @@ func denseSolve(out, k int) int64 {
 }
 
 // runMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) a
-// GPTQ run sets from its budget: the budget with half again as much for
-// the collector, which then collects before the heap passes it rather
-// than when it has doubled (GOGC's default), at no cost while the live
-// heap is well under it.
-func runMemoryLimit(budget int64) int64 { return budget + budget/2 }
+// GPTQ run sets from its budget: the budget with an eighth more for the
+// collector, which then collects before the heap passes it rather than
+// when it has doubled (GOGC's default). The run's live heap stays under
+// the budget (TestRunMemoryBudget) and measured at about half of it at
+// its peaks, so a collection still frees about half the limit each time
+// near the peak and none is forced while the live heap is well under it;
+// at 8B-A1B's shapes this keeps the heap's resident pages near the budget
+// where half again as much (the limit before) let them reach 1.5× it.
+func runMemoryLimit(budget int64) int64 { return budget + budget/8 }
+
+// runMappedMemory bounds the pages of the mapped checkpoint files a GPTQ
+// run of plan p over tokens calibration tokens with workers workers keeps
+// resident at once, in bytes (src gives the source tensors' dtypes). Each
+// page read from a mapping counts in the process's resident set until it
+// is released, so the run releases them (gptqRun.releasePages,
+// weightValues) and holds at most:
+//
+//   - the weights of the layers one calibration forward runs: the layer
+//     being calibrated and, in sequential mode, the one below it again
+//     (with its quantized weights, from the run's own files, which are no
+//     larger than its source), released when the forward ends;
+//   - the embedding rows of the calibration tokens, each on whole pages;
+//   - the pieces of source weights being converted (weightValues), one
+//     per worker, plus the rest of a huge page the kernel may map with one.
+//
+// Whole, the mapped source of 4 layers of 8B-A1B is 2.6 GB (and the
+// engine and the reads each map it), where this bound is 1.6 GB; measured
+// at 128 windows, the run's file pages peaked at 0.8 GB. None of it grows
+// with the number of layers or the vocabulary (the embedding term is
+// bounded by the tokens).
+func runMappedMemory(cfg *config.Config, p *plan.Plan, src *hf.Checkpoint, tokens, workers int) int64 {
+	layers := make([]int64, cfg.NumLayers)
+	var embed, embedRow int64
+	for _, e := range p.Entries {
+		info, ok := src.Info(e.Source)
+		if !ok {
+			continue
+		}
+		n := int64(info.DType.Size())
+		for _, d := range e.Shape {
+			n *= d
+		}
+		switch {
+		case e.Layer >= 0 && e.Layer < cfg.NumLayers:
+			layers[e.Layer] += n
+		case e.Name == "model.embed_tokens.weight" && len(e.Shape) == 2:
+			embed, embedRow = n, n/max(e.Shape[0], 1)
+		}
+	}
+	var forward int64
+	for l, b := range layers {
+		if l > 0 {
+			b += layers[l-1]
+		}
+		forward = max(forward, b)
+	}
+	page := int64(os.Getpagesize())
+	rows := min(embed, int64(tokens)*((embedRow+page-1)/page+1)*page)
+	reads := int64(max(1, workers)) * (weightReadValues*4 + hugePage)
+	return forward + rows + reads
+}
+
+// hugePage is the size of the huge pages a kernel may map a file's pages
+// with (2 MB on x86-64 and arm64 with 4 KB pages): releasing part of one
+// may drop the rest of it, and reading part of one may map all of it.
+const hugePage = 2 << 20

@@ -234,13 +234,14 @@ func (c *Checkpoint) ReleasePages() error {
 	return errors.Join(errs...)
 }
 
-// ReleaseTensorPages is ReleasePages for the pages of the named tensor.
-func (c *Checkpoint) ReleaseTensorPages(name string) error {
+// ReleaseTensorPages is ReleasePages for the pages of bytes [begin, end)
+// of the named tensor (safetensors.File.ReleaseTensorPages).
+func (c *Checkpoint) ReleaseTensorPages(name string, begin, end int64) error {
 	f, ok := c.byName[name]
 	if !ok {
 		return &Error{File: c.dir, Tensor: name, Msg: "no such tensor in the checkpoint"}
 	}
-	return f.ReleaseTensorPages(name)
+	return f.ReleaseTensorPages(name, begin, end)
 }
 
 // Close unmaps every shard.

@@ -208,29 +208,34 @@ func (f *File) ReleasePages() error {
 	return nil
 }
 
-// ReleaseTensorPages is ReleasePages for the pages that hold the tensor
-// called name (and the neighbours' bytes that share its first and last
-// page). An unknown name gives a *NotFoundError.
-func (f *File) ReleaseTensorPages(name string) error {
+// ReleaseTensorPages is ReleasePages for the pages that hold bytes
+// [begin, end) of the tensor called name (and the neighbouring bytes that
+// share their first and last page), for a caller that reads a large
+// tensor piece by piece. An unknown name gives a *NotFoundError, a range
+// outside the tensor an error naming it.
+func (f *File) ReleaseTensorPages(name string, begin, end int64) error {
 	t, ok := f.header.Tensor(name)
 	if !ok {
 		return &NotFoundError{File: f.path, Tensor: name}
+	}
+	if begin < 0 || end < begin || end > t.End-t.Begin {
+		return fmt.Errorf("safetensors: %s: tensor %q: bytes [%d, %d) outside its %d", f.path, name, begin, end, t.End-t.Begin)
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.buf == nil {
 		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
 	}
-	if !f.mapped || t.End == t.Begin {
+	if !f.mapped || end == begin {
 		return nil
 	}
-	// The mapping starts on a page boundary; the tensor's range is widened
-	// to whole pages, which madvise requires.
+	// The mapping starts on a page boundary; the range is widened to whole
+	// pages, which madvise requires.
 	page := int64(os.Getpagesize())
-	off := int64(len(f.buf) - len(f.data))
-	begin := (off + t.Begin) / page * page
-	end := min(int64(len(f.buf)), (off+t.End+page-1)/page*page)
-	if err := dropPages(f.buf[begin:end]); err != nil {
+	off := int64(len(f.buf)-len(f.data)) + t.Begin
+	lo := (off + begin) / page * page
+	hi := min(int64(len(f.buf)), (off+end+page-1)/page*page)
+	if err := dropPages(f.buf[lo:hi]); err != nil {
 		return fmt.Errorf("safetensors: %s: madvise: %w", f.path, err)
 	}
 	return nil

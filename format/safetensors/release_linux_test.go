@@ -45,8 +45,9 @@ func mappedRSS(t *testing.T, buf []byte) int64 {
 }
 
 // TestReleasePages: pages read through Bytes count in the process's
-// resident set until ReleasePages (whole file) or ReleaseTensorPages (one
-// tensor's pages) drops them, and the bytes read afterwards are the file's.
+// resident set until ReleasePages (whole file) or ReleaseTensorPages (a
+// range of one tensor's pages) drops them, and the bytes read afterwards
+// are the file's.
 func TestReleasePages(t *testing.T) {
 	const n = 4 << 20 // bytes per tensor: 1,024 pages
 	a, b := make([]byte, n), make([]byte, n)
@@ -77,14 +78,17 @@ func TestReleasePages(t *testing.T) {
 	if rss := mappedRSS(t, f.buf); rss < 2*n {
 		t.Fatalf("after reading both tensors %d bytes of the mapping are resident, want at least %d", rss, 2*n)
 	}
-	if err := f.ReleaseTensorPages("a"); err != nil {
-		t.Fatal(err)
-	}
-	// a's pages go, with at most the page it shares with the header and
-	// the one it shares with b; b's stay.
+	// The first half of a, then the rest: at least those pages go (the
+	// kernel may drop the rest of a huge page the range is in), and b's
+	// stay, but for the page it shares with a.
 	page := int64(os.Getpagesize())
-	if rss := mappedRSS(t, f.buf); rss < n-page || rss > n+2*page {
-		t.Fatalf("after releasing a, %d bytes of the mapping are resident, want b's %d", rss, n)
+	for _, r := range [][2]int64{{0, n / 2}, {n / 2, n}} {
+		if err := f.ReleaseTensorPages("a", r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+		if rss := mappedRSS(t, f.buf); rss < n-page || rss > 2*n-r[1]+2*page {
+			t.Fatalf("after releasing bytes [0, %d) of a, %d bytes of the mapping are resident, want b's %d and at most %d of a", r[1], rss, n, n-r[1])
+		}
 	}
 	touch("a", a)
 	if err := f.ReleasePages(); err != nil {
@@ -97,8 +101,13 @@ func TestReleasePages(t *testing.T) {
 	touch("b", b)
 
 	var nf *NotFoundError
-	if err := f.ReleaseTensorPages("c"); !errors.As(err, &nf) || nf.Tensor != "c" {
+	if err := f.ReleaseTensorPages("c", 0, 1); !errors.As(err, &nf) || nf.Tensor != "c" {
 		t.Errorf("ReleaseTensorPages of an unknown tensor: %v, want a *NotFoundError naming it", err)
+	}
+	for _, r := range [][2]int64{{-1, 1}, {2, 1}, {0, n + 1}} {
+		if err := f.ReleaseTensorPages("a", r[0], r[1]); err == nil || !strings.Contains(err.Error(), `"a"`) {
+			t.Errorf("ReleaseTensorPages(a, %d, %d): %v, want an error naming the tensor", r[0], r[1], err)
+		}
 	}
 	g, err := Open(path)
 	if err != nil {
@@ -108,7 +117,7 @@ func TestReleasePages(t *testing.T) {
 	if err := g.ReleasePages(); !errors.Is(err, ErrClosed) {
 		t.Errorf("ReleasePages after Close: %v, want ErrClosed", err)
 	}
-	if err := g.ReleaseTensorPages("a"); !errors.Is(err, ErrClosed) {
+	if err := g.ReleaseTensorPages("a", 0, n); !errors.Is(err, ErrClosed) {
 		t.Errorf("ReleaseTensorPages after Close: %v, want ErrClosed", err)
 	}
 }
