@@ -1,9 +1,12 @@
 package quant
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +19,11 @@ import (
 // reduced LFM2-MoE shape whose head and MoE layer are large next to the
 // process's fixed memory keeps its live heap, sampled as the collector
 // measures it (/gc/heap/live:bytes) through the whole run, under the
-// budget runMemory gives and the run reports; and the budget is not so
-// loose that the run never comes near it.
+// budget runMemory gives and the run reports; the budget is not so loose
+// that the run never comes near it; and the pages of the mapped source and
+// output files resident at once (from /proc/self/smaps, where there is
+// one) stay under runMappedMemory's bound, which is below the source's
+// size: without the releases they would add up to all of it.
 func TestRunMemoryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a GPTQ run of a 0.1 GB model")
@@ -27,7 +33,8 @@ func TestRunMemoryBudget(t *testing.T) {
 		LayerTypes: []string{"conv", "full_attention"}, NumHeads: 8, NumKVHeads: 2, HeadDim: 64,
 		NumDenseLayers: 1, NumExperts: 8, NumExpertsPerTok: 2, MaxPositions: 4096,
 	}
-	dir := filepath.Join(t.TempDir(), "model")
+	root := t.TempDir()
+	dir := filepath.Join(root, "model")
 	if _, err := synth.Write(t.Context(), dir, synth.Options{Shape: shape, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +48,7 @@ func TestRunMemoryBudget(t *testing.T) {
 
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	var peak uint64
+	var peakMapped int64 // -1: no /proc/self/smaps
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Add(1)
@@ -48,9 +56,16 @@ func TestRunMemoryBudget(t *testing.T) {
 		defer wg.Done()
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
-		for {
+		for i := 0; ; i++ {
 			metrics.Read(sample)
 			peak = max(peak, sample[0].Value.Uint64())
+			if i%8 == 0 && peakMapped >= 0 {
+				if n, ok := mappedUnder(root); ok {
+					peakMapped = max(peakMapped, n)
+				} else {
+					peakMapped = -1
+				}
+			}
 			select {
 			case <-stop:
 				return
@@ -58,7 +73,7 @@ func TestRunMemoryBudget(t *testing.T) {
 			}
 		}
 	}()
-	res, err := Quantize(t.Context(), Options{ModelDir: dir, OutDir: filepath.Join(t.TempDir(), "q"), Method: GPTQ, DenseMethod: GPTQ, CreatedBy: "test", GPTQ: g})
+	res, err := Quantize(t.Context(), Options{ModelDir: dir, OutDir: filepath.Join(root, "q"), Method: GPTQ, DenseMethod: GPTQ, CreatedBy: "test", GPTQ: g})
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -75,4 +90,54 @@ func TestRunMemoryBudget(t *testing.T) {
 	if int64(peak) < budget/3 {
 		t.Errorf("peak live heap %d bytes, under a third of the budget of %d: the model overestimates", peak, budget)
 	}
+
+	if peakMapped < 0 {
+		t.Log("no /proc/self/smaps: the mapped pages are not checked")
+		return
+	}
+	var source int64
+	shards, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range shards {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		source += st.Size()
+	}
+	mapped := res.GPTQ.MappedBudget
+	t.Logf("peak mapped pages %.1f MB, bound %.1f MB, source %.1f MB", float64(peakMapped)/1e6, float64(mapped)/1e6, float64(source)/1e6)
+	if mapped <= 0 || mapped >= source {
+		t.Fatalf("the run reports a bound of %d bytes on its mapped pages for a source of %d: the test needs a shape whose bound is below the source", mapped, source)
+	}
+	if peakMapped > mapped {
+		t.Errorf("peak mapped pages %d bytes, over the bound of %d", peakMapped, mapped)
+	}
+}
+
+// mappedUnder returns the resident bytes of the process's mappings of files
+// under dir, from /proc/self/smaps (ok false where there is none).
+func mappedUnder(dir string) (n int64, ok bool) {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, false
+	}
+	in := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: "start-end perms offset dev inode [path]".
+			in = len(f) >= 6 && strings.HasPrefix(f[5], dir+string(filepath.Separator))
+		case in && len(f) >= 2 && f[0] == "Rss:":
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			n += kb << 10
+		}
+	}
+	return n, true
 }
