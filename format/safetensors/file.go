@@ -73,6 +73,9 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	sf.mapped = mapped
+	if mapped {
+		registerMapping(sf)
+	}
 	return sf, nil
 }
 
@@ -249,6 +252,7 @@ func (f *File) Close() error {
 	if f.buf == nil {
 		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
 	}
+	unregisterMapping(f)
 	buf := f.buf
 	f.buf, f.data = nil, nil
 	if f.mapped {

@@ -121,3 +121,63 @@ func TestReleasePages(t *testing.T) {
 		t.Errorf("ReleaseTensorPages after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestWriteFromMapping: writing a tensor straight from an open File's
+// mapping drops the pages it copied from the process's resident memory and
+// writes the same bytes; a tensor on the heap is written as it is, and its
+// bytes are left alone.
+func TestWriteFromMapping(t *testing.T) {
+	const n = 3*writeChunk + 12345
+	a := make([]byte, n)
+	for i := range a {
+		a[i] = byte(i*31 + 7)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.safetensors")
+	if err := Write(src, []Tensor{{Name: "a", DType: dtype.U8, Shape: []int64{n}, Data: a}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := f.Bytes("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m) != string(a) {
+		t.Fatal("the mapped bytes differ from those written")
+	}
+	if rss := mappedRSS(t, f.buf); rss < n {
+		t.Fatalf("after reading the tensor %d bytes of the mapping are resident, want at least %d", rss, n)
+	}
+	heap := make([]byte, n)
+	copy(heap, a)
+	out := filepath.Join(dir, "out.safetensors")
+	if err := Write(out, []Tensor{{Name: "a", DType: dtype.U8, Shape: []int64{n}, Data: m}, {Name: "h", DType: dtype.U8, Shape: []int64{n}, Data: heap}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A page at each chunk's ends may stay, and the header's.
+	page := int64(os.Getpagesize())
+	if rss := mappedRSS(t, f.buf); rss > 10*page {
+		t.Errorf("after writing the tensor from the mapping %d bytes of it are resident, want at most %d", rss, 10*page)
+	}
+	if string(heap) != string(a) {
+		t.Error("writing changed the heap tensor's bytes")
+	}
+	g, err := Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, name := range []string{"a", "h"} {
+		b, err := g.Bytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != string(a) {
+			t.Errorf("%s: the written bytes differ from the source's", name)
+		}
+	}
+}
