@@ -2,7 +2,6 @@ package quant
 
 import (
 	"context"
-	"os"
 	"sync"
 
 	"github.com/lfmq/lfmq/engine/config"
@@ -269,15 +268,18 @@ func runMemoryLimit(budget int64) int64 { return budget + budget/8 }
 //     being calibrated and, in sequential mode, the one below it again
 //     (with its quantized weights, from the run's own files, which are no
 //     larger than its source), released when the forward ends;
-//   - the embedding rows of the calibration tokens, each on whole pages;
+//   - the embedding rows of the calibration tokens: on a file system that
+//     caches files in huge pages (2 MB folios), a row read maps the whole
+//     huge page around it, so that a few thousand tokens map the whole
+//     embedding (268 MB at 8B-A1B's shapes), which grows with the
+//     vocabulary;
 //   - the pieces of source weights being converted (weightValues), one
 //     per worker, plus the rest of a huge page the kernel may map with one.
 //
 // Whole, the mapped source of 4 layers of 8B-A1B is 2.6 GB (and the
-// engine and the reads each map it), where this bound is 1.6 GB; measured
-// at 128 windows, the run's file pages peaked at 0.8 GB. None of it grows
-// with the number of layers or the vocabulary (the embedding term is
-// bounded by the tokens).
+// engine and the reads each map it), where this bound is 1.8 GB. None of
+// it grows with the number of layers; the embedding term grows with the
+// vocabulary, up to the number of calibration tokens.
 func runMappedMemory(cfg *config.Config, p *plan.Plan, src *hf.Checkpoint, tokens, workers int) int64 {
 	layers := make([]int64, cfg.NumLayers)
 	var embed, embedRow int64
@@ -304,8 +306,7 @@ func runMappedMemory(cfg *config.Config, p *plan.Plan, src *hf.Checkpoint, token
 		}
 		forward = max(forward, b)
 	}
-	page := int64(os.Getpagesize())
-	rows := min(embed, int64(tokens)*((embedRow+page-1)/page+1)*page)
+	rows := min(embed, int64(tokens)*(embedRow+hugePage))
 	reads := int64(max(1, workers)) * (weightReadValues*4 + hugePage)
 	return forward + rows + reads
 }
