@@ -19,9 +19,15 @@ import (
 // --gptq-threads 16, RSS split from /proc, live heap from GODEBUG=gctrace=1).
 //
 //   - The model the calibration forward runs (engine/model): the source
-//     tensors memory-mapped (file pages, counted in RSS once read: measured
-//     1.4–2.1 GB of file RSS), with the BFP8 dense weights and the finished
-//     layers' BFP4 experts in their place. The same for every layer.
+//     tensors memory-mapped, with the BFP8 dense weights and the finished
+//     layers' BFP4 experts in their place, mapped from the run's files.
+//     Mapped pages count in RSS once read, until released: kept, they
+//     grew with every layer (2.2 GB of file RSS at the end of 2 layers of
+//     the 8B shape, about 5 GB at 4). The run now releases them after each
+//     forward and each read (runMappedMemory, which bounds what stays);
+//     measured with 4 layers and T = 128×256: at most 0.80 GB of file RSS,
+//     during layer 1's dense statistics (its forward runs layers 0 and 1),
+//     and 16 MB through the dense solves.
 //   - The dense RTN pass before the first MoE layer: float32 copies of the
 //     tensors being packed (measured up to 1.8 GB of heap), released
 //     before the MoE layers start.
@@ -50,7 +56,8 @@ import (
 //     solves' live heap (measured heap peaks: 8.0 GB with 16 whole solves,
 //     3.8 GB under the budget; 2.3 GB with GOGC=25 in the environment,
 //     which cost up to 10 % more CPU time at 2 workers, so it is the
-//     user's choice, not the default).
+//     user's choice, not the default). The run's soft limit
+//     (runMemoryLimit) caps it at the budget plus an eighth.
 //
 // The dense pass (DenseMethod GPTQ, the default), measured on the synthetic
 // 8B-shape checkpoint (2 layers, T = 32×256, 2 workers; heap profiles at
@@ -64,6 +71,11 @@ import (
 //     permuted copy NewFactor factors and U, 3·K²·8 = 1.23 GB, with the
 //     source and results [2048, 7168] small beside them; with the
 //     statistics, 1.4 GB of live heap, the layer-0 peak of the dense pass.
+//     At T = 128×256 (4 layers, 2 workers; /proc samples every 2 s) the
+//     run's RSS peaked at 2.40 GB in this solve (2.38 GB anonymous, 16 MB
+//     of mapped pages), the live heap at 1.15 GB or more (2 layers, the
+//     collector's own figure, sampled before the solve ended); the budget
+//     for that shape is 3.48 GB, so the dense pass is not the run's peak.
 //   - The head's solve ([V, H], V = 65,536) used to hold the source
 //     weights in float32 and, at each step, two more copies of the matrix
 //     (the RTN result and Losses' float64 ΔWᵀ, then Quantize's float64 W
@@ -197,7 +209,9 @@ func (b *memBudget) release(n int64) {
 //     output), and the engine's forward buffers for one batch of eight
 //     windows, about 4·(8·H + F_dense) bytes per row;
 //   - an MoE layer: every expert's w1/w3 statistics and their pool
-//     ((E+1)·H²·8), the solves' budget, and the layer's packed results;
+//     ((E+1)·H²·8) with the solves' budget, or, while they accumulate,
+//     the statistics with their pending rows (statBuffer), whichever is
+//     larger, and the layer's packed results;
 //   - a dense file: the statistics of its inputs (one per distinct
 //     input, K² float64 each) and the largest of its solves (denseSolve);
 //   - the head: its input's statistics and its solve, which grows with
@@ -213,7 +227,13 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 	stage := int64(0)
 	if cfg.NumExperts > 0 && !cfg.Dense() {
 		E, F := int64(cfg.NumExperts), int64(cfg.MoEIntermediateSize)
-		moe := (E+1)*H*H*8 + solveLimit + 3*int64(bfp.PackedSize(bfp.BFP4, int(F), int(H)))*E
+		// While the w1/w3 statistics accumulate, every expert's S and
+		// pending rows; then, solving, the finished S, the pool and the
+		// solves' scratch. The first is the larger under a small
+		// --solve-memory.
+		stats := E * (H*H*8 + statBuffer(int(H)))
+		solves := (E+1)*H*H*8 + solveLimit
+		moe := max(stats, solves) + 3*int64(bfp.PackedSize(bfp.BFP4, int(F), int(H)))*E
 		stage = max(stage, moe)
 	}
 	// A layer's dense file: the attention's or conv's inputs (H each, at
@@ -227,6 +247,16 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 	stage = max(stage, layer)
 	head := H*H*8 + denseSolve(int(cfg.VocabSize), int(H))
 	return acts + max(stage, head) + runFixedMemory
+}
+
+// statBuffer bounds the pending rows a hessian.Stat of inputs of dimension
+// k holds besides its S while it accumulates (freed by Finish), modelled
+// on hessian.NewStat: as many 64-row chunks of the rows and their
+// weighted copy (float64, padded to whole panels) as fit 16 MB, at least
+// one: 16 MB up to K = 16,320, 1 KB per input beyond. At 8B-A1B's shapes
+// that is 0.5 GB for a layer's 32 experts, on top of their 1.07 GB of S.
+func statBuffer(k int) int64 {
+	return max(16<<20, 64*8*(2*int64(k)+64))
 }
 
 // runFixedMemory covers what every run holds whatever the shapes: the
