@@ -23,10 +23,10 @@ import (
 //     layers' BFP4 experts in their place, mapped from the run's files.
 //     Mapped pages count in RSS once read, until released: kept, they
 //     grew with every layer (2.2 GB of file RSS at the end of 2 layers of
-//     the 8B shape, about 5 GB at 4). The run now releases them after each
+//     the 8B shape, 32 windows). The run now releases them after each
 //     forward and each read (runMappedMemory, which bounds what stays);
-//     measured with 4 layers and T = 128×256: at most 0.80 GB of file RSS,
-//     during layer 1's dense statistics (its forward runs layers 0 and 1),
+//     measured with 4 layers and T = 128×256: at most 0.93 GB of file RSS,
+//     while a forward ran a quantized layer and the next source layer,
 //     and 16 MB through the dense solves.
 //   - The dense RTN pass before the first MoE layer: float32 copies of the
 //     tensors being packed (measured up to 1.8 GB of heap), released
@@ -97,10 +97,16 @@ import (
 // TestRunMemoryBudget holds a run's peak live heap under it.
 //
 // None of these depends on the number of layers, and beyond the budget none
-// depends on the workers. Measured peak RSS at 16 workers: 10.26 GB with 16
-// whole solves (the code before the budget), 5.99 GB with the budget, 4.48
-// GB with the budget and GOGC=25, where the peak is the dense RTN pass and
-// the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files).
+// depends on the workers. The issue-32 run (4 layers, T = 128×256, 2
+// workers; docs/bench-quantize.md) peaked at 3.71 GB of RSS with the pages
+// released and this soft limit, in layer 1's w1/w3 solves (3.51 GB of it
+// anonymous), under a budget of 3.48 GB of live heap and 1.76 GB of
+// mapped pages; 2b1e80e peaked at 8.74 GB on the same command. Measured
+// earlier, one MoE layer at 16 workers (T = 8×512): 10.26 GB with 16 whole
+// solves (the code before the budget), 5.99 GB with the budget, 4.48 GB
+// with the budget and GOGC=25, where the peak is the dense RTN pass and
+// the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files,
+// which are now released).
 
 // solveScratch is the most memory one expert solve (gptqRun.solve) holds at
 // once, in bytes, for mats matrices [out, k] sharing one Hessian: the
