@@ -66,6 +66,7 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 	if err != nil {
 		return nil, err
 	}
+	r.releasePages() // the forward's weights
 	r.addWork(r.denseStatsWork[layer].kind, r.denseStatsWork[layer].work)
 	st := &denseStep{metrics: tensorMetrics{}, dense: map[string]MatrixMetrics{}}
 	solvedBy := map[string]*solved{}
@@ -256,6 +257,7 @@ func (r *gptqRun) denseLayer(ctx context.Context, w *lfmq1.Writer, rs *resumeSta
 		}
 	}
 	releaseMemory()
+	r.releasePages()
 	return nil
 }
 

@@ -219,6 +219,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	// The run's budget becomes the collector's soft limit, unless the user
 	// set one (GOMEMLIMIT) or another run in the process has.
 	r.report.MemoryBudget = runMemory(cfg, set.Tokens, set.MaxLen, limit)
+	r.report.MappedBudget = runMappedMemory(cfg, p, src, set.Tokens, workers)
 	if prev := debug.SetMemoryLimit(-1); prev == math.MaxInt64 {
 		debug.SetMemoryLimit(runMemoryLimit(r.report.MemoryBudget))
 		defer debug.SetMemoryLimit(prev)
@@ -274,6 +275,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	// The dense tensors' float32 copies are garbage now; the heap they
 	// grew must not stay under the MoE layers' statistics.
 	releaseMemory()
+	r.releasePages()
 
 	var layers []LayerMetrics
 	dense := map[string]MatrixMetrics{}
@@ -333,6 +335,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 		r.report.Fallbacks += lr.report.Metrics.Fallbacks
 		lr = nil
 		releaseMemory()
+		r.releasePages()
 		r.setStage(l, "done")
 	}
 	if gf := lfmq1.GlobalFile; fileHasDenseSolve(opts, p.ByFile(gf)) {
@@ -605,6 +608,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		return nil, err
 	}
 	rep.Forward = time.Since(t0)
+	r.releasePages() // the forward's weights: the statistics need only the cache
 
 	r.setStage(l, "statistics w1/w3")
 	t0 = time.Now()
@@ -651,6 +655,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	rep.SolveW13 = time.Since(t0)
 	up, upPool = nil, nil // one input kind's statistics at a time (gptq.md §2)
 	releaseMemory()
+	r.releasePages()
 
 	// The w2 inputs come from the w1/w3 the engine will run: the stored
 	// quantized ones in sequential mode, the source ones otherwise.
@@ -1061,4 +1066,23 @@ func resumable(err error) bool {
 func releaseMemory() {
 	gptq.ReleaseScratch()
 	debug.FreeOSMemory()
+}
+
+// releasePages drops the pages of every mapped file the run has read (the
+// source through src and through the engine, and the finished layers'
+// files the engine runs) from the process's resident memory, between
+// stages: a forward reads every weight of the layers it runs, and those
+// pages would otherwise stay counted in the resident set for the rest of
+// the run, so that it would grow with every layer (runMemory). The pages
+// stay in the page cache, and whatever reads them again gets the same
+// bytes. A failure (which would be a bug: the mappings are the run's own)
+// costs memory, not correctness, so it is a warning.
+func (r *gptqRun) releasePages() {
+	errs := []error{r.src.ReleasePages(), r.m.ReleasePages()}
+	for _, f := range r.mapped.files {
+		errs = append(errs, f.ReleasePages())
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.warn(fmt.Sprintf("could not release mapped pages: %v", err))
+	}
 }

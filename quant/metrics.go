@@ -154,8 +154,10 @@ type GPTQReport struct {
 	// statistics and solve): where the dense pass's time goes.
 	DenseStats, HeadGPTQ time.Duration
 	// MemoryBudget is the run's estimate of its largest live heap, in
-	// bytes, which it gives the collector as a soft limit (solvemem.go).
-	MemoryBudget int64
+	// bytes, from which it sets the collector's soft limit, and
+	// MappedBudget its bound on the mapped files' pages resident at once
+	// (solvemem.go): the peak RSS is about their sum.
+	MemoryBudget, MappedBudget int64
 	// FFN is true for a dense LFM2, whose layers' FFN matrices were solved
 	// (each layer's as its one expert) rather than routed experts.
 	FFN bool

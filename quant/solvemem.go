@@ -6,7 +6,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/quant/gptq"
+	"github.com/lfmq/lfmq/quant/plan"
 )
 
 // Memory of GPTQ, one MoE layer at a time: what a run holds while it
@@ -17,9 +19,15 @@ import (
 // --gptq-threads 16, RSS split from /proc, live heap from GODEBUG=gctrace=1).
 //
 //   - The model the calibration forward runs (engine/model): the source
-//     tensors memory-mapped (file pages, counted in RSS once read: measured
-//     1.4–2.1 GB of file RSS), with the BFP8 dense weights and the finished
-//     layers' BFP4 experts in their place. The same for every layer.
+//     tensors memory-mapped, with the BFP8 dense weights and the finished
+//     layers' BFP4 experts in their place, mapped from the run's files.
+//     Mapped pages count in RSS once read, until released: kept, they
+//     grew with every layer (2.2 GB of file RSS at the end of 2 layers of
+//     the 8B shape, 32 windows). The run now releases them after each
+//     forward and each read (runMappedMemory, which bounds what stays);
+//     measured with 4 layers and T = 128×256: at most 0.93 GB of file RSS,
+//     while a forward ran a quantized layer and the next source layer,
+//     and 16 MB through the dense solves.
 //   - The dense RTN pass before the first MoE layer: float32 copies of the
 //     tensors being packed (measured up to 1.8 GB of heap), released
 //     before the MoE layers start.
@@ -48,7 +56,8 @@ import (
 //     solves' live heap (measured heap peaks: 8.0 GB with 16 whole solves,
 //     3.8 GB under the budget; 2.3 GB with GOGC=25 in the environment,
 //     which cost up to 10 % more CPU time at 2 workers, so it is the
-//     user's choice, not the default).
+//     user's choice, not the default). The run's soft limit
+//     (runMemoryLimit) caps it at the budget plus an eighth.
 //
 // The dense pass (DenseMethod GPTQ, the default), measured on the synthetic
 // 8B-shape checkpoint (2 layers, T = 32×256, 2 workers; heap profiles at
@@ -62,6 +71,11 @@ import (
 //     permuted copy NewFactor factors and U, 3·K²·8 = 1.23 GB, with the
 //     source and results [2048, 7168] small beside them; with the
 //     statistics, 1.4 GB of live heap, the layer-0 peak of the dense pass.
+//     At T = 128×256 (4 layers, 2 workers; /proc samples every 2 s) the
+//     run's RSS peaked at 2.40 GB in this solve (2.38 GB anonymous, 16 MB
+//     of mapped pages), the live heap at 1.15 GB or more (2 layers, the
+//     collector's own figure, sampled before the solve ended); the budget
+//     for that shape is 3.48 GB, so the dense pass is not the run's peak.
 //   - The head's solve ([V, H], V = 65,536) used to hold the source
 //     weights in float32 and, at each step, two more copies of the matrix
 //     (the RTN result and Losses' float64 ΔWᵀ, then Quantize's float64 W
@@ -83,10 +97,16 @@ import (
 // TestRunMemoryBudget holds a run's peak live heap under it.
 //
 // None of these depends on the number of layers, and beyond the budget none
-// depends on the workers. Measured peak RSS at 16 workers: 10.26 GB with 16
-// whole solves (the code before the budget), 5.99 GB with the budget, 4.48
-// GB with the budget and GOGC=25, where the peak is the dense RTN pass and
-// the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files).
+// depends on the workers. The issue-32 run (4 layers, T = 128×256, 2
+// workers; docs/bench-quantize.md) peaked at 3.71 GB of RSS with the pages
+// released and this soft limit, in layer 1's w1/w3 solves (3.51 GB of it
+// anonymous), under a budget of 3.48 GB of live heap and 1.76 GB of
+// mapped pages; 2b1e80e peaked at 8.74 GB on the same command. Measured
+// earlier, one MoE layer at 16 workers (T = 8×512): 10.26 GB with 16 whole
+// solves (the code before the budget), 5.99 GB with the budget, 4.48 GB
+// with the budget and GOGC=25, where the peak is the dense RTN pass and
+// the solves reach 4.21 GB (of which 1.9–2.1 GB are the mapped files,
+// which are now released).
 
 // solveScratch is the most memory one expert solve (gptqRun.solve) holds at
 // once, in bytes, for mats matrices [out, k] sharing one Hessian: the
@@ -195,7 +215,9 @@ func (b *memBudget) release(n int64) {
 //     output), and the engine's forward buffers for one batch of eight
 //     windows, about 4·(8·H + F_dense) bytes per row;
 //   - an MoE layer: every expert's w1/w3 statistics and their pool
-//     ((E+1)·H²·8), the solves' budget, and the layer's packed results;
+//     ((E+1)·H²·8) with the solves' budget, or, while they accumulate,
+//     the statistics with their pending rows (statBuffer), whichever is
+//     larger, and the layer's packed results;
 //   - a dense file: the statistics of its inputs (one per distinct
 //     input, K² float64 each) and the largest of its solves (denseSolve);
 //   - the head: its input's statistics and its solve, which grows with
@@ -211,7 +233,13 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 	stage := int64(0)
 	if cfg.NumExperts > 0 && !cfg.Dense() {
 		E, F := int64(cfg.NumExperts), int64(cfg.MoEIntermediateSize)
-		moe := (E+1)*H*H*8 + solveLimit + 3*int64(bfp.PackedSize(bfp.BFP4, int(F), int(H)))*E
+		// While the w1/w3 statistics accumulate, every expert's S and
+		// pending rows; then, solving, the finished S, the pool and the
+		// solves' scratch. The first is the larger under a small
+		// --solve-memory.
+		stats := E * (H*H*8 + statBuffer(int(H)))
+		solves := (E+1)*H*H*8 + solveLimit
+		moe := max(stats, solves) + 3*int64(bfp.PackedSize(bfp.BFP4, int(F), int(H)))*E
 		stage = max(stage, moe)
 	}
 	// A layer's dense file: the attention's or conv's inputs (H each, at
@@ -225,6 +253,16 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 	stage = max(stage, layer)
 	head := H*H*8 + denseSolve(int(cfg.VocabSize), int(H))
 	return acts + max(stage, head) + runFixedMemory
+}
+
+// statBuffer bounds the pending rows a hessian.Stat of inputs of dimension
+// k holds besides its S while it accumulates (freed by Finish), modelled
+// on hessian.NewStat: as many 64-row chunks of the rows and their
+// weighted copy (float64, padded to whole panels) as fit 16 MB, at least
+// one: 16 MB up to K = 16,320, 1 KB per input beyond. At 8B-A1B's shapes
+// that is 0.5 GB for a layer's 32 experts, on top of their 1.07 GB of S.
+func statBuffer(k int) int64 {
+	return max(16<<20, 64*8*(2*int64(k)+64))
 }
 
 // runFixedMemory covers what every run holds whatever the shapes: the
@@ -245,8 +283,71 @@ func denseSolve(out, k int) int64 {
 }
 
 // runMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) a
-// GPTQ run sets from its budget: the budget with half again as much for
-// the collector, which then collects before the heap passes it rather
-// than when it has doubled (GOGC's default), at no cost while the live
-// heap is well under it.
-func runMemoryLimit(budget int64) int64 { return budget + budget/2 }
+// GPTQ run sets from its budget: the budget with an eighth more for the
+// collector, which then collects before the heap passes it rather than
+// when it has doubled (GOGC's default). The run's live heap stays under
+// the budget (TestRunMemoryBudget) and measured at about half of it at
+// its peaks, so a collection still frees about half the limit each time
+// near the peak and none is forced while the live heap is well under it;
+// at 8B-A1B's shapes this keeps the heap's resident pages near the budget
+// where half again as much (the limit before) let them reach 1.5× it.
+func runMemoryLimit(budget int64) int64 { return budget + budget/8 }
+
+// runMappedMemory bounds the pages of the mapped checkpoint files a GPTQ
+// run of plan p over tokens calibration tokens with workers workers keeps
+// resident at once, in bytes (src gives the source tensors' dtypes). Each
+// page read from a mapping counts in the process's resident set until it
+// is released, so the run releases them (gptqRun.releasePages,
+// weightValues) and holds at most:
+//
+//   - the weights of the layers one calibration forward runs: the layer
+//     being calibrated and, in sequential mode, the one below it again
+//     (with its quantized weights, from the run's own files, which are no
+//     larger than its source), released when the forward ends;
+//   - the embedding rows of the calibration tokens: on a file system that
+//     caches files in huge pages (2 MB folios), a row read maps the whole
+//     huge page around it, so that a few thousand tokens map the whole
+//     embedding (268 MB at 8B-A1B's shapes), which grows with the
+//     vocabulary;
+//   - the pieces of source weights being converted (weightValues), one
+//     per worker, plus the rest of a huge page the kernel may map with one.
+//
+// Whole, the mapped source of 4 layers of 8B-A1B is 2.6 GB (and the
+// engine and the reads each map it), where this bound is 1.8 GB. None of
+// it grows with the number of layers; the embedding term grows with the
+// vocabulary, up to the number of calibration tokens.
+func runMappedMemory(cfg *config.Config, p *plan.Plan, src *hf.Checkpoint, tokens, workers int) int64 {
+	layers := make([]int64, cfg.NumLayers)
+	var embed, embedRow int64
+	for _, e := range p.Entries {
+		info, ok := src.Info(e.Source)
+		if !ok {
+			continue
+		}
+		n := int64(info.DType.Size())
+		for _, d := range e.Shape {
+			n *= d
+		}
+		switch {
+		case e.Layer >= 0 && e.Layer < cfg.NumLayers:
+			layers[e.Layer] += n
+		case e.Name == "model.embed_tokens.weight" && len(e.Shape) == 2:
+			embed, embedRow = n, n/max(e.Shape[0], 1)
+		}
+	}
+	var forward int64
+	for l, b := range layers {
+		if l > 0 {
+			b += layers[l-1]
+		}
+		forward = max(forward, b)
+	}
+	rows := min(embed, int64(tokens)*(embedRow+hugePage))
+	reads := int64(max(1, workers)) * (weightReadValues*4 + hugePage)
+	return forward + rows + reads
+}
+
+// hugePage is the size of the huge pages a kernel may map a file's pages
+// with (2 MB on x86-64 and arm64 with 4 KB pages): releasing part of one
+// may drop the rest of it, and reading part of one may map all of it.
+const hugePage = 2 << 20

@@ -12,8 +12,11 @@
 # It also prints how the progress line's estimate of the time left compared
 # with the time that actually remained, and, from the run's work trace
 # (LFMQ_WORK_TRACE, kept beside the log), the time each kind of work took
-# per unit against the w1/w3 solves', on the wall clock and in CPU time:
-# the CPU figures are what quant.WorkKind.Cost is calibrated from.
+# per unit against the w1/w3 solves', on the wall clock and in CPU time
+# (the CPU figures are what quant.WorkKind.Cost is calibrated from); and,
+# from a trace of /proc/PID/status every 2 s (kept beside the log as .rss),
+# the peaks of the anonymous memory (the heap) and of the mapped files'
+# resident pages, each with the stage it was seen in.
 # With --baseline BIN the same runs are made with another lfmq binary too,
 # alternating with this one, and the CPU time and memory are given as
 # ratios to it (an A/B in one run: both see the same load).
@@ -91,7 +94,12 @@ run() {
 	local load0 t0
 	load0=$(cut -d' ' -f1 /proc/loadavg)
 	t0=$(date +%s.%N)
-	LFMQ_WORK_TRACE=${log%.log}.trace /usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 || { tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
+	LFMQ_WORK_TRACE=${log%.log}.trace /usr/bin/time -v "$exe" "${args[@]}" >"$log" 2>&1 &
+	local tpid=$!
+	rss_trace "$tpid" "$log" "${log%.log}.rss" &
+	local spid=$!
+	wait "$tpid" || { kill "$spid" 2>/dev/null; tail -30 "$log" >&2; echo "bench-quantize.sh: $label failed, log in $log" >&2; exit 1; }
+	wait "$spid" || true
 	local wall
 	wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	# The output's checksums, kept beside the log, so that the bytes of two
@@ -104,6 +112,35 @@ run() {
 	rss=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$log")
 	printf '%s\t%s\t%.1f\t%.2f\t%s\t%s\n' "$label" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
 		"$(awk -v k="$rss" 'BEGIN { print k * 1024 / 1e9 }')" "$load0" "$(cut -d' ' -f1 /proc/loadavg)"
+}
+
+# rss_trace TIME_PID LOG OUT: every 2 s while the quantize run under
+# /usr/bin/time (pid TIME_PID) lasts, one line in OUT: seconds, the run's
+# resident anonymous and file-backed memory in MB (/proc/PID/status: the
+# heap, and the mapped checkpoint pages) and its last progress line, so
+# that a peak can be placed in a stage.
+rss_trace() {
+	local tpid=$1 log=$2 trace=$3 pid="" t=0
+	: >"$trace"
+	while [ -z "$pid" ] && kill -0 "$tpid" 2>/dev/null; do
+		pid=$(pgrep -P "$tpid" | head -1 || true)
+		sleep 0.2
+	done
+	[ -n "$pid" ] || return 0
+	while [ -r "/proc/$pid/status" ]; do
+		printf '%s\t%s\t%s\n' "$t" "$(awk '/^RssAnon/ { a = $2 } /^RssFile/ { f = $2 } END { printf "%d\t%d", a / 1024, f / 1024 }' "/proc/$pid/status" 2>/dev/null)" \
+			"$(tr '\r' '\n' <"$log" | grep -a 'quantizing:' | tail -1 | sed 's/.*(\(layer [^)]*\)).*/\1/')" >>"$trace"
+		sleep 2
+		t=$((t + 2))
+	done
+}
+
+# rss_peaks TRACE: the largest anonymous and file-backed resident memory
+# rss_trace saw, and the stage each was seen in.
+rss_peaks() {
+	[ -s "$1" ] || return 0
+	awk -F'\t' '$2 > a { a = $2; as = $4 } $3 > f { f = $3; fs = $4 }
+		END { printf "  resident, sampled every 2 s: anonymous peak %.2f GB (%s), mapped files peak %.2f GB (%s)\n", a / 1000, as, f / 1000, fs }' "$1"
 }
 
 # estimate_error LOG: how the progress lines' "about T left (E elapsed)"
@@ -192,11 +229,13 @@ for shape in $shapes; do
 	echo "phases (this binary, last round):"
 	grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-this-$rounds.log" | sed 's/^/  /'
 	estimate_error "$out/$shape-this-$rounds.log"
+	rss_peaks "$out/$shape-this-$rounds.rss"
 	kind_costs "$out/$shape-this-$rounds.trace"
 	if [ -n "$baseline" ]; then
 		echo "phases (baseline, last round):"
 		grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-baseline-$rounds.log" | sed 's/^/  /'
 		estimate_error "$out/$shape-baseline-$rounds.log"
+		rss_peaks "$out/$shape-baseline-$rounds.rss"
 		awk -F'\t' '$1 == "baseline" { bc += $3; br += $4; nb++ } $1 == "this" { tc += $3; tr += $4; nt++ }
 			END { if (nb && nt) printf "this/baseline: CPU time %.2f×, peak RSS %.2f× (means of %d rounds)\n", (tc/nt)/(bc/nb), (tr/nt)/(br/nb), nt }' "$out/$shape.rows"
 	fi

@@ -502,7 +502,7 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 			seconds(r.DenseGPTQ), seconds(r.DenseStats), seconds(r.DenseGPTQ-r.DenseStats), seconds(r.HeadGPTQ))
 	}
 	if r.MemoryBudget > 0 {
-		fmt.Fprintf(out, "memory budget: %s of live heap (the collector's soft limit is half again as much; the model's mapped files come on top)\n", units.Bytes(r.MemoryBudget))
+		fmt.Fprintf(out, "memory budget: %s of live heap (the collector's soft limit is an eighth more) and %s of mapped file pages\n", units.Bytes(r.MemoryBudget), units.Bytes(r.MappedBudget))
 	}
 	if up > 0 && down > 0 && solve > 0 {
 		fmt.Fprintf(out, "throughput: w1/w3 Hessians %.2f GFLOP/s, w2 inputs and Hessians %.2f GFLOP/s, solves and loss metrics %.2f GFLOP/s\n",

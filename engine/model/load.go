@@ -83,6 +83,7 @@ type Model struct {
 	pool       *kernels.Pool
 	ownPool    bool
 	closeFn    func() error
+	releaseFn  func() error // ReleasePages of the checkpoint's files
 	integrity  *integrity
 
 	embed     *kernels.Matrix // [V, H]; also the head of a tied HF checkpoint
@@ -158,7 +159,7 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model: %w", err)
 		}
-		m.Format, m.ManifestSHA256, m.closeFn = SourceLFMQ1, c.ManifestSHA256, c.Close
+		m.Format, m.ManifestSHA256, m.closeFn, m.releaseFn = SourceLFMQ1, c.ManifestSHA256, c.Close, c.ReleasePages
 		src = &lfmqSource{c: c}
 		m.integrity = verified()
 		if opts.Check < lfmq1.CheckFiles {
@@ -171,7 +172,7 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model: %w", err)
 		}
-		m.Format, m.closeFn, m.integrity = SourceHF, c.Close, verified()
+		m.Format, m.closeFn, m.releaseFn, m.integrity = SourceHF, c.Close, c.ReleasePages, verified()
 		src = &hfSource{c: c}
 	}
 	if err := m.loadWeights(src); err != nil {
@@ -215,6 +216,21 @@ func (m *Model) Close() error {
 	err := m.closeFn()
 	m.closeFn = nil
 	return err
+}
+
+// ReleasePages drops the pages of the checkpoint's mapped files that the
+// Model has read from the process's resident memory. A forward reads every
+// weight it runs, and each page read stays in the resident set for as long
+// as it is mapped, so a caller that runs a model part by part (quant's
+// calibration runs one layer after another, each with several GB of
+// weights at real widths) gives the pages back when it is done with a
+// part. The weights stay valid: a later forward faults the pages back in
+// from the page cache (or the disk), with the same bytes.
+func (m *Model) ReleasePages() error {
+	if m.releaseFn == nil {
+		return nil
+	}
+	return m.releaseFn()
 }
 
 // MaxContext returns the longest sequence the model accepts.

@@ -221,6 +221,29 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 	return f.Float32(name)
 }
 
+// ReleasePages drops every shard's pages that the process has read from
+// its resident memory (safetensors.File.ReleasePages): they stay in the
+// page cache, and slices from Bytes stay valid.
+func (c *Checkpoint) ReleasePages() error {
+	var errs []error
+	for _, f := range c.files {
+		if err := f.ReleasePages(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReleaseTensorPages is ReleasePages for the pages of bytes [begin, end)
+// of the named tensor (safetensors.File.ReleaseTensorPages).
+func (c *Checkpoint) ReleaseTensorPages(name string, begin, end int64) error {
+	f, ok := c.byName[name]
+	if !ok {
+		return &Error{File: c.dir, Tensor: name, Msg: "no such tensor in the checkpoint"}
+	}
+	return f.ReleaseTensorPages(name, begin, end)
+}
+
 // Close unmaps every shard.
 func (c *Checkpoint) Close() error {
 	var errs []error

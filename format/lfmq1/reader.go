@@ -377,6 +377,19 @@ func (c *Checkpoint) Close() error {
 	return errors.Join(errs...)
 }
 
+// ReleasePages drops the pages of the checkpoint's files that the process
+// has read from its resident memory (safetensors.File.ReleasePages); the
+// tensors stay readable.
+func (c *Checkpoint) ReleasePages() error {
+	var errs []error
+	for _, f := range c.files {
+		if err := f.ReleasePages(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Findings lists the single findings of an error Open returned: the
 // leaves of its joined errors (one *MismatchError each, and any other
 // error as it is), in Open's order.

@@ -73,6 +73,9 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	sf.mapped = mapped
+	if mapped {
+		registerMapping(sf)
+	}
 	return sf, nil
 }
 
@@ -185,6 +188,62 @@ func (f *File) Float32(name string) ([]float32, error) {
 	return out, nil
 }
 
+// ReleasePages drops the file's pages from the process's resident memory.
+// Every page of the mapping that has been read counts in the process's
+// resident set (RSS) until it is unmapped, so a long run that reads a whole
+// checkpoint once, part by part, would end holding all of it; a caller
+// that is done with the pages it read calls ReleasePages. The bytes stay
+// in the page cache (the kernel frees them under pressure) and a later
+// read faults them back in unchanged, so slices from Bytes stay valid.
+// It does nothing for a file read into the heap (systems without mmap).
+func (f *File) ReleasePages() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	if !f.mapped {
+		return nil
+	}
+	if err := dropPages(f.buf); err != nil {
+		return fmt.Errorf("safetensors: %s: madvise: %w", f.path, err)
+	}
+	return nil
+}
+
+// ReleaseTensorPages is ReleasePages for the pages that hold bytes
+// [begin, end) of the tensor called name (and the neighbouring bytes that
+// share their first and last page), for a caller that reads a large
+// tensor piece by piece. An unknown name gives a *NotFoundError, a range
+// outside the tensor an error naming it.
+func (f *File) ReleaseTensorPages(name string, begin, end int64) error {
+	t, ok := f.header.Tensor(name)
+	if !ok {
+		return &NotFoundError{File: f.path, Tensor: name}
+	}
+	if begin < 0 || end < begin || end > t.End-t.Begin {
+		return fmt.Errorf("safetensors: %s: tensor %q: bytes [%d, %d) outside its %d", f.path, name, begin, end, t.End-t.Begin)
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.buf == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
+	}
+	if !f.mapped || end == begin {
+		return nil
+	}
+	// The mapping starts on a page boundary; the range is widened to whole
+	// pages, which madvise requires.
+	page := int64(os.Getpagesize())
+	off := int64(len(f.buf)-len(f.data)) + t.Begin
+	lo := (off + begin) / page * page
+	hi := min(int64(len(f.buf)), (off+end+page-1)/page*page)
+	if err := dropPages(f.buf[lo:hi]); err != nil {
+		return fmt.Errorf("safetensors: %s: madvise: %w", f.path, err)
+	}
+	return nil
+}
+
 // Close releases the mapping. Slices returned by Bytes become invalid.
 // Closing twice returns an error wrapping ErrClosed.
 func (f *File) Close() error {
@@ -193,6 +252,7 @@ func (f *File) Close() error {
 	if f.buf == nil {
 		return fmt.Errorf("safetensors: %s: %w", f.path, ErrClosed)
 	}
+	unregisterMapping(f)
 	buf := f.buf
 	f.buf, f.data = nil, nil
 	if f.mapped {

@@ -5,6 +5,8 @@ package safetensors
 import (
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // load maps the first size bytes of f read-only. The mapping outlives f.
@@ -26,3 +28,9 @@ func load(f *os.File, size int) (buf []byte, mapped bool, err error) {
 }
 
 func unmap(buf []byte) error { return syscall.Munmap(buf) }
+
+// dropPages tells the kernel that this process no longer needs the mapped
+// pages of b (page-aligned, part of a read-only shared mapping): they leave
+// the process's resident set and stay in the page cache, so a later read
+// faults them back in with the file's bytes.
+func dropPages(b []byte) error { return unix.Madvise(b, unix.MADV_DONTNEED) }

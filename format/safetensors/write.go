@@ -251,7 +251,7 @@ func (l *layout) writeTo(w io.Writer) (int64, error) {
 	bw.Write(prefix[:])
 	bw.Write(l.header)
 	for _, t := range l.order {
-		if _, err := bw.Write(t.Data); err != nil {
+		if err := writeData(bw, t.Data); err != nil {
 			break
 		}
 	}
@@ -260,6 +260,31 @@ func (l *layout) writeTo(w io.Writer) (int64, error) {
 		err = errors.New("short write")
 	}
 	return cw.n, err
+}
+
+// writeChunk is how many bytes of a tensor aliasing an open File's
+// mapping writeData copies before it drops their pages.
+const writeChunk = 8 << 20
+
+// writeData writes one tensor's bytes. Bytes that alias an open File's
+// mapping go a chunk at a time, each chunk's pages dropped from the
+// process's resident memory once bw has taken it (written it, or copied it
+// into its buffer), so that writing a large tensor straight from a mapped
+// checkpoint does not leave all of it resident (see openMappings).
+func writeData(bw *bufio.Writer, b []byte) error {
+	if len(b) <= writeChunk || !inMapping(b) {
+		_, err := bw.Write(b)
+		return err
+	}
+	for len(b) > 0 {
+		n := min(len(b), writeChunk)
+		if _, err := bw.Write(b[:n]); err != nil {
+			return err
+		}
+		dropInterior(b[:n])
+		b = b[n:]
+	}
+	return nil
 }
 
 type countWriter struct {
