@@ -257,12 +257,13 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 
 // statBuffer bounds the pending rows a hessian.Stat of inputs of dimension
 // k holds besides its S while it accumulates (freed by Finish), modelled
-// on hessian.NewStat: as many 64-row chunks of the rows and their
-// weighted copy (float64, padded to whole panels) as fit 16 MB, at least
-// one: 16 MB up to K = 16,320, 1 KB per input beyond. At 8B-A1B's shapes
-// that is 0.5 GB for a layer's 32 experts, on top of their 1.07 GB of S.
+// on hessian.NewStat: as many 64-row chunks of float32 rows (with a
+// float64 weight each) as fit 16 MB, at least one, plus the packed panels
+// of a flushing goroutine's tile (256 KB, two goroutines at most). At
+// 8B-A1B's shapes that is 0.5 GB for a layer's 32 experts, on top of their
+// 1.07 GB of S.
 func statBuffer(k int) int64 {
-	return max(16<<20, 64*8*(2*int64(k)+64))
+	return max(16<<20+32*64*8, 64*(4*int64(k)+8)) + 512<<10
 }
 
 // runFixedMemory covers what every run holds whatever the shapes: the
