@@ -167,6 +167,32 @@ func reduceBlockBF16(s attnState, q []float32, keys []uint16, ks int, vals []uin
 	}
 }
 
+// splitBF16 runs one decode row's split over positions [lo, hi) of a
+// bfloat16 cache read in place (kv covers every head's slice of each row):
+// each of the Hkv heads' states, stateN = G·(d+2) floats apart in part,
+// takes each block's reduceBlockBF16 step for its G query heads of q [Hkv·G·d],
+// the next head's keys (the next block's first head's after the last)
+// handed on for the kernel to prefetch.
+func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float32, sc []float32) {
+	stateN, kvd := G*(d+2), Hkv*d
+	for b0 := lo; b0 < hi; b0 += attnBlock {
+		cnt := min(attnBlock, hi-b0)
+		keys, vals := kv.rowsBF16(b0)
+		var nextBlock []uint16
+		if b0+attnBlock < hi {
+			nextBlock, _ = kv.rowsBF16(b0 + attnBlock)
+		}
+		for h := range Hkv {
+			next := nextBlock
+			if h+1 < Hkv {
+				next = keys[(h+1)*d:]
+			}
+			s := newAttnStateRaw(part[h*stateN:], G, d)
+			reduceBlockBF16(s, q[h*G*d:][:G*d], keys[h*d:], kvd, vals[h*d:], kvd, cnt, scale, sc, next)
+		}
+	}
+}
+
 // softmaxBlock is the middle of an online softmax step: given the block's
 // scores of each head g in sc[g·attnBlock:][:cnt], it moves each head's
 // running maximum M to M', turns the scores into their exponentials
@@ -348,22 +374,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					// poorly, so each head's scores fetch its values
 					// and the next head's keys (the next block's first
 					// head's after the last), one head's work ahead.
-					for b0 := lo; b0 < hi; b0 += attnBlock {
-						cnt := min(attnBlock, hi-b0)
-						keys, vals := rowsKV.rowsBF16(b0)
-						var nextBlock []uint16
-						if b0+attnBlock < hi {
-							nextBlock, _ = rowsKV.rowsBF16(b0 + attnBlock)
-						}
-						for h := range Hkv {
-							next := nextBlock
-							if h+1 < Hkv {
-								next = keys[(h+1)*d:]
-							}
-							s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
-							reduceBlockBF16(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], kvd, vals[h*d:], kvd, cnt, scale, sc, next)
-						}
-					}
+					splitBF16(rowsKV, lo, hi, Hkv, G, d, q[tk.r0*qd:][:qd], partBuf[tk.part:], scale, sc)
 					continue
 				}
 				// Otherwise a compact format's key and value rows are
