@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -225,13 +226,7 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 // its resident memory (safetensors.File.ReleasePages): they stay in the
 // page cache, and slices from Bytes stay valid.
 func (c *Checkpoint) ReleasePages() error {
-	var errs []error
-	for _, f := range c.files {
-		if err := f.ReleasePages(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return safetensors.ReleaseAll(slices.Values(c.files))
 }
 
 // ReleaseTensorPages is ReleasePages for the pages of bytes [begin, end)

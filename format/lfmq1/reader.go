@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -381,13 +382,7 @@ func (c *Checkpoint) Close() error {
 // has read from its resident memory (safetensors.File.ReleasePages); the
 // tensors stay readable.
 func (c *Checkpoint) ReleasePages() error {
-	var errs []error
-	for _, f := range c.files {
-		if err := f.ReleasePages(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return safetensors.ReleaseAll(maps.Values(c.files))
 }
 
 // Findings lists the single findings of an error Open returned: the

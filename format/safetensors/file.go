@@ -2,7 +2,9 @@ package safetensors
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"os"
 	"slices"
@@ -186,6 +188,18 @@ func (f *File) Float32(name string) ([]float32, error) {
 		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", f.path, name, err)
 	}
 	return out, nil
+}
+
+// ReleaseAll calls ReleasePages on each of files and joins their errors:
+// a checkpoint of several files gives back every file's pages.
+func ReleaseAll(files iter.Seq[*File]) error {
+	var errs []error
+	for f := range files {
+		if err := f.ReleasePages(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ReleasePages drops the file's pages from the process's resident memory.
