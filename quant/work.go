@@ -128,26 +128,29 @@ func (k WorkKind) Family() int {
 }
 
 // workCost is each kind's Cost: the time per unit over the w1/w3 solves',
-// in CPU time, the geometric mean of two runs on the 8B-A1B shapes (2
-// layers, 32 windows, 2 workers; docs/bench-quantize.md), where a kind's
-// cost varied by up to 1.7× from one run to the other with the machine's
-// load. The dense files' and the head's statistics are those runs' items
-// counted as the forwards now run them (denseForwardPerStat); the
+// in CPU time, from one run of the default command on an idle machine: the
+// synthetic LFM2-8B-A1B shape with 4 layers, the fixture's 128 calibration
+// windows, 2 workers (cmd/lfmq/testdata/worktrace/8b-a1b-4layers-idle.trace;
+// docs/bench-quantize.md). With fewer windows the statistics cost more per
+// unit against the solves (their per-expert fixed work, the Hessian's
+// finishing and shrinking, weighs more): the 2-layer, 32-window runs gave
+// 1.8–2.9 times these for the experts' statistics, and a shared machine's
+// load moves a kind's cost by up to 1.7× from one run to another. The
 // packing, which took no measurable time, is given a tenth. On the fixture
 // (testdata/tiny-lfm2-moe, its 128 windows) the statistics come out four
 // to six times cheaper against the solves, whose small matrices cost more
 // per operation there.
 var workCost = [NumWorkKinds]float64{
 	WorkPack:       0.1,
-	WorkForward:    0.58,
-	WorkUpStats:    2.1,
+	WorkForward:    0.38,
+	WorkUpStats:    0.82,
 	WorkUpSolve:    1,
-	WorkDownStats:  1.9,
+	WorkDownStats:  1.13,
 	WorkDownSolve:  1.1,
-	WorkDenseStats: 0.8,
-	WorkDenseSolve: 1.33,
-	WorkHeadStats:  0.6,
-	WorkHeadSolve:  1.1,
+	WorkDenseStats: 0.55,
+	WorkDenseSolve: 1.39,
+	WorkHeadStats:  0.44,
+	WorkHeadSolve:  1.04,
 }
 
 // rtnWorkPerValue is the work of packing one weight by RTN: reading it,
