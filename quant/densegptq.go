@@ -76,24 +76,34 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 		if !denseSolved(r.opts, *e) {
 			continue
 		}
-		w, err := weightValues(r.src, *e)
-		if err != nil {
-			return nil, err
-		}
-		out, k := int(e.Shape[0]), int(e.Shape[1])
 		// Each name leaves the map as its solve starts, so that a Stat
 		// (q/k/v share one, w1/w3 another) goes once its last solve has
 		// formed its Hessian: at a dense FFN's w2, 0.4 GB of 8B-A1B's
 		// layer-0 peak.
 		s := stats.Stats[e.Name]
 		delete(stats.Stats, e.Name)
-		res, err := r.solveAs(ctx, denseSpec(r), layer, -1, e.Name, s, s, r.g.DampDense, [][]float32{w}, []*plan.Entry{e}, out, k, r.workers)
-		if err != nil {
-			return nil, err
+		var res solved
+		if e.Class == plan.Head {
+			// The head, whose size grows with the vocabulary, is read
+			// and solved a band at a time.
+			if res, err = r.solveHead(ctx, layer, e, s); err != nil {
+				return nil, err
+			}
+		} else {
+			w, err := weightValues(r.src, *e)
+			if err != nil {
+				return nil, err
+			}
+			out, k := int(e.Shape[0]), int(e.Shape[1])
+			all, err := r.solveAs(ctx, denseSpec(r), layer, -1, e.Name, s, s, r.g.DampDense, [][]float32{w}, []*plan.Entry{e}, out, k, r.workers)
+			if err != nil {
+				return nil, err
+			}
+			res = all[0]
 		}
-		solvedBy[e.Name] = &res[0]
-		st.dense[e.Name] = res[0].metric
-		st.metrics[e.Name] = res[0].tensor
+		solvedBy[e.Name] = &res
+		st.dense[e.Name] = res.metric
+		st.metrics[e.Name] = res.tensor
 		r.doneDense(e.Name)
 	}
 	stats = nil

@@ -803,19 +803,13 @@ func expertSpec(r *gptqRun) matrixSpec {
 	return matrixSpec{format: bfp.BFP4, rule: r.opts.ExponentRule, kappa: r.g.Shrink}
 }
 
-// solveAs is solve for matrices of spec.
+// solveAs is solve for matrices of spec, held whole in float32 (the head,
+// too large for that, is solveHead's).
 func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
 	res := make([]solved, len(ws))
 	base := MatrixMetrics{Tokens: st.Tokens(), WeightSum: st.Weight(), NEff: st.NEff()}
 	rtnQ := make([][]float32, len(ws))
-	// The loss ratio's baseline is always the plain packer, whatever the
-	// exponent rule, so ratios of runs with different rules compare. A
-	// matrix that falls back stores RTN with the rule's Hessian-free form
-	// (search for search and hessian, the plain packer for max).
-	fallbackRule := bfp.RuleMax
-	if rule := spec.rule; rule == ExponentSearch || rule == ExponentHessian {
-		fallbackRule = bfp.RuleSearch
-	}
+	fallbackRule := spec.fallbackRule()
 	for i, w := range ws {
 		if j := firstNonFinite(w); j >= 0 {
 			return nil, &NonFiniteError{Tensor: pe[i].Source, Index: j, Value: w[j]}
@@ -847,30 +841,18 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 	if err != nil {
 		return nil, err
 	}
-	var flop float64
 	fk := float64(k)
-	f, ferr := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor,
-		Exponent: spec.rule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads, Stop: ctx.Done()})
-	var fe *gptq.FactorError
-	switch {
-	case errors.Is(ferr, gptq.ErrStopped):
-		return nil, ctx.Err()
-	case errors.As(ferr, &fe):
-		if r.g.Strict {
-			return nil, &FallbackError{Layer: l, Expert: e, Matrix: kind, Reason: "cholesky_failed", Err: ferr}
-		}
-	case ferr != nil:
-		return nil, &StatsError{Layer: l, Expert: e, Matrix: kind, Err: ferr}
-	default:
-		flop += (2 * fk * fk * fk / 3) * float64(f.Retries()+1)
+	f, fe, flop, err := r.factor(ctx, spec, l, e, kind, h, k, alpha, threads)
+	if err != nil {
+		return nil, err
 	}
 	for i, w := range ws {
 		m := &res[i].metric
 		m.Shrink = shrink
 		// The RTN and zero losses do not depend on the solve, so they are
 		// formed first and the decoded RTN result can go before Quantize's
-		// buffers exist: for the head that is a float32 copy of the whole
-		// matrix less at the peak. Losses forms each Q's loss alone, so
+		// buffers exist: for a dense layer's w2 that is a float32 copy of
+		// the matrix less at the peak. Losses forms each Q's loss alone, so
 		// these calls give the bits of one call for all three.
 		ref, err := gptq.LossesStop(h, w, [][]float32{rtnQ[i], nil}, out, k, threads, ctx.Done())
 		if errors.Is(err, gptq.ErrStopped) {
@@ -919,9 +901,47 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 		res[0].flop = flop
 	}
 	if f == nil {
-		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, ferr))
+		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, fe))
 	}
 	return res, nil
+}
+
+// fallbackRule is the exponent rule of spec's matrices stored as RTN (no
+// tokens, or a Hessian that cannot be factored): the rule's Hessian-free
+// form (search for search and hessian, the plain packer for max). The
+// loss ratio's baseline is always the plain packer, whatever the rule, so
+// that ratios of runs with different rules compare.
+func (spec matrixSpec) fallbackRule() bfp.ExponentRule {
+	if spec.rule == ExponentSearch || spec.rule == ExponentHessian {
+		return bfp.RuleSearch
+	}
+	return bfp.RuleMax
+}
+
+// factor factors the damped Hessian h (k×k, relative damping alpha) of a
+// solve of spec's matrices (kind, of layer l's expert e; −1 for a dense
+// tensor) on threads goroutines, and returns the factor with the
+// factorization's flops. When h cannot be factored it returns a nil factor
+// and the *gptq.FactorError, for the caller to store RTN, or, under
+// --strict, a *FallbackError; statistics that are not a Hessian are a
+// *StatsError.
+func (r *gptqRun) factor(ctx context.Context, spec matrixSpec, l, e int, kind string, h []float64, k int, alpha float64, threads int) (*gptq.Factor, *gptq.FactorError, float64, error) {
+	f, err := gptq.NewFactor(h, k, gptq.Options{Alpha: alpha, ActOrder: r.g.ActOrder, BlockSize: r.g.BlockSize, Retries: choleskyRetries, RetryFactor: retryFactor,
+		Exponent: spec.rule.gptqRule(), HessianCost: r.g.hessianCost, Threads: threads, Stop: ctx.Done()})
+	var fe *gptq.FactorError
+	switch {
+	case errors.Is(err, gptq.ErrStopped):
+		return nil, nil, 0, ctx.Err()
+	case errors.As(err, &fe):
+		if r.g.Strict {
+			return nil, nil, 0, &FallbackError{Layer: l, Expert: e, Matrix: kind, Reason: "cholesky_failed", Err: err}
+		}
+		return nil, fe, 0, nil
+	case err != nil:
+		return nil, nil, 0, &StatsError{Layer: l, Expert: e, Matrix: kind, Err: err}
+	}
+	fk := float64(k)
+	return f, nil, (2 * fk * fk * fk / 3) * float64(f.Retries()+1), nil
 }
 
 func (r *gptqRun) warn(s string) {

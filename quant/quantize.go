@@ -439,23 +439,50 @@ func weightValues(src *hf.Checkpoint, e plan.Entry) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := int64(info.DType.Size())
-	start, end := int64(0), int64(len(raw))/max(size, 1)
+	start, end := int64(0), int64(len(raw))/max(int64(info.DType.Size()), 1)
 	if e.Slice != nil {
 		// Convert only this expert's rows: the fused tensor holds every expert.
 		start, end = sliceSpan(info.Shape, e.Slice)
 	}
 	out := make([]float32, end-start)
-	for a := start; a < end; a += weightReadValues {
-		b := min(end, a+weightReadValues)
-		if err := dtype.ToFloat32(info.DType, raw[a*size:b*size], out[a-start:b-start]); err != nil {
-			return nil, fmt.Errorf("quant: tensor %q: %w", e.Source, err)
-		}
-		if err := src.ReleaseTensorPages(e.Source, a*size, b*size); err != nil {
-			return nil, fmt.Errorf("quant: %w", err)
-		}
+	if err := convertValues(src, e.Source, start, out); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// weightRows sets dst to the rows [n0, n0+len(dst)/in) of the planned
+// weight e, [out, in] and not a slice of a fused tensor, as weightValues
+// converts them: a band of a weight too large to hold whole in float32
+// (the head, solveHead).
+func weightRows(src *hf.Checkpoint, e plan.Entry, n0 int, dst []float32) error {
+	return convertValues(src, e.Source, int64(n0)*e.Shape[1], dst)
+}
+
+// convertValues sets dst to the len(dst) values of tensor name from value
+// start on, in float32, piece by piece, dropping each piece's pages from
+// the process's resident memory once converted.
+func convertValues(src *hf.Checkpoint, name string, start int64, dst []float32) error {
+	info, _ := src.Info(name)
+	raw, err := src.Bytes(name)
+	if err != nil {
+		return err
+	}
+	size := int64(info.DType.Size())
+	end := start + int64(len(dst))
+	if start < 0 || end*size > int64(len(raw)) {
+		return fmt.Errorf("quant: tensor %q: values [%d, %d) past its %d bytes", name, start, end, len(raw))
+	}
+	for a := start; a < end; a += weightReadValues {
+		b := min(end, a+weightReadValues)
+		if err := dtype.ToFloat32(info.DType, raw[a*size:b*size], dst[a-start:b-start]); err != nil {
+			return fmt.Errorf("quant: tensor %q: %w", name, err)
+		}
+		if err := src.ReleaseTensorPages(name, a*size, b*size); err != nil {
+			return fmt.Errorf("quant: %w", err)
+		}
+	}
+	return nil
 }
 
 // weightReadValues is how many values weightValues converts before it
@@ -480,28 +507,48 @@ func firstNonFinite(w []float32) int {
 	return -1
 }
 
+// weightError is the tensor metric of the quantized values q of weight w:
+// the relative error ‖w−q‖/‖w‖ and the fraction of non-zero weights
+// flushed to zero.
 func weightError(w, q []float32) TensorMetric {
-	// float64 sums: the metric is a statistic, and its digits go into the
-	// manifest, so it must not depend on float32 rounding of long sums.
-	var num, den float64
-	var nonzero, flushed int
+	var s errorSums
+	s.add(w, q)
+	return s.metric()
+}
+
+// errorSums are weightError's sums over a weight given in pieces in order
+// (the head's bands), with the bits of one pass over the whole. They are
+// float64: the metric is a statistic, and its digits go into the manifest,
+// so it must not depend on float32 rounding of long sums.
+type errorSums struct {
+	num, den         float64
+	nonzero, flushed int
+}
+
+// add adds the next piece of the weight w and its quantized values q.
+func (s *errorSums) add(w, q []float32) {
+	q = q[:len(w)]
 	for i, v := range w {
 		d := float64(v) - float64(q[i])
-		num += d * d
-		den += float64(v) * float64(v)
+		s.num += d * d
+		s.den += float64(v) * float64(v)
 		if v != 0 {
-			nonzero++
+			s.nonzero++
 			if q[i] == 0 {
-				flushed++
+				s.flushed++
 			}
 		}
 	}
+}
+
+// metric is the relative error and the flushed fraction of what was added.
+func (s *errorSums) metric() TensorMetric {
 	m := TensorMetric{}
-	if den > 0 {
-		m.RelError = math.Sqrt(num / den)
+	if s.den > 0 {
+		m.RelError = math.Sqrt(s.num / s.den)
 	}
-	if nonzero > 0 {
-		m.Flushed = float64(flushed) / float64(nonzero)
+	if s.nonzero > 0 {
+		m.Flushed = float64(s.flushed) / float64(s.nonzero)
 	}
 	return m
 }

@@ -78,15 +78,15 @@ import (
 //     for that shape is 3.48 GB, so the dense pass is not the run's peak.
 //   - The head's solve ([V, H], V = 65,536) used to hold the source
 //     weights in float32 and, at each step, two more copies of the matrix
-//     (the RTN result and Losses' float64 ΔWᵀ, then Quantize's float64 W
-//     and its result, then the result and ΔWᵀ): 16·V·H bytes, 2.1 GB.
-//     Quantize and Losses now take a matrix whose float64 copy would pass
-//     64 MB in bands of outputs (gptq.QuantizeMemory, gptq.LossesMemory),
-//     so the float64 copies are bounded and the head holds the source and
-//     one decoded result in float32 (8·V·H bytes, 1.07 GB) and the packed
-//     results: this stage still grows with the vocabulary, at half the
-//     rate. Bounding it too would need the source read and the result
-//     written band by band.
+//     (16·V·H bytes, 2.1 GB); bands of Quantize's and Losses' float64
+//     copies brought that to the source and one decoded result in float32
+//     (8·V·H bytes, 1.07 GB), still growing with the vocabulary. The head
+//     is now read from the mapped source and solved band by band of
+//     outputs (solveHead, headSolveMemory): a band of 2,048 rows in
+//     float32 three times over, its float64 working sets, the factor and
+//     the three losses' in×in sums, 0.33 GB at hidden 2048 whatever the
+//     vocabulary, and the packed result, 1.0625 bytes a weight (0.14 GB at
+//     65,536, 0.28 GB at 131,072), which the file needs whole.
 //   - The finished layers the engine runs (BFP8 dense tensors, BFP4
 //     experts) are mapped from the files the run wrote (gptqRun.install),
 //     not held on the heap, which would grow by a layer's quantized bytes
@@ -220,8 +220,8 @@ func (b *memBudget) release(n int64) {
 //     larger, and the layer's packed results;
 //   - a dense file: the statistics of its inputs (one per distinct
 //     input, K² float64 each) and the largest of its solves (denseSolve);
-//   - the head: its input's statistics and its solve, which grows with
-//     the vocabulary (8·V·H bytes and the packed results at the peak).
+//   - the head: its input's statistics and its solve (headSolveMemory),
+//     of which only the packed result grows with the vocabulary.
 //
 // Nothing in it grows with the number of layers. quantizeGPTQ sets the
 // Go runtime's soft memory limit from it (runMemoryLimit), so that the
@@ -251,7 +251,7 @@ func runMemory(cfg *config.Config, tokens, maxLen int, solveLimit int64) int64 {
 		layer = 3*H*H*8 + Fd*Fd*8 + max(denseSolve(int(H), int(Fd)), denseSolve(int(Fd), int(H)))
 	}
 	stage = max(stage, layer)
-	head := H*H*8 + denseSolve(int(cfg.VocabSize), int(H))
+	head := H*H*8 + headSolveMemory(int(cfg.VocabSize), int(H))
 	return acts + max(stage, head) + runFixedMemory
 }
 
@@ -281,6 +281,21 @@ func denseSolve(out, k int) int64 {
 	packed := int64(bfp.PackedSize(bfp.BFP8, out, k))
 	work := max(gptq.QuantizeMemory(out, k, gptq.DefaultOptions(0).BlockSize), gptq.LossesMemory(out, k))
 	return 3*kk + 2*packed + 8*int64(out)*int64(k) + work
+}
+
+// headSolveMemory is the live heap of solveHead for a head [out, k]: the
+// shrunk Hessian, the copy NewFactor factors and U (three float64 k×k);
+// the packed result, the only part that grows with out; and for one band
+// (headBand) the source values, their RTN result and the solve's in
+// float32, the RTN band packed (twice under an exponent rule whose
+// fallback packs again), Quantize's float64 working set, and the three
+// losses' in×in sums with one band of ΔWᵀ.
+func headSolveMemory(out, k int) int64 {
+	kk := int64(k) * int64(k) * 8
+	band := headBand(out, k)
+	values := 3*4*int64(band)*int64(k) + 2*int64(bfp.PackedSize(bfp.BFP8, band, k))
+	work := gptq.QuantizeMemory(band, k, gptq.DefaultOptions(0).BlockSize) + gptq.LossStreamMemory(k, band) + 2*gptq.LossStreamMemory(k, 0)
+	return 3*kk + int64(bfp.PackedSize(bfp.BFP8, out, k)) + values + work
 }
 
 // runMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) a

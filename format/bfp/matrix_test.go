@@ -499,3 +499,74 @@ func with(b []uint8, k int, v uint8) []uint8 {
 	c[k] = v
 	return c
 }
+
+// TestSetBand: a weight packed band by band of outputs (each band packed
+// on its own by PackMatrix, then placed by SetBand) has the bytes of
+// PackMatrix of the whole weight, for bands of one or several tiles, an
+// uneven last band and padded shapes; bands outside the matrix or of the
+// wrong length are refused without a change.
+func TestSetBand(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 5))
+	for _, tc := range []struct {
+		out, in int
+		bands   []int
+	}{
+		{64, 64, []int{32, 32}},
+		{100, 70, []int{32, 64, 4}},
+		{100, 70, []int{96, 4}},
+		{256, 33, []int{128, 64, 64}},
+		{31, 40, []int{31}},
+	} {
+		for _, f := range []bfp.Format{bfp.BFP8, bfp.BFP4} {
+			w := randomWeights(rng, tc.out*tc.in)
+			want, err := bfp.PackMatrix(f, w, tc.out, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := bfp.NewBuilder(f, tc.out, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n0 := 0
+			for _, nb := range tc.bands {
+				p, err := bfp.PackMatrix(f, w[n0*tc.in:(n0+nb)*tc.in], nb, tc.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.SetBand(n0, nb, p); err != nil {
+					t.Fatalf("%v [%d,%d] band %d+%d: %v", f, tc.out, tc.in, n0, nb, err)
+				}
+				n0 += nb
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("%v [%d,%d] in bands %v: bytes differ from PackMatrix", f, tc.out, tc.in, tc.bands)
+			}
+		}
+	}
+
+	b, err := bfp.NewBuilder(bfp.BFP8, 100, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	band := make([]byte, bfp.PackedSize(bfp.BFP8, 32, 64))
+	for _, tc := range []struct {
+		n0, nb int
+		data   []byte
+		want   error
+	}{
+		{16, 32, band, bfp.ErrRange},  // not on a tile
+		{0, 20, band, bfp.ErrRange},   // uneven, not the last band
+		{96, 32, band, bfp.ErrRange},  // past the end
+		{-32, 32, band, bfp.ErrRange}, // before the start
+		{0, 0, nil, bfp.ErrRange},     // empty
+		{0, 32, band[1:], bfp.ErrLength},
+		{96, 4, band[:len(band)-1], bfp.ErrLength},
+	} {
+		if err := b.SetBand(tc.n0, tc.nb, tc.data); !errors.Is(err, tc.want) {
+			t.Errorf("SetBand(%d, %d, %d bytes) = %v, want %v", tc.n0, tc.nb, len(tc.data), err, tc.want)
+		}
+	}
+	if !bytes.Equal(b.Bytes(), make([]byte, bfp.PackedSize(bfp.BFP8, 100, 64))) {
+		t.Error("a refused SetBand changed the Builder's bytes")
+	}
+}

@@ -217,3 +217,32 @@ func (b *Builder) putGroup(k, G int, e uint8, codes *[GroupSize]uint8) {
 		dst[j] = codes[2*j] | codes[2*j+1]<<4
 	}
 }
+
+// SetBand stores the weights of outputs [n0, n0+nb) from packed, those
+// outputs alone packed as a weight [nb, in] in the Builder's format (by
+// PackMatrix or another Builder's Bytes): n0 a multiple of TileDim, and nb
+// one too unless the band ends the matrix. The band's tiles are a run of
+// nb/32 tiles in every tile row of the whole matrix, and a tile's bytes
+// depend on its values alone, so a matrix stored band by band has the bytes
+// PackMatrix gives for it whole; a large weight can then be converted and
+// packed a band at a time. It does not check the tiles (Canonical does); a
+// band outside the matrix is a *RangeError, packed of the wrong length a
+// *LengthError.
+func (b *Builder) SetBand(n0, nb int, packed []byte) error {
+	n1 := n0 + nb
+	if nb < 1 || n0 < 0 || n0%TileDim != 0 || n1 > b.out || (nb%TileDim != 0 && n1 != b.out) {
+		return &RangeError{What: "band start", Index: n0, Len: b.out}
+	}
+	tb := b.f.TileBytes()
+	bt := (nb + TileDim - 1) / TileDim // the band's tiles per tile row
+	kt := PaddedDim(b.in) / TileDim
+	if want := kt * bt * tb; len(packed) != want {
+		return &LengthError{What: "band", Got: len(packed), Want: want}
+	}
+	run := bt * tb
+	for k := range kt {
+		dst := (k*b.nt + n0/TileDim) * tb
+		copy(b.data[dst:dst+run], packed[k*run:(k+1)*run])
+	}
+	return nil
+}

@@ -246,37 +246,108 @@ func (f *Factor) Quantize(fm bfp.Format, w []float32, out int) (*Result, error) 
 	if out < 1 || len(w) != out*k {
 		return nil, &InputError{What: "weight", Msg: fmt.Sprintf("%d values for [%d, %d]", len(w), out, k)}
 	}
-	for i, v := range w {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, &InputError{What: "weight", Msg: fmt.Sprintf("element %d is %v", i, v)}
-		}
+	s, err := f.NewBandSolver(fm, out)
+	if err != nil {
+		return nil, err
 	}
-	b, err := bfp.NewBuilder(fm, out, k)
+	q := make([]float32, out*k)
+	if err := s.Solve(w, q); err != nil {
+		s.Close()
+		return nil, err
+	}
+	res, err := s.Finish()
+	if err != nil {
+		return nil, err
+	}
+	res.Q = q
+	return res, nil
+}
+
+// BandSolver is Quantize for a weight given band by band of outputs (rows
+// of the Hugging Face layout), so that a caller can read, convert and
+// solve a matrix too large to hold whole in float32, such as a model's LM
+// head: Solve takes each band in output order, and Finish gives the
+// packed result and the loss, with the bits of Quantize on the whole
+// weight (GPTQ treats the outputs independently given the factor; the
+// per-row sums of the loss continue across the bands in output order). A
+// BandSolver is used from one goroutine.
+type BandSolver struct {
+	st   *bandState
+	out  int // the weight's outputs
+	next int // the outputs solved so far
+}
+
+// NewBandSolver returns a BandSolver for a weight [out, K] in format fm.
+func (f *Factor) NewBandSolver(fm bfp.Format, out int) (*BandSolver, error) {
+	if out < 1 {
+		return nil, &InputError{What: "weight", Msg: fmt.Sprintf("%d outputs", out)}
+	}
+	b, err := bfp.NewBuilder(fm, out, f.k)
 	if err != nil {
 		return nil, &InputError{What: "weight", Msg: err.Error()}
 	}
-	q := make([]float32, out*k)
-	// sq[i]: Σ (w−q)² of permuted row i over the outputs, in output order
-	// across the bands, as one pass over the whole row sums it.
-	sq := make([]float64, k)
-	band := quantizeBand(k, out)
-	st := &bandState{f: f, fm: fm, b: b, sq: sq}
-	for n0 := 0; n0 < out; n0 += band {
-		n1 := min(out, n0+band)
-		if err := st.solve(w[n0*k:n1*k], q[n0*k:n1*k], n0, n1-n0); err != nil {
-			return nil, err
+	return &BandSolver{st: &bandState{f: f, fm: fm, b: b, sq: make([]float64, f.k)}, out: out}, nil
+}
+
+// Solve quantizes the next band of outputs: w holds their weights [nb, K]
+// row-major, nb = len(w)/K, and q receives their decoded values (the same
+// length). A band starts where the last one ended; every band but the last
+// has a multiple of 32 outputs (the tile width), so that no exponent group
+// straddles two. Solve gives up with ErrStopped at its next block of rows
+// once the Factor's Stop channel is closed.
+func (s *BandSolver) Solve(w, q []float32) error {
+	k := s.st.f.k
+	nb := len(w) / k
+	n0 := s.next
+	switch {
+	case nb < 1 || len(w) != nb*k || len(q) != len(w):
+		return &InputError{What: "band", Msg: fmt.Sprintf("%d weights and %d results for rows of %d", len(w), len(q), k)}
+	case n0+nb > s.out:
+		return &InputError{What: "band", Msg: fmt.Sprintf("outputs [%d, %d) past the weight's %d", n0, n0+nb, s.out)}
+	case nb%bfp.TileDim != 0 && n0+nb != s.out:
+		return &InputError{What: "band", Msg: fmt.Sprintf("%d outputs at %d: not a multiple of %d and not the last band", nb, n0, bfp.TileDim)}
+	}
+	for i, v := range w {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return &InputError{What: "weight", Msg: fmt.Sprintf("element %d is %v", n0*k+i, v)}
 		}
 	}
-	putScratch(st.wp)
+	band := quantizeBand(k, nb)
+	for a := 0; a < nb; a += band {
+		c := min(nb, a+band)
+		if err := s.st.solve(w[a*k:c*k], q[a*k:c*k], n0+a, c-a); err != nil {
+			return err
+		}
+	}
+	s.next += nb
+	return nil
+}
+
+// Finish returns the packed weight and the loss once every output has been
+// solved (Result.Q is nil: the caller holds the decoded bands), and hands
+// back the solver's scratch.
+func (s *BandSolver) Finish() (*Result, error) {
+	if s.next != s.out {
+		return nil, &InputError{What: "band", Msg: fmt.Sprintf("%d of %d outputs solved", s.next, s.out)}
+	}
+	s.Close()
+	f, k := s.st.f, s.st.f.k
 	var loss float64
 	for i := range k {
 		uii := f.u[i*k+i]
-		loss += sq[i] / float64(2*uii*uii)
+		loss += s.st.sq[i] / float64(2*uii*uii)
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, &InputError{What: "solve", Msg: fmt.Sprintf("loss is %v", loss)}
 	}
-	return &Result{Packed: b.Bytes(), Q: q, Loss: loss}, nil
+	return &Result{Packed: s.st.b.Bytes(), Loss: loss}, nil
+}
+
+// Close hands back the solver's scratch without finishing, for a caller
+// that gives up; Finish calls it.
+func (s *BandSolver) Close() {
+	putScratch(s.st.wp)
+	s.st.wp = nil
 }
 
 // quantizeBandBytes bounds Quantize's float64 copy of W_tt: a matrix whose
@@ -339,8 +410,9 @@ func (st *bandState) solve(w, q []float32, n0, out int) error {
 	// wp is the band of W_tt in the permuted frame: row i holds input
 	// perm[i] over the band's outputs, which is what each step reads and
 	// the feedback updates.
-	if st.wp == nil {
-		st.wp = getScratch(k * out) // the widest band: the first
+	if cap(st.wp) < k*out { // the first band, or one wider than those before
+		putScratch(st.wp)
+		st.wp = getScratch(k * out)
 	}
 	wp := st.wp[:k*out]
 	fillPermuted(wp, w, f.perm, f.dead, k, out)
