@@ -117,10 +117,12 @@ run() {
 # rss_trace TIME_PID LOG OUT: every 2 s while the quantize run under
 # /usr/bin/time (pid TIME_PID) lasts, one line in OUT: seconds, the run's
 # resident anonymous and file-backed memory in MB (/proc/PID/status: the
-# heap, and the mapped checkpoint pages) and its last progress line, so
-# that a peak can be placed in a stage.
+# heap, and the mapped checkpoint pages), the stage of its last progress
+# line, so that a peak can be placed in a stage, and its CPU time so far
+# (user + system, /proc/PID/stat), so that each layer's can be told.
 rss_trace() {
-	local tpid=$1 log=$2 trace=$3 pid="" t=0
+	local tpid=$1 log=$2 trace=$3 pid="" t=0 hz
+	hz=$(getconf CLK_TCK)
 	: >"$trace"
 	while [ -z "$pid" ] && kill -0 "$tpid" 2>/dev/null; do
 		pid=$(pgrep -P "$tpid" | head -1 || true)
@@ -128,8 +130,9 @@ rss_trace() {
 	done
 	[ -n "$pid" ] || return 0
 	while [ -r "/proc/$pid/status" ]; do
-		printf '%s\t%s\t%s\n' "$t" "$(awk '/^RssAnon/ { a = $2 } /^RssFile/ { f = $2 } END { printf "%d\t%d", a / 1024, f / 1024 }' "/proc/$pid/status" 2>/dev/null)" \
-			"$(tr '\r' '\n' <"$log" | grep -a 'quantizing:' | tail -1 | sed 's/.*(\(layer [^)]*\)).*/\1/')" >>"$trace"
+		printf '%s\t%s\t%s\t%s\n' "$t" "$(awk '/^RssAnon/ { a = $2 } /^RssFile/ { f = $2 } END { printf "%d\t%d", a / 1024, f / 1024 }' "/proc/$pid/status" 2>/dev/null)" \
+			"$(tr '\r' '\n' <"$log" | grep -a 'quantizing:' | tail -1 | sed 's/.*(\(layer [^)]*\)).*/\1/')" \
+			"$(awk -v hz="$hz" '{ sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$pid/stat" 2>/dev/null)" >>"$trace"
 		sleep 2
 		t=$((t + 2))
 	done
@@ -141,6 +144,32 @@ rss_peaks() {
 	[ -s "$1" ] || return 0
 	awk -F'\t' '$2 > a { a = $2; as = $4 } $3 > f { f = $3; fs = $4 }
 		END { printf "  resident, sampled every 2 s: anonymous peak %.2f GB (%s), mapped files peak %.2f GB (%s)\n", a / 1000, as, f / 1000, fs }' "$1"
+}
+
+# layer_costs TRACE: from the 2-second samples of rss_trace, each layer's
+# share of the run (the stage the progress line named: the dense files'
+# and the head's work shows under the layer it belongs to, the head under
+# the layer after the last), its wall time, its CPU time (user + system)
+# and its peaks of anonymous and mapped-file resident memory.
+layer_costs() {
+	[ -s "$1" ] || return 0
+	awk -F'\t' '
+		{
+			l = $4; sub(/:.*/, "", l)
+			if (l !~ /^layer /) l = "(start)"
+			if (!(l in n)) order[k++] = l
+			n[l]++
+			if (NF >= 5 && $5 != "") { if (hascpu) cpu[l] += $5 - last; last = $5; hascpu = 1 }
+			if ($2 > a[l]) a[l] = $2
+			if ($3 > f[l]) f[l] = $3
+		}
+		END {
+			printf "  %-9s %8s %8s %14s %14s\n", "stage of", "wall s", "CPU s", "peak anon GB", "peak file GB"
+			for (i = 0; i < k; i++) {
+				l = order[i]
+				printf "  %-9s %8d %8.1f %14.2f %14.2f\n", l, 2 * n[l], cpu[l], a[l] / 1000, f[l] / 1000
+			}
+		}' "$1"
 }
 
 # estimate_error LOG: how the progress lines' "about T left (E elapsed)"
@@ -230,6 +259,7 @@ for shape in $shapes; do
 	grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-this-$rounds.log" | sed 's/^/  /'
 	estimate_error "$out/$shape-this-$rounds.log"
 	rss_peaks "$out/$shape-this-$rounds.rss"
+	layer_costs "$out/$shape-this-$rounds.rss"
 	kind_costs "$out/$shape-this-$rounds.trace"
 	if [ -n "$baseline" ]; then
 		echo "phases (baseline, last round):"
