@@ -33,6 +33,12 @@
 // once (each holds a few hundred MB of scratch at real shapes) without
 // leaving cores idle.
 //
+// GPTQ treats the outputs independently given the factor, so a weight too
+// large to hold whole (a model's LM head) can be solved and measured band
+// by band of outputs (BandSolver, LossStream), every running sum
+// continuing across the bands, with the bits of Quantize and Losses on
+// the whole matrix.
+//
 // The package does not collect statistics (quant/hessian does), decide
 // fallbacks or write checkpoints (package quant does).
 package gptq

@@ -97,7 +97,6 @@ type LossStream struct {
 	groups, pairs, blocks int
 	stride, per           int
 	banded                bool
-	d                     []float64   // a band of ΔWᵀ, interleaved by groups of four rows
 	xs                    [][]float64 // one pass: each goroutine's block of groups' sums
 	xAll                  []float64   // in bands: every group's sums, kept across bands
 	lanes, parts          []float64
