@@ -248,15 +248,7 @@ func TestSolveMatchesReference(t *testing.T) {
 // problem.
 func checkSolveMatchesReference(t *testing.T, k, out, threads int) {
 	t.Helper()
-	r := rand.New(rand.NewPCG(uint64(k), uint64(out)))
-	h := lowRankHessian(r, k, min(k, 256), []int{1, k - 2})
-	w := randomWeight(r, out, k)
-	opts := DefaultOptions(0.01)
-	opts.Threads = threads
-	f, err := NewFactor(h, k, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, w, f := randomProblem(t, k, out, min(k, 256), []int{1, k - 2}, threads)
 	uRef := make([]float64, k*k)
 	hp := make([]float64, k*k)
 	for i, oi := range f.perm {

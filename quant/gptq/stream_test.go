@@ -23,15 +23,7 @@ func TestBandSolverMatchesReference(t *testing.T) {
 	for _, qb := range []int{prev, 1} {
 		quantizeBandBytes = qb
 		withThreads(t, func(t *testing.T, threads int) {
-			r := rand.New(rand.NewPCG(k, out))
-			h := lowRankHessian(r, k, 64, []int{3})
-			w := randomWeight(r, out, k)
-			opts := DefaultOptions(0.01)
-			opts.Threads = threads
-			f, err := NewFactor(h, k, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, w, f := randomProblem(t, k, out, 64, []int{3}, threads)
 			want, err := quantizeRef(f, bfp.BFP8, w, out)
 			if err != nil {
 				t.Fatal(err)
@@ -62,6 +54,23 @@ func TestBandSolverMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomProblem returns a random low-rank Hessian (rank, with the dead
+// inputs) for k inputs, a random weight [out, k] and the Hessian's factor
+// on threads goroutines, seeded by the shape.
+func randomProblem(t *testing.T, k, out, rank int, dead []int, threads int) ([]float64, []float32, *Factor) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(k), uint64(out)))
+	h := lowRankHessian(r, k, rank, dead)
+	w := randomWeight(r, out, k)
+	opts := DefaultOptions(0.01)
+	opts.Threads = threads
+	f, err := NewFactor(h, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, w, f
 }
 
 // TestBandSolverRefusals: bands out of order, of the wrong length or
