@@ -871,18 +871,11 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 			if err != nil {
 				return nil, fmt.Errorf("quant: %s: %w", pe[i].Name, err)
 			}
-			// GPTQ's output is canonical by construction (bfp.md §9);
-			// checking costs little next to the solve.
-			if err := bfp.Canonical(spec.format, qr.Packed, out, k); err != nil {
-				return nil, fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", pe[i].Name, err)
+			if err := checkCanonical(spec, pe[i].Name, qr.Packed, out, k); err != nil {
+				return nil, err
 			}
 			res[i].packed, res[i].q = qr.Packed, qr.Q
-			m.Method, m.Reason = string(GPTQ), ""
-			m.Alpha, m.Lambda, m.Retries = f.Alpha(), f.Lambda(), f.Retries()
 			flop += fk * fk * float64(out)
-		} else {
-			m.Method, m.Reason = string(RTN), "cholesky_failed"
-			m.Alpha, m.Retries = fe.Alpha, fe.Retries
 		}
 		lq, err := gptq.LossesStop(h, w, [][]float32{res[i].q}, out, k, threads, ctx.Done())
 		if errors.Is(err, gptq.ErrStopped) {
@@ -892,8 +885,7 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 			return nil, err
 		}
 		flop += 3 * fk * fk * float64(out)
-		m.LossGPTQ, m.LossRTN = lq[0], ref[0]
-		m.Ratio, m.RelMSE = ratioOf(lq[0], ref[0]), ratioOf(lq[0], ref[1])
+		m.record(f, fe, lq[0], ref[0], ref[1])
 		res[i].tensor = weightError(w, res[i].q)
 		res[i].q = nil
 	}
@@ -901,9 +893,39 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 		res[0].flop = flop
 	}
 	if f == nil {
-		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, fe))
+		r.warnFallback(l, e, kind, fe)
 	}
 	return res, nil
+}
+
+// checkCanonical checks that GPTQ's packed result for matrix name [out, k]
+// is canonical. It is by construction (bfp.md §9); checking costs little
+// next to the solve.
+func checkCanonical(spec matrixSpec, name string, packed []byte, out, k int) error {
+	if err := bfp.Canonical(spec.format, packed, out, k); err != nil {
+		return fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", name, err)
+	}
+	return nil
+}
+
+// record sets how a solved matrix was stored, GPTQ against f or, when its
+// Hessian could not be factored (f nil), RTN after fe, and its losses: lq
+// of the stored result, lrtn of RTN and lzero of Q = 0.
+func (m *MatrixMetrics) record(f *gptq.Factor, fe *gptq.FactorError, lq, lrtn, lzero float64) {
+	if f != nil {
+		m.Method, m.Reason = string(GPTQ), ""
+		m.Alpha, m.Lambda, m.Retries = f.Alpha(), f.Lambda(), f.Retries()
+	} else {
+		m.Method, m.Reason = string(RTN), "cholesky_failed"
+		m.Alpha, m.Retries = fe.Alpha, fe.Retries
+	}
+	m.LossGPTQ, m.LossRTN = lq, lrtn
+	m.Ratio, m.RelMSE = ratioOf(lq, lrtn), ratioOf(lq, lzero)
+}
+
+// warnFallback records that a matrix's Hessian could not be factored.
+func (r *gptqRun) warnFallback(l, e int, kind string, fe *gptq.FactorError) {
+	r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(l, e), kind, fe))
 }
 
 // fallbackRule is the exponent rule of spec's matrices stored as RTN (no

@@ -45,21 +45,24 @@ func (r *gptqRun) solveHead(ctx context.Context, layer int, e *plan.Entry, s *he
 	out, k := int(e.Shape[0]), int(e.Shape[1])
 	threads := r.workers
 	res := solved{metric: MatrixMetrics{Tokens: s.Tokens(), WeightSum: s.Weight(), NEff: s.NEff()}}
-	m := &res.metric
+	// A head no token reached is stored as RTN by the rule's fallback,
+	// with neither losses nor a weight error, as solveAs stores it.
+	tokens := s.Weight() > 0
 	var (
 		h       []float64
 		f       *gptq.Factor
 		fe      *gptq.FactorError
-		flop    float64
 		solver  *gptq.BandSolver
 		streams [3]*gptq.LossStream // RTN, Q = 0, the stored result
 	)
-	if s.Weight() > 0 {
+	if tokens {
 		var err error
-		if h, m.Shrink, err = hessian.Shrunk(s, s, spec.kappa); err != nil {
+		if h, res.metric.Shrink, err = hessian.Shrunk(s, s, spec.kappa); err != nil {
 			return solved{}, err
 		}
-		if f, fe, flop, err = r.factor(ctx, spec, layer, -1, e.Name, h, k, r.g.DampDense, threads); err != nil {
+		// The dense files' solves report no flops (solved.flop counts the
+		// experts' only).
+		if f, fe, _, err = r.factor(ctx, spec, layer, -1, e.Name, h, k, r.g.DampDense, threads); err != nil {
 			return solved{}, err
 		}
 		for i := range streams {
@@ -104,11 +107,6 @@ func (r *gptqRun) solveHead(ctx context.Context, layer int, e *plan.Entry, s *he
 		if err != nil {
 			return solved{}, fmt.Errorf("quant: %s: %w", e.Name, err)
 		}
-		if streams[0] != nil {
-			if err := addLosses(ctx, streams[:2], wb, rtnQ, nil); err != nil {
-				return solved{}, err
-			}
-		}
 		switch {
 		case solver != nil:
 			if err := solver.Solve(wb, qb); err != nil {
@@ -132,42 +130,31 @@ func (r *gptqRun) solveHead(ctx context.Context, layer int, e *plan.Entry, s *he
 				return solved{}, fmt.Errorf("quant: %s: %w", e.Name, err)
 			}
 		}
-		if streams[2] != nil {
-			if err := addLosses(ctx, streams[2:], wb, qb); err != nil {
+		if tokens {
+			if err := addLosses(ctx, streams[:], wb, rtnQ, nil, qb); err != nil {
 				return solved{}, err
 			}
-			// solveAs leaves a matrix no token reached without a weight
-			// error; so does this.
 			sums.add(wb, qb)
 		}
 	}
-	if s.Weight() == 0 {
-		m.Method, m.Reason = string(RTN), "no_tokens"
+	if !tokens {
+		res.metric.Method, res.metric.Reason = string(RTN), "no_tokens"
 		res.packed = rtnStore.Bytes()
 		return res, nil
 	}
-	fk := float64(k)
 	if solver != nil {
 		qr, err := solver.Finish()
 		if err != nil {
 			return solved{}, fmt.Errorf("quant: %s: %w", e.Name, err)
 		}
-		// GPTQ's output is canonical by construction (bfp.md §9);
-		// checking costs little next to the solve.
-		if err := bfp.Canonical(spec.format, qr.Packed, out, k); err != nil {
-			return solved{}, fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", e.Name, err)
+		if err := checkCanonical(spec, e.Name, qr.Packed, out, k); err != nil {
+			return solved{}, err
 		}
 		res.packed = qr.Packed
-		m.Method, m.Reason = string(GPTQ), ""
-		m.Alpha, m.Lambda, m.Retries = f.Alpha(), f.Lambda(), f.Retries()
-		flop += fk * fk * float64(out)
 	} else {
 		res.packed = rtnStore.Bytes()
-		m.Method, m.Reason = string(RTN), "cholesky_failed"
-		m.Alpha, m.Retries = fe.Alpha, fe.Retries
-		r.warn(fmt.Sprintf("%s %s: Hessian could not be factored (%v); stored RTN", where(layer, -1), e.Name, fe))
+		r.warnFallback(layer, -1, e.Name, fe)
 	}
-	flop += 3 * fk * fk * float64(out)
 	var losses [3]float64
 	for i, st := range streams {
 		l, err := st.Total()
@@ -176,10 +163,8 @@ func (r *gptqRun) solveHead(ctx context.Context, layer int, e *plan.Entry, s *he
 		}
 		losses[i] = l
 	}
-	m.LossGPTQ, m.LossRTN = losses[2], losses[0]
-	m.Ratio, m.RelMSE = ratioOf(losses[2], losses[0]), ratioOf(losses[2], losses[1])
+	res.metric.record(f, fe, losses[2], losses[0], losses[1])
 	res.tensor = sums.metric()
-	res.flop = flop
 	return res, nil
 }
 
