@@ -16,7 +16,9 @@
 # (the CPU figures are what quant.WorkKind.Cost is calibrated from); and,
 # from a trace of /proc/PID/status every 2 s (kept beside the log as .rss),
 # the peaks of the anonymous memory (the heap) and of the mapped files'
-# resident pages, each with the stage it was seen in.
+# resident pages, each with the stage it was seen in; per layer, its wall
+# time, CPU time and memory peaks, and its CPU time by kind of work
+# (scripts/work-trace-layers.awk).
 # With --baseline BIN the same runs are made with another lfmq binary too,
 # alternating with this one, and the CPU time and memory are given as
 # ratios to it (an A/B in one run: both see the same load).
@@ -261,6 +263,7 @@ for shape in $shapes; do
 	rss_peaks "$out/$shape-this-$rounds.rss"
 	layer_costs "$out/$shape-this-$rounds.rss"
 	kind_costs "$out/$shape-this-$rounds.trace"
+	[ -f "$out/$shape-this-$rounds.trace" ] && awk -F'\t' -f "$root/scripts/work-trace-layers.awk" "$out/$shape-this-$rounds.trace"
 	if [ -n "$baseline" ]; then
 		echo "phases (baseline, last round):"
 		grep -E '^(time:|dense GPTQ|throughput:)' "$out/$shape-baseline-$rounds.log" | sed 's/^/  /'
