@@ -68,24 +68,14 @@ func ReadSized(r io.Reader, limit, hint int64) ([]byte, error) {
 // Failing to open or stat it returns os's error as it is; a file over
 // the limit is a *TooLargeError, a failed read a *ReadError.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readOpen(f, path, limit, false)
+	return readPath(path, limit, false)
 }
 
 // ReadRegularFile is ReadFile for a path that must name a regular file
 // (a *NotRegularError otherwise): a key or list file given by a person,
 // where a FIFO or a device would block.
 func ReadRegularFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readOpen(f, path, limit, true)
+	return readPath(path, limit, true)
 }
 
 // ReadRootFile is ReadFile for name inside root, which it cannot leave.
@@ -97,6 +87,15 @@ func ReadRootFile(root *os.Root, name string, limit int64) ([]byte, error) {
 	defer f.Close()
 	data, err := Read(f, limit)
 	return data, named(err, name)
+}
+
+func readPath(path string, limit int64, regular bool) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readOpen(f, path, limit, regular)
 }
 
 // readOpen reads an opened file: the size it reports is checked first, so
