@@ -20,7 +20,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
-	"github.com/lfmq/lfmq/engine/api"
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
@@ -348,7 +348,7 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 			MaxModelLen int    `json:"max_model_len"`
 			// Lfmq is what lfmq serve reports; the server's own type, so
 			// the two sides cannot drift apart.
-			Lfmq *api.Identity `json:"lfmq"`
+			Lfmq *wire.Identity `json:"lfmq"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &list); err != nil {
