@@ -173,7 +173,6 @@ func Envelope(body []byte) (object json.RawMessage, typ, code, message string) {
 	return env.Error, e.Type, code, e.Message
 }
 
-
 // Retry bounds how a request the server refused for now (Error.Busy) is
 // sent again.
 type Retry struct {
