@@ -197,10 +197,13 @@ func (c *Client) Do(ctx context.Context, r Request, limit, hint int64, retry Ret
 	for retries := 0; ; retries++ {
 		data, err := c.once(ctx, r, limit, hint, retry.Timeout)
 		var e *Error
-		if !errors.As(err, &e) || e.Status == 0 || !e.Busy() {
+		if !errors.As(err, &e) || e.Status == 0 {
 			return data, err
 		}
 		e.Retries = retries
+		if !e.Busy() {
+			return nil, e
+		}
 		now := time.Now()
 		if deadline.IsZero() && retry.For > 0 {
 			deadline = now.Add(retry.For)
