@@ -19,10 +19,9 @@ const (
 	// DefaultMaxRetries bounds the attempts repeated after 429 or 503.
 	DefaultMaxRetries = 10
 	// maxModelsBytes and maxMetricsBytes bound what /v1/models and
-	// /metrics may answer; maxErrorBytes an error body kept.
+	// /metrics may answer (an error body kept: client.ErrorLimit).
 	maxModelsBytes  = 1 << 20
 	maxMetricsBytes = 16 << 20
-	maxErrorBytes   = 64 << 10
 	// maxTurns bounds a conversation's requests.
 	maxTurns = 4096
 )

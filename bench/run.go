@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/engine/api/client"
 )
 
 // Routes the bench sends prompts to.
@@ -421,7 +421,7 @@ func (cr *cellRun) request(ctx context.Context, i int, first time.Time, conv *co
 			if u := r.stream.Usage; u != nil {
 				cr.sent.PromptTokens += int64(u.PromptTokens)
 				cr.sent.CompletionTokens += int64(u.CompletionTokens)
-				cr.sent.CachedPromptTokens += int64(u.cached())
+				cr.sent.CachedPromptTokens += int64(cached(u))
 			} else {
 				cr.sent.NoUsage++
 			}
@@ -431,7 +431,8 @@ func (cr *cellRun) request(ctx context.Context, i int, first time.Time, conv *co
 			return r
 		}
 		now := o.now()
-		wait := retryAfter(ra, now)
+		// At least 10 ms, so that "Retry-After: 0" is not a busy loop.
+		wait := max(client.RetryAfter(ra, now), 10*time.Millisecond)
 		switch {
 		case attempt >= o.MaxRetries:
 			r.msg += fmt.Sprintf(" (after %d retries)", attempt)
@@ -518,32 +519,21 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 		}
 		return true
 	}
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, o.URL+route, bytes.NewReader(body))
-	if err != nil {
-		fail("connect", err.Error())
-		return 0, "", false, false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	o.authorize(req)
 	sent := r.answered
-	resp, err := o.HTTPClient.Do(req)
-	if err != nil {
+	resp, err := o.api().Send(actx, client.Request{Method: http.MethodPost, Path: route, Body: body, Accept: "text/event-stream"})
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && ce.Status == 0:
 		if ended(err) {
 			return 0, "", false, false
 		}
-		fail("connect", unwrapURL(err).Error())
+		fail("connect", ce.Err.Error())
 		return 0, "", false, ct.reused.Load() == 1 && ct.answered.Load() == 0
+	case errors.As(err, &ce):
+		fail("http_"+strconv.Itoa(ce.Status), answerMessage(ce))
+		return ce.Status, ce.RetryAfter, ce.Busy(), false
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-		msg := answerMessage(data)
-		fail("http_"+strconv.Itoa(resp.StatusCode), msg)
-		retry = resp.StatusCode == http.StatusTooManyRequests ||
-			(resp.StatusCode == http.StatusServiceUnavailable && !strings.Contains(string(data), "shutting_down"))
-		return resp.StatusCode, resp.Header.Get("Retry-After"), retry, false
-	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		fail("not_streamed", fmt.Sprintf("answered %q, not an event stream", ct))
 		return resp.StatusCode, "", false, false
@@ -567,7 +557,7 @@ func (cr *cellRun) attempt(ctx context.Context, route string, body []byte, r *re
 	}
 	r.tokens = st.tokens()
 	if st.Usage != nil {
-		r.tokens, r.prompt, r.cached = st.Usage.CompletionTokens, st.Usage.PromptTokens, st.Usage.cached()
+		r.tokens, r.prompt, r.cached = st.Usage.CompletionTokens, st.Usage.PromptTokens, cached(st.Usage)
 	}
 	switch {
 	case r.tokens < o.OutputTokens:

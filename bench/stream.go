@@ -1,20 +1,19 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/lfmq/lfmq/engine/api/client"
+	"github.com/lfmq/lfmq/engine/api/wire"
 )
 
-// maxLine bounds one line of an event stream: a chunk of one token is a
-// few hundred bytes; a server's first chunk may carry the prompt's token
-// ids or log-probs, still far below this.
-const maxLine = 8 << 20
+// maxLine bounds one line of an event stream.
+const maxLine = client.MaxLine
 
 // maxIDs bounds the generated token ids kept from one stream (more than
 // any --output-tokens the bench asks for).
@@ -49,19 +48,13 @@ type streamResult struct {
 }
 
 // Usage is an answer's token counts as the server reports them.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	// PromptTokensDetails.CachedTokens is how many prompt tokens the
-	// server's prefix cache supplied (lfmq serve, vLLM and llama.cpp's
-	// server report it); nil where the answer does not say.
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
+// PromptTokensDetails.CachedTokens is how many prompt tokens the server's
+// prefix cache supplied (lfmq serve, vLLM and llama.cpp's server report
+// it); nil where the answer does not say.
+type Usage = wire.Usage
 
 // cached returns the cached prompt tokens u reports, 0 when it does not.
-func (u *Usage) cached() int {
+func cached(u *Usage) int {
 	if u == nil || u.PromptTokensDetails == nil {
 		return 0
 	}
@@ -118,29 +111,19 @@ func (e *StreamError) Error() string {
 // is returned with what was read before it.
 func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 	res := &streamResult{}
-	br := bufio.NewReaderSize(r, 64<<10)
-	for line := 1; ; line++ {
-		raw, err := readLine(br)
+	s := client.NewStream(r)
+	for {
+		data, err := s.Next()
 		if err != nil {
 			res.End = now()
-			if errors.Is(err, io.EOF) && len(raw) == 0 {
+			switch {
+			case errors.Is(err, io.EOF):
 				return res, nil
+			case errors.Is(err, client.ErrLongLine):
+				return res, &StreamError{Line: s.Line(), Msg: err.Error()}
 			}
-			if errors.Is(err, errLongLine) {
-				return res, &StreamError{Line: line, Msg: err.Error()}
-			}
-			if !errors.Is(err, io.EOF) {
-				return res, err
-			}
+			return res, err
 		}
-		data, ok := bytes.CutPrefix(raw, []byte("data:"))
-		if !ok {
-			if errors.Is(err, io.EOF) {
-				return res, nil
-			}
-			continue // blank lines, comments, event: and id: fields
-		}
-		data = bytes.TrimSpace(data)
 		if string(data) == "[DONE]" {
 			res.Done, res.End = true, now()
 			return res, nil
@@ -148,7 +131,7 @@ func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 		var c chunk
 		if jerr := json.Unmarshal(data, &c); jerr != nil {
 			res.End = now()
-			return res, &StreamError{Line: line, Msg: "not a JSON chunk: " + jerr.Error()}
+			return res, &StreamError{Line: s.Line(), Msg: "not a JSON chunk: " + jerr.Error()}
 		}
 		at := now()
 		if len(c.Error) > 0 && string(c.Error) != "null" {
@@ -183,33 +166,10 @@ func readStream(r io.Reader, now func() time.Duration) (*streamResult, error) {
 		if n > 0 {
 			res.Events = append(res.Events, tokenEvent{At: at, Tokens: n})
 		}
-		if errors.Is(err, io.EOF) {
-			res.End = at
-			return res, nil
-		}
 	}
 }
 
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
-
-var errLongLine = fmt.Errorf("a line over %d bytes", maxLine)
-
-// readLine returns the next line without its end of line, bounded by
-// maxLine; io.EOF comes with the last line when it has no newline.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := br.ReadSlice('\n')
-		if len(line)+len(part) > maxLine {
-			return nil, errLongLine
-		}
-		line = append(line, part...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimRight(line, "\r\n"), err
-	}
-}
 
 // errorMessage reads an OpenAI error object ({"message", "type", "code"})
 // or a bare string as one line of text, bounded.

@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/internal/bounded"
 	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
@@ -616,12 +617,11 @@ func walk(root *os.Root, add func(*MismatchError)) (map[string]entryInfo, error)
 // readBounded reads a list file through root, refusing anything over the
 // list size limit.
 func readBounded(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
+	data, err := bounded.ReadRootFile(root, name, sums.MaxListBytes)
+	if _, ok := err.(*bounded.TooLargeError); ok {
+		return nil, sums.ErrTooLarge
 	}
-	defer f.Close()
-	return sums.ReadList(f)
+	return data, err
 }
 
 // hashResult is the outcome of checking one expectation.

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -522,12 +523,12 @@ func TestRoutes(t *testing.T) {
 			switch {
 			case tt.method == "HEAD":
 			case tt.status == 200:
-				var card modelCard
+				var card wire.Model
 				if err := json.Unmarshal(body, &card); err != nil {
 					t.Fatalf("%v: %s", err, body)
 				}
 				if tt.path == "/v1/models/" {
-					var list modelList
+					var list wire.ModelList
 					if err := json.Unmarshal(body, &list); err != nil || len(list.Data) != 1 {
 						t.Fatalf("%v: %s", err, body)
 					}

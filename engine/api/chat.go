@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
@@ -30,7 +31,7 @@ type chatJob struct {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	handle(s, w, r, "/v1/chat/completions", chatFields, func(e *engineState, req *chatRequest, start time.Time) (*chatJob, *job, *Error) {
+	handle(s, w, r, "/v1/chat/completions", chatFields, func(e *engineState, req *wire.ChatRequest, start time.Time) (*chatJob, *job, *Error) {
 		cj, aerr := s.chatJob(e, req, start)
 		if aerr != nil {
 			return nil, nil, aerr
@@ -83,7 +84,7 @@ func handle[R, A any](s *Server, w http.ResponseWriter, r *http.Request, route s
 }
 
 // chatJob validates a chat request and renders its prompt.
-func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*chatJob, *Error) {
+func (s *Server) chatJob(e *engineState, req *wire.ChatRequest, start time.Time) (*chatJob, *Error) {
 	if err := s.checkModel(req.Model); err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 	if aerr != nil {
 		return nil, aerr
 	}
-	j, aerr := s.newJob(e, "chatcmpl-", prompt, maxTok, &req.samplingFields, start)
+	j, aerr := s.newJob(e, "chatcmpl-", prompt, maxTok, &req.Sampling, start)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -188,8 +189,8 @@ func (s *Server) chatJob(e *engineState, req *chatRequest, start time.Time) (*ch
 }
 
 // newJob builds the parts of a job that chat and completions share.
-func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int, f *samplingFields, start time.Time) (*job, *Error) {
-	params, aerr := f.params(s.opts.Defaults, e.vocabSize, e.Session.StopIDs)
+func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int, f *wire.Sampling, start time.Time) (*job, *Error) {
+	params, aerr := samplingParams(f, s.opts.Defaults, e.vocabSize, e.Session.StopIDs)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -243,64 +244,6 @@ func responseFormat(raw []byte) (*choice.Schema, *Error) {
 	return nil, unsupported("response_format", "response_format type %q is not supported; use \"text\" or \"json_schema\" with a closed schema", rf.Type)
 }
 
-// chatMessage is the assistant message of a non-streaming answer.
-type chatMessage struct {
-	Role             string         `json:"role"`
-	Content          *string        `json:"content"`
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	Reasoning        string         `json:"reasoning,omitempty"`
-	ToolCalls        []toolCallWire `json:"tool_calls,omitempty"`
-}
-
-type toolCallWire struct {
-	Index    *int         `json:"index,omitempty"`
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function functionWire `json:"function"`
-}
-
-type functionWire struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type chatChoice struct {
-	Index        int           `json:"index"`
-	Message      chatMessage   `json:"message"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason string        `json:"finish_reason"`
-	TokenIDs     []int         `json:"token_ids,omitempty"`
-}
-
-type chatResponse struct {
-	ID             string       `json:"id"`
-	Object         string       `json:"object"`
-	Created        int64        `json:"created"`
-	Model          string       `json:"model"`
-	Choices        []chatChoice `json:"choices"`
-	Usage          *usage       `json:"usage"`
-	PromptTokenIDs []int        `json:"prompt_token_ids,omitempty"`
-}
-
-type chatLogprobs struct {
-	Content []logprobEntry `json:"content"`
-	// Fields holds a closed-schema answer's per-field candidate scores.
-	Fields []fieldScores `json:"fields,omitempty"`
-}
-
-type logprobEntry struct {
-	Token       string     `json:"token"`
-	Logprob     float64    `json:"logprob"`
-	Bytes       []int      `json:"bytes"`
-	TopLogprobs []topEntry `json:"top_logprobs"`
-}
-
-type topEntry struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"`
-}
-
 // chatState runs a chat answer's pieces through the parser: the same code
 // for streaming and non-streaming answers.
 type chatState struct {
@@ -312,7 +255,7 @@ type chatState struct {
 	calls     int
 	streamed  int // tool calls sent in a stream
 	scratch   []float32
-	pendingLP []logprobEntry
+	pendingLP []wire.Logprob
 	sentIDs   int // ids already streamed (return_token_ids)
 }
 
@@ -361,7 +304,7 @@ func (c *chatState) feed(pieces []piece, finish bool) []parser.Event {
 
 // logprob builds the log-prob entry of a sampled token. The whole row is
 // formed only when alternatives are asked for.
-func (c *chatState) logprob(id int, logits []float32) logprobEntry {
+func (c *chatState) logprob(id int, logits []float32) wire.Logprob {
 	var own float32
 	if c.cj.topLogprobs > 0 {
 		c.scratch = sample.LogProbs(c.scratch, logits)
@@ -379,10 +322,10 @@ func (c *chatState) logprob(id int, logits []float32) logprobEntry {
 		return s, b
 	}
 	t, bs := entry(id)
-	le := logprobEntry{Token: t, Logprob: logprobValue(own), Bytes: bs, TopLogprobs: []topEntry{}}
+	le := wire.Logprob{Token: t, Logprob: logprobValue(own), Bytes: bs, TopLogprobs: []wire.TopLogprob{}}
 	for _, tid := range topN(c.scratch, c.cj.topLogprobs) {
 		t, bs := entry(tid)
-		le.TopLogprobs = append(le.TopLogprobs, topEntry{Token: t, Logprob: logprobValue(c.scratch[tid]), Bytes: bs})
+		le.TopLogprobs = append(le.TopLogprobs, wire.TopLogprob{Token: t, Logprob: logprobValue(c.scratch[tid]), Bytes: bs})
 	}
 	return le
 }
@@ -404,8 +347,8 @@ func (c *chatState) finishReason(r sched.FinishReason) string {
 	return "stop"
 }
 
-func (c *chatState) toolCall(ev parser.Event, index int, streaming bool) toolCallWire {
-	tc := toolCallWire{ID: newID("chatcmpl-tool-"), Type: "function", Function: functionWire{Name: ev.Call.Name, Arguments: ev.Call.Arguments}}
+func (c *chatState) toolCall(ev parser.Event, index int, streaming bool) wire.ToolCall {
+	tc := wire.ToolCall{ID: newID("chatcmpl-tool-"), Type: "function", Function: wire.Function{Name: ev.Call.Name, Arguments: ev.Call.Arguments}}
 	if streaming {
 		tc.Index = &index
 	}
@@ -416,7 +359,7 @@ func (s *Server) collectChat(ctx context.Context, w http.ResponseWriter, cj *cha
 	e := s.engine.Load()
 	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
 	var content, reasoning []byte
-	var calls []toolCallWire
+	var calls []wire.ToolCall
 	var last batch
 	err := wait(ctx, cj.out, func(b batch) error {
 		for _, ev := range c.feed(b.pieces, finishedNormally(b)) {
@@ -439,54 +382,22 @@ func (s *Server) collectChat(ctx context.Context, w http.ResponseWriter, cj *cha
 		aerr.write(w)
 		return
 	}
-	msg := chatMessage{Role: "assistant", ReasoningContent: string(reasoning), Reasoning: string(reasoning), ToolCalls: calls}
+	msg := wire.ChatMessage{Role: "assistant", ReasoningContent: string(reasoning), Reasoning: string(reasoning), ToolCalls: calls}
 	if len(content) > 0 || len(calls) == 0 {
 		s := string(content)
 		msg.Content = &s
 	}
-	choice := chatChoice{Message: msg, FinishReason: c.finishReason(last.reason)}
+	choice := wire.ChatChoice{Message: msg, FinishReason: c.finishReason(last.reason)}
 	if cj.logprobs {
-		choice.Logprobs = &chatLogprobs{Content: append([]logprobEntry{}, c.pendingLP...)}
+		choice.Logprobs = &wire.ChatLogprobs{Content: append([]wire.Logprob{}, c.pendingLP...)}
 	}
-	resp := chatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []chatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
+	resp := wire.ChatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
+		Choices: []wire.ChatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
 	if cj.returnTokenIDs {
 		resp.PromptTokenIDs = cj.prompt
 		resp.Choices[0].TokenIDs = append([]int{}, c.ids...)
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// chatChunk is one SSE event of a streaming chat answer.
-type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	// Usage is null on every chunk but the last when usage is asked for,
-	// absent otherwise.
-	Usage any `json:"usage,omitempty"`
-	// PromptTokenIDs is on the first chunk with return_token_ids.
-	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
-}
-
-type chunkChoice struct {
-	Index        int           `json:"index"`
-	Delta        delta         `json:"delta"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason *string       `json:"finish_reason"`
-	// TokenIDs are the ids of the tokens the chunk delivers, with
-	// return_token_ids (held text's ids come with the text).
-	TokenIDs []int `json:"token_ids,omitempty"`
-}
-
-type delta struct {
-	Role             string         `json:"role,omitempty"`
-	Content          *string        `json:"content,omitempty"`
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	Reasoning        string         `json:"reasoning,omitempty"`
-	ToolCalls        []toolCallWire `json:"tool_calls,omitempty"`
 }
 
 var jsonNull = rawNull{}
@@ -500,14 +411,14 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 	e := s.engine.Load()
 	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
 	out := &sse{w: w}
-	chunk := func(d delta, finish *string) chatChunk {
-		ch := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
+	chunk := func(d wire.Delta, finish *string) wire.ChatChunk {
+		ch := wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []wire.ChunkChoice{{Delta: d, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
 		if cj.logprobs && len(c.pendingLP) > 0 {
-			ch.Choices[0].Logprobs = &chatLogprobs{Content: c.pendingLP}
+			ch.Choices[0].Logprobs = &wire.ChatLogprobs{Content: c.pendingLP}
 			c.pendingLP = nil
 		}
 		if cj.returnTokenIDs {
@@ -520,7 +431,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 		return ch
 	}
 	empty := ""
-	if out.send(marshal(chunk(delta{Role: "assistant", Content: &empty}, nil))) != nil {
+	if out.send(marshal(chunk(wire.Delta{Role: "assistant", Content: &empty}, nil))) != nil {
 		return
 	}
 	// One event per token (or fewer: held text waits for a later token),
@@ -529,9 +440,9 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 	send := func(evs []parser.Event) error {
 		for i := 0; i < len(evs); {
 			ev := evs[i]
-			var d delta
+			var d wire.Delta
 			if ev.Kind == parser.KindToolCall {
-				d.ToolCalls = []toolCallWire{c.toolCall(ev, c.streamed, true)}
+				d.ToolCalls = []wire.ToolCall{c.toolCall(ev, c.streamed, true)}
 				c.streamed++
 				i++
 			} else {
@@ -567,12 +478,12 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 			return err
 		}
 		fr := c.finishReason(b.reason)
-		if err := out.send(marshal(chunk(delta{}, &fr))); err != nil {
+		if err := out.send(marshal(chunk(wire.Delta{}, &fr))); err != nil {
 			return err
 		}
 		if cj.includeUsage {
-			u := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []chunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
+			u := wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+				Choices: []wire.ChunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 )
@@ -35,7 +36,7 @@ type completionJob struct {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	handle(s, w, r, "/v1/completions", completionFields, func(e *engineState, req *completionRequest, start time.Time) (*completionJob, *job, *Error) {
+	handle(s, w, r, "/v1/completions", completionFields, func(e *engineState, req *wire.CompletionRequest, start time.Time) (*completionJob, *job, *Error) {
 		cj, aerr := s.completionJob(e, req, start)
 		if aerr != nil {
 			return nil, nil, aerr
@@ -93,7 +94,7 @@ func promptIDs(e *engineState, raw json.RawMessage) (ids []int, text string, isT
 	return ids, "", false, nil
 }
 
-func (s *Server) completionJob(e *engineState, req *completionRequest, start time.Time) (*completionJob, *Error) {
+func (s *Server) completionJob(e *engineState, req *wire.CompletionRequest, start time.Time) (*completionJob, *Error) {
 	if err := s.checkModel(req.Model); err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (s *Server) completionJob(e *engineState, req *completionRequest, start tim
 		}
 		return nil, aerr
 	}
-	j, aerr := s.newJob(e, "cmpl-", prompt, maxTok, &req.samplingFields, start)
+	j, aerr := s.newJob(e, "cmpl-", prompt, maxTok, &req.Sampling, start)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -179,44 +180,12 @@ func (s *Server) decodeIDs(e *engineState, ids []int, skip bool) string {
 	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
 
-// completionLogprobs is the legacy completions log-prob object.
-type completionLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []*float64           `json:"token_logprobs"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
-}
-
-type completionChoice struct {
-	Index          int                 `json:"index"`
-	Text           string              `json:"text"`
-	Logprobs       *completionLogprobs `json:"logprobs"`
-	FinishReason   *string             `json:"finish_reason"`
-	PromptLogprobs any                 `json:"prompt_logprobs"`
-	// F32 is a placeholder the writer replaces by the rows.
-	F32            *f32Placeholder `json:"prompt_logprobs_f32,omitempty"`
-	TokenIDs       []int           `json:"token_ids,omitempty"`
-	PromptTokenIDs []int           `json:"prompt_token_ids,omitempty"`
-}
-
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   any                `json:"usage,omitempty"`
-}
-
-// f32Placeholder marks where the float32 rows go in a response written in
-// pieces. Only integers and the usage object follow the field, so the
-// last occurrence of the placeholder is the field's value even if the
-// echoed text contains the same characters.
-type f32Placeholder struct{}
-
+// f32Mark is the placeholder of prompt_logprobs_f32 that marks where the
+// float32 rows go in a response written in pieces. Only integers and the
+// usage object follow the field, so the last occurrence of the placeholder
+// is the field's value even if the echoed text contains the same
+// characters.
 const f32Mark = `"LFMQ_F32_ROWS"`
-
-func (f32Placeholder) MarshalJSON() ([]byte, error) { return []byte(f32Mark), nil }
 
 // completionState assembles a completion from an output's batches.
 type completionState struct {
@@ -225,7 +194,7 @@ type completionState struct {
 	tokens int
 	ids    []int
 	text   strings.Builder
-	lp     *completionLogprobs
+	lp     *wire.CompletionLogprobs
 	// offset is the next entry's text_offset: the code points of the
 	// choice's text before it (OpenAI's and vLLM's unit, Python string
 	// indices), and partial the bytes of a character the entries so far
@@ -272,7 +241,7 @@ func (c *completionState) feed(b batch) string {
 // text (a special token skipped from it takes no room).
 func (c *completionState) addLogprob(id int, logits []float32, shown bool) {
 	if c.lp == nil {
-		c.lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		c.lp = &wire.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
 	raw, _ := c.e.Session.Tokenizer.TokenBytes(id)
 	tok := strings.ToValidUTF8(raw, "\uFFFD")
@@ -366,13 +335,6 @@ func (c *completionState) echoLogprobs() {
 	}
 }
 
-// promptLogprobEntry is vLLM's per-token prompt log-prob value.
-type promptLogprobEntry struct {
-	Logprob      float64 `json:"logprob"`
-	Rank         int     `json:"rank"`
-	DecodedToken string  `json:"decoded_token"`
-}
-
 // topPromptLogprobs is vLLM's prompt_logprobs list: null first, then per
 // position the prompt token's entry and the top N, keyed by token id.
 func (c *completionState) topPromptLogprobs(n int) []any {
@@ -381,7 +343,7 @@ func (c *completionState) topPromptLogprobs(n int) []any {
 	tok := c.e.Session.Tokenizer
 	for j := 1; j < len(c.cj.prompt); j++ {
 		lp = sample.LogProbs(lp, c.promptRow(j))
-		m := map[string]promptLogprobEntry{}
+		m := map[string]wire.PromptLogprob{}
 		add := func(id int) {
 			rank := 1
 			for _, x := range lp {
@@ -390,7 +352,7 @@ func (c *completionState) topPromptLogprobs(n int) []any {
 				}
 			}
 			s, _ := tok.TokenBytes(id)
-			m[strconv.Itoa(id)] = promptLogprobEntry{Logprob: logprobValue(lp[id]), Rank: rank, DecodedToken: strings.ToValidUTF8(s, "\uFFFD")}
+			m[strconv.Itoa(id)] = wire.PromptLogprob{Logprob: logprobValue(lp[id]), Rank: rank, DecodedToken: strings.ToValidUTF8(s, "\uFFFD")}
 		}
 		add(c.cj.prompt[j])
 		for _, id := range topN(lp, n) {
@@ -426,15 +388,15 @@ func (s *Server) collectCompletion(ctx context.Context, w http.ResponseWriter, e
 		c.echoLogprobs()
 	}
 	fr := c.finishReason(last.reason)
-	choice := completionChoice{Text: cj.echoText + c.text.String(), Logprobs: c.lp, FinishReason: &fr}
+	choice := wire.CompletionChoice{Text: cj.echoText + c.text.String(), Logprobs: c.lp, FinishReason: &fr}
 	if cj.logprobs != nil && choice.Logprobs == nil {
-		choice.Logprobs = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		choice.Logprobs = &wire.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
 	if cj.returnTokenIDs {
 		choice.TokenIDs, choice.PromptTokenIDs = append([]int{}, c.ids...), cj.prompt
 	}
-	resp := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []completionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
+	resp := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+		Choices: []wire.CompletionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
 	if cj.promptLogprobs == nil {
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -444,7 +406,7 @@ func (s *Server) collectCompletion(ctx context.Context, w http.ResponseWriter, e
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	resp.Choices[0].F32 = &f32Placeholder{}
+	resp.Choices[0].F32 = json.RawMessage(f32Mark)
 	s.writeF32(w, marshal(resp), c)
 }
 
@@ -489,9 +451,9 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 	// each chunk the ids of the tokens it delivers (held text's ids come
 	// with the text), as vLLM streams them.
 	sentIDs, promptSent := 0, false
-	chunk := func(text string, lp *completionLogprobs, finish *string) completionResponse {
-		ch := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []completionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
+	chunk := func(text string, lp *wire.CompletionLogprobs, finish *string) wire.CompletionResponse {
+		ch := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []wire.CompletionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
@@ -561,8 +523,8 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 			return err
 		}
 		if cj.includeUsage {
-			u := completionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []completionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
+			u := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
+				Choices: []wire.CompletionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

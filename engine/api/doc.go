@@ -5,6 +5,9 @@
 // reasoning and tool-call parsers, and full-vocabulary prompt log-probs
 // for scoring a running server.
 //
+// The JSON bodies it reads and writes are engine/api/wire's, which its
+// clients (engine/api/client) read too, so no client imports the server.
+//
 // Requests are rendered and tokenized here and run by engine/sched; the
 // model, sampler and parsers live in their own packages. It does not read
 // release bundles or verify checkpoints (that is launch/verify).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/lfmq/lfmq/engine/api/wire"
 )
 
 // Error is an API error answer (serving.md §5): an HTTP status and the
@@ -51,20 +53,8 @@ func contextExceeded(format string, args ...any) *Error {
 	return e
 }
 
-// errorBody is the JSON shape of an error; null fields stay null.
-type errorBody struct {
-	Error errorObject `json:"error"`
-}
-
-type errorObject struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-func (e *Error) body() errorBody {
-	b := errorBody{Error: errorObject{Message: e.Message, Type: e.Type}}
+func (e *Error) body() wire.ErrorBody {
+	b := wire.ErrorBody{Error: wire.ErrorObject{Message: e.Message, Type: e.Type}}
 	if e.Param != "" {
 		b.Error.Param = &e.Param
 	}

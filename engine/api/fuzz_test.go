@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -48,7 +49,7 @@ func FuzzChatRequest(f *testing.F) {
 	s, e := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-		var req chatRequest
+		var req wire.ChatRequest
 		_, aerr := decodeBody(httptest.NewRecorder(), r, &req, chatFields)
 		var cj *chatJob
 		if aerr == nil {
@@ -76,7 +77,7 @@ func FuzzCompletionRequest(f *testing.F) {
 	s, e := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", bytes.NewReader(body))
-		var req completionRequest
+		var req wire.CompletionRequest
 		_, aerr := decodeBody(httptest.NewRecorder(), r, &req, completionFields)
 		var cj *completionJob
 		if aerr == nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 )
@@ -23,20 +24,8 @@ type job struct {
 	out          *output
 }
 
-// usage is the OpenAI usage object.
-type usage struct {
-	PromptTokens        int           `json:"prompt_tokens"`
-	CompletionTokens    int           `json:"completion_tokens"`
-	TotalTokens         int           `json:"total_tokens"`
-	PromptTokensDetails *promptDetail `json:"prompt_tokens_details"`
-}
-
-type promptDetail struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-func newUsage(prompt, completion, cached int) *usage {
-	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, PromptTokensDetails: &promptDetail{CachedTokens: cached}}
+func newUsage(prompt, completion, cached int) *wire.Usage {
+	return &wire.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, PromptTokensDetails: &wire.PromptTokensDetails{CachedTokens: cached}}
 }
 
 // wait delivers the output's batches to each until the request ends or

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/internal/jsonkind"
 )
@@ -36,83 +37,12 @@ const (
 	maxTools = 128
 )
 
-// samplingFields are the request fields that chat and completions share
-// (serving.md §1 and the vLLM extras). A nil pointer is a field the
-// request did not set (JSON null reads as not set).
-type samplingFields struct {
-	MaxTokens         *int               `json:"max_tokens"`
-	Stop              json.RawMessage    `json:"stop"`
-	StopTokenIDs      []int              `json:"stop_token_ids"`
-	Seed              *int64             `json:"seed"`
-	N                 *int               `json:"n"`
-	Temperature       *float64           `json:"temperature"`
-	TopP              *float64           `json:"top_p"`
-	TopK              *int               `json:"top_k"`
-	MinP              *float64           `json:"min_p"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
-	MinTokens         *int               `json:"min_tokens"`
-	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
-	// ReturnTokenIDs adds the prompt's and the output's token ids to the
-	// response (vLLM's return_token_ids).
-	ReturnTokenIDs bool `json:"return_token_ids"`
-	// CacheSalt separates prefix-cache entries (vLLM's cache_salt):
-	// requests with different salts never share cached state.
-	CacheSalt string `json:"cache_salt"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// chatRequest is a POST /v1/chat/completions body.
-type chatRequest struct {
-	Model               string          `json:"model"`
-	Messages            json.RawMessage `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            bool            `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	ResponseFormat      json.RawMessage `json:"response_format"`
-	IncludeReasoning    *bool           `json:"include_reasoning"`
-	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
-	// Prompt is not a chat field: it is read only to send a completions
-	// body posted here to the right route.
-	Prompt json.RawMessage `json:"prompt"`
-	samplingFields
-}
-
-// completionRequest is a POST /v1/completions body.
-type completionRequest struct {
-	Model          string          `json:"model"`
-	Prompt         json.RawMessage `json:"prompt"`
-	Suffix         *string         `json:"suffix"`
-	Echo           bool            `json:"echo"`
-	Logprobs       *int            `json:"logprobs"`
-	PromptLogprobs *int            `json:"prompt_logprobs"`
-	Stream         bool            `json:"stream"`
-	StreamOptions  *streamOptions  `json:"stream_options"`
-	// BestOf is read only to refuse best_of > 1: ignored, it would answer
-	// one sample as if it were the best of several.
-	BestOf *int `json:"best_of"`
-	// Messages is not a completions field: it is read only to send a chat
-	// body posted here to the right route.
-	Messages json.RawMessage `json:"messages"`
-	samplingFields
-}
-
 // known request fields, for the debug log of ignored ones. The other
 // route's prompt or messages is read only to point at that route, so it
 // still counts as ignored.
 var (
-	chatFields       = without(fieldSet(chatRequest{}), "prompt")
-	completionFields = without(fieldSet(completionRequest{}), "messages")
+	chatFields       = without(fieldSet(wire.ChatRequest{}), "prompt")
+	completionFields = without(fieldSet(wire.CompletionRequest{}), "messages")
 )
 
 // without returns set less name.
@@ -158,7 +88,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, known map[string]
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			field := strings.TrimPrefix(te.Field, "samplingFields.")
+			field := strings.TrimPrefix(te.Field, "Sampling.")
 			if field == "" {
 				field = "body"
 			}
@@ -236,7 +166,7 @@ func isNull(raw json.RawMessage) bool {
 
 // params merges the sampling fields: the request's value, else the
 // server default, else neutral (serving.md §2); then validates them.
-func (f *samplingFields) params(defaults sample.Defaults, vocab int, stopIDs []int) (sample.Params, *Error) {
+func samplingParams(f *wire.Sampling, defaults sample.Defaults, vocab int, stopIDs []int) (sample.Params, *Error) {
 	p := sample.Neutral()
 	defaults.Apply(&p)
 	set := func(dst *float64, v *float64) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/choice"
 )
 
@@ -16,28 +17,14 @@ type schemaPlan struct {
 	branches [][][]int
 }
 
-// fieldScores is one field of a closed-schema answer in logprobs: the
-// chosen value and every candidate's log-likelihood.
-type fieldScores struct {
-	Field      string           `json:"field"`
-	Value      any              `json:"value"`
-	Logprob    float64          `json:"logprob"`
-	Candidates []candidateScore `json:"candidates"`
-}
-
-type candidateScore struct {
-	Value   any     `json:"value"`
-	Logprob float64 `json:"logprob"`
-}
-
 // schemaJob completes a closed-schema request's plan: the rendered prompt
 // plus the opening brace, and the branches.
-func (s *Server) schemaJob(e *engineState, req *chatRequest, sch *choice.Schema, rendered []int) (*chatJob, *Error) {
+func (s *Server) schemaJob(e *engineState, req *wire.ChatRequest, sch *choice.Schema, rendered []int) (*chatJob, *Error) {
 	// The answer is scored, not sampled, so the sampling fields do not
 	// shape it; they are still checked as for any chat request, so that
 	// n > 1 is never answered with one choice and a value refused with
 	// another response_format is refused here too.
-	if _, aerr := req.params(s.opts.Defaults, e.vocabSize, e.Session.StopIDs); aerr != nil {
+	if _, aerr := samplingParams(&req.Sampling, s.opts.Defaults, e.vocabSize, e.Session.StopIDs); aerr != nil {
 		return nil, aerr
 	}
 	if _, aerr := stopStrings(req.Stop); aerr != nil {
@@ -91,19 +78,19 @@ func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *eng
 		return
 	}
 	s.metrics.generationTokens.Add(float64(a.BranchTokens))
-	lp := &chatLogprobs{Content: []logprobEntry{}}
+	lp := &wire.ChatLogprobs{Content: []wire.Logprob{}}
 	for i, f := range p.schema.Fields {
-		fs := fieldScores{Field: f.Name, Value: f.Values[a.Chosen[i]], Logprob: a.Scores[i][a.Chosen[i]]}
+		fs := wire.FieldScores{Field: f.Name, Value: f.Values[a.Chosen[i]], Logprob: a.Scores[i][a.Chosen[i]]}
 		for j, v := range f.Values {
-			fs.Candidates = append(fs.Candidates, candidateScore{Value: v, Logprob: a.Scores[i][j]})
+			fs.Candidates = append(fs.Candidates, wire.CandidateScore{Value: v, Logprob: a.Scores[i][j]})
 		}
 		lp.Fields = append(lp.Fields, fs)
 	}
 	u := newUsage(len(p.prompt), a.BranchTokens, 0)
 	text := a.Text
 	if !cj.stream {
-		resp := chatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: &text}, Logprobs: lp, FinishReason: "stop"}}, Usage: u}
+		resp := wire.ChatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []wire.ChatChoice{{Message: wire.ChatMessage{Role: "assistant", Content: &text}, Logprobs: lp, FinishReason: "stop"}}, Usage: u}
 		if cj.returnTokenIDs {
 			resp.PromptTokenIDs = p.prompt
 		}
@@ -111,26 +98,26 @@ func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *eng
 		return
 	}
 	out := &sse{w: w}
-	chunk := func(d delta, finish *string, lp *chatLogprobs) chatChunk {
-		ch := chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []chunkChoice{{Delta: d, FinishReason: finish, Logprobs: lp}}}
+	chunk := func(d wire.Delta, finish *string, lp *wire.ChatLogprobs) wire.ChatChunk {
+		ch := wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
+			Choices: []wire.ChunkChoice{{Delta: d, FinishReason: finish, Logprobs: lp}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
 		return ch
 	}
 	empty, stop := "", "stop"
-	role := chunk(delta{Role: "assistant", Content: &empty}, nil, nil)
+	role := chunk(wire.Delta{Role: "assistant", Content: &empty}, nil, nil)
 	if cj.returnTokenIDs {
 		role.PromptTokenIDs = p.prompt // as the non-streamed answer has them
 	}
-	for _, ch := range []chatChunk{role, chunk(delta{Content: &text}, nil, lp), chunk(delta{}, &stop, nil)} {
+	for _, ch := range []wire.ChatChunk{role, chunk(wire.Delta{Content: &text}, nil, lp), chunk(wire.Delta{}, &stop, nil)} {
 		if out.send(marshal(ch)) != nil {
 			return
 		}
 	}
 	if cj.includeUsage {
-		if out.send(marshal(chatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName, Choices: []chunkChoice{}, Usage: u})) != nil {
+		if out.send(marshal(wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName, Choices: []wire.ChunkChoice{}, Usage: u})) != nil {
 			return
 		}
 	}

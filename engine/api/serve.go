@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/prefix"
@@ -145,7 +146,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fail(err)
 	}
-	srv.opts.Identity = Identity{CheckpointFormat: id.Format, CheckpointIdentity: id.Identity, ManifestSHA256: id.ManifestSHA256,
+	srv.opts.Identity = wire.Identity{CheckpointFormat: id.Format, CheckpointIdentity: id.Identity, ManifestSHA256: id.ManifestSHA256,
 		ConfigSHA256: id.ConfigSHA256, TokenizerSHA256: id.TokenizerSHA256, VocabSize: sess.Model.Config.VocabSize,
 		LfmqVersion: version.Version, SourceDigest: version.SourceDigest, BinarySHA256: binSHA, Device: DeviceOf(sess.Model),
 		KVCacheDType: sess.Model.KVCacheDType().String()}

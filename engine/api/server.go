@@ -21,30 +21,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/internal/httpstatus"
 )
-
-// Identity is what /v1/models reports about the served checkpoint and the
-// binary serving it, so that a scorer can pin what it scored.
-type Identity struct {
-	CheckpointFormat   string `json:"checkpoint_format"`
-	CheckpointIdentity string `json:"checkpoint_identity"`
-	ManifestSHA256     string `json:"manifest_sha256,omitempty"`
-	ConfigSHA256       string `json:"config_sha256"`
-	TokenizerSHA256    string `json:"tokenizer_sha256"`
-	VocabSize          int    `json:"vocab_size"`
-	LfmqVersion        string `json:"lfmq_version"`
-	SourceDigest       string `json:"source_digest"`
-	BinarySHA256       string `json:"binary_sha256"`
-	// Device is the engine the model runs on: the CPU, or a device with
-	// its driver and kernel digest.
-	Device device.Info `json:"device"`
-	// KVCacheDType is the KV cache's number format: f32, bf16 or bfp8.
-	KVCacheDType string `json:"kv_cache_dtype"`
-}
 
 // DeviceOf describes the engine m runs on.
 func DeviceOf(m *model.Model) device.Info {
@@ -68,7 +50,7 @@ type Options struct {
 	// --default-sampling).
 	Defaults sample.Defaults
 	// Identity is reported by /v1/models.
-	Identity Identity
+	Identity wire.Identity
 	// Logger receives request logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -255,31 +237,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-type modelCard struct {
-	ID          string          `json:"id"`
-	Object      string          `json:"object"`
-	Created     int64           `json:"created"`
-	OwnedBy     string          `json:"owned_by"`
-	MaxModelLen int             `json:"max_model_len"`
-	Lfmq        modelCardDetail `json:"lfmq"`
-}
-
-type modelList struct {
-	Object string      `json:"object"`
-	Data   []modelCard `json:"data"`
-}
-
-type modelCardDetail struct {
-	Identity
-	SamplingDefaults sample.Defaults `json:"sampling_defaults"`
-}
-
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	e := s.ready(w)
 	if e == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{s.card(e)}})
+	writeJSON(w, http.StatusOK, wire.ModelList{Object: "list", Data: []wire.Model{s.card(e)}})
 }
 
 // model answers GET /v1/models/{id}: the served model's card, or 404
@@ -300,9 +263,9 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 }
 
 // card describes the served model as /v1/models lists it.
-func (s *Server) card(e *engineState) modelCard {
-	return modelCard{ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "lfmq", MaxModelLen: e.maxLen,
-		Lfmq: modelCardDetail{Identity: s.opts.Identity, SamplingDefaults: s.opts.Defaults}}
+func (s *Server) card(e *engineState) wire.Model {
+	return wire.Model{ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "lfmq", MaxModelLen: e.maxLen,
+		Lfmq: &wire.ModelDetail{Identity: s.opts.Identity, SamplingDefaults: s.opts.Defaults}}
 }
 
 // checkModel answers 404 model_not_found for another model's name; an

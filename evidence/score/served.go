@@ -8,11 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +18,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
-	"github.com/lfmq/lfmq/engine/api"
+	apiclient "github.com/lfmq/lfmq/engine/api/client"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
@@ -46,11 +44,6 @@ const (
 	// requestTimeout bounds one attempt: a window's prefill on a busy CPU
 	// server takes seconds, not minutes.
 	requestTimeout = 10 * time.Minute
-	// modelsLimit bounds the /v1/models answer; real ones are well under a
-	// kilobyte.
-	modelsLimit = 1 << 20
-	// errorLimit bounds the error body read from a failed request.
-	errorLimit = 64 << 10
 )
 
 // ParseServerURL checks the base URL of a served candidate and returns it
@@ -150,9 +143,8 @@ func (e *ResponseError) Error() string {
 
 // client talks to one served candidate.
 type client struct {
+	api      *apiclient.Client
 	base     string // scheme://host, from ParseServerURL
-	key      string
-	hc       *http.Client
 	retryFor time.Duration
 }
 
@@ -167,149 +159,47 @@ func newClient(base, key string, hc *http.Client) *client {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return &client{base: base, key: key, hc: hc, retryFor: retryFor}
+	return &client{api: &apiclient.Client{URL: base, APIKey: key, HTTP: hc}, base: base, retryFor: retryFor}
 }
 
 // do sends one request, retrying while the server answers 429 or 503
-// (not shutting_down), and returns the body of a 2xx answer, which must
-// not exceed limit bytes; hint is its expected size.
+// (not shutting_down) for at most retryFor, and returns the body of a 2xx
+// answer, which must not exceed limit bytes; hint is its expected size.
 func (c *client) do(ctx context.Context, method, path string, body []byte, hint, limit int64, window string) ([]byte, error) {
-	u := c.base + path
-	var deadline time.Time
-	for retries := 0; ; retries++ {
-		data, se, err := c.attempt(ctx, method, u, body, hint, limit, window)
-		if se == nil {
-			return data, err
-		}
-		se.Retries = retries
-		if se.Status != http.StatusTooManyRequests && (se.Status != http.StatusServiceUnavailable || se.Code == "shutting_down") {
-			return nil, se.ServerError
-		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(c.retryFor)
-		}
-		// The server's Retry-After (1 s when it gives none), but at least
-		// a backoff that grows from 10 ms, so that a server answering
-		// "Retry-After: 0" forever is not hammered.
-		wait := max(retryAfter(se.retryAfter, now), min(10*time.Millisecond<<min(retries, 7), time.Second))
-		if now.Add(wait).After(deadline) {
-			return nil, se.ServerError
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	r := apiclient.Request{Method: method, Path: path, Body: body, Accept: "application/json"}
+	data, err := c.api.Do(ctx, r, limit, hint, apiclient.Retry{For: c.retryFor, Timeout: requestTimeout})
+	var ce *apiclient.Error
+	var be *apiclient.BodyError
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.As(err, &ce) && ce.Status != 0:
+		return nil, serverError(ce, window)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &ce):
+		return nil, &ServerError{Method: method, URL: ce.URL, Window: window, Err: ce.Err}
+	case errors.As(err, &be) && be.TooLarge():
+		return nil, &ResponseError{URL: be.URL, Window: window, Field: "body", Msg: fmt.Sprintf("over the %d-byte limit", limit)}
+	case errors.As(err, &be):
+		return nil, &ServerError{Method: method, URL: be.URL, Window: window, Err: fmt.Errorf("reading the answer: %w", be.Err)}
 	}
+	return nil, err
 }
 
-// serverError is a ServerError with the Retry-After header it came with.
-type serverError struct {
-	*ServerError
-	retryAfter string
-}
-
-// attempt sends one request. A non-2xx answer is returned as se; any other
-// failure as err.
-func (c *client) attempt(ctx context.Context, method, u string, body []byte, hint, limit int64, window string) (data []byte, se *serverError, err error) {
-	actx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// serverError is the ServerError of an error answer: the server's error
+// object, or the start of the body when it sent none.
+func serverError(ce *apiclient.Error, window string) *ServerError {
+	e := &ServerError{Method: ce.Method, URL: ce.URL, Window: window, Status: ce.Status, Retries: ce.Retries}
+	if len(ce.Object) > 0 && ce.Object[0] == '{' {
+		e.Type, e.Code, e.Message = ce.Type, ce.Code, ce.Message
+	} else {
+		e.Message = strings.TrimSpace(strings.ToValidUTF8(string(ce.Body[:min(len(ce.Body), 200)]), "?"))
 	}
-	req, err := http.NewRequestWithContext(actx, method, u, rd)
-	if err != nil {
-		return nil, nil, &ServerError{Method: method, URL: u, Window: window, Err: err}
+	if ce.Status/100 == 3 && ce.Location != "" {
+		e.Message = strings.TrimSpace(e.Message + " redirected to " + ce.Location + "; give that URL")
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		return nil, nil, &ServerError{Method: method, URL: u, Window: window, Err: unwrapURLError(err)}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorLimit))
-		e := &ServerError{Method: method, URL: u, Window: window, Status: resp.StatusCode}
-		var eb struct {
-			Error *struct {
-				Message string          `json:"message"`
-				Type    string          `json:"type"`
-				Code    json.RawMessage `json:"code"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
-			e.Message, e.Type = eb.Error.Message, eb.Error.Type
-			// OpenAI's code is a string or null; some servers send a number.
-			var code string
-			if json.Unmarshal(eb.Error.Code, &code) != nil && len(eb.Error.Code) > 0 && string(eb.Error.Code) != "null" {
-				code = string(eb.Error.Code)
-			}
-			e.Code = code
-		} else {
-			e.Message = strings.TrimSpace(strings.ToValidUTF8(string(b[:min(len(b), 200)]), "?"))
-		}
-		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
-			e.Message = strings.TrimSpace(e.Message + " redirected to " + loc + "; give that URL")
-		}
-		return nil, &serverError{e, resp.Header.Get("Retry-After")}, nil
-	}
-	// Sized once (a row set is hundreds of megabytes for a real model):
-	// MinRead more than the body, so that reading its end does not grow
-	// the buffer again.
-	if resp.ContentLength >= 0 {
-		hint = resp.ContentLength
-	}
-	var buf bytes.Buffer
-	buf.Grow(int(min(hint, limit)) + bytes.MinRead)
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		return nil, nil, &ServerError{Method: method, URL: u, Window: window, Err: fmt.Errorf("reading the answer: %w", err)}
-	}
-	if n > limit {
-		return nil, nil, &ResponseError{URL: u, Window: window, Field: "body", Msg: fmt.Sprintf("over the %d-byte limit", limit)}
-	}
-	return buf.Bytes(), nil, nil
-}
-
-// unwrapURLError drops the *url.Error layer, whose text repeats the URL
-// that the ServerError names already.
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-// retryAfter reads a Retry-After header: delay seconds or an HTTP date;
-// 1 s when absent or unreadable.
-func retryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return time.Second
-	}
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
-		return time.Duration(max(s, 0)) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return time.Second
+	return e
 }
 
 // servedModel is what /v1/models reports of the one model a server serves.
@@ -328,7 +218,7 @@ type servedModel struct {
 
 // models asks the server which model it serves and what checkpoint that is.
 func (c *client) models(ctx context.Context) (*servedModel, error) {
-	data, err := c.do(ctx, http.MethodGet, "/v1/models", nil, 4<<10, modelsLimit, "")
+	data, err := c.do(ctx, http.MethodGet, "/v1/models", nil, 4<<10, apiclient.ModelsLimit, "")
 	if err != nil {
 		return nil, err
 	}
@@ -341,16 +231,9 @@ func parseModels(u string, data []byte) (*servedModel, error) {
 	bad := func(field, format string, args ...any) error {
 		return &ResponseError{URL: u, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	var list struct {
-		Object string `json:"object"`
-		Data   []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-			// Lfmq is what lfmq serve reports; the server's own type, so
-			// the two sides cannot drift apart.
-			Lfmq *api.Identity `json:"lfmq"`
-		} `json:"data"`
-	}
+	// Lfmq is what lfmq serve reports, in the server's own type, so that
+	// the two sides cannot drift apart.
+	var list apiclient.Models
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, bad("body", "not a model list: %v", err)
 	}

@@ -486,18 +486,6 @@ func TestClientRetries(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	for h, want := range map[string]time.Duration{
-		"": time.Second, "0": 0, "3": 3 * time.Second, "-2": 0, "soon": time.Second,
-		"Wed, 01 Jan 2025 00:00:05 GMT": 5 * time.Second, "Tue, 31 Dec 2024 00:00:00 GMT": 0,
-	} {
-		if got := retryAfter(h, now); got != want {
-			t.Errorf("Retry-After %q: %v, want %v", h, got, want)
-		}
-	}
-}
-
 func TestParseServerURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"http://localhost:8080": "http://localhost:8080", "http://localhost:8080/": "http://localhost:8080",

@@ -6,16 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/lfmq/lfmq/engine/api/client"
+	"github.com/lfmq/lfmq/engine/api/wire"
 )
 
-// Bounds on what a server may answer.
+// Bounds on what a server may answer (a model list: client.ModelsLimit).
 const (
-	maxModelsBytes = 1 << 20
 	maxAnswerBytes = 64 << 20
 	// maxRetries bounds the attempts repeated after 429 or 503.
 	maxRetries = 10
@@ -37,164 +38,58 @@ type Client struct {
 
 // ServerError is a request that got no usable answer: the route, the
 // status (0 when none came) and the server's message or the cause.
-type ServerError struct {
-	URL    string
-	Status int
-	Msg    string
-	Err    error
-}
-
-func (e *ServerError) Error() string {
-	switch {
-	case e.Status == 0 && e.Err != nil:
-		return fmt.Sprintf("task: %s: %v", e.URL, e.Err)
-	case e.Status == http.StatusUnauthorized:
-		return fmt.Sprintf("task: %s: HTTP 401 %s; give the key with --api-key-file or LFMQ_API_KEY", e.URL, e.Msg)
-	}
-	return fmt.Sprintf("task: %s: HTTP %d %s", e.URL, e.Status, e.Msg)
-}
-
-func (e *ServerError) Unwrap() error { return e.Err }
-
-func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return http.DefaultClient
-}
+type ServerError = client.Failure
 
 // Identify reads /v1/models: the server's answer, compacted, for the
 // receipts, and the model to ask for (the one listed when Model is empty;
 // several listed then is an error).
 func (c *Client) Identify(ctx context.Context) (Server, error) {
 	u := c.URL + "/v1/models"
-	data, err := c.do(ctx, http.MethodGet, "/v1/models", nil, maxModelsBytes)
+	data, list, err := c.api().Models(ctx, c.retry())
 	if err != nil {
-		return Server{}, err
+		return Server{}, client.Fail("task", err, client.ModelsLimit, answerMessage)
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(data, &list); err != nil {
-		return Server{}, &ServerError{URL: u, Status: 200, Msg: "not a model list: " + err.Error()}
-	}
-	var ids []string
-	for _, d := range list.Data {
-		ids = append(ids, d.ID)
-	}
+	ids := list.IDs()
 	switch {
 	case c.Model == "" && len(ids) == 1:
 		c.Model = ids[0]
 	case c.Model == "":
-		return Server{}, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("lists %d models (%s); name one with --served-model", len(ids), strings.Join(ids, ", "))}
-	case !contains(ids, c.Model):
-		return Server{}, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("does not serve %q; it lists %s", c.Model, strings.Join(ids, ", "))}
+		return Server{}, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("lists %d models (%s); name one with --served-model", len(ids), strings.Join(ids, ", "))}
+	case !slices.Contains(ids, c.Model):
+		return Server{}, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("does not serve %q; it lists %s", c.Model, strings.Join(ids, ", "))}
 	}
 	var compact bytes.Buffer
 	json.Compact(&compact, data) // valid: it was just parsed
 	return Server{URL: c.URL, Model: c.Model, Models: compact.Bytes()}, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+func (c *Client) api() *client.Client {
+	return &client.Client{URL: c.URL, APIKey: c.APIKey, HTTP: c.HTTP}
 }
 
-// post sends body to route and returns the answer; 429 and 503 are
-// retried after their Retry-After, at most maxRetries times.
+// retry repeats a request the server refused for now (429, 503) after its
+// Retry-After, at most maxRetries times, each attempt bounded by Timeout.
+func (c *Client) retry() client.Retry {
+	return client.Retry{Max: maxRetries, Timeout: c.Timeout}
+}
+
+// post sends body to route and returns the answer.
 func (c *Client) post(ctx context.Context, route string, body any) ([]byte, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	return c.do(ctx, http.MethodPost, route, data, maxAnswerBytes)
-}
-
-func (c *Client) do(ctx context.Context, method, route string, body []byte, limit int64) ([]byte, error) {
-	u := c.URL + route
-	for attempt := 0; ; attempt++ {
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if c.Timeout > 0 {
-			rctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		}
-		data, status, retry, err := c.once(rctx, method, u, body, limit)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if status == http.StatusOK {
-			return data, nil
-		}
-		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && attempt < maxRetries {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(retry):
-			}
-			continue
-		}
-		return nil, &ServerError{URL: u, Status: status, Msg: answerMessage(data)}
-	}
-}
-
-func (c *Client) once(ctx context.Context, method, u string, body []byte, limit int64) ([]byte, int, time.Duration, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, r)
-	if err != nil {
-		return nil, 0, 0, &ServerError{URL: u, Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	resp, err := c.http().Do(req)
-	if err != nil {
-		return nil, 0, 0, &ServerError{URL: u, Err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, 0, 0, &ServerError{URL: u, Status: resp.StatusCode, Err: err}
-	}
-	if int64(len(data)) > limit {
-		return nil, 0, 0, &ServerError{URL: u, Status: resp.StatusCode, Msg: fmt.Sprintf("the answer is over %d bytes", limit)}
-	}
-	return data, resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), nil
-}
-
-// retryAfter reads a Retry-After of delay seconds; one second when it is
-// absent or unreadable, at least 10 ms.
-func retryAfter(h string) time.Duration {
-	d := time.Second
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
-		d = time.Duration(max(s, 0)) * time.Second
-	}
-	return max(d, 10*time.Millisecond)
+	data, err = c.api().Do(ctx, client.Request{Method: http.MethodPost, Path: route, Body: data}, maxAnswerBytes, 0, c.retry())
+	return data, client.Fail("task", err, maxAnswerBytes, answerMessage)
 }
 
 // answerMessage is an error answer's message: its OpenAI error object's,
 // or the start of the body.
-func answerMessage(body []byte) string {
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+func answerMessage(e *client.Error) string {
+	if e.Message != "" {
+		return e.Message
 	}
-	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
-	}
-	s := string(body)
+	s := string(e.Body)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
@@ -211,10 +106,7 @@ type chatAnswer struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage *wire.Usage `json:"usage"`
 }
 
 // Chat asks for one completion of a single user message and returns the
@@ -238,7 +130,7 @@ func (c *Client) Chat(ctx context.Context, user string, maxTokens int, s Samplin
 	}
 	var a chatAnswer
 	bad := func(msg string) error {
-		return &ServerError{URL: c.URL + "/v1/chat/completions", Status: 200, Msg: msg}
+		return &ServerError{Who: "task", URL: c.URL + "/v1/chat/completions", Status: 200, Msg: msg}
 	}
 	if err := json.Unmarshal(data, &a); err != nil {
 		return "", "", "", 0, 0, bad("not a chat completion: " + err.Error())
@@ -310,21 +202,21 @@ func (c *Client) PromptLogprobs(ctx context.Context, ids []int) ([]float64, erro
 	u := c.URL + "/v1/completions"
 	var a completionLogprobs
 	if err := json.Unmarshal(data, &a); err != nil {
-		return nil, &ServerError{URL: u, Status: 200, Msg: "not a completion: " + err.Error()}
+		return nil, &ServerError{Who: "task", URL: u, Status: 200, Msg: "not a completion: " + err.Error()}
 	}
 	if len(a.Choices) != 1 || a.Choices[0].Logprobs == nil {
-		return nil, &ServerError{URL: u, Status: 200, Msg: "no choice with logprobs"}
+		return nil, &ServerError{Who: "task", URL: u, Status: 200, Msg: "no choice with logprobs"}
 	}
 	lp := a.Choices[0].Logprobs.TokenLogprobs
 	// The prompt's entries, then the one generated token's (a stop token
 	// too: it is generated and has a log-prob).
 	if len(lp) != len(ids)+1 {
-		return nil, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("%d token_logprobs for a %d-token prompt and one generated token", len(lp), len(ids))}
+		return nil, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("%d token_logprobs for a %d-token prompt and one generated token", len(lp), len(ids))}
 	}
 	out := make([]float64, len(ids)-1)
 	for j := 1; j < len(ids); j++ {
 		if lp[j] == nil {
-			return nil, &ServerError{URL: u, Status: 200, Msg: fmt.Sprintf("token_logprobs[%d] is null", j)}
+			return nil, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("token_logprobs[%d] is null", j)}
 		}
 		out[j-1] = *lp[j]
 	}

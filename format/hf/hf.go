@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/safetensors"
+	"github.com/lfmq/lfmq/internal/bounded"
 )
 
 // IndexFile is the name of the shard index of a sharded checkpoint.
@@ -163,23 +164,15 @@ func sortErrors(errs []error) {
 }
 
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	data, err := bounded.ReadFile(path, limit)
+	var big *bounded.TooLargeError
+	if errors.As(err, &big) {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than the %d-byte limit", big.Size, limit)}
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than the %d-byte limit", st.Size(), limit)}
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
+	if _, ok := err.(*bounded.ReadError); ok {
 		return nil, fmt.Errorf("hf: %s: %w", path, err)
 	}
-	return data, nil
+	return data, err
 }
 
 // Dir returns the checkpoint directory.

@@ -1,5 +1,7 @@
-// Package httpstatus records the status code an HTTP handler answers, for
-// metrics and request logs, without hiding the writer's other abilities.
+// Package httpstatus is what lfmq makes of HTTP status codes on both
+// sides: the code a handler answers, recorded for metrics and request logs
+// without hiding the writer's other abilities, and whether a client's
+// request that got a status is worth another try.
 package httpstatus
 
 import "net/http"

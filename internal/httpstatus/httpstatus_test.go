@@ -33,3 +33,11 @@ func TestWriter(t *testing.T) {
 		t.Error("Flush or Unwrap did not reach the wrapped writer")
 	}
 }
+
+func TestRetryable(t *testing.T) {
+	for status, want := range map[int]bool{200: false, 404: false, 409: false, 429: true, 500: true, 501: false, 502: true, 503: true, 505: false, 599: true} {
+		if got := Retryable(status); got != want {
+			t.Errorf("Retryable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}

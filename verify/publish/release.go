@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lfmq/lfmq/internal/bounded"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -143,17 +144,11 @@ func loadRelease(dir string) (*release, error) {
 
 // readBounded reads a release file of at most limit bytes.
 func readBounded(root *os.Root, p string, limit int64) ([]byte, error) {
-	f, err := root.Open(p)
-	if err != nil {
-		return nil, &ReleaseError{Path: p, Msg: err.Error()}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, &ReleaseError{Path: p, Msg: err.Error()}
-	}
-	if int64(len(data)) > limit {
+	data, err := bounded.ReadRootFile(root, p, limit)
+	if _, ok := err.(*bounded.TooLargeError); ok {
 		return nil, &ReleaseError{Path: p, Msg: fmt.Sprintf("larger than %d bytes", limit)}
+	} else if err != nil {
+		return nil, &ReleaseError{Path: p, Msg: err.Error()}
 	}
 	return data, nil
 }

@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/lfmq/lfmq/internal/bounded"
 )
 
 // MinRSABits is the smallest RSA modulus Sign accepts. OpenSSH still
@@ -133,24 +134,16 @@ func (nopCloser) Close() error { return nil }
 
 // readBounded reads a regular file of at most limit bytes.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("sshsig: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("sshsig: %w", err)
-	}
-	if !st.Mode().IsRegular() {
+	data, err := bounded.ReadRegularFile(path, limit)
+	switch err.(type) {
+	case nil:
+		return data, nil
+	case *bounded.NotRegularError:
 		return nil, fmt.Errorf("sshsig: %s: not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	case *bounded.ReadError:
 		return nil, fmt.Errorf("sshsig: reading %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
+	case *bounded.TooLargeError:
 		return nil, &SyntaxError{Source: path, Msg: fmt.Sprintf("larger than %d bytes", limit)}
 	}
-	return data, nil
+	return nil, fmt.Errorf("sshsig: %w", err)
 }

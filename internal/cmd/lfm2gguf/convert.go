@@ -11,6 +11,7 @@ import (
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/gguf"
 	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/internal/bounded"
 )
 
 // arch is llama.cpp's name of the LFM2-MoE architecture; every model key
@@ -392,22 +393,13 @@ func specialTokens(dir string, ids map[string]int, c *config.Config) ([]gguf.KV,
 	}, nil
 }
 
+// readBounded reads a tokenizer file of at most maxTokenizerBytes.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxTokenizerBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d a tokenizer file may have", path, st.Size(), maxTokenizerBytes)
-	}
-	buf := make([]byte, st.Size())
-	if _, err := f.ReadAt(buf, 0); err != nil {
+	buf, err := bounded.ReadFile(path, maxTokenizerBytes)
+	if big, ok := err.(*bounded.TooLargeError); ok {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a tokenizer file may have", path, big.Size, maxTokenizerBytes)
+	} else if _, ok := err.(*bounded.ReadError); ok {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return buf, nil
+	return buf, err
 }
