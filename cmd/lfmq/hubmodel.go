@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
-	"github.com/lfmq/lfmq/verify/hfcache"
-	"github.com/lfmq/lfmq/verify/publish"
+	"github.com/lfmq/lfmq/hub/hfcache"
+	"github.com/lfmq/lfmq/hub/publish"
 )
 
 // hubEndpointUsage is the help of --endpoint on the commands that read a

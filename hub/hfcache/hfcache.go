@@ -20,8 +20,8 @@ import (
 
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/hf"
-	"github.com/lfmq/lfmq/verify/download"
-	"github.com/lfmq/lfmq/verify/publish"
+	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -2,7 +2,7 @@
 
 package bundle_test
 
-import "github.com/lfmq/lfmq/verify/bundle"
+import "github.com/lfmq/lfmq/release/bundle"
 
 // reproPlatforms: with -tags long, every default platform, twice.
 var reproPlatforms = bundle.DefaultPlatforms

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lfmq/lfmq/verify/download/hubtest"
+	"github.com/lfmq/lfmq/hub/hubtest"
 )
 
 // datasetHub serves a hubtest repository as a dataset: only the dataset

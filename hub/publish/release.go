@@ -12,8 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lfmq/lfmq/verify/archive"
+	"github.com/lfmq/lfmq/release/archive"
 )
 
 // ModulePath is the module whose source a release carries.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lfmq/lfmq/verify/sshsig"
+	"github.com/lfmq/lfmq/format/sshsig"
 )
 
 // FuzzParse feeds arbitrary bytes to the signature reader, armored and as

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/quant"
+	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle"
 )
 
 // License is the licence text of test releases (recognised as Apache 2.0).

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/lfmq/lfmq/verify/sshsig"
+	"github.com/lfmq/lfmq/format/sshsig"
 )
 
 // The interop tests check lfmq against OpenSSH itself: what one signs, the

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lfmq/lfmq/verify/publish"
+	"github.com/lfmq/lfmq/hub/publish"
 )
 
 // Publish a verified release directory under its revision tag, creating

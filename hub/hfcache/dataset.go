@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/durable"
-	"github.com/lfmq/lfmq/verify/publish"
+	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

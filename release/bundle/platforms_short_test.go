@@ -2,7 +2,7 @@
 
 package bundle_test
 
-import "github.com/lfmq/lfmq/verify/bundle"
+import "github.com/lfmq/lfmq/release/bundle"
 
 // reproPlatforms keeps the default test run to one real build per release.
 var reproPlatforms = []bundle.Platform{{GOOS: "linux", GOARCH: "amd64"}}

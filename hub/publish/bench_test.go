@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/hub/hubtest"
+	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
-	"github.com/lfmq/lfmq/verify/publish"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/lfmq/lfmq/verify/sshsig"
+	"github.com/lfmq/lfmq/format/sshsig"
 )
 
 // seedSigner is an ed25519 signer from a fixed seed, so its signatures are

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/release/bundle"
 )
 
 const (

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/hub/hubtest"
+	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
-	"github.com/lfmq/lfmq/verify/publish"
 )
 
 const repo = "LiquidAI/LFM2-test"

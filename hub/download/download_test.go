@@ -18,11 +18,11 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/lfmq/lfmq/format/sshsig"
+	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/hub/hubtest"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
-	"github.com/lfmq/lfmq/verify/download"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lfmq/lfmq/verify/archive"
+	"github.com/lfmq/lfmq/release/archive"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

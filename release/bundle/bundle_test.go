@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/release/archive"
+	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/archive"
-	"github.com/lfmq/lfmq/verify/bundle"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -23,8 +23,8 @@ import (
 
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
