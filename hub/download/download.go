@@ -24,6 +24,7 @@ import (
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/sshsig"
+	"github.com/lfmq/lfmq/hub/hubhttp"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
 )
@@ -366,11 +367,6 @@ func (d *downloader) request(ctx context.Context, p string, offset int64) (*http
 	return resp, u, err
 }
 
-// retryable reports whether a status is worth another try.
-func retryable(status int) bool {
-	return status == http.StatusTooManyRequests || status >= 500
-}
-
 func (d *downloader) wait(ctx context.Context, attempt int) error {
 	t := time.NewTimer(d.opts.Backoff(attempt))
 	defer t.Stop()
@@ -461,7 +457,7 @@ func (d *downloader) fetchSmall(ctx context.Context, p string, limit int, option
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
 			lastErr = &HTTPError{URL: u, Status: resp.StatusCode}
-			if retryable(resp.StatusCode) {
+			if hubhttp.Retryable(resp.StatusCode) {
 				continue
 			}
 			return nil, "", false, lastErr
@@ -640,7 +636,7 @@ func (d *downloader) transfer(ctx context.Context, e sums.Entry, size int64, par
 		return resultRefused, &verify.MismatchError{Path: e.Path, Kind: verify.KindMissing, WantSHA256: e.SHA256, WantSize: size, GotSize: verify.Unknown, Authority: sums.SumsFile, Detail: "listed, but the hub has no such file (HTTP 404)"}
 	default:
 		herr := &HTTPError{URL: u, Status: resp.StatusCode}
-		if retryable(resp.StatusCode) {
+		if hubhttp.Retryable(resp.StatusCode) {
 			return resultRetry, herr
 		}
 		return resultRefused, herr

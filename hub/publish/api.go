@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lfmq/lfmq/hub/hubhttp"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -310,7 +311,7 @@ type commitAnswer struct {
 func (a *repoAPI) commit(ctx context.Context, branch string, payload []byte) (commitAnswer, error) {
 	u := a.api(a.modelPath("commit", branch))
 	resp, err := a.do(ctx, call{op: "commit", ok: []int{http.StatusOK, http.StatusCreated},
-		retry: func(s int) bool { return s == http.StatusConflict || retryable(s) },
+		retry: func(s int) bool { return s == http.StatusConflict || hubhttp.Retryable(s) },
 		mk: func() (*http.Request, error) {
 			r, err := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(payload))
 			if err == nil {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lfmq/lfmq/hub/hubhttp"
 )
 
 // maxErrorBody bounds the bytes read from an error answer.
@@ -86,15 +88,10 @@ func (c *client) api(escapedPath string) *url.URL {
 	return &u
 }
 
-// retryable is the default retry rule: rate limits and server errors.
-func retryable(status int) bool {
-	return status == http.StatusTooManyRequests || status >= 500 && status != http.StatusNotImplemented && status != http.StatusHTTPVersionNotSupported
-}
-
 // call describes one request: mk builds it afresh for every attempt (so
 // that a body can be sent again), ok lists the statuses returned to the
 // caller, retry says which other statuses are tried again (default
-// retryable). failed, if set, is told after each failed attempt.
+// hubhttp.Retryable). failed, if set, is told after each failed attempt.
 type call struct {
 	op     string
 	mk     func() (*http.Request, error)
@@ -109,7 +106,7 @@ type call struct {
 func (c *client) do(ctx context.Context, cl call) (*http.Response, error) {
 	retry := cl.retry
 	if retry == nil {
-		retry = retryable
+		retry = hubhttp.Retryable
 	}
 	var last error
 	for attempt := 0; ; attempt++ {
