@@ -2,6 +2,11 @@
 // format (openssh PROTOCOL.sshsig), the format of 'ssh-keygen -Y sign' and
 // 'ssh-keygen -Y verify'.
 //
+// Both halves live here because they share the framing: package verify
+// checks a release's SHA256SUMS.sig with Verify, and lfmq release sign
+// writes it with Sign. It knows nothing of releases (the namespace and the
+// signed file are the callers').
+//
 // Sign hashes a message with sha512 and signs it with an ed25519, ECDSA or
 // RSA key (RSA always as rsa-sha2-512), returning the armored signature
 // byte for byte as ssh-keygen writes it. LoadSigner reads an unencrypted
