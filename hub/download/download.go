@@ -193,9 +193,7 @@ func newDownloader(opts *Options, base *url.URL, dir string) *downloader {
 		opts.Retries = 5
 	}
 	if opts.Backoff == nil {
-		opts.Backoff = func(n int) time.Duration {
-			return min(250*time.Millisecond<<(n-1), 8*time.Second)
-		}
+		opts.Backoff = hubhttp.Backoff
 	}
 	client := opts.Client
 	if client == nil {

@@ -3,6 +3,7 @@ package hubhttp
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 func TestRetryable(t *testing.T) {
@@ -22,6 +23,15 @@ func TestRetryable(t *testing.T) {
 	} {
 		if got := Retryable(status); got != want {
 			t.Errorf("Retryable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	ms := time.Millisecond
+	for n, want := range map[int]time.Duration{1: 250 * ms, 2: 500 * ms, 3: time.Second, 5: 4 * time.Second, 6: 8 * time.Second, 9: 8 * time.Second} {
+		if got := Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lfmq/lfmq/hub/hubhttp"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -260,7 +261,7 @@ func retryDefaults(retries int, backoff func(int) time.Duration) (int, func(int)
 		retries = 0
 	}
 	if backoff == nil {
-		backoff = func(n int) time.Duration { return min(250*time.Millisecond<<(n-1), 8*time.Second) }
+		backoff = hubhttp.Backoff
 	}
 	return retries, backoff
 }
