@@ -5,12 +5,13 @@
 // huggingface_hub Python library does; it needs no git and no git-lfs.
 //
 // It publishes; it does not build, sign or verify a release (packages
-// bundle and verify do), and it is not a general upload tool: the
-// release's own lists (SHA256SUMS, runtime-release.json) say which files
-// are published, and the branch ends up holding exactly those files:
-// remote files that are not part of the release are deleted in the same
-// commit (except .gitattributes, which the release replaces with its
-// own).
+// release/bundle, format/sshsig and verify do), and it is not a general
+// upload tool: the release's own lists (SHA256SUMS, runtime-release.json)
+// say which files are published, and the branch ends up holding exactly
+// those files: remote files that are not part of the release are deleted
+// in the same commit (except .gitattributes, which the release replaces
+// with its own). Its read-only half, Remote, is also how package hfcache
+// lists a model's commit.
 //
 // # Protocol
 //
