@@ -39,7 +39,7 @@ RACE = CGO_ENABLED=1 $(GO) test -race -count=1 -short -timeout 20m
 test-race:
 	@command -v $${CC:-cc} >/dev/null || { echo "test-race: no C compiler (cc) for cgo; install gcc and libc6-dev" >&2; exit 1; }
 	$(RACE) ./engine/tokenizer ./engine/chat ./engine/model ./engine/sched \
-		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./launch ./bench
+		./format/lfmq1 ./format/safetensors ./quant/hessian ./verify/... ./hub/... ./release/... ./format/sshsig ./launch ./bench
 	$(RACE) -skip '^TestLoad$$' ./engine/api
 	$(RACE) -skip '^TestProducts$$' ./engine/kernels
 	$(RACE) -run '^(TestQuantizeDeterministic|TestGPTQTiny)$$' ./quant
@@ -211,14 +211,14 @@ FUZZ_TARGETS = \
 	./evidence/card:FuzzParseFrontMatter \
 	./verify/sums:FuzzParse \
 	./verify/sums:FuzzParseRuntimeRelease \
-	./verify/sshsig:FuzzParse \
-	./verify/sshsig:FuzzParseAllowedSigners \
-	./verify/archive:FuzzRead \
-	./verify/download:FuzzContentRange \
-	./verify/download/hubtest:FuzzReadCommit \
-	./verify/publish:FuzzDecodeTree \
-	./verify/publish:FuzzDecodeBatch \
-	./verify/publish:FuzzGitAttributes \
+	./format/sshsig:FuzzParse \
+	./format/sshsig:FuzzParseAllowedSigners \
+	./release/archive:FuzzRead \
+	./hub/download:FuzzContentRange \
+	./hub/hubtest:FuzzReadCommit \
+	./hub/publish:FuzzDecodeTree \
+	./hub/publish:FuzzDecodeBatch \
+	./hub/publish:FuzzGitAttributes \
 	./engine/choice:FuzzParse \
 	./evidence/task:FuzzReadJSONL \
 	./evidence/task:FuzzParse \

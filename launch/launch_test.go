@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

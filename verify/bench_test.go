@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

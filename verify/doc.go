@@ -13,8 +13,9 @@
 // never an extra file; given Options.AllowedSigners, Release also verifies
 // it, and a missing or bad signature is a finding.
 //
-// The sub-packages hold the lists (sums), the SSH signatures (sshsig), the
-// deterministic source archive (archive), the release builder (bundle) and
-// the hub download (download).
-// This package does not build, fetch, serve or quantize anything.
+// The sub-package sums reads and writes the two lists. The SSHSIG format
+// the signature is checked with is package format/sshsig, which the
+// release signer shares. Building a release is release/bundle's job,
+// fetching one hub/download's (both call Release to check their result);
+// this package does not build, fetch, sign, serve or quantize anything.
 package verify

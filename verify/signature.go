@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lfmq/lfmq/verify/sshsig"
+	"github.com/lfmq/lfmq/format/sshsig"
 )
 
 // The release signature (release.md §3).

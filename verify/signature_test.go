@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

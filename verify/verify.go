@@ -18,8 +18,8 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/internal/bounded"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 // denseReference returns the dense fixture's reference greedy ids of the

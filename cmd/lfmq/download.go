@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/hub/download"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/download"
 )
 
 type downloadOptions struct {

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/hub/hubtest"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
 )
 
 func TestDownloadFlags(t *testing.T) {

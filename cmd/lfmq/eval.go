@@ -25,8 +25,8 @@ import (
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
-	"github.com/lfmq/lfmq/verify/hfcache"
-	"github.com/lfmq/lfmq/verify/publish"
+	"github.com/lfmq/lfmq/hub/hfcache"
+	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/version"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 // TestExitCodes holds the rule of docs/cli.md, one class at a time: 2 when

@@ -16,7 +16,7 @@ import (
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
+	"github.com/lfmq/lfmq/hub/hubtest"
 )
 
 // hubWithTinyModel serves the tiny model's files as repo on a test hub,

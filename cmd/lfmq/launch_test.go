@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lfmq/lfmq/hub/hubtest"
 	"github.com/lfmq/lfmq/launch"
-	"github.com/lfmq/lfmq/verify/bundle"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
+	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 func TestLaunchFlags(t *testing.T) {

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/download"
-	"github.com/lfmq/lfmq/verify/publish"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

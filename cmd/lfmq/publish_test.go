@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/lfmq/lfmq/hub/hubtest"
+	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
-	"github.com/lfmq/lfmq/verify/download/hubtest"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

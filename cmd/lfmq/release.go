@@ -15,7 +15,7 @@ import (
 	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
-	"github.com/lfmq/lfmq/verify/bundle"
+	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/version"
 )
 

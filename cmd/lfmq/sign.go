@@ -13,9 +13,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/lfmq/lfmq/format/durable"
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/sshsig"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 

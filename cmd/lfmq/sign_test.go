@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/lfmq/lfmq/format/sshsig"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
-	"github.com/lfmq/lfmq/verify/sshsig"
 )
 
 func TestReleaseSignFlags(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
-	"github.com/lfmq/lfmq/verify/sshsig"
 )
 
 type verifyOptions struct {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lfmq/lfmq/verify/bundle/bundletest"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 func TestVerifyFlags(t *testing.T) {

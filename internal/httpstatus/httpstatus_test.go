@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 func TestWriter(t *testing.T) {
@@ -38,6 +39,15 @@ func TestRetryable(t *testing.T) {
 	for status, want := range map[int]bool{200: false, 404: false, 409: false, 429: true, 500: true, 501: false, 502: true, 503: true, 505: false, 599: true} {
 		if got := Retryable(status); got != want {
 			t.Errorf("Retryable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	ms := time.Millisecond
+	for n, want := range map[int]time.Duration{1: 250 * ms, 2: 500 * ms, 3: time.Second, 5: 4 * time.Second, 6: 8 * time.Second, 9: 8 * time.Second} {
+		if got := Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
 }

@@ -1,0 +1,119 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/hub/hfcache"
+	"github.com/lfmq/lfmq/hub/publish"
+)
+
+// ModelOptions configures ResolveModel and ModelDir.
+type ModelOptions struct {
+	// Label is how the command line names the argument ("--model"); every
+	// message and error starts with "Label value".
+	Label string
+	// Endpoint is the hub's base URL (default: $HF_ENDPOINT, else
+	// publish.DefaultEndpoint).
+	Endpoint string
+	// Token is sent as a Bearer to the hub's own host (default: $HF_TOKEN,
+	// without surrounding space).
+	Token string
+	// Log, if set, receives where the snapshot came from and one line per
+	// file fetched.
+	Log io.Writer
+}
+
+// ArgError reports a model argument that is the command line's fault: a
+// malformed hub id, or a repository or revision the hub does not have.
+// Err carries the whole message.
+type ArgError struct{ Err error }
+
+func (e *ArgError) Error() string { return e.Err.Error() }
+func (e *ArgError) Unwrap() error { return e.Err }
+
+// IsModelID reports whether a model argument is a hub id rather than a
+// directory: a string that names an existing directory is that directory,
+// whatever it looks like.
+func IsModelID(value string) bool {
+	if _, err := os.Stat(value); err == nil {
+		return false
+	}
+	_, err := hfcache.ParseID(value)
+	return err == nil
+}
+
+// ModelDir returns the directory a model argument names: value itself
+// unless IsModelID, else ResolveModel's snapshot.
+func ModelDir(ctx context.Context, value string, opts ModelOptions) (string, error) {
+	if !IsModelID(value) {
+		return value, nil
+	}
+	return ResolveModel(ctx, value, opts)
+}
+
+// ResolveModel returns the snapshot directory of the model value names
+// (OWNER/NAME[@REVISION]) in the Hugging Face cache: without the network
+// when the cache holds all of it, otherwise after fetching what is missing
+// from the hub. A malformed id, or a repository or revision the hub does
+// not have, is an *ArgError.
+func ResolveModel(ctx context.Context, value string, opts ModelOptions) (string, error) {
+	label := opts.Label + " " + value
+	id, err := hfcache.ParseID(value)
+	if err != nil {
+		return "", &ArgError{fmt.Errorf("%s: %w", label, err)}
+	}
+	root, err := hfcache.Root()
+	if err != nil {
+		return "", err
+	}
+	endpoint := opts.Endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv("HF_ENDPOINT")
+	}
+	token := opts.Token
+	if token == "" {
+		token = strings.TrimSpace(os.Getenv("HF_TOKEN"))
+	}
+	snap, ok, err := hfcache.Lookup(root, id)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", label, err)
+	}
+	if ok {
+		logf(opts.Log, "%s: snapshot %s from the Hugging Face cache, %s\n", label, snap.Commit, snap.Dir)
+		return snap.Dir, nil
+	}
+	logf(opts.Log, "%s: fetching into the Hugging Face cache, %s\n", label, hfcache.RepoDir(root, id.Repo))
+	snap, err = hfcache.Fetch(ctx, id, hfcache.Options{Root: root, Endpoint: endpoint, Token: token, Log: opts.Log})
+	// Without @REVISION the value may as well be a mistyped relative
+	// path (out/ckpt), and the hub's answer alone would hide that no
+	// directory has that name.
+	if !strings.Contains(value, "@") {
+		label += ": no such directory, and as a hub id"
+	}
+	var rn *publish.RepoNotFoundError
+	var vn *publish.RevisionNotFoundError
+	if errors.As(err, &rn) || errors.As(err, &vn) {
+		return "", &ArgError{fmt.Errorf("%s: %w", label, err)}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("%s: %w (what arrived is kept; the same command resumes it)", label, err)
+		}
+		return "", fmt.Errorf("%s: %w", label, err)
+	}
+	logf(opts.Log, "%s: snapshot %s (%d files fetched, %s; %d linked from the cache), %s\n",
+		label, snap.Commit, len(snap.Fetched), units.Bytes(snap.BytesReceived), len(snap.Linked), snap.Dir)
+	return snap.Dir, nil
+}
+
+func logf(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format, args...)
+	}
+}

@@ -1,8 +1,0 @@
-//go:build long
-
-package bundle_test
-
-import "github.com/lfmq/lfmq/verify/bundle"
-
-// reproPlatforms: with -tags long, every default platform, twice.
-var reproPlatforms = bundle.DefaultPlatforms
