@@ -23,6 +23,7 @@ import (
 	"github.com/lfmq/lfmq/evidence/report"
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/internal/bom"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -221,7 +222,7 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	status := &benchStatus{}
 	o.Progress = status.set
 	var bar *progressbar.ProgressBar
-	var ticker *statusTicker
+	var ticker *progress.Ticker
 	if opts.IO.ErrTTY {
 		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(opts.IO.ErrOut), progressbar.OptionSpinnerType(14),
 			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
@@ -230,7 +231,7 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 			bar.Describe(status.line())
 		}
 	} else {
-		ticker = startStatus(opts.IO.ErrOut, statusEvery, status.line)
+		ticker = progress.StartStatus(opts.IO.ErrOut, statusEvery, status.line)
 	}
 	started, load := time.Now().UTC(), bench.LoadAverage()
 	res, err := bench.Run(cmd.Context(), o)

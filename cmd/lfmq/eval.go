@@ -25,6 +25,7 @@ import (
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/verify/hfcache"
 	"github.com/lfmq/lfmq/verify/publish"
 	"github.com/lfmq/lfmq/version"
@@ -396,7 +397,7 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 		if seed != nil {
 			what = fmt.Sprintf("eval seed %d", *seed)
 		}
-		p := newLineProgress(opts.IO.ErrOut, what, "items", statusEvery)
+		p := progress.NewLines(opts.IO.ErrOut, what, "items", statusEvery)
 		p.Start(len(items))
 		o.Progress = func(done, total int) { p.Set(done) }
 		run, err := task.Evaluate(ctx, o)

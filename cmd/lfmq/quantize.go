@@ -9,15 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
-	"github.com/lfmq/lfmq/internal/cputime"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
@@ -369,15 +367,8 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	}
 	start := time.Now()
 	opts.IO.ConfigWarnings(opts.Model)
-	var prog quant.Progress
-	var lp *lineProgress
-	if opts.IO.ErrTTY {
-		prog = &barProgress{w: opts.IO}
-	} else {
-		lp = newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
-		defer lp.finish()
-		prog = lp
-	}
+	prog := progress.NewQuantize(opts.IO.ErrOut, opts.IO.ErrTTY, statusEvery)
+	defer prog.Stop()
 	res, err := quant.Quantize(cmd.Context(), quant.Options{
 		ModelDir:    opts.Model,
 		OutDir:      opts.Out,
@@ -385,7 +376,7 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		Workers:     opts.Workers,
 		KeepExperts: opts.Experts == "keep",
 		CreatedBy:   createdBy(opts),
-		Progress:    prog,
+		Progress:    prog.Progress(),
 		GPTQ:        opts.GPTQ,
 
 		ExponentRule:      opts.ExponentRule,
@@ -394,16 +385,8 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		DenseMethod:       opts.DenseMethod,
 	})
 	// The status lines end before anything else is written.
-	lp.finish()
-	follow := lp.follower()
-	if p, ok := prog.(*barProgress); ok {
-		p.finish(err == nil)
-		follow = p.follow
-	}
-	if path := os.Getenv(workTraceEnv); path != "" && err == nil {
-		if err := follow.writeTrace(path); err != nil {
-			return err
-		}
+	if err := prog.Finish(err == nil); err != nil {
+		return err
 	}
 	// An interrupted run's partial directory, met without --resume or
 	// with other settings, is the command line's to settle, like an output
@@ -603,156 +586,4 @@ func createdBy(opts *quantizeOptions) string {
 	add(g.Sequential != d.Sequential, "--sequential=", strconv.FormatBool(g.Sequential))
 	add(denseGPTQ && g.DampDense != d.DampDense, "--damp-dense ", num(g.DampDense))
 	return s
-}
-
-// barProgress draws a progress bar on the error stream of a terminal.
-type barProgress struct {
-	w   *IOStreams
-	mu  sync.Mutex
-	bar *progressbar.ProgressBar
-	// follow, once set (StartWork), makes the bar a per-mille bar of the
-	// run's estimated time (internal/eta) with the time left in its
-	// description; steps is the position drawn.
-	follow         *workFollower
-	steps          int
-	stage          string
-	tensors, total int
-	// stop ends the goroutine that refreshes the time left while a long
-	// item (the head's solve) reports nothing; it closes stopped.
-	stop, stopped chan struct{}
-}
-
-// workSteps is the resolution of a bar that follows the work.
-const workSteps = 1000
-
-// barRefresh is how often a bar that follows the work redraws its time
-// left between reports.
-const barRefresh = time.Second
-
-func (p *barProgress) Start(total int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.total = total
-	p.bar = progressbar.NewOptions(total,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription("quantizing"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		// The full bar stays, on its own line, above the summary.
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
-	)
-}
-
-func (p *barProgress) Done(string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tensors++
-	if p.bar != nil && p.follow == nil {
-		p.bar.Add(1)
-	}
-}
-
-// StartWork makes the bar follow the run's work (quant.WorkProgress): its
-// position is the share of the run's estimated time that has passed, and
-// its description gives the time left, estimated with each kind of work
-// timed apart (the bar's own prediction, from its position's rate alone,
-// is off).
-func (p *barProgress) StartWork(total quant.WorkTotals) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if total.Sum() <= 0 {
-		return
-	}
-	p.follow = newWorkFollower(time.Now, cputime.Process, os.Getenv(workTraceEnv) != "")
-	p.follow.startWork(total)
-	p.bar = progressbar.NewOptions(workSteps,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription("quantizing"),
-		progressbar.OptionSetPredictTime(false),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
-	)
-	p.stop, p.stopped = make(chan struct{}), make(chan struct{})
-	go func(stop, stopped chan struct{}) {
-		defer close(stopped)
-		tick := time.NewTicker(barRefresh)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				p.mu.Lock()
-				p.redraw()
-				p.mu.Unlock()
-			}
-		}
-	}(p.stop, p.stopped)
-}
-
-// Work adds finished work and moves a bar that follows the work.
-func (p *barProgress) Work(kind quant.WorkKind, done float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.follow == nil {
-		return
-	}
-	p.follow.work(kind, done)
-	p.redraw()
-}
-
-// Stage shows what a GPTQ run is doing while no tensor completes.
-func (p *barProgress) Stage(layer int, stage string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stage = fmt.Sprintf("layer %d: %s", layer, stage)
-	p.redraw()
-}
-
-// redraw sets the bar's description and, when it follows the work, its
-// position (never back). The caller holds p.mu.
-func (p *barProgress) redraw() {
-	if p.bar == nil || p.stage == "" && p.follow == nil {
-		return
-	}
-	if p.follow == nil {
-		p.bar.Describe(p.stage)
-		return
-	}
-	now := p.follow.now()
-	desc := fmt.Sprintf("%d/%d tensors", p.tensors, p.total)
-	if p.stage != "" {
-		desc += ", " + p.stage
-	}
-	if left, ok := p.follow.est.Left(now); ok {
-		desc += fmt.Sprintf(", about %s left", left.Round(time.Second))
-	}
-	p.bar.Describe(desc)
-	if steps := int(workSteps * p.follow.est.Share(now)); steps > p.steps && steps < workSteps {
-		p.bar.Add(steps - p.steps)
-		p.steps = steps
-	}
-}
-
-// finish ends the bar so that the summary starts on a clean line: a
-// finished run's bar is drawn full first (the throttled bar may lag behind
-// the last tensors), a failed one's is left where it stopped.
-func (p *barProgress) finish(completed bool) {
-	p.mu.Lock()
-	stop, stopped := p.stop, p.stopped
-	p.stop = nil
-	p.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-stopped
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.bar == nil:
-	case completed:
-		p.bar.Finish()
-	default:
-		p.bar.Exit()
-	}
 }
