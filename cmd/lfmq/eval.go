@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,7 +18,7 @@ import (
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
-	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/engine/serve"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
@@ -506,55 +503,28 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 }
 
 // serveInProcess serves the checkpoint with the engine's own server on a
-// loopback port, as lfmq serve does with its defaults (scheduler,
-// speculation and prefix caching on, the bf16 KV cache, the default
-// sampling preset for the fields a request leaves out), and waits until it answers /health. stop
-// shuts it down.
+// loopback port, as lfmq serve does with its defaults and the bf16 KV
+// cache (serve.InProcess), and waits until it answers /health. stop shuts
+// it down.
 func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
 	dev, _, err := pick.Open(opts.Device)
 	if err != nil {
-		ln.Close()
 		return "", nil, fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defaults, _ := sample.Preset(sample.DefaultPreset)
-	cfg := api.Config{Device: dev, ModelDir: opts.Model, Listener: ln, Threads: opts.Threads, KVCacheDType: kvCacheDType(defaultKVCacheDType),
-		Sched:   sched.Config{MaxNumSeqs: max(opts.Concurrency, 1)},
-		Options: api.Options{Defaults: defaults, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	served := make(chan error, 1)
-	go func() { served <- api.Serve(sctx, cfg) }()
-	stop = func() {
-		cancel()
-		<-served
+	url, stopServer, err := serve.Start(ctx, opts.Model, dev, serve.InProcess(opts.Concurrency, opts.Threads, kvCacheDType(defaultKVCacheDType)))
+	var se *serve.StoppedError
+	switch {
+	case errors.As(err, &se):
 		closeDevice(dev)
+		return "", nil, fmt.Errorf("--model %s: %w", opts.Model, se)
+	case err != nil:
+		closeDevice(dev)
+		return "", nil, err
 	}
-	url = "http://" + ln.Addr().String()
-	for {
-		select {
-		case err := <-served:
-			served <- err
-			stop()
-			if err == nil {
-				err = errors.New("the in-process server stopped")
-			}
-			return "", nil, fmt.Errorf("--model %s: %w", opts.Model, err)
-		case <-ctx.Done():
-			stop()
-			return "", nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url, stop, nil
-			}
-		}
-	}
+	return url, func() {
+		stopServer()
+		closeDevice(dev)
+	}, nil
 }
 
 // printEvalSummary writes the runs' table.
