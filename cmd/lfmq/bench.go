@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/bench"
@@ -173,6 +172,34 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 		Seed: opts.Seed, Vocab: opts.Vocab, Exact: bench.Exact(opts.Exact), Logprobs: opts.Logprobs, TopLogprobs: opts.TopLogprobs,
 		Temperature: opts.Temperature, RequestTimeout: opts.Timeout,
 	}
+	if err := benchInputs(opts, &o); err != nil {
+		return err
+	}
+	status := &benchStatus{}
+	st := progress.NewStatus(opts.IO.ErrOut, opts.IO.ErrTTY, statusEvery, status.line)
+	o.Progress = func(p bench.Progress) {
+		status.set(p)
+		st.Update()
+	}
+	started, load := time.Now().UTC(), bench.LoadAverage()
+	res, err := bench.Run(cmd.Context(), o)
+	st.Finish()
+	var oe *bench.OptionsError
+	if errors.As(err, &oe) {
+		return &usageError{fmt.Errorf("--%s: %s", oe.Field, oe.Msg)}
+	}
+	if res == nil {
+		return err
+	}
+	if werr := benchReport(opts, res, started, load); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// benchInputs checks the input files and output paths, and reads the API
+// key, --extra-body and --dataset into o.
+func benchInputs(opts *benchOptions, o *bench.Options) error {
 	var files []string
 	if opts.APIKeyFile != "" {
 		files = append(files, "--api-key-file "+opts.APIKeyFile, opts.APIKeyFile)
@@ -218,34 +245,13 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 		}
 		o.Dataset = ds
 	}
+	return nil
+}
 
-	status := &benchStatus{}
-	o.Progress = status.set
-	var bar *progressbar.ProgressBar
-	var ticker *progress.Ticker
-	if opts.IO.ErrTTY {
-		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(opts.IO.ErrOut), progressbar.OptionSpinnerType(14),
-			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
-		o.Progress = func(p bench.Progress) {
-			status.set(p)
-			bar.Describe(status.line())
-		}
-	} else {
-		ticker = progress.StartStatus(opts.IO.ErrOut, statusEvery, status.line)
-	}
-	started, load := time.Now().UTC(), bench.LoadAverage()
-	res, err := bench.Run(cmd.Context(), o)
-	ticker.Stop()
-	if bar != nil {
-		bar.Finish()
-	}
-	var oe *bench.OptionsError
-	if errors.As(err, &oe) {
-		return &usageError{fmt.Errorf("--%s: %s", oe.Field, oe.Msg)}
-	}
-	if res == nil {
-		return err
-	}
+// benchReport writes the table to stdout, the run's line to the error
+// stream, and the --out file and plots of a run that began at started
+// under the load average load.
+func benchReport(opts *benchOptions, res *bench.Result, started time.Time, load float64) error {
 	fmt.Fprint(opts.IO.Out, bench.Markdown(res))
 	opts.IO.Errorf("benchmarked %s at %s (%s): %d cells in %s\n", res.Server.Model, res.Server.URL, res.Server.Kind,
 		len(res.Cells), time.Since(started).Round(time.Second))
@@ -256,21 +262,21 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 			Started: started.Format(time.RFC3339), Finished: time.Now().UTC().Format(time.RFC3339),
 			LoadStart: load, LoadEnd: bench.LoadAverage(),
 		}}
-		if werr := os.MkdirAll(filepath.Dir(opts.Out), 0o755); werr != nil {
-			return werr
+		if err := os.MkdirAll(filepath.Dir(opts.Out), 0o755); err != nil {
+			return err
 		}
-		if werr := bench.Write(opts.Out, f); werr != nil {
-			return werr
+		if err := bench.Write(opts.Out, f); err != nil {
+			return err
 		}
 		opts.IO.Errorf("wrote %s\n", opts.Out)
 	}
 	if opts.Plot != "" && len(res.Cells) > 0 {
-		if werr := writeBenchPlots(opts.Plot, res); werr != nil {
-			return werr
+		if err := writeBenchPlots(opts.Plot, res); err != nil {
+			return err
 		}
 		opts.IO.Errorf("wrote plots to %s\n", opts.Plot)
 	}
-	return err
+	return nil
 }
 
 // benchStatus is the latest progress, for the status line.

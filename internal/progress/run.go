@@ -105,3 +105,42 @@ func (c *Count) Finish() {
 		c.bar = nil
 	}
 }
+
+// Status shows a status line whose text the caller keeps (line): beside
+// a spinner that Update redraws where the stream is a terminal, else
+// written every interval.
+type Status struct {
+	line   func() string
+	bar    *progressbar.ProgressBar
+	ticker *Ticker
+}
+
+// NewStatus starts showing line on w: a spinner if tty, else a status line
+// every interval. line must be safe to call from another goroutine.
+func NewStatus(w io.Writer, tty bool, every time.Duration, line func() string) *Status {
+	s := &Status{line: line}
+	if tty {
+		s.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionSpinnerType(14),
+			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+	} else {
+		s.ticker = StartStatus(w, every, line)
+	}
+	return s
+}
+
+// Update redraws the spinner's line after the text changed; off a terminal
+// the next status line shows it.
+func (s *Status) Update() {
+	if s.bar != nil {
+		s.bar.Describe(s.line())
+	}
+}
+
+// Finish stops the reports (the spinner cleared), before the command
+// writes to the same stream.
+func (s *Status) Finish() {
+	s.ticker.Stop()
+	if s.bar != nil {
+		s.bar.Finish()
+	}
+}
