@@ -110,22 +110,8 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
       --turns 8 --turn-tokens 2048 --output-tokens 32 --max-requests 8 --duration 1h`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("url", opts.URL); err != nil {
+			if err := opts.validate(cmd); err != nil {
 				return err
-			}
-			if _, err := bench.ParseURL(opts.URL); err != nil {
-				var oe *bench.OptionsError
-				errors.As(err, &oe)
-				return &usageError{fmt.Errorf("--url %s", oe.Msg)}
-			}
-			if opts.Dataset != "" && cmd.Flags().Changed("prompt-tokens") {
-				return &usageError{errors.New("--dataset and --prompt-tokens exclude each other")}
-			}
-			if cmd.Flags().Changed("turn-tokens") && opts.Turns < 2 {
-				return &usageError{errors.New("--turn-tokens needs --turns 2 or more")}
-			}
-			if cmd.Flags().Changed("api-key-file") && opts.APIKeyFile == "" {
-				return &usageError{errors.New("--api-key-file: empty file name")}
 			}
 			opts.command = givenFlagsCommandLine(cmd, "lfmq", "bench")
 			if runF != nil {
@@ -163,6 +149,28 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	cmd.MarkFlagDirname("plot")
 	cmd.RegisterFlagCompletionFunc("exact", cobra.FixedCompletions([]string{string(bench.ExactBoth), string(bench.ExactMinTokens), string(bench.ExactIgnoreEOS), string(bench.ExactNone)}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// validate checks the flags' combinations (usage errors, exit 2).
+func (o *benchOptions) validate(cmd *cobra.Command) error {
+	if err := requireFlags("url", o.URL); err != nil {
+		return err
+	}
+	if _, err := bench.ParseURL(o.URL); err != nil {
+		var oe *bench.OptionsError
+		errors.As(err, &oe)
+		return &usageError{fmt.Errorf("--url %s", oe.Msg)}
+	}
+	if o.Dataset != "" && cmd.Flags().Changed("prompt-tokens") {
+		return &usageError{errors.New("--dataset and --prompt-tokens exclude each other")}
+	}
+	if cmd.Flags().Changed("turn-tokens") && o.Turns < 2 {
+		return &usageError{errors.New("--turn-tokens needs --turns 2 or more")}
+	}
+	if cmd.Flags().Changed("api-key-file") && o.APIKeyFile == "" {
+		return &usageError{errors.New("--api-key-file: empty file name")}
+	}
+	return nil
 }
 
 func benchRun(cmd *cobra.Command, opts *benchOptions) error {
