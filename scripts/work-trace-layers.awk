@@ -1,6 +1,6 @@
 # work-trace-layers.awk: each layer's CPU time by kind of work, from a
 # quantize run's work trace (LFMQ_WORK_TRACE; scripts/bench-quantize.sh
-# keeps one beside each log, cmd/lfmq/testdata/worktrace holds recorded
+# keeps one beside each log, internal/progress/testdata/worktrace holds recorded
 # ones), so that a layer's cost can be split into what grows with the
 # calibration tokens (forward, statistics) and what does not (solves):
 #

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/bench"
@@ -23,6 +22,7 @@ import (
 	"github.com/lfmq/lfmq/evidence/report"
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/internal/bom"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -110,22 +110,8 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
       --turns 8 --turn-tokens 2048 --output-tokens 32 --max-requests 8 --duration 1h`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("url", opts.URL); err != nil {
+			if err := opts.validate(cmd); err != nil {
 				return err
-			}
-			if _, err := bench.ParseURL(opts.URL); err != nil {
-				var oe *bench.OptionsError
-				errors.As(err, &oe)
-				return &usageError{fmt.Errorf("--url %s", oe.Msg)}
-			}
-			if opts.Dataset != "" && cmd.Flags().Changed("prompt-tokens") {
-				return &usageError{errors.New("--dataset and --prompt-tokens exclude each other")}
-			}
-			if cmd.Flags().Changed("turn-tokens") && opts.Turns < 2 {
-				return &usageError{errors.New("--turn-tokens needs --turns 2 or more")}
-			}
-			if cmd.Flags().Changed("api-key-file") && opts.APIKeyFile == "" {
-				return &usageError{errors.New("--api-key-file: empty file name")}
 			}
 			opts.command = givenFlagsCommandLine(cmd, "lfmq", "bench")
 			if runF != nil {
@@ -165,6 +151,28 @@ Ctrl-C stops at once and prints (and writes) what was measured.`,
 	return cmd
 }
 
+// validate checks the flags' combinations (usage errors, exit 2).
+func (o *benchOptions) validate(cmd *cobra.Command) error {
+	if err := requireFlags("url", o.URL); err != nil {
+		return err
+	}
+	if _, err := bench.ParseURL(o.URL); err != nil {
+		var oe *bench.OptionsError
+		errors.As(err, &oe)
+		return &usageError{fmt.Errorf("--url %s", oe.Msg)}
+	}
+	if o.Dataset != "" && cmd.Flags().Changed("prompt-tokens") {
+		return &usageError{errors.New("--dataset and --prompt-tokens exclude each other")}
+	}
+	if cmd.Flags().Changed("turn-tokens") && o.Turns < 2 {
+		return &usageError{errors.New("--turn-tokens needs --turns 2 or more")}
+	}
+	if cmd.Flags().Changed("api-key-file") && o.APIKeyFile == "" {
+		return &usageError{errors.New("--api-key-file: empty file name")}
+	}
+	return nil
+}
+
 func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	o := bench.Options{
 		URL: opts.URL, Model: opts.Model, Concurrency: opts.Concurrency, PromptTokens: opts.PromptTokens,
@@ -172,6 +180,34 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 		Seed: opts.Seed, Vocab: opts.Vocab, Exact: bench.Exact(opts.Exact), Logprobs: opts.Logprobs, TopLogprobs: opts.TopLogprobs,
 		Temperature: opts.Temperature, RequestTimeout: opts.Timeout,
 	}
+	if err := benchInputs(opts, &o); err != nil {
+		return err
+	}
+	status := &benchStatus{}
+	st := progress.NewStatus(opts.IO.ErrOut, opts.IO.ErrTTY, statusEvery, status.line)
+	o.Progress = func(p bench.Progress) {
+		status.set(p)
+		st.Update()
+	}
+	started, load := time.Now().UTC(), bench.LoadAverage()
+	res, err := bench.Run(cmd.Context(), o)
+	st.Finish()
+	var oe *bench.OptionsError
+	if errors.As(err, &oe) {
+		return &usageError{fmt.Errorf("--%s: %s", oe.Field, oe.Msg)}
+	}
+	if res == nil {
+		return err
+	}
+	if werr := benchReport(opts, res, started, load); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// benchInputs checks the input files and output paths, and reads the API
+// key, --extra-body and --dataset into o.
+func benchInputs(opts *benchOptions, o *bench.Options) error {
 	var files []string
 	if opts.APIKeyFile != "" {
 		files = append(files, "--api-key-file "+opts.APIKeyFile, opts.APIKeyFile)
@@ -217,34 +253,13 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 		}
 		o.Dataset = ds
 	}
+	return nil
+}
 
-	status := &benchStatus{}
-	o.Progress = status.set
-	var bar *progressbar.ProgressBar
-	var ticker *statusTicker
-	if opts.IO.ErrTTY {
-		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(opts.IO.ErrOut), progressbar.OptionSpinnerType(14),
-			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
-		o.Progress = func(p bench.Progress) {
-			status.set(p)
-			bar.Describe(status.line())
-		}
-	} else {
-		ticker = startStatus(opts.IO.ErrOut, statusEvery, status.line)
-	}
-	started, load := time.Now().UTC(), bench.LoadAverage()
-	res, err := bench.Run(cmd.Context(), o)
-	ticker.Stop()
-	if bar != nil {
-		bar.Finish()
-	}
-	var oe *bench.OptionsError
-	if errors.As(err, &oe) {
-		return &usageError{fmt.Errorf("--%s: %s", oe.Field, oe.Msg)}
-	}
-	if res == nil {
-		return err
-	}
+// benchReport writes the table to stdout, the run's line to the error
+// stream, and the --out file and plots of a run that began at started
+// under the load average load.
+func benchReport(opts *benchOptions, res *bench.Result, started time.Time, load float64) error {
 	fmt.Fprint(opts.IO.Out, bench.Markdown(res))
 	opts.IO.Errorf("benchmarked %s at %s (%s): %d cells in %s\n", res.Server.Model, res.Server.URL, res.Server.Kind,
 		len(res.Cells), time.Since(started).Round(time.Second))
@@ -255,21 +270,21 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 			Started: started.Format(time.RFC3339), Finished: time.Now().UTC().Format(time.RFC3339),
 			LoadStart: load, LoadEnd: bench.LoadAverage(),
 		}}
-		if werr := os.MkdirAll(filepath.Dir(opts.Out), 0o755); werr != nil {
-			return werr
+		if err := os.MkdirAll(filepath.Dir(opts.Out), 0o755); err != nil {
+			return err
 		}
-		if werr := bench.Write(opts.Out, f); werr != nil {
-			return werr
+		if err := bench.Write(opts.Out, f); err != nil {
+			return err
 		}
 		opts.IO.Errorf("wrote %s\n", opts.Out)
 	}
 	if opts.Plot != "" && len(res.Cells) > 0 {
-		if werr := writeBenchPlots(opts.Plot, res); werr != nil {
-			return werr
+		if err := writeBenchPlots(opts.Plot, res); err != nil {
+			return err
 		}
 		opts.IO.Errorf("wrote plots to %s\n", opts.Plot)
 	}
-	return err
+	return nil
 }
 
 // benchStatus is the latest progress, for the status line.

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,12 +18,13 @@ import (
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
-	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/engine/serve"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/hub/hfcache"
 	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/version"
 )
 
@@ -261,38 +259,61 @@ func orNeutral(x *float64, neutral float64) *evidence.Float {
 }
 
 func evalRun(cmd *cobra.Command, opts *evalOptions) error {
+	items, f, err := evalInputs(cmd, opts)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	var c closers
+	defer c.close()
+	o, err := evalSetup(ctx, opts, f, items, &c)
+	if err != nil {
+		return err
+	}
+	if err := evalRuns(ctx, opts, o, f); err != nil {
+		return err
+	}
+	return evalOutputs(opts, f)
+}
+
+// evalInputs checks the dataset, the model, the tokenizer and the output
+// paths, reads the items (the first --limit), and starts the file that
+// receives the runs with the settings and receipts known before any run.
+// A dataset named by its hub id is fetched into the Hugging Face cache
+// first when it is not there.
+func evalInputs(cmd *cobra.Command, opts *evalOptions) ([]task.Item, *task.File, error) {
 	dataset, hubDataset := opts.Dataset, task.Dataset{}
 	if hfcache.IsDatasetID(opts.Dataset) {
 		if _, err := os.Stat(opts.Dataset); err != nil {
 			var err error
 			if dataset, hubDataset, err = resolveHubDataset(cmd, opts); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 	}
 	if err := requireFiles("--dataset "+opts.Dataset, dataset); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if opts.Model != "" {
 		if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	if opts.Tokenizer != "" {
 		if err := requireFiles("--tokenizer "+opts.Tokenizer, filepath.Join(opts.Tokenizer, "tokenizer.json")); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	for _, out := range [][2]string{{"--out", opts.Out}, {"--items", opts.Items}} {
 		if out[1] != "" {
 			if err := requireOutFile(out[0]+" "+out[1], out[1]); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 	}
 	items, ds, err := readTaskDataset(dataset, opts.kind)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if hubDataset.Repo != "" {
 		ds.Path, ds.Repo, ds.Revision = hubDataset.Path, hubDataset.Repo, hubDataset.Revision
@@ -300,7 +321,6 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 	if opts.Limit > 0 && opts.Limit < len(items) {
 		items = items[:opts.Limit]
 	}
-	ctx := cmd.Context()
 	started := time.Now().UTC()
 	sum, _ := evidence.BinarySHA256()
 	f := &task.File{Format: task.Format, Task: opts.kind,
@@ -311,57 +331,76 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 	if opts.kind == task.Choice {
 		f.Settings.MaxTokens = 0
 	}
+	return items, f, nil
+}
 
-	o := task.Options{Kind: opts.kind, Items: items, MaxTokens: opts.MaxTokens, Sampling: opts.sampling, Concurrency: opts.Concurrency}
+// closers are the things a run holds open, closed last first.
+type closers []func()
+
+func (c *closers) add(f func()) { *c = append(*c, f) }
+
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// evalSetup chooses how the items are asked (the engine in process, an
+// in-process server, or the server at --url; likelihoods in process or
+// over /v1/completions) and records the server's or the checkpoint's
+// identity in f. What it opens is closed by c.
+func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []task.Item, c *closers) (*task.Options, error) {
+	o := &task.Options{Kind: opts.kind, Items: items, MaxTokens: opts.MaxTokens, Sampling: opts.sampling, Concurrency: opts.Concurrency}
 	client := &task.Client{URL: opts.URL, Model: opts.ServedModel, Timeout: opts.Timeout}
 	switch {
 	case opts.Model != "" && opts.kind == task.Choice:
 		ck, err := evidence.IdentifyCheckpoint("model", opts.Model)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		f.Receipts.Checkpoint = &ck
 		dev, _, err := pick.Open(opts.Device)
 		if err != nil {
-			return fmt.Errorf("--device %s: %w", opts.Device, err)
+			return nil, fmt.Errorf("--device %s: %w", opts.Device, err)
 		}
-		defer closeDevice(dev)
+		c.add(func() { closeDevice(dev) })
 		// serve's KV cache default, so that the likelihoods are a server's.
 		sess, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer sess.Close()
+		c.add(func() { sess.Close() })
 		o.Scorer = &task.EngineScorer{Model: sess.Model, Tokenizer: sess.Tokenizer}
 		f.Settings.Scoring = "in-process"
 		f.Receipts.Server = task.Server{Model: api.DefaultServedModelName(opts.Model), Models: []byte("null")}
 	case opts.Model != "":
 		ck, err := evidence.IdentifyCheckpoint("model", opts.Model)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		f.Receipts.Checkpoint = &ck
 		url, stop, err := serveInProcess(ctx, opts)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer stop()
+		c.add(stop)
 		client.URL = url
 	default:
 		client.APIKey = os.Getenv("LFMQ_API_KEY")
 		if opts.APIKeyFile != "" {
+			var err error
 			if err := requireFiles("--api-key-file "+opts.APIKeyFile, opts.APIKeyFile); err != nil {
-				return err
+				return nil, err
 			}
 			if client.APIKey, err = readKeyFile(opts.APIKeyFile); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if o.Scorer == nil {
 		srv, err := client.Identify(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if opts.Model != "" {
 			srv.URL = "" // a loopback port of this process: not a receipt
@@ -372,17 +411,23 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 	if opts.kind == task.Choice && opts.URL != "" {
 		tok, err := tokenizer.Load(opts.Tokenizer)
 		if err != nil {
-			return fmt.Errorf("--tokenizer %s: %w", opts.Tokenizer, err)
+			return nil, fmt.Errorf("--tokenizer %s: %w", opts.Tokenizer, err)
 		}
 		tsum, _, err := evidence.HashFile(filepath.Join(opts.Tokenizer, "tokenizer.json"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		f.Receipts.TokenizerSHA256 = tsum
 		o.Scorer = &task.CompletionsScorer{Client: client, Tokenizer: tok}
 		f.Settings.Scoring = "completions-echo"
 	}
+	return o, nil
+}
 
+// evalRuns runs the task once per seed (once without one), with status
+// lines on the error stream, and adds the runs to f.
+func evalRuns(ctx context.Context, opts *evalOptions, o *task.Options, f *task.File) error {
+	items := o.Items
 	seeds := make([]*uint64, 0, max(len(opts.seeds), 1))
 	for i := range opts.seeds {
 		seeds = append(seeds, &opts.seeds[i])
@@ -396,16 +441,21 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 		if seed != nil {
 			what = fmt.Sprintf("eval seed %d", *seed)
 		}
-		p := newLineProgress(opts.IO.ErrOut, what, "items", statusEvery)
+		p := progress.NewLines(opts.IO.ErrOut, what, "items", statusEvery)
 		p.Start(len(items))
 		o.Progress = func(done, total int) { p.Set(done) }
-		run, err := task.Evaluate(ctx, o)
+		run, err := task.Evaluate(ctx, *o)
 		p.Done("")
 		if err != nil {
 			return err
 		}
 		f.Runs = append(f.Runs, *run)
 	}
+	return nil
+}
+
+// evalOutputs prints the summary table and writes --out and --items.
+func evalOutputs(opts *evalOptions, f *task.File) error {
 	printEvalSummary(opts.IO.Out, f)
 	if opts.Out != "" {
 		if err := os.MkdirAll(filepath.Dir(opts.Out), 0o755); err != nil {
@@ -505,55 +555,28 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 }
 
 // serveInProcess serves the checkpoint with the engine's own server on a
-// loopback port, as lfmq serve does with its defaults (scheduler,
-// speculation and prefix caching on, the bf16 KV cache, the default
-// sampling preset for the fields a request leaves out), and waits until it answers /health. stop
-// shuts it down.
+// loopback port, as lfmq serve does with its defaults and the bf16 KV
+// cache (serve.InProcess), and waits until it answers /health. stop shuts
+// it down.
 func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
 	dev, _, err := pick.Open(opts.Device)
 	if err != nil {
-		ln.Close()
 		return "", nil, fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defaults, _ := sample.Preset(sample.DefaultPreset)
-	cfg := api.Config{Device: dev, ModelDir: opts.Model, Listener: ln, Threads: opts.Threads, KVCacheDType: kvCacheDType(defaultKVCacheDType),
-		Sched:   sched.Config{MaxNumSeqs: max(opts.Concurrency, 1)},
-		Options: api.Options{Defaults: defaults, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	served := make(chan error, 1)
-	go func() { served <- api.Serve(sctx, cfg) }()
-	stop = func() {
-		cancel()
-		<-served
+	url, stopServer, err := serve.Start(ctx, opts.Model, dev, serve.InProcess(opts.Concurrency, opts.Threads, kvCacheDType(defaultKVCacheDType)))
+	var se *serve.StoppedError
+	switch {
+	case errors.As(err, &se):
 		closeDevice(dev)
+		return "", nil, fmt.Errorf("--model %s: %w", opts.Model, se)
+	case err != nil:
+		closeDevice(dev)
+		return "", nil, err
 	}
-	url = "http://" + ln.Addr().String()
-	for {
-		select {
-		case err := <-served:
-			served <- err
-			stop()
-			if err == nil {
-				err = errors.New("the in-process server stopped")
-			}
-			return "", nil, fmt.Errorf("--model %s: %w", opts.Model, err)
-		case <-ctx.Done():
-			stop()
-			return "", nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url, stop, nil
-			}
-		}
-	}
+	return url, func() {
+		stopServer()
+		closeDevice(dev)
+	}, nil
 }
 
 // printEvalSummary writes the runs' table.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,15 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
-	"github.com/lfmq/lfmq/internal/cputime"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/quant/hessian"
 )
@@ -42,6 +41,18 @@ type quantizeOptions struct {
 	// DenseMethod is how the BFP8 dense tensors and the head are
 	// quantized (--dense-method): rtn (empty) or gptq.
 	DenseMethod quant.Method
+
+	// flags holds the flags as typed, before validate reads them into
+	// the fields above.
+	flags quantizeFlags
+}
+
+// quantizeFlags are quantize's flags whose values validate parses and
+// checks into quantizeOptions.
+type quantizeFlags struct {
+	method, w2Weight, expRule, denseRule, ffnFormat, denseMethod string
+	evalCorpora                                                  []string
+	solveMiB                                                     int64
 }
 
 // expertGPTQFlags are the GPTQ flags of the routed experts' solves alone.
@@ -53,9 +64,6 @@ var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date"
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
-	var method, w2Weight, expRule, denseRule, ffnFormat, denseMethod string
-	var evalCorpora []string
-	var solveMiB int64
 	cmd := &cobra.Command{
 		Use:   "quantize --model DIR|OWNER/NAME[@REV] --out DIR [--method gptq --calib FILE | --method rtn]",
 		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
@@ -126,72 +134,8 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
   lfmq quantize --model LiquidAI/LFM2-8B-A1B --out ./LFM2-8B-A1B-rtn --method rtn`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("model", opts.Model, "out", opts.Out); err != nil {
+			if err := opts.validate(cmd); err != nil {
 				return err
-			}
-			m, err := quant.ParseMethod(method)
-			if err != nil {
-				return &usageError{err}
-			}
-			opts.Method = m
-			switch ffnFormat {
-			case "bfp4":
-				if cmd.Flags().Changed("ffn-format") {
-					opts.FFNFormat = lfmq1.BFP4 // refused for an LFM2-MoE, which has no FFN class
-				}
-			case "bfp8":
-				// BFP8 is packed by RTN: the default method follows, a
-				// typed gptq is a contradiction.
-				if cmd.Flags().Changed("method") && m == quant.GPTQ {
-					return &usageError{errors.New("--ffn-format bfp8 stores the FFN by RTN; GPTQ would have nothing to solve: drop --method gptq")}
-				}
-				opts.Method, opts.FFNFormat = quant.RTN, lfmq1.BFP8
-				m = quant.RTN
-			default:
-				return &usageError{fmt.Errorf("--ffn-format must be bfp4 or bfp8, got %q", ffnFormat)}
-			}
-			if opts.Experts != "quantize" && opts.Experts != "keep" {
-				return &usageError{fmt.Errorf("--experts must be quantize or keep, got %q", opts.Experts)}
-			}
-			if opts.Workers < 0 {
-				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
-			}
-			if err := parseExponentRules(opts, m, expRule, denseRule); err != nil {
-				return &usageError{err}
-			}
-			switch dm := quant.Method(denseMethod); dm {
-			case "":
-				opts.DenseMethod = defaultDenseMethod(m, opts.Experts)
-			case quant.RTN:
-				opts.DenseMethod = dm
-			case quant.GPTQ:
-				if m != quant.GPTQ {
-					return &usageError{errors.New("--dense-method gptq needs --method gptq (its calibration statistics)")}
-				}
-				opts.DenseMethod = dm
-			default:
-				return &usageError{fmt.Errorf("--dense-method must be rtn or gptq, got %q", denseMethod)}
-			}
-			useGPTQ := m == quant.GPTQ && (opts.Experts == "quantize" || opts.DenseMethod == quant.GPTQ)
-			for _, f := range gptqFlags {
-				if !useGPTQ && cmd.Flags().Changed(f) {
-					return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize or --dense-method gptq", f)}
-				}
-			}
-			// Within a GPTQ run, a flag of a part that is not solved would
-			// be ignored without a word.
-			for _, f := range expertGPTQFlags {
-				if useGPTQ && opts.Experts != "quantize" && cmd.Flags().Changed(f) {
-					return &usageError{fmt.Errorf("--%s applies to the routed experts' GPTQ; --experts keep leaves them in BF16", f)}
-				}
-			}
-			if useGPTQ && opts.DenseMethod != quant.GPTQ && cmd.Flags().Changed("damp-dense") {
-				return &usageError{errors.New("--damp-dense applies to --dense-method gptq; with --dense-method rtn the BFP8 tensors are rounded to nearest")}
-			}
-			if useGPTQ {
-				if err := parseGPTQFlags(opts, w2Weight, evalCorpora, solveMiB); err != nil {
-					return &usageError{err}
-				}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -199,13 +143,20 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 			return quantizeRun(cmd, opts)
 		},
 	}
+	addQuantizeFlags(cmd, opts)
+	return cmd
+}
+
+// addQuantizeFlags defines quantize's flags and their completions.
+func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
+	fl := &opts.flags
 	g := &opts.GPTQ
 	f := cmd.Flags()
 	f.StringVar(&opts.Model, "model", "", "source Hugging Face checkpoint: a directory, or a hub id OWNER/NAME[@REVISION] found in or fetched into the Hugging Face cache (required)")
 	f.StringVar(&opts.Endpoint, "endpoint", "", hubEndpointUsage)
 	f.StringVar(&opts.Out, "out", "", "output lfmq-1 checkpoint directory (required)")
-	f.StringVar(&method, "method", string(quant.GPTQ), "quantization method for the routed experts: gptq or rtn")
-	f.StringVar(&ffnFormat, "ffn-format", "bfp4", "dense LFM2 only: FFN w1/w3/w2 as bfp4 (by --method) or bfp8 (RTN; --method then defaults to rtn)")
+	f.StringVar(&fl.method, "method", string(quant.GPTQ), "quantization method for the routed experts: gptq or rtn")
+	f.StringVar(&fl.ffnFormat, "ffn-format", "bfp4", "dense LFM2 only: FFN w1/w3/w2 as bfp4 (by --method) or bfp8 (RTN; --method then defaults to rtn)")
 	f.StringVar(&opts.Experts, "experts", "quantize", "routed experts: quantize (BFP4 by --method) or keep (BF16, an ablation)")
 	f.IntVar(&opts.Workers, "workers", 0, "goroutines for tensors and experts (0 = all cores)")
 	f.StringVar(&g.Calib, "calib", "", "calibration file: JSONL of text, chat or input_ids records, or a .safetensors token-id file (required for gptq)")
@@ -213,21 +164,21 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	f.IntVar(&g.CalibLen, "calib-len", g.CalibLen, "tokens per window cut from text and chat records (input_ids records are used as given)")
 	f.Uint64Var(&g.Seed, "seed", g.Seed, "seed of the choice of windows when the file yields more than --calib-seqs")
 	f.StringVar(&g.ChatDate, "chat-date", g.ChatDate, "day (YYYY-MM-DD) a chat template's strftime_now sees when calibration and eval records are rendered")
-	f.StringArrayVar(&evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
+	f.StringArrayVar(&fl.evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
 	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
 	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, fmt.Sprintf("relative damping of w2 (the reference release used %g)", quant.ReferenceDampW2))
 	f.IntVar(&g.BlockSize, "block-size", g.BlockSize, "GPTQ lazy block size (changes speed, not bytes)")
 	f.BoolVar(&g.ActOrder, "act-order", g.ActOrder, "quantize input indices by decreasing Hessian diagonal")
 	f.Float64Var(&g.Shrink, "shrink", g.Shrink, "pseudo-count (effective tokens) shrinking each expert's Hessian toward its layer's pool")
-	f.StringVar(&w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
+	f.StringVar(&fl.w2Weight, "w2-weight", string(g.W2Weight), "Hessian weight of a routed token for w2: g (router weight) or g2 (its square)")
 	f.BoolVar(&g.Sequential, "sequential", g.Sequential, "calibrate each layer with the layers below already quantized (--sequential=false: on the BF16 model)")
-	f.StringVar(&expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
-	f.StringVar(&denseMethod, "dense-method", "", "BFP8 dense tensors and head: gptq (each solved against its input's Hessian; needs --method gptq) or rtn (round to nearest); default gptq when GPTQ quantizes the experts, else rtn")
+	f.StringVar(&fl.expRule, "exponent-rule", string(quant.ExponentMax), "shared exponent of each 16-weight BFP group of the routed experts: max (the plain packer), search (tt-metal's search: E−1 when it lowers the group's error) or hessian (gptq only: E, E−1 or E−2 by GPTQ loss)")
+	f.StringVar(&fl.denseMethod, "dense-method", "", "BFP8 dense tensors and head: gptq (each solved against its input's Hessian; needs --method gptq) or rtn (round to nearest); default gptq when GPTQ quantizes the experts, else rtn")
 	f.Float64Var(&g.DampDense, "damp-dense", g.DampDense, "relative damping of the BFP8 dense tensors and the head with --dense-method gptq")
-	f.StringVar(&denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
+	f.StringVar(&fl.denseRule, "dense-exponent-rule", string(quant.ExponentMax), "shared exponent rule of the BFP8 dense tensors and the head: max or search")
 	f.BoolVar(&g.Resume, "resume", false, "continue an interrupted run of the same command")
 	f.BoolVar(&g.Strict, "strict", false, "fail instead of falling back to RTN for a matrix GPTQ cannot solve")
-	f.Int64Var(&solveMiB, "solve-memory", 0, "MiB of scratch the GPTQ expert solves running at once may hold (0 = one layer's w1/w3 statistics size; changes speed and memory, not bytes)")
+	f.Int64Var(&fl.solveMiB, "solve-memory", 0, "MiB of scratch the GPTQ expert solves running at once may hold (0 = one layer's w1/w3 statistics size; changes speed and memory, not bytes)")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
 	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
@@ -238,7 +189,79 @@ default, 0, allows as much as one MoE layer's w1/w3 statistics take
 	cmd.RegisterFlagCompletionFunc("ffn-format", cobra.FixedCompletions([]string{"bfp4", "bfp8"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("experts", cobra.FixedCompletions([]string{"quantize", "keep"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("w2-weight", cobra.FixedCompletions([]string{"g", "g2"}, cobra.ShellCompDirectiveNoFileComp))
-	return cmd
+}
+
+// validate checks the command line and reads the flags into o (usage
+// errors, exit 2).
+func (o *quantizeOptions) validate(cmd *cobra.Command) error {
+	if err := requireFlags("model", o.Model, "out", o.Out); err != nil {
+		return err
+	}
+	m, err := quant.ParseMethod(o.flags.method)
+	if err != nil {
+		return &usageError{err}
+	}
+	o.Method = m
+	switch o.flags.ffnFormat {
+	case "bfp4":
+		if cmd.Flags().Changed("ffn-format") {
+			o.FFNFormat = lfmq1.BFP4 // refused for an LFM2-MoE, which has no FFN class
+		}
+	case "bfp8":
+		// BFP8 is packed by RTN: the default method follows, a
+		// typed gptq is a contradiction.
+		if cmd.Flags().Changed("method") && m == quant.GPTQ {
+			return &usageError{errors.New("--ffn-format bfp8 stores the FFN by RTN; GPTQ would have nothing to solve: drop --method gptq")}
+		}
+		o.Method, o.FFNFormat = quant.RTN, lfmq1.BFP8
+		m = quant.RTN
+	default:
+		return &usageError{fmt.Errorf("--ffn-format must be bfp4 or bfp8, got %q", o.flags.ffnFormat)}
+	}
+	if o.Experts != "quantize" && o.Experts != "keep" {
+		return &usageError{fmt.Errorf("--experts must be quantize or keep, got %q", o.Experts)}
+	}
+	if o.Workers < 0 {
+		return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", o.Workers)}
+	}
+	if err := parseExponentRules(o, m, o.flags.expRule, o.flags.denseRule); err != nil {
+		return &usageError{err}
+	}
+	switch dm := quant.Method(o.flags.denseMethod); dm {
+	case "":
+		o.DenseMethod = defaultDenseMethod(m, o.Experts)
+	case quant.RTN:
+		o.DenseMethod = dm
+	case quant.GPTQ:
+		if m != quant.GPTQ {
+			return &usageError{errors.New("--dense-method gptq needs --method gptq (its calibration statistics)")}
+		}
+		o.DenseMethod = dm
+	default:
+		return &usageError{fmt.Errorf("--dense-method must be rtn or gptq, got %q", o.flags.denseMethod)}
+	}
+	useGPTQ := m == quant.GPTQ && (o.Experts == "quantize" || o.DenseMethod == quant.GPTQ)
+	for _, f := range gptqFlags {
+		if !useGPTQ && cmd.Flags().Changed(f) {
+			return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize or --dense-method gptq", f)}
+		}
+	}
+	// Within a GPTQ run, a flag of a part that is not solved would
+	// be ignored without a word.
+	for _, f := range expertGPTQFlags {
+		if useGPTQ && o.Experts != "quantize" && cmd.Flags().Changed(f) {
+			return &usageError{fmt.Errorf("--%s applies to the routed experts' GPTQ; --experts keep leaves them in BF16", f)}
+		}
+	}
+	if useGPTQ && o.DenseMethod != quant.GPTQ && cmd.Flags().Changed("damp-dense") {
+		return &usageError{errors.New("--damp-dense applies to --dense-method gptq; with --dense-method rtn the BFP8 tensors are rounded to nearest")}
+	}
+	if useGPTQ {
+		if err := parseGPTQFlags(o, o.flags.w2Weight, o.flags.evalCorpora, o.flags.solveMiB); err != nil {
+			return &usageError{err}
+		}
+	}
+	return nil
 }
 
 // parseExponentRules checks --exponent-rule and --dense-exponent-rule:
@@ -320,6 +343,22 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if err := quantizeInputs(cmd, opts); err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := quantizeWork(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	writeQuantizeSummary(opts.IO, res, time.Since(start))
+	return nil
+}
+
+// quantizeInputs checks the model, the output and the calibration files
+// before anything is read, and resolves a model named by its hub id into
+// opts.Model.
+func quantizeInputs(cmd *cobra.Command, opts *quantizeOptions) error {
 	checkModel := func() error {
 		if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
 			// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
@@ -367,25 +406,23 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 			return err
 		}
 	}
-	start := time.Now()
+	return nil
+}
+
+// quantizeWork quantizes with progress on the error stream, and maps the
+// errors that the command line can settle to usage errors.
+func quantizeWork(ctx context.Context, opts *quantizeOptions) (*quant.Result, error) {
 	opts.IO.ConfigWarnings(opts.Model)
-	var prog quant.Progress
-	var lp *lineProgress
-	if opts.IO.ErrTTY {
-		prog = &barProgress{w: opts.IO}
-	} else {
-		lp = newLineProgress(opts.IO.ErrOut, "quantizing", "tensors", statusEvery)
-		defer lp.finish()
-		prog = lp
-	}
-	res, err := quant.Quantize(cmd.Context(), quant.Options{
+	prog := progress.NewQuantize(opts.IO.ErrOut, opts.IO.ErrTTY, statusEvery)
+	defer prog.Stop()
+	res, err := quant.Quantize(ctx, quant.Options{
 		ModelDir:    opts.Model,
 		OutDir:      opts.Out,
 		Method:      opts.Method,
 		Workers:     opts.Workers,
 		KeepExperts: opts.Experts == "keep",
 		CreatedBy:   createdBy(opts),
-		Progress:    prog,
+		Progress:    prog.Progress(),
 		GPTQ:        opts.GPTQ,
 
 		ExponentRule:      opts.ExponentRule,
@@ -394,46 +431,39 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		DenseMethod:       opts.DenseMethod,
 	})
 	// The status lines end before anything else is written.
-	lp.finish()
-	follow := lp.follower()
-	if p, ok := prog.(*barProgress); ok {
-		p.finish(err == nil)
-		follow = p.follow
-	}
-	if path := os.Getenv(workTraceEnv); path != "" && err == nil {
-		if err := follow.writeTrace(path); err != nil {
-			return err
-		}
+	if err := prog.Finish(err == nil); err != nil {
+		return nil, err
 	}
 	// An interrupted run's partial directory, met without --resume or
 	// with other settings, is the command line's to settle, like an output
 	// directory that is not empty: the right flags make it work.
 	var pe *lfmq1.PartialExistsError
 	if errors.As(err, &pe) {
-		return &usageError{fmt.Errorf("--out %s: %s holds an interrupted run; rerun with --resume to continue it, or remove %s to start over", pe.Dir, pe.Partial, pe.Partial)}
+		return nil, &usageError{fmt.Errorf("--out %s: %s holds an interrupted run; rerun with --resume to continue it, or remove %s to start over", pe.Dir, pe.Partial, pe.Partial)}
 	}
 	var rm *quant.ResumeMismatchError
 	var ae *quant.ArchitectureError
 	if errors.As(err, &rm) {
-		return &usageError{err}
+		return nil, &usageError{err}
 	}
 	if errors.As(err, &ae) {
-		return &usageError{architectureMessage(ae)}
+		return nil, &usageError{architectureMessage(ae)}
 	}
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start)
-	out := opts.IO.Out
+	return res, err
+}
+
+// writeQuantizeSummary prints what a run wrote and, for GPTQ, its
+// per-layer table.
+func writeQuantizeSummary(ios *IOStreams, res *quant.Result, elapsed time.Duration) {
+	out := ios.Out
 	fmt.Fprintf(out, "wrote lfmq-1 checkpoint %s\n", res.OutDir)
 	fmt.Fprintf(out, "  tensors         %d\n", res.Tensors)
 	fmt.Fprintf(out, "  size            %s of tensor data (source %s, %s)\n", units.Bytes(res.Bytes), units.Bytes(res.SourceBytes), sizeChange(res.Bytes, res.SourceBytes))
 	fmt.Fprintf(out, "  manifest sha256 %s\n", res.ManifestSHA256)
 	fmt.Fprintf(out, "  time            %s\n", elapsed.Round(time.Millisecond))
 	if res.GPTQ != nil {
-		writeGPTQSummary(opts.IO, res.GPTQ)
+		writeGPTQSummary(ios, res.GPTQ)
 	}
-	return nil
 }
 
 // architectureMessage says which flag the checkpoint's architecture has no
@@ -603,156 +633,4 @@ func createdBy(opts *quantizeOptions) string {
 	add(g.Sequential != d.Sequential, "--sequential=", strconv.FormatBool(g.Sequential))
 	add(denseGPTQ && g.DampDense != d.DampDense, "--damp-dense ", num(g.DampDense))
 	return s
-}
-
-// barProgress draws a progress bar on the error stream of a terminal.
-type barProgress struct {
-	w   *IOStreams
-	mu  sync.Mutex
-	bar *progressbar.ProgressBar
-	// follow, once set (StartWork), makes the bar a per-mille bar of the
-	// run's estimated time (internal/eta) with the time left in its
-	// description; steps is the position drawn.
-	follow         *workFollower
-	steps          int
-	stage          string
-	tensors, total int
-	// stop ends the goroutine that refreshes the time left while a long
-	// item (the head's solve) reports nothing; it closes stopped.
-	stop, stopped chan struct{}
-}
-
-// workSteps is the resolution of a bar that follows the work.
-const workSteps = 1000
-
-// barRefresh is how often a bar that follows the work redraws its time
-// left between reports.
-const barRefresh = time.Second
-
-func (p *barProgress) Start(total int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.total = total
-	p.bar = progressbar.NewOptions(total,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription("quantizing"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		// The full bar stays, on its own line, above the summary.
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
-	)
-}
-
-func (p *barProgress) Done(string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tensors++
-	if p.bar != nil && p.follow == nil {
-		p.bar.Add(1)
-	}
-}
-
-// StartWork makes the bar follow the run's work (quant.WorkProgress): its
-// position is the share of the run's estimated time that has passed, and
-// its description gives the time left, estimated with each kind of work
-// timed apart (the bar's own prediction, from its position's rate alone,
-// is off).
-func (p *barProgress) StartWork(total quant.WorkTotals) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if total.Sum() <= 0 {
-		return
-	}
-	p.follow = newWorkFollower(time.Now, cputime.Process, os.Getenv(workTraceEnv) != "")
-	p.follow.startWork(total)
-	p.bar = progressbar.NewOptions(workSteps,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription("quantizing"),
-		progressbar.OptionSetPredictTime(false),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w.ErrOut) }),
-	)
-	p.stop, p.stopped = make(chan struct{}), make(chan struct{})
-	go func(stop, stopped chan struct{}) {
-		defer close(stopped)
-		tick := time.NewTicker(barRefresh)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				p.mu.Lock()
-				p.redraw()
-				p.mu.Unlock()
-			}
-		}
-	}(p.stop, p.stopped)
-}
-
-// Work adds finished work and moves a bar that follows the work.
-func (p *barProgress) Work(kind quant.WorkKind, done float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.follow == nil {
-		return
-	}
-	p.follow.work(kind, done)
-	p.redraw()
-}
-
-// Stage shows what a GPTQ run is doing while no tensor completes.
-func (p *barProgress) Stage(layer int, stage string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stage = fmt.Sprintf("layer %d: %s", layer, stage)
-	p.redraw()
-}
-
-// redraw sets the bar's description and, when it follows the work, its
-// position (never back). The caller holds p.mu.
-func (p *barProgress) redraw() {
-	if p.bar == nil || p.stage == "" && p.follow == nil {
-		return
-	}
-	if p.follow == nil {
-		p.bar.Describe(p.stage)
-		return
-	}
-	now := p.follow.now()
-	desc := fmt.Sprintf("%d/%d tensors", p.tensors, p.total)
-	if p.stage != "" {
-		desc += ", " + p.stage
-	}
-	if left, ok := p.follow.est.Left(now); ok {
-		desc += fmt.Sprintf(", about %s left", left.Round(time.Second))
-	}
-	p.bar.Describe(desc)
-	if steps := int(workSteps * p.follow.est.Share(now)); steps > p.steps && steps < workSteps {
-		p.bar.Add(steps - p.steps)
-		p.steps = steps
-	}
-}
-
-// finish ends the bar so that the summary starts on a clean line: a
-// finished run's bar is drawn full first (the throttled bar may lag behind
-// the last tensors), a failed one's is left where it stopped.
-func (p *barProgress) finish(completed bool) {
-	p.mu.Lock()
-	stop, stopped := p.stop, p.stopped
-	p.stop = nil
-	p.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-stopped
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.bar == nil:
-	case completed:
-		p.bar.Finish()
-	default:
-		p.bar.Exit()
-	}
 }

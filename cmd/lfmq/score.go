@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,9 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/lfmq/lfmq/evidence/score"
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/internal/progress"
 )
 
 type scoreOptions struct {
@@ -103,55 +103,8 @@ per corpus with the per-token KL distribution of every row.`,
       --api-key-file key.txt --corpus chat=chat.jsonl --out evidence/served.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("reference", opts.Reference); err != nil {
+			if err := opts.validate(cmd, cands, corpora); err != nil {
 				return err
-			}
-			if len(corpora) == 0 {
-				return &usageError{errors.New("--corpus is required")}
-			}
-			for _, c := range corpora {
-				name, path, ok := strings.Cut(c, "=")
-				if !ok || name == "" || path == "" {
-					return &usageError{fmt.Errorf("--corpus %q: want NAME=FILE", c)}
-				}
-				opts.Corpora = append(opts.Corpora, score.CorpusSpec{Name: name, Path: path})
-			}
-			for _, c := range cands {
-				cand, err := parseCandidate(c)
-				if err != nil {
-					return err
-				}
-				opts.Candidates = append(opts.Candidates, cand)
-			}
-			if len(opts.Candidates) == 0 && !opts.NoiseFloor {
-				return &usageError{errors.New("give at least one --candidate, or --noise-floor")}
-			}
-			if opts.Ctx < 4 || opts.Ctx%2 != 0 {
-				return &usageError{fmt.Errorf("--ctx must be even and at least 4, got %d", opts.Ctx)}
-			}
-			if opts.Chunk < 1 {
-				return &usageError{fmt.Errorf("--chunk must be positive, got %d", opts.Chunk)}
-			}
-			if opts.MaxRecords < 0 || opts.Threads < 0 {
-				return &usageError{errors.New("--max-records and --threads must not be negative")}
-			}
-			if err := checkKVCacheDType(opts.KVCacheDType); err != nil {
-				return err
-			}
-			if err := checkDeviceFlag(opts.Device); err != nil {
-				return err
-			}
-			if opts.SaveReference != "" && opts.ReferenceCache != "" {
-				return &usageError{errors.New("--save-reference and --reference-cache exclude each other")}
-			}
-			keyFlag, keyFile := cmd.Flags().Changed("api-key"), cmd.Flags().Changed("api-key-file")
-			switch {
-			case keyFlag && keyFile:
-				return &usageError{errors.New("--api-key and --api-key-file exclude each other")}
-			case keyFile && opts.APIKeyFile == "":
-				return &usageError{errors.New("--api-key-file: empty file name")}
-			case !keyFlag && !keyFile:
-				opts.APIKey = os.Getenv("LFMQ_API_KEY")
 			}
 			if runF != nil {
 				return runF(opts)
@@ -181,6 +134,62 @@ per corpus with the per-token KL distribution of every row.`,
 	cmd.MarkFlagDirname("plot")
 	cmd.MarkFlagFilename("api-key-file")
 	return cmd
+}
+
+// validate checks the command line into o: the corpora and candidates
+// parsed, the flags' combinations checked (usage errors, exit 2).
+func (o *scoreOptions) validate(cmd *cobra.Command, cands, corpora []string) error {
+	if err := requireFlags("reference", o.Reference); err != nil {
+		return err
+	}
+	if len(corpora) == 0 {
+		return &usageError{errors.New("--corpus is required")}
+	}
+	for _, c := range corpora {
+		name, path, ok := strings.Cut(c, "=")
+		if !ok || name == "" || path == "" {
+			return &usageError{fmt.Errorf("--corpus %q: want NAME=FILE", c)}
+		}
+		o.Corpora = append(o.Corpora, score.CorpusSpec{Name: name, Path: path})
+	}
+	for _, c := range cands {
+		cand, err := parseCandidate(c)
+		if err != nil {
+			return err
+		}
+		o.Candidates = append(o.Candidates, cand)
+	}
+	if len(o.Candidates) == 0 && !o.NoiseFloor {
+		return &usageError{errors.New("give at least one --candidate, or --noise-floor")}
+	}
+	if o.Ctx < 4 || o.Ctx%2 != 0 {
+		return &usageError{fmt.Errorf("--ctx must be even and at least 4, got %d", o.Ctx)}
+	}
+	if o.Chunk < 1 {
+		return &usageError{fmt.Errorf("--chunk must be positive, got %d", o.Chunk)}
+	}
+	if o.MaxRecords < 0 || o.Threads < 0 {
+		return &usageError{errors.New("--max-records and --threads must not be negative")}
+	}
+	if err := checkKVCacheDType(o.KVCacheDType); err != nil {
+		return err
+	}
+	if err := checkDeviceFlag(o.Device); err != nil {
+		return err
+	}
+	if o.SaveReference != "" && o.ReferenceCache != "" {
+		return &usageError{errors.New("--save-reference and --reference-cache exclude each other")}
+	}
+	keyFlag, keyFile := cmd.Flags().Changed("api-key"), cmd.Flags().Changed("api-key-file")
+	switch {
+	case keyFlag && keyFile:
+		return &usageError{errors.New("--api-key and --api-key-file exclude each other")}
+	case keyFile && o.APIKeyFile == "":
+		return &usageError{errors.New("--api-key-file: empty file name")}
+	case !keyFlag && !keyFile:
+		o.APIKey = os.Getenv("LFMQ_API_KEY")
+	}
+	return nil
 }
 
 // urlPrefix matches what starts a URL rather than a directory: a scheme
@@ -288,14 +297,31 @@ func quoteArgs(args []string) string {
 }
 
 func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
+	refDir, err := scoreInputs(cmd, opts)
+	if err != nil {
+		return err
+	}
+	out, err := scoreWork(cmd.Context(), opts, refDir)
+	if err != nil {
+		return err
+	}
+	return scoreReport(opts, out)
+}
+
+// scoreInputs checks the run's inputs and outputs before anything is
+// scored (the directories of output files made), so that a bad path fails
+// at once rather than after the run, and returns the reference's
+// directory: a reference named by its hub id is looked up (and perhaps
+// fetched) last.
+func scoreInputs(cmd *cobra.Command, opts *scoreOptions) (refDir string, err error) {
 	// A reference named by its hub id is looked up (and perhaps fetched)
 	// once the rest of the command line has passed its checks; refDir is
 	// its directory, while the receipts' command line keeps the id.
-	refDir := opts.Reference
+	refDir = opts.Reference
 	hub := isHubID(opts.Reference)
 	if !hub {
 		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
-			return err
+			return "", err
 		}
 	}
 	for _, c := range opts.Candidates {
@@ -304,9 +330,9 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 				if _, statErr := os.Stat(c.Dir); os.IsNotExist(statErr) && hostPort.MatchString(c.Dir) {
 					// localhost:8000 is a server without its scheme far
 					// more often than a directory of that name.
-					return &usageError{fmt.Errorf("%w; for a running server give http://%s", err, c.Dir)}
+					return "", &usageError{fmt.Errorf("%w; for a running server give http://%s", err, c.Dir)}
 				}
-				return err
+				return "", err
 			}
 		}
 	}
@@ -318,11 +344,11 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		files = append(files, "--api-key-file "+opts.APIKeyFile, opts.APIKeyFile)
 	}
 	if err := requireFiles(files...); err != nil {
-		return err
+		return "", err
 	}
 	if opts.ReferenceCache != "" {
 		if err := requireFiles("--reference-cache "+opts.ReferenceCache, opts.ReferenceCache); err != nil {
-			return err
+			return "", err
 		}
 	}
 	// Output paths are checked, and the directories of output files made,
@@ -330,7 +356,7 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	// the run.
 	if opts.Plot != "" {
 		if err := requireOutDir("--plot "+opts.Plot, opts.Plot); err != nil {
-			return err
+			return "", err
 		}
 	}
 	for _, o := range [][2]string{{"--out", opts.Out}, {"--save-reference", opts.SaveReference}} {
@@ -339,22 +365,28 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 		}
 		label := o[0] + " " + o[1]
 		if err := requireOutFile(label, o[1]); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.MkdirAll(filepath.Dir(o[1]), 0o755); err != nil {
-			return &usageError{fmt.Errorf("%s: %w", label, err)}
+			return "", &usageError{fmt.Errorf("%s: %w", label, err)}
 		}
 	}
 	if hub {
 		dir, err := resolveHubModel(cmd, opts.IO, "--reference", opts.Reference, opts.Endpoint)
 		if err != nil {
-			return err
+			return "", err
 		}
 		refDir = dir
 		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
-			return err
+			return "", err
 		}
 	}
+	return refDir, nil
+}
+
+// scoreWork scores with the reference in refDir, reporting progress on
+// the error stream, and maps the options' errors to usage errors.
+func scoreWork(ctx context.Context, opts *scoreOptions, refDir string) (*score.Output, error) {
 	opts.IO.ConfigWarnings(refDir)
 	for _, c := range opts.Candidates {
 		if c.Dir != "" {
@@ -364,13 +396,13 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	if opts.APIKeyFile != "" {
 		key, err := readKeyFile(opts.APIKeyFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		opts.APIKey = key
 	}
 	dev, _, err := openDevice(opts.Device, opts.IO.ErrOut)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer closeDevice(dev)
 	so := score.Options{
@@ -383,42 +415,22 @@ func scoreRun(cmd *cobra.Command, opts *scoreOptions) error {
 	if opts.HTTPClient != nil {
 		so.HTTPClient = opts.HTTPClient()
 	}
-	var bar *progressbar.ProgressBar
-	var lp *lineProgress
-	if opts.IO.ErrTTY {
-		so.Progress = func(done, total int) {
-			if bar == nil {
-				bar = progressbar.NewOptions(total,
-					progressbar.OptionSetWriter(opts.IO.ErrOut),
-					progressbar.OptionSetDescription("scoring"),
-					progressbar.OptionShowCount(),
-					progressbar.OptionClearOnFinish(),
-					progressbar.OptionThrottle(100*time.Millisecond),
-				)
-			}
-			bar.Set(done)
-		}
-	} else {
-		lp = newLineProgress(opts.IO.ErrOut, "scoring", "tokens", statusEvery)
-		defer lp.finish()
-		so.Progress = func(done, total int) {
-			lp.Start(total)
-			lp.Set(done)
-		}
-	}
-	out, err := score.Run(cmd.Context(), so)
+	prog := progress.NewCount(opts.IO.ErrOut, opts.IO.ErrTTY, "scoring", "tokens", statusEvery)
+	defer prog.Finish()
+	so.Progress = prog.Report
+	out, err := score.Run(ctx, so)
 	// The status lines end before anything else goes to ErrOut.
-	lp.finish()
-	if bar != nil {
-		bar.Finish()
-	}
+	prog.Finish()
 	var oe *score.OptionsError
 	if errors.As(err, &oe) {
-		return &usageError{err}
+		return nil, &usageError{err}
 	}
-	if err != nil {
-		return err
-	}
+	return out, err
+}
+
+// scoreReport writes the table to stdout, the run's figures to the error
+// stream, and the evidence file and plots asked for.
+func scoreReport(opts *scoreOptions, out *score.Output) error {
 	f := out.File
 	fmt.Fprint(opts.IO.Out, report.Markdown(f))
 	scored := 0

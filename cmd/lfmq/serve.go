@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/engine/serve"
 	"github.com/lfmq/lfmq/engine/spec"
 )
 
@@ -321,24 +321,7 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 	}
 	defer closeDevice(dev)
 	log.Info(line)
-	cfg := api.Config{
-		Device:       dev,
-		ModelDir:     dir,
-		Addr:         net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
-		Threads:      opts.Threads,
-		KVCacheDType: kvCacheDType(opts.KVCacheDType),
-		Sched: sched.Config{MaxNumSeqs: opts.MaxNumSeqs, MaxQueue: opts.MaxQueue, PrefillChunk: opts.PrefillChunk,
-			MaxModelLen: opts.MaxModelLen, KVPoolTokens: opts.KVPoolTokens,
-			Speculation: sched.SpecConfig{Off: opts.Speculate == "off", Tokens: opts.SpecTokens, LookupMin: opts.LookupMin, LookupMax: opts.LookupMax},
-			PrefixCache: sched.PrefixConfig{Off: opts.PrefixCaching == "off"}},
-		Options: api.Options{ServedModelName: served, APIKey: opts.key, CORSOrigins: opts.CORSOrigins,
-			Defaults: opts.defaults, Logger: log},
-		ShutdownTimeout: opts.ShutdownTimeout,
-		CacheDir:        opts.CacheDir,
-	}
-	if opts.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = time.Nanosecond // "0": cancel at once
-	}
+	cfg := opts.settings(served, log).Config(dir, dev)
 	err = api.Serve(cmd.Context(), cfg)
 	var ce *api.ConfigError
 	var ie *sched.InputError
@@ -346,6 +329,25 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 		return &usageError{err}
 	}
 	return err
+}
+
+// settings is the server's configuration from the checked flags, the
+// model id clients send (served) and the log.
+func (o *serveOptions) settings(served string, log *slog.Logger) serve.Settings {
+	s := serve.Settings{
+		Host: o.Host, Port: o.Port, Threads: o.Threads, KVCacheDType: kvCacheDType(o.KVCacheDType),
+		Sched: sched.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, PrefillChunk: o.PrefillChunk,
+			MaxModelLen: o.MaxModelLen, KVPoolTokens: o.KVPoolTokens,
+			Speculation: sched.SpecConfig{Off: o.Speculate == "off", Tokens: o.SpecTokens, LookupMin: o.LookupMin, LookupMax: o.LookupMax},
+			PrefixCache: sched.PrefixConfig{Off: o.PrefixCaching == "off"}},
+		ServedModelName: served, APIKey: o.key, CORSOrigins: o.CORSOrigins, Defaults: o.defaults, Logger: log,
+		ShutdownTimeout: o.ShutdownTimeout,
+		CacheDir:        o.CacheDir,
+	}
+	if o.ShutdownTimeout == 0 {
+		s.ShutdownTimeout = time.Nanosecond // "0": cancel at once
+	}
+	return s
 }
 
 // checkOrigin refuses a --cors-origin that no browser's Origin header can

@@ -8,9 +8,15 @@ import (
 	"path/filepath"
 
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/internal/progress"
 
 	"golang.org/x/term"
 )
+
+// statusEvery is how often long work reports itself off a terminal
+// (progress.Every). A variable only so that a test can make the lines come
+// during a short run.
+var statusEvery = progress.Every
 
 // IOStreams is where a command reads and writes. Commands never touch
 // os.Stdout directly, so tests capture output and progress bars appear only

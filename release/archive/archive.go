@@ -34,7 +34,7 @@ const (
 )
 
 // ErrInvalid is the sentinel of every refused archive.
-var ErrInvalid = errors.New("verify/archive: invalid archive")
+var ErrInvalid = errors.New("release/archive: invalid archive")
 
 // Error reports an archive entry that cannot be written or read. Path names
 // the entry (empty for the archive as a whole).
@@ -45,9 +45,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Path == "" {
-		return "verify/archive: " + e.Msg
+		return "release/archive: " + e.Msg
 	}
-	return fmt.Sprintf("verify/archive: %q: %s", e.Path, e.Msg)
+	return fmt.Sprintf("release/archive: %q: %s", e.Path, e.Msg)
 }
 
 // Unwrap returns ErrInvalid.
@@ -106,7 +106,7 @@ func Write(w io.Writer, prefix string, files []File) error {
 
 	zw, err := gzip.NewWriterLevel(w, Level)
 	if err != nil {
-		return fmt.Errorf("verify/archive: %w", err)
+		return fmt.Errorf("release/archive: %w", err)
 	}
 	// klauspost writes the header time unconditionally in some versions;
 	// Unix(0, 0) is written as 0 in every one (release.md §4).
@@ -140,15 +140,15 @@ func Write(w io.Writer, prefix string, files []File) error {
 		}
 		if e.file != nil {
 			if _, err := tw.Write(e.file.Data); err != nil {
-				return fmt.Errorf("verify/archive: %w", err)
+				return fmt.Errorf("release/archive: %w", err)
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("verify/archive: %w", err)
+		return fmt.Errorf("release/archive: %w", err)
 	}
 	if err := zw.Close(); err != nil {
-		return fmt.Errorf("verify/archive: %w", err)
+		return fmt.Errorf("release/archive: %w", err)
 	}
 	return nil
 }
@@ -290,23 +290,23 @@ func Extract(r io.Reader, dir string) (string, error) {
 		return "", err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("verify/archive: %w", err)
+		return "", fmt.Errorf("release/archive: %w", err)
 	}
 	top := filepath.Join(dir, prefix)
 	if err := os.Mkdir(top, 0o755); err != nil {
-		return "", fmt.Errorf("verify/archive: %w", err)
+		return "", fmt.Errorf("release/archive: %w", err)
 	}
 	for _, f := range files {
 		p := filepath.Join(top, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", fmt.Errorf("verify/archive: %w", err)
+			return "", fmt.Errorf("release/archive: %w", err)
 		}
 		mode := os.FileMode(0o644)
 		if f.Exec {
 			mode = 0o755
 		}
 		if err := os.WriteFile(p, f.Data, mode); err != nil {
-			return "", fmt.Errorf("verify/archive: %w", err)
+			return "", fmt.Errorf("release/archive: %w", err)
 		}
 	}
 	return top, nil

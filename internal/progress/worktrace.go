@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bufio"
@@ -11,27 +11,28 @@ import (
 	"github.com/lfmq/lfmq/quant"
 )
 
-// workTraceEnv names a file where quantize writes a trace of its GPTQ
-// run's work reports with their times (see workTrace), to time each kind
-// of work and calibrate quant.WorkKind.Cost (scripts/bench-quantize.sh).
-const workTraceEnv = "LFMQ_WORK_TRACE"
+// TraceEnv names a file where quantize writes a trace of its GPTQ run's
+// work reports with their times (see the format at workTrace), to time
+// each kind of work and calibrate quant.WorkKind.Cost
+// (scripts/bench-quantize.sh).
+const TraceEnv = "LFMQ_WORK_TRACE"
 
-// workFollower is the part of quantize's progress that follows a GPTQ
+// Follower is the part of quantize's progress that follows a GPTQ
 // run's work (quant.WorkProgress): an estimate of the time left that times
 // each kind of work apart, its prior for a kind not yet timed being the
 // kind's quant.WorkKind.Cost and Family, and optionally a trace of the
 // reports.
-type workFollower struct {
+type Follower struct {
 	now   func() time.Time
 	est   *eta.Estimator
 	trace *workTrace // nil unless the trace was asked for
 }
 
-// newWorkFollower returns a follower on the clock now and the process CPU
+// NewFollower returns a follower on the clock now and the process CPU
 // clock cpu (nil, or one that reads 0, where the platform has none: the
 // estimate then times the kinds on the wall clock), with a trace if trace
 // is set.
-func newWorkFollower(now func() time.Time, cpu func() time.Duration, trace bool) *workFollower {
+func NewFollower(now func() time.Time, cpu func() time.Duration, trace bool) *Follower {
 	priors, families := make([]float64, quant.NumWorkKinds), make([]int, quant.NumWorkKinds)
 	for k := range quant.NumWorkKinds {
 		priors[k], families[k] = k.Cost(), k.Family()
@@ -39,7 +40,7 @@ func newWorkFollower(now func() time.Time, cpu func() time.Duration, trace bool)
 	if cpu != nil && cpu() <= 0 {
 		cpu = nil // a process that has run has used some CPU time
 	}
-	f := &workFollower{now: now, est: eta.New(priors, families)}
+	f := &Follower{now: now, est: eta.New(priors, families)}
 	f.est.SetCPUClock(cpu)
 	if trace {
 		f.trace = &workTrace{cpu: cpu}
@@ -47,7 +48,9 @@ func newWorkFollower(now func() time.Time, cpu func() time.Duration, trace bool)
 	return f
 }
 
-func (f *workFollower) startWork(total quant.WorkTotals) {
+// StartWork starts the estimate (and the trace) with the run's work of
+// each kind.
+func (f *Follower) StartWork(total quant.WorkTotals) {
 	now := f.now()
 	f.est.Start(now, total[:])
 	if f.trace != nil {
@@ -55,7 +58,8 @@ func (f *workFollower) startWork(total quant.WorkTotals) {
 	}
 }
 
-func (f *workFollower) work(kind quant.WorkKind, done float64) {
+// Work adds finished work of a kind.
+func (f *Follower) Work(kind quant.WorkKind, done float64) {
 	now := f.now()
 	f.est.Add(now, int(kind), done)
 	if f.trace != nil {
@@ -63,9 +67,9 @@ func (f *workFollower) work(kind quant.WorkKind, done float64) {
 	}
 }
 
-// writeTrace writes the trace, if there is one, to path, ending at the
-// time of the call.
-func (f *workFollower) writeTrace(path string) error {
+// WriteTrace writes the trace, if there is one, to path, ending at the
+// time of the call. A nil Follower writes nothing.
+func (f *Follower) WriteTrace(path string) error {
 	if f == nil || f.trace == nil {
 		return nil
 	}
@@ -99,8 +103,8 @@ type workTrace struct {
 	events []workEvent
 }
 
-// workTraceVersion is the version of the traces written (see workTrace).
-const workTraceVersion = 2
+// TraceVersion is the version of the traces written (see workTrace).
+const TraceVersion = 2
 
 type workEvent struct {
 	at   time.Duration
@@ -146,11 +150,11 @@ func (t *workTrace) writeFile(path string, end time.Time) error {
 	defer t.mu.Unlock()
 	f, err := durable.Create(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", workTraceEnv, err)
+		return fmt.Errorf("%s: %w", TraceEnv, err)
 	}
 	defer f.Abort()
 	w := bufio.NewWriter(f)
-	fmt.Fprintf(w, "lfmq-work-trace\t%d\n", workTraceVersion)
+	fmt.Fprintf(w, "lfmq-work-trace\t%d\n", TraceVersion)
 	for k := range quant.NumWorkKinds {
 		fmt.Fprintf(w, "kind\t%d\t%s\t%.17g\n", int(k), k, t.totals[k])
 	}
@@ -159,10 +163,10 @@ func (t *workTrace) writeFile(path string, end time.Time) error {
 	}
 	fmt.Fprintf(w, "end\t%.3f%s\n", end.Sub(t.t0).Seconds(), cpuField(t.cpuNow()))
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("%s: %w", workTraceEnv, err)
+		return fmt.Errorf("%s: %w", TraceEnv, err)
 	}
 	if err := f.Commit(); err != nil {
-		return fmt.Errorf("%s: %w", workTraceEnv, err)
+		return fmt.Errorf("%s: %w", TraceEnv, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bufio"
@@ -50,7 +50,7 @@ func readTrace(path string) (*recordedTrace, error) {
 		case n == 1:
 			if len(f) != 2 || f[0] != "lfmq-work-trace" {
 				err = fmt.Errorf("not a work trace")
-			} else if tr.version, err = strconv.Atoi(f[1]); err == nil && (tr.version < 1 || tr.version > workTraceVersion) {
+			} else if tr.version, err = strconv.Atoi(f[1]); err == nil && (tr.version < 1 || tr.version > TraceVersion) {
 				err = fmt.Errorf("work trace version %d", tr.version)
 			}
 		case f[0] == "kind" && len(f) == 4:
@@ -91,19 +91,19 @@ func readTrace(path string) (*recordedTrace, error) {
 // recorded.
 func TestWorkTraceRoundTrip(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100, 0)}
-	f := newWorkFollower(clock.now, nil, true)
+	f := NewFollower(clock.now, nil, true)
 	cpu := 7 * time.Second
 	f.trace.cpu = func() time.Duration { cpu += 250 * time.Millisecond; return cpu }
 	var total quant.WorkTotals
 	total[quant.WorkForward], total[quant.WorkHeadSolve] = 10, 2.5e12
-	f.startWork(total)
+	f.StartWork(total)
 	clock.t = clock.t.Add(1500 * time.Millisecond)
-	f.work(quant.WorkForward, 10)
+	f.Work(quant.WorkForward, 10)
 	clock.t = clock.t.Add(time.Minute)
-	f.work(quant.WorkHeadSolve, 2.5e12)
+	f.Work(quant.WorkHeadSolve, 2.5e12)
 	clock.t = clock.t.Add(time.Second)
 	path := filepath.Join(t.TempDir(), "run.trace")
-	if err := f.writeTrace(path); err != nil {
+	if err := f.WriteTrace(path); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := readTrace(path)
@@ -113,11 +113,11 @@ func TestWorkTraceRoundTrip(t *testing.T) {
 	// The CPU clock advances 0.25 s at each reading: at the start, at
 	// each report and at the end.
 	want := []workEvent{{1500 * time.Millisecond, quant.WorkForward, 10, 250 * time.Millisecond}, {61500 * time.Millisecond, quant.WorkHeadSolve, 2.5e12, 500 * time.Millisecond}}
-	if tr.version != workTraceVersion || tr.totals != total || len(tr.events) != 2 || tr.events[0] != want[0] || tr.events[1] != want[1] || tr.end != 62500*time.Millisecond || tr.endCPU != 750*time.Millisecond {
+	if tr.version != TraceVersion || tr.totals != total || len(tr.events) != 2 || tr.events[0] != want[0] || tr.events[1] != want[1] || tr.end != 62500*time.Millisecond || tr.endCPU != 750*time.Millisecond {
 		t.Errorf("read back %+v, want totals %v, events %+v, end 62.5s, 0.75s of CPU", tr, total, want)
 	}
-	var none *workFollower
-	if err := none.writeTrace(path); err != nil {
+	var none *Follower
+	if err := none.WriteTrace(path); err != nil {
 		t.Errorf("no follower: %v", err)
 	}
 }
@@ -182,7 +182,7 @@ func TestEstimateOnRecordedRuns(t *testing.T) {
 		})
 	}
 	if current < 1 {
-		t.Errorf("no recorded run of version %d with CPU time", workTraceVersion)
+		t.Errorf("no recorded run of version %d with CPU time", TraceVersion)
 	}
 }
 
@@ -236,15 +236,15 @@ func replayTrace(tr *recordedTrace) (est, cpuEst, share ratioRange) {
 		// The process used some CPU time before the work began.
 		cpu = func() time.Duration { return time.Second + cpuNow }
 	}
-	f := newWorkFollower(clock.now, cpu, false)
+	f := NewFollower(clock.now, cpu, false)
 	t0 := clock.t
-	f.startWork(tr.totals)
+	f.StartWork(tr.totals)
 	next := 0
 	for pct := 1; pct < 100; pct++ {
 		at := tr.end * time.Duration(pct) / 100
 		for next < len(tr.events) && tr.events[next].at <= at {
 			clock.t, cpuNow = t0.Add(tr.events[next].at), tr.events[next].cpu
-			f.work(tr.events[next].kind, tr.events[next].work)
+			f.Work(tr.events[next].kind, tr.events[next].work)
 			weighted += tr.events[next].work * tr.events[next].kind.Cost()
 			next++
 		}

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"fmt"
@@ -11,26 +11,25 @@ import (
 	"github.com/lfmq/lfmq/quant"
 )
 
-// statusEvery is how often long work reports itself off a terminal (in a
-// log, in CI): often enough that it is never mistaken for a hang, rarely
-// enough that a log stays readable. A variable only so that a test can make
-// the lines come during a short run.
-var statusEvery = 10 * time.Second
+// Every is how often long work reports itself off a terminal (in a log,
+// in CI): often enough that it is never mistaken for a hang, rarely enough
+// that a log stays readable.
+const Every = 10 * time.Second
 
-// statusTicker writes a status line every interval while work runs, for
+// Ticker writes a status line every interval while work runs, for
 // output that is not a terminal and so gets no progress bar. The first
 // line comes after one interval: short work prints nothing.
-type statusTicker struct {
+type Ticker struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
 
-// startStatus calls status every interval and writes its line to w, with
+// StartStatus calls status every interval and writes its line to w, with
 // the time elapsed, until Stop. status must be safe to call from another
 // goroutine; an empty line is skipped.
-func startStatus(w io.Writer, every time.Duration, status func() string) *statusTicker {
-	t := &statusTicker{stop: make(chan struct{}), done: make(chan struct{})}
+func StartStatus(w io.Writer, every time.Duration, status func() string) *Ticker {
+	t := &Ticker{stop: make(chan struct{}), done: make(chan struct{})}
 	start := time.Now()
 	go func() {
 		defer close(t.done)
@@ -53,7 +52,7 @@ func startStatus(w io.Writer, every time.Duration, status func() string) *status
 // Stop ends the reports; nothing is written after it returns, so the
 // caller may write to the same writer without a lock from then on. A nil
 // ticker and a second Stop are no-ops.
-func (t *statusTicker) Stop() {
+func (t *Ticker) Stop() {
 	if t == nil {
 		return
 	}
@@ -62,7 +61,7 @@ func (t *statusTicker) Stop() {
 }
 
 // counter is done-of-total progress with an optional stage, read by a
-// statusTicker while the work updates it.
+// Ticker while the work updates it.
 type counter struct {
 	mu          sync.Mutex
 	what, unit  string
@@ -70,7 +69,7 @@ type counter struct {
 	stage       string
 	// follow, once set (a GPTQ run's work, quant.WorkProgress), gives the
 	// share done and the time left instead of the count.
-	follow *workFollower
+	follow *Follower
 	// shown is the largest share shown, so that the percentage never
 	// goes back when the estimate of the time left grows.
 	shown float64
@@ -114,34 +113,38 @@ func (c *counter) line(elapsed time.Duration) string {
 	return s
 }
 
-// lineProgress is quant.Progress (and its stage reports) off a terminal:
-// one status line every statusEvery.
-type lineProgress struct {
+// Lines is quant.Progress (and its work and stage reports) off a
+// terminal: one status line every interval, such as "quantizing: 120/358
+// tensors, 34% (layer 4: solve w1/w3), about 2m10s left (1m0s elapsed)".
+type Lines struct {
 	c      counter
 	w      io.Writer
 	every  time.Duration
 	start  time.Time
-	ticker *statusTicker
+	ticker *Ticker
 }
 
-func newLineProgress(w io.Writer, what, unit string, every time.Duration) *lineProgress {
-	p := &lineProgress{c: counter{what: what, unit: unit}, w: w, every: every, start: time.Now()}
-	p.ticker = startStatus(w, every, func() string { return p.c.line(time.Since(p.start)) })
+// NewLines starts the status lines of work that counts what it does in
+// unit ("tensors"), named what ("quantizing"), on w every interval. The
+// first line comes after one interval: short work prints nothing.
+func NewLines(w io.Writer, what, unit string, every time.Duration) *Lines {
+	p := &Lines{c: counter{what: what, unit: unit}, w: w, every: every, start: time.Now()}
+	p.ticker = StartStatus(w, every, func() string { return p.c.line(time.Since(p.start)) })
 	return p
 }
 
 // Start sets the total.
-func (p *lineProgress) Start(total int) {
+func (p *Lines) Start(total int) {
 	p.c.mu.Lock()
 	p.c.total = total
 	p.c.mu.Unlock()
 }
 
 // Done counts one item.
-func (p *lineProgress) Done(string) { p.Set(-1) }
+func (p *Lines) Done(string) { p.Set(-1) }
 
 // Set sets the count done (-1: one more).
-func (p *lineProgress) Set(done int) {
+func (p *Lines) Set(done int) {
 	p.c.mu.Lock()
 	if done < 0 {
 		p.c.done++
@@ -152,27 +155,27 @@ func (p *lineProgress) Set(done int) {
 }
 
 // StartWork starts following the run's work (quant.WorkProgress).
-func (p *lineProgress) StartWork(total quant.WorkTotals) {
-	f := newWorkFollower(time.Now, cputime.Process, os.Getenv(workTraceEnv) != "")
-	f.startWork(total)
+func (p *Lines) StartWork(total quant.WorkTotals) {
+	f := NewFollower(time.Now, cputime.Process, os.Getenv(TraceEnv) != "")
+	f.StartWork(total)
 	p.c.mu.Lock()
 	p.c.follow = f
 	p.c.mu.Unlock()
 }
 
 // Work adds finished work of a kind.
-func (p *lineProgress) Work(kind quant.WorkKind, done float64) {
+func (p *Lines) Work(kind quant.WorkKind, done float64) {
 	p.c.mu.Lock()
 	f := p.c.follow
 	p.c.mu.Unlock()
 	if f != nil {
-		f.work(kind, done)
+		f.Work(kind, done)
 	}
 }
 
-// follower is the run's workFollower (nil before StartWork, or for work
+// Follower is the run's Follower (nil before StartWork, or for work
 // that is counted).
-func (p *lineProgress) follower() *workFollower {
+func (p *Lines) Follower() *Follower {
 	if p == nil {
 		return nil
 	}
@@ -182,16 +185,16 @@ func (p *lineProgress) follower() *workFollower {
 }
 
 // Stage names what a GPTQ run does while no tensor completes.
-func (p *lineProgress) Stage(layer int, stage string) {
+func (p *Lines) Stage(layer int, stage string) {
 	p.c.mu.Lock()
 	p.c.stage = fmt.Sprintf("layer %d: %s", layer, stage)
 	p.c.mu.Unlock()
 }
 
-// finish stops the reports. Call it as soon as the work returns, before
+// Finish stops the reports. Call it as soon as the work returns, before
 // the command writes its summary to the same stream: the ticker writes
-// from its own goroutine. A nil lineProgress and a second finish are no-ops.
-func (p *lineProgress) finish() {
+// from its own goroutine. A nil Lines and a second Finish are no-ops.
+func (p *Lines) Finish() {
 	if p != nil {
 		p.ticker.Stop()
 	}
