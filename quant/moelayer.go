@@ -56,14 +56,62 @@ func expertEntries(entries []plan.Entry, n int) ([][3]*plan.Entry, error) {
 	return out, nil
 }
 
-// layer quantizes MoE layer l (gptq.md §3–§4): calibration forward, w1/w3
-// statistics and solves, w2 statistics with the quantized w1/w3, w2 solves.
+// layer quantizes MoE layer l (gptq.md §3–§4) in steps: calibration
+// forward, w1/w3 statistics and solves, w2 statistics with the quantized
+// w1/w3, w2 solves. Each step's inputs are dropped once the next has what
+// it needs from them, so that one input kind's statistics are held at a
+// time.
 func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*layerResult, error) {
+	ml, err := r.newMoELayer(l, entries)
+	if err != nil {
+		return nil, err
+	}
+	cache, rt, err := r.layerForward(ctx, ml)
+	if err != nil {
+		return nil, err
+	}
+	r.releasePages() // the forward's weights: the statistics need only the cache
+	up, upPool, err := r.upStats(ctx, ml, cache, rt)
+	if err != nil {
+		return nil, err
+	}
+	upRes, err := r.solveUp(ctx, ml, up, upPool)
+	if err != nil {
+		return nil, err
+	}
+	up, upPool = nil, nil // one input kind's statistics at a time (gptq.md §2)
+	releaseMemory()
+	r.releasePages()
+	down, downPool, err := r.downStats(ctx, ml, cache, rt, upRes)
+	if err != nil {
+		return nil, err
+	}
+	cache = nil // the layer's activations are no longer needed
+	downRes, err := r.solveDown(ctx, ml, down, downPool)
+	if err != nil {
+		return nil, err
+	}
+	return ml.result(upRes, downRes), nil
+}
+
+// moeLayer is the FFN of one layer as layer's steps solve it: its shape
+// (E experts of [Fe, H] w1/w3 and [H, Fe] w2), its plan entries by expert
+// and projection, and its report so far.
+type moeLayer struct {
+	l        int
+	E, H, Fe int
+	entries  []plan.Entry
+	ex       [][3]*plan.Entry
+	rep      LayerReport
+}
+
+// newMoELayer is layer l's FFN, the plan's entries, to solve: an MoE
+// layer's routed experts, or a dense FFN solved as the one expert of its
+// layer, which every token reaches with weight 1 (hessian.Collect).
+func (r *gptqRun) newMoELayer(l int, entries []plan.Entry) (*moeLayer, error) {
 	cfg := r.cfg
 	E, H, Fe := cfg.NumExperts, cfg.HiddenSize, cfg.MoEIntermediateSize
 	if !cfg.IsMoE(l) {
-		// A dense FFN is solved as the one expert of its layer, which
-		// every token reaches with weight 1 (hessian.Collect).
 		E, Fe = 1, cfg.IntermediateSize
 		entries = slices.Clone(entries)
 		for i := range entries {
@@ -74,8 +122,13 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	if err != nil {
 		return nil, err
 	}
-	rep := LayerReport{Layer: l}
+	return &moeLayer{l: l, E: E, H: H, Fe: Fe, entries: entries, ex: ex, rep: LayerReport{Layer: l}}, nil
+}
 
+// layerForward runs the calibration windows from the stream to ml's FFN
+// input, and routes their tokens to its experts.
+func (r *gptqRun) layerForward(ctx context.Context, ml *moeLayer) (*hessian.Cache, *hessian.Routed, error) {
+	l := ml.l
 	t0 := time.Now()
 	// In sequential mode layer l's experts are replaced after its
 	// statistics, so the stream stays at l's input and the next layer's
@@ -91,34 +144,46 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		forwardDone = done
 	}, Stream: &r.cal.stream, Past: !r.g.Sequential})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rt, err := cache.Route(E)
+	rt, err := cache.Route(ml.E)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rep.Forward = time.Since(t0)
-	r.releasePages() // the forward's weights: the statistics need only the cache
+	ml.rep.Forward = time.Since(t0)
+	return cache, rt, nil
+}
 
-	r.prog.setStage(l, "statistics w1/w3")
-	t0 = time.Now()
+// upStats accumulates every expert's w1/w3 input statistics from the
+// forward's cache and routing, and their pool.
+func (r *gptqRun) upStats(ctx context.Context, ml *moeLayer, cache *hessian.Cache, rt *hessian.Routed) ([]*hessian.Stat, *hessian.Stat, error) {
+	H := ml.H
+	r.prog.setStage(ml.l, "statistics w1/w3")
+	t0 := time.Now()
 	up, err := hessian.UpStats(ctx, cache, rt, r.workers, func(e int) {
 		r.prog.addWork(WorkUpStats, upStatsWork(float64(len(rt.Tokens[e])), float64(H)))
 	})
 	if err != nil {
-		return nil, r.statsError(l, err, "w1/w3")
+		return nil, nil, r.statsError(ml.l, err, "w1/w3")
 	}
 	upPool, err := hessian.Pool(up)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rep.UpStats = time.Since(t0)
+	ml.rep.UpStats = time.Since(t0)
 	for _, st := range up {
-		rep.UpHessianFLOP += float64(st.Tokens()) * float64(H*(H+1))
+		ml.rep.UpHessianFLOP += float64(st.Tokens()) * float64(H*(H+1))
 	}
+	return up, upPool, nil
+}
 
+// solveUp solves every expert's w1 and w3 against its statistics up
+// (shrunk toward upPool), dropping each expert's statistics as its solve
+// ends.
+func (r *gptqRun) solveUp(ctx context.Context, ml *moeLayer, up []*hessian.Stat, upPool *hessian.Stat) ([][2]solved, error) {
+	l, E, H, Fe, ex := ml.l, ml.E, ml.H, ml.Fe, ml.ex
 	r.prog.setStage(l, "solve w1/w3")
-	t0 = time.Now()
+	t0 := time.Now()
 	upRes := make([][2]solved, E)
 	if err := r.forExperts(ctx, E, solveScratch(Fe, H, 2, r.g.BlockSize), func(e, threads int) error {
 		w1, err := weightValues(r.src, *ex[e][0])
@@ -142,15 +207,19 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	}); err != nil {
 		return nil, err
 	}
-	rep.SolveW13 = time.Since(t0)
-	up, upPool = nil, nil // one input kind's statistics at a time (gptq.md §2)
-	releaseMemory()
-	r.releasePages()
+	ml.rep.SolveW13 = time.Since(t0)
+	return upRes, nil
+}
 
-	// The w2 inputs come from the w1/w3 the engine will run: the stored
-	// quantized ones in sequential mode, the source ones otherwise.
+// downStats accumulates every expert's w2 input statistics, and their
+// pool, from the forward's cache and routing through the w1/w3 the engine
+// will run: the stored quantized ones (upRes) in sequential mode, the
+// source ones otherwise.
+func (r *gptqRun) downStats(ctx context.Context, ml *moeLayer, cache *hessian.Cache, rt *hessian.Routed, upRes [][2]solved) ([]*hessian.Stat, *hessian.Stat, error) {
+	l, E, H, Fe, ex := ml.l, ml.E, ml.H, ml.Fe, ml.ex
 	r.prog.setStage(l, "statistics w2")
-	t0 = time.Now()
+	t0 := time.Now()
+	var err error
 	mats := make([]hessian.Expert, E)
 	for e := range E {
 		for k, dst := range []**kernels.Matrix{&mats[e].W1, &mats[e].W3} {
@@ -164,7 +233,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 				}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("quant: layer %d expert %d: %w", l, e, err)
+				return nil, nil, fmt.Errorf("quant: layer %d expert %d: %w", l, e, err)
 			}
 			*dst = mat
 		}
@@ -173,21 +242,27 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		r.prog.addWork(WorkDownStats, downStatsWork(float64(len(rt.Tokens[e])), float64(H), float64(Fe)))
 	})
 	if err != nil {
-		return nil, r.statsError(l, err, "w2")
+		return nil, nil, r.statsError(l, err, "w2")
 	}
 	downPool, err := hessian.Pool(down)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cache, mats = nil, nil // the layer's activations and w1/w3 are no longer needed
-	rep.DownStats = time.Since(t0)
+	ml.rep.DownStats = time.Since(t0)
 	for _, st := range down {
-		rep.DownHessianFLOP += float64(st.Tokens()) * float64(Fe*(Fe+1))
-		rep.DownInputFLOP += float64(st.Tokens()) * float64(4*H*Fe)
+		ml.rep.DownHessianFLOP += float64(st.Tokens()) * float64(Fe*(Fe+1))
+		ml.rep.DownInputFLOP += float64(st.Tokens()) * float64(4*H*Fe)
 	}
+	return down, downPool, nil
+}
 
+// solveDown solves every expert's w2 against its statistics down (shrunk
+// toward downPool), dropping each expert's statistics as its solve ends.
+func (r *gptqRun) solveDown(ctx context.Context, ml *moeLayer, down []*hessian.Stat, downPool *hessian.Stat) ([]solved, error) {
+	l, E, H, Fe, ex := ml.l, ml.E, ml.H, ml.Fe, ml.ex
 	r.prog.setStage(l, "solve w2")
-	t0 = time.Now()
+	t0 := time.Now()
 	downRes := make([]solved, E)
 	if err := r.forExperts(ctx, E, solveScratch(H, Fe, 1, r.g.BlockSize), func(e, threads int) error {
 		w2, err := weightValues(r.src, *ex[e][2])
@@ -206,12 +281,20 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	}); err != nil {
 		return nil, err
 	}
-	rep.SolveW2 = time.Since(t0)
+	ml.rep.SolveW2 = time.Since(t0)
+	return downRes, nil
+}
 
+// result is the finished layer from its experts' solved w1/w3 (upRes) and
+// w2 (downRes): its tensors in the plan's order, their metrics, and its
+// report with the layer's metrics.
+func (ml *moeLayer) result(upRes [][2]solved, downRes []solved) *layerResult {
+	rep := ml.rep
+	ex := ml.ex
 	lr := &layerResult{tensorMetrics: map[string]TensorMetric{}}
-	rep.Metrics = LayerMetrics{Layer: l}
+	rep.Metrics = LayerMetrics{Layer: ml.l}
 	stored := map[string]*solved{}
-	for e := range E {
+	for e := range ml.E {
 		for k, s := range []*solved{&upRes[e][0], &upRes[e][1], &downRes[e]} {
 			stored[ex[e][k].Name] = s
 			rep.SolveFLOP += s.flop
@@ -219,7 +302,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		rep.Metrics.Experts = append(rep.Metrics.Experts, ExpertMetrics{Expert: e, W1: upRes[e][0].metric, W3: upRes[e][1].metric, W2: downRes[e].metric})
 	}
 	rep.Metrics.summarise()
-	for _, pe := range entries {
+	for _, pe := range ml.entries {
 		s := stored[pe.Name]
 		out, in := int(pe.Shape[0]), int(pe.Shape[1])
 		lr.tensors = append(lr.tensors, lfmq1.Tensor{Name: pe.Name, Format: lfmq1.BFP4, Shape: pe.Shape, DType: dtype.U8,
@@ -227,7 +310,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 		lr.tensorMetrics[pe.Name] = s.tensor
 	}
 	lr.report = rep
-	return lr, nil
+	return lr
 }
 
 // who is the expert number errors and warnings give solve e of layer l:
