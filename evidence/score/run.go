@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lfmq/lfmq/engine/device"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -14,18 +13,15 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
-	"github.com/lfmq/lfmq/engine/chat"
-	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
-	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/corpus"
 	"github.com/lfmq/lfmq/evidence/refcache"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/version"
 )
 
 // DefaultCtx is the window length C when Options.Ctx is 0 (scoring.md §1).
@@ -330,164 +326,6 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	return r.result(opts, start, ref, ws, candReceipts, cacheReceipt)
 }
 
-// reference is what the prepare step learns of the run and its reference:
-// the window length (capped by the reference's context), the vocabulary,
-// the reference's identity and tokenizer, and the notes so far.
-type reference struct {
-	binSHA string
-	ctx    int
-	vocab  int
-	id     evidence.Checkpoint
-	tok    *tokenizer.Tokenizer
-	tokSHA string
-	bos    int
-	hasBOS bool
-	notes  []string
-}
-
-// prepare checks the options, hashes the executable and reads the
-// reference's config, identity and tokenizer.
-func prepare(opts Options) (*reference, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	// The executable is hashed first: it is what runs, and a missing one
-	// fails the run before the work rather than after.
-	binSHA, err := evidence.BinarySHA256()
-	if err != nil {
-		return nil, err
-	}
-	C := opts.Ctx
-	if C == 0 {
-		C = DefaultCtx
-	}
-	cfg, err := config.Load(opts.Reference)
-	if err != nil {
-		return nil, fmt.Errorf("score: reference: %w", err)
-	}
-	var notes []string
-	if maxC := cfg.MaxPositionEmbeddings &^ 1; C > maxC {
-		notes = append(notes, fmt.Sprintf("--ctx %d capped to the reference's context, %d.", C, maxC))
-		C = maxC
-	}
-	V := cfg.VocabSize
-	refID, err := evidence.IdentifyCheckpoint(ReferenceName, opts.Reference)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizer.Load(opts.Reference)
-	if err != nil {
-		return nil, fmt.Errorf("score: reference: %w", err)
-	}
-	tokSHA, _, err := evidence.HashFile(filepath.Join(opts.Reference, "tokenizer.json"))
-	if err != nil {
-		return nil, err
-	}
-	bos, hasBOS := tok.BOS()
-	return &reference{binSHA: binSHA, ctx: C, vocab: V, id: refID, tok: tok, tokSHA: tokSHA, bos: bos, hasBOS: hasBOS, notes: notes}, nil
-}
-
-// servedCandidate is what a served candidate's server reported, with the
-// client that asked it.
-type servedCandidate struct {
-	model  *servedModel
-	client *client
-}
-
-// askServers asks the server of every served candidate what it serves and
-// checks that it can be scored against ref: the same vocabulary and
-// tokenizer, and a context that holds a window. The result is indexed like
-// opts.Candidates, nil for a candidate run here.
-func askServers(ctx context.Context, opts Options, ref *reference) ([]*servedCandidate, error) {
-	V, C, tokSHA := ref.vocab, ref.ctx, ref.tokSHA
-	served := make([]*servedCandidate, len(opts.Candidates))
-	for i, c := range opts.Candidates {
-		if c.URL == "" {
-			continue
-		}
-		base, err := ParseServerURL(c.URL)
-		if err != nil {
-			return nil, err
-		}
-		cl := newClient(base, opts.APIKey, opts.HTTPClient)
-		sm, err := cl.models(ctx)
-		if err != nil {
-			return nil, err
-		}
-		bad := func(format string, args ...any) error {
-			return &ModelError{Name: c.Name, URL: base, Msg: fmt.Sprintf(format, args...)}
-		}
-		switch {
-		case sm.VocabSize != V:
-			return nil, bad("the server's model %s has vocab_size %d, the reference has %d", sm.ID, sm.VocabSize, V)
-		case sm.Checkpoint.TokenizerSHA256 == "":
-			return nil, bad("the server's model %s reports no tokenizer.json sha256; it cannot be checked to score the reference's tokens", sm.ID)
-		case sm.Checkpoint.TokenizerSHA256 != tokSHA:
-			return nil, bad("the server's tokenizer.json (sha256 %s) differs from the reference's (%s); the two cannot be scored on the same tokens", sm.Checkpoint.TokenizerSHA256, tokSHA)
-		case sm.MaxModelLen < C:
-			return nil, bad("the server's max_model_len %d is shorter than the window length %d: restart it with --max-model-len %d or score with --ctx %d", sm.MaxModelLen, C, C, sm.MaxModelLen&^1)
-		}
-		served[i] = &servedCandidate{model: sm, client: cl}
-	}
-	return served, nil
-}
-
-// windowSet is the corpora of a run split into windows, with their
-// receipts, the reference cache's header that names them, and the number
-// of scored tokens.
-type windowSet struct {
-	corpora  []*corpus.Corpus
-	windows  [][]Window
-	receipts []evidence.Corpus
-	header   refcache.Header
-	total    int
-}
-
-// loadWindows loads the corpora, encoded by the reference's tokenizer and
-// chat template, and splits their records into windows of ref's length.
-func loadWindows(opts Options, ref *reference) (*windowSet, error) {
-	C, V, bos, hasBOS := ref.ctx, ref.vocab, ref.bos, ref.hasBOS
-	enc := corpus.NewEncoder(ref.tok, V, func() (*chat.Template, error) { return chat.Load(opts.Reference) })
-	s := &windowSet{
-		corpora:  make([]*corpus.Corpus, len(opts.Corpora)),
-		windows:  make([][]Window, len(opts.Corpora)),
-		receipts: make([]evidence.Corpus, len(opts.Corpora)),
-		header:   refcache.Header{Format: refcache.Format, Reference: ref.id.Identity, TokenizerSHA256: ref.tokSHA, Ctx: C, VocabSize: V, WindowRule: evidence.WindowRule},
-	}
-	for i, spec := range opts.Corpora {
-		c, err := corpus.Load(spec.Name, spec.Path, enc, opts.MaxRecords)
-		if err != nil {
-			return nil, err
-		}
-		s.corpora[i] = c
-		targets := 0
-		for ri, r := range c.Records {
-			b := bos
-			if !hasBOS && len(r.Tokens) > 0 {
-				b = r.Tokens[0]
-			}
-			ws, err := Split(r.Tokens, C, b)
-			if err != nil {
-				return nil, err
-			}
-			for _, w := range ws {
-				w.Record = ri
-				targets += w.Targets()
-				s.windows[i] = append(s.windows[i], w)
-			}
-		}
-		if targets == 0 {
-			// The file's content is at fault, not the command line: an
-			// empty corpus fails like a garbage one (exit 1).
-			return nil, &corpus.EmptyError{Path: spec.Path, Records: len(c.Records)}
-		}
-		s.total += targets
-		s.receipts[i] = evidence.Corpus{Name: spec.Name, Path: spec.Path, SHA256: c.SHA256, Bytes: c.Bytes, Records: len(c.Records), Windows: len(s.windows[i]), Tokens: targets}
-		s.header.Corpora = append(s.header.Corpora, refcache.Corpus{Name: spec.Name, SHA256: c.SHA256, Records: len(c.Records), Windows: len(s.windows[i]), Tokens: targets})
-	}
-	return s, nil
-}
-
 // openCache opens the reference cache at path in place of the reference,
 // checks it against the run's header hdr and returns its receipt. On
 // success the caller closes r.cache.
@@ -667,74 +505,6 @@ func (r *runner) endReference(opts Options, ref *reference, cacheReceipt *eviden
 	return cacheReceipt, nil
 }
 
-// result writes the evidence file of a run started at start: its settings
-// and receipts, every variant's statistics (statistics), the paired
-// comparisons of the candidates, the notes and the timing.
-func (r *runner) result(opts Options, start time.Time, ref *reference, ws *windowSet, candReceipts []evidence.Checkpoint, cacheReceipt *evidence.Cache) (*Output, error) {
-	f := &evidence.File{
-		Format: evidence.Format,
-		Kind:   evidence.KindScore,
-		Settings: evidence.Settings{
-			Ctx: ref.ctx, WindowRule: evidence.WindowRule, NoiseFloor: opts.NoiseFloor, MaxRecords: opts.MaxRecords,
-		},
-		Receipts: evidence.Receipts{
-			LfmqVersion: version.Version, SourceDigest: version.SourceDigest,
-			Command: opts.Command, Started: start.UTC().Format(time.RFC3339),
-			Machine: machineOn(opts.Device), Reference: ref.id, Candidates: candReceipts,
-			TokenizerSHA256: ref.tokSHA, Corpora: ws.receipts, ReferenceCache: cacheReceipt,
-		},
-	}
-	if opts.NoiseFloor {
-		f.Settings.Chunk = r.chunk
-	}
-	f.Receipts.BinarySHA256 = ref.binSHA
-	out := &Output{File: f}
-	if err := r.statistics(out, ws.corpora); err != nil {
-		return nil, err
-	}
-	var err error
-	if f.Comparisons, err = compare(r.cands, ws.corpora); err != nil {
-		return nil, err
-	}
-	notes := ref.notes
-	if r.noise != nil && exactlyEqual(r.noise.toks) {
-		notes = append(notes, fmt.Sprintf("The %s is exactly zero: chunked evaluation is bit-identical to one prefill pass on every scored token (the engine's prefill is chunk-invariant), so the %s is the relevant floor.", r.noise.name, storageName))
-	}
-	f.Notes = notes
-	secs := time.Since(start).Seconds()
-	f.Timing = evidence.Timing{Seconds: evidence.Float(secs), Tokens: r.passes, TokensPerSecond: evidence.Float(float64(r.passes) / secs)}
-	return out, nil
-}
-
-// statistics adds every variant's statistics on each corpus, and pooled
-// over them when there are several, to out's file, with its per-token KL
-// series.
-func (r *runner) statistics(out *Output, corpora []*corpus.Corpus) error {
-	f := out.File
-	for _, v := range r.variants() {
-		for ci, c := range corpora {
-			st, err := Summarize(v.toks[ci])
-			if err != nil {
-				return err
-			}
-			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: c.Name, Stats: st})
-			kl := make([]float64, len(v.toks[ci]))
-			for t, k := range v.toks[ci] {
-				kl[t] = k.KL
-			}
-			out.Series = append(out.Series, Series{Variant: v.name, Kind: v.kind, Corpus: c.Name, KL: kl})
-		}
-		if len(corpora) > 1 {
-			st, err := Summarize(slices.Concat(v.toks...))
-			if err != nil {
-				return err
-			}
-			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: evidence.AllCorpora, Stats: st})
-		}
-	}
-	return nil
-}
-
 // variants returns the row sets in table order: floors first.
 func (r *runner) variants() []*variant {
 	var vs []*variant
@@ -742,64 +512,6 @@ func (r *runner) variants() []*variant {
 		vs = append(vs, r.noise, r.storage)
 	}
 	return append(vs, r.cands...)
-}
-
-// exactlyEqual reports whether every token of a floor is identical to the
-// reference: KL 0, same NLL and argmax.
-func exactlyEqual(toks [][]Token) bool {
-	for _, ts := range toks {
-		for _, t := range ts {
-			if t.KL != 0 || t.NLLCand != t.NLLRef || !t.Same {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// compare returns the paired differences between every pair of candidates,
-// per corpus and pooled.
-func compare(cands []*variant, corpora []*corpus.Corpus) ([]evidence.Comparison, error) {
-	var out []evidence.Comparison
-	for i := range cands {
-		for j := i + 1; j < len(cands); j++ {
-			a, b := cands[i], cands[j]
-			add := func(name string, ta, tb []Token) error {
-				klA, klB, nA, nB := make([]float64, len(ta)), make([]float64, len(tb)), make([]float64, len(ta)), make([]float64, len(tb))
-				for t := range ta {
-					klA[t], nA[t] = ta[t].KL, ta[t].NLLCand
-				}
-				for t := range tb {
-					klB[t], nB[t] = tb[t].KL, tb[t].NLLCand
-				}
-				kd, kse, err := Paired(klA, klB)
-				if err != nil {
-					return err
-				}
-				nd, nse, err := Paired(nA, nB)
-				if err != nil {
-					return err
-				}
-				c := evidence.Comparison{Corpus: name, A: a.name, B: b.name, Tokens: len(ta), KLDiff: evidence.Float(kd), NLLDiff: evidence.Float(nd)}
-				if kse != nil {
-					c.KLDiffSE, c.NLLDiffSE = evidence.Ptr(*kse), evidence.Ptr(*nse)
-				}
-				out = append(out, c)
-				return nil
-			}
-			for ci, c := range corpora {
-				if err := add(c.Name, a.toks[ci], b.toks[ci]); err != nil {
-					return nil, err
-				}
-			}
-			if len(corpora) > 1 {
-				if err := add(evidence.AllCorpora, slices.Concat(a.toks...), slices.Concat(b.toks...)); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	return out, nil
 }
 
 // forward runs the windows through m, each window from an empty sequence,
