@@ -2,15 +2,11 @@ package quant
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/format/safetensors"
 	"github.com/lfmq/lfmq/quant/hessian"
 	"github.com/lfmq/lfmq/quant/plan"
 )
@@ -59,18 +55,18 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 			names = append(names, e.Name)
 		}
 	}
-	r.setStage(layer, "statistics dense")
+	r.prog.setStage(layer, "statistics dense")
 	t0 := time.Now()
-	stats, err := hessian.CollectLinear(ctx, r.m, layer, names, r.windows, hessian.CollectOptions{Stream: &r.stream, Threads: r.workers})
+	stats, err := hessian.CollectLinear(ctx, r.cal.m, layer, names, r.cal.windows, hessian.CollectOptions{Stream: &r.cal.stream, Threads: r.workers})
 	r.report.DenseStats += time.Since(t0)
 	if err != nil {
 		return nil, err
 	}
 	r.releasePages() // the forward's weights
-	r.addWork(r.denseStatsWork[layer].kind, r.denseStatsWork[layer].work)
+	r.prog.addWork(r.prog.denseStatsWork[layer].kind, r.prog.denseStatsWork[layer].work)
 	st := &denseStep{metrics: tensorMetrics{}, dense: map[string]MatrixMetrics{}}
 	solvedBy := map[string]*solved{}
-	r.setStage(layer, "solve dense")
+	r.prog.setStage(layer, "solve dense")
 	for i := range entries {
 		e := &entries[i]
 		if !denseSolved(r.opts, *e) {
@@ -104,7 +100,7 @@ func (r *gptqRun) denseFile(ctx context.Context, layer int, entries []plan.Entry
 		solvedBy[e.Name] = &res
 		st.dense[e.Name] = res.metric
 		st.metrics[e.Name] = res.tensor
-		r.doneDense(e.Name)
+		r.prog.doneDense(e.Name)
 	}
 	stats = nil
 	rest, err := r.packRest(ctx, entries, st.metrics)
@@ -129,7 +125,7 @@ func (r *gptqRun) packRest(ctx context.Context, entries []plan.Entry, metrics te
 			rest = append(rest, e)
 		}
 	}
-	out, err := produceAll(ctx, r.src, rest, r.opts.packRules(), r.workers, r.denseProg, newMemBudget(packMemory(r.cfg, r.g.SolveMemory), nil))
+	out, err := produceAll(ctx, r.src, rest, r.opts.packRules(), r.workers, r.prog.denseProg, newMemBudget(packMemory(r.cfg, r.g.SolveMemory), nil))
 	if err != nil {
 		return nil, err
 	}
@@ -149,63 +145,6 @@ func bfp8Tensor(e plan.Entry, packed []byte) lfmq1.Tensor {
 		StoredShape: []int64{int64(bfp.NumTiles(out, in)), int64(bfp.BFP8.TileBytes())}, Data: packed}
 }
 
-// resumeDense takes layer l's dense file from the partial directory: the
-// solved tensors' bytes from the file, the rest packed again (RTN is
-// deterministic), written again through the Writer and checked against
-// the recorded digest. It returns nil when the stored step does not verify,
-// which makes the run compute it (and every later step) again.
-func (r *gptqRun) resumeDense(w *lfmq1.Writer, rs *resumeState, d doneLayer, entries []plan.Entry) (*denseStep, error) {
-	rec, problem := rs.load(d)
-	if problem != "" {
-		r.warn(fmt.Sprintf("layer %d: the interrupted run's dense result is damaged: %s; computing it and every later layer again", d.Layer, problem))
-		return nil, rs.save()
-	}
-	if r.g.Strict {
-		for name, m := range rec.Dense {
-			if m.Method != string(GPTQ) {
-				return nil, &FallbackError{Layer: d.Layer, Expert: -1, Matrix: name, Reason: m.Reason, Err: errors.New("stored by the interrupted run")}
-			}
-		}
-	}
-	path := filepath.Join(w.Dir(), d.File)
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st := &denseStep{metrics: tensorMetrics{}, dense: rec.Dense}
-	for name, m := range rec.Tensors {
-		st.metrics[name] = m
-	}
-	rest, err := r.packRest(context.Background(), entries, st.metrics)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		if !denseSolved(r.opts, e) {
-			st.tensors = append(st.tensors, rest[e.Name])
-			continue
-		}
-		raw, err := f.Bytes(e.Name)
-		if err != nil {
-			return nil, fmt.Errorf("quant: resuming layer %d: %w", d.Layer, err)
-		}
-		if len(raw) != bfp.PackedSize(bfp.BFP8, int(e.Shape[0]), int(e.Shape[1])) {
-			return nil, fmt.Errorf("quant: resuming layer %d: %s has %d bytes", d.Layer, e.Name, len(raw))
-		}
-		st.tensors = append(st.tensors, bfp8Tensor(e, append([]byte(nil), raw...)))
-		r.doneDense(e.Name)
-	}
-	if err := w.WriteFile(d.File, st.tensors); err != nil {
-		return nil, err
-	}
-	if sum, _, err := lfmq1.HashFile(path); err != nil || sum != d.SHA256 {
-		return nil, fmt.Errorf("quant: resuming layer %d: %s rewritten with sha256 %s, recorded %s", d.Layer, d.File, sum, d.SHA256)
-	}
-	r.setStage(d.Layer, "resumed dense")
-	return st, nil
-}
-
 // installDense makes the engine run a dense step's BFP8 tensors from file,
 // where they are written (the head is not replaced: nothing is calibrated
 // after it).
@@ -216,32 +155,32 @@ func (r *gptqRun) installDense(w *lfmq1.Writer, file string, st *denseStep) erro
 			solved = append(solved, t)
 		}
 	}
-	return r.install(w, file, solved)
+	return r.cal.install(w, file, solved)
 }
 
 // record adds a finished dense step's metrics and bytes to the run's.
-func (st *denseStep) record(metrics tensorMetrics, dense map[string]MatrixMetrics, res *Result) {
+func (st *denseStep) record(out *runOutput) {
 	for n, m := range st.metrics {
-		metrics[n] = m
+		out.metrics[n] = m
 	}
 	for n, m := range st.dense {
-		dense[n] = m
+		out.dense[n] = m
 	}
 	for _, t := range st.tensors {
-		res.Bytes += int64(len(t.Data))
+		out.res.Bytes += int64(len(t.Data))
 	}
 }
 
 // denseLayer runs (or takes over from a partial run) layer l's dense GPTQ
 // step: its layer file solved, written, recorded for --resume and, in
 // sequential mode, installed in the engine before anything above reads it.
-func (r *gptqRun) denseLayer(ctx context.Context, w *lfmq1.Writer, rs *resumeState, l int, file string, entries []plan.Entry, metrics tensorMetrics, dense map[string]MatrixMetrics, res *Result) error {
+func (r *gptqRun) denseLayer(ctx context.Context, out *runOutput, l int, file string, entries []plan.Entry) error {
 	t0 := time.Now()
 	defer func() { r.report.DenseGPTQ += time.Since(t0) }()
 	var st *denseStep
-	if d, ok := rs.doneKind(l, "dense"); ok {
+	if d, ok := out.rs.doneKind(l, "dense"); ok {
 		var err error
-		if st, err = r.resumeDense(w, rs, d, entries); err != nil {
+		if st, err = r.resumeDense(out.w, out.rs, d, entries); err != nil {
 			return err
 		}
 	}
@@ -253,27 +192,20 @@ func (r *gptqRun) denseLayer(ctx context.Context, w *lfmq1.Writer, rs *resumeSta
 		if st, err = r.denseFile(ctx, l, entries); err != nil {
 			return err
 		}
-		if err := w.WriteFile(file, st.tensors); err != nil {
+		if err := out.w.WriteFile(file, st.tensors); err != nil {
 			return err
 		}
-		if err := rs.completeKind(l, "dense", file, &layerRecord{Metrics: LayerMetrics{Layer: l}, Tensors: st.metrics, Dense: st.dense}); err != nil {
+		if err := out.rs.completeKind(l, "dense", file, &layerRecord{Metrics: LayerMetrics{Layer: l}, Tensors: st.metrics, Dense: st.dense}); err != nil {
 			return err
 		}
 	}
-	st.record(metrics, dense, res)
+	st.record(out)
 	if r.g.Sequential {
-		if err := r.installDense(w, file, st); err != nil {
+		if err := r.installDense(out.w, file, st); err != nil {
 			return err
 		}
 	}
 	releaseMemory()
 	r.releasePages()
 	return nil
-}
-
-// doneDense reports a solved dense tensor, with its work, to the Progress.
-func (r *gptqRun) doneDense(tensor string) {
-	if r.denseProg != nil {
-		r.denseProg.Done(tensor)
-	}
 }

@@ -12,5 +12,16 @@
 // manifest. It keeps each finished layer in a partial directory so that an
 // interrupted run can be resumed to the same bytes.
 //
+// A GPTQ run (quantizeGPTQ, gptqrun.go) is a sequence of stages, each in
+// its own file: prepare (gptqprepare.go: settings, calibration set,
+// fingerprint), the dense pass (densepass.go: RTN for what no solve
+// writes), the layers (gptqlayers.go: each layer's dense GPTQ file,
+// densegptq.go, then its routed experts or FFN, moelayer.go), the head
+// (headsolve.go) and finish (gptqfinish.go). They share the calibration
+// model (calibration.go), the output being written (gptqoutput.go), the
+// progress reporting (gptqprogress.go) and the solver (solve.go); resume
+// state is in resume.go and resumerun.go, memory budgeting in solvemem.go
+// and runmem.go.
+//
 // It does not run the model's maths itself: activations come from engine.
 package quant

@@ -4,12 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant/gptq"
 	"github.com/lfmq/lfmq/quant/hessian"
 	"github.com/lfmq/lfmq/quant/plan"
 )
+
+// headStage is a GPTQ run's head stage: with DenseMethod GPTQ, the global
+// file's statistics from the calibration stream after the last layer, its
+// head solved (solveHead) and the rest packed, written to out. Nothing is
+// calibrated after the head, so it is not installed in the engine.
+func (r *gptqRun) headStage(ctx context.Context, out *runOutput) error {
+	gf := lfmq1.GlobalFile
+	if !fileHasDenseSolve(r.opts, r.plan.ByFile(gf)) {
+		return nil
+	}
+	t0 := time.Now()
+	st, err := r.denseFile(ctx, r.cfg.NumLayers, r.plan.ByFile(gf))
+	r.report.DenseGPTQ += time.Since(t0)
+	r.report.HeadGPTQ = time.Since(t0)
+	if err != nil {
+		return err
+	}
+	if err := out.w.WriteFile(gf, st.tensors); err != nil {
+		return err
+	}
+	st.record(out)
+	return nil
+}
 
 // headBandBytes bounds the band of the head's weights solveHead holds in
 // float32 at once (three copies: the source, its RTN result and the

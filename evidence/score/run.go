@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lfmq/lfmq/engine/device"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -14,18 +13,15 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
-	"github.com/lfmq/lfmq/engine/chat"
-	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
-	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/corpus"
 	"github.com/lfmq/lfmq/evidence/refcache"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/version"
 )
 
 // DefaultCtx is the window length C when Options.Ctx is 0 (scoring.md §1).
@@ -247,6 +243,9 @@ type runner struct {
 	cands     []*variant
 	cacheOff  int // cached rows whose NLL or argmax differ from the in-memory reference
 	passes    int // model positions run
+	// models are the models loaded here (loadModels), closed when the run
+	// ends (closeModels).
+	models []*model.Model
 }
 
 // Run scores the candidates (and the floors) against the reference over
@@ -256,141 +255,107 @@ type runner struct {
 // URL and what the server reported in /v1/models. Every statistic is
 // computed from float32 log-prob rows (sample.LogProbs of each model's
 // logits; a server returns those rows), see stats.
+//
+// Run goes in steps: prepare (the options and the reference's identity),
+// the served candidates asked what they serve, the corpora split into
+// windows, the reference (its cache, or the model) and the candidates
+// loaded, the windows scored batch by batch, the reference cache checked
+// or saved, and the result (every variant's statistics and the paired
+// comparisons) written into the evidence file.
 func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	start := time.Now()
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	// The executable is hashed first: it is what runs, and a missing one
-	// fails the run before the work rather than after.
-	binSHA, err := evidence.BinarySHA256()
+	ref, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
-	C := opts.Ctx
-	if C == 0 {
-		C = DefaultCtx
-	}
-	cfg, err := config.Load(opts.Reference)
-	if err != nil {
-		return nil, fmt.Errorf("score: reference: %w", err)
-	}
-	var notes []string
-	if maxC := cfg.MaxPositionEmbeddings &^ 1; C > maxC {
-		notes = append(notes, fmt.Sprintf("--ctx %d capped to the reference's context, %d.", C, maxC))
-		C = maxC
-	}
-	V := cfg.VocabSize
-	refID, err := evidence.IdentifyCheckpoint(ReferenceName, opts.Reference)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizer.Load(opts.Reference)
-	if err != nil {
-		return nil, fmt.Errorf("score: reference: %w", err)
-	}
-	tokSHA, _, err := evidence.HashFile(filepath.Join(opts.Reference, "tokenizer.json"))
-	if err != nil {
-		return nil, err
-	}
-	bos, hasBOS := tok.BOS()
-
 	// Served candidates are asked first what they serve, so that a server
 	// that cannot be scored fails the run before any model is loaded.
-	served := make([]*servedModel, len(opts.Candidates))
-	clients := make([]*client, len(opts.Candidates))
-	for i, c := range opts.Candidates {
-		if c.URL == "" {
-			continue
-		}
-		base, err := ParseServerURL(c.URL)
-		if err != nil {
-			return nil, err
-		}
-		cl := newClient(base, opts.APIKey, opts.HTTPClient)
-		sm, err := cl.models(ctx)
-		if err != nil {
-			return nil, err
-		}
-		bad := func(format string, args ...any) error {
-			return &ModelError{Name: c.Name, URL: base, Msg: fmt.Sprintf(format, args...)}
-		}
-		switch {
-		case sm.VocabSize != V:
-			return nil, bad("the server's model %s has vocab_size %d, the reference has %d", sm.ID, sm.VocabSize, V)
-		case sm.Checkpoint.TokenizerSHA256 == "":
-			return nil, bad("the server's model %s reports no tokenizer.json sha256; it cannot be checked to score the reference's tokens", sm.ID)
-		case sm.Checkpoint.TokenizerSHA256 != tokSHA:
-			return nil, bad("the server's tokenizer.json (sha256 %s) differs from the reference's (%s); the two cannot be scored on the same tokens", sm.Checkpoint.TokenizerSHA256, tokSHA)
-		case sm.MaxModelLen < C:
-			return nil, bad("the server's max_model_len %d is shorter than the window length %d: restart it with --max-model-len %d or score with --ctx %d", sm.MaxModelLen, C, C, sm.MaxModelLen&^1)
-		}
-		served[i], clients[i] = sm, cl
+	served, err := askServers(ctx, opts, ref)
+	if err != nil {
+		return nil, err
 	}
-	enc := corpus.NewEncoder(tok, V, func() (*chat.Template, error) { return chat.Load(opts.Reference) })
-
-	// Corpora and their windows.
-	corpora := make([]*corpus.Corpus, len(opts.Corpora))
-	windows := make([][]Window, len(opts.Corpora))
-	receipts := make([]evidence.Corpus, len(opts.Corpora))
-	hdr := refcache.Header{Format: refcache.Format, Reference: refID.Identity, TokenizerSHA256: tokSHA, Ctx: C, VocabSize: V, WindowRule: evidence.WindowRule}
-	total := 0
-	for i, spec := range opts.Corpora {
-		c, err := corpus.Load(spec.Name, spec.Path, enc, opts.MaxRecords)
-		if err != nil {
-			return nil, err
-		}
-		corpora[i] = c
-		targets := 0
-		for ri, r := range c.Records {
-			b := bos
-			if !hasBOS && len(r.Tokens) > 0 {
-				b = r.Tokens[0]
-			}
-			ws, err := Split(r.Tokens, C, b)
-			if err != nil {
-				return nil, err
-			}
-			for _, w := range ws {
-				w.Record = ri
-				targets += w.Targets()
-				windows[i] = append(windows[i], w)
-			}
-		}
-		if targets == 0 {
-			// The file's content is at fault, not the command line: an
-			// empty corpus fails like a garbage one (exit 1).
-			return nil, &corpus.EmptyError{Path: spec.Path, Records: len(c.Records)}
-		}
-		total += targets
-		receipts[i] = evidence.Corpus{Name: spec.Name, Path: spec.Path, SHA256: c.SHA256, Bytes: c.Bytes, Records: len(c.Records), Windows: len(windows[i]), Tokens: targets}
-		hdr.Corpora = append(hdr.Corpora, refcache.Corpus{Name: spec.Name, SHA256: c.SHA256, Records: len(c.Records), Windows: len(windows[i]), Tokens: targets})
+	ws, err := loadWindows(opts, ref)
+	if err != nil {
+		return nil, err
 	}
 
-	r := &runner{vocab: V, chunk: opts.chunk()}
+	r := &runner{vocab: ref.vocab, chunk: opts.chunk()}
 	var cacheReceipt *evidence.Cache
 	if opts.ReferenceCache != "" {
-		r.cachePath = opts.ReferenceCache
-		r.cache, err = refcache.Open(opts.ReferenceCache, "")
-		if err != nil {
+		if cacheReceipt, err = r.openCache(opts.ReferenceCache, &ws.header); err != nil {
 			return nil, err
 		}
 		defer r.cache.Close()
-		got := r.cache.Header()
-		if err := refcache.Check(opts.ReferenceCache, &hdr, &got); err != nil {
-			return nil, err
-		}
-		sum, size, err := evidence.HashFile(opts.ReferenceCache)
-		if err != nil {
-			return nil, err
-		}
-		cacheReceipt = &evidence.Cache{Mode: "used", Path: opts.ReferenceCache, SHA256: sum, Bytes: size}
-		notes = append(notes, "Reference log-probs read from the cache: KL uses its binary16 rows (renormalised), NLL and top-1 its exact stored values.")
+		ref.notes = append(ref.notes, "Reference log-probs read from the cache: KL uses its binary16 rows (renormalised), NLL and top-1 its exact stored values.")
 	}
 
 	kpool := kernels.NewPool(opts.Threads)
 	defer kpool.Close()
 	r.threads = kpool.Threads()
+	defer r.closeModels()
+	candReceipts, err := r.loadModels(opts, ref, served, kpool)
+	if err != nil {
+		return nil, err
+	}
+	vars := r.variants()
+	for _, v := range vars {
+		v.toks = make([][]Token, len(ws.corpora))
+	}
+
+	if opts.SaveReference != "" {
+		if r.save, err = refcache.Create(opts.SaveReference, ws.header); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				r.save.Abort()
+			}
+		}()
+	}
+	// Every served candidate is asked for every window, in scoring order,
+	// from now on, while the models here run.
+	r.startFetchers(ctx, ws)
+	defer r.closeFetchers()
+
+	if err := r.scoreWindows(ctx, ws, ref.ctx, opts.Progress); err != nil {
+		return nil, err
+	}
+	if cacheReceipt, err = r.endReference(opts, ref, cacheReceipt); err != nil {
+		return nil, err
+	}
+	return r.result(opts, start, ref, ws, candReceipts, cacheReceipt)
+}
+
+// openCache opens the reference cache at path in place of the reference,
+// checks it against the run's header hdr and returns its receipt. On
+// success the caller closes r.cache.
+func (r *runner) openCache(path string, hdr *refcache.Header) (*evidence.Cache, error) {
+	r.cachePath = path
+	c, err := refcache.Open(path, "")
+	if err != nil {
+		return nil, err
+	}
+	r.cache = c
+	got := r.cache.Header()
+	if err := refcache.Check(path, hdr, &got); err != nil {
+		r.cache.Close()
+		return nil, err
+	}
+	sum, size, err := evidence.HashFile(path)
+	if err != nil {
+		r.cache.Close()
+		return nil, err
+	}
+	return &evidence.Cache{Mode: "used", Path: path, SHA256: sum, Bytes: size}, nil
+}
+
+// loadModels loads the reference (unless the cache replaces it and no floor
+// needs it) and every candidate run here, on kpool's threads, and makes the
+// run's variants: the candidates, served or here, and the floors. It
+// returns the candidates' receipts. The models it loads are r's to close
+// (closeModels), also when it fails.
+func (r *runner) loadModels(opts Options, ref *reference, served []*servedCandidate, kpool *kernels.Pool) ([]evidence.Checkpoint, error) {
+	C, V, refID, tokSHA := ref.ctx, ref.vocab, ref.id, ref.tokSHA
 	load := func(name, dir string, kv model.KVDType) (*model.Model, error) {
 		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kv})
 		if err != nil {
@@ -398,24 +363,20 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		}
 		return m, nil
 	}
-	var models []*model.Model
-	defer func() {
-		for _, m := range models {
-			m.Close()
-		}
-	}()
+	var err error
 	if r.cache == nil || opts.NoiseFloor {
 		if r.ref, err = load(ReferenceName, opts.Reference, model.KVF32); err != nil {
 			return nil, err
 		}
-		models = append(models, r.ref)
+		r.models = append(r.models, r.ref)
 	}
 	var candReceipts []evidence.Checkpoint
 	for i, c := range opts.Candidates {
-		if sm := served[i]; sm != nil {
+		if s := served[i]; s != nil {
+			sm, cl := s.model, s.client
 			id := sm.Checkpoint
 			candReceipts = append(candReceipts, evidence.Checkpoint{
-				Name: c.Name, URL: clients[i].base, ServedModel: sm.ID,
+				Name: c.Name, URL: cl.base, ServedModel: sm.ID,
 				BinarySHA256: sm.BinarySHA256, LfmqVersion: sm.LfmqVersion, SourceDigest: sm.SourceDigest,
 				Format: id.Format, Identity: id.Identity, ManifestSHA256: id.ManifestSHA256, ConfigSHA256: id.ConfigSHA256,
 				KVCacheDType: kvReceipt(sm.KVCacheDType),
@@ -423,9 +384,9 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 			// An lfmq-1 checkpoint's config.json is its source's, copied
 			// unmodified: the reported config sha256 is its lineage.
 			if id.Format == identity.FormatLfmq1 && id.ConfigSHA256 != refID.ConfigSHA256 {
-				notes = append(notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
+				ref.notes = append(ref.notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
 			}
-			r.cands = append(r.cands, &variant{name: c.Name, kind: evidence.KindCandidate, served: clients[i], model: sm.ID})
+			r.cands = append(r.cands, &variant{name: c.Name, kind: evidence.KindCandidate, served: cl, model: sm.ID})
 			continue
 		}
 		id, err := evidence.IdentifyCheckpoint(c.Name, c.Dir)
@@ -438,7 +399,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		if err != nil {
 			return nil, err
 		}
-		models = append(models, m)
+		r.models = append(r.models, m)
 		if m.Config.VocabSize != V {
 			return nil, &ModelError{Name: c.Name, Dir: c.Dir, Msg: fmt.Sprintf("vocab_size %d, the reference has %d", m.Config.VocabSize, V)}
 		}
@@ -446,7 +407,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 			return nil, &ModelError{Name: c.Name, Dir: c.Dir, Msg: "its tokenizer.json differs from the reference's; the two cannot be scored on the same tokens"}
 		}
 		if id.SourceConfigSHA256 != "" && id.SourceConfigSHA256 != refID.ConfigSHA256 {
-			notes = append(notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
+			ref.notes = append(ref.notes, fmt.Sprintf("%s was quantized from a checkpoint whose config.json differs from the reference's.", c.Name))
 		}
 		r.cands = append(r.cands, &variant{name: c.Name, kind: evidence.KindCandidate, m: m})
 	}
@@ -454,59 +415,75 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		r.noise = &variant{name: noiseName(r.chunk), kind: evidence.KindNoiseFloor, m: r.ref}
 		r.storage = &variant{name: storageName, kind: evidence.KindStorageFloor, m: r.ref}
 	}
-	vars := r.variants()
-	for _, v := range vars {
-		v.toks = make([][]Token, len(corpora))
-	}
+	return candReceipts, nil
+}
 
-	if opts.SaveReference != "" {
-		if r.save, err = refcache.Create(opts.SaveReference, hdr); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err != nil {
-				r.save.Abort()
-			}
-		}()
+// closeModels closes the models loadModels loaded.
+func (r *runner) closeModels() {
+	for _, m := range r.models {
+		m.Close()
 	}
+}
 
-	// Every served candidate is asked for every window, in scoring order,
-	// from now on, while the models here run.
+// startFetchers starts asking every served candidate for every window of
+// ws, in scoring order.
+func (r *runner) startFetchers(ctx context.Context, ws *windowSet) {
 	for _, v := range r.cands {
 		if v.served == nil {
 			continue
 		}
 		var jobs []job
-		for ci, c := range corpora {
-			for wi, w := range windows[ci] {
+		for ci, c := range ws.corpora {
+			for wi, w := range ws.windows[ci] {
 				jobs = append(jobs, job{tokens: w.Tokens, label: fmt.Sprintf("corpus %s window %d (record %s)", c.Name, wi, c.Records[w.Record].ID)})
 			}
 		}
-		v.fetch = startFetcher(ctx, v.served, v.model, V, jobs)
-		defer v.fetch.close()
+		v.fetch = startFetcher(ctx, v.served, v.model, r.vocab, jobs)
 	}
+}
 
+// closeFetchers stops the fetchers startFetchers started, the last first.
+func (r *runner) closeFetchers() {
+	for _, v := range slices.Backward(r.cands) {
+		if v.fetch != nil {
+			v.fetch.close()
+		}
+	}
+}
+
+// scoreWindows scores every window of ws, corpus by corpus, in batches of
+// up to batchRows positions (or one window of C), telling progress, if
+// set, the scored tokens done after each batch.
+func (r *runner) scoreWindows(ctx context.Context, ws *windowSet, C int, progress func(done, total int)) error {
 	done := 0
-	for ci, c := range corpora {
-		ws := windows[ci]
-		for len(ws) > 0 {
+	for ci, c := range ws.corpora {
+		wins := ws.windows[ci]
+		for len(wins) > 0 {
 			n, rows := 0, 0
-			for n < len(ws) && (n == 0 || rows+len(ws[n].Tokens) <= max(batchRows, C)) {
-				rows += len(ws[n].Tokens)
+			for n < len(wins) && (n == 0 || rows+len(wins[n].Tokens) <= max(batchRows, C)) {
+				rows += len(wins[n].Tokens)
 				n++
 			}
-			if err := r.batch(ctx, ci, c, ws[:n]); err != nil {
-				return nil, err
+			if err := r.batch(ctx, ci, c, wins[:n]); err != nil {
+				return err
 			}
-			for _, w := range ws[:n] {
+			for _, w := range wins[:n] {
 				done += w.Targets()
 			}
-			ws = ws[n:]
-			if opts.Progress != nil {
-				opts.Progress(done, total)
+			wins = wins[n:]
+			if progress != nil {
+				progress(done, ws.total)
 			}
 		}
 	}
+	return nil
+}
+
+// endReference ends the reference's cache once every window is scored: a
+// cache read must hold no more windows (its rows that differ from the
+// reference run now become a note), and a cache written is closed, whose
+// receipt replaces cacheReceipt.
+func (r *runner) endReference(opts Options, ref *reference, cacheReceipt *evidence.Cache) (*evidence.Cache, error) {
 	if r.cache != nil {
 		if _, err := r.cache.Next(); err != io.EOF {
 			if err == nil {
@@ -515,7 +492,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 			return nil, err
 		}
 		if r.cacheOff > 0 {
-			notes = append(notes, fmt.Sprintf("%d cached reference rows differ in NLL or argmax from the reference run now (the engine changed since the cache was written).", r.cacheOff))
+			ref.notes = append(ref.notes, fmt.Sprintf("%d cached reference rows differ in NLL or argmax from the reference run now (the engine changed since the cache was written).", r.cacheOff))
 		}
 	}
 	if r.save != nil {
@@ -525,56 +502,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		}
 		cacheReceipt = &evidence.Cache{Mode: "saved", Path: opts.SaveReference, SHA256: sum, Bytes: size}
 	}
-
-	f := &evidence.File{
-		Format: evidence.Format,
-		Kind:   evidence.KindScore,
-		Settings: evidence.Settings{
-			Ctx: C, WindowRule: evidence.WindowRule, NoiseFloor: opts.NoiseFloor, MaxRecords: opts.MaxRecords,
-		},
-		Receipts: evidence.Receipts{
-			LfmqVersion: version.Version, SourceDigest: version.SourceDigest,
-			Command: opts.Command, Started: start.UTC().Format(time.RFC3339),
-			Machine: machineOn(opts.Device), Reference: refID, Candidates: candReceipts,
-			TokenizerSHA256: tokSHA, Corpora: receipts, ReferenceCache: cacheReceipt,
-		},
-	}
-	if opts.NoiseFloor {
-		f.Settings.Chunk = r.chunk
-	}
-	f.Receipts.BinarySHA256 = binSHA
-	out = &Output{File: f}
-	for _, v := range vars {
-		for ci, c := range corpora {
-			st, err := Summarize(v.toks[ci])
-			if err != nil {
-				return nil, err
-			}
-			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: c.Name, Stats: st})
-			kl := make([]float64, len(v.toks[ci]))
-			for t, k := range v.toks[ci] {
-				kl[t] = k.KL
-			}
-			out.Series = append(out.Series, Series{Variant: v.name, Kind: v.kind, Corpus: c.Name, KL: kl})
-		}
-		if len(corpora) > 1 {
-			st, err := Summarize(slices.Concat(v.toks...))
-			if err != nil {
-				return nil, err
-			}
-			f.Results = append(f.Results, evidence.Result{Candidate: v.name, Kind: v.kind, Corpus: evidence.AllCorpora, Stats: st})
-		}
-	}
-	if f.Comparisons, err = compare(r.cands, corpora); err != nil {
-		return nil, err
-	}
-	if r.noise != nil && exactlyEqual(r.noise.toks) {
-		notes = append(notes, fmt.Sprintf("The %s is exactly zero: chunked evaluation is bit-identical to one prefill pass on every scored token (the engine's prefill is chunk-invariant), so the %s is the relevant floor.", r.noise.name, storageName))
-	}
-	f.Notes = notes
-	secs := time.Since(start).Seconds()
-	f.Timing = evidence.Timing{Seconds: evidence.Float(secs), Tokens: r.passes, TokensPerSecond: evidence.Float(float64(r.passes) / secs)}
-	return out, nil
+	return cacheReceipt, nil
 }
 
 // variants returns the row sets in table order: floors first.
@@ -584,64 +512,6 @@ func (r *runner) variants() []*variant {
 		vs = append(vs, r.noise, r.storage)
 	}
 	return append(vs, r.cands...)
-}
-
-// exactlyEqual reports whether every token of a floor is identical to the
-// reference: KL 0, same NLL and argmax.
-func exactlyEqual(toks [][]Token) bool {
-	for _, ts := range toks {
-		for _, t := range ts {
-			if t.KL != 0 || t.NLLCand != t.NLLRef || !t.Same {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// compare returns the paired differences between every pair of candidates,
-// per corpus and pooled.
-func compare(cands []*variant, corpora []*corpus.Corpus) ([]evidence.Comparison, error) {
-	var out []evidence.Comparison
-	for i := range cands {
-		for j := i + 1; j < len(cands); j++ {
-			a, b := cands[i], cands[j]
-			add := func(name string, ta, tb []Token) error {
-				klA, klB, nA, nB := make([]float64, len(ta)), make([]float64, len(tb)), make([]float64, len(ta)), make([]float64, len(tb))
-				for t := range ta {
-					klA[t], nA[t] = ta[t].KL, ta[t].NLLCand
-				}
-				for t := range tb {
-					klB[t], nB[t] = tb[t].KL, tb[t].NLLCand
-				}
-				kd, kse, err := Paired(klA, klB)
-				if err != nil {
-					return err
-				}
-				nd, nse, err := Paired(nA, nB)
-				if err != nil {
-					return err
-				}
-				c := evidence.Comparison{Corpus: name, A: a.name, B: b.name, Tokens: len(ta), KLDiff: evidence.Float(kd), NLLDiff: evidence.Float(nd)}
-				if kse != nil {
-					c.KLDiffSE, c.NLLDiffSE = evidence.Ptr(*kse), evidence.Ptr(*nse)
-				}
-				out = append(out, c)
-				return nil
-			}
-			for ci, c := range corpora {
-				if err := add(c.Name, a.toks[ci], b.toks[ci]); err != nil {
-					return nil, err
-				}
-			}
-			if len(corpora) > 1 {
-				if err := add(evidence.AllCorpora, slices.Concat(a.toks...), slices.Concat(b.toks...)); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	return out, nil
 }
 
 // forward runs the windows through m, each window from an empty sequence,
