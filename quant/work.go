@@ -130,7 +130,7 @@ func (k WorkKind) Family() int {
 // workCost is each kind's Cost: the time per unit over the w1/w3 solves',
 // in CPU time, from one run of the default command on an idle machine: the
 // synthetic LFM2-8B-A1B shape with 4 layers, the fixture's 128 calibration
-// windows, 2 workers (cmd/lfmq/testdata/worktrace/8b-a1b-4layers-idle.trace;
+// windows, 2 workers (internal/progress/testdata/worktrace/8b-a1b-4layers-idle.trace;
 // docs/bench-quantize.md). With fewer windows the statistics cost more per
 // unit against the solves (their per-expert fixed work, the Hessian's
 // finishing and shrinking, weighs more): the 2-layer, 32-window runs gave
