@@ -216,7 +216,7 @@ FUZZ_TARGETS = \
 	./release/archive:FuzzRead \
 	./hub/download:FuzzContentRange \
 	./hub/hubtest:FuzzReadCommit \
-	./hub/publish:FuzzDecodeTree \
+	./hub/hubapi:FuzzDecodeTree \
 	./hub/publish:FuzzDecodeBatch \
 	./hub/publish:FuzzGitAttributes \
 	./engine/choice:FuzzParse \

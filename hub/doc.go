@@ -5,11 +5,12 @@
 // source checkpoint (quantize, score, generate, serve, inspect, eval) call
 // it, so that they name and resolve a model the same way.
 //
-// The sub-packages hold the rest of lfmq's hub access: hfcache (the cache
-// and its filling), download (a release fetched and verified), publish (a
-// release uploaded as one commit and tag; also the read-only Remote that
-// hfcache lists a commit with) and hubtest (an in-process hub for tests);
-// their retry rule and wait are internal/httpstatus's.
+// The sub-packages hold the rest of lfmq's hub access: hubapi (the client
+// of the hub's HTTP API, its errors, and Remote, the read-only access that
+// hfcache lists a commit with), hfcache (the cache and its filling),
+// download (a release fetched and verified), publish (a release uploaded
+// as one commit and tag, on hubapi's client) and hubtest (an in-process
+// hub for tests); their retry rule and wait are internal/httpstatus's.
 //
 // It does not load or check a checkpoint (package format/hf does), and it
 // does not verify releases (package verify does).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/hub/hfcache"
-	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/hub/hubapi"
 )
 
 // ModelOptions configures ResolveModel and ModelDir.
@@ -19,7 +19,7 @@ type ModelOptions struct {
 	// message and error starts with "Label value".
 	Label string
 	// Endpoint is the hub's base URL (default: $HF_ENDPOINT, else
-	// publish.DefaultEndpoint).
+	// hubapi.DefaultEndpoint).
 	Endpoint string
 	// Token is sent as a Bearer to the hub's own host (default: $HF_TOKEN,
 	// without surrounding space).
@@ -96,8 +96,8 @@ func ResolveModel(ctx context.Context, value string, opts ModelOptions) (string,
 	if !strings.Contains(value, "@") {
 		label += ": no such directory, and as a hub id"
 	}
-	var rn *publish.RepoNotFoundError
-	var vn *publish.RevisionNotFoundError
+	var rn *hubapi.RepoNotFoundError
+	var vn *hubapi.RevisionNotFoundError
 	if errors.As(err, &rn) || errors.As(err, &vn) {
 		return "", &ArgError{fmt.Errorf("%s: %w", label, err)}
 	}

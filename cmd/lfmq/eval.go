@@ -23,7 +23,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/hub/hfcache"
-	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/version"
 )
@@ -507,8 +507,8 @@ func resolveHubDataset(cmd *cobra.Command, opts *evalOptions) (string, task.Data
 	}
 	f, err := hfcache.OpenDataset(cmd.Context(), id, hfcache.Options{Root: root, Endpoint: os.Getenv("HF_ENDPOINT"),
 		Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), Log: opts.IO.ErrOut})
-	var rn *publish.RepoNotFoundError
-	var vn *publish.RevisionNotFoundError
+	var rn *hubapi.RepoNotFoundError
+	var vn *hubapi.RevisionNotFoundError
 	var fn *hfcache.FileNotFoundError
 	if errors.As(err, &rn) || errors.As(err, &vn) || errors.As(err, &fn) {
 		return "", task.Dataset{}, &usageError{fmt.Errorf("%s: %w", label, err)}

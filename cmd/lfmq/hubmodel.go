@@ -6,12 +6,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/hub"
-	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/hub/hubapi"
 )
 
 // hubEndpointUsage is the help of --endpoint on the commands that read a
 // source checkpoint.
-const hubEndpointUsage = "hub base URL for a model given as OWNER/NAME[@REVISION] (default: $HF_ENDPOINT, else " + publish.DefaultEndpoint + ")"
+const hubEndpointUsage = "hub base URL for a model given as OWNER/NAME[@REVISION] (default: $HF_ENDPOINT, else " + hubapi.DefaultEndpoint + ")"
 
 // isHubID reports whether a source checkpoint argument is a hub id rather
 // than a directory (hub.IsModelID).

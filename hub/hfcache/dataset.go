@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/lfmq/lfmq/format/durable"
-	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -116,7 +116,7 @@ func OpenDataset(ctx context.Context, d DatasetID, opts Options) (*DatasetFile, 
 	if f, ok, err := LookupDataset(opts.Root, d); err != nil || ok {
 		return f, err
 	}
-	remote, err := publish.OpenRemote(publish.RemoteOptions{Endpoint: opts.Endpoint, Repo: d.Repo, Dataset: true, Token: opts.Token,
+	remote, err := hubapi.OpenRemote(hubapi.RemoteOptions{Endpoint: opts.Endpoint, Repo: d.Repo, Dataset: true, Token: opts.Token,
 		Client: opts.Client, Retries: opts.Retries, Backoff: opts.Backoff})
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func OpenDataset(ctx context.Context, d DatasetID, opts Options) (*DatasetFile, 
 	if err != nil {
 		return nil, err
 	}
-	var want *publish.RemoteFile
+	var want *hubapi.RemoteFile
 	var near []string
 	for i, rf := range files {
 		if rf.Path == d.Path {

@@ -21,7 +21,7 @@ import (
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/hub/download"
-	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
@@ -198,7 +198,7 @@ func cachedCommit(repoDir, revision string) (commit string, ok bool, err error) 
 type Options struct {
 	// Root is the cache directory (see Root).
 	Root string
-	// Endpoint is the hub's base URL (default publish.DefaultEndpoint).
+	// Endpoint is the hub's base URL (default hubapi.DefaultEndpoint).
 	Endpoint string
 	// Token, if set, is sent to the endpoint's host only (HF_TOKEN).
 	Token string
@@ -232,7 +232,7 @@ func Fetch(ctx context.Context, id ID, opts Options) (*Snapshot, error) {
 	if opts.Root == "" {
 		return nil, errors.New("hfcache: no cache directory")
 	}
-	remote, err := publish.OpenRemote(publish.RemoteOptions{Endpoint: opts.Endpoint, Repo: id.Repo, Token: opts.Token,
+	remote, err := hubapi.OpenRemote(hubapi.RemoteOptions{Endpoint: opts.Endpoint, Repo: id.Repo, Token: opts.Token,
 		Client: opts.Client, Retries: opts.Retries, Backoff: opts.Backoff})
 	if err != nil {
 		return nil, err
@@ -311,7 +311,7 @@ type filler struct {
 // place brings one file into the snapshot: nothing to do when its link is
 // there with the listed size, a link when the blob is there, otherwise a
 // fetch into the blob first.
-func (f *filler) place(ctx context.Context, rf publish.RemoteFile) error {
+func (f *filler) place(ctx context.Context, rf hubapi.RemoteFile) error {
 	blobID := rf.LFS
 	if blobID == "" {
 		blobID = rf.GitOID

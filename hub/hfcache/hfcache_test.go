@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/hub/hubtest"
-	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/verify"
 )
 
@@ -381,12 +381,12 @@ func TestFetchErrors(t *testing.T) {
 	h := newHub(t)
 	root := t.TempDir()
 	_, err := Fetch(context.Background(), ID{Repo: repo, Revision: "v9"}, opts(h, root))
-	var rn *publish.RevisionNotFoundError
+	var rn *hubapi.RevisionNotFoundError
 	if !errors.As(err, &rn) {
 		t.Errorf("unknown revision: %v", err)
 	}
 	_, err = Fetch(context.Background(), ID{Repo: "nobody/none", Revision: "main"}, opts(h, root))
-	var pn *publish.RepoNotFoundError
+	var pn *hubapi.RepoNotFoundError
 	if !errors.As(err, &pn) || strings.Contains(err.Error(), "--create") {
 		t.Errorf("unknown repository: %v", err)
 	}

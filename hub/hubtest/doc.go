@@ -7,8 +7,8 @@
 //
 // Server is a mutable hub: repositories in memory (commits holding whole
 // trees, branches, tags, an LFS object store per repository) behind the
-// API that package publish speaks, strict enough to catch protocol
-// mistakes:
+// API that packages hubapi (reads) and publish (writes) speak, strict
+// enough to catch protocol mistakes:
 //
 //	POST /api/repos/create                          409 when it exists
 //	GET  /api/models/{repo}/revision/{rev}          {"sha"}; 404 RepoNotFound / RevisionNotFound

@@ -35,7 +35,8 @@ const StaleMessage = "A commit has happened since. Please refresh and try again.
 
 // Server is a mutable, in-memory hub for tests: repositories with commits,
 // branches and tags, an LFS object store per repository, and the HTTP API
-// that package publish speaks (see the package comment for the endpoints).
+// that packages hubapi and publish speak (see the package comment for the
+// endpoints).
 // Serve it with httptest.NewServer; Storage serves the LFS upload URLs on
 // a second server when StorageURL is set.
 //

@@ -1,8 +1,9 @@
 // Package publish uploads a release directory (release.md §1) to a
 // Hugging Face style hub as one commit on a branch, and tags it with the
 // release's revision, so that lfmq download (package download) fetches
-// it back byte for byte. It speaks the hub's HTTP API directly, as the
-// huggingface_hub Python library does; it needs no git and no git-lfs.
+// it back byte for byte. It speaks the hub's HTTP API directly through
+// package hubapi's client, as the huggingface_hub Python library does; it
+// needs no git and no git-lfs.
 //
 // It publishes; it does not build, sign or verify a release (packages
 // release/bundle, format/sshsig and verify do), and it is not a general
@@ -10,41 +11,31 @@
 // say which files are published, and the branch ends up holding exactly
 // those files: remote files that are not part of the release are deleted
 // in the same commit (except .gitattributes, which the release replaces
-// with its own). Its read-only half, Remote, is also how package hfcache
-// lists a model's commit.
+// with its own). Reading a repository (the commit a revision names, the
+// files of a commit) is package hubapi's, which hfcache uses as well;
+// publish adds the writes.
 //
 // # Protocol
 //
 // Every path below is under the endpoint (default https://huggingface.co)
 // and every revision in a path is percent-escaped as one segment. The
-// token goes as "Authorization: Bearer" to the endpoint's scheme and host
-// only. Errors are read as the hub writes them (huggingface_hub:
-// utils._http.hf_raise_for_status): X-Error-Code (RepoNotFound,
-// RevisionNotFound, EntryNotFound), X-Error-Message, and a JSON body with
-// "error" (string or list), "errors"[].message or "message" (the LFS
-// API's field); they become *HubError. Network errors, 429 and 5xx are
-// retried with backoff (Options.Retries); each attempt rebuilds its
-// request, re-reading an upload body from the file.
+// token, the hub's error answers (*hubapi.HubError) and the retries (here
+// Options.Retries) are package hubapi's, whose documentation gives them;
+// each attempt rebuilds its request, re-reading an upload body from the
+// file.
 //
-// Head of the branch, and whether the repository exists
-// (huggingface_hub: HfApi.repo_info / model_info with a revision):
-//
-//	GET  /api/models/{owner}/{name}/revision/{branch}
-//	200  {"sha": "<40 hex>", …}
-//	404  X-Error-Code: RevisionNotFound   the branch has no commit yet
-//	404  X-Error-Code: RepoNotFound (or 401 without "Invalid credentials")
+// Head of the branch, and whether the repository exists: hubapi's
+// Repo.Revision (GET /api/models/{owner}/{name}/revision/{branch}), where
+// RevisionNotFound means the branch has no commit yet and a repository
+// the hub does not have is a *hubapi.RepoNotFoundError.
 //
 // Repository creation, only with Options.Create (HfApi.create_repo):
 //
 //	POST /api/repos/create  {"name", "organization", "private"}
 //	200  created;  409  exists already (fine)
 //
-// Files of a revision (HfApi.list_repo_tree, utils.paginate):
-//
-//	GET  /api/models/{owner}/{name}/tree/{commit}?recursive=true&expand=false
-//	200  [{"type": "file", "path", "size", "oid": git blob id,
-//	       "lfs": {"oid": sha256, "size", "pointerSize"}}, {"type": "directory", …}]
-//	     Link: <next page URL>; rel="next"      followed until absent
+// Files of a revision: hubapi's Repo.Tree (GET
+// /api/models/{owner}/{name}/tree/{commit}, every page).
 //
 // A release file is unchanged when the remote file at its path has the
 // same size and, for an LFS file, the same sha256 (from SHA256SUMS, not

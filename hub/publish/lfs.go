@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lfmq/lfmq/hub/hubapi"
 )
 
 // lfsMediaType is the git-lfs API's media type, for Accept and
@@ -157,8 +159,8 @@ func httpURL(s string) bool {
 // (huggingface_hub: lfs.post_lfs_batch_info; git-lfs docs/api/batch.md),
 // 256 objects a request.
 func (a *repoAPI) batch(ctx context.Context, branch string, objects map[string]int64, order []string) (map[string]batchObject, error) {
-	owner, name, _ := strings.Cut(a.repo, "/")
-	u := a.api(url.PathEscape(owner) + "/" + url.PathEscape(name+".git") + "/info/lfs/objects/batch")
+	owner, name, _ := strings.Cut(a.ID, "/")
+	u := a.URL(url.PathEscape(owner) + "/" + url.PathEscape(name+".git") + "/info/lfs/objects/batch")
 	out := map[string]batchObject{}
 	for start := 0; start < len(order); start += batchSize {
 		chunk := order[start:min(start+batchSize, len(order))]
@@ -182,7 +184,7 @@ func (a *repoAPI) batch(ctx context.Context, branch string, objects map[string]i
 			want[oid] = objects[oid]
 		}
 		body, _ := json.Marshal(req)
-		resp, err := a.do(ctx, call{op: "lfs batch", ok: []int{http.StatusOK}, mk: func() (*http.Request, error) {
+		resp, err := a.Do(ctx, hubapi.Call{Op: "lfs batch", OK: []int{http.StatusOK}, Build: func() (*http.Request, error) {
 			r, err := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
 			if err == nil {
 				r.Header.Set("Accept", lfsMediaType)
@@ -193,13 +195,13 @@ func (a *repoAPI) batch(ctx context.Context, branch string, objects map[string]i
 		if err != nil {
 			return nil, err
 		}
-		data, err := readJSON(resp, maxBatchBytes, nil)
+		data, err := hubapi.ReadJSON(resp, maxBatchBytes, nil)
 		if err != nil {
-			return nil, &ProtocolError{Op: "lfs batch", URL: redact(u), Msg: err.Error()}
+			return nil, &hubapi.ProtocolError{Op: "lfs batch", URL: hubapi.Redact(u), Msg: err.Error()}
 		}
 		got, err := decodeBatch(data, want)
 		if err != nil {
-			return nil, &ProtocolError{Op: "lfs batch", URL: redact(u), Msg: err.Error()}
+			return nil, &hubapi.ProtocolError{Op: "lfs batch", URL: hubapi.Redact(u), Msg: err.Error()}
 		}
 		for k, v := range got {
 			out[k] = v
@@ -296,9 +298,9 @@ func (up *uploader) put(ctx context.Context, op, href string, header map[string]
 			up.progress.bytes(path, -sent.n.Swap(0))
 		}
 	}
-	resp, err := up.api.do(ctx, call{op: op, ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent},
-		failed: takeBack,
-		mk: func() (*http.Request, error) {
+	resp, err := up.api.Do(ctx, hubapi.Call{Op: op, OK: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent},
+		Failed: takeBack,
+		Build: func() (*http.Request, error) {
 			sent = &countingReader{r: io.NewSectionReader(body, 0, body.Size()), path: path, progress: up.progress}
 			r, err := http.NewRequest(http.MethodPut, href, sent)
 			if err == nil {
@@ -317,7 +319,7 @@ func (up *uploader) put(ctx context.Context, op, href string, header map[string]
 	if etag != nil {
 		*etag = resp.Header.Get("ETag")
 		if *etag == "" {
-			return &ProtocolError{Op: op, URL: redact(resp.Request.URL), Msg: "no ETag"}
+			return &hubapi.ProtocolError{Op: op, URL: hubapi.Redact(resp.Request.URL), Msg: "no ETag"}
 		}
 	}
 	return nil
@@ -381,7 +383,7 @@ func (up *uploader) multipart(ctx context.Context, f *os.File, o *lfsObject) err
 // verify call and the multipart completion), with the action's headers,
 // and expects no content back.
 func (up *uploader) postLFS(ctx context.Context, op, href string, header map[string]string, body []byte) error {
-	resp, err := up.api.do(ctx, call{op: op, ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}, mk: func() (*http.Request, error) {
+	resp, err := up.api.Do(ctx, hubapi.Call{Op: op, OK: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}, Build: func() (*http.Request, error) {
 		r, err := http.NewRequest(http.MethodPost, href, bytes.NewReader(body))
 		if err == nil {
 			setHeaders(r, header)

@@ -15,12 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lfmq/lfmq/internal/httpstatus"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/verify/sums"
 )
 
-// DefaultEndpoint is the Hugging Face hub.
-const DefaultEndpoint = "https://huggingface.co"
+// DefaultEndpoint is the Hugging Face hub, Options.Endpoint's default
+// (the same as hubapi.DefaultEndpoint).
+const DefaultEndpoint = hubapi.DefaultEndpoint
 
 // Options configures Publish.
 type Options struct {
@@ -40,7 +41,7 @@ type Options struct {
 	Dir string
 	// Create creates the repository when the hub does not have it;
 	// Private makes a created repository private. Without Create a missing
-	// repository is a *RepoNotFoundError.
+	// repository is a *hubapi.RepoNotFoundError.
 	Create, Private bool
 	// Message is the commit summary (default "Publish <release_id>").
 	Message string
@@ -201,7 +202,7 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = 4
 	}
-	opts.Retries, opts.Backoff = retryDefaults(opts.Retries, opts.Backoff)
+	opts.Retries, opts.Backoff = hubapi.RetryDefaults(opts.Retries, opts.Backoff)
 	base, err := checkOptions(&opts)
 	if err != nil {
 		return nil, err
@@ -221,7 +222,7 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 	endpoint := strings.TrimSuffix(base.String(), "/")
 	p := &publisher{
 		opts:     opts,
-		api:      &repoAPI{client: newClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), repo: opts.Repo},
+		api:      &repoAPI{&hubapi.Repo{Client: hubapi.NewClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), ID: opts.Repo}},
 		rel:      rel,
 		progress: &progress{p: opts.Progress},
 		res:      &Result{Endpoint: endpoint, Repo: opts.Repo, URL: endpoint + "/" + opts.Repo, Branch: opts.Branch, Tag: opts.Revision},
@@ -234,7 +235,7 @@ func Publish(ctx context.Context, opts Options) (*Result, error) {
 
 // checkOptions validates opts and returns the endpoint URL.
 func checkOptions(opts *Options) (*url.URL, error) {
-	base, err := checkRepo(opts.Endpoint, opts.Repo)
+	base, err := hubapi.CheckRepo(opts.Endpoint, opts.Repo)
 	if err != nil {
 		return nil, err
 	}
@@ -246,37 +247,6 @@ func checkOptions(opts *Options) (*url.URL, error) {
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("publish: no release directory")
-	}
-	return base, nil
-}
-
-// retryDefaults fills in the retry settings: 0 retries means the default
-// 5, a negative number none; the default backoff is 250ms·2^(n-1), at most
-// 8 s.
-func retryDefaults(retries int, backoff func(int) time.Duration) (int, func(int) time.Duration) {
-	switch {
-	case retries == 0:
-		retries = 5
-	case retries < 0:
-		retries = 0
-	}
-	if backoff == nil {
-		backoff = httpstatus.Backoff
-	}
-	return retries, backoff
-}
-
-// checkRepo parses the endpoint and checks the OWNER/NAME repository id.
-func checkRepo(endpoint, repo string) (*url.URL, error) {
-	base, err := url.Parse(endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("publish: endpoint: %w", err)
-	}
-	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
-	}
-	if !sums.ValidRepo(repo) {
-		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", repo)
 	}
 	return base, nil
 }
@@ -297,19 +267,19 @@ func validBranch(b string) bool {
 
 func (p *publisher) run(ctx context.Context) error {
 	// The branch head, creating the repository if asked.
-	head, state, err := p.api.revision(ctx, p.opts.Branch)
-	if state == repoMissing {
+	head, state, err := p.api.Revision(ctx, p.opts.Branch)
+	if state == hubapi.RepoMissing {
 		if !p.opts.Create {
-			return &RepoNotFoundError{Endpoint: p.res.Endpoint, Repo: p.opts.Repo, Err: err}
+			return &hubapi.RepoNotFoundError{Endpoint: p.res.Endpoint, Repo: p.opts.Repo, Err: err}
 		}
 		created, cerr := p.api.createRepo(ctx, p.opts.Private)
 		if cerr != nil {
 			return cerr
 		}
 		p.res.Created = created
-		head, state, err = p.api.revision(ctx, p.opts.Branch)
-		if state == repoMissing {
-			return &RepoNotFoundError{Endpoint: p.res.Endpoint, Repo: p.opts.Repo, Err: err}
+		head, state, err = p.api.Revision(ctx, p.opts.Branch)
+		if state == hubapi.RepoMissing {
+			return &hubapi.RepoNotFoundError{Endpoint: p.res.Endpoint, Repo: p.opts.Repo, Err: err}
 		}
 	}
 	if err != nil {
@@ -319,12 +289,12 @@ func (p *publisher) run(ctx context.Context) error {
 
 	// A release tag that exists already: fine if it holds this release.
 	if p.opts.Revision != "" {
-		target, st, err := p.api.revision(ctx, p.opts.Revision)
+		target, st, err := p.api.Revision(ctx, p.opts.Revision)
 		if err != nil {
 			return err
 		}
-		if st == revFound {
-			remote, err := p.api.tree(ctx, target)
+		if st == hubapi.RevFound {
+			remote, err := p.api.Tree(ctx, target)
 			if err != nil {
 				return err
 			}
@@ -340,9 +310,9 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 	}
 
-	remote := map[string]remoteFile{}
+	remote := map[string]hubapi.RemoteFile{}
 	if head != "" {
-		if remote, err = p.api.tree(ctx, head); err != nil {
+		if remote, err = p.api.Tree(ctx, head); err != nil {
 			return err
 		}
 	}
@@ -378,7 +348,7 @@ func (p *publisher) run(ctx context.Context) error {
 		p.progress.started(f.path, f.size)
 	}
 	ans, err := p.api.commit(ctx, p.opts.Branch, payload)
-	var he *HubError
+	var he *hubapi.HubError
 	if errors.As(err, &he) && he.Status == http.StatusPreconditionFailed {
 		now, lerr := p.landed(ctx, head, he)
 		if lerr != nil {
@@ -415,7 +385,7 @@ type diffResult struct {
 // regular remote file by its git blob id (the local file is hashed only
 // when the sizes agree). Remote files outside the release are to be
 // deleted, except .gitattributes.
-func (p *publisher) diff(remote map[string]remoteFile) (diffResult, error) {
+func (p *publisher) diff(remote map[string]hubapi.RemoteFile) (diffResult, error) {
 	var d diffResult
 	for _, f := range p.rel.files {
 		r, ok := remote[f.path]
@@ -429,7 +399,7 @@ func (p *publisher) diff(remote map[string]remoteFile) (diffResult, error) {
 			if err != nil {
 				return d, err
 			}
-			same = oid == r.OID
+			same = oid == r.GitOID
 		}
 		if same {
 			d.unchanged = append(d.unchanged, f)
@@ -616,16 +586,16 @@ func (p *publisher) payload(head string, d diffResult, lfs map[string]bool) ([]b
 // was lost, or someone published the same release meanwhile: either way
 // the publish succeeded, at the head it returns. Otherwise the branch
 // moved: a *StaleError.
-func (p *publisher) landed(ctx context.Context, parent string, cause *HubError) (string, error) {
-	now, st, err := p.api.revision(ctx, p.opts.Branch)
-	if err != nil || st != revFound {
+func (p *publisher) landed(ctx context.Context, parent string, cause *hubapi.HubError) (string, error) {
+	now, st, err := p.api.Revision(ctx, p.opts.Branch)
+	if err != nil || st != hubapi.RevFound {
 		return "", &StaleError{Branch: p.opts.Branch, Parent: parent, Err: cause}
 	}
 	stale := &StaleError{Branch: p.opts.Branch, Parent: parent, Head: now, Err: cause}
 	if now == parent {
 		return "", stale
 	}
-	remote, err := p.api.tree(ctx, now)
+	remote, err := p.api.Tree(ctx, now)
 	if err != nil {
 		return "", stale
 	}
@@ -648,11 +618,11 @@ func (p *publisher) tag(ctx context.Context, commit string) error {
 	msg := fmt.Sprintf("lfmq release %s; sha256(SHA256SUMS) = %s", p.rel.id, p.rel.digest)
 	err := p.api.createTag(ctx, p.opts.Revision, commit, msg)
 	if errors.Is(err, errTagExists) {
-		target, st, err := p.api.revision(ctx, p.opts.Revision)
+		target, st, err := p.api.Revision(ctx, p.opts.Revision)
 		if err != nil {
 			return err
 		}
-		if st != revFound || target != commit {
+		if st != hubapi.RevFound || target != commit {
 			return &TagError{Tag: p.opts.Revision, Target: target, Commit: commit}
 		}
 		return nil

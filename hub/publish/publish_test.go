@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/hub/hubapi"
 	"github.com/lfmq/lfmq/hub/hubtest"
 	"github.com/lfmq/lfmq/hub/publish"
 	"github.com/lfmq/lfmq/release/bundle"
@@ -523,7 +524,7 @@ func TestPublishMissingRepo(t *testing.T) {
 	o := e.opts(a, "v1")
 	o.Create = false
 	_, err := publish.Publish(context.Background(), o)
-	var rn *publish.RepoNotFoundError
+	var rn *hubapi.RepoNotFoundError
 	if !errors.As(err, &rn) || !strings.Contains(err.Error(), "--create") {
 		t.Fatalf("error %v, want a *RepoNotFoundError mentioning --create", err)
 	}
@@ -540,7 +541,7 @@ func TestPublishBadToken(t *testing.T) {
 	o := e.opts(a, "v1")
 	o.Token = "hf_WrongTokenAlsoSecret"
 	_, err := publish.Publish(context.Background(), o)
-	var he *publish.HubError
+	var he *hubapi.HubError
 	if !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
 		t.Fatalf("error %v, want a 401 *HubError", err)
 	}

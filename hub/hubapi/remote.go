@@ -1,4 +1,4 @@
-package publish
+package hubapi
 
 import (
 	"context"
@@ -23,22 +23,22 @@ type RemoteOptions struct {
 	Token string
 	// Client is the HTTP client (default: one with header timeouts).
 	Client *http.Client
-	// Retries and Backoff are as in Options.
+	// Retries and Backoff are as RetryDefaults takes them.
 	Retries int
 	Backoff func(n int) time.Duration
 }
 
 // Remote reads one repository of the hub: what commit a revision names and
 // which files that commit holds. It is the read-only half of the client
-// Publish uses, for commands that take a model by its hub id.
+// package publish uses, for commands that take a model by its hub id.
 type Remote struct {
-	api *repoAPI
+	api *Repo
 	// URL is the repository's address, {endpoint}/OWNER/NAME (a
 	// dataset's: {endpoint}/datasets/OWNER/NAME).
 	URL string
 }
 
-// RemoteFile is one file of a commit's tree.
+// RemoteFile is one file of a commit's tree (Remote.Files, Repo.Tree).
 type RemoteFile struct {
 	Path string
 	Size int64
@@ -54,8 +54,8 @@ func OpenRemote(opts RemoteOptions) (*Remote, error) {
 	if opts.Endpoint == "" {
 		opts.Endpoint = DefaultEndpoint
 	}
-	opts.Retries, opts.Backoff = retryDefaults(opts.Retries, opts.Backoff)
-	base, err := checkRepo(opts.Endpoint, opts.Repo)
+	opts.Retries, opts.Backoff = RetryDefaults(opts.Retries, opts.Backoff)
+	base, err := CheckRepo(opts.Endpoint, opts.Repo)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func OpenRemote(opts RemoteOptions) (*Remote, error) {
 		prefix = "/datasets/"
 	}
 	return &Remote{
-		api: &repoAPI{client: newClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), repo: opts.Repo, dataset: opts.Dataset},
+		api: &Repo{Client: NewClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), ID: opts.Repo, Dataset: opts.Dataset},
 		URL: strings.TrimSuffix(base.String(), "/") + prefix + opts.Repo,
 	}, nil
 }
@@ -83,27 +83,27 @@ func (e *RevisionNotFoundError) Error() string {
 // the hub does not have (or does not show to the token) is a
 // *RepoNotFoundError, a revision it does not have a *RevisionNotFoundError.
 func (r *Remote) Resolve(ctx context.Context, rev string) (string, error) {
-	commit, state, err := r.api.revision(ctx, rev)
+	commit, state, err := r.api.Revision(ctx, rev)
 	switch state {
-	case revFound:
+	case RevFound:
 		return commit, nil
-	case revMissing:
-		return "", &RevisionNotFoundError{Repo: r.api.repo, Revision: rev}
-	case repoMissing:
-		return "", &RepoNotFoundError{Endpoint: r.api.base.String(), Repo: r.api.repo, Err: err, Reading: true}
+	case RevMissing:
+		return "", &RevisionNotFoundError{Repo: r.api.ID, Revision: rev}
+	case RepoMissing:
+		return "", &RepoNotFoundError{Endpoint: r.api.base.String(), Repo: r.api.ID, Err: err, Reading: true}
 	}
 	return "", err
 }
 
 // Files lists every file of a commit (or any revision), sorted by path.
 func (r *Remote) Files(ctx context.Context, rev string) ([]RemoteFile, error) {
-	tree, err := r.api.tree(ctx, rev)
+	tree, err := r.api.Tree(ctx, rev)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]RemoteFile, 0, len(tree))
-	for p, f := range tree {
-		out = append(out, RemoteFile{Path: p, Size: f.Size, GitOID: f.OID, LFS: f.LFS})
+	for _, f := range tree {
+		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b RemoteFile) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil

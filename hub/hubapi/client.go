@@ -1,9 +1,10 @@
-package publish
+package hubapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,15 +12,20 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/internal/httpstatus"
+	"github.com/lfmq/lfmq/verify/sums"
 )
+
+// DefaultEndpoint is the Hugging Face hub.
+const DefaultEndpoint = "https://huggingface.co"
 
 // maxErrorBody bounds the bytes read from an error answer.
 const maxErrorBody = 64 << 10
 
-// client sends the requests of one publish: it adds the token only to the
-// endpoint's scheme and host, retries what may be retried, and turns
-// error answers into *HubError.
-type client struct {
+// Client sends requests to one hub endpoint, for a read (Remote) or a
+// publish (package publish): it adds the token only to the endpoint's
+// scheme and host, retries what may be retried, and turns error answers
+// into *HubError.
+type Client struct {
 	http    *http.Client
 	base    *url.URL
 	token   string
@@ -27,12 +33,14 @@ type client struct {
 	backoff func(n int) time.Duration
 }
 
-// newClient returns a client over hc (nil: a default one). It copies hc
-// to add a redirect rule that drops the Authorization header on any hop
-// away from the endpoint's host: Go's client already drops it for other
-// domains, but keeps it for their subdomains, and the hub's object
-// storage may live on one.
-func newClient(hc *http.Client, base *url.URL, token string, retries int, backoff func(int) time.Duration) *client {
+// NewClient returns a client of the endpoint base (checked by CheckRepo)
+// over hc (nil: a default one with a 5-minute header timeout); retries
+// and backoff are as RetryDefaults returns them. It copies hc to add a
+// redirect rule that drops the Authorization header on any hop away from
+// the endpoint's host: Go's client already drops it for other domains,
+// but keeps it for their subdomains, and the hub's object storage may
+// live on one.
+func NewClient(hc *http.Client, base *url.URL, token string, retries int, backoff func(int) time.Duration) *Client {
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = 5 * time.Minute
@@ -52,7 +60,39 @@ func newClient(hc *http.Client, base *url.URL, token string, retries int, backof
 		}
 		return nil
 	}
-	return &client{http: &c, base: base, token: token, retries: retries, backoff: backoff}
+	return &Client{http: &c, base: base, token: token, retries: retries, backoff: backoff}
+}
+
+// RetryDefaults fills in the retry settings of a client: 0 retries means
+// the default 5, a negative number none; the default backoff is
+// 250ms·2^(n-1), at most 8 s.
+func RetryDefaults(retries int, backoff func(int) time.Duration) (int, func(int) time.Duration) {
+	switch {
+	case retries == 0:
+		retries = 5
+	case retries < 0:
+		retries = 0
+	}
+	if backoff == nil {
+		backoff = httpstatus.Backoff
+	}
+	return retries, backoff
+}
+
+// CheckRepo parses the endpoint and checks the OWNER/NAME repository id,
+// without contacting the hub.
+func CheckRepo(endpoint, repo string) (*url.URL, error) {
+	base, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("publish: endpoint: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
+	}
+	if !sums.ValidRepo(repo) {
+		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", repo)
+	}
+	return base, nil
 }
 
 // sameOrigin reports whether u has base's scheme and host (with port).
@@ -60,8 +100,9 @@ func sameOrigin(u, base *url.URL) bool {
 	return strings.EqualFold(u.Scheme, base.Scheme) && strings.EqualFold(u.Host, base.Host)
 }
 
-// redact returns u without user info, query or fragment, for messages.
-func redact(u *url.URL) string {
+// Redact returns u without user info, query or fragment, for messages:
+// upload URLs carry signatures in their query.
+func Redact(u *url.URL) string {
 	v := *u
 	v.User, v.RawQuery, v.Fragment, v.ForceQuery = nil, "", "", false
 	return v.String()
@@ -69,15 +110,15 @@ func redact(u *url.URL) string {
 
 // scrub removes the token from a text that came from elsewhere (a hub
 // message), should it ever echo it.
-func (c *client) scrub(s string) string {
+func (c *Client) scrub(s string) string {
 	if c.token == "" {
 		return s
 	}
 	return strings.ReplaceAll(s, c.token, "[token]")
 }
 
-// api returns the endpoint's URL for a path of escaped segments.
-func (c *client) api(escapedPath string) *url.URL {
+// URL returns the endpoint's URL for a path of escaped segments.
+func (c *Client) URL(escapedPath string) *url.URL {
 	u := *c.base
 	u.Path = strings.TrimSuffix(c.base.Path, "/") + "/" + escapedPath
 	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + "/" + escapedPath
@@ -88,31 +129,34 @@ func (c *client) api(escapedPath string) *url.URL {
 	return &u
 }
 
-// call describes one request: mk builds it afresh for every attempt (so
-// that a body can be sent again), ok lists the statuses returned to the
-// caller, retry says which other statuses are tried again (default
-// httpstatus.Retryable). failed, if set, is told after each failed attempt.
-type call struct {
-	op     string
-	mk     func() (*http.Request, error)
-	ok     []int
-	retry  func(status int) bool
-	failed func()
+// Call describes one request: Build builds it afresh for every attempt
+// (so that a body can be sent again), OK lists the statuses returned to
+// the caller, Retry says which other statuses are tried again (default
+// httpstatus.Retryable). Failed, if set, is told after each failed
+// attempt. Op names the step in errors (HubError.Op).
+type Call struct {
+	Op     string
+	Build  func() (*http.Request, error)
+	OK     []int
+	Retry  func(status int) bool
+	Failed func()
 }
 
-// do sends c, retrying network errors and retryable statuses with
+// Do sends cl, retrying network errors and retryable statuses with
 // backoff. It returns the response (body open) when its status is in
-// ok, otherwise a *HubError or *NetError.
-func (c *client) do(ctx context.Context, cl call) (*http.Response, error) {
-	retry := cl.retry
+// cl.OK, otherwise a *HubError or *NetError. The token goes only to the
+// endpoint's scheme and host, so a request to an object store's URL
+// carries none.
+func (c *Client) Do(ctx context.Context, cl Call) (*http.Response, error) {
+	retry := cl.Retry
 	if retry == nil {
 		retry = httpstatus.Retryable
 	}
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if cl.failed != nil {
-				cl.failed()
+			if cl.Failed != nil {
+				cl.Failed()
 			}
 			if attempt > c.retries {
 				return nil, last
@@ -125,7 +169,7 @@ func (c *client) do(ctx context.Context, cl call) (*http.Response, error) {
 			case <-t.C:
 			}
 		}
-		req, err := cl.mk()
+		req, err := cl.Build()
 		if err != nil {
 			return nil, err
 		}
@@ -142,15 +186,15 @@ func (c *client) do(ctx context.Context, cl call) (*http.Response, error) {
 			if errors.As(err, &ue) {
 				err = ue.Err // its message repeats the URL, query included
 			}
-			last = &NetError{Op: cl.op, Method: req.Method, URL: redact(req.URL), Err: err}
+			last = &NetError{Op: cl.Op, Method: req.Method, URL: Redact(req.URL), Err: err}
 			continue
 		}
-		for _, s := range cl.ok {
+		for _, s := range cl.OK {
 			if resp.StatusCode == s {
 				return resp, nil
 			}
 		}
-		last = c.hubError(cl.op, req, resp)
+		last = c.hubError(cl.Op, req, resp)
 		if !retry(resp.StatusCode) {
 			return nil, last
 		}
@@ -158,11 +202,11 @@ func (c *client) do(ctx context.Context, cl call) (*http.Response, error) {
 }
 
 // hubError reads an error answer (bounded) and closes it.
-func (c *client) hubError(op string, req *http.Request, resp *http.Response) *HubError {
+func (c *Client) hubError(op string, req *http.Request, resp *http.Response) *HubError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	return &HubError{
-		Op: op, Method: req.Method, URL: redact(req.URL), Status: resp.StatusCode,
+		Op: op, Method: req.Method, URL: Redact(req.URL), Status: resp.StatusCode,
 		Code:      resp.Header.Get("X-Error-Code"),
 		Message:   c.scrub(hubMessage(resp.Header, body)),
 		RequestID: c.scrub(resp.Header.Get("X-Request-Id")),
@@ -216,8 +260,9 @@ func hubMessage(h http.Header, body []byte) string {
 	return strings.Join(msgs, "; ")
 }
 
-// readJSON decodes a bounded JSON body into v and closes it.
-func readJSON(resp *http.Response, limit int64, v any) ([]byte, error) {
+// ReadJSON reads a JSON answer of at most limit bytes, decodes it into v
+// (unless v is nil) and closes it; it returns the bytes read.
+func ReadJSON(resp *http.Response, limit int64, v any) ([]byte, error) {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
