@@ -17,6 +17,7 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/canonjson"
 	"github.com/lfmq/lfmq/format/dtype"
@@ -175,7 +176,7 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	// runs the installed tensors from these mappings until then.
 	mapped := &mappedFiles{}
 	defer mapped.close()
-	m, err := model.Load(opts.ModelDir, model.LoadOptions{Threads: workers})
+	m, err := load.Load(opts.ModelDir, load.Options{Threads: workers})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
@@ -81,7 +83,7 @@ type Options struct {
 	// KVCacheDType is the KV cache format of the in-process candidates
 	// (the reference always keeps float32); lfmq serve's default, so that
 	// served and in-process rows agree without a flag.
-	KVCacheDType model.KVDType
+	KVCacheDType kv.DType
 	// Command is the command line recorded in the receipts.
 	Command string
 	// Progress, if set, is called after each batch of windows with the
@@ -391,8 +393,8 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 	kpool := kernels.NewPool(opts.Threads)
 	defer kpool.Close()
 	r.threads = kpool.Threads()
-	load := func(name, dir string, kv model.KVDType) (*model.Model, error) {
-		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kv})
+	load := func(name, dir string, kv kv.DType) (*model.Model, error) {
+		m, err := load.Load(dir, load.Options{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kv})
 		if err != nil {
 			return nil, fmt.Errorf("score: %s: %w", name, err)
 		}
@@ -405,7 +407,7 @@ func Run(ctx context.Context, opts Options) (out *Output, err error) {
 		}
 	}()
 	if r.cache == nil || opts.NoiseFloor {
-		if r.ref, err = load(ReferenceName, opts.Reference, model.KVF32); err != nil {
+		if r.ref, err = load(ReferenceName, opts.Reference, kv.F32); err != nil {
 			return nil, err
 		}
 		models = append(models, r.ref)
@@ -926,7 +928,7 @@ func machineOn(d device.Device) evidence.Machine {
 // kvReceipt is a KV cache format as receipts record it: absent for the
 // float32 cache.
 func kvReceipt(name string) string {
-	if name == model.KVF32.String() {
+	if name == kv.F32.String() {
 		return ""
 	}
 	return name
