@@ -109,7 +109,7 @@ func (a attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
 
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
 // and values of one block, float32 rows ks and vs floats apart (as
-// kvRows.block returns them), for the G query heads q [G·d]. sc holds
+// kv.Rows.Block returns them), for the G query heads q [G·d]. sc holds
 // G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
 // next, for rows read in place from a page (nil otherwise), is the keys the
 // caller reads after these, rows ks apart: the score kernel fetches them

@@ -123,7 +123,7 @@ const (
 // vocabulary (*TokenError), a sequence that would exceed its maximum context
 // (*ContextError), or mismatched or repeated arguments (*InputError) leave
 // every sequence unchanged, and so does a bounded KV pool without the pages
-// the tokens need (*KVPoolError). If ctx is cancelled, Forward returns ctx.Err()
+// the tokens need (*kv.PoolError). If ctx is cancelled, Forward returns ctx.Err()
 // between steps; each sequence then holds the tokens of the steps that
 // completed (see Sequence.Len), with consistent state.
 func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {

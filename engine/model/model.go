@@ -110,7 +110,7 @@ type Options struct {
 	MaxContext int
 	// KVDType is the number format of every sequence's KV cache.
 	KVDType kv.DType
-	// Threads and Pool are LoadOptions' Threads and Pool.
+	// Threads and Pool are load.Options' Threads and Pool.
 	Threads int
 	Pool    *kernels.Pool
 	// Close releases the checkpoint (Model.Close); ReleasePages drops its

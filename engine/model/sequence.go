@@ -9,7 +9,7 @@ import (
 
 // Sequence is the complete state of one token stream (lfm2-moe.md §4.4,
 // §4.5): for every attention layer the KV cache (k after its norm and RoPE,
-// and v, in the model's KVDType), for every short-conv layer the last K−1 values of B⊙x per
+// and v, in the model's kv.DType), for every short-conv layer the last K−1 values of B⊙x per
 // channel. The state lives on the runner of the model that made the
 // sequence (SeqState); the sequence keeps its length and how it was built.
 // A Sequence is used by one Forward call at a time.
@@ -75,7 +75,8 @@ func (s *Sequence) SetMaxContext(n int) error {
 // tokens. The conv state is copied.
 //
 // On a device the copy is made there; a device fault there panics with the
-// model's *DeviceError, as the CPU engine panics when memory runs out.
+// device runner's error (a *devrun.DeviceError), as the CPU engine panics
+// when memory runs out.
 func (s *Sequence) Clone() *Sequence {
 	st, err := s.state.Clone(s.n)
 	if err != nil {

@@ -307,7 +307,7 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []model.Segment,
 
 // storeKV writes n rows of keys or values (step rows row0…, kvd floats
 // each) into a sequence's cache at positions start…, rounded to the
-// cache's format as the CPU's kvRows.appendRows rounds them.
+// cache's format as the CPU's kv.Rows.Set rounds them.
 func (dm *devModel) storeKV(r *run, cache, x device.Buffer, row0, start, n int) {
 	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
 	switch dm.kv {

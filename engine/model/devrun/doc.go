@@ -8,6 +8,6 @@
 // collected; spans come back to the host as rows (kv.Span).
 //
 // The package does not load checkpoints (engine/model/load calls New when
-// LoadOptions name a device) and does not calibrate: an Observer, Layers,
+// its Options name a device) and does not calibrate: an Observer, Layers,
 // StartLayer or LastLayer is refused, and so is ReplaceLinear.
 package devrun

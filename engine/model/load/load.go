@@ -133,7 +133,7 @@ func Load(dir string, opts Options) (*model.Model, error) {
 }
 
 // substituteDecoded replaces every BFP weight by its exact float32 decoding
-// from the lfmq-1 checkpoint in dir (LoadOptions.FakeQuant).
+// from the lfmq-1 checkpoint in dir (Options.FakeQuant).
 func substituteDecoded(m *model.Model, dir string) error {
 	c, err := lfmq1.Open(dir, lfmq1.CheckStructure)
 	if err != nil {
