@@ -6,6 +6,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/safetensors"
 	"github.com/lfmq/lfmq/quant/hessian"
@@ -31,7 +32,7 @@ type calibration struct {
 // on workers threads, and checks that every window fits its context.
 func openCalibration(dir string, workers int, windows [][]int) (*calibration, error) {
 	c := &calibration{mapped: &mappedFiles{}, windows: windows}
-	m, err := model.Load(dir, model.LoadOptions{Threads: workers})
+	m, err := load.Load(dir, load.Options{Threads: workers})
 	if err != nil {
 		return nil, err
 	}

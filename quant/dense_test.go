@@ -14,6 +14,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -184,7 +185,7 @@ func TestDenseGPTQLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/lfmq1"
@@ -125,7 +126,7 @@ func TestDenseMethodGPTQLoss(t *testing.T) {
 			obs.want[name] = true
 		}
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

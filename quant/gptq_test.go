@@ -18,6 +18,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/safetensors"
@@ -581,7 +582,7 @@ func evalRecords(t *testing.T, n, maxLen int) [][]int {
 func compareKL(t *testing.T, gptqDir string, records [][]int) {
 	t.Helper()
 	load := func(dir string) *model.Model {
-		m, err := model.Load(dir, model.LoadOptions{})
+		m, err := load.Load(dir, load.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -690,12 +691,12 @@ func TestGPTQAblations(t *testing.T) {
 // checkpoint loaded directly, bit for bit.
 func TestReplaceLinearMatchesCheckpoint(t *testing.T) {
 	dir, _ := tinyGPTQ(t, fastSeqs)
-	direct, err := model.Load(dir, model.LoadOptions{})
+	direct, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	swapped, err := model.Load(tinyModel, model.LoadOptions{})
+	swapped, err := load.Load(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

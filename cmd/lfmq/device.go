@@ -9,6 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/device/pick"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 )
 
@@ -57,7 +58,7 @@ func closeDevice(d device.Device) {
 // defaultKVCacheDType is --kv-cache-dtype's default on generate, serve
 // (so launch) and score: half of f32's bytes at a cost the fixture's
 // corpora cannot tell from zero (docs/kv-cache.md). The library's zero
-// value (model.KVF32) stays the float32 reference mode.
+// value (kv.F32) stays the float32 reference mode.
 const defaultKVCacheDType = "bf16"
 
 // addKVCacheDTypeFlag defines --kv-cache-dtype (generate, serve, launch).
@@ -74,7 +75,7 @@ func checkKVCacheDType(s string) error {
 }
 
 // kvCacheDType is a checked --kv-cache-dtype's format.
-func kvCacheDType(s string) model.KVDType {
+func kvCacheDType(s string) kv.DType {
 	t, _ := model.ParseKVDType(s)
 	return t
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/device/pick"
 	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/serve"
 	"github.com/lfmq/lfmq/engine/tokenizer"
@@ -365,7 +365,7 @@ func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []tas
 		}
 		c.add(func() { closeDevice(dev) })
 		// serve's KV cache default, so that the likelihoods are a server's.
-		sess, err := generate.Open(opts.Model, model.LoadOptions{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
+		sess, err := generate.Open(opts.Model, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
 		if err != nil {
 			return nil, err
 		}

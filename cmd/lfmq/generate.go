@@ -14,7 +14,7 @@ import (
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/internal/bom"
 )
@@ -189,7 +189,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 		}
 		opts.dir = dir
 	}
-	load := time.Now()
+	loadStart := time.Now()
 	opts.IO.ConfigWarnings(opts.dir)
 	// With --stats the device line ends the statistics instead.
 	var announce io.Writer = opts.IO.ErrOut
@@ -202,12 +202,12 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	defer closeDevice(dev)
 	opts.deviceLine = line
-	s, err := generate.Open(opts.dir, model.LoadOptions{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(opts.KVCacheDType)})
+	s, err := generate.Open(opts.dir, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(opts.KVCacheDType)})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	loadTime := time.Since(load)
+	loadTime := time.Since(loadStart)
 	if opts.JSONSchema != "" {
 		err = generateSchema(cmd, opts, s)
 	} else {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
 
@@ -203,7 +204,7 @@ func fixturePrompt(t *testing.T, name string) (p struct {
 func engineGreedy(t *testing.T, dir string, ids []int, n int) []int {
 	t.Helper()
 	// generate.Open gives the stop tokens generate ends on (not printed).
-	s, err := generate.Open(dir, model.LoadOptions{})
+	s, err := generate.Open(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func engineGreedy(t *testing.T, dir string, ids []int, n int) []int {
 // cont's next token.
 func teacherForcedAgreement(t *testing.T, dir string, prompt, cont []int) int {
 	t.Helper()
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

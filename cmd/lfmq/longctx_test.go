@@ -15,6 +15,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // longContextModel returns a copy of the tiny fixture model whose
@@ -156,7 +157,7 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 	if !inProcess {
 		return
 	}
-	m, err := model.Load(dir, model.LoadOptions{MaxContext: n + 1, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
+	m, err := load.Load(dir, load.Options{MaxContext: n + 1, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/synth"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/quant"
@@ -95,7 +95,7 @@ func serveSynth(b *testing.B) string {
 
 // synthSession opens the synthetic checkpoint for one benchmark.
 func synthSession(b *testing.B) *generate.Session {
-	sess, err := generate.Open(serveSynth(b), model.LoadOptions{})
+	sess, err := generate.Open(serveSynth(b), load.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -24,7 +24,7 @@ var (
 
 func denseSession(t testing.TB) *generate.Session {
 	t.Helper()
-	denseOnce.Do(func() { denseSess, denseErr = generate.Open(denseModel, model.LoadOptions{}) })
+	denseOnce.Do(func() { denseSess, denseErr = generate.Open(denseModel, load.Options{}) })
 	if denseErr != nil {
 		t.Fatal(denseErr)
 	}

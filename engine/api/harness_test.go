@@ -18,6 +18,7 @@ import (
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 )
@@ -34,7 +35,7 @@ var (
 // every test server shares it (Forward is safe on distinct sequences).
 func tinySession(t testing.TB) *generate.Session {
 	t.Helper()
-	tinyOnce.Do(func() { tinySess, tinyErr = generate.Open(tinyModel, model.LoadOptions{}) })
+	tinyOnce.Do(func() { tinySess, tinyErr = generate.Open(tinyModel, load.Options{}) })
 	if tinyErr != nil {
 		t.Fatal(tinyErr)
 	}

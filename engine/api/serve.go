@@ -15,7 +15,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/format/identity"
@@ -37,9 +39,9 @@ type Config struct {
 	Listener net.Listener
 	// Threads for the model; 0 means GOMAXPROCS.
 	Threads int
-	// KVCacheDType is the KV cache's number format (model.KVF32, the zero
+	// KVCacheDType is the KV cache's number format (kv.F32, the zero
 	// value, is the float32 reference); /v1/models reports it.
-	KVCacheDType model.KVDType
+	KVCacheDType kv.DType
 	// Device, if set, runs the model there (Serve does not close it); nil
 	// is the CPU engine.
 	Device device.Device
@@ -122,7 +124,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	// An lfmq-1 checkpoint's structure is checked now and its files hashed
 	// while the server warms up and serves: a mismatch shuts it down.
-	sess, err := generate.Open(cfg.ModelDir, model.LoadOptions{Threads: cfg.Threads, Device: cfg.Device, KVCacheDType: cfg.KVCacheDType})
+	sess, err := generate.Open(cfg.ModelDir, load.Options{Threads: cfg.Threads, Device: cfg.Device, KVCacheDType: cfg.KVCacheDType})
 	if err != nil {
 		return fail(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
@@ -99,7 +100,7 @@ func state(t *testing.T, s *model.Sequence) []byte {
 // computed by one plain forward over prompt + branch (candidates sharing
 // a prefix included), and the shared state is unchanged by the scoring.
 func TestScoreFrom(t *testing.T) {
-	m, err := model.Load(tinyModel, model.LoadOptions{})
+	m, err := load.Load(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

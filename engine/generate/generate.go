@@ -20,6 +20,7 @@ import (
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
@@ -39,8 +40,8 @@ type Session struct {
 }
 
 // Open loads the checkpoint in dir (Hugging Face BF16 or lfmq-1).
-func Open(dir string, opts model.LoadOptions) (*Session, error) {
-	m, err := model.Load(dir, opts)
+func Open(dir string, opts load.Options) (*Session, error) {
+	m, err := load.Load(dir, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/chat"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 )
 
@@ -46,7 +46,7 @@ func loadPrompts(t *testing.T) []refPrompt {
 
 func openTiny(t *testing.T) *Session {
 	t.Helper()
-	s, err := Open(tinyModel, model.LoadOptions{})
+	s, err := Open(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // schemaTasks are 30 routing and triage tasks: three closed schemas, ten
@@ -54,7 +54,7 @@ func schemaValid(sch *choice.Schema, text string) bool {
 //
 //	go test -run '^$' -bench SchemaTasks ./engine/generate
 func BenchmarkSchemaTasks(b *testing.B) {
-	s, err := Open(tinyModel, model.LoadOptions{})
+	s, err := Open(tinyModel, load.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

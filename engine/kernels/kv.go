@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// The read paths of the compact KV cache formats (engine/model's kvRows):
+// The read paths of the compact KV cache formats (engine/kv's Rows):
 // a block of a head's keys or values, stored as bfloat16 or as BFP8 groups,
 // widened into float32 rows that attention then reads like a float32
 // cache's. Both conversions are exact, so the rows are the stored values

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 )
 
 // Attention over a sequence's KV cache (lfm2-moe.md §4.5 step 4) in an
@@ -38,8 +39,9 @@ import (
 // the operations above in their order.
 const (
 	// attnBlock is the online softmax's step: the positions whose maximum
-	// is taken before their exponentials.
-	attnBlock = 64
+	// is taken before their exponentials. It is a KV page, so that no
+	// block crosses one.
+	attnBlock = kv.PageTokens
 	// attnSplit is the positions one task of a decode row reduces.
 	attnSplit = 1024
 	// attnShortRows is the most rows a segment may have to be shared out
@@ -82,32 +84,32 @@ var negInf = float32(math.Inf(-1))
 // in format dt, in layer l of the sequence's pages (a block of attnBlock
 // positions is one page).
 type attnKV struct {
-	dt             KVDType
-	pages          []*kvPage
+	dt             kv.DType
+	pages          []*kv.Page
 	l, kvd, off, d int
 }
 
-// block returns cnt positions from b0 (within one block) of kv's keys and
+// block returns cnt positions from b0 (within one block) of a's keys and
 // values as float32 rows ks and vs floats apart, decoded into kb and vb
 // (attnBlock·d floats each) from a compact format, or read in place.
-func (kv attnKV) block(b0, cnt int, kb, vb []float32) (keys []float32, ks int, vals []float32, vs int) {
-	pg := kv.pages[b0/attnBlock]
-	keys, ks = pg.k[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, kb)
-	vals, vs = pg.v[kv.l].block(kv.dt, kv.kvd, kv.off, kv.d, b0%attnBlock, cnt, vb)
+func (a attnKV) block(b0, cnt int, kb, vb []float32) (keys []float32, ks int, vals []float32, vs int) {
+	pg := a.pages[b0/attnBlock]
+	keys, ks = pg.K(a.l).Block(a.dt, a.kvd, a.off, a.d, b0%attnBlock, cnt, kb)
+	vals, vs = pg.V(a.l).Block(a.dt, a.kvd, a.off, a.d, b0%attnBlock, cnt, vb)
 	return keys, ks, vals, vs
 }
 
 // rowsBF16 returns the bfloat16 key and value rows of the block from b0
 // (a multiple of attnBlock) in place in its page, kvd elements apart, from
-// the block's first position on; kv's format is KVBF16.
-func (kv attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
-	pg := kv.pages[b0/attnBlock]
-	return pg.k[kv.l].h, pg.v[kv.l].h
+// the block's first position on; a's format is kv.BF16.
+func (a attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
+	pg := a.pages[b0/attnBlock]
+	return pg.K(a.l).BF16(), pg.V(a.l).BF16()
 }
 
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
 // and values of one block, float32 rows ks and vs floats apart (as
-// kvRows.block returns them), for the G query heads q [G·d]. sc holds
+// kv.Rows.Block returns them), for the G query heads q [G·d]. sc holds
 // G·(attnBlock+1) floats of scratch: the scores, then the heads' factors α.
 // next, for rows read in place from a page (nil otherwise), is the keys the
 // caller reads after these, rows ks apart: the score kernel fetches them
@@ -295,23 +297,23 @@ type attnMerge struct {
 
 // attend runs attention for the rows of segs: q [R, Hq·d] in, o [R, Hq·d]
 // out, each segment's cache already holding its new keys and values.
-func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
+func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 	c := m.Config
 	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
 	G := c.KVGroup()
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
 	tiles := attnTiles && d%16 == 0
-	bf16InPlace := m.kvDType == KVBF16 && G%4 == 0 && attnBF16InPlace(d)
+	bf16InPlace := m.kvDType == kv.BF16 && G%4 == 0 && attnBF16InPlace(d)
 	tasks := ws.attnTasks[:0]
 	var merges []attnMerge
 	parts := 0
 	for si, sg := range segs {
-		n := len(sg.toks)
+		n := len(sg.Toks)
 		if n <= attnShortRows {
 			for t := range n {
-				r := sg.row0 + t
-				ns := splits(sg.start + t)
+				r := sg.Row0 + t
+				ns := splits(sg.Start + t)
 				if ns == 1 {
 					// One split: nothing to share out or merge later.
 					for h := range Hkv {
@@ -335,7 +337,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		}
 		for t0 := 0; t0 < n; t0 += tileRows {
 			for h := range Hkv {
-				tasks = append(tasks, attnTask{seg: si, r0: sg.row0 + t0, r1: sg.row0 + min(t0+tileRows, n), kvh: h, split: -1})
+				tasks = append(tasks, attnTask{seg: si, r0: sg.Row0 + t0, r1: sg.Row0 + min(t0+tileRows, n), kvh: h, split: -1})
 			}
 		}
 	}
@@ -345,8 +347,8 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 	}
 	partBuf := ws.attnParts[:parts]
 	scale := float32(1 / math.Sqrt(float64(d)))
-	kvOf := func(sg *segment, h int) attnKV {
-		return attnKV{dt: sg.s.shape.kvDType, pages: sg.s.pages, l: l, kvd: kvd, off: h * d, d: d}
+	kvOf := func(sg *Segment, h int) attnKV {
+		return attnKV{dt: sg.s.shape.DType, pages: sg.s.state.(*cpuState).table.Pages(), l: l, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*(attnBlock+1))
@@ -357,13 +359,13 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
-				pos := sg.start + tk.r0 - sg.row0
+				pos := sg.Start + tk.r0 - sg.Row0
 				lo := tk.split * attnSplit
 				hi := min(lo+attnSplit, pos+1)
 				for h := range Hkv {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
-				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.pages, l: l, kvd: kvd, d: kvd} // every head's slice
+				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.state.(*cpuState).table.Pages(), l: l, kvd: kvd, d: kvd} // every head's slice
 				if bf16InPlace {
 					// A bfloat16 cache is read where it lies: the
 					// kernels widen each key and value in a register
@@ -385,7 +387,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				// head runs the split's reduceBlock steps as a tile row
 				// does. A float32 cache is read in place, each head's
 				// scores prefetching as reduceBlockBF16's do.
-				if rs == nil && m.kvDType != KVF32 {
+				if rs == nil && m.kvDType != kv.F32 {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
 				}
@@ -411,14 +413,14 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				}
 				continue
 			}
-			kv := kvOf(sg, tk.kvh)
-			pos0 := sg.start + tk.r0 - sg.row0
-			if kb == nil && m.kvDType != KVF32 {
+			hkv := kvOf(sg, tk.kvh)
+			pos0 := sg.Start + tk.r0 - sg.Row0
+			if kb == nil && m.kvDType != kv.F32 {
 				// Only the row and tile tasks decode one head's
 				// block; a decode step's split tasks need none.
 				kb, vb = make([]float32, attnBlock*d), make([]float32, attnBlock*d)
 			}
-			if tiles && len(sg.toks) > attnShortRows {
+			if tiles && len(sg.Toks) > attnShortRows {
 				// A prompt chunk's tile; a short segment's row of one
 				// split (decode below attnSplit positions) stays on
 				// reduceBlock, which scores only its own G queries.
@@ -426,7 +428,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 					ts = getTileScratch(G, d)
 					defer tileScratches.Put(ts)
 				}
-				ts.run(kv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
+				ts.run(hkv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
 				continue
 			}
 			rows := tk.r1 - tk.r0
@@ -456,7 +458,7 @@ func (m *Model) attend(ws *workspace, l int, segs []segment, q, o []float32) {
 				hi := min(lo+attnSplit, pos0+rows)
 				for b0 := lo; b0 < hi; b0 += attnBlock {
 					cntMax := min(attnBlock, hi-b0)
-					keys, ks, vals, vs := kv.block(b0, cntMax, kb, vb)
+					keys, ks, vals, vs := hkv.block(b0, cntMax, kb, vb)
 					for i := max(first, b0-pos0); i < rows; i++ {
 						cnt := min(cntMax, pos0+i+1-b0)
 						r := tk.r0 + i

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/internal/cputime"
 )
 
@@ -19,20 +20,21 @@ import (
 func BenchmarkAttendPrompt(b *testing.B) {
 	const G, Hkv, d, rows, threads = 4, 8, 64, 128, 2
 	for _, depth := range []int{0, 16384} {
-		for _, dt := range KVDTypes {
+		for _, dt := range kv.DTypes {
 			n := depth + rows
 			rng := rand.New(rand.NewPCG(1, 2))
 			c := newAttnCase(rng, G, Hkv, d, n)
 			cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
 			m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+			m.run = cpuRunner{m}
 			s := m.NewKVPool(0).NewSequence()
-			if err := s.growPages(n); err != nil {
+			if err := s.state.(*cpuState).table.Grow(0, n); err != nil {
 				b.Fatal(err)
 			}
-			s.writeKV(0, 0, c.k, c.v)
+			s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
 			qd := Hkv * G * d
 			out := make([]float32, rows*qd)
-			segs := []segment{{s: s, toks: make([]int, rows), start: depth}}
+			segs := []Segment{{s: s, Toks: make([]int, rows), Start: depth}}
 			for _, path := range []string{"rows", "tiles"} {
 				b.Run(fmt.Sprintf("depth=%d/kv=%s/%s", depth, dt, path), func(b *testing.B) {
 					if path == "tiles" && !kernels.TileFast() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
 )
@@ -38,27 +39,28 @@ func newAttnCase(rng *rand.Rand, G, Hkv, d, n int) *attnCase {
 // that size; chunk 1 is decode), each segment seeing the cache up to its
 // last row, with a pool of the given threads.
 func (c *attnCase) run(from, chunk, threads int) []float32 {
-	return c.runAs(KVF32, from, chunk, threads)
+	return c.runAs(kv.F32, from, chunk, threads)
 }
 
 // runAs is run with the cache stored in format dt.
-func (c *attnCase) runAs(dt KVDType, from, chunk, threads int) []float32 {
+func (c *attnCase) runAs(dt kv.DType, from, chunk, threads int) []float32 {
 	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
 	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+	m.run = cpuRunner{m}
 	defer m.pool.Close()
 	ws := &workspace{}
 	qd := c.Hkv * c.G * c.d
 	// The whole cache is written at once: a row at position p reads
 	// positions up to p only.
 	s := m.NewKVPool(0).NewSequence()
-	if err := s.growPages(c.n); err != nil {
+	if err := s.state.(*cpuState).table.Grow(0, c.n); err != nil {
 		panic(err)
 	}
-	s.writeKV(0, 0, c.k, c.v)
+	s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
 	out := make([]float32, (c.n-from)*qd)
 	for t0 := from; t0 < c.n; t0 += chunk {
 		rows := min(chunk, c.n-t0)
-		segs := []segment{{s: s, toks: make([]int, rows), start: t0}}
+		segs := []Segment{{s: s, Toks: make([]int, rows), Start: t0}}
 		m.attend(ws, 0, segs, c.q[t0*qd:(t0+rows)*qd], out[(t0-from)*qd:])
 	}
 	return out
@@ -151,15 +153,15 @@ func TestAttendInvariance(t *testing.T) {
 // values, at any chunking and thread count.
 func TestAttendKVFormats(t *testing.T) {
 	rng := rand.New(rand.NewPCG(85, 86))
-	round := map[KVDType]func(x []float32) []float32{
-		KVBF16: func(x []float32) []float32 {
+	round := map[kv.DType]func(x []float32) []float32{
+		kv.BF16: func(x []float32) []float32 {
 			y := make([]float32, len(x))
 			for i, v := range x {
 				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
 			}
 			return y
 		},
-		KVBFP8: func(x []float32) []float32 {
+		kv.BFP8: func(x []float32) []float32 {
 			y := make([]float32, len(x))
 			for i := 0; i < len(x); i += bfp.GroupSize {
 				var g [bfp.GroupSize]float32
@@ -170,7 +172,7 @@ func TestAttendKVFormats(t *testing.T) {
 			return y
 		},
 	}
-	for _, dt := range []KVDType{KVBF16, KVBFP8} {
+	for _, dt := range []kv.DType{kv.BF16, kv.BFP8} {
 		c := newAttnCase(rng, 4, 2, 64, 1200)
 		rounded := *c
 		rounded.k, rounded.v = round[dt](c.k), round[dt](c.v)
@@ -183,25 +185,6 @@ func TestAttendKVFormats(t *testing.T) {
 					t.Fatalf("%s, chunk %d, %d threads: value %d is %g; float32 attention over the rounded cache gives %g", dt, v.chunk, v.threads, i, got[i], want[i])
 				}
 			}
-		}
-	}
-}
-
-// TestKVRowBytes: bf16 takes half of float32's bytes per position, bfp8
-// 17/64 (at most 0.27 of them), and a cache holds exactly that.
-func TestKVRowBytes(t *testing.T) {
-	const kvd = 8 * 64
-	f32 := KVF32.RowBytes(kvd)
-	if got := KVBF16.RowBytes(kvd); 2*got != f32 {
-		t.Errorf("bf16 row: %d bytes, float32 %d", got, f32)
-	}
-	if got := KVBFP8.RowBytes(kvd); float64(got) > 0.27*float64(f32) || got != kvd/16*17 {
-		t.Errorf("bfp8 row: %d bytes, float32 %d", got, f32)
-	}
-	for _, dt := range KVDTypes {
-		r := makeKVRows(dt, kvd, 3)
-		if got := 4*len(r.f) + 2*len(r.h) + len(r.b); got != 3*dt.RowBytes(kvd) {
-			t.Errorf("%s: 3 rows hold %d bytes, want %d", dt, got, 3*dt.RowBytes(kvd))
 		}
 	}
 }
@@ -222,7 +205,7 @@ func TestAttendTilesMatchRows(t *testing.T) {
 		{4, 2, 64, 2300, 2300 - 300, 100}, {2, 2, 32, 1100, 1100 - 90, 45}, {8, 1, 64, 1060, 1060 - 80, 80}, {4, 1, 64, 70, 0, 70},
 	} {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
-		for _, dt := range KVDTypes {
+		for _, dt := range kv.DTypes {
 			attnTiles = false
 			want := c.runAs(dt, tc.from, tc.chunk, 2)
 			attnTiles = true
@@ -247,10 +230,10 @@ func TestAttendBF16InPlace(t *testing.T) {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
 		from := tc.n - 21
 		attnBF16InPlace = func(int) bool { return false }
-		want := c.runAs(KVBF16, from, 1, 2)
+		want := c.runAs(kv.BF16, from, 1, 2)
 		attnBF16InPlace = func(int) bool { return true }
 		for _, chunk := range []int{1, 3} {
-			got := c.runAs(KVBF16, from, chunk, 3)
+			got := c.runAs(kv.BF16, from, chunk, 3)
 			if i := firstDiff(got, want); i >= 0 {
 				t.Fatalf("G=%d d=%d n=%d chunk %d: value %d is %g read in place, %g widened", tc.G, tc.d, tc.n, chunk, i, got[i], want[i])
 			}

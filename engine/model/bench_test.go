@@ -19,7 +19,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/synth"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
@@ -197,11 +199,11 @@ func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 			x[i] = float32(rng.NormFloat64())
 		}
 		switch benchKV {
-		case model.KVBF16:
+		case kv.BF16:
 			for _, v := range x {
 				payload = binary.LittleEndian.AppendUint16(payload, dtype.Float32ToBF16(v))
 			}
-		case model.KVBFP8:
+		case kv.BFP8:
 			for i := 0; i < len(x); i += bfp.GroupSize {
 				e, codes := bfp.QuantizeGroup(bfp.BFP8, (*[bfp.GroupSize]float32)(x[i:]))
 				payload = append(append(payload, e), codes[:]...)
@@ -225,7 +227,7 @@ func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 		return append(buf, payload...)
 	}
 	sp, err := m.UnmarshalSpan(span(2))
-	if err != nil && benchKV == model.KVF32 {
+	if err != nil && benchKV == kv.F32 {
 		sp, err = m.UnmarshalSpan(span(1))
 	}
 	if err != nil {
@@ -375,10 +377,10 @@ var (
 )
 
 // kvDType returns the KV cache format of kvEnv, or f32.
-func kvDType() model.KVDType {
+func kvDType() kv.DType {
 	v := os.Getenv(kvEnv)
 	if v == "" {
-		return model.KVF32
+		return kv.F32
 	}
 	t, err := model.ParseKVDType(v)
 	if err != nil {
@@ -389,18 +391,18 @@ func kvDType() model.KVDType {
 
 // kvName is the benchmark name's KV format element: none for f32.
 func kvName() string {
-	if benchKV == model.KVF32 {
+	if benchKV == kv.F32 {
 		return ""
 	}
 	return "/kv=" + benchKV.String()
 }
 
 // loadBench loads a benchmark model and waits for the background hash of an
-// lfmq-1 checkpoint's files (model.LoadOptions.Check) to finish: it would
+// lfmq-1 checkpoint's files (load.Options.Check) to finish: it would
 // otherwise take a core's worth of time from the first second or so of the
 // measurement, a share that depends on the benchmark's length.
 func loadBench(b *testing.B, dir string, threads int) *model.Model {
-	m, err := model.Load(dir, model.LoadOptions{Threads: threads, KVCacheDType: benchKV})
+	m, err := load.Load(dir, load.Options{Threads: threads, KVCacheDType: benchKV})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -818,7 +820,7 @@ func BenchmarkVerifyStep(b *testing.B) {
 	for _, which := range benchModels {
 		b.Run(which, func(b *testing.B) {
 			dir := benchModel(b, which, "lfmq1")
-			m, err := model.Load(dir, model.LoadOptions{})
+			m, err := load.Load(dir, load.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // The dense fixture: a dense LFM2 (model_type "lfm2") whose config uses the
@@ -24,7 +25,7 @@ var (
 // dense returns the dense fixture model, loaded once per test binary.
 func dense(t testing.TB) *model.Model {
 	t.Helper()
-	denseOnce.Do(func() { denseModel, denseErr = model.Load(denseDir, model.LoadOptions{}) })
+	denseOnce.Do(func() { denseModel, denseErr = load.Load(denseDir, load.Options{}) })
 	if denseErr != nil {
 		t.Fatal(denseErr)
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/device/opencl"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/quant"
 )
 
@@ -41,21 +43,21 @@ func openCL(t testing.TB) *opencl.Device {
 // TestDeviceLogitsBits: on an OpenCL device the fixture's logits are the
 // golden bits of TestLogitsBits, BF16 and RTN lfmq-1 alike.
 func TestDeviceLogitsBits(t *testing.T) {
-	checkLogitsBits(t, model.LoadOptions{Device: openCL(t)})
+	checkLogitsBits(t, load.Options{Device: openCL(t)})
 }
 
 var (
 	devTinyMu sync.Mutex
-	devTiny   = map[model.KVDType]*model.Model{}
+	devTiny   = map[kv.DType]*model.Model{}
 )
 
 // tinyOnDevice is the fixture loaded onto the OpenCL device with a float32
 // KV cache, shared by the test binary.
-func tinyOnDevice(t testing.TB) *model.Model { return tinyOnDeviceAs(t, model.KVF32) }
+func tinyOnDevice(t testing.TB) *model.Model { return tinyOnDeviceAs(t, kv.F32) }
 
 // tinyOnDeviceAs is the fixture on the OpenCL device with its KV cache in
 // format dt, one model per format shared by the test binary.
-func tinyOnDeviceAs(t testing.TB, dt model.KVDType) *model.Model {
+func tinyOnDeviceAs(t testing.TB, dt kv.DType) *model.Model {
 	t.Helper()
 	d := openCL(t)
 	devTinyMu.Lock()
@@ -63,7 +65,7 @@ func tinyOnDeviceAs(t testing.TB, dt model.KVDType) *model.Model {
 	if m := devTiny[dt]; m != nil {
 		return m
 	}
-	m, err := model.Load(tinyDir, model.LoadOptions{Device: d, KVCacheDType: dt})
+	m, err := load.Load(tinyDir, load.Options{Device: d, KVCacheDType: dt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +75,8 @@ func tinyOnDeviceAs(t testing.TB, dt model.KVDType) *model.Model {
 
 // tinyOnCPUAs is the fixture on the CPU engine with its KV cache in format
 // dt: the reference the device runs of that format must equal.
-func tinyOnCPUAs(t *testing.T, dt model.KVDType) *model.Model {
-	if dt == model.KVF32 {
+func tinyOnCPUAs(t *testing.T, dt kv.DType) *model.Model {
+	if dt == kv.F32 {
 		return tiny(t)
 	}
 	return tinyAs(t, dt, 0)
@@ -83,7 +85,7 @@ func tinyOnCPUAs(t *testing.T, dt model.KVDType) *model.Model {
 // forEachKVDType runs f as a subtest per KV cache format, with the device
 // model and the CPU model of that format.
 func forEachKVDType(t *testing.T, f func(t *testing.T, dev, cpu *model.Model)) {
-	for _, dt := range model.KVDTypes {
+	for _, dt := range kv.DTypes {
 		t.Run(dt.String(), func(t *testing.T) { f(t, tinyOnDeviceAs(t, dt), tinyOnCPUAs(t, dt)) })
 	}
 }

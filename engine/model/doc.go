@@ -1,12 +1,14 @@
-// Package model runs the LFM2-MoE forward pass (lfm2-moe.md §4) on the CPU
-// over a memory-mapped checkpoint: a Hugging Face BF16 checkpoint (single or
-// sharded) or an lfmq-1 checkpoint with BFP8/BFP4 weights.
+// Package model is the LFM2-MoE model and its forward pass
+// (lfm2-moe.md §4): the weights (Model, Layer, Weights), Forward over a
+// batch of sequences, and the per-layer maths, which run on the CPU over
+// the memory-mapped checkpoint: BF16 matrices in place over the mapped
+// bytes, BFP matrices handed to engine/kernels as packed tiles.
 //
-// Load maps the weights without expanding them: BF16 matrices are used in
-// place over the mapped bytes and BFP matrices are handed to engine/kernels
-// as packed tiles; only small tensors (norms, the conv kernel, the expert
-// bias) are converted to float32. Every tensor is checked against the
-// config's expected shapes.
+// Where a step runs and where a sequence's state lives is a Runner: the
+// CPU runner here (its step is the forward over a host workspace, its
+// sequences' keys and values in the pages of an engine/kv pool) or a
+// device runner (engine/model/devrun). Forward and Sequence call the
+// runner and the sequence's SeqState without asking which one they have.
 //
 // A Sequence owns the state of one token stream: the KV cache of every
 // attention layer and the conv state of every short-conv layer. Forward
@@ -24,6 +26,8 @@
 // decisions, the inputs of every linear and of every expert's projections);
 // without one, Forward does no extra work.
 //
-// The package does not tokenize, sample or schedule requests; those belong
-// to the engine packages above it.
+// The package does not read checkpoint files (engine/model/load does, and
+// calls New), keep the storage formats of the KV cache (engine/kv), or
+// tokenize, sample or schedule requests; those belong to the engine
+// packages around it.
 package model

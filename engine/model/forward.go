@@ -6,6 +6,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 )
 
 // LogitsMode selects the positions whose logits Forward returns.
@@ -122,34 +123,27 @@ const (
 // vocabulary (*TokenError), a sequence that would exceed its maximum context
 // (*ContextError), or mismatched or repeated arguments (*InputError) leave
 // every sequence unchanged, and so does a bounded KV pool without the pages
-// the tokens need (*KVPoolError). If ctx is cancelled, Forward returns ctx.Err()
+// the tokens need (*kv.PoolError). If ctx is cancelled, Forward returns ctx.Err()
 // between steps; each sequence then holds the tokens of the steps that
 // completed (see Sequence.Len), with consistent state.
 func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, opts ForwardOptions) ([][]float32, error) {
-	if err := m.integrity.failed(); err != nil {
+	if err := m.integrityFailed(); err != nil {
 		return nil, err
 	}
 	if err := m.checkForward(seqs, tokens, &opts); err != nil {
 		return nil, err
 	}
-	if m.dev == nil {
-		if err := takePages(seqs, tokens); err != nil {
-			return nil, err
-		}
+	if err := m.run.Reserve(seqs, tokens); err != nil {
+		return nil, err
 	}
 	for i, s := range seqs {
 		s.snaps = s.snaps[:0]
 		if opts.ConvSnapshots != nil {
 			for _, L := range opts.ConvSnapshots[i] {
-				c := m.newConvState(L)
+				c := kv.NewConvState(m.seqShape(), L)
 				if L == s.n {
-					if s.dev != nil {
-						if err := s.dev.readConv(c); err != nil {
-							return nil, err
-						}
-					}
-					for l, st := range s.layers {
-						copy(c.layers[l], st.conv)
+					if err := s.state.ReadConv(c); err != nil {
+						return nil, err
 					}
 				}
 				s.snaps = append(s.snaps, c)
@@ -173,19 +167,14 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 	if chunk <= 0 {
 		chunk = DefaultChunkSize
 	}
-	var ws *workspace
-	if m.dev == nil {
-		ws = m.getWorkspace(min(chunk, total))
-		defer m.workspaces.Put(ws)
-	}
-	var segs []segment
+	st := m.run.Begin(min(chunk, total))
+	defer st.End()
+	var segs []Segment
 	si, ti := 0, 0 // cursor: sequence, token index
 	for si < len(seqs) {
 		if err := ctx.Err(); err != nil {
-			if m.dev == nil {
-				for _, s := range seqs {
-					s.trimPages(s.n)
-				}
+			for _, s := range seqs {
+				s.state.Trim(s.n)
 			}
 			return nil, err
 		}
@@ -194,9 +183,9 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 		for si < len(seqs) && rows < chunk {
 			n := min(len(tokens[si])-ti, chunk-rows)
 			if n > 0 {
-				segs = append(segs, segment{
-					seq: si, s: seqs[si], toks: tokens[si][ti : ti+n], tok0: ti,
-					start: seqs[si].n, row0: rows, last: ti+n == len(tokens[si]),
+				segs = append(segs, Segment{
+					Index: si, s: seqs[si], Toks: tokens[si][ti : ti+n], Tok0: ti,
+					Start: seqs[si].n, Row0: rows, Last: ti+n == len(tokens[si]),
 				})
 				rows += n
 				ti += n
@@ -205,35 +194,18 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 				si, ti = si+1, 0
 			}
 		}
-		switch {
-		case rows == 0:
-		case m.dev != nil:
-			if err := m.dev.step(segs, rows, &opts, out); err != nil {
-				return nil, err
-			}
-		default:
-			m.step(ws, segs, rows, &opts, out)
+		if rows == 0 {
+			continue
+		}
+		var heads []HeadSpan
+		if opts.anyLogits() {
+			heads = headSpans(segs, &opts)
+		}
+		if err := st.Step(segs, rows, &opts, heads, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// takePages makes every sequence's page table ready for its tokens, before
-// anything runs: a pool with no room (*KVPoolError) leaves every sequence
-// as it was.
-func takePages(seqs []*Sequence, tokens [][]int) error {
-	for i, s := range seqs {
-		if len(tokens[i]) == 0 {
-			continue
-		}
-		if err := s.growPages(s.n + len(tokens[i])); err != nil {
-			for _, t := range seqs[:i] {
-				t.trimPages(t.n)
-			}
-			return err
-		}
-	}
-	return nil
 }
 
 // mode returns the logits mode of sequence i.
@@ -330,8 +302,8 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			}
 		}
 	}
-	if m.dev != nil && (opts.Observer != nil || opts.Layers > 0 || opts.StartLayer > 0 || opts.LastLayer != WholeLayer) {
-		return &InputError{What: "ForwardOptions", Msg: "Observer, Layers, StartLayer and LastLayer (calibration) run on the CPU engine, not on a device"}
+	if err := m.run.Check(opts); err != nil {
+		return err
 	}
 	shape := m.seqShape()
 	seen := make(map[*Sequence]bool, len(seqs))
@@ -343,7 +315,7 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d appears twice in the batch", i)}
 		case s.shape != shape:
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d was made for a model of another shape", i)}
-		case (s.dev == nil) != (m.dev == nil) || (s.dev != nil && s.dev.dm != m.dev):
+		case !m.run.Owns(s.state):
 			return &InputError{What: "Forward", Msg: fmt.Sprintf("sequence %d holds its state on another device than this model's (sequences stay with the model that made them)", i)}
 		case s.partial != opts.Layers || s.start != opts.StartLayer:
 			// A sequence holds state only for the layers that built it;
@@ -364,17 +336,6 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 		}
 	}
 	return nil
-}
-
-// segment is the part of one sequence's tokens that a step processes.
-type segment struct {
-	seq   int       // index in Forward's seqs
-	s     *Sequence //
-	toks  []int     // the tokens
-	tok0  int       // index of toks[0] in Forward's tokens[seq]
-	start int       // absolute position of toks[0]
-	row0  int       // row of toks[0] in the step
-	last  bool      // toks ends the sequence's tokens of this call
 }
 
 // workspace holds a Forward call's activations, sized for its largest step.
@@ -445,25 +406,25 @@ func (m *Model) newWorkspace(R int) *workspace {
 
 // step runs every layer over the rows of segs and writes the logits asked
 // for into out.
-func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions, out [][]float32) {
+func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions, heads []HeadSpan, out [][]float32) {
 	c := m.Config
 	H := c.HiddenSize
 	obs := opts.Observer
 	rows := Rows{Seq: ws.rows.Seq[:0], Pos: ws.rows.Pos[:0]}
 	for _, sg := range segs {
-		for t := range sg.toks {
-			rows.Seq = append(rows.Seq, sg.seq)
-			rows.Pos = append(rows.Pos, sg.start+t)
+		for t := range sg.Toks {
+			rows.Seq = append(rows.Seq, sg.Index)
+			rows.Pos = append(rows.Pos, sg.Start+t)
 		}
 	}
 	h, a, o := ws.h[:R*H], ws.a[:R*H], ws.out[:R*H]
 	for _, sg := range segs {
 		if opts.StartLayer > 0 {
-			copy(h[sg.row0*H:(sg.row0+len(sg.toks))*H], opts.Hidden[sg.seq][sg.tok0*H:])
+			copy(h[sg.Row0*H:(sg.Row0+len(sg.Toks))*H], opts.Hidden[sg.Index][sg.Tok0*H:])
 			continue
 		}
-		for t, id := range sg.toks {
-			embedRow(m.embed, id, h[(sg.row0+t)*H:])
+		for t, id := range sg.Toks {
+			embedRow(m.embed, id, h[(sg.Row0+t)*H:])
 		}
 	}
 	if obs != nil {
@@ -479,8 +440,8 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 		if l == nl-1 {
 			part = opts.LastLayer
 		}
-		rmsNormRows(a, h, ly.opNorm, R, c.NormEps)
-		if ly.kind == config.Conv {
+		rmsNormRows(a, h, ly.OpNorm, R, c.NormEps)
+		if ly.Kind == config.Conv {
 			m.convBlock(l, ly, ws, segs, rows, a, o, obs, part)
 		} else {
 			m.attentionBlock(l, ly, ws, segs, rows, a, o, obs, part)
@@ -489,8 +450,8 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 			break
 		}
 		addInto(h, o)
-		rmsNormRows(a, h, ly.ffnNorm, R, c.NormEps)
-		if ly.moe {
+		rmsNormRows(a, h, ly.FFNNorm, R, c.NormEps)
+		if ly.MoE {
 			m.moeBlock(l, ly, ws, rows, a, o, obs, part)
 		} else {
 			m.denseBlock(l, ly, ws, rows, a, o, obs, part)
@@ -504,10 +465,10 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 		}
 	}
 	for _, sg := range segs {
-		sg.s.n += len(sg.toks)
+		sg.s.n += len(sg.Toks)
 		sg.s.partial, sg.s.start = opts.Layers, opts.StartLayer
 	}
-	if !opts.anyLogits() {
+	if len(heads) == 0 {
 		return
 	}
 	// Final norm (model.embedding_norm, lfm2-moe.md §4.8) and head, only for
@@ -515,9 +476,9 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	V := c.VocabSize
 	fin := ws.fin[:0]
 	var finRows Rows
-	spans := headSpans(segs, opts)
+	spans := heads
 	for _, sp := range spans {
-		for r := sp.row0; r < sp.row0+sp.n; r++ {
+		for r := sp.Row0; r < sp.Row0+sp.N; r++ {
 			fin = fin[:len(fin)+H]
 			kernels.RMSNorm(fin[len(fin)-H:], h[r*H:][:H], m.finalNorm, c.NormEps)
 			if obs != nil {
@@ -537,13 +498,13 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 	// whatever the grouping (kernels.Matrix.MatMul).
 	for i := 0; i < len(spans); {
 		sp := spans[i]
-		j, rows := i+1, sp.n
-		for j < len(spans) && rows+spans[j].n <= headGroupRows {
-			rows += spans[j].n
+		j, rows := i+1, sp.N
+		for j < len(spans) && rows+spans[j].N <= headGroupRows {
+			rows += spans[j].N
 			j++
 		}
 		if j == i+1 {
-			m.pool.MatMul(m.head, out[sp.seq][sp.dst*V:], fin[sp.fin0*H:], sp.n)
+			m.pool.MatMul(m.head, out[sp.Index][sp.Dst*V:], fin[sp.Fin0*H:], sp.N)
 			i++
 			continue
 		}
@@ -551,38 +512,33 @@ func (m *Model) step(ws *workspace, segs []segment, R int, opts *ForwardOptions,
 			ws.head = make([]float32, rows*V)
 		}
 		tmp := ws.head[:rows*V]
-		m.pool.MatMul(m.head, tmp, fin[sp.fin0*H:], rows)
+		m.pool.MatMul(m.head, tmp, fin[sp.Fin0*H:], rows)
 		for _, g := range spans[i:j] {
-			r0 := g.fin0 - sp.fin0
-			copy(out[g.seq][g.dst*V:(g.dst+g.n)*V], tmp[r0*V:])
+			r0 := g.Fin0 - sp.Fin0
+			copy(out[g.Index][g.Dst*V:(g.Dst+g.N)*V], tmp[r0*V:])
 		}
 		i = j
 	}
 }
 
-// headSpan is a run of one sequence's rows in a step whose logits are
-// returned: step rows [row0, row0+n), which are rows [fin0, fin0+n) of the
-// rows the head runs on, written to the sequence's logits from row dst.
-type headSpan struct{ seq, row0, fin0, n, dst int }
-
 // headSpans lists the rows of a step whose logits are returned, in step
 // order: every row of an AllLogits segment, the last row of a LastLogits
 // sequence's last segment.
-func headSpans(segs []segment, opts *ForwardOptions) []headSpan {
-	var spans []headSpan
+func headSpans(segs []Segment, opts *ForwardOptions) []HeadSpan {
+	var spans []HeadSpan
 	fin := 0
 	for _, sg := range segs {
-		r0, n, dst := sg.row0, len(sg.toks), sg.tok0
-		switch opts.mode(sg.seq) {
+		r0, n, dst := sg.Row0, len(sg.Toks), sg.Tok0
+		switch opts.mode(sg.Index) {
 		case NoLogits:
 			continue
 		case LastLogits:
-			if !sg.last {
+			if !sg.Last {
 				continue
 			}
-			r0, n, dst = sg.row0+len(sg.toks)-1, 1, 0
+			r0, n, dst = sg.Row0+len(sg.Toks)-1, 1, 0
 		}
-		spans = append(spans, headSpan{seq: sg.seq, row0: r0, fin0: fin, n: n, dst: dst})
+		spans = append(spans, HeadSpan{Index: sg.Index, Row0: r0, Fin0: fin, N: n, Dst: dst})
 		fin += n
 	}
 	return spans
@@ -595,22 +551,22 @@ const headGroupRows = 64
 // convBlock is the gated short convolution (lfm2-moe.md §4.4).
 //
 // With part MixerInputs it returns before the output projection.
-func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
+func (m *Model) convBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	H, K, R := c.HiddenSize, c.ConvLCache, rows.Len()
 	proj, y := ws.proj[:R*3*H], ws.y[:R*H]
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"conv.in_proj.weight", rows, a)
 	}
-	m.pool.MatMul(ly.inProj, proj, a, R)
-	if ly.inBias != nil {
-		addBias(proj, ly.inBias, R)
+	m.pool.MatMul(ly.InProj, proj, a, R)
+	if ly.InBias != nil {
+		addBias(proj, ly.InBias, R)
 	}
 	for _, sg := range segs {
-		n := len(sg.toks)
+		n := len(sg.Toks)
 		u, v := ws.u[:n*H], ws.cv[:n*H]
 		for t := range n {
-			p := proj[(sg.row0+t)*3*H:][:3*H]
+			p := proj[(sg.Row0+t)*3*H:][:3*H]
 			ut := u[t*H:][:H]
 			for ch := range H {
 				ut[ch] = p[ch] * p[2*H+ch] // B ⊙ x
@@ -618,19 +574,19 @@ func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows 
 		}
 		// The conv state (the last K−1 u vectors) carries the window across
 		// steps, so chunked prefill and decode see the same inputs.
-		st := sg.s.layers[l].conv
+		st := sg.s.state.(*cpuState).conv[l]
 		var before []float32
-		if sg.s.snapsWithin(sg.start, sg.start+n) {
+		if sg.s.snapsWithin(sg.Start, sg.Start+n) {
 			before = append(ws.convBefore[:0], st...)
 			ws.convBefore = before
 		}
-		kernels.CausalConv(v, u, st, ly.convW, ly.convBias, n, H, K)
+		kernels.CausalConv(v, u, st, ly.ConvW, ly.ConvBias, n, H, K)
 		if before != nil {
-			sg.s.fillSnaps(l, sg.start, n, before, u, H, K-1)
+			sg.s.fillSnaps(l, sg.Start, n, before, u, H, K-1)
 		}
 		for t := range n {
-			p := proj[(sg.row0+t)*3*H:][:3*H]
-			yt, vt := y[(sg.row0+t)*H:][:H], v[t*H:][:H]
+			p := proj[(sg.Row0+t)*3*H:][:3*H]
+			yt, vt := y[(sg.Row0+t)*H:][:H], v[t*H:][:H]
 			for ch := range H {
 				yt[ch] = p[H+ch] * vt[ch] // C ⊙ v
 			}
@@ -642,16 +598,16 @@ func (m *Model) convBlock(l int, ly *layer, ws *workspace, segs []segment, rows 
 	if part == MixerInputs {
 		return
 	}
-	m.pool.MatMul(ly.outProj, out, y, R)
-	if ly.outBias != nil {
-		addBias(out, ly.outBias, R)
+	m.pool.MatMul(ly.OutProj, out, y, R)
+	if ly.OutBias != nil {
+		addBias(out, ly.OutBias, R)
 	}
 }
 
 // attentionBlock is grouped-query attention with per-head q/k RMSNorm and
 // NeoX RoPE (lfm2-moe.md §4.5).
 // With part MixerInputs it returns before the output projection.
-func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
+func (m *Model) attentionBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, d, Hq, Hkv := rows.Len(), c.HeadDim, c.NumHeads, c.NumKVHeads
 	qd, kvd := Hq*d, Hkv*d
@@ -664,25 +620,25 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 	}
 	// One parallel region for the three projections of the same input: one
 	// wait instead of three, and their outputs shared out together.
-	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.q, Y: q, X: a, Batch: R},
-		kernels.MulJob{M: ly.k, Y: k, X: a, Batch: R}, kernels.MulJob{M: ly.v, Y: v, X: a, Batch: R})
+	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.Q, Y: q, X: a, Batch: R},
+		kernels.MulJob{M: ly.K, Y: k, X: a, Batch: R}, kernels.MulJob{M: ly.V, Y: v, X: a, Batch: R})
 	m.pool.MatMulAll(ws.mulJobs)
 	// Per-head RMSNorm, then RoPE at the token's absolute position.
 	for r, pos := range rows.Pos {
 		for hd := range Hq {
 			z := q[r*qd+hd*d:][:d]
-			kernels.RMSNorm(z, z, ly.qNorm, c.NormEps)
+			kernels.RMSNorm(z, z, ly.QNorm, c.NormEps)
 			m.rope.Apply(z, pos)
 		}
 		for hd := range Hkv {
 			z := k[r*kvd+hd*d:][:d]
-			kernels.RMSNorm(z, z, ly.kNorm, c.NormEps)
+			kernels.RMSNorm(z, z, ly.KNorm, c.NormEps)
 			m.rope.Apply(z, pos)
 		}
 	}
 	for _, sg := range segs {
-		n := len(sg.toks)
-		sg.s.writeKV(l, sg.start, k[sg.row0*kvd:(sg.row0+n)*kvd], v[sg.row0*kvd:(sg.row0+n)*kvd])
+		n := len(sg.Toks)
+		sg.s.state.(*cpuState).table.Write(l, sg.Start, k[sg.Row0*kvd:(sg.Row0+n)*kvd], v[sg.Row0*kvd:(sg.Row0+n)*kvd])
 	}
 	m.attend(ws, l, segs, q, o)
 	if obs != nil {
@@ -691,13 +647,13 @@ func (m *Model) attentionBlock(l int, ly *layer, ws *workspace, segs []segment, 
 	if part == MixerInputs {
 		return
 	}
-	m.pool.MatMul(ly.o, out, o, R)
+	m.pool.MatMul(ly.O, out, o, R)
 }
 
 // denseBlock is the SwiGLU feed-forward of the first num_dense_layers
 // layers (lfm2-moe.md §4.6). With part FFNInput it returns after
 // reporting w1's and w3's input, with LinearInputs after w2's.
-func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
+func (m *Model) denseBlock(l int, ly *Layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	R, F := rows.Len(), m.Config.IntermediateSize
 	g, u := ws.ffG[:R*F], ws.ffU[:R*F]
 	if obs != nil {
@@ -709,8 +665,8 @@ func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []
 		return
 	}
 	// w1 and w3 read the same input: one parallel region for both.
-	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.w1, Y: g, X: a, Batch: R},
-		kernels.MulJob{M: ly.w3, Y: u, X: a, Batch: R})
+	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.W1, Y: g, X: a, Batch: R},
+		kernels.MulJob{M: ly.W3, Y: u, X: a, Batch: R})
 	m.pool.MatMulAll(ws.mulJobs)
 	kernels.SwiGLU(g, g, u)
 	if obs != nil {
@@ -719,5 +675,5 @@ func (m *Model) denseBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []
 	if part == LinearInputs {
 		return
 	}
-	m.pool.MatMul(ly.w2, out, g, R)
+	m.pool.MatMul(ly.W2, out, g, R)
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/device/pick"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/synth"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
@@ -64,9 +66,9 @@ func TestGPUCheck(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, dir string
-		kv        model.KVDType
-	}{{"fixture-bf16", tinyDir, model.KVF32}, {"fixture-rtn", rtn, model.KVF32},
-		{"fixture-rtn-kv-bf16", rtn, model.KVBF16}, {"fixture-rtn-kv-bfp8", rtn, model.KVBFP8}} {
+		kv        kv.DType
+	}{{"fixture-bf16", tinyDir, kv.F32}, {"fixture-rtn", rtn, kv.F32},
+		{"fixture-rtn-kv-bf16", rtn, kv.BF16}, {"fixture-rtn-kv-bfp8", rtn, kv.BFP8}} {
 		cpu, dev := loadPairAs(t, c.dir, cd, c.kv)
 		var ids [][]int
 		for _, p := range prompts(t) {
@@ -198,18 +200,18 @@ func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // loadPair loads dir on the CPU and on d.
 func loadPair(t *testing.T, dir string, d device.Device) (cpu, dev *model.Model) {
-	return loadPairAs(t, dir, d, model.KVF32)
+	return loadPairAs(t, dir, d, kv.F32)
 }
 
 // loadPairAs loads dir on the CPU and on d, both with a KV cache in
 // format kv.
-func loadPairAs(t *testing.T, dir string, d device.Device, kv model.KVDType) (cpu, dev *model.Model) {
+func loadPairAs(t *testing.T, dir string, d device.Device, kv kv.DType) (cpu, dev *model.Model) {
 	t.Helper()
 	var err error
-	if cpu, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure, KVCacheDType: kv}); err != nil {
+	if cpu, err = load.Load(dir, load.Options{Check: lfmq1.CheckStructure, KVCacheDType: kv}); err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = model.Load(dir, model.LoadOptions{Check: lfmq1.CheckStructure, Device: d, KVCacheDType: kv}); err != nil {
+	if dev, err = load.Load(dir, load.Options{Check: lfmq1.CheckStructure, Device: d, KVCacheDType: kv}); err != nil {
 		t.Fatal(err)
 	}
 	return cpu, dev

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/safetensors"
 )
 
@@ -38,7 +39,7 @@ var (
 // a Model is read-only and safe for concurrent Forward calls.
 func tiny(t testing.TB) *model.Model {
 	t.Helper()
-	tinyOnce.Do(func() { tinyModel, tinyErr = model.Load(tinyDir, model.LoadOptions{}) })
+	tinyOnce.Do(func() { tinyModel, tinyErr = load.Load(tinyDir, load.Options{}) })
 	if tinyErr != nil {
 		t.Fatal(tinyErr)
 	}

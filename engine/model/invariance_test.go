@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestIncrementalEqualsFull: decoding token by token, prefilling in chunks of
@@ -134,8 +135,8 @@ func TestThreadInvariance(t *testing.T) { checkThreadInvariance(t, tinyDir, tiny
 // the bits of base (dir loaded with the default pool).
 func checkThreadInvariance(t *testing.T, dir string, base *model.Model, inputs [][]int) {
 	want := runBatch(t, base, inputs, allTags, 0, 2)
-	run := func(name string, opts model.LoadOptions) {
-		m, err := model.Load(dir, opts)
+	run := func(name string, opts load.Options) {
+		m, err := load.Load(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,10 +147,10 @@ func checkThreadInvariance(t *testing.T, dir string, base *model.Model, inputs [
 		}
 	}
 	prev := runtime.GOMAXPROCS(1)
-	run("GOMAXPROCS=1", model.LoadOptions{})
+	run("GOMAXPROCS=1", load.Options{})
 	runtime.GOMAXPROCS(prev)
 	for _, threads := range []int{1, 3, 64} {
-		run(fmt.Sprintf("%d threads", threads), model.LoadOptions{Threads: threads})
+		run(fmt.Sprintf("%d threads", threads), load.Options{Threads: threads})
 	}
 }
 

@@ -5,13 +5,15 @@ import (
 	"math"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // tinyAs loads the fixture with its KV cache in format dt.
-func tinyAs(t *testing.T, dt model.KVDType, threads int) *model.Model {
+func tinyAs(t *testing.T, dt kv.DType, threads int) *model.Model {
 	t.Helper()
-	m, err := model.Load(tinyDir, model.LoadOptions{KVCacheDType: dt, Threads: threads})
+	m, err := load.Load(tinyDir, load.Options{KVCacheDType: dt, Threads: threads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +26,7 @@ func tinyAs(t *testing.T, dt model.KVDType, threads int) *model.Model {
 // thread count give the same bits, also past attention's first split; a
 // span of the format round-trips through its bytes.
 func TestKVCacheDTypeInvariance(t *testing.T) {
-	for _, dt := range []model.KVDType{model.KVBF16, model.KVBFP8} {
+	for _, dt := range []kv.DType{kv.BF16, kv.BFP8} {
 		t.Run(dt.String(), func(t *testing.T) {
 			m := tinyAs(t, dt, 0)
 			if m.KVCacheDType() != dt {
@@ -44,18 +46,18 @@ func TestKVCacheDTypeInvariance(t *testing.T) {
 // float32's, in bfp8 at most 0.27 of it, as Sequence.StateBytes counts.
 func TestKVCacheDTypeBytes(t *testing.T) {
 	ids := prompts(t)[0].InputIDs
-	perToken := map[model.KVDType]float64{}
-	for _, dt := range model.KVDTypes {
+	perToken := map[kv.DType]float64{}
+	for _, dt := range kv.DTypes {
 		m := tinyAs(t, dt, 0)
 		s1, _ := forward(t, m, ids[:1], model.ForwardOptions{Logits: model.NoLogits})
 		s2, _ := forward(t, m, ids[:11], model.ForwardOptions{Logits: model.NoLogits})
 		perToken[dt] = float64(s2.StateBytes()-s1.StateBytes()) / 10
 	}
-	f32 := perToken[model.KVF32]
-	if r := perToken[model.KVBF16] / f32; r != 0.5 {
+	f32 := perToken[kv.F32]
+	if r := perToken[kv.BF16] / f32; r != 0.5 {
 		t.Errorf("bf16: %.4g of float32's bytes per token, want 0.5", r)
 	}
-	if r := perToken[model.KVBFP8] / f32; r > 0.27 {
+	if r := perToken[kv.BFP8] / f32; r > 0.27 {
 		t.Errorf("bfp8: %.4g of float32's bytes per token, want at most 0.27", r)
 	}
 }
@@ -76,9 +78,9 @@ func TestKVCacheDTypeAccuracy(t *testing.T) {
 		_, ref[i] = forward(t, base, p.InputIDs, model.ForwardOptions{Logits: model.AllLogits})
 	}
 	for _, tc := range []struct {
-		dt          model.KVDType
+		dt          kv.DType
 		kl, top1, d float64 // bounds: mean KL, top-1 disagreement, |ΔPPL|/PPL
-	}{{model.KVBF16, 5e-4, 0.01, 0.005}, {model.KVBFP8, 3e-3, 0.05, 0.012}} {
+	}{{kv.BF16, 5e-4, 0.01, 0.005}, {kv.BFP8, 3e-3, 0.05, 0.012}} {
 		m := tinyAs(t, tc.dt, 0)
 		var kl, nll0, nll1 float64
 		agree, n := 0, 0
@@ -137,7 +139,7 @@ func argmax64(x []float64) int {
 // of another, a version 1 span is refused by name, an unknown name or
 // format is an *InputError.
 func TestKVCacheDTypeRefusals(t *testing.T) {
-	f32, b8 := tiny(t), tinyAs(t, model.KVBFP8, 0)
+	f32, b8 := tiny(t), tinyAs(t, kv.BFP8, 0)
 	ids := prompts(t)[0].InputIDs[:8]
 	s, _ := forward(t, f32, ids, model.ForwardOptions{Logits: model.NoLogits})
 	conv, _ := s.ConvAt(len(ids))
@@ -156,12 +158,12 @@ func TestKVCacheDTypeRefusals(t *testing.T) {
 	if _, err := model.ParseKVDType("fp8"); !errors.As(err, &ie) {
 		t.Errorf("ParseKVDType(fp8): %v", err)
 	}
-	for _, dt := range model.KVDTypes {
+	for _, dt := range kv.DTypes {
 		if got, err := model.ParseKVDType(dt.String()); err != nil || got != dt {
 			t.Errorf("ParseKVDType(%s) = %v, %v", dt, got, err)
 		}
 	}
-	if _, err := model.Load(tinyDir, model.LoadOptions{KVCacheDType: 9}); !errors.As(err, &ie) {
+	if _, err := load.Load(tinyDir, load.Options{KVCacheDType: 9}); !errors.As(err, &ie) {
 		t.Errorf("format 9: %v", err)
 	}
 	v1 := append([]byte("lfmq-span-1\x00"), data[len("lfmq-span-2\x00"):]...)
@@ -177,7 +179,7 @@ func TestKVCacheDTypeRefusals(t *testing.T) {
 // sequence as the CPU engine in that format.
 func TestDeviceKVCacheDType(t *testing.T) {
 	ids := prompts(t)[0].InputIDs[:11]
-	for _, dt := range model.KVDTypes {
+	for _, dt := range kv.DTypes {
 		dev, cpu := tinyOnDeviceAs(t, dt), tinyOnCPUAs(t, dt)
 		if dev.KVCacheDType() != dt || dev.KVBytesPerToken() != cpu.KVBytesPerToken() {
 			t.Errorf("%s on the device: KVCacheDType %s, %d bytes per token (CPU: %d)", dt, dev.KVCacheDType(), dev.KVBytesPerToken(), cpu.KVBytesPerToken())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -27,7 +28,7 @@ func TestLFMQ1(t *testing.T) {
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := model.Load(dir, model.LoadOptions{Check: lfmq1.CheckTensors})
+	q, err := load.Load(dir, load.Options{Check: lfmq1.CheckTensors})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestLFMQ1(t *testing.T) {
 	if q.Format != model.SourceLFMQ1 || len(q.ManifestSHA256) != 64 {
 		t.Fatalf("format %q, manifest sha256 %q", q.Format, q.ManifestSHA256)
 	}
-	fake, err := model.Load(tinyDir, model.LoadOptions{FakeQuant: dir})
+	fake, err := load.Load(tinyDir, load.Options{FakeQuant: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestLFMQ1(t *testing.T) {
 	// decode steps against each sequence alone, and one thread against many.
 	inputs := batchInputs(t)
 	batch := runBatch(t, q, inputs, allTags, 7, 2)
-	q1, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	q1, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestLFMQ1(t *testing.T) {
 	}
 
 	var ie *model.InputError
-	if _, err := model.Load(dir, model.LoadOptions{FakeQuant: dir}); !errors.As(err, &ie) {
+	if _, err := load.Load(dir, load.Options{FakeQuant: dir}); !errors.As(err, &ie) {
 		t.Errorf("FakeQuant on an lfmq-1 checkpoint: %v", err)
 	}
 }
@@ -82,7 +83,7 @@ func TestBackgroundHash(t *testing.T) {
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestBackgroundHash(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err = model.Load(dir, model.LoadOptions{})
+	m, err = load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatalf("the structure is intact, Load should succeed: %v", err)
 	}
@@ -114,7 +115,7 @@ func TestBackgroundHash(t *testing.T) {
 		t.Fatalf("Forward after the mismatch = %v, want the *lfmq1.MismatchError", err)
 	}
 	// Closing while a hash runs stops it.
-	m2, err := model.Load(dir, model.LoadOptions{})
+	m2, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/safetensors"
@@ -126,37 +127,37 @@ func TestLoadErrors(t *testing.T) {
 		got     config.Shape
 	}{
 		{"missing", func(m map[string]safetensors.Tensor) { delete(m, "model.layers.3.conv.conv.weight") },
-			model.ProblemMissing, "model.layers.3.conv.conv.weight", config.Shape{128, 1, 3}, nil},
+			load.ProblemMissing, "model.layers.3.conv.conv.weight", config.Shape{128, 1, 3}, nil},
 		{"shape", func(m map[string]safetensors.Tensor) {
 			x := m[q]
 			x.Shape, x.Data = []int64{64, 128}, x.Data[:64*128*2]
 			m[q] = x
-		}, model.ProblemShape, q, config.Shape{128, 128}, config.Shape{64, 128}},
+		}, load.ProblemShape, q, config.Shape{128, 128}, config.Shape{64, 128}},
 		{"transposed", func(m map[string]safetensors.Tensor) {
 			n := "model.layers.0.feed_forward.w2.weight"
 			x := m[n]
 			x.Shape = []int64{384, 128}
 			m[n] = x
-		}, model.ProblemShape, "model.layers.0.feed_forward.w2.weight", config.Shape{128, 384}, config.Shape{384, 128}},
+		}, load.ProblemShape, "model.layers.0.feed_forward.w2.weight", config.Shape{128, 384}, config.Shape{384, 128}},
 		{"dtype", func(m map[string]safetensors.Tensor) {
 			x := m[q]
 			x.DType, x.Data = dtype.U8, x.Data[:128*128]
 			m[q] = x
-		}, model.ProblemDType, q, nil, nil},
+		}, load.ProblemDType, q, nil, nil},
 		{"unexpected", func(m map[string]safetensors.Tensor) {
 			x := m["model.embed_tokens.weight"]
 			x.Name = "lm_head.weight"
 			m[x.Name] = x
-		}, model.ProblemUnexpected, "lm_head.weight", nil, config.Shape{8192, 128}},
+		}, load.ProblemUnexpected, "lm_head.weight", nil, config.Shape{8192, 128}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ts := tinyTensors(t)
 			c.edit(ts)
-			_, err := model.Load(writeCheckpoint(t, ts, 1), model.LoadOptions{})
-			var te *model.TensorError
+			_, err := load.Load(writeCheckpoint(t, ts, 1), load.Options{})
+			var te *load.TensorError
 			if !errors.As(err, &te) {
-				t.Fatalf("got %v, want a *model.TensorError", err)
+				t.Fatalf("got %v, want a *load.TensorError", err)
 			}
 			t.Log(te)
 			if te.Problem != c.problem || te.Tensor != c.tensor || fmt.Sprint(te.Want) != fmt.Sprint(c.want) || fmt.Sprint(te.Got) != fmt.Sprint(c.got) {
@@ -169,7 +170,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	t.Run("model_type", func(t *testing.T) {
 		dir := configVariant(t, func(c map[string]any) { c["model_type"] = "lfm2_vl" })
-		_, err := model.Load(dir, model.LoadOptions{})
+		_, err := load.Load(dir, load.Options{})
 		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Field != "model_type" || !strings.Contains(err.Error(), `"lfm2_vl"`) {
 			t.Fatalf("got %v, want a *config.Error for model_type naming the value", err)
@@ -186,10 +187,10 @@ func TestLoadErrors(t *testing.T) {
 				}
 				delete(c, key)
 			})
-			_, err := model.Load(dir, model.LoadOptions{})
-			var te *model.TensorError
+			_, err := load.Load(dir, load.Options{})
+			var te *load.TensorError
 			if !errors.As(err, &te) {
-				t.Fatalf("got %v, want a *model.TensorError", err)
+				t.Fatalf("got %v, want a *load.TensorError", err)
 			}
 			if !strings.Contains(err.Error(), "config.json does not set "+key+"=") || !strings.Contains(err.Error(), "defaults") {
 				t.Errorf("the error does not say %s was a default: %v", key, err)
@@ -197,7 +198,7 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 	t.Run("not a checkpoint", func(t *testing.T) {
-		if _, err := model.Load(t.TempDir(), model.LoadOptions{}); err == nil {
+		if _, err := load.Load(t.TempDir(), load.Options{}); err == nil {
 			t.Fatal("empty directory loaded")
 		}
 	})
@@ -212,7 +213,7 @@ func TestLoadLayouts(t *testing.T) {
 	cfg := tiny(t).Config
 	check := func(t *testing.T, dir string) {
 		t.Helper()
-		m, err := model.Load(dir, model.LoadOptions{})
+		m, err := load.Load(dir, load.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

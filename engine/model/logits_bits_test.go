@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/quant"
 )
@@ -38,26 +39,26 @@ var updateLogitsBits = flag.Bool("update-logits-bits", false, "rewrite "+logitsB
 // DIR/NAME.f32, so that two platforms' dumps can be compared with cmp to
 // find the first differing value (byte offset / 4).
 func TestLogitsBits(t *testing.T) {
-	checkLogitsBits(t, model.LoadOptions{})
+	checkLogitsBits(t, load.Options{})
 }
 
 // checkLogitsBits is TestLogitsBits with the models loaded with opts (a
 // device engine must give the same golden).
-func checkLogitsBits(t *testing.T, opts model.LoadOptions) {
+func checkLogitsBits(t *testing.T, opts load.Options) {
 	rtn := filepath.Join(t.TempDir(), "rtn")
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: rtn, Method: quant.RTN, CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	ropts := opts
 	ropts.Check = lfmq1.CheckTensors
-	q, err := model.Load(rtn, ropts)
+	q, err := load.Load(rtn, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
 	bf := tiny(t)
 	if opts.Device != nil {
-		if bf, err = model.Load(tinyDir, opts); err != nil {
+		if bf, err = load.Load(tinyDir, opts); err != nil {
 			t.Fatal(err)
 		}
 		defer bf.Close()

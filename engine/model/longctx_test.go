@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // longTokens is a prompt whose keys cross attention's split boundary
@@ -48,7 +49,7 @@ func TestLongContextInvariance(t *testing.T) {
 		requireSame(t, fmt.Sprintf("chunks of %d", chunk), longRun(t, base, chunk), want)
 	}
 	for _, threads := range []int{1, 3} {
-		m, err := model.Load(tinyDir, model.LoadOptions{Threads: threads})
+		m, err := load.Load(tinyDir, load.Options{Threads: threads})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,17 +72,17 @@ func taken(sel []int, e int) bool {
 // outputs taken in ascending expert id, an order that does not depend on
 // which other tokens share the batch. With part FFNInput or LinearInputs it
 // returns after the routing, before any expert runs.
-func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
+func (m *Model) moeBlock(l int, ly *Layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, H, E, K, Fe := rows.Len(), c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
 	logits := ws.router[:R*E]
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"feed_forward.gate.weight", rows, a)
 	}
-	m.pool.MatMul(ly.gate, logits, a, R)
+	m.pool.MatMul(ly.Gate, logits, a, R)
 	sel, wts := ws.sel[:R*K], ws.wts[:R*K]
 	for r := range R {
-		route(logits[r*E:][:E], ly.expertBias, K, c.NormTopKProb, c.RoutedScalingFactor, sel[r*K:][:K], wts[r*K:][:K], ws.rScore)
+		route(logits[r*E:][:E], ly.ExpertBias, K, c.NormTopKProb, c.RoutedScalingFactor, sel[r*K:][:K], wts[r*K:][:K], ws.rScore)
 	}
 	if obs != nil {
 		obs.Routing(l, rows, &Routing{K: K, Experts: sel, Weights: wts, Logits: logits})
@@ -123,12 +123,12 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 	}
 	run := func(pool *kernels.Pool, e int) {
 		p0, n := start[e], start[e+1]-start[e]
-		ex := ly.experts[e]
+		ex := ly.Experts[e]
 		xe, ge, ue := x[p0*H:][:n*H], g[p0*Fe:][:n*Fe], u[p0*Fe:][:n*Fe]
-		pool.MatMul(ex.w1, ge, xe, n)
-		pool.MatMul(ex.w3, ue, xe, n)
+		pool.MatMul(ex.W1, ge, xe, n)
+		pool.MatMul(ex.W3, ue, xe, n)
 		kernels.SwiGLU(ge, ge, ue)
-		pool.MatMul(ex.w2, y[p0*H:][:n*H], ge, n)
+		pool.MatMul(ex.W2, y[p0*H:][:n*H], ge, n)
 	}
 	// Enough experts to occupy every goroutine: one expert per task, each
 	// product on one goroutine. Otherwise (a decode step's few experts on
@@ -146,9 +146,9 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 		jobs := ws.mulJobs[:0]
 		for _, e := range active {
 			p0, n := start[e], start[e+1]-start[e]
-			ex, xe := ly.experts[e], x[p0*H:][:n*H]
-			jobs = append(jobs, kernels.MulJob{M: ex.w1, Y: g[p0*Fe:][:n*Fe], X: xe, Batch: n},
-				kernels.MulJob{M: ex.w3, Y: u[p0*Fe:][:n*Fe], X: xe, Batch: n})
+			ex, xe := ly.Experts[e], x[p0*H:][:n*H]
+			jobs = append(jobs, kernels.MulJob{M: ex.W1, Y: g[p0*Fe:][:n*Fe], X: xe, Batch: n},
+				kernels.MulJob{M: ex.W3, Y: u[p0*Fe:][:n*Fe], X: xe, Batch: n})
 		}
 		m.pool.MatMulAll(jobs)
 		jobs = jobs[:0]
@@ -156,7 +156,7 @@ func (m *Model) moeBlock(l int, ly *layer, ws *workspace, rows Rows, a, out []fl
 			p0, n := start[e], start[e+1]-start[e]
 			ge := g[p0*Fe:][:n*Fe]
 			kernels.SwiGLU(ge, ge, u[p0*Fe:][:n*Fe])
-			jobs = append(jobs, kernels.MulJob{M: ly.experts[e].w2, Y: y[p0*H:][:n*H], X: ge, Batch: n})
+			jobs = append(jobs, kernels.MulJob{M: ly.Experts[e].W2, Y: y[p0*H:][:n*H], X: ge, Batch: n})
 		}
 		m.pool.MatMulAll(jobs)
 		ws.mulJobs = jobs[:0]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/hf"
 )
 
@@ -61,7 +62,7 @@ func (o *calibObserver) Expert(layer, e int, rows model.Rows, x *model.ExpertRow
 // float64 from the checkpoint, and every linear reports its input rows.
 func TestObserver(t *testing.T) {
 	dir := configVariant(t, func(c map[string]any) { c["routed_scaling_factor"] = 2.5 })
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

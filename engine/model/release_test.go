@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestReleasePagesKeepsLogits: after ReleasePages drops the checkpoint's
 // read pages, the weights read again give the same logits, bit for bit, as
 // before.
 func TestReleasePagesKeepsLogits(t *testing.T) {
-	m, err := model.Load(tinyDir, model.LoadOptions{Threads: 1})
+	m, err := load.Load(tinyDir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 )
 
@@ -57,9 +58,9 @@ func checkRewind(t *testing.T, m, ref *model.Model, keeps []int) {
 // blockSpans copies the first blocks 64-token blocks of src as spans, each
 // with the conv snapshot at its end (src must hold snapshots at 64, 128, …),
 // as the prefix cache stores them.
-func blockSpans(t *testing.T, src *model.Sequence, blocks int) []*model.Span {
+func blockSpans(t *testing.T, src *model.Sequence, blocks int) []*kv.Span {
 	t.Helper()
-	var spans []*model.Span
+	var spans []*kv.Span
 	for b := range blocks {
 		conv, ok := src.ConvAt(64 * (b + 1))
 		if !ok {

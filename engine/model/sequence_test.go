@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestCloneDoesNotAlias: a clone and its original continue independently,
@@ -42,7 +43,7 @@ func TestCloneDoesNotAlias(t *testing.T) {
 // TestContextLimit: a call that would exceed a sequence's maximum context is
 // refused with a *ContextError before anything runs.
 func TestContextLimit(t *testing.T) {
-	m, err := model.Load(tinyDir, model.LoadOptions{MaxContext: 20})
+	m, err := load.Load(tinyDir, load.Options{MaxContext: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestContextLimit(t *testing.T) {
 	if err := s.SetMaxContext(19); !errors.As(err, &ie) {
 		t.Errorf("SetMaxContext below Len: %v", err)
 	}
-	if _, err := model.Load(tinyDir, model.LoadOptions{MaxContext: 4097}); !errors.As(err, &ie) {
+	if _, err := load.Load(tinyDir, load.Options{MaxContext: 4097}); !errors.As(err, &ie) {
 		t.Errorf("MaxContext above max_position_embeddings: %v", err)
 	}
 }

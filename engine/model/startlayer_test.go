@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/quant"
 )
 
@@ -55,7 +56,7 @@ func TestStartLayer(t *testing.T) {
 	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: dir, Method: quant.RTN, CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := model.Load(dir, model.LoadOptions{})
+	q, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/kv"
 )
 
 // BlockSize is the tokens of one cached block.
@@ -53,7 +53,7 @@ func Next(parent *Key, identity, salt string, ids []int) Key {
 }
 
 // Cache holds blocks, least recently used first out. A block is a span
-// of one KV page, which the cache holds by reference (model.Span): a
+// of one KV page, which the cache holds by reference (kv.Span): a
 // block that running sequences also hold is in memory once, and evicting
 // a block gives its page back to the pool when nobody else holds it. It is
 // not safe for concurrent use: the scheduler's loop owns it.
@@ -66,7 +66,7 @@ type Cache struct {
 
 type entry struct {
 	key  Key
-	span *model.Span
+	span *kv.Span
 }
 
 // New returns an empty cache.
@@ -76,7 +76,7 @@ func New() *Cache { return &Cache{blocks: map[Key]*list.Element{}} }
 func (c *Cache) Tokens() int { return c.tokens }
 
 // Bytes returns the state the cached blocks' positions take
-// (model.Span.Bytes), pages shared with sequences included.
+// (kv.Span.Bytes), pages shared with sequences included.
 func (c *Cache) Bytes() int { return c.bytes }
 
 // Blocks returns the number of blocks the cache holds.
@@ -87,8 +87,8 @@ func (c *Cache) Has(k Key) bool { _, ok := c.blocks[k]; return ok }
 
 // Lookup returns the spans of the longest run of keys, from the first,
 // that are all cached, and marks them used.
-func (c *Cache) Lookup(keys []Key) []*model.Span {
-	var out []*model.Span
+func (c *Cache) Lookup(keys []Key) []*kv.Span {
+	var out []*kv.Span
 	for _, k := range keys {
 		el, ok := c.blocks[k]
 		if !ok {
@@ -103,7 +103,7 @@ func (c *Cache) Lookup(keys []Key) []*model.Span {
 // Insert caches a block (a span of BlockSize tokens) unless it is there,
 // and takes the span over: the cache frees it when it evicts it, or at
 // once when the block was already cached.
-func (c *Cache) Insert(k Key, span *model.Span) {
+func (c *Cache) Insert(k Key, span *kv.Span) {
 	if el, ok := c.blocks[k]; ok {
 		c.lru.MoveToFront(el)
 		span.Free()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 func TestKeys(t *testing.T) {
@@ -38,7 +39,7 @@ func TestKeys(t *testing.T) {
 // TestCacheLRU: lookup returns the longest cached run from the start and
 // refreshes it; shrinking evicts the least recently used.
 func TestCacheLRU(t *testing.T) {
-	m, err := model.Load("../../testdata/tiny-lfm2-moe/model", model.LoadOptions{})
+	m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestCacheLRU(t *testing.T) {
 // under the same header, loads nothing under another identity or runtime,
 // and a corrupt file is an error.
 func TestSaveLoad(t *testing.T) {
-	m, err := model.Load("../../testdata/tiny-lfm2-moe/model", model.LoadOptions{})
+	m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/format/durable"
 )
 
@@ -94,7 +94,7 @@ func (c *Cache) Save(path string, h Header) error {
 // SpanReader decodes a saved block into a span: *model.KVPool (into its
 // pages) or *model.Model (its own pool).
 type SpanReader interface {
-	UnmarshalSpan(data []byte) (*model.Span, error)
+	UnmarshalSpan(data []byte) (*kv.Span, error)
 }
 
 // Load reads a cache saved by Save into c, as long as its header matches
@@ -166,7 +166,7 @@ func (c *Cache) Load(path string, want Header, m SpanReader, limit int) (int, er
 	// The file holds the least recently used block first: decode the
 	// newest blocks that fit limit (BlockSize tokens each).
 	first := max(0, len(blocks)-max(0, limit)/BlockSize)
-	spans := make([]*model.Span, 0, len(blocks)-first)
+	spans := make([]*kv.Span, 0, len(blocks)-first)
 	freeAll := func() {
 		for _, sp := range spans {
 			sp.Free()

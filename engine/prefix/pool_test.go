@@ -7,7 +7,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestSharedPrefixHeldOnce counts a bounded pool's pages while a 3-block
@@ -17,9 +19,9 @@ import (
 // whole text from scratch, and the pages go back to the free list as the
 // sequences end and the cache evicts. It runs for every KV format.
 func TestSharedPrefixHeldOnce(t *testing.T) {
-	for _, dt := range model.KVDTypes {
+	for _, dt := range kv.DTypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			m, err := model.Load("../../testdata/tiny-lfm2-moe/model", model.LoadOptions{KVCacheDType: dt})
+			m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{KVCacheDType: dt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +128,7 @@ func testSharedPrefix(t *testing.T, m *model.Model) {
 	// The pool's bound: 4 more pages fit; a fifth reclaims nothing (every
 	// cached block is in use) and the Forward fails, leaving E unchanged.
 	e := pool.NewSequence()
-	var pe *model.KVPoolError
+	var pe *kv.PoolError
 	if _, err := m.Forward(ctx, []*model.Sequence{e}, [][]int{text[:5*BlockSize]}, model.ForwardOptions{}); !errors.As(err, &pe) || e.Len() != 0 {
 		t.Fatalf("5 pages from a pool with 4 free: %v, E holds %d tokens", err, e.Len())
 	}
@@ -158,7 +160,7 @@ func testSharedPrefix(t *testing.T, m *model.Model) {
 
 // TestBlockIsPage: a cached block is exactly one KV page.
 func TestBlockIsPage(t *testing.T) {
-	if BlockSize != model.KVPageTokens {
-		t.Fatal(fmt.Sprintf("BlockSize %d, KV page %d tokens", BlockSize, model.KVPageTokens))
+	if BlockSize != kv.PageTokens {
+		t.Fatal(fmt.Sprintf("BlockSize %d, KV page %d tokens", BlockSize, kv.PageTokens))
 	}
 }

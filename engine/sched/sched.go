@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -39,7 +40,7 @@ type Config struct {
 	MaxModelLen int
 	// KVPoolTokens sizes the KV pool (model.KVPool) that active sequences
 	// and the prefix cache take their pages from: KVPoolTokens rounded up
-	// to whole pages of model.KVPageTokens. A request reserves the pages
+	// to whole pages of kv.PageTokens. A request reserves the pages
 	// of its prompt plus its maximum new tokens at admission, and the
 	// cache gives back its pages when a sequence needs them, so admitted
 	// requests never run out; 0 means MaxNumSeqs × MaxModelLen (the bound
@@ -191,7 +192,7 @@ type Stats struct {
 	// requests reserved; KVUsedTokens the tokens of state they hold now.
 	KVPoolTokens, KVReservedTokens, KVUsedTokens int
 	// KVPages is the pool's size in pages (KVPoolTokens rounded up to
-	// model.KVPageTokens); KVPagesUsed the pages held by sequences or the
+	// kv.PageTokens); KVPagesUsed the pages held by sequences or the
 	// prefix cache, KVPagesFree the rest, KVPagesShared those held by
 	// more than one (a cached block a sequence resumed is held once);
 	// KVPageBytes one page's memory.
@@ -427,7 +428,7 @@ func (s *Scheduler) fits(need int) bool {
 }
 
 // pagesFor is the KV pages of n tokens.
-func pagesFor(n int) int { return (n + model.KVPageTokens - 1) / model.KVPageTokens }
+func pagesFor(n int) int { return (n + kv.PageTokens - 1) / kv.PageTokens }
 
 func (s *Scheduler) signal() {
 	select {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 )
 
@@ -19,7 +20,7 @@ const tinyModel = "../../testdata/tiny-lfm2-moe/model"
 
 func loadTiny(t testing.TB) *model.Model {
 	t.Helper()
-	m, err := model.Load(tinyModel, model.LoadOptions{})
+	m, err := load.Load(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

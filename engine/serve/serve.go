@@ -11,7 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/device"
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 )
@@ -27,7 +27,7 @@ type Settings struct {
 	// Threads for the model; 0 means GOMAXPROCS.
 	Threads int
 	// KVCacheDType is the KV cache's number format.
-	KVCacheDType model.KVDType
+	KVCacheDType kv.DType
 	// Sched bounds the scheduler and sets speculation and prefix caching.
 	Sched sched.Config
 	// ServedModelName is the model id clients send (empty: the
@@ -53,7 +53,7 @@ type Settings struct {
 // default sampling preset for the fields a request leaves out), up to
 // maxNumSeqs sequences at once, on threads, with the KV cache in kv, and
 // no log.
-func InProcess(maxNumSeqs, threads int, kv model.KVDType) Settings {
+func InProcess(maxNumSeqs, threads int, kv kv.DType) Settings {
 	defaults, _ := sample.Preset(sample.DefaultPreset)
 	return Settings{Threads: threads, KVCacheDType: kv, Sched: sched.Config{MaxNumSeqs: max(maxNumSeqs, 1)},
 		Defaults: defaults, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}

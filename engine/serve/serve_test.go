@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 )
@@ -18,10 +18,10 @@ const tinyModel = "../../testdata/tiny-lfm2-moe/model"
 // TestConfig: the settings reach the server's configuration field by
 // field, listening on Host:Port.
 func TestConfig(t *testing.T) {
-	s := Settings{Host: "::1", Port: 8080, Threads: 3, KVCacheDType: model.KVBF16, Sched: sched.Config{MaxNumSeqs: 5},
+	s := Settings{Host: "::1", Port: 8080, Threads: 3, KVCacheDType: kv.BF16, Sched: sched.Config{MaxNumSeqs: 5},
 		ServedModelName: "m", APIKey: "k", CORSOrigins: []string{"*"}, ShutdownTimeout: time.Second, CacheDir: "c"}
 	cfg := s.Config("dir", nil)
-	if cfg.Addr != "[::1]:8080" || cfg.ModelDir != "dir" || cfg.Threads != 3 || cfg.KVCacheDType != model.KVBF16 ||
+	if cfg.Addr != "[::1]:8080" || cfg.ModelDir != "dir" || cfg.Threads != 3 || cfg.KVCacheDType != kv.BF16 ||
 		cfg.Sched.MaxNumSeqs != 5 || cfg.Options.ServedModelName != "m" || cfg.Options.APIKey != "k" ||
 		len(cfg.Options.CORSOrigins) != 1 || cfg.ShutdownTimeout != time.Second || cfg.CacheDir != "c" || cfg.Listener != nil {
 		t.Errorf("config %+v", cfg)
@@ -31,9 +31,9 @@ func TestConfig(t *testing.T) {
 // TestInProcess: a command's own server takes serve's default sampling
 // preset and at least one sequence.
 func TestInProcess(t *testing.T) {
-	s := InProcess(0, 2, model.KVBF16)
+	s := InProcess(0, 2, kv.BF16)
 	want, _ := sample.Preset(sample.DefaultPreset)
-	if s.Sched.MaxNumSeqs != 1 || s.Threads != 2 || s.KVCacheDType != model.KVBF16 || s.Logger == nil ||
+	if s.Sched.MaxNumSeqs != 1 || s.Threads != 2 || s.KVCacheDType != kv.BF16 || s.Logger == nil ||
 		s.Defaults.Temperature == nil || *s.Defaults.Temperature != *want.Temperature {
 		t.Errorf("settings %+v", s)
 	}
@@ -47,7 +47,7 @@ func TestStart(t *testing.T) {
 		t.Skip("loads and warms up the tiny model")
 	}
 	ctx := context.Background()
-	url, stop, err := Start(ctx, tinyModel, nil, InProcess(1, 1, model.KVBF16))
+	url, stop, err := Start(ctx, tinyModel, nil, InProcess(1, 1, kv.BF16))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestStart(t *testing.T) {
 		t.Error("the server answers after stop")
 	}
 
-	_, _, err = Start(ctx, t.TempDir(), nil, InProcess(1, 1, model.KVBF16))
+	_, _, err = Start(ctx, t.TempDir(), nil, InProcess(1, 1, kv.BF16))
 	var se *StoppedError
 	if !errors.As(err, &se) || se.Err == nil {
 		t.Errorf("a directory without a checkpoint: %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // BenchmarkScore compares scoring throughput with the engine's plain
@@ -27,7 +28,7 @@ import (
 func BenchmarkScore(b *testing.B) {
 	m := tiny(b)
 	_, rtnDir := candidates(b)
-	rtn, err := model.Load(rtnDir, model.LoadOptions{})
+	rtn, err := load.Load(rtnDir, load.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence/corpus"
@@ -35,7 +36,7 @@ var (
 // tiny returns the fixture model, loaded once per test binary.
 func tiny(t testing.TB) *model.Model {
 	t.Helper()
-	tinyOnce.Do(func() { tinyM, tinyErr = model.Load(tinyDir, model.LoadOptions{}) })
+	tinyOnce.Do(func() { tinyM, tinyErr = load.Load(tinyDir, load.Options{}) })
 	if tinyErr != nil {
 		t.Fatal(tinyErr)
 	}

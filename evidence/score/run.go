@@ -15,7 +15,9 @@ import (
 
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/corpus"
@@ -77,7 +79,7 @@ type Options struct {
 	// KVCacheDType is the KV cache format of the in-process candidates
 	// (the reference always keeps float32); lfmq serve's default, so that
 	// served and in-process rows agree without a flag.
-	KVCacheDType model.KVDType
+	KVCacheDType kv.DType
 	// Command is the command line recorded in the receipts.
 	Command string
 	// Progress, if set, is called after each batch of windows with the
@@ -356,8 +358,8 @@ func (r *runner) openCache(path string, hdr *refcache.Header) (*evidence.Cache, 
 // (closeModels), also when it fails.
 func (r *runner) loadModels(opts Options, ref *reference, served []*servedCandidate, kpool *kernels.Pool) ([]evidence.Checkpoint, error) {
 	C, V, refID, tokSHA := ref.ctx, ref.vocab, ref.id, ref.tokSHA
-	load := func(name, dir string, kv model.KVDType) (*model.Model, error) {
-		m, err := model.Load(dir, model.LoadOptions{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kv})
+	loadModel := func(name, dir string, kvType kv.DType) (*model.Model, error) {
+		m, err := load.Load(dir, load.Options{Pool: kpool, Check: lfmq1.CheckFiles, MaxContext: C, Device: opts.Device, KVCacheDType: kvType})
 		if err != nil {
 			return nil, fmt.Errorf("score: %s: %w", name, err)
 		}
@@ -365,7 +367,7 @@ func (r *runner) loadModels(opts Options, ref *reference, served []*servedCandid
 	}
 	var err error
 	if r.cache == nil || opts.NoiseFloor {
-		if r.ref, err = load(ReferenceName, opts.Reference, model.KVF32); err != nil {
+		if r.ref, err = loadModel(ReferenceName, opts.Reference, kv.F32); err != nil {
 			return nil, err
 		}
 		r.models = append(r.models, r.ref)
@@ -395,7 +397,7 @@ func (r *runner) loadModels(opts Options, ref *reference, served []*servedCandid
 		}
 		id.KVCacheDType = kvReceipt(opts.KVCacheDType.String())
 		candReceipts = append(candReceipts, id)
-		m, err := load(c.Name, c.Dir, opts.KVCacheDType)
+		m, err := loadModel(c.Name, c.Dir, opts.KVCacheDType)
 		if err != nil {
 			return nil, err
 		}
@@ -796,7 +798,7 @@ func machineOn(d device.Device) evidence.Machine {
 // kvReceipt is a KV cache format as receipts record it: absent for the
 // float32 cache.
 func kvReceipt(name string) string {
-	if name == model.KVF32.String() {
+	if name == kv.F32.String() {
 		return ""
 	}
 	return name

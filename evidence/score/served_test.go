@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/identity"
@@ -51,7 +52,7 @@ type modelServer struct {
 
 func newModelServer(t testing.TB, dir, name string) *modelServer {
 	t.Helper()
-	m, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	m, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/dtype"
 	"github.com/lfmq/lfmq/format/hf"
 )
@@ -68,7 +69,7 @@ func (r *recorder) Expert(layer, e int, rows model.Rows, x *model.ExpertRows) {
 // inputs are bit-identical to the rows the engine's forward hands each
 // expert, and the statistics built from either are identical.
 func TestCollectMatchesEngine(t *testing.T) {
-	m, err := model.Load(tinyModel, model.LoadOptions{})
+	m, err := load.Load(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestCollectMatchesEngine(t *testing.T) {
 // input or its output) gives caches bit-identical to forwards from the
 // embedding, and bad streams are refused.
 func TestCollectStream(t *testing.T) {
-	m, err := model.Load(tinyModel, model.LoadOptions{})
+	m, err := load.Load(tinyModel, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

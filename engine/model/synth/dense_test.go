@@ -9,6 +9,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestDenseShapes: each published dense shape's config.json, written in the
@@ -68,7 +69,7 @@ func TestTinyDense(t *testing.T) {
 	if _, err := Write(t.Context(), dir, Options{Shape: TinyDenseShape(), Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	m, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/synth"
 )
 
@@ -20,7 +21,7 @@ func ExampleWrite() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	m, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/synth"
 )
 
@@ -24,7 +25,7 @@ func TestTiny(t *testing.T) {
 	if res.Bytes <= 0 || len(res.Files) != 2+len(synth.TinyShape().LayerTypes)+1 {
 		t.Fatalf("result %+v", res)
 	}
-	m, err := model.Load(dir, model.LoadOptions{Threads: 1})
+	m, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

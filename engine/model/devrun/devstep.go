@@ -1,19 +1,29 @@
-package model
+package devrun
 
 import (
 	"fmt"
 	"math"
 	"runtime"
-	"unsafe"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
+	"github.com/lfmq/lfmq/engine/model"
 )
 
-// The device step: the same layers as Model.step, in the same order, as
-// kernel launches on one queue. Nothing comes back to the host but the
-// logits asked for (and conv snapshots, for speculation).
+// The device step: the same layers as the CPU runner's step
+// (engine/model's forward.go), in the same order, as kernel launches on one
+// queue. Nothing comes back to the host but the logits asked for (and conv
+// snapshots, for speculation).
+
+// attnBlock and attnSplit are the CPU attention's block and split
+// (engine/model's attention.go), which the kernels hard-code: the device
+// sums in the same order.
+const (
+	attnBlock = kv.PageTokens
+	attnSplit = 1024
+)
 
 // run queues kernels and keeps the first error, so a step reads as a
 // list of launches and is checked once.
@@ -104,9 +114,9 @@ func (dm *devModel) addBias(r *run, x, b device.Buffer, m, rows int) {
 	}
 }
 
-// step runs every layer over the rows of segs on the device and writes the
-// logits asked for into out.
-func (dm *devModel) step(segs []segment, R int, opts *ForwardOptions, out [][]float32) error {
+// Step runs every layer over the rows of segs on the device and writes the
+// logits of heads' rows into out.
+func (dm *devModel) Step(segs []model.Segment, R int, _ *model.ForwardOptions, heads []model.HeadSpan, out [][]float32) error {
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	if dm.err != nil {
@@ -118,7 +128,7 @@ func (dm *devModel) step(segs []segment, R int, opts *ForwardOptions, out [][]fl
 	}
 	// Per-sequence state must hold the new rows before the step queues.
 	for _, sg := range segs {
-		if err := dm.reserve(sg.s.dev, sg.start+len(sg.toks)); err != nil {
+		if err := dm.reserve(sg.State().(*devState), sg.Start+len(sg.Toks)); err != nil {
 			return dm.fault(err)
 		}
 	}
@@ -128,9 +138,9 @@ func (dm *devModel) step(segs []segment, R int, opts *ForwardOptions, out [][]fl
 	ids := make([]int32, 0, R)
 	pos := make([]int32, 0, R)
 	for _, sg := range segs {
-		for t, id := range sg.toks {
+		for t, id := range sg.Toks {
 			ids = append(ids, int32(id))
-			pos = append(pos, int32(sg.start+t))
+			pos = append(pos, int32(sg.Start+t))
 		}
 	}
 	r.write(w.ids, 0, i32Bytes(ids))
@@ -157,11 +167,11 @@ func (dm *devModel) step(segs []segment, R int, opts *ForwardOptions, out [][]fl
 		}
 		r.launch("add_into", R*H, 0, w.h, w.o, i32(R*H))
 	}
-	for _, sg := range segs {
-		sg.s.n += len(sg.toks)
+	for i := range segs {
+		segs[i].Advance()
 	}
-	if opts.anyLogits() {
-		dm.logits(r, segs, opts, out)
+	if len(heads) > 0 {
+		dm.logits(r, heads, out)
 	} else if r.err == nil {
 		r.err = dm.d.Finish()
 	}
@@ -179,16 +189,16 @@ func (dm *devModel) fault(err error) error {
 }
 
 // conv is the gated short convolution (Model.convBlock).
-func (dm *devModel) conv(r *run, l int, ly *devLayer, segs []segment, R int) {
+func (dm *devModel) conv(r *run, l int, ly *devLayer, segs []model.Segment, R int) {
 	c, w := dm.cfg, &dm.ws
 	H, K := c.HiddenSize, c.ConvLCache
 	dm.mm(r, ly.inProj, w.proj, w.a, R, nil, 1)
 	dm.addBias(r, w.proj, ly.inBias, 3*H, R)
 	r.launch("conv_bx", R*H, 0, w.u, w.proj, i32(H), i32(R))
 	for _, sg := range segs {
-		n := len(sg.toks)
-		st := sg.s.dev.conv[l]
-		snaps := sg.s.snapsWithin(sg.start, sg.start+n)
+		n := len(sg.Toks)
+		st := sg.State().(*devState).conv[l]
+		snaps := sg.SnapshotsWithin()
 		if snaps {
 			r.copy(w.before, 0, st, 0, 4*(K-1)*H)
 		}
@@ -196,7 +206,7 @@ func (dm *devModel) conv(r *run, l int, ly *devLayer, segs []segment, R int) {
 		if hasBias {
 			bias = ly.convBias
 		}
-		r.launch("causal_conv", H, 0, w.cv, w.u, st, ly.convW, bias, b32(hasBias), i32(n), i32(H), i32(K), i32(sg.row0))
+		r.launch("causal_conv", H, 0, w.cv, w.u, st, ly.convW, bias, b32(hasBias), i32(n), i32(H), i32(K), i32(sg.Row0))
 		if snaps {
 			dm.convSnaps(r, l, sg, n)
 		}
@@ -208,16 +218,16 @@ func (dm *devModel) conv(r *run, l int, ly *devLayer, segs []segment, R int) {
 
 // convSnaps reads back layer l's conv state after each snapshot length
 // that falls inside the segment (Sequence.fillSnaps on the device).
-func (dm *devModel) convSnaps(r *run, l int, sg segment, n int) {
+func (dm *devModel) convSnaps(r *run, l int, sg model.Segment, n int) {
 	c, w := dm.cfg, &dm.ws
 	H, h := c.HiddenSize, c.ConvLCache-1
-	for _, cs := range sg.s.snaps {
-		t := cs.n - sg.start - 1
+	for _, cs := range sg.Snapshots() {
+		t := cs.Len() - sg.Start - 1
 		if t < 0 || t >= n || h == 0 {
 			continue
 		}
-		r.launch("conv_snap", H*h, 0, w.snap, w.before, w.u, i32(H), i32(h), i32(t), i32(sg.row0))
-		r.read(w.snap, 0, f32Bytes(cs.layers[l]))
+		r.launch("conv_snap", H*h, 0, w.snap, w.before, w.u, i32(H), i32(h), i32(t), i32(sg.Row0))
+		r.read(w.snap, 0, f32Bytes(cs.Layer(l)))
 	}
 }
 
@@ -230,7 +240,7 @@ const maxScoreFloats = 1 << 26
 // running block maxima and exponentials, then per output value the splits'
 // online softmax and their merge. The kernels hard-code attnBlock = 64 and
 // attnSplit = 1024.
-func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int) {
+func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []model.Segment, R int) {
 	c, w := dm.cfg, &dm.ws
 	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
 	kvd := Hkv * d
@@ -244,16 +254,16 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := c.KVGroup()
 	for _, sg := range segs {
-		st := sg.s.dev
-		n := len(sg.toks)
-		dm.storeKV(r, st.k[l], w.k, sg.row0, sg.start, n)
-		dm.storeKV(r, st.v[l], w.v, sg.row0, sg.start, n)
+		st := sg.State().(*devState)
+		n := len(sg.Toks)
+		dm.storeKV(r, st.k[l], w.k, sg.Row0, sg.Start, n)
+		dm.storeKV(r, st.v[l], w.v, sg.Row0, sg.Start, n)
 		for t0 := 0; t0 < n; {
 			nt := n - t0
-			for nt > 1 && nt*Hq*(sg.start+t0+nt) > maxScoreFloats {
+			for nt > 1 && nt*Hq*(sg.Start+t0+nt) > maxScoreFloats {
 				nt /= 2
 			}
-			L := sg.start + t0 + nt
+			L := sg.Start + t0 + nt
 			need := nt * Hq * L
 			if w.scoreFloats < need {
 				if w.scores != nil {
@@ -286,9 +296,9 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 				w.bmax, w.bmaxFloats = b, blocks
 			}
 			nsplit := (L + attnSplit - 1) / attnSplit
-			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt), scale)
-			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.start), i32(t0), i32(nt))
-			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.row0), i32(sg.start), i32(t0), i32(nt))
+			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt), scale)
+			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.Start), i32(t0), i32(nt))
+			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt))
 			t0 += nt
 		}
 	}
@@ -297,13 +307,13 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []segment, R int
 
 // storeKV writes n rows of keys or values (step rows row0…, kvd floats
 // each) into a sequence's cache at positions start…, rounded to the
-// cache's format as the CPU's kvRows.appendRows rounds them.
+// cache's format as the CPU's kv.Rows.Set rounds them.
 func (dm *devModel) storeKV(r *run, cache, x device.Buffer, row0, start, n int) {
 	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
 	switch dm.kv {
-	case KVBF16:
+	case kv.BF16:
 		r.launch("kv_store_bf16", n*kvd, 0, cache, x, i32(kvd), i32(row0), i32(start), i32(n))
-	case KVBFP8:
+	case kv.BFP8:
 		r.launch("kv_store_bfp8", n*kvd/16, 0, cache, x, i32(kvd), i32(row0), i32(start), i32(n))
 	default:
 		r.copy(cache, 4*start*kvd, x, 4*row0*kvd, 4*n*kvd)
@@ -341,15 +351,14 @@ func (dm *devModel) moe(r *run, ly *devLayer, R int) {
 }
 
 // logits runs the final norm and the head on the rows whose logits are
-// returned and copies them out (Model.step's tail).
-func (dm *devModel) logits(r *run, segs []segment, opts *ForwardOptions, out [][]float32) {
+// returned and copies them out (the CPU step's tail).
+func (dm *devModel) logits(r *run, spans []model.HeadSpan, out [][]float32) {
 	c, w := dm.cfg, &dm.ws
 	H, V := c.HiddenSize, c.VocabSize
-	spans := headSpans(segs, opts)
 	var idx []int32
 	for _, sp := range spans {
-		for i := range sp.n {
-			idx = append(idx, int32(sp.row0+i))
+		for i := range sp.N {
+			idx = append(idx, int32(sp.Row0+i))
 		}
 	}
 	if len(idx) == 0 {
@@ -378,7 +387,7 @@ func (dm *devModel) logits(r *run, segs []segment, opts *ForwardOptions, out [][
 	dm.rmsnorm(r, w.fin, w.a, dm.final, H, nf)
 	dm.mm(r, dm.head, w.logits, w.fin, nf, nil, 1)
 	for _, sp := range spans {
-		r.read(w.logits, 4*sp.fin0*V, f32Bytes(out[sp.seq][sp.dst*V:(sp.dst+sp.n)*V]))
+		r.read(w.logits, 4*sp.Fin0*V, f32Bytes(out[sp.Index][sp.Dst*V:(sp.Dst+sp.N)*V]))
 	}
 }
 
@@ -421,9 +430,8 @@ func (st *devState) release() {
 	st.conv, st.k, st.v = nil, nil, nil
 }
 
-// attach ties st's lifetime to s.
-func (st *devState) attach(s *Sequence) {
-	s.dev = st
+// Attach ties st's lifetime to s.
+func (st *devState) Attach(s *model.Sequence) {
 	runtime.AddCleanup(s, func(st *devState) { st.dm.deferFree(st.buffers()) }, st)
 }
 
@@ -469,8 +477,8 @@ func (dm *devModel) reserve(st *devState, n int) error {
 	return nil
 }
 
-// clone copies the first n positions of st into a new state.
-func (st *devState) clone(n int) (*devState, error) {
+// Clone copies the first n positions of st into a new state.
+func (st *devState) Clone(n int) (model.SeqState, error) {
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
@@ -500,15 +508,15 @@ func (st *devState) clone(n int) (*devState, error) {
 	return c, nil
 }
 
-// readConv copies the current conv state into cs.
-func (st *devState) readConv(cs *ConvState) error {
+// ReadConv copies the current conv state into cs.
+func (st *devState) ReadConv(cs *kv.ConvState) error {
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	r := &run{d: dm.d}
 	for l, b := range st.conv {
 		if b != nil {
-			r.read(b, 0, f32Bytes(cs.layers[l]))
+			r.read(b, 0, f32Bytes(cs.Layer(l)))
 		}
 	}
 	if r.err != nil {
@@ -517,22 +525,23 @@ func (st *devState) readConv(cs *ConvState) error {
 	return nil
 }
 
-// writeConv sets the conv state from cs.
-func (st *devState) writeConv(cs *ConvState) error {
+// Rewind sets the conv state from cs; the keys and values past n stay
+// where they are, to be written over.
+func (st *devState) Rewind(_ int, cs *kv.ConvState) error {
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	return st.writeConvLocked(cs)
 }
 
-func (st *devState) writeConvLocked(cs *ConvState) error {
+func (st *devState) writeConvLocked(cs *kv.ConvState) error {
 	if err := st.dm.reserve(st, 0); err != nil {
 		return st.dm.fault(err)
 	}
 	r := &run{d: st.dm.d}
 	for l, b := range st.conv {
 		if b != nil {
-			r.write(b, 0, f32Bytes(cs.layers[l]))
+			r.write(b, 0, f32Bytes(cs.Layer(l)))
 		}
 	}
 	if r.err != nil {
@@ -541,27 +550,27 @@ func (st *devState) writeConvLocked(cs *ConvState) error {
 	return nil
 }
 
-// readKV copies positions [start, end) of every attention layer's keys
-// and values to the host, in the cache's format (a span's rows).
-func (st *devState) readKV(start, end int) (k, v []kvRows, err error) {
+// Span copies positions [start, end) of every attention layer's keys and
+// values to the host, in the cache's format: a span of rows.
+func (st *devState) Span(start, end int, conv *kv.ConvState) (*kv.Span, error) {
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	rb := dm.kvRowBytes()
-	k, v = make([]kvRows, len(st.k)), make([]kvRows, len(st.k))
+	k, v := make([]kv.Rows, len(st.k)), make([]kv.Rows, len(st.k))
 	r := &run{d: dm.d}
 	for l, kind := range dm.cfg.LayerKinds {
 		if kind != config.Attention {
 			continue
 		}
 		k[l], v[l] = dm.newKVRows(end-start), dm.newKVRows(end-start)
-		r.read(st.k[l], start*rb, kvRaw(&k[l]))
-		r.read(st.v[l], start*rb, kvRaw(&v[l]))
+		r.read(st.k[l], start*rb, k[l].Bytes())
+		r.read(st.v[l], start*rb, v[l].Bytes())
 	}
 	if r.err != nil {
-		return nil, nil, dm.fault(r.err)
+		return nil, dm.fault(r.err)
 	}
-	return k, v, nil
+	return kv.NewRowSpan(dm.shape, start, end, k, v, conv), nil
 }
 
 // kvRowBytes is one position's keys (or values) in the cache's format.
@@ -569,58 +578,45 @@ func (dm *devModel) kvRowBytes() int {
 	return dm.kv.RowBytes(dm.cfg.NumKVHeads * dm.cfg.HeadDim)
 }
 
-// kvRaw returns the bytes of rows' one format slice, to copy to or from
-// a device cache.
-func kvRaw(r *kvRows) []byte {
-	switch {
-	case r.h != nil:
-		if len(r.h) == 0 {
-			return nil
-		}
-		return unsafe.Slice((*byte)(unsafe.Pointer(&r.h[0])), 2*len(r.h))
-	case r.b != nil:
-		return r.b
-	}
-	return f32Bytes(r.f)
-}
-
 // newKVRows returns n zero positions of rows in the cache's format.
-func (dm *devModel) newKVRows(n int) kvRows {
-	kvd := dm.cfg.NumKVHeads * dm.cfg.HeadDim
-	switch dm.kv {
-	case KVBF16:
-		return kvRows{h: make([]uint16, n*kvd)}
-	case KVBFP8:
-		return kvRows{b: make([]byte, n*dm.kvRowBytes())}
-	}
-	return kvRows{f: make([]float32, n*kvd)}
+func (dm *devModel) newKVRows(n int) kv.Rows {
+	return kv.MakeRows(dm.kv, dm.cfg.NumKVHeads*dm.cfg.HeadDim, n)
 }
 
-// extend writes a span's keys and values at its positions and its conv
-// state.
-func (st *devState) extend(sp *Span) error {
+// Extend writes a span's keys and values at its positions (a CPU span's
+// pages copied to rows first) and its conv state.
+func (st *devState) Extend(_ int, sp *kv.Span) error {
+	k, v := sp.ContiguousRows()
 	dm := st.dm
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
-	if err := dm.reserve(st, sp.end); err != nil {
+	if err := dm.reserve(st, sp.End()); err != nil {
 		return dm.fault(err)
 	}
 	rb := dm.kvRowBytes()
 	r := &run{d: dm.d}
 	for l := range st.k {
-		if st.k[l] != nil && !sp.k[l].empty() {
-			r.write(st.k[l], sp.start*rb, kvRaw(&sp.k[l]))
-			r.write(st.v[l], sp.start*rb, kvRaw(&sp.v[l]))
+		if st.k[l] != nil && !k[l].Empty() {
+			r.write(st.k[l], sp.Start()*rb, k[l].Bytes())
+			r.write(st.v[l], sp.Start()*rb, v[l].Bytes())
 		}
 	}
 	if r.err != nil {
 		return dm.fault(r.err)
 	}
-	return st.writeConvLocked(sp.conv)
+	return st.writeConvLocked(sp.Conv())
 }
 
-// bytes is the state's size on the device for n positions.
-func (st *devState) bytes(n int) int {
+// Trim keeps the state: a device's keys and values past a sequence's
+// length are written over, never read.
+func (st *devState) Trim(int) {}
+
+// Free keeps the state's storage with its sequence (it is freed when the
+// sequence is collected) and reports false.
+func (st *devState) Free() bool { return false }
+
+// Bytes is the state's size on the device for n positions.
+func (st *devState) Bytes(n int) int {
 	c := st.dm.cfg
 	rb := st.dm.kvRowBytes()
 	total := 0

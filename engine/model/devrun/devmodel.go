@@ -1,4 +1,4 @@
-package model
+package devrun
 
 import (
 	"fmt"
@@ -10,16 +10,27 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/device"
 	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
+	"github.com/lfmq/lfmq/engine/model"
 )
 
+// littleEndian reports whether the host stores integers little-endian: a
+// device reads the host's bytes of weights and caches as they are.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
 // devModel is a Model's weights, tables and working memory on a device,
-// and the step that runs there (devstep.go). Weights are uploaded once, at
-// Load. Every use of the device holds mu: a device has one queue, and the
-// model's sequences share it.
+// and the step that runs there (devstep.go): the model's runner
+// (model.Runner). Weights are uploaded once, at load. Every use of the
+// device holds mu: a device has one queue, and the model's sequences share
+// it.
 type devModel struct {
-	d   device.Device
-	cfg *config.Config
-	kv  KVDType // the sequences' KV cache format (Model.kvDType)
+	d     device.Device
+	cfg   *config.Config
+	kv    kv.DType // the sequences' KV cache format (Model.KVCacheDType)
+	shape kv.Shape // the sequences' shape, for the spans they make
 
 	mu      sync.Mutex
 	err     error // the first fault after start; the model is failed from then on
@@ -62,70 +73,72 @@ type devLayer struct {
 	ew1, ew3, ew2                    devMat
 }
 
-// DeviceInfo describes the device the model runs on; ok is false for the
-// CPU engine.
-func (m *Model) DeviceInfo() (info device.Info, ok bool) {
-	if m.dev == nil {
-		return device.Info{}, false
+// New uploads m's weights and tables to d and returns the runner that
+// runs m there (Model.SetRunner).
+func New(m *model.Model, d device.Device) (model.Runner, error) {
+	dm, err := newDevModel(m, d)
+	if err != nil {
+		return nil, err
 	}
-	return m.dev.d.Info(), true
+	return dm, nil
 }
 
 // newDevModel uploads m's weights and tables to d.
-func newDevModel(m *Model, d device.Device) (dm *devModel, err error) {
+func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 	if !littleEndian {
-		return nil, &InputError{What: "LoadOptions.Device", Msg: "device engines need a little-endian host"}
+		return nil, &model.InputError{What: "LoadOptions.Device", Msg: "device engines need a little-endian host"}
 	}
 	c := m.Config
-	dm = &devModel{d: d, cfg: c, kv: m.kvDType}
+	w := m.Weights()
+	dm = &devModel{d: d, cfg: c, kv: m.KVCacheDType(), shape: m.KVPool().Shape()}
 	defer func() {
 		if err != nil {
-			dm.close()
+			dm.Close()
 			err = fmt.Errorf("model: uploading %s to %s: %w", m.Dir, d.Info().Kind, err)
 		}
 	}()
 	up := &uploader{dm: dm}
 	// Checked before anything is uploaded.
-	if m.embed.Format != kernels.BF16 && m.embed.Format != kernels.F32 {
-		return nil, &InputError{What: "LoadOptions.Device", Msg: fmt.Sprintf("the embedding is %s; a device reads BF16 or F32 embeddings", m.embed.Format)}
+	if w.Embed.Format != kernels.BF16 && w.Embed.Format != kernels.F32 {
+		return nil, &model.InputError{What: "LoadOptions.Device", Msg: fmt.Sprintf("the embedding is %s; a device reads BF16 or F32 embeddings", w.Embed.Format)}
 	}
-	dm.embed = up.mat(m.embed)
+	dm.embed = up.mat(w.Embed)
 	dm.head = dm.embed
-	if m.head != m.embed {
-		dm.head = up.mat(m.head)
+	if w.Head != w.Embed {
+		dm.head = up.mat(w.Head)
 	}
-	dm.final = up.f32(m.finalNorm)
-	for l, ly := range m.layers {
+	dm.final = up.f32(w.FinalNorm)
+	for l, ly := range w.Layers {
 		p := config.LayerPrefix(l)
-		dl := devLayer{kind: ly.kind, moe: ly.moe, opNorm: up.f32(ly.opNorm), ffnNorm: up.f32(ly.ffnNorm)}
-		switch ly.kind {
+		dl := devLayer{kind: ly.Kind, moe: ly.MoE, opNorm: up.f32(ly.OpNorm), ffnNorm: up.f32(ly.FFNNorm)}
+		switch ly.Kind {
 		case config.Conv:
-			dl.inProj, dl.outProj = up.mat(ly.inProj), up.mat(ly.outProj)
-			dl.convW = up.f32(ly.convW)
-			dl.inBias, dl.convBias, dl.outBias = up.f32(ly.inBias), up.f32(ly.convBias), up.f32(ly.outBias)
+			dl.inProj, dl.outProj = up.mat(ly.InProj), up.mat(ly.OutProj)
+			dl.convW = up.f32(ly.ConvW)
+			dl.inBias, dl.convBias, dl.outBias = up.f32(ly.InBias), up.f32(ly.ConvBias), up.f32(ly.OutBias)
 		case config.Attention:
-			dl.q, dl.k, dl.v, dl.o = up.mat(ly.q), up.mat(ly.k), up.mat(ly.v), up.mat(ly.o)
-			dl.qNorm, dl.kNorm = up.f32(ly.qNorm), up.f32(ly.kNorm)
+			dl.q, dl.k, dl.v, dl.o = up.mat(ly.Q), up.mat(ly.K), up.mat(ly.V), up.mat(ly.O)
+			dl.qNorm, dl.kNorm = up.f32(ly.QNorm), up.f32(ly.KNorm)
 		}
-		if !ly.moe {
-			dl.w1, dl.w3, dl.w2 = up.mat(ly.w1), up.mat(ly.w3), up.mat(ly.w2)
+		if !ly.MoE {
+			dl.w1, dl.w3, dl.w2 = up.mat(ly.W1), up.mat(ly.W3), up.mat(ly.W2)
 		} else {
-			dl.gate = up.mat(ly.gate)
-			dl.expertBias = up.f32(ly.expertBias)
-			pick := func(f func(e expert) *kernels.Matrix) []*kernels.Matrix {
-				ms := make([]*kernels.Matrix, len(ly.experts))
-				for e, ex := range ly.experts {
+			dl.gate = up.mat(ly.Gate)
+			dl.expertBias = up.f32(ly.ExpertBias)
+			pick := func(f func(e model.Expert) *kernels.Matrix) []*kernels.Matrix {
+				ms := make([]*kernels.Matrix, len(ly.Experts))
+				for e, ex := range ly.Experts {
 					ms[e] = f(ex)
 				}
 				return ms
 			}
-			dl.ew1 = up.experts(pick(func(e expert) *kernels.Matrix { return e.w1 }), p+"experts.w1")
-			dl.ew3 = up.experts(pick(func(e expert) *kernels.Matrix { return e.w3 }), p+"experts.w3")
-			dl.ew2 = up.experts(pick(func(e expert) *kernels.Matrix { return e.w2 }), p+"experts.w2")
+			dl.ew1 = up.experts(pick(func(e model.Expert) *kernels.Matrix { return e.W1 }), p+"experts.w1")
+			dl.ew3 = up.experts(pick(func(e model.Expert) *kernels.Matrix { return e.W3 }), p+"experts.w3")
+			dl.ew2 = up.experts(pick(func(e model.Expert) *kernels.Matrix { return e.W2 }), p+"experts.w2")
 		}
 		dm.layers = append(dm.layers, dl)
 	}
-	cos, sin := m.rope.Table(m.maxContext)
+	cos, sin := m.RoPE().Table(m.MaxContext())
 	dm.cos, dm.sin = up.f32(cos), up.f32(sin)
 	s8, s4 := kernels.ScaleTable(kernels.BFP8), kernels.ScaleTable(kernels.BFP4)
 	dm.scales = [2]device.Buffer{up.f32(s8[:]), up.f32(s4[:])}
@@ -192,7 +205,7 @@ func (u *uploader) experts(ms []*kernels.Matrix, name string) devMat {
 	var all []byte
 	for e, m := range ms {
 		if m.Format != first.Format || m.Out != first.Out || m.In != first.In {
-			u.err = &InputError{What: "LoadOptions.Device", Msg: fmt.Sprintf("%s: expert %d is %s [%d, %d], expert 0 %s [%d, %d]; a device needs every expert of a layer alike",
+			u.err = &model.InputError{What: "LoadOptions.Device", Msg: fmt.Sprintf("%s: expert %d is %s [%d, %d], expert 0 %s [%d, %d]; a device needs every expert of a layer alike",
 				name, e, m.Format, m.Out, m.In, first.Format, first.Out, first.In)}
 			return devMat{}
 		}
@@ -207,7 +220,7 @@ func (u *uploader) experts(ms []*kernels.Matrix, name string) devMat {
 		stride = per / 2
 	}
 	if stride > math.MaxInt32 {
-		u.err = &InputError{What: "LoadOptions.Device", Msg: name + ": an expert matrix over 2^31 elements"}
+		u.err = &model.InputError{What: "LoadOptions.Device", Msg: name + ": an expert matrix over 2^31 elements"}
 		return devMat{}
 	}
 	return devMat{f: first.Format, out: first.Out, in: first.In, b: u.bytes(all), stride: stride}
@@ -227,8 +240,8 @@ func i32Bytes(x []int32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 }
 
-// close frees everything the model holds on the device.
-func (dm *devModel) close() {
+// Close frees everything the model holds on the device.
+func (dm *devModel) Close() {
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	dm.flushFrees()

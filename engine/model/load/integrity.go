@@ -1,4 +1,4 @@
-package model
+package load
 
 import (
 	"context"
@@ -23,14 +23,6 @@ type integrity struct {
 	wg     sync.WaitGroup
 }
 
-// verified is the integrity of a checkpoint that needs no background hash:
-// a Hugging Face checkpoint (it has no manifest) or one hashed up front.
-func verified() *integrity {
-	v := &integrity{done: make(chan struct{}), cancel: func() {}}
-	close(v.done)
-	return v
-}
-
 // hashInBackground starts hashing c's files.
 func hashInBackground(c *lfmq1.Checkpoint) *integrity {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,34 +36,14 @@ func hashInBackground(c *lfmq1.Checkpoint) *integrity {
 	return v
 }
 
-// failed returns the mismatch found so far, without waiting.
-func (v *integrity) failed() error {
-	select {
-	case <-v.done:
-		return v.err
-	default:
-		return nil
-	}
-}
+// Done is closed once the hash has ended.
+func (v *integrity) Done() <-chan struct{} { return v.done }
+
+// Err is what the hash found, once Done is closed.
+func (v *integrity) Err() error { return v.err }
 
 // stop ends the hashing and waits for it.
 func (v *integrity) stop() {
 	v.cancel()
 	v.wg.Wait()
 }
-
-// Verified waits until the checkpoint's files are hashed (or ctx ends) and
-// returns what the hash found: nil when every file matches the manifest,
-// the joined *lfmq1.MismatchError findings otherwise. It returns nil at
-// once for a Hugging Face checkpoint and for one hashed when loaded.
-func (m *Model) Verified(ctx context.Context) error {
-	select {
-	case <-m.integrity.done:
-		return m.integrity.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// VerifyDone returns a channel closed once Verified would not block.
-func (m *Model) VerifyDone() <-chan struct{} { return m.integrity.done }

@@ -1,0 +1,343 @@
+package kv
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/lfmq/lfmq/engine/config"
+)
+
+// ConvState is a copy of a sequence's short-conv state (every conv layer's
+// last K−1 values of B⊙x) after its first Len tokens.
+type ConvState struct {
+	n      int
+	layers [][]float32 // nil for attention layers
+}
+
+// NewConvState returns a zero conv state of shape sh after n tokens.
+func NewConvState(sh Shape, n int) *ConvState {
+	c := &ConvState{n: n, layers: make([][]float32, sh.Layers)}
+	for l := range sh.Layers {
+		if sh.Kinds[l] != byte('0'+config.Conv) {
+			continue
+		}
+		c.layers[l] = make([]float32, (sh.ConvK-1)*sh.Hidden)
+	}
+	return c
+}
+
+// ConvStateOf returns the state after n tokens made of layers (one entry
+// per layer, nil for attention layers), which it keeps.
+func ConvStateOf(n int, layers [][]float32) *ConvState { return &ConvState{n: n, layers: layers} }
+
+// Len returns the sequence length the state belongs to.
+func (c *ConvState) Len() int { return c.n }
+
+// Layers returns the number of layers the state covers.
+func (c *ConvState) Layers() int { return len(c.layers) }
+
+// Layer returns layer l's state, [H][K−1] oldest first (nil for an
+// attention layer), in place.
+func (c *ConvState) Layer(l int) []float32 { return c.layers[l] }
+
+// Clone returns a copy of the state.
+func (c *ConvState) Clone() *ConvState {
+	d := &ConvState{n: c.n, layers: make([][]float32, len(c.layers))}
+	for i, l := range c.layers {
+		d.layers[i] = Clone32(l)
+	}
+	return d
+}
+
+// Clone32 returns a copy of x (nil for nil).
+func Clone32(x []float32) []float32 {
+	if x == nil {
+		return nil
+	}
+	return append(make([]float32, 0, len(x)), x...)
+}
+
+// Span is positions [Start, End) of a sequence's state: each attention
+// layer's keys and values for those positions and the conv state after
+// position End−1. A prefix cache keeps spans and extends new sequences
+// with them, which then continue exactly as the sequence they were taken
+// from.
+//
+// A span of the CPU engine holds the KV pages of its positions by
+// reference (the first may also hold positions before Start, which the
+// span ignores): taking one copies no keys or values, and extending a
+// sequence whose length is a multiple of PageTokens with it shares them
+// again. Free gives the pages back. A device's span holds a copy of its
+// keys and values as rows.
+type Span struct {
+	shape      Shape
+	start, end int
+	pool       *Pool   // a CPU span's pool; nil for a device's
+	pages      []*Page // a CPU span's pages, the first holding position start
+	k, v       []Rows  // a device's span: per layer [end−start] rows in the KV format; empty for conv layers
+	conv       *ConvState
+}
+
+// NewRowSpan returns the span of positions [start, end) of shape sh whose
+// keys and values are k and v (per layer, end−start rows in the shape's
+// format; empty for conv layers), with conv the conv state after end
+// tokens: a device's span.
+func NewRowSpan(sh Shape, start, end int, k, v []Rows, conv *ConvState) *Span {
+	return &Span{shape: sh, start: start, end: end, k: k, v: v, conv: conv}
+}
+
+// Start and End bound the span's positions.
+func (sp *Span) Start() int { return sp.start }
+
+// End is one past the span's last position.
+func (sp *Span) End() int { return sp.end }
+
+// Shape returns the shape of the sequences the span belongs to.
+func (sp *Span) Shape() Shape { return sp.shape }
+
+// Conv returns the conv state after the span's last position.
+func (sp *Span) Conv() *ConvState { return sp.conv }
+
+// Bytes is the state the span's positions take (keys and values in the
+// cache's format, float32 conv states); pages it shares with sequences
+// or other spans are counted in full.
+func (sp *Span) Bytes() int {
+	n := (sp.end - sp.start) * sp.shape.BytesPerToken()
+	for _, c := range sp.conv.layers {
+		n += 4 * len(c)
+	}
+	return n
+}
+
+// Free gives the span's pages back to its pool; the span must not be used
+// afterwards. Freeing twice does nothing.
+func (sp *Span) Free() {
+	for _, pg := range sp.pages {
+		sp.pool.release(pg)
+	}
+	sp.pages = nil
+}
+
+// Shared reports whether some page of the span has another holder (a
+// sequence or another span), so that freeing the span would not give it
+// back to the pool.
+func (sp *Span) Shared() bool {
+	for _, pg := range sp.pages {
+		if sp.pool.isShared(pg) {
+			return true
+		}
+	}
+	return false
+}
+
+// rows returns the rows holding position pos of layer l's keys and values
+// in the span, and the row's index in them.
+func (sp *Span) rows(l, pos int) (k, v *Rows, at int) {
+	if sp.pages == nil {
+		return &sp.k[l], &sp.v[l], pos - sp.start
+	}
+	pg := sp.pages[pos/PageTokens-sp.start/PageTokens]
+	return &pg.k[l], &pg.v[l], pos % PageTokens
+}
+
+// ContiguousRows returns the span's keys and values as a device's span
+// holds them: per layer, rows of positions [start, end) in the span's KV
+// format, one after another.
+func (sp *Span) ContiguousRows() (k, v []Rows) {
+	if sp.pages == nil {
+		return sp.k, sp.v
+	}
+	kvd, t := sp.shape.KVDim, sp.shape.DType
+	k, v = make([]Rows, len(sp.conv.layers)), make([]Rows, len(sp.conv.layers))
+	for l := range len(sp.shape.Kinds) {
+		if !sp.shape.Attention(l) {
+			continue
+		}
+		k[l], v[l] = MakeRows(t, kvd, sp.end-sp.start), MakeRows(t, kvd, sp.end-sp.start)
+		for pos := sp.start; pos < sp.end; pos++ {
+			sk, sv, at := sp.rows(l, pos)
+			k[l].Copy(t, kvd, pos-sp.start, sk, at, 1)
+			v[l].Copy(t, kvd, pos-sp.start, sv, at, 1)
+		}
+	}
+	return k, v
+}
+
+// spanMagic starts a marshalled span. Version 2 added the KV cache's
+// format after the layer kinds; a version 1 span (float32 only) is refused
+// by name, so a prefix cache written by an older lfmq is rebuilt rather
+// than misread. The KV pages changed nothing here: a span is written as
+// its positions' rows, whatever holds them in memory.
+const (
+	spanMagic   = "lfmq-span-2\x00"
+	spanMagicV1 = "lfmq-span-1\x00"
+)
+
+// MarshalBinary encodes the span: a header (magic, shape, start, end, the
+// layer kinds, the KV format) and the state, little-endian: per layer its
+// keys and values in the cache's format (float32, bfloat16, or BFP8 groups
+// of an exponent byte and 16 codes) or its float32 conv state. Only a
+// model of the same shape and KV format reads it back (DecodeSpan), so
+// a prefix cache can outlive the process.
+func (sp *Span) MarshalBinary() ([]byte, error) {
+	var b []byte
+	b = append(b, spanMagic...)
+	for _, v := range []int{sp.shape.Layers, sp.shape.Hidden, sp.shape.ConvK, sp.shape.KVDim, sp.start, sp.end} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	b = append(b, byte(len(sp.shape.Kinds)))
+	b = append(b, sp.shape.Kinds...)
+	b = append(b, byte(sp.shape.DType))
+	kvd, t := sp.shape.KVDim, sp.shape.DType
+	for l := range len(sp.shape.Kinds) {
+		if sp.shape.Attention(l) {
+			for _, value := range []bool{false, true} {
+				for pos := sp.start; pos < sp.end; {
+					k, v, at := sp.rows(l, pos)
+					r := k
+					if value {
+						r = v
+					}
+					n := sp.end - pos
+					if sp.pages != nil {
+						n = min(n, PageTokens-at)
+					}
+					b = r.AppendRaw(b, t, kvd, at, n)
+					pos += n
+				}
+			}
+		}
+		for _, f := range sp.conv.layers[l] {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		}
+	}
+	return b, nil
+}
+
+// DecodeError is a marshalled span that cannot be read: Msg says why.
+type DecodeError struct{ Msg string }
+
+// Error implements error.
+func (e *DecodeError) Error() string { return "kv: decoding a span: " + e.Msg }
+
+// Store makes room for a decoded span's keys and values: a pool's pages
+// (Pool.Store) or rows of its own (RowStore).
+type Store func(sp *Span) error
+
+// Store takes pages of p for the span's positions; on an error (a
+// *PoolError) the span holds none.
+func (p *Pool) Store(sp *Span) error {
+	sp.pool = p
+	for range pagesFor(sp.end) - sp.start/PageTokens {
+		pg, err := p.take()
+		if err != nil {
+			sp.Free()
+			return err
+		}
+		sp.pages = append(sp.pages, pg)
+	}
+	return nil
+}
+
+// RowStore gives the span rows of its own, as a device's span holds them.
+func RowStore(sp *Span) error {
+	sh := sp.shape
+	sp.k, sp.v = make([]Rows, sh.Layers), make([]Rows, sh.Layers)
+	for l := range sh.Layers {
+		if sh.Attention(l) {
+			sp.k[l] = MakeRows(sh.DType, sh.KVDim, sp.end-sp.start)
+			sp.v[l] = MakeRows(sh.DType, sh.KVDim, sp.end-sp.start)
+		}
+	}
+	return nil
+}
+
+// DecodeSpan decodes a span made by MarshalBinary for sequences of shape
+// sh at most maxContext long, its keys and values in the room store
+// makes. A span that does not fit is a *DecodeError, never a panic; the
+// store's error is returned as it is.
+func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, error) {
+	bad := func(msg string) (*Span, error) { return nil, &DecodeError{Msg: msg} }
+	if len(data) >= len(spanMagicV1) && string(data[:len(spanMagicV1)]) == spanMagicV1 {
+		return bad("a version 1 span (float32 KV only, written by an older lfmq); this build reads version 2")
+	}
+	if len(data) < len(spanMagic)+6*8+1 || string(data[:len(spanMagic)]) != spanMagic {
+		return bad("not a span")
+	}
+	q := data[len(spanMagic):]
+	var h [6]int
+	for i := range h {
+		v := binary.LittleEndian.Uint64(q)
+		if v > 1<<40 {
+			return bad("field out of range")
+		}
+		h[i] = int(v)
+		q = q[8:]
+	}
+	nk := int(q[0])
+	q = q[1:]
+	if len(q) < nk+1 {
+		return bad("truncated")
+	}
+	got := Shape{Layers: h[0], Hidden: h[1], ConvK: h[2], KVDim: h[3], Kinds: string(q[:nk]), DType: DType(q[nk])}
+	q = q[nk+1:]
+	if got.DType != sh.DType && got.DType <= BFP8 {
+		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.DType, sh.DType))
+	}
+	if got != sh {
+		return bad("the span belongs to a model of another shape")
+	}
+	start, end := h[4], h[5]
+	if end <= start || end > maxContext {
+		return bad(fmt.Sprintf("positions [%d, %d) do not fit the model", start, end))
+	}
+	// The size is known from the header: check it before taking pages.
+	convN := (sh.ConvK - 1) * sh.Hidden
+	want := 0
+	for l := range sh.Layers {
+		if sh.Attention(l) {
+			want += 2 * (end - start) * sh.DType.RowBytes(sh.KVDim)
+		} else {
+			want += 4 * convN
+		}
+	}
+	switch {
+	case len(q) < want:
+		return bad("truncated")
+	case len(q) > want:
+		return bad("trailing bytes")
+	}
+	sp := &Span{shape: sh, start: start, end: end, conv: &ConvState{n: end, layers: make([][]float32, sh.Layers)}}
+	if err := store(sp); err != nil {
+		return nil, err
+	}
+	kvd, t := sh.KVDim, sh.DType
+	for l := range sh.Layers {
+		if !sh.Attention(l) {
+			x := make([]float32, convN)
+			for i := range x {
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(q[4*i:]))
+			}
+			q = q[4*convN:]
+			sp.conv.layers[l] = x
+			continue
+		}
+		for _, value := range []bool{false, true} {
+			for pos := start; pos < end; {
+				k, v, at := sp.rows(l, pos)
+				r := k
+				if value {
+					r = v
+				}
+				n := end - pos
+				if sp.pages != nil {
+					n = min(n, PageTokens-at)
+				}
+				q, _ = r.ReadRaw(q, t, kvd, at, n) // the size was checked above
+				pos += n
+			}
+		}
+	}
+	return sp, nil
+}
