@@ -1,6 +1,6 @@
 // Package evidence holds the evidence file of lfmq: the JSON record of one
 // measurement (its settings, its full figures and the receipts that pin what
-// was measured), as DESIGN.md "Evidence files" and scoring.md §7 define it.
+// was measured), as docs/design.md §4 and docs/scoring.md, "Output" define it.
 //
 // Every figure the project reports (model-card tables, release notes) is
 // rendered from such a file, never typed by hand. A File is written as

@@ -18,7 +18,7 @@ const Format = "lfmq-evidence-1"
 const KindScore = "score"
 
 // WindowRule names the window rule the figures were computed with
-// (scoring.md §1); a change of the rule changes this string.
+// (docs/scoring.md, "Windows"); a change of the rule changes this string.
 const WindowRule = "scoring.md#1/v1"
 
 // AllCorpora is the Result.Corpus of the rows pooled over every scored token
@@ -30,10 +30,10 @@ const (
 	// KindCandidate is a candidate checkpoint scored against the reference.
 	KindCandidate = "candidate"
 	// KindNoiseFloor is the reference against itself run in chunks through
-	// the incremental path (scoring.md §4).
+	// the incremental path (docs/scoring.md, "The noise floor").
 	KindNoiseFloor = "noise-floor"
 	// KindStorageFloor is the reference against its own log-probs stored as
-	// binary16 (scoring.md §5).
+	// binary16 (docs/scoring.md, "The reference cache").
 	KindStorageFloor = "storage-floor"
 )
 
@@ -71,7 +71,7 @@ type Settings struct {
 	MaxRecords int `json:"max_records,omitempty"`
 }
 
-// Receipts pin everything the figures depend on (DESIGN.md).
+// Receipts pin everything the figures depend on (docs/design.md §4).
 type Receipts struct {
 	LfmqVersion string `json:"lfmq_version"`
 	// SourceDigest is the sha256 of the source archive of a release build.
@@ -187,8 +187,8 @@ type Result struct {
 	Stats
 }
 
-// Stats are the aggregates of scoring.md §3 over N scored tokens. SEs are
-// nil (JSON null) for N ≤ 10.
+// Stats are the aggregates of docs/scoring.md, "Statistics" over N scored
+// tokens. SEs are nil (JSON null) for N ≤ 10.
 type Stats struct {
 	Tokens  int   `json:"tokens"`
 	PPLRef  Float `json:"ppl_ref"`
@@ -216,7 +216,7 @@ type Stats struct {
 }
 
 // Comparison is the paired difference of two candidates on the same tokens
-// (scoring.md §3): B − A per token, averaged, with its paired SE.
+// (docs/scoring.md, "Statistics"): B − A per token, averaged, with its paired SE.
 type Comparison struct {
 	Corpus string `json:"corpus"`
 	A      string `json:"a"`
@@ -240,8 +240,8 @@ type Timing struct {
 }
 
 // Float is a float64 written in JSON with Go's shortest round-trip
-// formatting (strconv 'g', -1), as scoring.md §7 requires, so that a file
-// read back renders the same text. NaN and infinities cannot be written.
+// formatting (strconv 'g', -1), as docs/scoring.md, "Output" requires, so
+// that a file read back renders the same text. NaN and infinities cannot be written.
 type Float float64
 
 // MarshalJSON implements json.Marshaler.

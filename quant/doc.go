@@ -1,8 +1,8 @@
-// Package quant turns a BF16 Hugging Face LFM2-MoE checkpoint into an lfmq-1
-// checkpoint: it follows the plan of quant/plan, packs every BFP8 tensor
-// with the codec of format/bfp by round to nearest, quantizes the routed
-// experts to BFP4 with GPTQ (gptq.md) or RTN, and writes the result with
-// format/lfmq1.
+// Package quant turns a BF16 Hugging Face LFM2-MoE checkpoint into an
+// lfmq-1 checkpoint: it follows the plan of quant/plan, packs every BFP8
+// tensor with the codec of format/bfp by round to nearest, quantizes the
+// routed experts to BFP4 with GPTQ (docs/gptq.md) or RTN, and writes the
+// result with format/lfmq1.
 //
 // A GPTQ run reads its calibration set with quant/calib (refusing one that
 // overlaps the evaluation corpora), collects each MoE layer's statistics

@@ -10,8 +10,8 @@ import (
 )
 
 // ExponentRule names how the shared exponent of each 16-value BFP group is
-// chosen (bfp.md §2, §5; gptq.md §4). Every rule writes ordinary lfmq-1
-// bytes; the rule is recorded in the manifest.
+// chosen (docs/bfp.md, "Encoding"; docs/gptq.md §4). Every rule writes
+// ordinary lfmq-1 bytes; the rule is recorded in the manifest.
 type ExponentRule string
 
 const (

@@ -512,7 +512,8 @@ func TestGPTQRefusals(t *testing.T) {
 }
 
 // meanKL returns the mean over scored positions of KL(ref ‖ cand) in
-// float64 (scoring.md §2) for each record, run from an empty state.
+// float64 (docs/scoring.md, "Per-token quantities") for each record,
+// run from an empty state.
 func meanKL(t *testing.T, ref, cand *model.Model, records [][]int) float64 {
 	t.Helper()
 	var sum float64

@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// MatrixMetrics are the GPTQ metrics of one expert matrix (gptq.md §7).
-// Losses are ½·tr(ΔWᵀ H ΔW) under the expert's weighted, shrunk Hessian H
-// (before dead-row substitution and damping), ΔW = W_source − Q.
+// MatrixMetrics are the GPTQ metrics of one expert matrix
+// (docs/gptq.md §7). Losses are ½·tr(ΔWᵀ H ΔW) under the expert's
+// weighted, shrunk Hessian H (before dead-row substitution and damping),
+// ΔW = W_source − Q.
 type MatrixMetrics struct {
 	// Tokens is the raw number of routed tokens; WeightSum and NEff are Ω
 	// and Ω²/Ω₂ of their Hessian weights; Shrink is NEff/(NEff + κ).

@@ -56,11 +56,10 @@ func expertEntries(entries []plan.Entry, n int) ([][3]*plan.Entry, error) {
 	return out, nil
 }
 
-// layer quantizes MoE layer l (gptq.md §3–§4) in steps: calibration
+// layer quantizes MoE layer l (docs/gptq.md §3–§4) in steps: calibration
 // forward, w1/w3 statistics and solves, w2 statistics with the quantized
-// w1/w3, w2 solves. Each step's inputs are dropped once the next has what
-// it needs from them, so that one input kind's statistics are held at a
-// time.
+// w1/w3, w2 solves. Each step's inputs are dropped once the next has
+// what it needs from them, so that one input kind's statistics are held at a time.
 func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*layerResult, error) {
 	ml, err := r.newMoELayer(l, entries)
 	if err != nil {
@@ -79,7 +78,7 @@ func (r *gptqRun) layer(ctx context.Context, l int, entries []plan.Entry) (*laye
 	if err != nil {
 		return nil, err
 	}
-	up, upPool = nil, nil // one input kind's statistics at a time (gptq.md §2)
+	up, upPool = nil, nil // one input kind's statistics at a time (docs/gptq.md §2)
 	releaseMemory()
 	r.releasePages()
 	down, downPool, err := r.downStats(ctx, ml, cache, rt, upRes)

@@ -27,10 +27,10 @@ type Method string
 
 // The methods lfmq implements.
 const (
-	// RTN is the plain BFP packer: round to nearest (bfp.md §8).
+	// RTN is the plain BFP packer: round to nearest (docs/gptq.md §6).
 	RTN Method = "rtn"
 	// GPTQ quantizes the routed experts with GPTQ on calibration
-	// statistics (gptq.md); every other BFP tensor is RTN.
+	// statistics (docs/gptq.md); every other BFP tensor is RTN.
 	GPTQ Method = "gptq"
 )
 
@@ -121,7 +121,7 @@ type Result struct {
 }
 
 // NonFiniteError reports a NaN or Inf in a weight to quantize; lfmq refuses
-// such tensors (bfp.md §5, project policy).
+// such tensors (docs/bfp.md, "Special inputs", project policy).
 type NonFiniteError struct {
 	Tensor string
 	Index  int

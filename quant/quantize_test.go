@@ -91,8 +91,10 @@ func TestQuantizeDeterministic(t *testing.T) {
 	}
 }
 
-// expectedFormat is the plan of DESIGN.md written out independently of
-// quant/plan, so the test checks the plan rather than repeating it.
+// expectedFormat is the plan of
+// docs/lfmq-1.md, "Which tensor gets which format" written out
+// independently of quant/plan, so the test checks the plan rather than
+// repeating it.
 func expectedFormat(name string) lfmq1.TensorFormat {
 	switch {
 	case regexp.MustCompile(`experts\.\d+\.w[123]\.weight$`).MatchString(name):

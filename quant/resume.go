@@ -16,8 +16,8 @@ import (
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
-// The resume area (gptq.md §9) lives inside the partial output directory,
-// which lfmq1.Writer sweeps of it on commit:
+// The resume area (docs/gptq.md §9) lives inside the partial output
+// directory, which lfmq1.Writer sweeps of it on commit:
 //
 //	.resume/progress.json   fingerprint + completed layers + the sha256
 //	                        of both, rewritten atomically after each

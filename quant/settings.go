@@ -11,8 +11,8 @@ import (
 	"github.com/lfmq/lfmq/quant/hessian"
 )
 
-// GPTQOptions are the settings of a GPTQ run (gptq.md §6). Start from
-// DefaultGPTQOptions: every field is used as it is.
+// GPTQOptions are the settings of a GPTQ run (docs/gptq.md §6). Start
+// from DefaultGPTQOptions: every field is used as it is.
 type GPTQOptions struct {
 	// Calib is the calibration file (see package calib).
 	Calib string
@@ -75,8 +75,8 @@ type EvalCorpus struct {
 	Path string
 }
 
-// DefaultGPTQOptions returns the defaults of gptq.md §6 (without a
-// calibration file).
+// DefaultGPTQOptions returns the defaults of docs/gptq.md §6 (without
+// a calibration file).
 func DefaultGPTQOptions() GPTQOptions {
 	return GPTQOptions{
 		CalibSeqs: 128, CalibLen: 512, Seed: 0, ChatDate: chat.FixedDate().Format(time.DateOnly),
@@ -85,13 +85,13 @@ func DefaultGPTQOptions() GPTQOptions {
 	}
 }
 
-// ReferenceDampW2 is the relative damping of w2 the reference release was
-// quantized with, the default until held-out calibration folds and an
-// independent held-out scoring both found 0.01 better on the test model
-// (gptq.md §6). --damp-w2 1 reproduces that release's settings.
+// ReferenceDampW2 is the relative damping of w2 the reference release
+// was quantized with, the default until held-out calibration folds and
+// an independent held-out scoring both found 0.01 better on the test
+// model (docs/gptq.md §6). --damp-w2 1 reproduces that release's settings.
 const ReferenceDampW2 = 1.0
 
-// Fixed parts of the method (gptq.md §5–§6), recorded in the manifest.
+// Fixed parts of the method (docs/gptq.md §5–§6), recorded in the manifest.
 const (
 	choleskyRetries = 3
 	retryFactor     = 10.0

@@ -27,8 +27,8 @@ type solved struct {
 // solve quantizes the matrices ws (each [out, k], sharing one Hessian: an
 // expert's w1 and w3, or its w2) against the expert statistics st shrunk
 // toward the layer's pool, with relative damping alpha; it falls back to
-// RTN when the Hessian cannot be factored (gptq.md §5). The factorization,
-// the row loops and the losses run on threads goroutines.
+// RTN when the Hessian cannot be factored (docs/gptq.md §5). The
+// factorization, the row loops and the losses run on threads goroutines.
 func (r *gptqRun) solve(ctx context.Context, l, e int, kind string, st, poolSt *hessian.Stat, alpha float64, ws [][]float32, pe []*plan.Entry, out, k, threads int) ([]solved, error) {
 	return r.solveAs(ctx, expertSpec(r), l, e, kind, st, poolSt, alpha, ws, pe, out, k, threads)
 }
@@ -142,8 +142,8 @@ func (r *gptqRun) solveAs(ctx context.Context, spec matrixSpec, l, e int, kind s
 }
 
 // checkCanonical checks that GPTQ's packed result for matrix name [out, k]
-// is canonical. It is by construction (bfp.md §9); checking costs little
-// next to the solve.
+// is canonical. It is by construction (docs/gptq.md §1); checking costs
+// little next to the solve.
 func checkCanonical(spec matrixSpec, name string, packed []byte, out, k int) error {
 	if err := bfp.Canonical(spec.format, packed, out, k); err != nil {
 		return fmt.Errorf("quant: %s: GPTQ produced non-canonical tiles: %w", name, err)

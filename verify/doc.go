@@ -1,5 +1,6 @@
 // Package verify checks an lfmq release directory byte for byte against its
-// hash lists (release.md §6) and checks any sha256sum-style list.
+// hash lists (docs/release.md, "Verifying a release") and checks any
+// sha256sum-style list.
 //
 // Every run re-hashes every byte of every listed file, in parallel across
 // files; nothing is trusted from an earlier run. A finding (missing, extra,
@@ -9,9 +10,9 @@
 // ErrMismatch, ErrSignature) work on the result.
 //
 // A release may carry SHA256SUMS.sig, an SSH signature over SHA256SUMS
-// (release.md §3). It is the one top-level file no list names, so it is
-// never an extra file; given Options.AllowedSigners, Release also verifies
-// it, and a missing or bad signature is a finding.
+// (docs/release.md, "Signatures"). It is the one top-level file no list
+// names, so it is never an extra file; given Options.AllowedSigners,
+// Release also verifies it, and a missing or bad signature is a finding.
 //
 // The sub-package sums reads and writes the two lists. The SSHSIG format
 // the signature is checked with is package format/sshsig, which the

@@ -12,7 +12,7 @@ import (
 // Kind names what a finding is about.
 type Kind string
 
-// The kinds of finding (release.md §6).
+// The kinds of finding (docs/release.md, "Findings").
 const (
 	// KindMissing: a listed file is absent (or is not a regular file).
 	KindMissing Kind = "missing"
@@ -143,9 +143,10 @@ func (e *MismatchError) Unwrap() error {
 	return ErrMismatch
 }
 
-// MarshalJSON writes the report form of release.md §6: kind, path,
-// expected/actual digest and size (null when unknown), authority, detail,
-// and same_bytes_as when an extra file holds a missing file's bytes.
+// MarshalJSON writes the report form of
+// docs/release.md, "Verifying a release": kind, path, expected/actual
+// digest and size (null when unknown), authority, detail, and
+// same_bytes_as when an extra file holds a missing file's bytes.
 func (e *MismatchError) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Kind           Kind     `json:"kind"`

@@ -9,7 +9,7 @@ import (
 	"github.com/lfmq/lfmq/format/sshsig"
 )
 
-// The release signature (release.md §3).
+// The release signature (docs/release.md, "Signatures").
 const (
 	// SignatureFile is the detached signature of SHA256SUMS at the top of a
 	// release: the one file of a release that SHA256SUMS cannot list.

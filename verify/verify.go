@@ -156,9 +156,10 @@ type onDisk struct {
 	size   int64
 }
 
-// Release verifies the release in dir (release.md §6). The returned error is
-// an operational failure (a read error, a cancelled context); findings are
-// in the report, and Report.Err returns them as an error.
+// Release verifies the release in dir
+// (docs/release.md, "Verifying a release"). The returned error is an
+// operational failure (a read error, a cancelled context); findings are in
+// the report, and Report.Err returns them as an error.
 func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -769,11 +770,12 @@ func hashFile(ctx context.Context, root *os.Root, name string, buf []byte, prog 
 
 // Sums verifies the sha256sum-style list in file: every listed path,
 // relative to the file's directory, must exist and have the listed sha256
-// (GNU sha256sum -c semantics, with the strict reader of release.md §3).
-// Links inside the directory are followed; a path that resolves outside it
-// is an unsafe finding. Unlisted files are not reported. Report.List is the
-// file's base name (Report.Dir its directory); errors and each finding's
-// Authority name file as given.
+// (GNU sha256sum -c semantics, with the strict reader of
+// docs/release.md, "SHA256SUMS"). Links inside the directory are
+// followed; a path that resolves outside it is an unsafe finding.
+// Unlisted files are not reported. Report.List is the file's base name
+// (Report.Dir its directory); errors and each finding's Authority name
+// file as given.
 func Sums(ctx context.Context, file string, opts Options) (*Report, error) {
 	dir := filepath.Dir(file)
 	name := filepath.Base(file)

@@ -11,5 +11,5 @@ package version
 var Version = "0.1.0-dev"
 
 // SourceDigest is the sha256 of the source archive the binary was built from
-// (release.md §4). Empty for builds outside a release.
+// (docs/release.md, "Reproducibility"). Empty for builds outside a release.
 var SourceDigest = ""

@@ -21,11 +21,11 @@ import (
 
 // renderQuality renders the model card's quality section from a release's
 // evidence files: each evidence JSON file is parsed (evidence.Parse) and
-// rendered by evidence/report as the scoring.md §7 table, under a heading
-// naming the file and a line naming the rows that are this release's
-// checkpoint. SVG plots are skipped: the builder shows them on the card as
-// images. It is passed to the builder as bundle.Options.Quality, the one
-// place the card's quality tables come from.
+// rendered by evidence/report as the docs/scoring.md, "Output" table,
+// under a heading naming the file and a line naming the rows that are
+// this release's checkpoint. SVG plots are skipped: the builder shows
+// them on the card as images. It is passed to the builder as
+// bundle.Options.Quality, the one place the card's quality tables come from.
 //
 // A file that scored no candidate with the checkpoint's manifest sha256 is
 // refused: the card would present another checkpoint's figures as this

@@ -120,7 +120,8 @@ func TestGreedyEqualsGenerate(t *testing.T) {
 }
 
 // TestPresetDefaults: a liquid server samples unless the request asks for
-// greedy with both temperature 0 and repetition_penalty 1 (serving.md §2).
+// greedy with both temperature 0 and repetition_penalty 1
+// (docs/serving.md §2).
 func TestPresetDefaults(t *testing.T) {
 	liquid, _ := sample.Preset("liquid")
 	ts := newTestServer(t, Options{Defaults: liquid}, sched.Config{})
@@ -383,7 +384,7 @@ func TestStopStrings(t *testing.T) {
 }
 
 // TestErrors: bad requests get the status, type, code and param of
-// serving.md §5, and nothing else is affected.
+// docs/serving.md §5, and nothing else is affected.
 func TestErrors(t *testing.T) {
 	ts := newTestServer(t, Options{APIKey: "sekret"}, sched.Config{MaxModelLen: 512})
 	auth := []string{"Authorization", "Bearer sekret"}

@@ -208,8 +208,8 @@ func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int,
 }
 
 // responseFormat accepts "text", and "json_schema" with a flat closed
-// schema (serving.md §10), which it returns; anything else is a 400 naming
-// what is not supported.
+// schema (docs/serving.md §10), which it returns; anything else is a 400
+// naming what is not supported.
 func responseFormat(raw []byte) (*choice.Schema, *Error) {
 	if isNull(raw) {
 		return nil, nil
@@ -336,7 +336,7 @@ func finishedNormally(b batch) bool {
 	return b.done && b.reason != sched.FinishCancelled && b.reason != sched.FinishError
 }
 
-// finishReason is serving.md §5's rule.
+// finishReason is docs/serving.md §5's rule.
 func (c *chatState) finishReason(r sched.FinishReason) string {
 	switch {
 	case r == sched.FinishLength:

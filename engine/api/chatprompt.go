@@ -19,9 +19,9 @@ const (
 	toolsNone                   // tools not rendered, parser off
 )
 
-// parseToolChoice applies serving.md §5: "auto" (the default with tools)
-// and "none" are served; "required" and a named function would need
-// constrained decoding and are refused; tool_choice without tools is a 400.
+// parseToolChoice applies docs/serving.md §5: "auto" (the default with
+// tools) and "none" are served; "required" and a named function would
+// need constrained decoding and are refused; tool_choice without tools is a 400.
 func parseToolChoice(raw json.RawMessage, haveTools bool) (toolChoice, *Error) {
 	if isNull(raw) {
 		return toolsAuto, nil

@@ -9,8 +9,8 @@ import (
 	"github.com/lfmq/lfmq/engine/api/wire"
 )
 
-// Error is an API error answer (serving.md §5): an HTTP status and the
-// OpenAI error object.
+// Error is an API error answer (docs/serving.md §5): an HTTP status
+// and the OpenAI error object.
 type Error struct {
 	Status  int
 	Type    string
@@ -28,7 +28,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("api: %d %s: %s", e.Status, e.Type, e.Message)
 }
 
-// The error types of serving.md §5's table.
+// The error types of docs/serving.md §5's table.
 const (
 	typeInvalidRequest = "invalid_request_error"
 	typeAuthentication = "authentication_error"

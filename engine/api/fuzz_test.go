@@ -94,8 +94,8 @@ func FuzzCompletionRequest(f *testing.F) {
 }
 
 // TestFieldSets: the known-field lists hold the request fields of
-// serving.md §5 (a field missing here would be logged as ignored while
-// being used).
+// docs/serving.md §5 (a field missing here would be logged as ignored
+// while being used).
 func TestFieldSets(t *testing.T) {
 	for _, f := range []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
 		"max_tokens", "max_completion_tokens", "stop", "seed", "n", "temperature", "top_p", "logit_bias", "presence_penalty",

@@ -70,7 +70,7 @@ func endError(reason sched.FinishReason, err error) *Error {
 	return nil
 }
 
-// logprobValue writes −∞ as −9999.0 (serving.md §5).
+// logprobValue writes −∞ as −9999.0 (docs/serving.md §5).
 func logprobValue(x float32) float64 {
 	if math.IsInf(float64(x), -1) || x < -9999 {
 		return -9999.0

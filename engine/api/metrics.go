@@ -7,8 +7,8 @@ import (
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
-// metrics are the server's Prometheus collectors (serving.md §8), on a
-// registry of their own so that tests can run several servers.
+// metrics are the server's Prometheus collectors (docs/serving.md §8),
+// on a registry of their own so that tests can run several servers.
 type metrics struct {
 	reg              *prometheus.Registry
 	requests         *prometheus.CounterVec // by route and status

@@ -54,9 +54,9 @@ func newVocabInfo(tok *tokenizer.Tokenizer) *vocabInfo {
 
 // output is a request's sched.Sink: it runs in the scheduler's goroutine
 // and does only the cheap, order-dependent part of the output pipeline of
-// serving.md §9 (stop ids, marker ids, UTF-8 decoding, stop strings); the
-// handler's goroutine takes the pieces and runs the parser, log-probs and
-// the wire format, so a slow client never slows a step.
+// docs/serving.md §9 (stop ids, marker ids, UTF-8 decoding, stop
+// strings); the handler's goroutine takes the pieces and runs the parser,
+// log-probs and the wire format, so a slow client never slows a step.
 type output struct {
 	v           *vocabInfo
 	dec         *tokenizer.StreamDecoder

@@ -27,7 +27,7 @@ const (
 	maxStops = 16
 	// maxStopBytes bounds one stop string.
 	maxStopBytes = 1024
-	// maxTopLogprobs is serving.md §1's bound on top_logprobs.
+	// maxTopLogprobs is docs/serving.md §1's bound on top_logprobs.
 	maxTopLogprobs = 20
 	// maxTools bounds a chat request's tools: OpenAI's documented limit,
 	// which also bounds the cost of rendering them. LFM2's template appends
@@ -165,7 +165,7 @@ func isNull(raw json.RawMessage) bool {
 }
 
 // params merges the sampling fields: the request's value, else the
-// server default, else neutral (serving.md §2); then validates them.
+// server default, else neutral (docs/serving.md §2); then validates them.
 func samplingParams(f *wire.Sampling, defaults sample.Defaults, vocab int, stopIDs []int) (sample.Params, *Error) {
 	p := sample.Neutral()
 	defaults.Apply(&p)
@@ -216,7 +216,7 @@ func samplingParams(f *wire.Sampling, defaults sample.Defaults, vocab int, stopI
 	return p, nil
 }
 
-// randomSeed draws a seed for an unseeded request (serving.md §4).
+// randomSeed draws a seed for an unseeded request (docs/serving.md §4).
 func randomSeed() uint64 {
 	var b [8]byte
 	rand.Read(b[:])

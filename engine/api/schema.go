@@ -9,8 +9,8 @@ import (
 	"github.com/lfmq/lfmq/engine/choice"
 )
 
-// schemaPlan is a closed-schema chat request (serving.md §10): the shared
-// prompt, which ends with the opening brace, and every candidate's branch.
+// schemaPlan is a closed-schema chat request (docs/serving.md §10): the
+// shared prompt, which ends with the opening brace, and every candidate's branch.
 type schemaPlan struct {
 	schema   *choice.Schema
 	prompt   []int

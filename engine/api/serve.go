@@ -26,7 +26,7 @@ import (
 )
 
 // DefaultShutdownTimeout is how long running requests may finish after
-// SIGINT/SIGTERM (serving.md §8).
+// SIGINT/SIGTERM (docs/serving.md §8).
 const DefaultShutdownTimeout = 30 * time.Second
 
 // Config is everything Serve needs.

@@ -4,8 +4,8 @@ import (
 	"net/http"
 )
 
-// sse writes a server-sent event stream (serving.md §5): each event is
-// "data: <compact JSON>\n\n", flushed at once.
+// sse writes a server-sent event stream (docs/serving.md §5): each
+// event is "data: <compact JSON>\n\n", flushed at once.
 type sse struct {
 	w       http.ResponseWriter
 	started bool

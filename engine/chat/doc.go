@@ -1,7 +1,7 @@
-// Package chat renders a checkpoint's own chat template into the prompt
-// text the model was trained on, as Hugging Face's apply_chat_template
-// does, and splits that prompt for tokenization under the project's
-// special-token policy (lfm2-moe.md §5 and §6).
+// Package chat renders a checkpoint's own chat template into the
+// prompt text the model was trained on, as Hugging Face's
+// apply_chat_template does, and splits that prompt for tokenization
+// under the project's special-token policy (docs/model.md §5 and §6).
 //
 // Templates are Jinja2 and run on github.com/ardanlabs/jinja, a Jinja engine
 // written for LLM chat templates. This package adds what Hugging Face's

@@ -169,14 +169,14 @@ func (t *Template) Render(req Request) (string, error) {
 }
 
 // RenderSegments renders the request and splits the prompt for
-// tokenization under the project's special-token policy (lfm2-moe.md §5):
-// every occurrence of a specials string inside request-supplied strings
-// (contents, thinking, roles, names, tool calls, tool definitions, kwargs)
-// is replaced by a placeholder before rendering, the output is cut at the
-// special-token strings the template itself emitted, and the placeholders
-// are turned back into the user's text inside ordinary-text segments.
-// specials is typically the content of every tokenizer added token marked
-// special.
+// tokenization under the project's special-token policy
+// (docs/model.md §5): every occurrence of a specials string inside
+// request-supplied strings (contents, thinking, roles, names, tool calls,
+// tool definitions, kwargs) is replaced by a placeholder before
+// rendering, the output is cut at the special-token strings the template
+// itself emitted, and the placeholders are turned back into the user's
+// text inside ordinary-text segments. specials is typically the content
+// of every tokenizer added token marked special.
 //
 // Joining the segments' Text gives what Render returns, except where the
 // template inspects request strings for special-token strings (e.g. splits

@@ -1,9 +1,10 @@
-// Package choice answers closed-schema JSON requests by scoring (serving.md
-// §10): for a flat, closed object whose fields are booleans or string
-// enums, every candidate value of every field is scored as a branch forked
-// from one shared prefilled prompt, and the highest-scoring value of each
-// field wins. The answer is valid JSON that satisfies the schema by
-// construction, and each field comes with every candidate's score.
+// Package choice answers closed-schema JSON requests by scoring
+// (docs/serving.md §10): for a flat, closed object whose fields are
+// booleans or string enums, every candidate value of every field is
+// scored as a branch forked from one shared prefilled prompt, and the
+// highest-scoring value of each field wins. The answer is valid JSON that
+// satisfies the schema by construction, and each field comes with every
+// candidate's score.
 //
 // Fields are decided independently, each branch starting right after the
 // opening brace; scores are sequence log-likelihoods under the model, not

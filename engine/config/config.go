@@ -1,7 +1,7 @@
 // Package config reads an LFM2 config.json, the MoE family (Hugging Face
 // model_type "lfm2_moe") or the dense one ("lfm2"), into a validated Config,
-// applying every default and legacy-key rule of lfm2-moe.md §2 and, for dense
-// checkpoints, the FFN-width rule of Hugging Face's Lfm2MLP.
+// applying every default and legacy-key rule of docs/model.md §2 and, for
+// dense checkpoints, the FFN-width rule of Hugging Face's Lfm2MLP.
 //
 // It knows the model's hyper-parameters and the tensor shapes they imply; it
 // does not load weights or run anything.
@@ -558,9 +558,9 @@ func (p *parser) layerKinds(c *Config) error {
 	return nil
 }
 
-// rope applies the θ lookup order of lfm2-moe.md §2: rope_parameters.rope_theta,
-// then the top-level rope_theta, then 1e6; any rope_type but "default" is refused
-// because the engine implements no RoPE scaling.
+// rope applies the θ lookup order of docs/model.md §2:
+// rope_parameters.rope_theta, then the top-level rope_theta, then 1e6; any
+// rope_type but "default" is refused because the engine implements no RoPE scaling.
 func (p *parser) rope(c *Config) error {
 	c.RopeTheta = p.float("rope_theta", 1e6)
 	if p.err != nil {

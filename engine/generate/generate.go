@@ -1,7 +1,7 @@
 // Package generate runs text generation for one prompt on top of the engine:
 // it tokenizes a plain or chat prompt by the special-token policy of
-// lfm2-moe.md §5, prefills, samples token by token with engine/sample, stops
-// on the checkpoint's stop ids, and streams decoded text.
+// docs/model.md §5, prefills, samples token by token with engine/sample,
+// stops on the checkpoint's stop ids, and streams decoded text.
 //
 // It is the terminal path (lfmq generate); request scheduling and the HTTP API
 // are not here.
@@ -124,8 +124,8 @@ func (s *Session) EncodeText(text string) []int {
 
 // EncodeChat renders messages (OpenAI JSON) with the checkpoint's chat
 // template and a generation prompt, then tokenizes the result: only special
-// tokens emitted by the template itself become control ids; text supplied in
-// the messages is encoded as ordinary text (lfm2-moe.md §5).
+// tokens emitted by the template itself become control ids; text supplied
+// in the messages is encoded as ordinary text (docs/model.md §5).
 func (s *Session) EncodeChat(messagesJSON, toolsJSON []byte, now time.Time) ([]int, error) {
 	msgs, err := chat.ParseMessages(messagesJSON)
 	if err != nil {
@@ -252,12 +252,13 @@ func (s *Session) Run(ctx context.Context, prompt []int, opts Options) (*Result,
 	return res, nil
 }
 
-// AnswerSchema answers a chat with a closed-schema JSON object by scoring
-// (engine/choice, serving.md §10): the schema's instruction is added to
-// the system message, the conversation is rendered with the assistant's
-// answer opened by choice.Open, and every candidate of every field is
-// scored from that shared prompt. Assistant turns are rendered as the
-// server renders them (chat.TrustAssistant), so both give the same answer.
+// AnswerSchema answers a chat with a closed-schema JSON object by
+// scoring (engine/choice, docs/serving.md §10): the schema's
+// instruction is added to the system message, the conversation is
+// rendered with the assistant's answer opened by choice.Open, and every
+// candidate of every field is scored from that shared prompt. Assistant
+// turns are rendered as the server renders them (chat.TrustAssistant),
+// so both give the same answer.
 func (s *Session) AnswerSchema(ctx context.Context, messagesJSON, schemaJSON []byte, now time.Time) (*choice.Schema, *choice.Answer, error) {
 	sch, err := choice.Parse(schemaJSON)
 	if err != nil {

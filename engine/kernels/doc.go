@@ -8,11 +8,12 @@
 //
 // A Matrix wraps the weight bytes as the checkpoint stores them, without
 // copying: BF16 and F32 in the Hugging Face layout [out, in], BFP in the
-// lfmq-1 tile layout (docs/bfp.md §8, Wᵀ [in, out] in 32×32 tiles). BFP
-// weights are decoded exactly to float32 inside the kernels, one tile row at
-// a time (or one tile, for a batch); a whole matrix is never expanded.
-// MatVec, MatMul and MatMulAdd run on the calling goroutine; the Pool
-// methods of the same names split the outputs over a fixed set of workers.
+// lfmq-1 tile layout (docs/lfmq-1.md, "How a BFP tensor is stored", Wᵀ
+// [in, out] in 32×32 tiles). BFP weights are decoded exactly to float32
+// inside the kernels, one tile row at a time (or one tile, for a batch);
+// a whole matrix is never expanded. MatVec, MatMul and MatMulAdd run on
+// the calling goroutine; the Pool methods of the same names split the
+// outputs over a fixed set of workers.
 //
 // # Determinism
 //

@@ -6,13 +6,14 @@ import (
 	"testing"
 )
 
-// This file holds the test-only BFP packer, written from docs/bfp.md §1–§3
-// and §8 independently of the kernels and of package format/bfp, and the
-// random data the tests share.
+// This file holds the test-only BFP packer, written from
+// docs/lfmq-1.md, "The bytes of one tile"; docs/bfp.md, "Encoding" and
+// docs/lfmq-1.md, "How a BFP tensor is stored" independently of the
+// kernels and of package format/bfp, and the random data the tests share.
 
 // packBFP encodes the Hugging Face weight w [out, in] (row-major float32) in
 // the lfmq-1 layout: Wᵀ [K=in, N=out] zero-padded to multiples of 32, tiles
-// in row-major tile order, each tile encoded by bfp.md §2–§3.
+// in row-major tile order, each tile encoded by docs/bfp.md, "Encoding".
 func packBFP(f Format, out, in int, w []float32) []byte {
 	kp, np := (in+31)/32, (out+31)/32
 	tb := f.TileBytes()
@@ -54,8 +55,8 @@ func packBFP(f Format, out, in int, w []float32) []byte {
 	return buf
 }
 
-// encodeSpec is bfp.md §3 for one fp32 bit pattern x in a group of shared
-// exponent E with m magnitude bits.
+// encodeSpec is docs/bfp.md, "Encoding" for one fp32 bit pattern x in a
+// group of shared exponent E with m magnitude bits.
 func encodeSpec(x, E, m uint32) byte {
 	e := x >> 23 & 0xff
 	if e == 0 {
@@ -77,7 +78,8 @@ func encodeSpec(x, E, m uint32) byte {
 }
 
 // decodeSpec64 returns weight W[o][i] of a packed matrix as a float64,
-// computed from bfp.md §4 with math.Ldexp, sharing no code with the kernels.
+// computed from docs/bfp.md, "Decoding" with math.Ldexp, sharing no
+// code with the kernels.
 func decodeSpec64(f Format, buf []byte, out, o, i int) float64 {
 	np := (out + 31) / 32
 	tb := f.TileBytes()

@@ -48,9 +48,9 @@ const BFP8GroupBytes = 17
 // starts at byte r·srcStride and holds groups groups of BFP8GroupBytes
 // bytes, each an exponent e and 16 codes, which become the 16 floats at
 // dst[(r·groups+g)·16:]. A code is decoded as format/bfp decodes it (docs/
-// bfp.md §4–5): (−1)^sign · q · 2^(e−133) exactly, the sign kept on a zero
-// magnitude (code 0x80 is −0), and with e = 255 a magnitude q ≥ 64 is ±Inf
-// (q = 64) or a NaN with payload (q − 64)·2^17.
+// docs/bfp.md, "Decoding" and "Special inputs"): (−1)^sign · q · 2^(e−133)
+// exactly, the sign kept on a zero magnitude (code 0x80 is −0), and with e
+// = 255 a magnitude q ≥ 64 is ±Inf (q = 64) or a NaN with payload (q − 64)·2^17.
 func DecodeBFP8Rows(dst []float32, src []byte, groups, srcStride, rows int) {
 	if rows <= 0 || groups <= 0 {
 		return

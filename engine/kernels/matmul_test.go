@@ -274,7 +274,8 @@ func TestBFPAgainstFloat64(t *testing.T) {
 						norm2 += float64(w[o*s.in+i]) * float64(w[o*s.in+i])
 					}
 				}
-				// Packer sanity (bfp.md §7): ≈0.73% (BFP8), ≈11.7% (BFP4).
+				// Packer sanity (docs/bfp.md, "Error bounds"): ≈0.73% (BFP8),
+				// ≈11.7% (BFP4).
 				rel := math.Sqrt(rel2 / norm2)
 				if lim := map[Format]float64{BFP8: 0.01, BFP4: 0.13}[f]; rel > lim {
 					t.Errorf("relative Frobenius error %.4f > %.2f", rel, lim)
@@ -303,8 +304,9 @@ func TestBFPAgainstFloat64(t *testing.T) {
 	}
 }
 
-// TestBFPSpecVectors decodes the full-group example of bfp.md §6 placed as
-// group 0 of a tile: exponent 125, the listed codes, the listed values.
+// TestBFPSpecVectors decodes the full-group example of
+// docs/bfp.md, "Worked example: one group of 16 values" placed as group 0
+// of a tile: exponent 125, the listed codes, the listed values.
 func TestBFPSpecVectors(t *testing.T) {
 	decoded := []float32{0.3125, -0.1875, 0.0625, 0.125, -0.3125, 0, 0.25, -0.0625,
 		0.1875, -0.125, 0.375, 0, -0.4375, 0.3125, 0.0625, -0.125}

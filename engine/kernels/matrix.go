@@ -17,8 +17,9 @@ const (
 	// [out, in], row-major; the float32 value is bits<<16.
 	BF16
 	// BFP8 weights are Tenstorrent BFP8_b tiles in the lfmq-1 layout
-	// (docs/bfp.md §1, §8): Wᵀ [K=in, N=out] zero-padded to multiples of 32,
-	// 32×32 tiles of 1088 bytes in row-major tile order.
+	// (docs/lfmq-1.md, "The bytes of one tile" and
+	// "How a BFP tensor is stored"): Wᵀ [K=in, N=out] zero-padded to
+	// multiples of 32, 32×32 tiles of 1088 bytes in row-major tile order.
 	BFP8
 	// BFP4 weights are Tenstorrent BFP4_b tiles in the lfmq-1 layout, 576
 	// bytes per tile.
@@ -217,11 +218,11 @@ func (m *Matrix) At(o, i int) float32 {
 	panic("kernels: At on a matrix of unknown format")
 }
 
-// decodeBFP returns lane j of group g of one tile, decoded exactly. It is the
-// spec-literal decoder (bfp.md §4) the reference kernels are built on. The
-// "negative zero" codes 0x80 and 0x8, which no packer emits, decode to +0 as
-// the formula says (the Tensix unpacker would read −2^128); every kernel
-// agrees, including on the sign of that zero.
+// decodeBFP returns lane j of group g of one tile, decoded exactly. It is
+// the spec-literal decoder (docs/bfp.md, "Decoding") the reference kernels
+// are built on. The "negative zero" codes 0x80 and 0x8, which no packer
+// emits, decode to +0 as the formula says (the Tensix unpacker would read
+// −2^128); every kernel agrees, including on the sign of that zero.
 func decodeBFP(f Format, tile []byte, g, j int) float32 {
 	e := tile[g]
 	var neg bool
@@ -245,10 +246,11 @@ func decodeBFP(f Format, tile []byte, g, j int) float32 {
 }
 
 // bfp8Scale[E] = 2^(E−133) and bfp4Scale[E] = 2^(E−129): the value of one
-// magnitude step of a group with shared exponent E (bfp.md §4). Every entry is
-// an exact float32 (subnormal for the smallest E), so q·scale is the exact
-// decoded value; for E = 255 (groups holding Inf or NaN) large q overflow to
-// ±Inf, which is what such a group means.
+// magnitude step of a group with shared exponent E
+// (docs/bfp.md, "Decoding"). Every entry is an exact float32 (subnormal for
+// the smallest E), so q·scale is the exact decoded value; for E = 255
+// (groups holding Inf or NaN) large q overflow to ±Inf, which is what such a
+// group means.
 var bfp8Scale, bfp4Scale [256]float32
 
 func init() {

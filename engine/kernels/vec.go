@@ -5,9 +5,9 @@ import (
 	"math"
 )
 
-// Vector kernels of the LFM2-MoE forward pass (docs/lfm2-moe.md §4). All
-// work in float32 with one fixed order of operations, so their results do
-// not depend on the batch, the thread count or the platform's SIMD support.
+// Vector kernels of the LFM2-MoE forward pass (docs/model.md §4). All work
+// in float32 with one fixed order of operations, so their results do not
+// depend on the batch, the thread count or the platform's SIMD support.
 // Lengths are the caller's contract: a mismatch is a programming error and
 // panics, like an out-of-range index.
 
@@ -47,9 +47,9 @@ func Scale(a float32, x []float32) {
 	}
 }
 
-// RMSNorm sets y = w ⊙ x / sqrt(mean(x²) + eps) (docs/lfm2-moe.md §4.2),
-// with the weight used as is (not 1 + w). The mean and the reciprocal square
-// root are float32: sumsq is Dot(x, x), mean = sumsq / n, r = 1 / sqrt(mean +
+// RMSNorm sets y = w ⊙ x / sqrt(mean(x²) + eps) (docs/model.md §4.2), with
+// the weight used as is (not 1 + w). The mean and the reciprocal square root
+// are float32: sumsq is Dot(x, x), mean = sumsq / n, r = 1 / sqrt(mean +
 // eps) with a correctly rounded square root, and y[i] = w[i]·(x[i]·r) as two
 // rounded products, the order of the Hugging Face code. y may alias x. It
 // panics if the lengths differ.
@@ -157,8 +157,7 @@ func SiLUVec(y, x []float32) {
 }
 
 // SwiGLU sets y[i] = SiLU(gate[i])·up[i], the activation of the dense and
-// expert feed-forward blocks (docs/lfm2-moe.md §4.6). y may alias either
-// input.
+// expert feed-forward blocks (docs/model.md §4.6). y may alias either input.
 //
 // With AVX-512 the elements run 64 at a time (swiGLUZ) with the same bits
 // (NaN payloads aside).
@@ -213,7 +212,7 @@ func sum16(x []float32) float32 {
 }
 
 // CausalConv is the depthwise causal convolution of the short-conv block
-// (docs/lfm2-moe.md §4.4 step 3) for T tokens of H channels and kernel
+// (docs/model.md §4.4 step 3) for T tokens of H channels and kernel
 // length K ≥ 1:
 //
 //	v_t[c] = Σ_{j<K} w[c·K+j] · u_{t−K+1+j}[c]  (+ bias[c])
@@ -267,7 +266,7 @@ func CausalConv(v, u, state, w, bias []float32, T, H, K int) {
 }
 
 // RoPE holds the rotary position embedding of one head size (NeoX
-// half-split, docs/lfm2-moe.md §4.5 step 3) and a table of its cos/sin
+// half-split, docs/model.md §4.5 step 3) and a table of its cos/sin
 // values for positions below MaxPos. Positions beyond the table are
 // computed on the fly, with the same result.
 type RoPE struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/lfmq/lfmq/engine/kv"
 )
 
-// Attention over a sequence's KV cache (lfm2-moe.md §4.5 step 4) in an
+// Attention over a sequence's KV cache (docs/model.md §4.5 step 4) in an
 // order fixed by absolute positions alone, so that a row's output has the
 // same bits whatever the batch, the chunking of the prompt and the thread
 // count, while the work is shared out as each case needs:

@@ -811,11 +811,11 @@ func reportPeakRSS(b *testing.B, exclude int64) {
 
 // BenchmarkVerifyStep measures what a speculative verify step costs: one
 // sequence, 512 tokens in, fed width tokens in one step with every
-// position's logits and conv snapshots (what the scheduler asks for), then
-// rewound. rel is its time over the one-token step's, measured in the same
-// run: the c(k+1) of the speculation policy (serving.md §6). On a
-// memory-bound model a wider step reads the same weights once, so rel
-// grows far slower than width.
+// position's logits and conv snapshots (what the scheduler asks for),
+// then rewound. rel is its time over the one-token step's, measured in
+// the same run: the c(k+1) of the speculation policy
+// (docs/serving.md §6). On a memory-bound model a wider step reads the
+// same weights once, so rel grows far slower than width.
 func BenchmarkVerifyStep(b *testing.B) {
 	for _, which := range benchModels {
 		b.Run(which, func(b *testing.B) {

@@ -1,8 +1,8 @@
 // Package model is the LFM2-MoE model and its forward pass
-// (lfm2-moe.md §4): the weights (Model, Layer, Weights), Forward over a
-// batch of sequences, and the per-layer maths, which run on the CPU over
-// the memory-mapped checkpoint: BF16 matrices in place over the mapped
-// bytes, BFP matrices handed to engine/kernels as packed tiles.
+// (docs/model.md §4): the weights (Model, Layer, Weights), Forward over
+// a batch of sequences, and the per-layer maths, which run on the CPU
+// over the memory-mapped checkpoint: BF16 matrices in place over the
+// mapped bytes, BFP matrices handed to engine/kernels as packed tiles.
 //
 // Where a step runs and where a sequence's state lives is a Runner: the
 // CPU runner here (its step is the forward over a host workspace, its
@@ -15,12 +15,12 @@
 // appends tokens to a batch of sequences (prefill of any length, processed
 // in chunks, or one-token decode steps) and returns the logits asked for.
 //
-// Numerics follow DESIGN.md's contract. Every per-token computation depends
-// only on that token's row and its own sequence's state, and every sum has
-// one fixed order, so a sequence's logits are bit-identical whether it runs
-// alone or batched with others, on one thread or many, by prefill in chunks
-// of any size or by decode. In particular the sum over a token's routed
-// experts is always taken in ascending expert id.
+// Numerics follow the contract of docs/design.md §3. Every per-token
+// computation depends only on that token's row and its own sequence's
+// state, and every sum has one fixed order, so a sequence's logits are
+// bit-identical whether it runs alone or batched with others, on one thread
+// or many, by prefill in chunks of any size or by decode. In particular the
+// sum over a token's routed experts is always taken in ascending expert id.
 //
 // An optional Observer sees the activations calibration needs (router
 // decisions, the inputs of every linear and of every expert's projections);

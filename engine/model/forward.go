@@ -471,8 +471,8 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 	if len(heads) == 0 {
 		return
 	}
-	// Final norm (model.embedding_norm, lfm2-moe.md §4.8) and head, only for
-	// the rows whose logits are returned.
+	// Final norm (model.embedding_norm, docs/model.md §4.8) and head, only
+	// for the rows whose logits are returned.
 	V := c.VocabSize
 	fin := ws.fin[:0]
 	var finRows Rows
@@ -548,7 +548,7 @@ func headSpans(segs []Segment, opts *ForwardOptions) []HeadSpan {
 // scratch, 16 MiB at a vocabulary of 65,536).
 const headGroupRows = 64
 
-// convBlock is the gated short convolution (lfm2-moe.md §4.4).
+// convBlock is the gated short convolution (docs/model.md §4.4).
 //
 // With part MixerInputs it returns before the output projection.
 func (m *Model) convBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
@@ -605,8 +605,8 @@ func (m *Model) convBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows 
 }
 
 // attentionBlock is grouped-query attention with per-head q/k RMSNorm and
-// NeoX RoPE (lfm2-moe.md §4.5).
-// With part MixerInputs it returns before the output projection.
+// NeoX RoPE (docs/model.md §4.5). With part MixerInputs it returns before
+// the output projection.
 func (m *Model) attentionBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, d, Hq, Hkv := rows.Len(), c.HeadDim, c.NumHeads, c.NumKVHeads
@@ -651,7 +651,7 @@ func (m *Model) attentionBlock(l int, ly *Layer, ws *workspace, segs []Segment, 
 }
 
 // denseBlock is the SwiGLU feed-forward of the first num_dense_layers
-// layers (lfm2-moe.md §4.6). With part FFNInput it returns after
+// layers (docs/model.md §4.6). With part FFNInput it returns after
 // reporting w1's and w3's input, with LinearInputs after w2's.
 func (m *Model) denseBlock(l int, ly *Layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	R, F := rows.Len(), m.Config.IntermediateSize

@@ -6,13 +6,13 @@ import (
 )
 
 // normTopKEps is added to the sum of the selected scores before they are
-// renormalised, as HF and mlx do (lfm2-moe.md §4.7 step 4).
+// renormalised, as HF and mlx do (docs/model.md §4.7 step 4).
 const normTopKEps = 1e-6
 
 // route selects the k experts of one token from its router logits r
-// (lfm2-moe.md §4.7): the largest sigmoid(r) + bias, ties to the lower id,
-// weighted by the unbiased scores, renormalised and scaled. sel and w get k
-// entries in selection order; scratch holds 2·len(r) floats.
+// (docs/model.md §4.7): the largest sigmoid(r) + bias, ties to the lower
+// id, weighted by the unbiased scores, renormalised and scaled. sel and w
+// get k entries in selection order; scratch holds 2·len(r) floats.
 func route(r, bias []float32, k int, norm bool, scale float32, sel []int, w []float32, scratch []float32) {
 	E := len(r)
 	s, b := scratch[:E], scratch[E:2*E]
@@ -66,12 +66,13 @@ func taken(sel []int, e int) bool {
 	return false
 }
 
-// moeBlock is the routed-expert feed-forward (lfm2-moe.md §4.7). Tokens are
-// grouped by expert so that each expert runs one batched product per
-// projection; a token's output is then the sum of its experts' weighted
-// outputs taken in ascending expert id, an order that does not depend on
-// which other tokens share the batch. With part FFNInput or LinearInputs it
-// returns after the routing, before any expert runs.
+// moeBlock is the routed-expert feed-forward (docs/model.md §4.7).
+// Tokens are grouped by expert so that each expert runs one batched
+// product per projection; a token's output is then the sum of its
+// experts' weighted outputs taken in ascending expert id, an order that
+// does not depend on which other tokens share the batch. With part
+// FFNInput or LinearInputs it returns after the routing, before any
+// expert runs.
 func (m *Model) moeBlock(l int, ly *Layer, ws *workspace, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, H, E, K, Fe := rows.Len(), c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize

@@ -22,7 +22,7 @@ type Routing struct {
 	Experts []int
 	// Weights holds the router weight g of each selection: the unbiased
 	// sigmoid score, renormalised (norm_topk_prob) and multiplied by
-	// routed_scaling_factor (lfm2-moe.md §4.7). Same layout as Experts.
+	// routed_scaling_factor (docs/model.md §4.7). Same layout as Experts.
 	Weights []float32
 	// Logits holds the router logits, [rows, num_experts].
 	Logits []float32

@@ -7,12 +7,12 @@ import (
 	"github.com/lfmq/lfmq/engine/kv"
 )
 
-// Sequence is the complete state of one token stream (lfm2-moe.md §4.4,
-// §4.5): for every attention layer the KV cache (k after its norm and RoPE,
-// and v, in the model's kv.DType), for every short-conv layer the last K−1 values of B⊙x per
-// channel. The state lives on the runner of the model that made the
-// sequence (SeqState); the sequence keeps its length and how it was built.
-// A Sequence is used by one Forward call at a time.
+// Sequence is the complete state of one token stream (docs/model.md §4.4,
+// §4.5): for every attention layer the KV cache (k after its norm and
+// RoPE, and v, in the model's kv.DType), for every short-conv layer the
+// last K−1 values of B⊙x per channel. The state lives on the runner of the
+// model that made the sequence (SeqState); the sequence keeps its length
+// and how it was built. A Sequence is used by one Forward call at a time.
 type Sequence struct {
 	shape      kv.Shape
 	n          int // tokens consumed

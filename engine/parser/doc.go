@@ -1,7 +1,7 @@
-// Package parser turns what an LFM2 model generates into the fields of an
-// OpenAI chat response: reasoning text, content text and tool calls
-// (serving.md §9), and matches request stop strings on decoded text
-// (serving.md §5 "Stops").
+// Package parser turns what an LFM2 model generates into the fields
+// of an OpenAI chat response: reasoning text, content text and tool
+// calls (docs/serving.md §9), and matches request stop strings on
+// decoded text (docs/serving.md §5 "Stops").
 //
 // A Parser is one state machine per choice. The server feeds it decoded
 // text pieces (Parser.Text) and the four marker tokens it recognised by id

@@ -6,7 +6,7 @@ import "strconv"
 // the Parser as a unit, never as text.
 type Marker int
 
-// The markers of LFM2 output (lfm2-moe.md §6).
+// The markers of LFM2 output (docs/model.md §6).
 const (
 	ThinkStart    Marker = iota + 1 // <think>
 	ThinkEnd                        // </think>

@@ -5,7 +5,7 @@ import (
 	"unicode"
 )
 
-// Options selects which parts of serving.md §9 a Parser applies.
+// Options selects which parts of docs/serving.md §9 a Parser applies.
 type Options struct {
 	// Reasoning turns reasoning parsing on; set it when the tokenizer has
 	// the think markers. Without it, think markers are literal content.
@@ -80,10 +80,11 @@ const (
 	phaseContent
 )
 
-// Parser is the state machine of serving.md §9 for one choice. Feed it the
-// generated items in order with Text and Marker, then call Finish once.
-// Each call returns the events that became certain; the server sends them
-// as they come (streaming) or concatenates them (non-streaming).
+// Parser is the state machine of docs/serving.md §9 for one choice. Feed
+// it the generated items in order with Text and Marker, then call Finish
+// once. Each call returns the events that became certain; the server
+// sends them as they come (streaming) or concatenates them
+// (non-streaming).
 //
 // Text is held back only where the rules require it:
 //   - with Reasoning (and not StartInReasoning), leading whitespace until

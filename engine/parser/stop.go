@@ -4,8 +4,8 @@ import (
 	"unicode/utf8"
 )
 
-// StopMatcher finds request stop strings (serving.md §5 "Stops") in a
-// stream of text pieces and decides which text may be emitted.
+// StopMatcher finds request stop strings (docs/serving.md §5 "Stops")
+// in a stream of text pieces and decides which text may be emitted.
 //
 // Matching is on bytes. For valid UTF-8 text and stop strings a byte match
 // is a character match, and every cut falls between characters. Held back

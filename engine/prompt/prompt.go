@@ -1,8 +1,8 @@
 // Package prompt turns a chat request into token ids by the special-token
-// policy of lfm2-moe.md §5: the checkpoint's template is rendered with every
-// special-token string of the request protected, the special tokens the
-// template itself emits become their ids, and all other text is encoded as
-// ordinary text.
+// policy of docs/model.md §5: the checkpoint's template is rendered with
+// every special-token string of the request protected, the special tokens
+// the template itself emits become their ids, and all other text is
+// encoded as ordinary text.
 //
 // Generation, calibration and scoring all encode chats this way; this is
 // the one implementation. It does not parse requests (engine/chat does) or

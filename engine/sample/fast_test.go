@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// refNext is the sampler written as serving.md §3 reads: every survivor's
-// noise computed, top-k by a full sort, top-p by a full sort with the
-// normaliser summed in id order. The fast paths (pruned Gumbel draw, heap
-// top-k, partial top-p sort) must give the same token every time.
+// refNext is the sampler written as docs/serving.md §3 reads: every
+// survivor's noise computed, top-k by a full sort, top-p by a full sort
+// with the normaliser summed in id order. The fast paths (pruned Gumbel
+// draw, heap top-k, partial top-p sort) must give the same token every time.
 func refNext(p Params, logits []float32, h History, pos int) int {
 	var s Sampler
 	z := s.process(p, logits, h)

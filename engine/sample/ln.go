@@ -4,9 +4,10 @@ import "math"
 
 // Ln is the natural logarithm, written in plain Go so that every platform
 // computes the same bits: math.Log is assembly on amd64 and Go elsewhere,
-// and the Go compiler may fuse a·b+c into an FMA on arm64, ppc64 and s390x.
-// Every product below is therefore rounded explicitly with float64(·)
-// before it is added, which forbids fusion (serving.md §4).
+// and the Go compiler may fuse a·b+c into an FMA on arm64, ppc64 and
+// s390x. Every product below is therefore rounded explicitly with
+// float64(·) before it is added, which forbids fusion
+// (docs/serving.md §4).
 //
 // Accuracy: x = m·2^e with m ∈ [√½, √2), s = (m−1)/(m+1), |s| ≤ 0.1716,
 // ln m = 2·atanh(s) = 2(s + s³/3 + s⁵/5 + …); eleven terms leave a

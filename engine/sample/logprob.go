@@ -5,8 +5,8 @@ import "math"
 // LogProbs writes the log-softmax of logits into dst (grown if too short)
 // as float32 and returns it: with m = max z, dst[v] = float32((z[v] − m) −
 // ln Σ exp(z[u] − m)), computed in float64 with the sum in id order. These
-// are the raw log-probs of serving.md §3 (before any penalty or filter),
-// and the rows a server returns for prompt_logprobs.
+// are the raw log-probs of docs/serving.md §3 (before any penalty or
+// filter), and the rows a server returns for prompt_logprobs.
 //
 // It is the one definition of a served log-prob row: the scorer turns an
 // in-process candidate's logits into rows with this function too, so that

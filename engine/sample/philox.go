@@ -29,8 +29,8 @@ func Philox4x32(c [4]uint32, k [2]uint32) [4]uint32 {
 }
 
 // uniform returns u ∈ (0, 1) for token v at absolute position pos under seed
-// (serving.md §4): 53 bits of the Philox output, centred in their interval so
-// that neither 0 nor 1 can occur.
+// (docs/serving.md §4): 53 bits of the Philox output, centred in their
+// interval so that neither 0 nor 1 can occur.
 func uniform(seed uint64, pos, v int) float64 {
 	x := Philox4x32([4]uint32{uint32(v), uint32(pos), 0, 0}, [2]uint32{uint32(seed), uint32(seed >> 32)})
 	b := (uint64(x[0]) | uint64(x[1])<<32) >> 11

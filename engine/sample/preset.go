@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// Defaults are a server's sampling defaults (serving.md §2): a request's
-// own value wins, then the field set here, then the neutral default. A nil
-// field is unset.
+// Defaults are a server's sampling defaults (docs/serving.md §2): a
+// request's own value wins, then the field set here, then the neutral
+// default. A nil field is unset.
 type Defaults struct {
 	Temperature       *float64
 	TopK              *int
@@ -25,8 +25,8 @@ type Defaults struct {
 	MaxNewTokens *int
 }
 
-// presets are serving.md §2's table. liquid is Liquid AI's recommendation
-// for LFM2.5 and LFM2-24B-A2B; agentic is the project's own.
+// presets are docs/serving.md §2's table. liquid is Liquid AI's
+// recommendation for LFM2.5 and LFM2-24B-A2B; agentic is the project's own.
 var presets = map[string]Defaults{
 	"liquid":    {Temperature: ptr(0.1), TopK: ptr(50), RepetitionPenalty: ptr(1.05)},
 	"agentic":   {Temperature: ptr(0.6), TopP: ptr(0.95)},
@@ -96,13 +96,13 @@ func (d Defaults) clone() Defaults {
 	return c
 }
 
-// Override returns d with the fields of a --default-sampling JSON object
-// set over it. The keys are temperature, top_k, top_p, min_p,
+// Override returns d with the fields of a --default-sampling JSON
+// object set over it. The keys are temperature, top_k, top_p, min_p,
 // repetition_penalty and max_new_tokens; an unknown or repeated key, a
-// value of the wrong type or one outside its range (serving.md §1) is a
-// *PresetError naming the key, so that a server refuses to start rather
-// than serve with a setting it did not understand. null leaves a field as
-// the preset has it.
+// value of the wrong type or one outside its range (docs/serving.md §1)
+// is a *PresetError naming the key, so that a server refuses to start
+// rather than serve with a setting it did not understand. null leaves a
+// field as the preset has it.
 func (d Defaults) Override(data []byte) (Defaults, error) {
 	out := d.clone()
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// TestPresets: the presets give serving.md §2's table, field by field,
-// over the neutral defaults.
+// TestPresets: the presets give docs/serving.md §2's table, field by
+// field, over the neutral defaults.
 func TestPresets(t *testing.T) {
 	tests := []struct {
 		name string

@@ -6,8 +6,8 @@ import (
 	"sort"
 )
 
-// Params are the sampling parameters of serving.md §1. The zero value is not
-// neutral (Temperature 0 is greedy); start from Neutral.
+// Params are the sampling parameters of docs/serving.md §1. The zero value
+// is not neutral (Temperature 0 is greedy); start from Neutral.
 type Params struct {
 	Temperature       float64
 	TopP              float64
@@ -41,8 +41,8 @@ type ParamError struct {
 
 func (e *ParamError) Error() string { return fmt.Sprintf("sample: %s: %s", e.Field, e.Msg) }
 
-// Validate checks every field against serving.md §1; vocab bounds the
-// token ids of LogitBias and StopIDs.
+// Validate checks every field against docs/serving.md §1; vocab
+// bounds the token ids of LogitBias and StopIDs.
 func (p Params) Validate(vocab int) error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
@@ -86,8 +86,8 @@ type History struct {
 	Output []int
 }
 
-// Sampler applies the pipeline of serving.md §3 with reusable scratch
-// buffers. It is not safe for concurrent use; use one per sequence.
+// Sampler applies the pipeline of docs/serving.md §3 with reusable
+// scratch buffers. It is not safe for concurrent use; use one per sequence.
 type Sampler struct {
 	z      []float64
 	keep   []int
@@ -106,7 +106,7 @@ func (s *Sampler) Next(p Params, logits []float32, h History, pos int) int {
 	}
 	T := p.Temperature
 	if T < 0.01 {
-		T = 0.01 // serving.md §1: 1e-5 ≤ T < 0.01 is raised to 0.01
+		T = 0.01 // docs/serving.md §1: 1e-5 ≤ T < 0.01 is raised to 0.01
 	}
 	for i := range z {
 		z[i] /= T
@@ -239,12 +239,12 @@ func (s *Sampler) filter(p Params, z []float64) []int {
 	return keep
 }
 
-// topP keeps the survivors (ascending ids) that serving.md §3's top-p
-// keeps. The normaliser is summed in id order; the tokens are then taken
-// by z descending (ties by id) until the mass before the next one reaches
-// topP. Only the head of that order is sorted: the tokens within c of the
-// highest logit, c doubling until the crossing falls among them, which for
-// a peaked distribution is a few dozen of a vocabulary of 65,536.
+// topP keeps the survivors (ascending ids) that docs/serving.md §3's
+// top-p keeps. The normaliser is summed in id order; the tokens are then
+// taken by z descending (ties by id) until the mass before the next one
+// reaches topP. Only the head of that order is sorted: the tokens within
+// c of the highest logit, c doubling until the crossing falls among them,
+// which for a peaked distribution is a few dozen of a vocabulary of 65,536.
 func (s *Sampler) topP(z []float64, keep []int, topP float64) []int {
 	top := math.Inf(-1)
 	for _, v := range keep {

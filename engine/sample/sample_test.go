@@ -6,7 +6,7 @@ import (
 )
 
 func TestPhiloxKnownAnswers(t *testing.T) {
-	// Random123's published known-answer vectors (serving.md §4).
+	// Random123's published known-answer vectors (docs/serving.md §4).
 	tests := []struct {
 		c    [4]uint32
 		k    [2]uint32

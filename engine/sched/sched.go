@@ -17,7 +17,7 @@ import (
 	"github.com/lfmq/lfmq/engine/spec"
 )
 
-// Defaults of Config's zero fields (serving.md §8).
+// Defaults of Config's zero fields (docs/serving.md §8).
 const (
 	DefaultMaxNumSeqs   = 16
 	DefaultMaxQueue     = 64
@@ -46,18 +46,18 @@ type Config struct {
 	// requests never run out; 0 means MaxNumSeqs × MaxModelLen (the bound
 	// never binds).
 	KVPoolTokens int
-	// Speculation configures prompt-lookup speculation (serving.md §6);
-	// the zero value turns it on with its defaults.
+	// Speculation configures prompt-lookup speculation
+	// (docs/serving.md §6); the zero value turns it on with its defaults.
 	Speculation SpecConfig
-	// PrefixCache configures the prefix cache (serving.md §7); the zero
-	// value turns it on.
+	// PrefixCache configures the prefix cache (docs/serving.md §7); the
+	// zero value turns it on.
 	PrefixCache PrefixConfig
 	// Logger receives per-request debug lines; nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // SpecConfig configures speculation, which runs while exactly one sequence
-// is active. Zero fields take serving.md §6's defaults.
+// is active. Zero fields take docs/serving.md §6's defaults.
 type SpecConfig struct {
 	Off bool
 	// Tokens is the most draft tokens per verify step (1 to 7).
@@ -793,13 +793,13 @@ func (s *Scheduler) emit(st *state, token int, logits []float32) FinishReason {
 	return 0
 }
 
-// verify accepts a verify step's tokens (serving.md §6): position i is
-// sampled with the full pipeline, keyed by its absolute position, after
-// the tokens accepted before it; equal to draft token i, it is accepted
-// and the next position is sampled; different, it is emitted and the step
-// ends. If every draft token is accepted, the last row gives one more.
-// The sequence is then rewound to the tokens that stand, so what follows
-// is exactly what plain decoding would have produced.
+// verify accepts a verify step's tokens (docs/serving.md §6): position
+// i is sampled with the full pipeline, keyed by its absolute position,
+// after the tokens accepted before it; equal to draft token i, it is
+// accepted and the next position is sampled; different, it is emitted
+// and the step ends. If every draft token is accepted, the last row
+// gives one more. The sequence is then rewound to the tokens that
+// stand, so what follows is exactly what plain decoding would have produced.
 func (s *Scheduler) verify(w *work) {
 	st, k, V := w.st, len(w.draft), s.vocab
 	emitted, accepted := 0, 0
@@ -899,10 +899,10 @@ func (s *Scheduler) blockKey(st *state, b int) prefix.Key {
 }
 
 // register caches the blocks of st's sequence that its first upTo tokens
-// complete (serving.md §7), output tokens included (the last one through
-// end). A block is the sequence's own page, shared: caching it takes no
-// memory, and the pool reclaims it when a sequence needs the page and
-// nobody else holds it.
+// complete (docs/serving.md §7), output tokens included (the last one
+// through end). A block is the sequence's own page, shared: caching it
+// takes no memory, and the pool reclaims it when a sequence needs the
+// page and nobody else holds it.
 func (s *Scheduler) register(st *state, upTo int) {
 	if s.cache == nil {
 		return

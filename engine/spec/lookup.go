@@ -2,7 +2,7 @@ package spec
 
 import "fmt"
 
-// Defaults of serving.md §6.
+// Defaults of docs/serving.md §6.
 const (
 	DefaultLookupMin = 3
 	DefaultLookupMax = 5
@@ -13,14 +13,14 @@ const (
 
 // Lookup finds drafts in a growing token context: for n from max down to
 // min, the most recent earlier occurrence of the context's last n tokens
-// (any start before the suffix itself; overlaps allowed); the first n that
-// matches wins, and the draft is what followed that occurrence. vLLM's
-// n-gram proposer takes the earliest occurrence and llama.cpp's the last;
-// lfmq takes the last. Where serving.md §6 cuts the draft at the end of
-// the context, lfmq continues it periodically: an occurrence d tokens
-// before the suffix says the text repeats with period d, so a run of one
-// token, or a line repeated with its neighbour overlapping, still gives a
-// full draft.
+// (any start before the suffix itself; overlaps allowed); the first n
+// that matches wins, and the draft is what followed that occurrence.
+// vLLM's n-gram proposer takes the earliest occurrence and llama.cpp's
+// the last; lfmq takes the last. Where docs/serving.md §6 cuts the draft
+// at the end of the context, lfmq continues it periodically: an
+// occurrence d tokens before the suffix says the text repeats with
+// period d, so a run of one token, or a line repeated with its neighbour
+// overlapping, still gives a full draft.
 //
 // Per n it keeps a hash map from n-gram to its last start, updated as
 // tokens are appended, so a proposal costs max−min+1 lookups. It is not

@@ -5,12 +5,12 @@ import (
 	"slices"
 )
 
-// Policy chooses a verify step's draft length k (serving.md §6): with a
-// the moving acceptance rate of draft tokens and c(k) the measured cost of
-// a (k+1)-token step relative to a one-token step, it maximises the
-// expected tokens per step per unit cost, (1 − a^{k+1}) / (1 − a) / c(k).
-// When no k beats plain decoding (1 token per unit cost) it stops drafting
-// and probes again after ProbeAfter tokens.
+// Policy chooses a verify step's draft length k (docs/serving.md §6):
+// with a the moving acceptance rate of draft tokens and c(k) the measured
+// cost of a (k+1)-token step relative to a one-token step, it maximises
+// the expected tokens per step per unit cost, (1 − a^{k+1}) / (1 − a) /
+// c(k). When no k beats plain decoding (1 token per unit cost) it stops
+// drafting and probes again after ProbeAfter tokens.
 //
 // Acceptance is per request (a new Policy per request); step costs are the
 // model's, shared through a Costs value. It is not safe for concurrent use.

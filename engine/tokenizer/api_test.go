@@ -55,7 +55,7 @@ func TestFixtureMetadata(t *testing.T) {
 	}
 }
 
-// TestSpecialPolicy: the special-token policy of lfm2-moe.md §5.
+// TestSpecialPolicy: the special-token policy of docs/model.md §5.
 func TestSpecialPolicy(t *testing.T) {
 	tok := loadFixture(t)
 	text := "<|startoftext|>hi<|im_end|>"

@@ -32,14 +32,15 @@
 // is what LFM2's file asks for; ignore_merges true is honoured as the
 // library does.
 //
-// Encoding options cover the project's special-token policy (lfm2-moe.md
-// §5): [EncodeOptions.MatchSpecial] decides whether special-token strings in
-// the text become their ids, [EncodeOptions.AddBOS] prepends the BOS token
-// unless the encoding already starts with it, and [Tokenizer.SplitSpecial]
-// lets the chat renderer split a rendered prompt at special tokens and
-// encode the text between them as ordinary text. Text that is not valid
-// UTF-8 is encoded byte by byte (each invalid byte is classed like U+FFFD by
-// the pre-tokenizer), so [Tokenizer.Decode] returns exactly the bytes that
+// Encoding options cover the project's special-token policy
+// (docs/model.md §5): [EncodeOptions.MatchSpecial] decides whether
+// special-token strings in the text become their ids,
+// [EncodeOptions.AddBOS] prepends the BOS token unless the encoding
+// already starts with it, and [Tokenizer.SplitSpecial] lets the chat
+// renderer split a rendered prompt at special tokens and encode the text
+// between them as ordinary text. Text that is not valid UTF-8 is encoded
+// byte by byte (each invalid byte is classed like U+FFFD by the
+// pre-tokenizer), so [Tokenizer.Decode] returns exactly the bytes that
 // were encoded.
 //
 // Decoding is byte-exact: ids map to their bytes, special tokens to their

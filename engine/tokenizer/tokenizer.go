@@ -191,7 +191,7 @@ func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
 
 // EOS returns the end-of-sequence token named by tokenizer_config.json's
 // eos_token (or special_tokens_map.json's). For LFM2 chat models this is
-// <|im_end|>; the engine's stop set is wider (lfm2-moe.md §5).
+// <|im_end|>; the engine's stop set is wider (docs/model.md §5).
 func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
 
 // Pad returns the padding token named by pad_token.

@@ -14,7 +14,8 @@ import (
 	"github.com/lfmq/lfmq/format/units"
 )
 
-// Tags are the card's tags of an LFM2-MoE release (release.md §5).
+// Tags are the card's tags of an LFM2-MoE release
+// (docs/release.md, "The model card").
 var Tags = []string{"lfm2", "lfm2_moe", "moe", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
 
 // DenseTags are the card's tags of a dense LFM2 release: Tags without the
@@ -74,8 +75,8 @@ type Input struct {
 	// section in order.
 	Plots []Plot
 	// Quality is the quality section, already rendered as Markdown (the
-	// tables of scoring.md §7 with the noise floor and RTN rows), one
-	// element per table with its heading; inserted in order.
+	// tables of docs/scoring.md, "Output" with the noise floor and RTN
+	// rows), one element per table with its heading; inserted in order.
 	Quality []string
 }
 

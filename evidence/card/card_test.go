@@ -109,8 +109,8 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestFrontMatterFields checks the front matter against release.md §5
-// independently of the golden file.
+// TestFrontMatterFields checks the front matter against
+// docs/release.md, "The model card" independently of the golden file.
 func TestFrontMatterFields(t *testing.T) {
 	out, err := Render(sampleInput())
 	if err != nil {

@@ -1,7 +1,7 @@
-// Package card renders a release's model card, README.md (release.md §5):
-// Hugging Face YAML front matter, what the release is, the precision table,
-// the quality tables and plots, how to download, verify and launch, the
-// pins and the modifications notice.
+// Package card renders a release's model card, README.md
+// (docs/release.md, "The model card"): Hugging Face YAML front matter,
+// what the release is, the precision table, the quality tables and plots,
+// how to download, verify and launch, the pins and the modifications notice.
 //
 // The card is rendered, never typed by hand, and deterministic: the same
 // Input gives the same bytes. It reads nothing itself; the caller passes

@@ -1,6 +1,6 @@
 // Package refcache stores the reference model's log-probs once so that
 // candidates can be scored later without running the reference
-// (scoring.md §5).
+// (docs/scoring.md, "The reference cache").
 //
 // A cache file is one zstd stream (klauspost/compress, encoder concurrency
 // 1, level SpeedDefault, so the same content gives the same bytes). Inside

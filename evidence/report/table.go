@@ -9,9 +9,9 @@ import (
 )
 
 // Markdown renders the figures of an evidence file: the model-card table
-// (scoring.md §7), the paired comparisons between candidates when there are
-// several, and the file's notes. It depends only on f, so a file read back
-// renders the same bytes as the run that wrote it.
+// (docs/scoring.md, "Output"), the paired comparisons between candidates
+// when there are several, and the file's notes. It depends only on f, so a
+// file read back renders the same bytes as the run that wrote it.
 //
 // The table has the model card's columns (corpus, tokens, PPL BF16 → cand,
 // ΔPPL %, top-1 %, KL mean, KL p99), with ± SE after ΔPPL, top-1 and KL

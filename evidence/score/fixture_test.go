@@ -172,9 +172,9 @@ func readEvalPPL(t testing.TB) *evalPPL {
 // independent float32 PyTorch reference (eval_ppl.json) under the
 // fixture's own window rule, on the first records of every corpus (the
 // whole corpora run with -tags long). The reference sums are rounded to
-// 1e-4; float32 engines agree on logits to ~1e-4 (lfm2-moe.md §4.9), so a
-// record's sum may differ by up to ~1e-4 per token (observed: 6.4e-5 on
-// instruct-0034, 4e-6 elsewhere), and a corpus PPL by ~1e-5 relative.
+// 1e-4; float32 engines agree on logits to ~1e-4 (docs/model.md §4.9),
+// so a record's sum may differ by up to ~1e-4 per token (observed:
+// 6.4e-5 on instruct-0034, 4e-6 elsewhere), and a corpus PPL by ~1e-5 relative.
 func TestFixturePPL(t *testing.T) {
 	e := readEvalPPL(t)
 	m := tiny(t)

@@ -26,7 +26,8 @@ import (
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
-// DefaultCtx is the window length C when Options.Ctx is 0 (scoring.md §1).
+// DefaultCtx is the window length C when Options.Ctx is 0
+// (docs/scoring.md, "Windows").
 const DefaultCtx = 512
 
 // DefaultChunk is the noise floor's chunk length when Options.Chunk is 0.
@@ -95,7 +96,8 @@ type Options struct {
 
 // Candidate is a named checkpoint to score: a directory (Dir), or the
 // checkpoint a running lfmq serve serves (URL, its base URL; Dir empty),
-// scored through its /v1/completions prompt log-probs (scoring.md §6).
+// scored through its /v1/completions prompt log-probs
+// (docs/scoring.md, "Scoring a running server").
 type Candidate struct {
 	Name string
 	Dir  string

@@ -24,14 +24,15 @@ import (
 )
 
 // A served candidate is a running lfmq serve scored through its
-// OpenAI-compatible API (scoring.md §6, serving.md §5): GET /v1/models
-// names the model and the checkpoint it serves, and one POST
-// /v1/completions per window, with the window's token ids as the prompt,
-// max_tokens 0, echo and prompt_logprobs −1, returns the full-vocabulary
-// float32 log-prob row (sample.LogProbs) of every prompt position, base64
-// little-endian in choices[0].prompt_logprobs_f32. Those are exactly the rows
-// in-process scoring computes from the same checkpoint's logits, so the
-// figures are bit-identical.
+// OpenAI-compatible API (docs/scoring.md, "Scoring a running server";
+// docs/serving.md §5): GET /v1/models names the model and the checkpoint
+// it serves, and one POST /v1/completions per window, with the window's
+// token ids as the prompt, max_tokens 0, echo and prompt_logprobs −1,
+// returns the full-vocabulary float32 log-prob row (sample.LogProbs) of
+// every prompt position, base64 little-endian in
+// choices[0].prompt_logprobs_f32. Those are exactly the rows in-process
+// scoring computes from the same checkpoint's logits, so the figures are
+// bit-identical.
 const (
 	// maxInFlight bounds the completion requests in flight per served
 	// candidate, and the windows fetched ahead of the statistics: each

@@ -29,11 +29,12 @@ import (
 
 const fakeBinary = "b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1"
 
-// modelServer implements the server side of the wire (serving.md §5) from
-// an in-process model: /v1/models describes the checkpoint with
-// format/identity, /v1/completions runs each prompt from an empty state
-// and returns sample.LogProbs rows. Answers are delayed by a few
-// milliseconds depending on the prompt, so that they arrive out of order.
+// modelServer implements the server side of the wire
+// (docs/serving.md §5) from an in-process model: /v1/models describes
+// the checkpoint with format/identity, /v1/completions runs each prompt
+// from an empty state and returns sample.LogProbs rows. Answers are
+// delayed by a few milliseconds depending on the prompt, so that they
+// arrive out of order.
 type modelServer struct {
 	t     testing.TB
 	m     *model.Model

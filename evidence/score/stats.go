@@ -9,15 +9,15 @@ import (
 )
 
 // minSE is the smallest sample for which standard errors are reported
-// (scoring.md §3: SEs are null for N ≤ 10).
+// (docs/scoring.md, "Statistics": SEs are null for N ≤ 10).
 const minSE = 11
 
 // ErrNoTokens is returned by Summarize and Paired for an empty sample.
 var ErrNoTokens = errors.New("score: no scored tokens")
 
 // Quantile returns the q-quantile of sorted (ascending) by linear
-// interpolation at position q·(N−1) (scoring.md §3). It returns NaN for an
-// empty sample.
+// interpolation at position q·(N−1) (docs/scoring.md, "Statistics"). It
+// returns NaN for an empty sample.
 func Quantile(sorted []float64, q float64) float64 {
 	n := len(sorted)
 	if n == 0 {
@@ -89,8 +89,8 @@ func Paired(a, b []float64) (mean float64, se *float64, err error) {
 	return mean, se, nil
 }
 
-// Summarize computes the aggregates of scoring.md §3 over the tokens of one
-// variant on one corpus (or pooled).
+// Summarize computes the aggregates of docs/scoring.md, "Statistics" over
+// the tokens of one variant on one corpus (or pooled).
 func Summarize(toks []Token) (evidence.Stats, error) {
 	n := len(toks)
 	if n == 0 {

@@ -51,7 +51,7 @@ func LogSumExp(x []float64) float64 {
 }
 
 // Argmax returns the index of the largest value, the lowest index among
-// ties (scoring.md §2).
+// ties (docs/scoring.md, "Per-token quantities").
 func Argmax(z []float32) int {
 	best := 0
 	for v := 1; v < len(z); v++ {
@@ -103,10 +103,10 @@ func (r *Ref) SetLogits(z []float32, target int) bool {
 	return true
 }
 
-// SetStored fills r from a stored log-prob row (scoring.md §5): r.LP is lp,
-// already widened to float64, renormalised (lp − logsumexp(lp)); the NLL
-// and argmax are the stored exact values. It
-// reports false if the row is not finite.
+// SetStored fills r from a stored log-prob row
+// (docs/scoring.md, "The reference cache"): r.LP is lp, already widened
+// to float64, renormalised (lp − logsumexp(lp)); the NLL and argmax are
+// the stored exact values. It reports false if the row is not finite.
 func (r *Ref) SetStored(lp []float64, nll float64, argmax int) bool {
 	lse := LogSumExp(lp)
 	if math.IsNaN(lse) || math.IsInf(lse, 0) {

@@ -37,7 +37,8 @@ func TestKLKnownPairs(t *testing.T) {
 		p, q []float64
 		want float64
 	}{
-		// scoring.md §9: 0.5·ln(0.5/0.9) + 0.5·ln(0.5/0.1).
+		// docs/scoring.md, "Per-token quantities": 0.5·ln(0.5/0.9) +
+		// 0.5·ln(0.5/0.1).
 		{[]float64{0.5, 0.5}, []float64{0.9, 0.1}, 0.5*math.Log(0.5/0.9) + 0.5*math.Log(0.5/0.1)},
 		{[]float64{0.9, 0.1}, []float64{0.5, 0.5}, 0.9*math.Log(0.9/0.5) + 0.1*math.Log(0.1/0.5)},
 		{[]float64{0.7, 0.2, 0.1}, []float64{0.1, 0.2, 0.7}, 0.7*math.Log(7) + 0.1*math.Log(1.0/7)},

@@ -25,15 +25,15 @@ func (e *CtxError) Error() string {
 }
 
 // Split cuts the record ids = t_0 … t_{n−1} (t_0 is BOS) into windows by
-// scoring.md §1, with context ctx = C (even, so that S = C/2 splits it
-// exactly): a record of n ≤ C tokens is one window scoring t_1 … t_{n−1};
-// a longer one gets window 0 = t_0 … t_{C−1} scoring 1 … C−1, and windows
-// w ≥ 1 = bos, t_{wS+1} … scoring targets (w+1)S … (w+2)S−1 (truncated at
-// n). Each window holds only the tokens its targets need, so a last window
-// may be shorter than C. Every target is scored exactly once, and every
-// target after the first window sees at least S−1 tokens of its record.
-// A record of fewer than 2 tokens has nothing to score and gives no window.
-// The windows alias ids except for the bos position.
+// docs/scoring.md, "Windows", with context ctx = C (even, so that S = C/2
+// splits it exactly): a record of n ≤ C tokens is one window scoring t_1
+// … t_{n−1}; a longer one gets window 0 = t_0 … t_{C−1} scoring 1 … C−1,
+// and windows w ≥ 1 = bos, t_{wS+1} … scoring targets (w+1)S … (w+2)S−1
+// (truncated at n). Each window holds only the tokens its targets need,
+// so a last window may be shorter than C. Every target is scored exactly
+// once, and every target after the first window sees at least S−1 tokens
+// of its record. A record of fewer than 2 tokens has nothing to score and
+// gives no window. The windows alias ids except for the bos position.
 func Split(ids []int, ctx, bos int) ([]Window, error) {
 	if ctx < 2 || ctx%2 != 0 {
 		return nil, &CtxError{Ctx: ctx}

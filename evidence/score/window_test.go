@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestSplitCoverage is the window-rule property test (scoring.md §9): for
-// every record length and context, every target 1 … n−1 is scored exactly
-// once, windows hold at most C tokens, start with t_0 or BOS, carry the
-// record's tokens in order, and every target after the first window sees
-// at least S−1 tokens of its record.
+// TestSplitCoverage is the window-rule property test
+// (docs/scoring.md, "Windows"): for every record length and context,
+// every target 1 … n−1 is scored exactly once, windows hold at most C
+// tokens, start with t_0 or BOS, carry the record's tokens in order, and
+// every target after the first window sees at least S−1 tokens of its record.
 func TestSplitCoverage(t *testing.T) {
 	const bos = -7
 	for _, C := range []int{2, 4, 6, 8, 10, 16, 34, 64, 512} {

@@ -57,7 +57,7 @@ type Sampling struct {
 	RepetitionPenalty *evidence.Float `json:"repetition_penalty,omitempty"`
 }
 
-// Receipts pin what the results depend on (DESIGN.md "Evidence files").
+// Receipts pin what the results depend on (docs/design.md §4).
 type Receipts struct {
 	LfmqVersion  string           `json:"lfmq_version"`
 	BinarySHA256 string           `json:"binary_sha256"`

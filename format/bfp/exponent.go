@@ -13,12 +13,12 @@ import (
 type ExponentRule uint8
 
 const (
-	// RuleMax is the plain packer of bfp.md §2: the largest exponent field
-	// of the group. The zero value, and tt-metal's default.
+	// RuleMax is the plain packer of docs/bfp.md, "Encoding": the largest
+	// exponent field of the group. The zero value, and tt-metal's default.
 	RuleMax ExponentRule = iota
 	// RuleSearch is tt-metal's optional exponent search (optimize_bfp,
-	// bfp.md §5): E_max − 1 replaces E_max when it gives the group a
-	// strictly smaller squared error.
+	// docs/bfp.md, "Encoding"): E_max − 1 replaces E_max when it gives
+	// the group a strictly smaller squared error.
 	RuleSearch
 )
 
@@ -49,7 +49,7 @@ func CanLower(f Format, e uint8, d int) bool {
 // EncodeGroupAt returns the codes of a group stored with exponent e, which
 // may be smaller than the group's own maximum: an element whose exponent
 // field exceeds e saturates at magnitude 2^m − 1 with its sign, the others
-// follow bfp.md §3 (EncodeValue).
+// follow docs/bfp.md, "Encoding" (EncodeValue).
 func EncodeGroupAt(f Format, bits *[GroupSize]uint32, e uint8) (codes [GroupSize]uint8) {
 	for j, x := range bits {
 		codes[j] = EncodeValue(f, x, e)

@@ -12,7 +12,8 @@ import (
 )
 
 // searchTile is the tile of tt-metal's HostOnlyTest.Bfp4ExponentSearch and
-// Bfp8ExponentSearch (bfp.md §6): every group is [1.0, x, x, …, x].
+// Bfp8ExponentSearch (docs/bfp.md, "Matching tt-metal bit for bit"): every
+// group is [1.0, x, x, …, x].
 func searchTile(x float32) *[1024]uint32 {
 	var src [1024]uint32
 	for k := range src {
@@ -97,7 +98,8 @@ func TestExponentSearchVectors(t *testing.T) {
 				}
 			}
 			// The same values as a row-major Hugging Face weight W [32, 32]
-			// whose W_tt = Wᵀ is the tile (bfp.md §8).
+			// whose W_tt = Wᵀ is the tile
+			// (docs/lfmq-1.md, "How a BFP tensor is stored").
 			w := make([]float32, 1024)
 			for r := range 32 {
 				for c := range 32 {
@@ -144,10 +146,10 @@ func TestExponentSearchKeepsSpecials(t *testing.T) {
 }
 
 // searchRef is an independent reference for the search on finite inputs:
-// codes from truncRef (value-domain §3, which saturates elements above the
-// exponent by itself), values q·2^(E−127−(m−1)) by math.Ldexp, errors
-// summed in float64 in lane order, E_max − 1 only when strictly better and
-// allowed (E_max − 1 ≥ m, E_max ≠ 255).
+// codes from truncRef (the value-domain encoding rule, which saturates
+// elements above the exponent by itself), values q·2^(E−127−(m−1)) by
+// math.Ldexp, errors summed in float64 in lane order, E_max − 1 only when
+// strictly better and allowed (E_max − 1 ≥ m, E_max ≠ 255).
 func searchRef(f bfp.Format, bits *[16]uint32) (uint8, [16]uint8) {
 	var emax uint8
 	for _, x := range bits {

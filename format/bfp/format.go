@@ -5,8 +5,9 @@ import (
 	"math"
 )
 
-// Tile geometry (bfp.md §1). Only 32×32 tiles exist in lfmq; the smaller tiles
-// tt-metal also supports need exponent padding and are deliberately absent.
+// Tile geometry (docs/lfmq-1.md, "The bytes of one tile"). Only 32×32 tiles
+// exist in lfmq; the smaller tiles tt-metal also supports need exponent
+// padding and are deliberately absent.
 const (
 	// TileDim is the height and width of a tile.
 	TileDim = 32
@@ -21,8 +22,9 @@ const (
 )
 
 // Format is a Tenstorrent block-floating-point element format. Its values
-// are tt-metal's DataFormat codes (bfp.md §1), so the zero value is not a
-// valid format and a forgotten initialisation cannot silently pick one.
+// are tt-metal's DataFormat codes (docs/bfp.md, "The two formats"), so
+// the zero value is not a valid format and a forgotten initialisation
+// cannot silently pick one.
 type Format uint8
 
 const (
@@ -67,7 +69,7 @@ func (f Format) MagBits() int {
 func (f Format) MaxMag() uint8 { return uint8(1)<<f.MagBits() - 1 }
 
 // String returns the name the lfmq-1 metadata uses for f: "bfp8_b" or
-// "bfp4_b" (bfp.md §8).
+// "bfp4_b" (docs/bfp.md, "The two formats").
 func (f Format) String() string {
 	switch f {
 	case BFP8:
@@ -91,13 +93,13 @@ func ParseFormat(s string) (Format, error) {
 	return 0, &FormatError{Name: s}
 }
 
-// Step returns Δ = 2^(e − 127 − (m − 1)), the value of magnitude 1 in a group
-// with shared exponent e: 2^(e−133) for BFP8, 2^(e−129) for BFP4 (bfp.md §4,
-// §7). Every Δ is exactly representable in float32 (as a subnormal when e is
-// below 7 for BFP8 or 3 for BFP4), and q·Δ is exact for every magnitude q
-// unless it overflows, so a decoder may multiply by Step once per group
-// instead of calling math.Ldexp per element. Step returns 0 for an invalid
-// format.
+// Step returns Δ = 2^(e − 127 − (m − 1)), the value of magnitude 1 in a
+// group with shared exponent e: 2^(e−133) for BFP8, 2^(e−129) for BFP4
+// (docs/bfp.md, "Decoding", "Error bounds"). Every Δ is exactly
+// representable in float32 (as a subnormal when e is below 7 for BFP8 or 3
+// for BFP4), and q·Δ is exact for every magnitude q unless it overflows, so
+// a decoder may multiply by Step once per group instead of calling
+// math.Ldexp per element. Step returns 0 for an invalid format.
 func Step(f Format, e uint8) float32 {
 	m := uint32(f.MagBits())
 	if m == 0 {

@@ -150,7 +150,7 @@ func FuzzDecodeTile(f *testing.F) {
 // a matrix) and checks: every code agrees with the value-domain reference
 // truncRef (finite inputs), the encoding is a fixed point of encode∘decode,
 // the matrix path agrees with the tile path, and the error is within the
-// bound of bfp.md §7.
+// bound of docs/bfp.md, "Error bounds".
 func FuzzEncodeRoundTrip(f *testing.F) {
 	seed := make([]byte, 64)
 	for j, v := range fullGroup {

@@ -4,8 +4,9 @@ import "math"
 
 // SharedExponent returns the shared exponent of a group: the largest raw
 // biased exponent field ((x >> 23) & 0xFF) among the 16 fp32 bit patterns
-// (bfp.md §2). Sign and mantissa play no part, zeros and subnormals count as
-// 0 and Inf/NaN as 255, and rounding never raises the result afterwards.
+// (docs/bfp.md, "Encoding"). Sign and mantissa play no part, zeros and
+// subnormals count as 0 and Inf/NaN as 255, and rounding never raises the
+// result afterwards.
 func SharedExponent(bits *[GroupSize]uint32) uint8 {
 	// Two running maxima shorten the dependency chain; max over fields is
 	// order-independent, so the split cannot change the result.
@@ -18,16 +19,17 @@ func SharedExponent(bits *[GroupSize]uint32) uint8 {
 }
 
 // EncodeValue returns the element code of the fp32 bit pattern x in a group
-// whose shared exponent is e, by the exact rule of bfp.md §3: flush e(x) = 0,
-// shift the 24-bit significand right by e − e(x) dropping the shifted-out bits
-// (no sticky bit), round half to even to m bits, saturate at 2^m − 1, and
-// never emit a negative zero. The code is sign<<m | q, in the low m+1 bits.
+// whose shared exponent is e, by the exact rule of docs/bfp.md, "Encoding":
+// flush e(x) = 0, shift the 24-bit significand right by e − e(x) dropping the
+// shifted-out bits (no sticky bit), round half to even to m bits, saturate at
+// 2^m − 1, and never emit a negative zero. The code is sign<<m | q, in the
+// low m+1 bits.
 //
-// The plain packer always passes e = SharedExponent of the group, so
-// e(x) ≤ e. When e(x) > e (a caller trying a smaller exponent, as the
-// optional exponent search does) the value lies beyond the group's range and
-// the magnitude saturates at 2^m − 1, which is what a left shift followed by
-// §3's clamp would give. An invalid format gives code 0.
+// The plain packer always passes e = SharedExponent of the group, so e(x) ≤
+// e. When e(x) > e (a caller trying a smaller exponent, as the optional
+// exponent search does) the value lies beyond the group's range and the
+// magnitude saturates at 2^m − 1, which is what a left shift followed by the
+// encoding rule's clamp would give. An invalid format gives code 0.
 func EncodeValue(f Format, x uint32, e uint8) uint8 {
 	m := uint32(f.MagBits())
 	if m == 0 {
@@ -42,18 +44,19 @@ func EncodeValue(f Format, x uint32, e uint8) uint8 {
 	return code4(x, uint32(e))
 }
 
-// code8 and code4 are the §3 rule for e(x) ≤ E with m = 7 and m = 3. They
-// are written out with constants (rather than one function of m) so that
-// they stay within the inliner's budget and the per-element work in the
-// tile loops is a handful of integer instructions. They are branch-free:
-// real weights mix flushed zeros and signs unpredictably.
+// code8 and code4 are the encoding rule (docs/bfp.md, "Encoding") for
+// e(x) ≤ E with m = 7 and m = 3. They are written out with constants
+// (rather than one function of m) so that they stay within the inliner's
+// budget and the per-element work in the tile loops is a handful of
+// integer instructions. They are branch-free: real weights mix flushed
+// zeros and signs unpredictably.
 //
 // Step by step, for m magnitude bits, s = 24 − m, qmax = 2^m − 1:
-//   - nz = (e(x)+255)>>8 is 0 for a zero or subnormal input (§3 step 1:
+//   - nz = (e(x)+255)>>8 is 0 for a zero or subnormal input (docs/bfp.md, "Encoding", step 1:
 //     flushed; it must not pick up a hidden bit) and 1 otherwise;
 //   - the significand with its hidden bit is masked by −nz and shifted right
 //     by d = E − e(x); Go defines x >> n as 0 for n ≥ 32 on unsigned x,
-//     which is §3 step 3's "A = 0 if d ≥ 32", and the dropped bits are lost;
+//     which is the encoding rule's step 3, "A = 0 if d ≥ 32", and the dropped bits are lost;
 //   - q = (A + 2^(s−1) − 1 + ((A >> s) & 1)) >> s rounds half to even and
 //     min(q, qmax) saturates (steps 4, 5);
 //   - (q+qmax)>>m is 1 exactly when q ≥ 1, so a code with q = 0 never
@@ -76,19 +79,20 @@ func code4(x, E uint32) uint8 {
 }
 
 // DecodeValue returns the value of element code in a group with shared
-// exponent e: (−1)^sign · q · 2^(e − 127 − (m − 1)) (bfp.md §4), where q is
-// the low m bits of code and sign the bit above them; higher bits are
-// ignored. The result is exact for every finite value, subnormal ones
-// included. Code 0x80 / 0x8, which the encoder never emits, decodes to −0.
-// An invalid format gives 0.
+// exponent e: (−1)^sign · q · 2^(e − 127 − (m − 1))
+// (docs/bfp.md, "Decoding"), where q is the low m bits of code and
+// sign the bit above them; higher bits are ignored. The result is
+// exact for every finite value, subnormal ones included. Code 0x80 /
+// 0x8, which the encoder never emits, decodes to −0. An invalid format gives 0.
 //
-// With e = 255 a magnitude q ≥ 2^(m−1) has no finite value. Like tt-metal's
-// host unpacker, which renormalises q into the fp32 fields, DecodeValue
-// gives ±Inf for q = 2^(m−1) and a NaN otherwise, so that the encodings of
-// Inf (0x40 / 0x4) and of the quiet NaN 0x7FC00000 (0x60 / 0x6) decode back
-// to those bit patterns (bfp.md §5). A finite input that §3 rounds up to
-// the level 2^128 in a group beside an Inf or NaN (math.MaxFloat32 encodes
-// as 0x40 there) therefore decodes to Inf: 2^128 is not a float32.
+// With e = 255 a magnitude q ≥ 2^(m−1) has no finite value. Like
+// tt-metal's host unpacker, which renormalises q into the fp32 fields,
+// DecodeValue gives ±Inf for q = 2^(m−1) and a NaN otherwise, so that the
+// encodings of Inf (0x40 / 0x4) and of the quiet NaN 0x7FC00000 (0x60 /
+// 0x6) decode back to those bit patterns (docs/bfp.md, "Special inputs").
+// A finite input that the encoding rule rounds up to the level 2^128 in a
+// group beside an Inf or NaN (math.MaxFloat32 encodes as 0x40 there)
+// therefore decodes to Inf: 2^128 is not a float32.
 func DecodeValue(f Format, code, e uint8) float32 {
 	m := uint32(f.MagBits())
 	if m == 0 {
@@ -112,8 +116,9 @@ func decodeBits(code, e, m uint32) uint32 {
 }
 
 // QuantizeGroup encodes one group of 16 values by the plain packer rule: the
-// shared exponent of their fp32 bit patterns (§2), then each code by §3. It
-// uses the bit patterns only, never float arithmetic.
+// shared exponent of their fp32 bit patterns (docs/bfp.md, "Encoding"), then
+// each code by the same page's rule. It uses the bit patterns only, never
+// float arithmetic.
 func QuantizeGroup(f Format, vals *[GroupSize]float32) (e uint8, codes [GroupSize]uint8) {
 	var bits [GroupSize]uint32
 	for j, v := range vals {
@@ -195,7 +200,8 @@ func decodeGroup8(codes *[GroupSize]uint8, e uint32, dst *[GroupSize]float32) {
 }
 
 // decodeGroup4 decodes the 8 bytes of a packed BFP4 group: lane 2k in the
-// low nibble of byte k, lane 2k+1 in the high nibble (bfp.md §1).
+// low nibble of byte k, lane 2k+1 in the high nibble
+// (docs/lfmq-1.md, "The bytes of one tile").
 func decodeGroup4(packed *[GroupSize / 2]uint8, e uint32, dst *[GroupSize]float32) {
 	if e == 255 {
 		for k, b := range packed {

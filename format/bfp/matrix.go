@@ -6,11 +6,12 @@ import (
 	"math"
 )
 
-// This file holds the lfmq-1 matrix convention of bfp.md §8: a Hugging Face
-// weight W [out, in] is stored as ttnn's matmul operand W_tt = Wᵀ [K=in,
-// N=out], zero-padded to Kp×Np (multiples of 32) and cut into 32×32 tiles in
-// row-major tile order. Element W[o][i] is W_tt[i][o]: tile
-// (i/32)·(Np/32) + o/32, tile row i%32, tile column o%32.
+// This file holds the lfmq-1 matrix convention of
+// docs/lfmq-1.md, "How a BFP tensor is stored": a Hugging Face weight W
+// [out, in] is stored as ttnn's matmul operand W_tt = Wᵀ [K=in, N=out],
+// zero-padded to Kp×Np (multiples of 32) and cut into 32×32 tiles in
+// row-major tile order. Element W[o][i] is W_tt[i][o]: tile (i/32)·(Np/32)
+// + o/32, tile row i%32, tile column o%32.
 
 // PaddedDim returns n rounded up to a multiple of TileDim (Kp for n = in,
 // Np for n = out). It returns 0 for n ≤ 0.
@@ -60,10 +61,11 @@ func PackedSize(f Format, out, in int) int {
 	return NumTiles(out, in) * f.TileBytes()
 }
 
-// TileOf returns where W[o][i] of a weight with out rows lives in the packed
-// tile stream: tile index (i/32)·(Np/32) + o/32, tile row i%32 and tile
-// column o%32 (bfp.md §8). Arguments are not checked: o ∈ [0, out), i ≥ 0.
-// Within the tile, GroupLane(row, col) gives the exponent group and lane.
+// TileOf returns where W[o][i] of a weight with out rows lives in the
+// packed tile stream: tile index (i/32)·(Np/32) + o/32, tile row i%32 and
+// tile column o%32 (docs/lfmq-1.md, "How a BFP tensor is stored").
+// Arguments are not checked: o ∈ [0, out), i ≥ 0. Within the tile,
+// GroupLane(row, col) gives the exponent group and lane.
 func TileOf(o, i, out int) (tile, row, col int) {
 	nt := (out + TileDim - 1) / TileDim
 	return i/TileDim*nt + o/TileDim, i % TileDim, o % TileDim
@@ -80,10 +82,11 @@ func Element(tile, row, col, out int) (o, i int) {
 	return tile%nt*TileDim + col, tile/nt*TileDim + row
 }
 
-// PackMatrix packs the row-major Hugging Face weight w [out, in] in format
-// f by the lfmq-1 convention (bfp.md §8): transposed to [in, out],
-// zero-padded, tiled in row-major tile order, each tile encoded by
-// EncodeTileBits. The result has length PackedSize(f, out, in).
+// PackMatrix packs the row-major Hugging Face weight w [out, in] in
+// format f by the lfmq-1 convention
+// (docs/lfmq-1.md, "How a BFP tensor is stored"): transposed to [in,
+// out], zero-padded, tiled in row-major tile order, each tile encoded
+// by EncodeTileBits. The result has length PackedSize(f, out, in).
 func PackMatrix(f Format, w []float32, out, in int) ([]byte, error) {
 	return packTiles(f, len(w), out, in, func(buf *[TileElems]uint32, kt, nt int) {
 		gatherF32(buf, w, out, in, kt, nt)
@@ -91,8 +94,8 @@ func PackMatrix(f Format, w []float32, out, in int) ([]byte, error) {
 }
 
 // PackMatrixBF16 is PackMatrix for BF16 weights given as bit patterns. Each
-// is widened exactly to fp32 (bits << 16, bfp.md §2), so the result equals
-// PackMatrix of the widened values.
+// is widened exactly to fp32 (bits << 16, docs/bfp.md, "Encoding"), so the
+// result equals PackMatrix of the widened values.
 func PackMatrixBF16(f Format, w []uint16, out, in int) ([]byte, error) {
 	return packTiles(f, len(w), out, in, func(buf *[TileElems]uint32, kt, nt int) {
 		gatherBF16(buf, w, out, in, kt, nt)
@@ -157,11 +160,13 @@ func UnpackMatrix(f Format, data []byte, out, in int) ([]float32, error) {
 
 // Canonical reports whether data is exactly what the plain packer produces
 // for the values it decodes to: PackMatrix(UnpackMatrix(data)) == data.
-// That is the property GPTQ output must have (bfp.md §9). It fails, with a
-// *NonCanonicalError naming the first differing tile and byte, on non-zero
-// padding, a code 0x80/0x8, an exponent that is not its group's maximum, or
-// a group too small for its values to survive decoding (E < 7 for BFP8,
-// E < 3 for BFP4, bfp.md §6). Shape and length errors are as UnpackMatrix's.
+// That is the property GPTQ output must have (docs/gptq.md §1). It fails,
+// with a *NonCanonicalError naming the first differing tile and byte, on
+// non-zero padding, a code 0x80/0x8, an exponent that is not its group's
+// maximum, or a group too small for its values to survive decoding (E < 7
+// for BFP8, E < 3 for BFP4,
+// docs/bfp.md, "Canonical data and re-encoding"). Shape and length errors
+// are as UnpackMatrix's.
 //
 // It runs tile by tile: a tile's bytes depend only on the tile's own
 // values, so decoding one tile, clearing its padding (which UnpackMatrix
@@ -251,10 +256,11 @@ func span(out, in, kt, nt int) (rows, cols int) {
 }
 
 // gatherF32 fills buf with tile (kt, nt) of W_tt as fp32 bit patterns,
-// zeros in the padding. It reads each weight row o once, contiguously, and
-// writes it as tile column o%32: the transpose of bfp.md §8 step 2. The
-// indices are masked with &31, which changes nothing (r, c < 32) but lets
-// the compiler drop the bounds checks.
+// zeros in the padding. It reads each weight row o once, contiguously,
+// and writes it as tile column o%32: the transpose of
+// docs/lfmq-1.md, "How a BFP tensor is stored", step 2. The indices are
+// masked with &31, which changes nothing (r, c < 32) but lets the
+// compiler drop the bounds checks.
 func gatherF32(buf *[TileElems]uint32, w []float32, out, in, kt, nt int) {
 	rows, cols := span(out, in, kt, nt)
 	if rows < TileDim || cols < TileDim {

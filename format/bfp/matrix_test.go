@@ -23,9 +23,10 @@ func randomWeights(rng *rand.Rand, n int) []float32 {
 	return w
 }
 
-// tilizeRef is the layout of bfp.md §8 written out step by step: transpose
-// W [out, in] to W_tt [in, out], zero-pad to multiples of 32, cut into
-// 32×32 row-major tiles, list them in row-major tile order.
+// tilizeRef is the layout of docs/lfmq-1.md, "How a BFP tensor is stored"
+// written out step by step: transpose W [out, in] to W_tt [in, out],
+// zero-pad to multiples of 32, cut into 32×32 row-major tiles, list them
+// in row-major tile order.
 func tilizeRef(w []float32, out, in int) [][1024]float32 {
 	kp, np := (in+31)/32*32, (out+31)/32*32
 	wtt := make([][]float32, kp)
@@ -137,8 +138,9 @@ func TestPackMatrixEqualsTilizeThenPack(t *testing.T) {
 }
 
 // TestElementPosition puts one non-zero weight at a time into a zero matrix
-// and finds it where bfp.md §8 says: tile (i/32)·(Np/32) + o/32, row i%32,
-// column o%32, with everything else (padding included) zero.
+// and finds it where docs/lfmq-1.md, "How a BFP tensor is stored" says:
+// tile (i/32)·(Np/32) + o/32, row i%32, column o%32, with everything else
+// (padding included) zero.
 func TestElementPosition(t *testing.T) {
 	for _, f := range formats {
 		for _, s := range []struct{ out, in int }{{33, 65}, {16, 128}, {70, 40}} {

@@ -11,12 +11,13 @@ import (
 
 // rneRef is an independent reference for finite inputs: exact round half to
 // even of |x| / Δ, Δ = 2^(E−127−(m−1)), computed with math/big on the value
-// of x (not its bit fields), then §3's saturation and sign rules. It knows
-// nothing of the truncating shift, so it agrees with the codec exactly where
-// bfp.md §3 says it must: on BF16 inputs.
+// of x (not its bit fields), then the encoding rule's saturation and sign
+// rules (docs/bfp.md, "Encoding"). It knows nothing of the truncating
+// shift, so it agrees with the codec exactly where docs/bfp.md, "Encoding"
+// says it must: on BF16 inputs.
 func rneRef(f bfp.Format, x uint32, E uint8) uint8 {
 	if x>>23&0xFF == 0 {
-		return 0 // §3 step 1: zeros and subnormals flush
+		return 0 // docs/bfp.md, "Encoding", step 1: zeros and subnormals flush
 	}
 	v := float64(math.Float32frombits(x))
 	m := f.MagBits()
@@ -52,10 +53,10 @@ func roundHalfEven(r *big.Float) int64 {
 }
 
 // truncRef is a second reference for arbitrary finite fp32 inputs, written
-// in the value domain: A = floor(|x| · 2^(150−E)) (the significand shifted by
-// d with the dropped bits discarded, bfp.md §3 step 3), then
-// math.RoundToEven(A / 2^s), saturation and sign. float64 holds every step
-// exactly: A < 2^24 and the scalings are powers of two.
+// in the value domain: A = floor(|x| · 2^(150−E)) (the significand shifted
+// by d with the dropped bits discarded, docs/bfp.md, "Encoding", step 3),
+// then math.RoundToEven(A / 2^s), saturation and sign. float64 holds every
+// step exactly: A < 2^24 and the scalings are powers of two.
 func truncRef(f bfp.Format, x uint32, E uint8) uint8 {
 	if x>>23&0xFF == 0 {
 		return 0
@@ -75,11 +76,12 @@ func truncRef(f bfp.Format, x uint32, E uint8) uint8 {
 	return code
 }
 
-// TestBF16Exhaustive checks every BF16 bit pattern at every shift
-// d = E − e(x) = 0..59 in both formats against the exact RNE reference
-// (bfp.md §3 "Consequences", §6 last property). For speed the reference
-// runs in float64 (exact here: |x|/Δ is a 8-bit significand scaled by a
-// power of two) and is spot-checked against the math/big one.
+// TestBF16Exhaustive checks every BF16 bit pattern at every shift d = E
+// − e(x) = 0..59 in both formats against the exact RNE reference
+// (docs/bfp.md, "When the truncating shift matters" and
+// "Canonical data and re-encoding"). For speed the reference runs in
+// float64 (exact here: |x|/Δ is a 8-bit significand scaled by a power
+// of two) and is spot-checked against the math/big one.
 func TestBF16Exhaustive(t *testing.T) {
 	for _, f := range []bfp.Format{bfp.BFP8, bfp.BFP4} {
 		m := f.MagBits()
@@ -118,7 +120,7 @@ func TestBF16Exhaustive(t *testing.T) {
 		t.Logf("%s: %d (pattern, shift) pairs", f, n)
 	}
 	// Zero/subnormal BF16 patterns give 0 at every E; Inf/NaN only occur
-	// with E = 255 and follow §5.
+	// with E = 255 and follow docs/bfp.md, "Special inputs".
 	for _, f := range []bfp.Format{bfp.BFP8, bfp.BFP4} {
 		for b := range 1 << 16 {
 			x := uint32(b) << 16
@@ -144,10 +146,10 @@ func TestBF16Exhaustive(t *testing.T) {
 	}
 }
 
-// TestFP32Reference compares the codec with the value-domain truncation
-// reference on random fp32 patterns and shifts, and checks that the
-// truncating rule and exact RNE agree whenever the bits dropped by the
-// shift are zero (bfp.md §3).
+// TestFP32Reference compares the codec with the value-domain
+// truncation reference on random fp32 patterns and shifts, and checks
+// that the truncating rule and exact RNE agree whenever the bits
+// dropped by the shift are zero (docs/bfp.md, "Encoding").
 func TestFP32Reference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var differ int
@@ -183,10 +185,11 @@ func TestFP32Reference(t *testing.T) {
 	t.Logf("%d random cases where truncation changed the result", differ)
 }
 
-// TestTruncatedTies targets the inputs where the truncating shift matters:
-// the shifted significand A sits exactly on a rounding tie while the
-// dropped bits are non-zero, so exact RNE would round up and §3 rounds to
-// even (the 0x3F200001 vector of §6 is one of them).
+// TestTruncatedTies targets the inputs where the truncating shift
+// matters: the shifted significand A sits exactly on a rounding tie while
+// the dropped bits are non-zero, so exact RNE would round up and the
+// encoding rule rounds to even (the 0x3F200001 vector of
+// docs/bfp.md, "Matching tt-metal bit for bit" is one of them).
 func TestTruncatedTies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, f := range []bfp.Format{bfp.BFP8, bfp.BFP4} {
@@ -195,7 +198,7 @@ func TestTruncatedTies(t *testing.T) {
 		for range 20_000 {
 			// d ≤ m keeps the tie bit 2^(s−1) inside A = M >> d, whose
 			// hidden bit is at 23−d; at d = m the two coincide (A is a
-			// lone half: exact RNE gives 1, §3 gives 0).
+			// lone half: exact RNE gives 1, the encoding rule gives 0).
 			d := uint(1 + rng.IntN(f.MagBits()))
 			e := uint32(1 + rng.IntN(200))
 			a := uint32(1) << (s - 1)

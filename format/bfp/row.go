@@ -2,11 +2,11 @@ package bfp
 
 import "math"
 
-// Row-level API for GPTQ (bfp.md §9, gptq.md §4). GPTQ quantizes one input
-// index k of the Hugging Face weight W [out, in] per step: row k of
-// W_tt [in, out]. Every exponent group lies inside one such row (16
-// consecutive output channels at one input index), so a row is quantized on
-// its own, in any order, and the rows are assembled into tiles afterwards.
+// Row-level API for GPTQ (docs/gptq.md §1, §4). GPTQ quantizes one input
+// index k of the Hugging Face weight W [out, in] per step: row k of W_tt
+// [in, out]. Every exponent group lies inside one such row (16 consecutive
+// output channels at one input index), so a row is quantized on its own,
+// in any order, and the rows are assembled into tiles afterwards.
 //
 // A row with out columns is handled in its padded width Np = PaddedDim(out):
 // it has RowGroups(out) = Np/16 groups, group G covering columns
@@ -83,10 +83,10 @@ func checkRow(f Format, out, nexps, ncodes int, what string) error {
 
 // Builder assembles the packed tile stream of a weight [out, in] from
 // encoded rows of W_tt, one input index k at a time, in any order. Rows
-// never set, and the padding rows k ≥ in, stay all zero, which is exactly
-// the encoding of zero weights (exponent 0, codes 0). When every row has
-// been set from EncodeRow's output, Bytes equals PackMatrix of the decoded
-// weights, and is canonical (bfp.md §9).
+// never set, and the padding rows k ≥ in, stay all zero, which is
+// exactly the encoding of zero weights (exponent 0, codes 0). When every
+// row has been set from EncodeRow's output, Bytes equals PackMatrix of
+// the decoded weights, and is canonical (docs/gptq.md §1).
 //
 // Different rows occupy disjoint bytes, so calls for different k may run
 // concurrently; calls for the same k, or Bytes during such calls, may not.

@@ -8,14 +8,15 @@ import (
 	"github.com/lfmq/lfmq/format/bfp"
 )
 
-// TestGaussianError checks the error figures of bfp.md §7 on seeded i.i.d.
-// N(0,1) weights: relative Frobenius error 0.728 % (BFP8) and 11.726 %
-// (BFP4), and the fraction of non-zero inputs flushed to zero 0.92 % and
-// 14.93 %. It also checks the per-element bound of §7: |error| ≤ Δ/2, or
-// ≤ Δ for a saturated maximum, plus 2^(E−150) because §3's truncating
-// shift drops significand bits worth up to one unit at the group's scale
-// (for fp32 inputs §7's Δ/2 can be exceeded by that much, e.g. 0x3F200001
-// in BFP4 at E = 127; BF16 inputs meet Δ/2 exactly).
+// TestGaussianError checks the error figures of
+// docs/bfp.md, "Error bounds" on seeded i.i.d. N(0,1) weights: relative
+// Frobenius error 0.728 % (BFP8) and 11.726 % (BFP4), and the fraction
+// of non-zero inputs flushed to zero 0.92 % and 14.93 %. It also checks
+// the per-element bound of docs/bfp.md, "Error bounds": |error| ≤ Δ/2,
+// or ≤ Δ for a saturated maximum, plus 2^(E−150) because the encoding
+// rule's truncating shift drops significand bits worth up to one unit at
+// the group's scale (for fp32 inputs the Δ/2 bound can be exceeded by
+// that much, e.g. 0x3F200001 in BFP4 at E = 127; BF16 inputs meet Δ/2 exactly).
 func TestGaussianError(t *testing.T) {
 	tests := []struct {
 		f                bfp.Format
@@ -69,7 +70,8 @@ func TestGaussianError(t *testing.T) {
 			}
 
 			// Per-element bound, group by group along W_tt rows (16
-			// consecutive outputs o at one input i, bfp.md §8).
+			// consecutive outputs o at one input i,
+			// docs/lfmq-1.md, "How a BFP tensor is stored").
 			for i := range in {
 				for o0 := 0; o0 < out; o0 += 16 {
 					var g [16]uint32

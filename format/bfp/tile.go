@@ -3,9 +3,10 @@ package bfp
 import "math"
 
 // GroupLane returns the exponent group g ∈ [0, 64) and lane j ∈ [0, 16) of
-// element (r, c) of a tile, r and c in [0, 32) (bfp.md §1): the tile is four
-// 16×16 faces in the order top-left, top-right, bottom-left, bottom-right,
-// and a group is one row of a face.
+// element (r, c) of a tile, r and c in [0, 32)
+// (docs/lfmq-1.md, "The bytes of one tile"): the tile is four 16×16 faces
+// in the order top-left, top-right, bottom-left, bottom-right, and a group
+// is one row of a face.
 func GroupLane(r, c int) (g, j int) {
 	face := r/16*2 + c/16
 	return face*16 + r%16, c % 16
@@ -37,8 +38,9 @@ func EncodeTile(f Format, src *[TileElems]float32, dst []byte) error {
 
 // EncodeTileBits encodes a 32×32 row-major tile of fp32 bit patterns into
 // dst (length f.TileBytes()) exactly as tt-metal's host packer does
-// (bfp.md §1–§3), using integer arithmetic only. BF16 inputs are encoded by
-// widening them first (bits << 16), which is exact (§2).
+// (docs/lfmq-1.md, "The bytes of one tile"; docs/bfp.md, "Encoding"),
+// using integer arithmetic only. BF16 inputs are encoded by widening them
+// first (bits << 16), which is exact (docs/bfp.md, "Encoding").
 func EncodeTileBits(f Format, src *[TileElems]uint32, dst []byte) error {
 	if err := checkTile(f, len(dst), "dst"); err != nil {
 		return err
@@ -94,7 +96,7 @@ func encodeGroup8(grp *[GroupSize]uint32, E uint32, dst *[GroupSize]byte) {
 }
 
 // encodeGroup4 writes the 16 BFP4 codes of a group as 8 bytes, even lanes in
-// the low nibble (bfp.md §1).
+// the low nibble (docs/lfmq-1.md, "The bytes of one tile").
 func encodeGroup4(grp *[GroupSize]uint32, E uint32, dst *[GroupSize / 2]byte) {
 	for k := range dst {
 		dst[k] = code4(grp[2*k], E) | code4(grp[2*k+1], E)<<4

@@ -13,7 +13,8 @@ import (
 var formats = []bfp.Format{bfp.BFP8, bfp.BFP4}
 
 // minExp is the smallest shared exponent whose every non-zero level is a
-// normal float32, so that encode(decode(t)) == t (bfp.md §4, §6).
+// normal float32, so that encode(decode(t)) == t
+// (docs/bfp.md, "Canonical data and re-encoding").
 func minExp(f bfp.Format) int { return f.MagBits() }
 
 // randomCanonicalTile builds a tile byte by byte, independently of the
@@ -46,7 +47,8 @@ func randomCanonicalTile(rng *rand.Rand, f bfp.Format) []byte {
 	return tile
 }
 
-// codeAt reads lane j of group g from a tile at bfp.md §1's offsets.
+// codeAt reads lane j of group g from a tile at the offsets of
+// docs/lfmq-1.md, "The bytes of one tile".
 func codeAt(f bfp.Format, tile []byte, g, j int) uint8 {
 	if f == bfp.BFP8 {
 		return byteCode(tile, g, j)
@@ -138,7 +140,8 @@ func TestEncodeIdempotent(t *testing.T) {
 }
 
 // TestEncodeTileMatchesGroups: the tile encoder and the group API agree,
-// group by group, at bfp.md §1's positions.
+// group by group, at the positions of
+// docs/lfmq-1.md, "The bytes of one tile".
 func TestEncodeTileMatchesGroups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, f := range formats {

@@ -9,9 +9,10 @@ import (
 	"github.com/lfmq/lfmq/format/bfp"
 )
 
-// The vectors in this file are the published ones of bfp.md §6 (from
-// tt-metal's test_blockfloat_common.cpp and the hand-worked examples), not
-// outputs of this package.
+// The vectors in this file are the published ones of
+// docs/bfp.md, "Matching tt-metal bit for bit" (from tt-metal's
+// test_blockfloat_common.cpp and the hand-worked examples), not outputs of
+// this package.
 
 func f32(v float32) uint32 { return math.Float32bits(v) }
 
@@ -78,7 +79,8 @@ func TestRuleCases(t *testing.T) {
 		{"finite beside Inf", bfp.BFP8, 255, f32(1), 0x0, f32(0)},
 		{"2^127 beside Inf", bfp.BFP8, 255, f32(0x1p127), 0x20, f32(0x1p127)},
 		// A finite value close enough to 2^128 rounds to the level 2^128,
-		// which is the Inf code (§3 applied literally; no special case).
+		// which is the Inf code (docs/bfp.md, "Encoding" applied
+		// literally; no special case).
 		{"MaxFloat32 beside Inf bfp8", bfp.BFP8, 255, f32(math.MaxFloat32), 0x40, inf},
 		{"-1.76·2^127 beside Inf bfp4", bfp.BFP4, 255, 0xff613030, 0xC, inf | 1<<31},
 		{"subnormal", bfp.BFP8, 7, 0x007FFFFF, 0x0, f32(0)},
@@ -87,7 +89,8 @@ func TestRuleCases(t *testing.T) {
 		{"-0", bfp.BFP8, 127, 1 << 31, 0x0, 0},
 		{"-0 bfp4", bfp.BFP4, 0, 1 << 31, 0x0, 0},
 		{"shift 32 drops all", bfp.BFP8, 160, f32(1), 0x0, 0},
-		// The search example's E = E_max − 1 (bfp.md §6): the group maximum
+		// The search example's E = E_max − 1
+		// (docs/bfp.md, "Matching tt-metal bit for bit"): the group maximum
 		// lies above the range and saturates.
 		{"search bfp4 1.0", bfp.BFP4, 126, f32(1), 0x7, f32(0.875)},
 		{"search bfp4 0.13", bfp.BFP4, 126, f32(0.13), 0x1, f32(0.125)},
@@ -140,12 +143,14 @@ func TestSharedExponentSpecials(t *testing.T) {
 }
 
 // nibble and byteCode read lane j of group g straight from the bytes, with
-// bfp.md §1's offsets: 64 + 8g + j/2 (even lanes low) and 64 + 16g + j.
+// the offsets of docs/lfmq-1.md, "The bytes of one tile": 64 + 8g + j/2
+// (even lanes low) and 64 + 16g + j.
 func nibble(tile []byte, g, j int) uint8 { return tile[64+8*g+j/2] >> (4 * (j % 2)) & 0xF }
 
 func byteCode(tile []byte, g, j int) uint8 { return tile[64+16*g+j] }
 
-// fullGroup is the worked BFP4 group of bfp.md §6.
+// fullGroup is the worked BFP4 group of
+// docs/bfp.md, "Worked example: one group of 16 values".
 var fullGroup = [16]float32{0.3, -0.2, 0.05, 0.11, -0.3, 0, 0.26, -0.0625, 0.1875, -0.15, 0.4, 0.01, -0.45, 0.33, 0.07, -0.12}
 
 func TestFullGroup(t *testing.T) {
@@ -214,9 +219,10 @@ func TestFullGroup(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	// HostBfpPack.FaceOrderPaddingAndNestedCallers: the bit pattern
-	// (sign<<31)|(exp<<23)|(lane<<17) has BFP8 magnitude 64 + lane. Each
-	// group gets its own exponent and sign pattern so that a misplaced
-	// group or lane shows. Positions come from bfp.md §1 directly.
+	// (sign<<31)|(exp<<23)|(lane<<17) has BFP8 magnitude 64 + lane.
+	// Each group gets its own exponent and sign pattern so that a
+	// misplaced group or lane shows. Positions come from
+	// docs/lfmq-1.md, "The bytes of one tile" directly.
 	var src [1024]uint32
 	var wantExp [64]uint8
 	var wantCode [64][16]uint8

@@ -1,8 +1,8 @@
-// Package lfmq1 writes and reads the lfmq-1 checkpoint layout of DESIGN.md:
-// global, per-layer and per-MoE-layer safetensors files, unmodified copies of
-// the source's config and tokenizer files, and a canonical manifest.json that
-// records every tensor's format, shape and sha256, every file's sha256 and the
-// quantization settings.
+// Package lfmq1 writes and reads the lfmq-1 checkpoint layout of
+// docs/lfmq-1.md: global, per-layer and per-MoE-layer safetensors files,
+// unmodified copies of the source's config and tokenizer files, and a
+// canonical manifest.json that records every tensor's format, shape and
+// sha256, every file's sha256 and the quantization settings.
 //
 // It stores and checks bytes; it does not decide which tensor gets which
 // format (quant does) and does not decode BFP tiles (format/bfp does).

@@ -1,9 +1,9 @@
-// Package publish uploads a release directory (release.md §1) to a
-// Hugging Face style hub as one commit on a branch, and tags it with the
-// release's revision, so that lfmq download (package download) fetches
-// it back byte for byte. It speaks the hub's HTTP API directly through
-// package hubapi's client, as the huggingface_hub Python library does; it
-// needs no git and no git-lfs.
+// Package publish uploads a release directory
+// (docs/release.md, "Layout") to a Hugging Face style hub as one
+// commit on a branch, and tags it with the release's revision, so that
+// lfmq download (package download) fetches it back byte for byte. It
+// speaks the hub's HTTP API directly through package hubapi's client,
+// as the huggingface_hub Python library does; it needs no git and no git-lfs.
 //
 // It publishes; it does not build, sign or verify a release (packages
 // release/bundle, format/sshsig and verify do), and it is not a general

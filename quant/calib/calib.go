@@ -25,7 +25,7 @@ type Set struct {
 	// given as input_ids first, then the windows cut from the stream.
 	Windows [][]int
 	// Digest is the sha256 (hex) of the chosen windows' token ids, each as
-	// a uint32 little-endian, in order (gptq.md §3).
+	// a uint32 little-endian, in order (docs/gptq.md §3).
 	Digest string
 	// FileSHA256 is the sha256 of the calibration file's bytes.
 	FileSHA256 string
@@ -51,7 +51,7 @@ func (e *TooFewError) Error() string {
 }
 
 // Load reads the calibration file at path (see readRecords for the formats)
-// and chooses its windows (gptq.md §3):
+// and chooses its windows (docs/gptq.md §3):
 //
 //   - a record with input_ids is one window, used exactly as given;
 //   - the other records' token sequences (each starting with its BOS, the

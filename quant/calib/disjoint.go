@@ -6,7 +6,7 @@ import (
 )
 
 // OverlapWindow is the length of the token windows compared by the
-// disjointness check (gptq.md §3).
+// disjointness check (docs/gptq.md §3).
 const OverlapWindow = 32
 
 // Corpus is an evaluation corpus as token ids, for the disjointness check.

@@ -1,5 +1,5 @@
 // Package calib reads calibration input for GPTQ and checks it against the
-// evaluation corpora (gptq.md §3).
+// evaluation corpora (docs/gptq.md §3).
 //
 // A calibration file is JSONL, each record {"input_ids": […]} (a window used
 // exactly as given), {"messages": […], "tools": […]} (a chat, rendered with

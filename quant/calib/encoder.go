@@ -12,12 +12,12 @@ import (
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
 
-// Encoder turns calibration and corpus records into token ids the way the
-// model reads them: a text record is BOS + its ordinary encoding; a chat
-// record is rendered with the checkpoint's chat template (no generation
-// prompt) and tokenized so that only the special tokens the template emits
-// (and those in assistant turns, the model's own output) become control
-// ids (lfm2-moe.md §5).
+// Encoder turns calibration and corpus records into token ids the way
+// the model reads them: a text record is BOS + its ordinary encoding; a
+// chat record is rendered with the checkpoint's chat template (no
+// generation prompt) and tokenized so that only the special tokens the
+// template emits (and those in assistant turns, the model's own output)
+// become control ids (docs/model.md §5).
 type Encoder struct {
 	tok     *tokenizer.Tokenizer
 	tokErr  error // why tok is nil: records of token ids need no tokenizer

@@ -1,14 +1,16 @@
-// Package gptq is the GPTQ solver of gptq.md §4: given the Hessian H of a
-// linear layer's inputs and its weight, it quantizes the weight to BFP one
-// input index at a time, feeding each step's error back into the indices not
-// yet quantized, so that ½·tr(ΔWᵀ H ΔW) is small rather than ‖ΔW‖.
+// Package gptq is the GPTQ solver of docs/gptq.md §4: given the Hessian H
+// of a linear layer's inputs and its weight, it quantizes the weight to
+// BFP one input index at a time, feeding each step's error back into the
+// indices not yet quantized, so that ½·tr(ΔWᵀ H ΔW) is small rather than ‖ΔW‖.
 //
-// It works in the stored frame of bfp.md §8: W_tt = Wᵀ [K = in, N = out],
-// where GPTQ's "column k" is row k of W_tt and every BFP exponent group (16
-// outputs at one input index) lies inside one such row. A Factor holds
-// everything that depends on H only (dead rows, the act-order permutation,
-// damping and the triangular factor U with H⁻¹ = UᵀU), so matrices that
-// share a Hessian (an expert's w1 and w3) are solved against one Factor.
+// It works in the stored frame of
+// docs/lfmq-1.md, "How a BFP tensor is stored": W_tt = Wᵀ [K = in, N =
+// out], where GPTQ's "column k" is row k of W_tt and every BFP exponent
+// group (16 outputs at one input index) lies inside one such row. A
+// Factor holds everything that depends on H only (dead rows, the
+// act-order permutation, damping and the triangular factor U with H⁻¹ =
+// UᵀU), so matrices that share a Hessian (an expert's w1 and w3) are
+// solved against one Factor.
 //
 // All arithmetic is float64 and every sum has one fixed order: the result
 // depends on H, W and the settings only, never on the block size, the

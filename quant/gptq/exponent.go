@@ -8,8 +8,8 @@ import (
 )
 
 // ExponentRule chooses the shared exponent of each 16-wide group as the row
-// loop quantizes a row (bfp.md §2, §9). Every rule stores ordinary,
-// canonical BFP bytes; only the producer's choice differs.
+// loop quantizes a row (docs/bfp.md, "Encoding"; docs/gptq.md §1). Every
+// rule stores ordinary, canonical BFP bytes; only the producer's choice differs.
 type ExponentRule uint8
 
 const (

@@ -12,7 +12,7 @@ import (
 // Options configures a Factor.
 type Options struct {
 	// Alpha is the relative damping α: λ = α·mean_k(H_kk) is added to every
-	// diagonal entry (gptq.md §4 step 3). It must be finite and ≥ 0.
+	// diagonal entry (docs/gptq.md §4 step 3). It must be finite and ≥ 0.
 	Alpha float64
 	// ActOrder quantizes the input indices in order of decreasing H_kk
 	// (ties to the lower index) instead of 0, 1, …, K−1.
@@ -22,7 +22,7 @@ type Options struct {
 	// memory access pattern, never a bit of the result. Must be ≥ 1.
 	BlockSize int
 	// Retries is how many times a failed factorization is retried with α
-	// multiplied by RetryFactor (gptq.md §5: 3 and 10).
+	// multiplied by RetryFactor (docs/gptq.md §5: 3 and 10).
 	Retries     int
 	RetryFactor float64
 	// Exponent chooses each group's shared exponent in the row loop; the
@@ -41,7 +41,7 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// DefaultOptions returns the defaults of gptq.md §6 with damping alpha.
+// DefaultOptions returns the defaults of docs/gptq.md §6 with damping alpha.
 func DefaultOptions(alpha float64) Options {
 	return Options{Alpha: alpha, ActOrder: true, BlockSize: 128, Retries: 3, RetryFactor: 10}
 }
@@ -100,7 +100,7 @@ type Factor struct {
 }
 
 // NewFactor prepares a K×K Hessian h (row-major, symmetric; not modified)
-// for solving (gptq.md §4 steps 1–4):
+// for solving (docs/gptq.md §4 steps 1–4):
 //
 //  1. dead rows: an index with H_kk = 0 gets H_kk = 1 (its weights are
 //     zeroed by Quantize);
@@ -219,7 +219,8 @@ func (f *Factor) Dead(k int) bool { return f.dead[k] }
 
 // Result is one quantized matrix.
 type Result struct {
-	// Packed is the BFP tile stream of the weight (bfp.md §8), canonical.
+	// Packed is the BFP tile stream of the weight
+	// (docs/lfmq-1.md, "How a BFP tensor is stored"), canonical.
 	Packed []byte
 	// Q is the decoded weight, [out, in] row-major like the input.
 	Q []float32
@@ -228,13 +229,13 @@ type Result struct {
 	Loss float64
 }
 
-// Quantize runs the row loop of gptq.md §4 step 5 on w, a weight [out, in]
-// (Hugging Face layout, in = K), and returns the BFP result in format fm.
-// Each row of W_tt is rounded to float32 and quantized group by group, the
-// exponent of each 16-wide group chosen from its current, error-updated
-// values by the Factor's ExponentRule (by default the plain packer's
-// maximum), its error is propagated to the later rows, and the rows are
-// placed into tiles at their original index.
+// Quantize runs the row loop of docs/gptq.md §4 step 5 on w, a weight
+// [out, in] (Hugging Face layout, in = K), and returns the BFP result in
+// format fm. Each row of W_tt is rounded to float32 and quantized group
+// by group, the exponent of each 16-wide group chosen from its current,
+// error-updated values by the Factor's ExponentRule (by default the plain
+// packer's maximum), its error is propagated to the later rows, and the
+// rows are placed into tiles at their original index.
 //
 // The update of every element is applied one row's error at a time in row
 // order, within a block and across blocks alike, so the block size changes

@@ -75,9 +75,9 @@ func rtn(t *testing.T, w []float32, out, in int) []float32 {
 	return q
 }
 
-// TestLossIdentity: the summed row losses of the solve equal
-// ½·tr(ΔWᵀ H_damped ΔW), with W's dead rows zeroed and H after dead-row
-// substitution and damping (gptq.md §8), to 1e-6 relative.
+// TestLossIdentity: the summed row losses of the solve equal ½·tr(ΔWᵀ
+// H_damped ΔW), with W's dead rows zeroed and H after dead-row
+// substitution and damping (docs/gptq.md §8), to 1e-6 relative.
 func TestLossIdentity(t *testing.T) {
 	cases := []struct {
 		name          string

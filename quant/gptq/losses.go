@@ -8,7 +8,7 @@ import (
 // Loss returns ½·tr(ΔWᵀ H ΔW) in float64 for ΔW = W − Q in the W_tt frame,
 // where w and q are [out, in] row-major (Hugging Face layout) and h is the
 // in×in Hessian: the router-weighted mean squared output error that GPTQ
-// minimises (gptq.md §1). It is Losses with one Q.
+// minimises (docs/gptq.md §1). It is Losses with one Q.
 func Loss(h []float64, w, q []float32, out, in int) (float64, error) {
 	l, err := Losses(h, w, [][]float32{q}, out, in)
 	if err != nil {

@@ -12,14 +12,14 @@ import (
 )
 
 // Cache holds what one MoE layer's calibration forward yields: for every
-// calibration token the input of the layer's routed experts (the ffn_norm
-// output z, which is also the router's input) and the router's decision.
-// A dense FFN layer's Cache is that of a layer with one expert (0) that
-// every token is routed to with weight 1: its statistics are then the
-// plain Hessian of the FFN input over the calibration tokens.
-// Holding z rather than each expert's rows keeps it at one copy per token,
-// and lets the w2 statistics be computed from it once w1/w3 are quantized,
-// without running the layers below again (gptq.md §3).
+// calibration token the input of the layer's routed experts (the
+// ffn_norm output z, which is also the router's input) and the router's
+// decision. A dense FFN layer's Cache is that of a layer with one expert
+// (0) that every token is routed to with weight 1: its statistics are
+// then the plain Hessian of the FFN input over the calibration tokens.
+// Holding z rather than each expert's rows keeps it at one copy per
+// token, and lets the w2 statistics be computed from it once w1/w3 are
+// quantized, without running the layers below again (docs/gptq.md §3).
 type Cache struct {
 	Layer  int
 	Hidden int
@@ -302,7 +302,7 @@ func (c *Cache) Route(numExperts int) (*Routed, error) {
 }
 
 // Weighting is how a routed token's router weight g becomes its Hessian
-// weight ω (gptq.md §3).
+// weight ω (docs/gptq.md §3).
 type Weighting string
 
 const (

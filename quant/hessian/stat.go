@@ -8,9 +8,9 @@ import (
 )
 
 // ChunkRows is the number of rows a Stat collects before it adds their
-// products to S: the partial sum of each chunk is formed in one fixed order
-// and added to S in chunk order (gptq.md §2), so S depends on the rows and
-// their order only, never on how they were handed to Add.
+// products to S: the partial sum of each chunk is formed in one fixed
+// order and added to S in chunk order (docs/gptq.md §2), so S depends on
+// the rows and their order only, never on how they were handed to Add.
 const ChunkRows = 64
 
 // Stat accumulates the second-moment statistics of one input of one matrix:
@@ -508,7 +508,7 @@ func Pool(stats []*Stat) (*Stat, error) {
 	return p, nil
 }
 
-// Hessian returns H = 2·S/Ω (gptq.md §1), or nil when Ω = 0.
+// Hessian returns H = 2·S/Ω (docs/gptq.md §1), or nil when Ω = 0.
 func (s *Stat) Hessian() []float64 {
 	if s.weight == 0 {
 		return nil
@@ -520,10 +520,10 @@ func (s *Stat) Hessian() []float64 {
 	return h
 }
 
-// Shrunk returns the expert Hessian shrunk toward the pool (gptq.md §3):
-// H = (n·H_e + κ·H_pool)/(n + κ) with n = NEff of e, and the weight
-// n/(n + κ) of the expert's own statistics. An expert without rows gets
-// H_pool; κ = 0 gives H_e unchanged. The pool must have rows.
+// Shrunk returns the expert Hessian shrunk toward the pool
+// (docs/gptq.md §3): H = (n·H_e + κ·H_pool)/(n + κ) with n = NEff of e,
+// and the weight n/(n + κ) of the expert's own statistics. An expert
+// without rows gets H_pool; κ = 0 gives H_e unchanged. The pool must have rows.
 func Shrunk(e, pool *Stat, kappa float64) ([]float64, float64, error) {
 	if !e.done || !pool.done || e.k != pool.k {
 		return nil, 0, &InputError{What: "Shrunk", Msg: "statistics unfinished or of different dimensions"}
@@ -557,8 +557,8 @@ type InputError struct {
 func (e *InputError) Error() string { return fmt.Sprintf("hessian: %s: %s", e.What, e.Msg) }
 
 // NonFiniteError reports a NaN or Inf in accumulated statistics: an engine
-// or data error, never something damping should hide (gptq.md §5). Row and
-// Col locate the first bad entry of S (−1 for the weight sums).
+// or data error, never something damping should hide (docs/gptq.md §5).
+// Row and Col locate the first bad entry of S (−1 for the weight sums).
 type NonFiniteError struct {
 	Row, Col int
 	Value    float64

@@ -61,13 +61,13 @@ func TestStatMatchesDirectSum(t *testing.T) {
 	}
 }
 
-// TestStatChunkSums: S is, bit for bit, the chunked sum gptq.md §2 fixes:
-// per chunk of ChunkRows rows and per entry (i ≤ j), Σ_t (ω_t·x_t[i])·x_t[j]
-// in row order with each product rounded, the chunk sums added to S in
-// chunk order; with the AVX2 and AVX-512 kernels and with the Go one, for
-// row counts that fill a Stat's pending rows more than once, on one
-// goroutine and on three (SetThreads), and for a K past one tile of S
-// whose last blocks overhang its edges.
+// TestStatChunkSums: S is, bit for bit, the chunked sum docs/gptq.md §2
+// fixes: per chunk of ChunkRows rows and per entry (i ≤ j), Σ_t
+// (ω_t·x_t[i])·x_t[j] in row order with each product rounded, the chunk
+// sums added to S in chunk order; with the AVX2 and AVX-512 kernels and
+// with the Go one, for row counts that fill a Stat's pending rows more
+// than once, on one goroutine and on three (SetThreads), and for a K past
+// one tile of S whose last blocks overhang its edges.
 func TestStatChunkSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, kern := range []struct {

@@ -1,6 +1,6 @@
-// Package plan decides, for every tensor of a Hugging Face LFM2-MoE or
-// dense LFM2 checkpoint, its lfmq-1 output: which class it belongs to, which format it is
-// stored in and which file holds it (DESIGN.md, bfp.md §8).
+// Package plan decides, for every tensor of a Hugging Face LFM2-MoE or dense LFM2
+// checkpoint, its lfmq-1 output: which class it belongs to, which format it is stored in
+// and which file holds it (docs/lfmq-1.md, "Which tensor gets which format").
 //
 // It checks the source against the config (every tensor present once with
 // the expected shape, nothing unknown) but does not read tensor data or
@@ -213,7 +213,8 @@ func Build(cfg *config.Config, src map[string]SourceTensor, opts Options) (*Plan
 	}
 	if cfg.TieWordEmbeddings {
 		// The tied head is quantized to BFP8 while the embedding table stays
-		// BF16, so it is stored as a tensor of its own (DESIGN.md).
+		// BF16, so it is stored as a tensor of its own
+		// (docs/lfmq-1.md, "Which tensor gets which format").
 		emb := "model.embed_tokens.weight"
 		entries = append(entries, Entry{
 			Name: "lm_head.weight", Source: emb, Class: Head, Format: lfmq1.BFP8,
@@ -261,7 +262,7 @@ func splitLayer(name string) (int, string) {
 func keptFormat(name, rest string, dt dtype.DType) (lfmq1.TensorFormat, error) {
 	if rest == "feed_forward.expert_bias" {
 		// The selection bias is kept in float32 whatever its file dtype
-		// (lfm2-moe.md §3): HF holds it as an fp32 buffer.
+		// (docs/model.md §3): HF holds it as an fp32 buffer.
 		switch dt {
 		case dtype.BF16, dtype.F16, dtype.F32:
 			return lfmq1.F32, nil
@@ -297,7 +298,7 @@ func fusedLayers(cfg *config.Config, src map[string]SourceTensor) map[int]bool {
 
 // fusedSource points an expert entry at its slice of the fused tensors:
 // gate_up_proj [E, 2Fe, H] (rows 0..Fe−1 gate = w1, Fe..2Fe−1 up = w3) and
-// down_proj [E, H, Fe] (w2), lfm2-moe.md §3.
+// down_proj [E, H, Fe] (w2), docs/model.md §3.
 func fusedSource(cfg *config.Config, layer, expert int, part string, src map[string]SourceTensor, used map[string]bool, e *Entry) error {
 	p := config.LayerPrefix(layer)
 	E, Fe, H := int64(cfg.NumExperts), int64(cfg.MoEIntermediateSize), int64(cfg.HiddenSize)

@@ -109,7 +109,8 @@ func Write(w io.Writer, prefix string, files []File) error {
 		return fmt.Errorf("release/archive: %w", err)
 	}
 	// klauspost writes the header time unconditionally in some versions;
-	// Unix(0, 0) is written as 0 in every one (release.md §4).
+	// Unix(0, 0) is written as 0 in every one
+	// (docs/release.md, "Reproducibility").
 	zw.ModTime = time.Unix(0, 0)
 	zw.Name = ""
 	tw := tar.NewWriter(zw)

@@ -56,7 +56,7 @@ func TestGoldenDigest(t *testing.T) {
 }
 
 // TestHeaders reads the archive with the standard library and checks every
-// rule of release.md §4.
+// rule of docs/release.md, "Reproducibility".
 func TestHeaders(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Write(&buf, "lfmq-1.0.0", fixedTree()); err != nil {

@@ -1,5 +1,5 @@
 // Package archive writes and reads the deterministic source archive of a
-// release, runtime/lfmq-src.tar.gz (release.md §4).
+// release, runtime/lfmq-src.tar.gz (docs/release.md, "Reproducibility").
 //
 // The bytes depend only on the files' paths, contents and executable bits:
 // entries are sorted by path bytes with every directory before its contents,

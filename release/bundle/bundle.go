@@ -30,8 +30,9 @@ import (
 // DefaultPlatforms are the platforms built when none are asked for.
 var DefaultPlatforms = []Platform{{"darwin", "arm64"}, {"linux", "amd64"}, {"linux", "arm64"}}
 
-// Build settings of the runtime binaries (release.md §4). They are recorded
-// in runtime-release.json.
+// Build settings of the runtime binaries
+// (docs/release.md, "Reproducibility"). They are recorded in
+// runtime-release.json.
 const (
 	GOAMD64 = "v1"
 	GOARM64 = "v8.0"
@@ -111,7 +112,7 @@ type Options struct {
 	NoticeFiles []string
 	// SourceCard, if set, is the source model's README.md: its front
 	// matter's license, license_name, license_link and language are
-	// carried over (release.md §5).
+	// carried over (docs/release.md, "The model card").
 	SourceCard string
 	// License overrides the card's licence metadata field by field; with
 	// neither it nor a source card, it is recognised from the licence text

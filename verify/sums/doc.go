@@ -1,7 +1,7 @@
 // Package sums reads and writes the two hash lists of an lfmq release
-// (release.md §2, §3): SHA256SUMS, in GNU sha256sum text format, and
-// runtime-release.json, the canonical JSON record of the release's files,
-// runtime binaries and pins.
+// (docs/release.md, "runtime-release.json" and "SHA256SUMS"):
+// SHA256SUMS, in GNU sha256sum text format, and runtime-release.json,
+// the canonical JSON record of the release's files, runtime binaries and pins.
 //
 // Both readers take untrusted bytes: they are bounded, strict and never
 // panic; every violation is an error naming the line or the field. The

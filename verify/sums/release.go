@@ -23,7 +23,8 @@ const ManifestPath = "checkpoint/manifest.json"
 // SourceArchivePath is where a release keeps the runtime's source.
 const SourceArchivePath = "runtime/lfmq-src.tar.gz"
 
-// RuntimeRelease is the content of runtime-release.json (release.md §2).
+// RuntimeRelease is the content of runtime-release.json
+// (docs/release.md, "runtime-release.json").
 type RuntimeRelease struct {
 	Schema string `json:"schema"`
 	// ReleaseID is "<base model name>-lfmq1-<revision>".
@@ -52,7 +53,8 @@ type Lfmq struct {
 	SourceDirty []string `json:"source_dirty,omitempty"`
 }
 
-// Toolchain records how the runtime binaries were built (release.md §4).
+// Toolchain records how the runtime binaries were built
+// (docs/release.md, "Reproducibility").
 type Toolchain struct {
 	// Go is the toolchain's version, e.g. "go1.26.8".
 	Go         string `json:"go"`

@@ -44,7 +44,7 @@ const (
 	// backslash, CR, LF or NUL: a general sha256sum list.
 	AnyPath PathRule = iota
 	// BundlePath also restricts every segment to [A-Za-z0-9._-]
-	// (release.md §1) and requires the list to be sorted.
+	// (docs/release.md, "Layout") and requires the list to be sorted.
 	BundlePath
 )
 
@@ -142,7 +142,7 @@ func bundleChar(c byte) bool {
 // ValidSHA256 reports whether s is exactly 64 lower-case hex digits.
 func ValidSHA256(s string) bool { return lfmq1.ValidSHA256(s) }
 
-// Parse reads a SHA256SUMS file strictly (release.md §3): each line is 64
+// Parse reads a SHA256SUMS file strictly (docs/release.md, "SHA256SUMS"): each line is 64
 // lower-case hex digits, "  " or " *", a path, "\n"; no BOM, CR, empty line,
 // GNU backslash escape or duplicate path; a final newline; at least one line.
 // BundlePath lists must also be sorted by path bytes. name is used in

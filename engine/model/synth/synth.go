@@ -52,13 +52,13 @@ type Shape struct {
 	FFAutoAdjust bool
 }
 
-// RealShape returns LFM2-8B-A1B's layer shapes (lfm2-moe.md §8) in a
-// 4-layer model: hidden 2048, 32 experts of width 1792 with top-4 routing,
-// dense width 7168, 32 query and 8 KV heads of 64, vocabulary 65,536; layer
-// 0 a dense short-conv layer, layer 1 MoE attention, layers 2 and 3 MoE
-// short-conv. Each MoE layer reads the same bytes per token as one of the
-// real model's, so per-layer decode cost scales to the 24-layer model.
-// Its BF16 checkpoint is about 2.6 GB.
+// RealShape returns LFM2-8B-A1B's layer shapes (docs/model.md §8) in a
+// 4-layer model: hidden 2048, 32 experts of width 1792 with top-4
+// routing, dense width 7168, 32 query and 8 KV heads of 64, vocabulary
+// 65,536; layer 0 a dense short-conv layer, layer 1 MoE attention, layers
+// 2 and 3 MoE short-conv. Each MoE layer reads the same bytes per token
+// as one of the real model's, so per-layer decode cost scales to the
+// 24-layer model. Its BF16 checkpoint is about 2.6 GB.
 func RealShape() Shape {
 	return Shape{
 		VocabSize:           65536,
@@ -76,11 +76,12 @@ func RealShape() Shape {
 	}
 }
 
-// A2BShape returns LFM2-24B-A2B's layer shapes (lfm2-moe.md §8) in the
-// same 4-layer arrangement as RealShape: hidden 2048, 64 experts of width
-// 1536 with top-4 routing, dense width 11776, 32 query and 8 KV heads of
-// 64, vocabulary 65,536. The 24B's attention layout is not published;
-// these layers only have its shapes. Its BF16 checkpoint is about 4.6 GB.
+// A2BShape returns LFM2-24B-A2B's layer shapes (docs/model.md §8) in the
+// same 4-layer arrangement as RealShape: hidden 2048, 64 experts of
+// width 1536 with top-4 routing, dense width 11776, 32 query and 8 KV
+// heads of 64, vocabulary 65,536. The 24B's attention layout is not
+// published; these layers only have its shapes. Its BF16 checkpoint is
+// about 4.6 GB.
 func A2BShape() Shape {
 	s := RealShape()
 	s.IntermediateSize, s.MoEIntermediateSize, s.NumExperts = 11776, 1536, 64
