@@ -10,6 +10,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 )
@@ -106,13 +107,13 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &dopts.Verify); err != nil {
 		return err
 	}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY && !opts.JSON {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		dopts.Verify.Progress = bar
 	}
 	res, err := download.Download(cmd.Context(), dopts)
-	bar.finish()
+	bar.Finish()
 	if res != nil && res.Report != nil {
 		if perr := printReport(opts.IO, res.Report, opts.JSON); perr != nil && err == nil {
 			err = perr

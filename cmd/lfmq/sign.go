@@ -14,6 +14,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/sshsig"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -90,13 +91,13 @@ func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
 	}
 	dir := opts.ReleaseDir
 	vo := verify.Options{}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		vo.Progress = bar
 	}
 	rep, err := verify.Release(cmd.Context(), dir, vo)
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}

@@ -7,14 +7,12 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 )
@@ -108,9 +106,9 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &vo); err != nil {
 		return err
 	}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY && !opts.JSON {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		vo.Progress = bar
 	}
 	var rep *verify.Report
@@ -120,7 +118,7 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	} else {
 		rep, err = verify.Release(cmd.Context(), opts.ReleaseDir, vo)
 	}
-	bar.finish()
+	bar.Finish()
 	if rep != nil {
 		if perr := printReport(opts.IO, rep, opts.JSON); perr != nil && err == nil {
 			err = perr
@@ -295,44 +293,4 @@ func shaSize(sha string, size int64) string {
 		parts = append(parts, fmt.Sprintf("%d bytes", size))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// byteBar is a progress bar of bytes on a terminal's error stream; nil is
-// a no-op.
-type byteBar struct {
-	w    *IOStreams
-	desc string
-	mu   sync.Mutex
-	bar  *progressbar.ProgressBar
-}
-
-func (p *byteBar) Start(total int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bar = progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription(p.desc),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-	)
-}
-
-func (p *byteBar) Add(n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Add64(n)
-	}
-}
-
-func (p *byteBar) finish() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Finish()
-	}
 }
