@@ -60,19 +60,7 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 			"  lfmq verify --sums SHA256SUMS",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case opts.ReleaseDir == "" && opts.Sums == "":
-				return &usageError{fmt.Errorf("--release-dir or --sums is required")}
-			case opts.ReleaseDir != "" && opts.Sums != "":
-				return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
-			case opts.Deep && opts.Sums != "":
-				return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
-			case opts.AllowedSigners != "" && opts.Sums != "":
-				return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
-			case opts.Workers < 0:
-				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
-			}
-			if err := checkSignerFlags(opts.AllowedSigners, opts.Identity); err != nil {
+			if err := opts.validate(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -89,6 +77,23 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 	addSignerFlags(cmd, &opts.AllowedSigners, &opts.Identity)
 	cmd.MarkFlagDirname("release-dir")
 	return cmd
+}
+
+// validate checks the command line's combinations (usage errors, exit 2).
+func (o *verifyOptions) validate() error {
+	switch {
+	case o.ReleaseDir == "" && o.Sums == "":
+		return &usageError{fmt.Errorf("--release-dir or --sums is required")}
+	case o.ReleaseDir != "" && o.Sums != "":
+		return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
+	case o.Deep && o.Sums != "":
+		return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
+	case o.AllowedSigners != "" && o.Sums != "":
+		return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
+	case o.Workers < 0:
+		return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", o.Workers)}
+	}
+	return checkSignerFlags(o.AllowedSigners, o.Identity)
 }
 
 func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
