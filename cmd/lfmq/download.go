@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/hub/download"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 )
@@ -62,19 +64,9 @@ hint.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
-			if err := requireFlags("revision", opts.Revision, "cache-root", opts.CacheRoot); err != nil {
+			if err := opts.validate(); err != nil {
 				return err
 			}
-			if _, err := download.Dest(opts.CacheRoot, opts.URL, opts.Revision); err != nil {
-				return &usageError{err}
-			}
-			if opts.Jobs < 1 {
-				return &usageError{fmt.Errorf("--jobs must be positive, got %d", opts.Jobs)}
-			}
-			if err := checkSignerFlags(opts.AllowedSigners, opts.Identity); err != nil {
-				return err
-			}
-			opts.Token = os.Getenv("HF_TOKEN")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -91,9 +83,46 @@ hint.`,
 	return cmd
 }
 
-func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
-	if err := requireOutDir("--cache-root "+opts.CacheRoot, opts.CacheRoot); err != nil {
+// validate checks the command line (usage errors, exit 2) and reads
+// HF_TOKEN into o.
+func (o *downloadOptions) validate() error {
+	if err := requireFlags("revision", o.Revision, "cache-root", o.CacheRoot); err != nil {
 		return err
+	}
+	if _, err := download.Dest(o.CacheRoot, o.URL, o.Revision); err != nil {
+		return &usageError{err}
+	}
+	if o.Jobs < 1 {
+		return &usageError{fmt.Errorf("--jobs must be positive, got %d", o.Jobs)}
+	}
+	if err := checkSignerFlags(o.AllowedSigners, o.Identity); err != nil {
+		return err
+	}
+	o.Token = os.Getenv("HF_TOKEN")
+	return nil
+}
+
+func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
+	dopts, err := downloadInputs(opts)
+	if err != nil {
+		return err
+	}
+	var bar *progress.Bytes
+	if opts.IO.ErrTTY && !opts.JSON {
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
+		dopts.Verify.Progress = bar
+	}
+	res, err := download.Download(cmd.Context(), dopts)
+	bar.Finish()
+	return downloadReport(cmd.Context(), opts, res, err)
+}
+
+// downloadInputs checks the cache root and reads the allowed signers into
+// the download's options: an unreadable allowed_signers file stops the
+// run before the network.
+func downloadInputs(opts *downloadOptions) (download.Options, error) {
+	if err := requireOutDir("--cache-root "+opts.CacheRoot, opts.CacheRoot); err != nil {
+		return download.Options{}, err
 	}
 	dopts := download.Options{
 		URL: opts.URL, Revision: opts.Revision, CacheRoot: opts.CacheRoot,
@@ -102,17 +131,16 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 	if opts.HTTPClient != nil {
 		dopts.Client = opts.HTTPClient()
 	}
-	// An unreadable allowed_signers file stops the run before the network.
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &dopts.Verify); err != nil {
-		return err
+		return download.Options{}, err
 	}
-	var bar *byteBar
-	if opts.IO.ErrTTY && !opts.JSON {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
-		dopts.Verify.Progress = bar
-	}
-	res, err := download.Download(cmd.Context(), dopts)
-	bar.finish()
+	return dopts, nil
+}
+
+// downloadReport writes the verification's report, what was fetched and
+// the commands that follow, for the download's result and error, and
+// returns the run's error.
+func downloadReport(ctx context.Context, opts *downloadOptions, res *download.Result, err error) error {
 	if res != nil && res.Report != nil {
 		if perr := printReport(opts.IO, res.Report, opts.JSON); perr != nil && err == nil {
 			err = perr
@@ -149,7 +177,7 @@ func downloadRun(cmd *cobra.Command, opts *downloadOptions) error {
 				return perr
 			}
 		}
-		opts.IO.Errorf("lfmq: %s; refused before fetching the files SHA256SUMS lists\n", message(cmd.Context(), err))
+		opts.IO.Errorf("lfmq: %s; refused before fetching the files SHA256SUMS lists\n", message(ctx, err))
 		opts.IO.Errorf("%s\n", signatureAdvice(me))
 		return &reportedError{err}
 	}

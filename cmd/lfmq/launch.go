@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 )
 
@@ -165,13 +166,13 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &lo.Verify); err != nil {
 		return err
 	}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY && !opts.PrintCommand {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		lo.Verify.Progress = bar
 	}
 	plan, err := launch.Prepare(cmd.Context(), lo)
-	bar.finish()
+	bar.Finish()
 	if plan != nil && plan.Report != nil && !plan.Report.OK {
 		printReport(&IOStreams{Out: opts.IO.ErrOut, ErrOut: opts.IO.ErrOut}, plan.Report, false)
 	}

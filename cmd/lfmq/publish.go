@@ -3,21 +3,21 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/hub/download"
 	"github.com/lfmq/lfmq/hub/publish"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
 )
@@ -74,33 +74,8 @@ published copy does not verify, 1 any other failure, 2 usage.`,
   lfmq publish --release-dir ./release --repo me/LFM2-8B-A1B-lfmq1 --token-file ~/.hf-token --private --create`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("release-dir", opts.ReleaseDir, "repo", opts.Repo); err != nil {
+			if err := opts.validate(cmd); err != nil {
 				return err
-			}
-			if opts.Jobs < 1 {
-				return &usageError{fmt.Errorf("--jobs must be positive, got %d", opts.Jobs)}
-			}
-			if opts.Retries < 0 {
-				return &usageError{fmt.Errorf("--retries must not be negative, got %d", opts.Retries)}
-			}
-			if opts.Private && !opts.Create {
-				return &usageError{errors.New("--private applies to a repository --create makes")}
-			}
-			po := publish.Options{Endpoint: opts.Endpoint, Repo: opts.Repo, Branch: opts.Branch, Revision: opts.Revision, Dir: opts.ReleaseDir}
-			if err := po.Validate(); err != nil {
-				return &usageError{errors.New(strings.TrimPrefix(err.Error(), "publish: "))}
-			}
-			if cmd.Flags().Changed("token-file") {
-				key, err := readTokenFile(opts.TokenFile)
-				if err != nil {
-					return err
-				}
-				opts.Token = key
-			} else {
-				opts.Token = strings.TrimSpace(os.Getenv("HF_TOKEN"))
-			}
-			if opts.Token == "" {
-				return &usageError{errors.New("publishing needs a hub token with write access: set HF_TOKEN or give --token-file FILE")}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -126,6 +101,40 @@ published copy does not verify, 1 any other failure, 2 usage.`,
 	return cmd
 }
 
+// validate checks the command line into o (usage errors, exit 2) and
+// reads the hub token, from --token-file or HF_TOKEN.
+func (o *publishOptions) validate(cmd *cobra.Command) error {
+	if err := requireFlags("release-dir", o.ReleaseDir, "repo", o.Repo); err != nil {
+		return err
+	}
+	if o.Jobs < 1 {
+		return &usageError{fmt.Errorf("--jobs must be positive, got %d", o.Jobs)}
+	}
+	if o.Retries < 0 {
+		return &usageError{fmt.Errorf("--retries must not be negative, got %d", o.Retries)}
+	}
+	if o.Private && !o.Create {
+		return &usageError{errors.New("--private applies to a repository --create makes")}
+	}
+	po := publish.Options{Endpoint: o.Endpoint, Repo: o.Repo, Branch: o.Branch, Revision: o.Revision, Dir: o.ReleaseDir}
+	if err := po.Validate(); err != nil {
+		return &usageError{errors.New(strings.TrimPrefix(err.Error(), "publish: "))}
+	}
+	if cmd.Flags().Changed("token-file") {
+		key, err := readTokenFile(o.TokenFile)
+		if err != nil {
+			return err
+		}
+		o.Token = key
+	} else {
+		o.Token = strings.TrimSpace(os.Getenv("HF_TOKEN"))
+	}
+	if o.Token == "" {
+		return &usageError{errors.New("publishing needs a hub token with write access: set HF_TOKEN or give --token-file FILE")}
+	}
+	return nil
+}
+
 // readTokenFile reads a token file: one token, surrounding space ignored.
 func readTokenFile(path string) (string, error) {
 	// A file that is not there is the command line's mistake (exit 2),
@@ -145,60 +154,99 @@ func readTokenFile(path string) (string, error) {
 }
 
 func publishRun(cmd *cobra.Command, opts *publishOptions) error {
-	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
+	ctx := cmd.Context()
+	rep, hashed, err := publishInputs(ctx, opts)
+	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	w := opts.IO.Out
+	res, took, err := publishWork(ctx, opts)
+	if err != nil {
+		return err
+	}
+	publishReport(opts, res, rep, hashed, took)
+	// Check what the hub now serves.
+	if !opts.NoCheck {
+		if err := checkPublished(cmd, opts, res, rep); err != nil {
+			return err
+		}
+	}
+	publishNext(opts, res, rep)
+	return nil
+}
 
-	// 1. The release must verify, every byte.
+// publishInputs checks the release: it must verify, every byte, before
+// anything is sent. A release with findings has its report printed and
+// is refused. It returns the report and the time the hashing took.
+func publishInputs(ctx context.Context, opts *publishOptions) (*verify.Report, time.Duration, error) {
+	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
+		return nil, 0, err
+	}
 	vo := verify.Options{}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		vo.Progress = bar
 	}
 	start := time.Now()
 	rep, err := verify.Release(ctx, opts.ReleaseDir, vo)
-	bar.finish()
+	bar.Finish()
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if !rep.OK {
 		if err := printReport(opts.IO, rep, false); err != nil {
-			return err
+			return nil, 0, err
 		}
-		return fmt.Errorf("%s does not verify: nothing was published: %w", opts.ReleaseDir, rep.Err())
+		return nil, 0, fmt.Errorf("%s does not verify: nothing was published: %w", opts.ReleaseDir, rep.Err())
 	}
 	hashed := time.Since(start)
-	fmt.Fprintf(w, "verified %s: %d files, %s\n", opts.ReleaseDir, rep.Files, units.Bytes(rep.Bytes))
+	fmt.Fprintf(opts.IO.Out, "verified %s: %d files, %s\n", opts.ReleaseDir, rep.Files, units.Bytes(rep.Bytes))
+	return rep, hashed, nil
+}
 
+// publishWork publishes the verified release under its revision, showing
+// the uploads on the error stream, and returns the hub's result and the
+// time it took.
+func publishWork(ctx context.Context, opts *publishOptions) (*publish.Result, time.Duration, error) {
 	revision, err := releaseRevision(opts.ReleaseDir, opts.Revision)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-
-	// 2. Publish.
-	prog := newPublishProgress(opts.IO)
+	prog := progress.NewUploads(opts.IO.ErrOut, opts.IO.ErrTTY)
 	po := publish.Options{
 		Endpoint: opts.Endpoint, Repo: opts.Repo, Branch: opts.Branch, Revision: revision, Dir: opts.ReleaseDir,
 		Create: opts.Create, Private: opts.Private, Message: opts.Message, Token: opts.Token, Jobs: opts.Jobs,
-		Retries: cmp.Or(opts.Retries, -1), Progress: prog.callbacks(), // --retries 0: none, not the library's default
+		Retries: cmp.Or(opts.Retries, -1), Progress: uploadProgress(prog), // --retries 0: none, not the library's default
 	}
 	if opts.HTTPClient != nil {
 		po.Client = opts.HTTPClient()
 	}
-	start = time.Now()
+	start := time.Now()
 	res, err := publish.Publish(ctx, po)
-	prog.finish()
+	prog.Finish()
 	if err != nil {
 		var stale *publish.StaleError
 		if errors.As(err, &stale) {
-			return fmt.Errorf("%w\nnothing was committed and the uploaded objects stay on the hub: run lfmq publish again to publish on top of the new head", err)
+			return nil, 0, fmt.Errorf("%w\nnothing was committed and the uploaded objects stay on the hub: run lfmq publish again to publish on top of the new head", err)
 		}
-		return err
+		return nil, 0, err
 	}
-	took := time.Since(start)
+	return res, time.Since(start), nil
+}
+
+// uploadProgress is publish's progress callbacks drawn by p.
+func uploadProgress(p *progress.Uploads) publish.Progress {
+	return publish.Progress{
+		Started: p.Started,
+		Bytes:   func(_ string, n int64) { p.Add(n) },
+		Done:    func(path string, o publish.Outcome) { p.Done(path, o) },
+	}
+}
+
+// publishReport writes what was committed and tagged, and how fast the
+// upload and the verification went.
+func publishReport(opts *publishOptions, res *publish.Result, rep *verify.Report, hashed, took time.Duration) {
+	w := opts.IO.Out
 	if res.Created {
 		fmt.Fprintf(w, "created %s\n", res.URL)
 	}
@@ -220,13 +268,12 @@ func publishRun(cmd *cobra.Command, opts *publishOptions) error {
 	if hashed > 0 && took > 0 && res.UploadedBytes > 0 {
 		fmt.Fprintf(w, "upload %s/s; verification hashed %s/s\n", units.Bytes(int64(float64(res.UploadedBytes)/took.Seconds())), units.Bytes(int64(float64(rep.Bytes)/hashed.Seconds())))
 	}
+}
 
-	// 3. Check what the hub now serves.
-	if !opts.NoCheck {
-		if err := checkPublished(cmd, opts, res, rep); err != nil {
-			return err
-		}
-	}
+// publishNext ends the run with the commit, the release digest and the
+// command that downloads the release.
+func publishNext(opts *publishOptions, res *publish.Result, rep *verify.Report) {
+	w := opts.IO.Out
 	fmt.Fprintf(w, "commit  %s\n", res.CommitURL)
 	fmt.Fprintf(w, "release digest (sha256 of SHA256SUMS) %s\n", rep.Digest)
 	if res.Tag != "" {
@@ -238,7 +285,6 @@ func publishRun(cmd *cobra.Command, opts *publishOptions) error {
 		}
 		fmt.Fprintf(w, "download it with: lfmq download %s --revision %s --cache-root DIR%s\n", res.URL, res.Tag, check)
 	}
-	return nil
 }
 
 // releaseRevision is the tag to publish under: the release's own revision,
@@ -299,69 +345,4 @@ func checkPublished(cmd *cobra.Command, opts *publishOptions, res *publish.Resul
 	fmt.Fprintf(opts.IO.Out, "checked: commit %s downloaded (%s) and verified in %s: %d files, identical to %s\n",
 		res.Commit, units.Bytes(got.BytesReceived), time.Since(start).Round(time.Millisecond), got.Report.Files, opts.ReleaseDir)
 	return nil
-}
-
-// publishProgress shows uploads: a byte bar on a terminal, one line per
-// file otherwise.
-type publishProgress struct {
-	io    *IOStreams
-	mu    sync.Mutex
-	bar   *progressbar.ProgressBar
-	total int64
-	sizes map[string]int64
-}
-
-func newPublishProgress(ios *IOStreams) *publishProgress {
-	return &publishProgress{io: ios, sizes: map[string]int64{}}
-}
-
-func (p *publishProgress) callbacks() publish.Progress {
-	return publish.Progress{
-		Started: func(path string, size int64) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.sizes[path] = size
-			if !p.io.ErrTTY {
-				return
-			}
-			p.total += size
-			if p.bar == nil {
-				p.bar = progressbar.NewOptions64(p.total,
-					progressbar.OptionSetWriter(p.io.ErrOut),
-					progressbar.OptionSetDescription("uploading"),
-					progressbar.OptionShowBytes(true),
-					progressbar.OptionClearOnFinish(),
-					progressbar.OptionThrottle(100*time.Millisecond))
-			} else {
-				p.bar.ChangeMax64(p.total)
-			}
-		},
-		Bytes: func(path string, n int64) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if p.bar != nil {
-				p.bar.Add64(n)
-			}
-		},
-		Done: func(path string, o publish.Outcome) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if p.io.ErrTTY {
-				return
-			}
-			if size, ok := p.sizes[path]; ok {
-				fmt.Fprintf(p.io.ErrOut, "%-9s %s (%s)\n", o, path, units.Bytes(size))
-			} else {
-				fmt.Fprintf(p.io.ErrOut, "%-9s %s\n", o, path)
-			}
-		},
-	}
-}
-
-func (p *publishProgress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Finish()
-	}
 }

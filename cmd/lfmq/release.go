@@ -1,106 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/card"
-	"github.com/lfmq/lfmq/evidence/report"
-	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/version"
 )
-
-// renderQuality renders the model card's quality section from a release's
-// evidence files: each evidence JSON file is parsed (evidence.Parse) and
-// rendered by evidence/report as the docs/scoring.md, "Output" table,
-// under a heading naming the file and a line naming the rows that are
-// this release's checkpoint. SVG plots are skipped: the builder shows
-// them on the card as images. It is passed to the builder as
-// bundle.Options.Quality, the one place the card's quality tables come from.
-//
-// A file that scored no candidate with the checkpoint's manifest sha256 is
-// refused: the card would present another checkpoint's figures as this
-// release's. Task results (lfmq eval --out) are shown in one table whose
-// rows say which checkpoint they ran (the BF16 reference's own task
-// results belong on the card too), and gate files (lfmq eval compare
-// --out) in another.
-func renderQuality(files []bundle.EvidenceFile, manifestSHA256 string) ([]string, error) {
-	var out []string
-	var tasks []report.TaskFile
-	var gates []report.GateFile
-	for _, f := range files {
-		if path.Ext(f.Path) != ".json" {
-			continue
-		}
-		switch {
-		case task.IsFile(f.Data):
-			tf, err := task.Parse(f.Path, f.Data)
-			if err != nil {
-				return nil, err
-			}
-			tasks = append(tasks, report.TaskFile{Path: f.Path, File: tf})
-			continue
-		case task.IsGate(f.Data):
-			g, err := task.ParseGate(f.Path, f.Data)
-			if err != nil {
-				return nil, err
-			}
-			gates = append(gates, report.GateFile{Path: f.Path, Gate: g})
-			continue
-		}
-		ef, err := evidence.Parse(f.Path, f.Data)
-		if err != nil {
-			return nil, err
-		}
-		var this, others []string
-		for _, c := range ef.Receipts.Candidates {
-			if c.Identity == manifestSHA256 || c.ManifestSHA256 == manifestSHA256 {
-				this = append(this, "`"+c.Name+"`")
-			} else {
-				others = append(others, fmt.Sprintf("%s (%s)", c.Name, shortSHA(c.Identity)))
-			}
-		}
-		if len(this) == 0 {
-			return nil, &bundle.InputError{Path: "--evidence " + path.Base(f.Path), Option: true,
-				Msg: fmt.Sprintf("scores no candidate with this checkpoint's manifest sha256 %s (it scores %s); "+
-					"score the checkpoint (lfmq score --candidate NAME=CHECKPOINT_DIR ...) or leave this file out",
-					shortSHA(manifestSHA256), strings.Join(others, ", "))}
-		}
-		which := strings.Join(this, " and ") + " below"
-		if len(ef.Receipts.Candidates) == 1 {
-			which = "the one candidate below, " + this[0] // the table has no candidate column then
-		}
-		out = append(out, "### `"+f.Path+"`\n\nThis release's checkpoint (manifest sha256 `"+manifestSHA256+"`) is "+
-			which+".\n\n"+report.Markdown(ef))
-	}
-	if len(tasks) > 0 {
-		out = append(out, "### Tasks\n\nTask results from `lfmq eval` (docs/eval.md): accuracy with its Wilson 95 % interval; "+
-			"\"this release\" marks runs of this release's checkpoint (manifest sha256 `"+manifestSHA256+"`), "+
-			"other runs name the checkpoint or served model they asked.\n\n"+report.TaskTable(tasks, manifestSHA256))
-	}
-	if len(gates) > 0 {
-		out = append(out, "### Release gates\n\nEach gate compares the texts of the same items across runs (`lfmq eval compare`): "+
-			"seeded sampling must give the same bytes at any concurrency and with speculation on or off.\n\n"+report.GateTable(gates))
-	}
-	return out, nil
-}
-
-// shortSHA is the first 12 hex digits of a sha256, for messages.
-func shortSHA(s string) string {
-	if len(s) > 12 {
-		return s[:12] + "…"
-	}
-	return s
-}
 
 type releaseBuildOptions struct {
 	IO           *IOStreams
@@ -167,51 +81,8 @@ extracted source archive) has no commit to differ from.`,
     --evidence ./evidence --revision v1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("checkpoint", opts.Checkpoint, "out", opts.Out, "license", opts.License); err != nil {
+			if err := opts.validate(platforms); err != nil {
 				return err
-			}
-			if opts.HubRepo == "" {
-				return &usageError{errors.New("--hub-repo OWNER/NAME is required: the model card's download commands name the hub repo the release is published under")}
-			}
-			p, err := bundle.ParsePlatforms(platforms)
-			if err != nil {
-				return &usageError{err}
-			}
-			opts.Platforms = p
-			if opts.BaseModel == "" {
-				// The default comes from the checkpoint: check it is one
-				// first, so that a wrong directory is named as such.
-				if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
-					return err
-				}
-				bm, ok := "", false
-				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo != "" {
-					bm, ok = m.Source.Repo, true
-				} else {
-					bm, ok = bundle.BaseModelFromConfig(opts.Checkpoint)
-				}
-				if !ok {
-					return &usageError{fmt.Errorf("--base-model is required: the checkpoint's manifest records no source repository and its config.json has no hub repo id in _name_or_path")}
-				}
-				opts.BaseModel = bm
-			}
-			if opts.BaseRevision == "" {
-				// The commit the manifest records of its source, when it is
-				// a commit of the base model named.
-				if m, _, err := lfmq1.ReadManifest(opts.Checkpoint); err == nil && m.Source.Repo == opts.BaseModel {
-					opts.BaseRevision = m.Source.Commit
-				}
-			}
-			if opts.Source == "" {
-				wd, err := os.Getwd()
-				if err != nil {
-					return err
-				}
-				root, err := bundle.FindModuleRoot(wd)
-				if err != nil {
-					return &usageError{err}
-				}
-				opts.Source = root
 			}
 			if runF != nil {
 				return runF(opts)
@@ -248,6 +119,67 @@ extracted source archive) has no commit to differ from.`,
 	return cmd
 }
 
+// validate checks the command line into o (usage errors, exit 2): the
+// required flags given, the platforms parsed; then defaults fills in the
+// rest.
+func (o *releaseBuildOptions) validate(platforms string) error {
+	if err := requireFlags("checkpoint", o.Checkpoint, "out", o.Out, "license", o.License); err != nil {
+		return err
+	}
+	if o.HubRepo == "" {
+		return &usageError{errors.New("--hub-repo OWNER/NAME is required: the model card's download commands name the hub repo the release is published under")}
+	}
+	p, err := bundle.ParsePlatforms(platforms)
+	if err != nil {
+		return &usageError{err}
+	}
+	o.Platforms = p
+	return o.defaults()
+}
+
+// defaults fills in what the command line left out from the inputs: the
+// base model and its revision from the checkpoint's manifest (else its
+// config.json), the source from the module containing the current
+// directory. A default that cannot be found is a usage error.
+func (o *releaseBuildOptions) defaults() error {
+	if o.BaseModel == "" {
+		// The default comes from the checkpoint: check it is one
+		// first, so that a wrong directory is named as such.
+		if err := requireLFMQ1("--checkpoint", o.Checkpoint); err != nil {
+			return err
+		}
+		bm, ok := "", false
+		if m, _, err := lfmq1.ReadManifest(o.Checkpoint); err == nil && m.Source.Repo != "" {
+			bm, ok = m.Source.Repo, true
+		} else {
+			bm, ok = bundle.BaseModelFromConfig(o.Checkpoint)
+		}
+		if !ok {
+			return &usageError{fmt.Errorf("--base-model is required: the checkpoint's manifest records no source repository and its config.json has no hub repo id in _name_or_path")}
+		}
+		o.BaseModel = bm
+	}
+	if o.BaseRevision == "" {
+		// The commit the manifest records of its source, when it is
+		// a commit of the base model named.
+		if m, _, err := lfmq1.ReadManifest(o.Checkpoint); err == nil && m.Source.Repo == o.BaseModel {
+			o.BaseRevision = m.Source.Commit
+		}
+	}
+	if o.Source == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		root, err := bundle.FindModuleRoot(wd)
+		if err != nil {
+			return &usageError{err}
+		}
+		o.Source = root
+	}
+	return nil
+}
+
 // requireLFMQ1 refuses, as a usage error, a flag whose directory is not an
 // lfmq-1 checkpoint (has no manifest.json).
 func requireLFMQ1(flag, dir string) error {
@@ -264,20 +196,37 @@ func requireLFMQ1(flag, dir string) error {
 }
 
 func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
+	if err := releaseBuildInputs(opts); err != nil {
+		return err
+	}
+	res, err := releaseBuildWork(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	releaseBuildReport(opts, res)
+	return nil
+}
+
+// releaseBuildInputs checks the checkpoint and the output directory before
+// anything is built.
+func releaseBuildInputs(opts *releaseBuildOptions) error {
 	if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
 		return err
 	}
-	if err := requireOutDir("--out "+opts.Out, opts.Out); err != nil {
-		return err
-	}
-	res, err := bundle.Build(cmd.Context(), bundle.Options{
+	return requireOutDir("--out "+opts.Out, opts.Out)
+}
+
+// releaseBuildWork builds the release; an option the builder refuses is a
+// usage error.
+func releaseBuildWork(ctx context.Context, opts *releaseBuildOptions) (*bundle.Result, error) {
+	res, err := bundle.Build(ctx, bundle.Options{
 		CheckpointDir: opts.Checkpoint, OutDir: opts.Out, SourceDir: opts.Source,
 		EvidenceDir: opts.Evidence, Revision: opts.Revision,
 		BaseModel: opts.BaseModel, BaseRevision: opts.BaseRevision, HubRepo: opts.HubRepo,
 		LicenseFile: opts.License, NoticeFiles: opts.Notices, SourceCard: opts.SourceCard,
 		License:  card.License{ID: opts.LicenseID, Name: opts.LicenseName, Link: opts.LicenseLink},
 		Language: opts.Language, Platforms: opts.Platforms, Version: version.Version,
-		Quality: renderQuality, Log: opts.IO.ErrOut, AllowDirty: opts.AllowDirty,
+		Quality: bundle.RenderQuality, Log: opts.IO.ErrOut, AllowDirty: opts.AllowDirty,
 	})
 	if err != nil {
 		// An option the builder refuses (a malformed value, a missing path,
@@ -286,10 +235,16 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 		var ie *bundle.InputError
 		var de *bundle.DirtyError
 		if errors.As(err, &ie) && ie.Option || errors.As(err, &de) {
-			return &usageError{err}
+			return nil, &usageError{err}
 		}
-		return err
+		return nil, err
 	}
+	return res, nil
+}
+
+// releaseBuildReport writes what was built and the release digest to
+// stdout.
+func releaseBuildReport(opts *releaseBuildOptions, res *bundle.Result) {
 	w := opts.IO.Out
 	fmt.Fprintf(w, "wrote release %s\n", res.Dir)
 	fmt.Fprintf(w, "  release id       %s\n", res.ReleaseID)
@@ -300,5 +255,4 @@ func releaseBuildRun(cmd *cobra.Command, opts *releaseBuildOptions) error {
 		fmt.Fprintf(w, "  %-16s %s\n", b.Platform, b.SHA256)
 	}
 	fmt.Fprintf(w, "  release digest   %s (sha256 of SHA256SUMS; put it in the tag message)\n", res.Digest)
-	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lfmq/lfmq/format/durable"
 	"github.com/lfmq/lfmq/format/sshsig"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 	"github.com/lfmq/lfmq/verify/sums"
@@ -57,13 +59,9 @@ Exit status: 0 signed, 3 the release has findings, 1 any other failure, 2 usage.
   lfmq release sign --release-dir ./release --key ~/.ssh/id_ed25519.pub --identity release@example.org`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags("release-dir", opts.ReleaseDir, "key", opts.Key); err != nil {
+			if err := opts.validate(); err != nil {
 				return err
 			}
-			if strings.ContainsAny(opts.Identity, " \t\r\n") {
-				return &usageError{fmt.Errorf("--identity %q contains white space", opts.Identity)}
-			}
-			opts.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -79,59 +77,95 @@ Exit status: 0 signed, 3 the release has findings, 1 any other failure, 2 usage.
 	return cmd
 }
 
+// validate checks the command line (usage errors, exit 2) and reads
+// SSH_AUTH_SOCK into o.
+func (o *releaseSignOptions) validate() error {
+	if err := requireFlags("release-dir", o.ReleaseDir, "key", o.Key); err != nil {
+		return err
+	}
+	if strings.ContainsAny(o.Identity, " \t\r\n") {
+		return &usageError{fmt.Errorf("--identity %q contains white space", o.Identity)}
+	}
+	o.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
+	return nil
+}
+
 func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
+	if err := releaseSignInputs(opts); err != nil {
+		return err
+	}
+	rep, sigPath, pub, err := releaseSignWork(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	releaseSignReport(opts, rep, sigPath, pub)
+	return nil
+}
+
+// releaseSignInputs checks the release directory and the key file.
+func releaseSignInputs(opts *releaseSignOptions) error {
 	if err := requireReleaseDir(opts.ReleaseDir); err != nil {
 		return err
 	}
 	// Before the release is hashed: a key file that is not there is the
 	// command line's fault, and saying so should not wait for the hash.
-	if err := requireFiles("--key "+opts.Key, opts.Key); err != nil {
-		return err
-	}
+	return requireFiles("--key "+opts.Key, opts.Key)
+}
+
+// releaseSignWork verifies the release, every byte, and signs the
+// SHA256SUMS that was verified, writing SHA256SUMS.sig. A release with
+// findings has its report printed and is not signed. It returns the
+// verification's report, the signature's path and the signer's key.
+func releaseSignWork(ctx context.Context, opts *releaseSignOptions) (*verify.Report, string, ssh.PublicKey, error) {
 	dir := opts.ReleaseDir
 	vo := verify.Options{}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		vo.Progress = bar
 	}
-	rep, err := verify.Release(cmd.Context(), dir, vo)
-	bar.finish()
+	rep, err := verify.Release(ctx, dir, vo)
+	bar.Finish()
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	if !rep.OK {
 		if err := printReport(opts.IO, rep, false); err != nil {
-			return err
+			return nil, "", nil, err
 		}
 		opts.IO.Errorf("lfmq: not signing a release that does not verify\n")
-		return rep.Err()
+		return nil, "", nil, rep.Err()
 	}
 
 	// Sign the bytes that were verified: re-read them and compare with the
 	// digest the verification computed.
 	data, err := readSums(filepath.Join(dir, sums.SumsFile))
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != rep.Digest {
-		return fmt.Errorf("%s changed while the release was being verified; not signed", filepath.Join(dir, sums.SumsFile))
+		return nil, "", nil, fmt.Errorf("%s changed while the release was being verified; not signed", filepath.Join(dir, sums.SumsFile))
 	}
 	signer, closer, err := sshsig.LoadSigner(opts.Key, opts.AgentSocket)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	defer closer.Close()
 	sig, err := sshsig.Sign(signer, data, verify.SignatureNamespace)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	sigPath := filepath.Join(dir, verify.SignatureFile)
 	if err := durable.WriteFile(sigPath, sig); err != nil {
-		return err
+		return nil, "", nil, err
 	}
+	return rep, sigPath, signer.PublicKey(), nil
+}
 
-	pub := signer.PublicKey()
+// releaseSignReport writes what was signed, the allowed_signers line for
+// verifiers and the commands that check the signature.
+func releaseSignReport(opts *releaseSignOptions, rep *verify.Report, sigPath string, pub ssh.PublicKey) {
+	dir := opts.ReleaseDir
 	id := opts.Identity
 	if id == "" {
 		id = "ID"
@@ -150,7 +184,6 @@ func releaseSignRun(cmd *cobra.Command, opts *releaseSignOptions) error {
 	if opts.Identity == "" {
 		fmt.Fprintln(w, "(ID: the signer's principal in allowed_signers, e.g. an e-mail address; --identity fills it in)")
 	}
-	return nil
 }
 
 // readSums reads a SHA256SUMS file, bounded like every reader of it.

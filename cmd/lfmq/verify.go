@@ -7,14 +7,12 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lfmq/lfmq/format/sshsig"
 	"github.com/lfmq/lfmq/format/units"
+	"github.com/lfmq/lfmq/internal/progress"
 	"github.com/lfmq/lfmq/launch"
 	"github.com/lfmq/lfmq/verify"
 )
@@ -62,19 +60,7 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 			"  lfmq verify --sums SHA256SUMS",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case opts.ReleaseDir == "" && opts.Sums == "":
-				return &usageError{fmt.Errorf("--release-dir or --sums is required")}
-			case opts.ReleaseDir != "" && opts.Sums != "":
-				return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
-			case opts.Deep && opts.Sums != "":
-				return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
-			case opts.AllowedSigners != "" && opts.Sums != "":
-				return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
-			case opts.Workers < 0:
-				return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", opts.Workers)}
-			}
-			if err := checkSignerFlags(opts.AllowedSigners, opts.Identity); err != nil {
+			if err := opts.validate(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -93,6 +79,23 @@ Exit status: 0 clean, 3 any finding, 1 an operational failure, 2 usage.`,
 	return cmd
 }
 
+// validate checks the command line's combinations (usage errors, exit 2).
+func (o *verifyOptions) validate() error {
+	switch {
+	case o.ReleaseDir == "" && o.Sums == "":
+		return &usageError{fmt.Errorf("--release-dir or --sums is required")}
+	case o.ReleaseDir != "" && o.Sums != "":
+		return &usageError{fmt.Errorf("--release-dir and --sums cannot be combined")}
+	case o.Deep && o.Sums != "":
+		return &usageError{fmt.Errorf("--deep applies to --release-dir only")}
+	case o.AllowedSigners != "" && o.Sums != "":
+		return &usageError{fmt.Errorf("--allowed-signers applies to --release-dir only")}
+	case o.Workers < 0:
+		return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", o.Workers)}
+	}
+	return checkSignerFlags(o.AllowedSigners, o.Identity)
+}
+
 func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	if opts.ReleaseDir != "" {
 		if err := requireReleaseDir(opts.ReleaseDir); err != nil {
@@ -108,9 +111,9 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &vo); err != nil {
 		return err
 	}
-	var bar *byteBar
+	var bar *progress.Bytes
 	if opts.IO.ErrTTY && !opts.JSON {
-		bar = &byteBar{w: opts.IO, desc: "verifying"}
+		bar = progress.NewBytes(opts.IO.ErrOut, "verifying")
 		vo.Progress = bar
 	}
 	var rep *verify.Report
@@ -120,7 +123,7 @@ func verifyRun(cmd *cobra.Command, opts *verifyOptions) error {
 	} else {
 		rep, err = verify.Release(cmd.Context(), opts.ReleaseDir, vo)
 	}
-	bar.finish()
+	bar.Finish()
 	if rep != nil {
 		if perr := printReport(opts.IO, rep, opts.JSON); perr != nil && err == nil {
 			err = perr
@@ -295,44 +298,4 @@ func shaSize(sha string, size int64) string {
 		parts = append(parts, fmt.Sprintf("%d bytes", size))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// byteBar is a progress bar of bytes on a terminal's error stream; nil is
-// a no-op.
-type byteBar struct {
-	w    *IOStreams
-	desc string
-	mu   sync.Mutex
-	bar  *progressbar.ProgressBar
-}
-
-func (p *byteBar) Start(total int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bar = progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(p.w.ErrOut),
-		progressbar.OptionSetDescription(p.desc),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-	)
-}
-
-func (p *byteBar) Add(n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Add64(n)
-	}
-}
-
-func (p *byteBar) finish() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Finish()
-	}
 }

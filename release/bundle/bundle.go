@@ -133,8 +133,8 @@ type Options struct {
 	// compiling; releases leave it nil.
 	BuildBinary func(ctx context.Context, p Platform, dir, ldflags, out string) error
 	// Quality renders the card's quality section from the evidence files
-	// (the hook for evidence/report); nil leaves the card listing the
-	// files. It is given the checkpoint's manifest sha256 so that it can
+	// (RenderQuality, which lfmq release build passes); nil leaves the
+	// card listing the files. It is given the checkpoint's manifest sha256 so that it can
 	// refuse evidence that never scored this checkpoint (return an
 	// *InputError) and mark the rows that did. It runs before the
 	// checkpoint is copied and the runtime built, so a refusal costs
