@@ -248,6 +248,11 @@ func Fetch(ctx context.Context, id ID, opts Options) (*Snapshot, error) {
 	repoDir := RepoDir(opts.Root, id.Repo)
 	snap := &Snapshot{Dir: filepath.Join(repoDir, "snapshots", commit), Repo: id.Repo, Revision: id.Revision, Commit: commit}
 	f := &filler{opts: opts, url: remote.URL, commit: commit, repoDir: repoDir, snap: snap}
+	if opts.Log != nil {
+		// The files are fetched in parallel, each by a downloader of its
+		// own, and the caller's writer need not be safe for that.
+		f.opts.Log = &lockedWriter{w: opts.Log}
+	}
 	jobs := opts.Jobs
 	if jobs <= 0 {
 		jobs = 4
@@ -306,6 +311,18 @@ type filler struct {
 	repoDir string
 	mu      sync.Mutex
 	snap    *Snapshot
+}
+
+// lockedWriter serialises the writes of several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // place brings one file into the snapshot: nothing to do when its link is
