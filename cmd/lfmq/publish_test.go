@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -278,6 +279,7 @@ func TestPublishStaleAndInterrupted(t *testing.T) {
 			t.Fatalf("an interrupted publish committed the release: %+v", c)
 		}
 	}
+	h.srv.Settle(200 * time.Millisecond)
 	sent := map[string]int64{}
 	for p, sum := range files {
 		sent[p] = h.srv.Received(sum)

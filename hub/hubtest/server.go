@@ -72,6 +72,12 @@ type Server struct {
 	uploads  map[string]*upload
 	seq      int
 	received map[string]int64
+	// storing counts the storage PUTs being read; idle (on mu) is
+	// signalled when it drops to 0. stored is when one last started or
+	// ended.
+	storing  int
+	idle     *sync.Cond
+	stored   time.Time
 	attempts map[partKey]int
 	drops    map[partKey]*drop
 	fails    map[partKey]*fail
@@ -245,12 +251,46 @@ func (s *Server) ClearFaults() {
 	clear(s.movers)
 }
 
-// Received returns the upload body bytes received so far for the LFS
-// object oid, over every attempt, basic or multipart.
+// Received returns the upload body bytes received for the LFS object oid,
+// over every attempt, basic or multipart, once no upload is being read:
+// a client that gives up on an object (one part failed) may return before
+// the server has read what it had already sent of another part, and a
+// count taken then would grow afterwards.
 func (s *Server) Received(oid string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.storing > 0 {
+		s.idleCond().Wait()
+	}
 	return s.received[oid]
+}
+
+// Settle waits until no upload has been read for quiet: after a client
+// gave up on a release (a part failed for good), the requests it had
+// already sent on other connections can still be waiting for the server
+// to read them, and counts taken before they are would grow afterwards.
+// A test calls it before it takes counts to compare with a later run's.
+func (s *Server) Settle(quiet time.Duration) {
+	for {
+		s.mu.Lock()
+		for s.storing > 0 {
+			s.idleCond().Wait()
+		}
+		wait := quiet - time.Since(s.stored)
+		s.mu.Unlock()
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+// idleCond is the condition that storing reached 0; s.mu must be held.
+func (s *Server) idleCond() *sync.Cond {
+	if s.idle == nil {
+		s.idle = sync.NewCond(&s.mu)
+	}
+	return s.idle
 }
 
 // Attempts returns how many uploads of oid's part were started (0: basic).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // storagePrefix starts the path of every upload URL the server hands out.
@@ -264,6 +265,18 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, id string) {
 // not check the content (the verify action and the multipart completion
 // do).
 func (s *Server) serveStorage(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.storing++
+	s.stored = time.Now()
+	s.mu.Unlock()
+	defer func() { // also when the handler aborts a dropped connection
+		s.mu.Lock()
+		s.stored = time.Now()
+		if s.storing--; s.storing == 0 {
+			s.idleCond().Broadcast()
+		}
+		s.mu.Unlock()
+	}()
 	rest := strings.TrimPrefix(r.URL.Path, storagePrefix)
 	uid, partStr, multipart := strings.Cut(rest, "/")
 	s.mu.Lock()

@@ -385,6 +385,7 @@ func TestPublishInterruptedThenResumed(t *testing.T) {
 	if got := e.srv.Attempts(basic, 0); got != 3 {
 		t.Errorf("layer-00 attempted %d times, want 1 + 2 retries", got)
 	}
+	e.srv.Settle(200 * time.Millisecond)
 	first := map[string]int64{}
 	for p, sum := range objs {
 		first[sum] = e.srv.Received(sum)
