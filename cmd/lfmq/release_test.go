@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/release/bundle/bundletest"
@@ -95,7 +94,7 @@ func TestReleaseDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(ev, "score.json"), scoreEvidence(t, manifestSHA), 0o644)
+	os.WriteFile(filepath.Join(ev, "score.json"), bundletest.ScoreEvidence(t, manifestSHA), 0o644)
 	os.WriteFile(filepath.Join(ev, "kl-chat.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text>KL per token: chat</text></svg>`+"\n"), 0o644)
 	rel := filepath.Join(tmp, "release")
 	ios, stdout, stderr := testStreams()
@@ -146,22 +145,6 @@ func TestReleaseDemo(t *testing.T) {
 	}
 }
 
-// scoreEvidence is a small evidence file of lfmq score.
-// Its one candidate, "rtn", is the lfmq-1 checkpoint whose manifest has
-// the sha256 manifestSHA.
-func scoreEvidence(t *testing.T, manifestSHA string) []byte {
-	t.Helper()
-	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
-		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
-	}}
-	f.Receipts.Candidates = []evidence.Checkpoint{{Name: "rtn", Format: "lfmq-1", Identity: manifestSHA, ManifestSHA256: manifestSHA}}
-	data, err := evidence.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // TestReleaseBuildExitCodes holds release build to the exit code rule: 2
 // when the command line cannot work as given, 1 when an input's contents
 // are refused. Every case fails before anything is built.
@@ -182,7 +165,7 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 	// Evidence that scored another checkpoint than ckpt (whose manifest is "{}").
 	otherEvidence := filepath.Join(tmp, "other-evidence")
 	os.Mkdir(otherEvidence, 0o755)
-	os.WriteFile(filepath.Join(otherEvidence, "score.json"), scoreEvidence(t, strings.Repeat("ab", 32)), 0o644)
+	os.WriteFile(filepath.Join(otherEvidence, "score.json"), bundletest.ScoreEvidence(t, strings.Repeat("ab", 32)), 0o644)
 	src := bundletest.Source(t)
 	// args is the command line of a good build with the flags in edit
 	// changed: a value replaces the flag's, "" leaves the flag out.

@@ -8,29 +8,15 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
-
-// scoreEvidence is an evidence file (lfmq score --out) that scored one
-// candidate, rtn, with the given manifest sha256.
-func scoreEvidence(t *testing.T, manifestSHA string) []byte {
-	t.Helper()
-	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
-		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
-	}}
-	f.Receipts.Candidates = []evidence.Checkpoint{{Name: "rtn", Format: "lfmq-1", Identity: manifestSHA, ManifestSHA256: manifestSHA}}
-	data, err := evidence.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // TestRenderQuality checks the card's quality hook: evidence JSON files
 // become evidence/report tables naming this checkpoint's rows, plots are
 // skipped, a bad file or one that never scored this checkpoint is an error.
 func TestRenderQuality(t *testing.T) {
 	sha := strings.Repeat("c", 64)
-	data := scoreEvidence(t, sha)
+	data := bundletest.ScoreEvidence(t, sha)
 	out, err := bundle.RenderQuality([]bundle.EvidenceFile{{Path: "evidence/fidelity.json", Data: data}, {Path: "evidence/kl.svg", Data: []byte("<svg/>")}}, sha)
 	if err != nil {
 		t.Fatal(err)

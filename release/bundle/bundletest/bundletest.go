@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/verify"
@@ -149,4 +150,20 @@ func TamperSignature(t testing.TB, dir string) {
 	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ScoreEvidence is an evidence file (lfmq score --out) that scored one
+// candidate, rtn, with the given manifest sha256: what a release's card
+// shows as this checkpoint's figures.
+func ScoreEvidence(t testing.TB, manifestSHA string) []byte {
+	t.Helper()
+	f := &evidence.File{Format: evidence.Format, Kind: evidence.KindScore, Results: []evidence.Result{
+		{Candidate: "rtn", Kind: evidence.KindCandidate, Corpus: "chat", Stats: evidence.Stats{Tokens: 1234, PPLRef: 10, PPLCand: 10.5, KLMean: 0.01}},
+	}}
+	f.Receipts.Candidates = []evidence.Checkpoint{{Name: "rtn", Format: "lfmq-1", Identity: manifestSHA, ManifestSHA256: manifestSHA}}
+	data, err := evidence.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
