@@ -209,6 +209,19 @@ func releaseHint(dir string) string {
 	return fmt.Sprintf("a release, not a checkpoint: give its checkpoint, %s, or serve the release with lfmq launch --release-dir %s", ckpt, dir)
 }
 
+// lfmq1Has names the file that makes dir an lfmq-1 checkpoint:
+// manifest.json, or global.safetensors for one that lost its manifest;
+// "" for any other directory.
+func lfmq1Has(dir string) string {
+	switch {
+	case lfmq1.IsCheckpoint(dir):
+		return lfmq1.ManifestFile
+	case lfmq1.LostManifest(dir):
+		return lfmq1.GlobalFile
+	}
+	return ""
+}
+
 // requireReleaseDir is requireDirs for --release-dir: a directory with
 // neither SHA256SUMS nor runtime-release.json is no release at all (an
 // lfmq-1 checkpoint, a model, an empty or wrong directory), a mix-up
