@@ -3,20 +3,27 @@ package lfmq_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/card"
 	"github.com/lfmq/lfmq/evidence/report"
+	"github.com/lfmq/lfmq/release/bundle"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 // readmeSkip says why a documented command is not run by
@@ -25,6 +32,8 @@ import (
 // (make demo and make test are CI's own steps; release build compiles the
 // runtime), start a server in the background, or name files the reader
 // substitutes (placeholders, a home directory) or that make demo writes.
+// The README tour's release build and its server in the background are
+// run their own way (buildTourRelease, runTourServer).
 func readmeSkip(cmd string) string {
 	switch {
 	case strings.HasPrefix(cmd, "make "):
@@ -39,7 +48,7 @@ func readmeSkip(cmd string) string {
 		return "names the reader's own files"
 	case strings.Contains(cmd, "demo-out/"):
 		return "uses make demo's output"
-	case !strings.HasPrefix(cmd, "bin/lfmq ") && !strings.HasPrefix(cmd, "lfmq "):
+	case !strings.HasPrefix(cmd, "bin/lfmq ") && !strings.HasPrefix(cmd, "lfmq ") && !strings.HasPrefix(cmd, "printf "):
 		return "not an lfmq command"
 	}
 	return ""
@@ -125,8 +134,29 @@ func TestREADMECommands(t *testing.T) {
 	if err := os.Symlink(testdata, filepath.Join(work, "testdata")); err != nil {
 		t.Fatal(err)
 	}
-	ran, shown := 0, 0
-	for _, cmd := range readmeCommands(t) {
+	ran, shown, served := 0, 0, false
+	cmds := readmeCommands(t)
+	for i := 0; i < len(cmds); i++ {
+		cmd := cmds[i]
+		switch {
+		case strings.HasPrefix(cmd, tourReleaseBuild):
+			// The tour's release, its runtime the binary just built
+			// rather than one compiled from a source archive (minutes).
+			buildTourRelease(t, work, bin, cmd)
+			ran++
+			continue
+		case strings.HasPrefix(cmd, tourLaunch) && strings.HasSuffix(cmd, "&"):
+			// The tour's server, with the commands after it that ask it
+			// (up to the next that is not curl), as pasted into one shell.
+			j := i + 1
+			for j < len(cmds) && (strings.HasPrefix(cmds[j], "curl ") || strings.HasPrefix(cmds[j], "until curl ")) {
+				j++
+			}
+			runTourServer(t, work, cmds[i:j])
+			ran, served = ran+j-i, true
+			i = j - 1
+			continue
+		}
 		if why := readmeSkip(cmd); why != "" {
 			t.Logf("skipped (%s): %s", why, cmd)
 			continue
@@ -149,12 +179,97 @@ func TestREADMECommands(t *testing.T) {
 			}
 		}
 	}
+	if !served {
+		t.Errorf("the README's tour has no %q… & to run", tourLaunch)
+	}
 	if shown != len(readmeOutputs) {
 		t.Errorf("%d of the README's %d example outputs were checked: a command or its block changed", shown, len(readmeOutputs))
 	}
 	// The tour alone has five; fewer means the README or this test lost them.
 	if ran < 4 {
 		t.Errorf("only %d documented commands ran", ran)
+	}
+}
+
+// The starts of the tour's release build and of its launch in the
+// background, which TestREADMECommands runs its own way.
+const (
+	tourReleaseBuild = "bin/lfmq release build --checkpoint tour/"
+	tourLaunch       = "bin/lfmq launch --release-dir tour/"
+)
+
+// buildTourRelease builds the release the README's release build command
+// describes, with bundle.Build as lfmq release build calls it, except that
+// the runtime for this platform is bin (built from this tree) and the
+// source archive a minimal module's: compiling the runtime from the
+// archive takes minutes.
+func buildTourRelease(t *testing.T, work, bin, cmd string) {
+	t.Helper()
+	flags := map[string]string{}
+	args := strings.TrimPrefix(cmd, "bin/lfmq release build ")
+	flag := regexp.MustCompile(`^\s*(--[a-z-]+) ("[^"]*"|[^\s"]+)`)
+	for strings.TrimSpace(args) != "" {
+		m := flag.FindStringSubmatch(args)
+		if m == nil {
+			t.Fatalf("the README's release build: %q is not a flag and its value: %s", args, cmd)
+		}
+		flags[m[1]] = m[2]
+		args = args[len(m[0]):]
+	}
+	path := func(flag string) string {
+		if flags[flag] == "" {
+			return ""
+		}
+		return filepath.Join(work, flags[flag])
+	}
+	host := bundle.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+	opts := bundle.Options{
+		CheckpointDir: path("--checkpoint"), OutDir: path("--out"), EvidenceDir: path("--evidence"),
+		LicenseFile: path("--license"), BaseModel: flags["--base-model"], HubRepo: flags["--hub-repo"],
+		License:  card.License{ID: flags["--license-id"], Name: flags["--license-name"], Link: flags["--license-link"]},
+		Revision: "v1", Platforms: []bundle.Platform{host}, SourceDir: bundletest.Source(t), Version: "0.0.0-readme",
+		Quality: bundle.RenderQuality,
+		BuildBinary: func(_ context.Context, p bundle.Platform, _, _, out string) error {
+			data, err := os.ReadFile(bin)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, data, 0o755)
+		},
+	}
+	for f := range flags {
+		switch f {
+		case "--checkpoint", "--out", "--evidence", "--license", "--base-model", "--hub-repo", "--license-id", "--license-name", "--license-link", "--platforms":
+		default:
+			t.Fatalf("the README's release build has %s, which buildTourRelease does not pass on", f)
+		}
+	}
+	if _, err := bundle.Build(context.Background(), opts); err != nil {
+		t.Fatalf("the README's release build: %v", err)
+	}
+}
+
+// runTourServer runs the README's launch in the background and the
+// commands after it that ask the server, in one shell as a reader pastes
+// them, on a free port instead of 8000; the server is stopped at the end.
+// The last command's answer must be a chat completion.
+func runTourServer(t *testing.T, work string, cmds []string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	script := "set -e\n" + cmds[0] + "\npid=$!\ntrap 'kill $pid 2>/dev/null; wait $pid' EXIT\n" + strings.Join(cmds[1:], "\n") + "\n"
+	script = strings.NewReplacer(":8000", ":"+port, "--port 8000", "--port "+port).Replace(script)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", script)
+	sh.Dir, sh.WaitDelay = work, 10*time.Second
+	out, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"finish_reason"`) {
+		t.Errorf("the README's server commands, pasted into one shell, failed: %v\n%s\n%s", err, strings.Join(cmds, "\n"), out)
 	}
 }
 

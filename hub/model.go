@@ -39,13 +39,41 @@ func (e *ArgError) Unwrap() error { return e.Err }
 
 // IsModelID reports whether a model argument is a hub id rather than a
 // directory: a string that names an existing directory is that directory,
-// whatever it looks like.
+// whatever it looks like, and one that no hub repository can be named
+// (RepoNameProblem) is a directory that is not there, for which nothing
+// is asked of the hub.
 func IsModelID(value string) bool {
 	if _, err := os.Stat(value); err == nil {
 		return false
 	}
-	_, err := hfcache.ParseID(value)
-	return err == nil
+	id, err := hfcache.ParseID(value)
+	return err == nil && RepoNameProblem(id.Repo) == ""
+}
+
+// RepoNameProblem says why OWNER/NAME (of [A-Za-z0-9._-], as
+// hfcache.ParseID takes it) cannot name a repository on a Hugging Face
+// hub, by huggingface_hub's validate_repo_id: each part starts and ends
+// with a letter, digit or '_'; the name has at most 96 characters; no
+// "--" or ".." anywhere; no ".git" at the end. "" when it can.
+func RepoNameProblem(repo string) string {
+	word := func(b byte) bool {
+		return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+	}
+	owner, name, _ := strings.Cut(repo, "/")
+	switch {
+	case strings.Contains(repo, "--") || strings.Contains(repo, ".."):
+		return `it has "--" or ".."`
+	case strings.HasSuffix(repo, ".git"):
+		return `it ends in ".git"`
+	case len(name) > 96:
+		return "the name is longer than 96 characters"
+	}
+	for _, part := range []string{owner, name} {
+		if part == "" || !word(part[0]) || !word(part[len(part)-1]) {
+			return "OWNER and NAME must start and end with a letter, digit or '_'"
+		}
+	}
+	return ""
 }
 
 // ModelDir returns the directory a model argument names: value itself
@@ -67,6 +95,9 @@ func ResolveModel(ctx context.Context, value string, opts ModelOptions) (string,
 	id, err := hfcache.ParseID(value)
 	if err != nil {
 		return "", &ArgError{fmt.Errorf("%s: %w", label, err)}
+	}
+	if p := RepoNameProblem(id.Repo); p != "" {
+		return "", &ArgError{fmt.Errorf("%s: no such directory, and no hub id: %s", label, p)}
 	}
 	root, err := hfcache.Root()
 	if err != nil {

@@ -86,3 +86,25 @@ func TestResolveModel(t *testing.T) {
 		t.Errorf("malformed id: %v, want an *ArgError", err)
 	}
 }
+
+// TestRepoNameProblem: names huggingface_hub's validate_repo_id refuses are
+// no hub ids, so IsModelID takes them for directories (that are not
+// there) and ResolveModel refuses them without asking the hub.
+func TestRepoNameProblem(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, repo := range []string{"LiquidAI/LFM2-8B-A1B", "o/n", "_a/b_", "a.b/c-d.e_f", "a/" + strings.Repeat("n", 96)} {
+		if p := RepoNameProblem(repo); p != "" || !IsModelID(repo) {
+			t.Errorf("%s: %q, IsModelID %v; want a hub id", repo, p, IsModelID(repo))
+		}
+	}
+	for _, repo := range []string{".cache/x", "a/b-", "a/-b", "a./b", "a--b/c", "a/b..c", "a/b.git", "a/" + strings.Repeat("n", 97)} {
+		if p := RepoNameProblem(repo); p == "" || IsModelID(repo) {
+			t.Errorf("%s: no problem found, or IsModelID", repo)
+		}
+		_, err := ResolveModel(context.Background(), repo, ModelOptions{Label: "--model", Endpoint: "http://127.0.0.1:1"})
+		var ae *ArgError
+		if !errors.As(err, &ae) || !strings.HasPrefix(err.Error(), "--model "+repo+": no such directory, and no hub id: ") {
+			t.Errorf("ResolveModel(%s): %v, want an *ArgError", repo, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lfmq/lfmq/evidence"
@@ -276,5 +277,68 @@ func TestHubIDEverywhere(t *testing.T) {
 		if code, _, log := lfmq(args...); code != exitUsage || !strings.Contains(log, label+": ") {
 			t.Errorf("%s: exit %d, want %d naming %q: %s", strings.Join(args, " "), code, exitUsage, label, log)
 		}
+	}
+}
+
+// TestMistypedModelPath: a --model that names no directory says so. Only
+// when it could be a hub id does the message go on with what the hub
+// answered, as a read of the hub ("hub: "), never as a publish
+// ("publish: "); a name no hub can have (huggingface_hub's
+// validate_repo_id: no leading or trailing '.' or '-', no "--" or "..",
+// no ".git" at the end, a name of at most 96) asks nothing of the hub.
+func TestMistypedModelPath(t *testing.T) {
+	s := hubtest.NewServer()
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		switch {
+		case strings.Contains(r.URL.Path, "/bad/json/"):
+			w.Write([]byte("not JSON"))
+		case strings.Contains(r.URL.Path, "/locked/away/"):
+			http.Error(w, "no access", http.StatusForbidden)
+		default:
+			s.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_TOKEN", "")
+	gen := func(model string) (int, string) {
+		t.Helper()
+		ios, _, stderr := testStreams()
+		code := run(context.Background(), []string{"generate", "--model", model, "--prompt", "x"}, ios)
+		return code, stderr.String()
+	}
+
+	for _, tt := range []struct{ model, want string }{
+		{"tour/rtnn", "lfmq: --model tour/rtnn: no such directory, and as a hub id: hub: repository tour/rtnn does not exist on " + srv.URL + " (or this token cannot see it)\n"},
+		{"bad/json", "lfmq: --model bad/json: no such directory, and as a hub id: hub: repo info: " + srv.URL + "/api/models/bad/json/revision/main: unexpected answer: "},
+		{"locked/away", "lfmq: --model locked/away: no such directory, and as a hub id: hub: repo info: GET " + srv.URL + "/api/models/locked/away/revision/main: HTTP 403 Forbidden: no access\n"},
+	} {
+		code, stderr := gen(tt.model)
+		if code == exitOK || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "publish") {
+			t.Errorf("--model %s: exit %d, want the error %q, and no publish:\n%s", tt.model, code, tt.want, stderr)
+		}
+	}
+	if err := s.CreateRepo("tour/rtn", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CommitLFSFiles("tour/rtn", "main", "x", map[string][]byte{"config.json": []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := gen("tour/rtn@v9"); code != exitUsage || !strings.HasSuffix(stderr, "\nlfmq: --model tour/rtn@v9: hub: repository tour/rtn has no revision \"v9\"\n") {
+		t.Errorf("--model tour/rtn@v9: exit %d: %q", code, stderr)
+	}
+
+	requests.Store(0)
+	for _, model := range []string{".cache/rtnn", "tour/rtnn-", "tour/-rtnn", "tour_/rtnn.", "to--ur/rtnn", "tour/rt..nn", "tour/rtnn.git", "tour/" + strings.Repeat("n", 97), "tour/rtnn@"} {
+		code, stderr := gen(model)
+		if want := "lfmq: --model " + model + ": no such directory\n"; code != exitUsage || stderr != want {
+			t.Errorf("--model %s: exit %d, stderr %q, want %q", model, code, stderr, want)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("names no hub can have sent %d requests to the hub", n)
 	}
 }

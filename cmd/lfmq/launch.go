@@ -153,13 +153,13 @@ func (o *launchOptions) requireRelease() error {
 }
 
 func launchRun(cmd *cobra.Command, opts *launchOptions) error {
-	if err := opts.requireRelease(); err != nil {
-		return err
-	}
 	if opts.CacheDir != "" {
 		if err := requireOutDir("--cache-dir "+opts.CacheDir, opts.CacheDir); err != nil {
 			return err
 		}
+	}
+	if err := opts.requireRelease(); err != nil {
+		return err
 	}
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
 		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}

@@ -360,13 +360,9 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 // opts.Model.
 func quantizeInputs(cmd *cobra.Command, opts *quantizeOptions) error {
 	checkModel := func() error {
-		if lfmq1.IsCheckpoint(opts.Model) || lfmq1.LostManifest(opts.Model) {
+		if has := lfmq1Has(opts.Model); has != "" {
 			// Quantizing an lfmq-1 checkpoint again is a mix-up of directories;
 			// the loader would only say that it is not a Hugging Face one.
-			has := lfmq1.ManifestFile
-			if _, err := os.Stat(filepath.Join(opts.Model, has)); err != nil {
-				has = lfmq1.GlobalFile // one that lost its manifest
-			}
 			return &usageError{fmt.Errorf("--model %s: an lfmq-1 checkpoint (it has %s); quantize takes the BF16 Hugging Face checkpoint it came from", opts.Model, has)}
 		}
 		return requireCheckpoint("--model", opts.Model, opts.Model)

@@ -209,23 +209,38 @@ func releaseHint(dir string) string {
 	return fmt.Sprintf("a release, not a checkpoint: give its checkpoint, %s, or serve the release with lfmq launch --release-dir %s", ckpt, dir)
 }
 
-// requireReleaseDir is requireDirs for --release-dir: an lfmq-1 checkpoint
-// that is no release (it has neither SHA256SUMS nor runtime-release.json)
-// is a mix-up of directories, refused as a usage error rather than
-// verified as a release that lost both of its lists (exit 3).
+// lfmq1Has names the file that makes dir an lfmq-1 checkpoint:
+// manifest.json, or global.safetensors for one that lost its manifest;
+// "" for any other directory.
+func lfmq1Has(dir string) string {
+	switch {
+	case lfmq1.IsCheckpoint(dir):
+		return lfmq1.ManifestFile
+	case lfmq1.LostManifest(dir):
+		return lfmq1.GlobalFile
+	}
+	return ""
+}
+
+// requireReleaseDir is requireDirs for --release-dir: a directory with
+// neither SHA256SUMS nor runtime-release.json is no release at all (an
+// lfmq-1 checkpoint, a model, an empty or wrong directory), a mix-up
+// refused as a usage error rather than verified as a release that lost
+// both of its lists (exit 3). A release that lost one of them still has
+// the other, and verifies as damaged, the lost list missing.
 func requireReleaseDir(dir string) error {
 	if err := requireDirs("--release-dir", dir); err != nil {
 		return err
 	}
-	if !lfmq1.IsCheckpoint(dir) && !lfmq1.LostManifest(dir) {
-		return nil
-	}
 	for _, name := range []string{sums.SumsFile, sums.RuntimeReleaseFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			return nil
 		}
 	}
-	return &usageError{fmt.Errorf("--release-dir %s: an lfmq-1 checkpoint, not a release (no %s or %s): check it with lfmq inspect, or make a release of it with lfmq release build --checkpoint %s", dir, sums.SumsFile, sums.RuntimeReleaseFile, dir)}
+	if lfmq1.IsCheckpoint(dir) || lfmq1.LostManifest(dir) {
+		return &usageError{fmt.Errorf("--release-dir %s: an lfmq-1 checkpoint, not a release (no %s or %s): check it with lfmq inspect, or make a release of it with lfmq release build --checkpoint %s", dir, sums.SumsFile, sums.RuntimeReleaseFile, dir)}
+	}
+	return &usageError{fmt.Errorf("--release-dir %s: not a release: it has neither %s nor %s (lfmq release build makes a release, lfmq download fetches one)", dir, sums.RuntimeReleaseFile, sums.SumsFile)}
 }
 
 // requireFiles refuses, as usage errors, inputs (label, path pairs; the

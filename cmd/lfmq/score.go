@@ -320,7 +320,7 @@ func scoreInputs(cmd *cobra.Command, opts *scoreOptions) (refDir string, err err
 	refDir = opts.Reference
 	hub := isHubID(opts.Reference)
 	if !hub {
-		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
+		if err := requireReference(opts.Reference, refDir); err != nil {
 			return "", err
 		}
 	}
@@ -377,11 +377,24 @@ func scoreInputs(cmd *cobra.Command, opts *scoreOptions) (refDir string, err err
 			return "", err
 		}
 		refDir = dir
-		if err := requireCheckpoint("--reference", opts.Reference, refDir); err != nil {
+		if err := requireReference(opts.Reference, refDir); err != nil {
 			return "", err
 		}
 	}
 	return refDir, nil
+}
+
+// requireReference is requireCheckpoint for --reference, which must be
+// the BF16 source: an lfmq-1 checkpoint given there is a mix-up of
+// directories that would otherwise be scored and labelled BF16.
+func requireReference(value, dir string) error {
+	if err := requireDir("--reference "+value, dir); err != nil {
+		return err
+	}
+	if has := lfmq1Has(dir); has != "" {
+		return &usageError{fmt.Errorf("--reference %s: an lfmq-1 checkpoint (it has %s), not the BF16 source: give the Hugging Face checkpoint it was quantized from, and score this one as a --candidate", value, has)}
+	}
+	return requireCheckpoint("--reference", value, dir)
 }
 
 // scoreWork scores with the reference in refDir, reporting progress on

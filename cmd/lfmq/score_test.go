@@ -257,3 +257,32 @@ func TestScoreRun(t *testing.T) {
 		t.Errorf("reserved candidate name: exit %d: %s", code, stderr)
 	}
 }
+
+// TestScoreQuantizedReference: the reference is the BF16 source, so an
+// lfmq-1 checkpoint given as --reference (or one that lost its manifest)
+// is refused before any scoring, naming what it is and what to give,
+// instead of being scored and labelled BF16.
+func TestScoreQuantizedReference(t *testing.T) {
+	dir := t.TempDir()
+	rtn := filepath.Join(dir, "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", rtn, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	lost := filepath.Join(dir, "lost")
+	copyDir(t, rtn, lost)
+	os.Remove(filepath.Join(lost, "manifest.json"))
+	instruct := "instruct=" + filepath.Join(tinyCorpora, "instruct.jsonl")
+	for i, tt := range []struct{ dir, has string }{{rtn, "manifest.json"}, {lost, "global.safetensors"}} {
+		out := filepath.Join(dir, fmt.Sprintf("ev%d.json", i))
+		ios, stdout, stderr := testStreams()
+		code := run(context.Background(), []string{"score", "--reference", tt.dir, "--candidate", "rtn=" + rtn, "--corpus", instruct, "--max-records", "1", "--out", out}, ios)
+		want := "lfmq: --reference " + tt.dir + ": an lfmq-1 checkpoint (it has " + tt.has + "), not the BF16 source: give the Hugging Face checkpoint it was quantized from, and score this one as a --candidate\n"
+		if code != exitUsage || stderr.String() != want || stdout.Len() != 0 {
+			t.Errorf("--reference %s: exit %d, want %d with %q\nstdout %q\nstderr %q", tt.dir, code, exitUsage, want, stdout, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--reference %s: an evidence file was written", tt.dir)
+		}
+	}
+}

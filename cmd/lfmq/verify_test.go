@@ -262,3 +262,50 @@ func TestVerifyReport(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseDirNotARelease: a --release-dir with neither
+// runtime-release.json nor SHA256SUMS is not a release at all, and every
+// command that takes one says so (exit 2) instead of verifying the tree
+// and reporting each file as extra (exit 3). A release that lost one of
+// its two lists is still a damaged release (exit 3, the list missing), as
+// docs/release.md's findings table says.
+func TestReleaseDirNotARelease(t *testing.T) {
+	tmp := t.TempDir()
+	empty := filepath.Join(tmp, "empty")
+	os.MkdirAll(empty, 0o755)
+	tree := filepath.Join(tmp, "tree")
+	os.MkdirAll(filepath.Join(tree, "sub"), 0o755)
+	os.WriteFile(filepath.Join(tree, "a.txt"), []byte("a"), 0o644)
+	os.WriteFile(filepath.Join(tree, "sub", "b.txt"), []byte("b"), 0o644)
+	key := filepath.Join(tmp, "key")
+	os.WriteFile(key, []byte("not used"), 0o600)
+	token := filepath.Join(tmp, "token")
+	os.WriteFile(token, []byte("hf_x\n"), 0o600)
+
+	for _, dir := range []string{empty, tree, tinyModel} {
+		want := "--release-dir " + dir + ": not a release: it has neither runtime-release.json nor SHA256SUMS (lfmq release build makes a release, lfmq download fetches one)\n"
+		for _, args := range [][]string{
+			{"verify", "--release-dir", dir},
+			{"verify", "--release-dir", dir, "--json"},
+			{"launch", "--release-dir", dir, "--print-command"},
+			{"release", "sign", "--release-dir", dir, "--key", key},
+			{"publish", "--release-dir", dir, "--repo", "o/n", "--endpoint", "http://127.0.0.1:1", "--token-file", token},
+		} {
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), args, ios); code != exitUsage || stderr.String() != "lfmq: "+want || stdout.Len() != 0 {
+				t.Errorf("%v: exit %d, want %d with %q\nstdout %q\nstderr %q", args, code, exitUsage, want, stdout, stderr)
+			}
+		}
+	}
+
+	base := bundletest.Release(t, nil)
+	for _, lost := range []string{"runtime-release.json", "SHA256SUMS"} {
+		dir := filepath.Join(t.TempDir(), "r")
+		bundletest.CopyDir(t, base, dir)
+		os.Remove(filepath.Join(dir, lost))
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), []string{"verify", "--release-dir", dir}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "missing   "+lost+"\n") {
+			t.Errorf("release without %s: exit %d, want %d with it missing\n%s%s", lost, code, exitMismatch, stdout, stderr)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/corpus"
 	"github.com/lfmq/lfmq/evidence/refcache"
+	"github.com/lfmq/lfmq/format/identity"
 )
 
 // reference is what the prepare step learns of the run and its reference:
@@ -57,6 +58,10 @@ func prepare(opts Options) (*reference, error) {
 	refID, err := evidence.IdentifyCheckpoint(ReferenceName, opts.Reference)
 	if err != nil {
 		return nil, err
+	}
+	if refID.Format == identity.FormatLfmq1 {
+		// Scored, it would be labelled BF16 in every table.
+		return nil, &OptionsError{"reference", fmt.Sprintf("%s is an lfmq-1 checkpoint, not the BF16 source: give the Hugging Face checkpoint it was quantized from", opts.Reference)}
 	}
 	tok, err := tokenizer.Load(opts.Reference)
 	if err != nil {

@@ -211,8 +211,23 @@ func TestRunCache(t *testing.T) {
 	o.ReferenceCache, o.Corpora = cache, []CorpusSpec{{"instruct", changed}}
 	mismatch("changed corpus", o, "corpora[0].sha256")
 
+	// Another BF16 reference: the fixture with one more top-level file,
+	// which changes its identity (an lfmq-1 checkpoint is no reference at
+	// all: TestRunQuantizedReference).
+	other := filepath.Join(dir, "other")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(tinyDir)
+	for _, e := range entries {
+		abs, _ := filepath.Abs(filepath.Join(tinyDir, e.Name()))
+		if err := os.Symlink(abs, filepath.Join(other, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(other, "NOTICE"), []byte("another reference\n"), 0o644)
 	o = base
-	o.ReferenceCache, o.Reference = cache, keep
+	o.ReferenceCache, o.Reference = cache, other
 	mismatch("other reference", o, "reference")
 
 	blob, _ := os.ReadFile(cache)
@@ -264,5 +279,17 @@ func TestReceiptsChange(t *testing.T) {
 		if after.Identity == before.Identity {
 			t.Errorf("%s: identity unchanged after changing %s", before.Format, filepath.Base(victim))
 		}
+	}
+}
+
+// TestRunQuantizedReference: Run refuses an lfmq-1 checkpoint as the
+// reference (an OptionsError naming it), rather than scoring it under the
+// label BF16.
+func TestRunQuantizedReference(t *testing.T) {
+	_, rtn := candidates(t)
+	_, err := Run(context.Background(), Options{Reference: rtn, NoiseFloor: true, Corpora: corpora("instruct"), Ctx: 128, MaxRecords: 1})
+	var oe *OptionsError
+	if !errors.As(err, &oe) || oe.Field != "reference" || !strings.Contains(err.Error(), rtn+" is an lfmq-1 checkpoint, not the BF16 source") {
+		t.Fatalf("Run with an lfmq-1 reference: %v, want an OptionsError for the reference", err)
 	}
 }

@@ -31,6 +31,9 @@ type Client struct {
 	token   string
 	retries int
 	backoff func(n int) time.Duration
+	// reading is set for a Remote's client: its errors are reads of the
+	// hub ("hub: "), not a publish's ("publish: ").
+	reading bool
 }
 
 // NewClient returns a client of the endpoint base (checked by CheckRepo)
@@ -82,15 +85,20 @@ func RetryDefaults(retries int, backoff func(int) time.Duration) (int, func(int)
 // CheckRepo parses the endpoint and checks the OWNER/NAME repository id,
 // without contacting the hub.
 func CheckRepo(endpoint, repo string) (*url.URL, error) {
+	return checkRepo(endpoint, repo, false)
+}
+
+// checkRepo is CheckRepo, its messages those of a read when reading.
+func checkRepo(endpoint, repo string, reading bool) (*url.URL, error) {
 	base, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("publish: endpoint: %w", err)
+		return nil, fmt.Errorf("%sendpoint: %w", prefix(reading), err)
 	}
 	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("publish: endpoint %q: want http(s)://host[/path], without user info, query or fragment", base.Redacted())
+		return nil, fmt.Errorf("%sendpoint %q: want http(s)://host[/path], without user info, query or fragment", prefix(reading), base.Redacted())
 	}
 	if !sums.ValidRepo(repo) {
-		return nil, fmt.Errorf("publish: repository %q is not OWNER/NAME of [A-Za-z0-9._-]", repo)
+		return nil, fmt.Errorf("%srepository %q is not OWNER/NAME of [A-Za-z0-9._-]", prefix(reading), repo)
 	}
 	return base, nil
 }
@@ -186,7 +194,7 @@ func (c *Client) Do(ctx context.Context, cl Call) (*http.Response, error) {
 			if errors.As(err, &ue) {
 				err = ue.Err // its message repeats the URL, query included
 			}
-			last = &NetError{Op: cl.Op, Method: req.Method, URL: Redact(req.URL), Err: err}
+			last = &NetError{Op: cl.Op, Method: req.Method, URL: Redact(req.URL), Err: err, Reading: c.reading}
 			continue
 		}
 		for _, s := range cl.OK {
@@ -210,6 +218,7 @@ func (c *Client) hubError(op string, req *http.Request, resp *http.Response) *Hu
 		Code:      resp.Header.Get("X-Error-Code"),
 		Message:   c.scrub(hubMessage(resp.Header, body)),
 		RequestID: c.scrub(resp.Header.Get("X-Request-Id")),
+		Reading:   c.reading,
 	}
 }
 

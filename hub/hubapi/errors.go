@@ -5,8 +5,18 @@ import (
 	"net/http"
 )
 
-// Every message below starts with "publish: ", the package this client
-// came from: the texts users see are kept as they were.
+// Every message below starts with "publish: " (the package this client
+// came from: a publish's texts are kept as they were), or with "hub: "
+// when Reading is set: an error of a read for a command that publishes
+// nothing (a Remote's: a model or dataset given by its hub id).
+
+// prefix starts a message: "hub: " for a read, "publish: " otherwise.
+func prefix(reading bool) string {
+	if reading {
+		return "hub: "
+	}
+	return "publish: "
+}
 
 // HubError is an answer of the hub (or of the storage its LFS actions
 // point at) that ends an operation. URL has no query string (upload URLs
@@ -27,10 +37,12 @@ type HubError struct {
 	Message string
 	// RequestID is the hub's X-Request-Id, when sent.
 	RequestID string
+	// Reading is set for a Remote's request (see prefix).
+	Reading bool
 }
 
 func (e *HubError) Error() string {
-	s := fmt.Sprintf("publish: %s: %s %s: HTTP %d %s", e.Op, e.Method, e.URL, e.Status, http.StatusText(e.Status))
+	s := fmt.Sprintf("%s%s: %s %s: HTTP %d %s", prefix(e.Reading), e.Op, e.Method, e.URL, e.Status, http.StatusText(e.Status))
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
@@ -45,10 +57,12 @@ func (e *HubError) Error() string {
 type NetError struct {
 	Op, Method, URL string
 	Err             error
+	// Reading is set for a Remote's request (see prefix).
+	Reading bool
 }
 
 func (e *NetError) Error() string {
-	return fmt.Sprintf("publish: %s: %s %s: %v", e.Op, e.Method, e.URL, e.Err)
+	return fmt.Sprintf("%s%s: %s %s: %v", prefix(e.Reading), e.Op, e.Method, e.URL, e.Err)
 }
 
 func (e *NetError) Unwrap() error { return e.Err }
@@ -58,10 +72,12 @@ func (e *NetError) Unwrap() error { return e.Err }
 type ProtocolError struct {
 	Op, URL string
 	Msg     string
+	// Reading is set for a Remote's request (see prefix).
+	Reading bool
 }
 
 func (e *ProtocolError) Error() string {
-	return fmt.Sprintf("publish: %s: %s: unexpected answer: %s", e.Op, e.URL, e.Msg)
+	return fmt.Sprintf("%s%s: %s: unexpected answer: %s", prefix(e.Reading), e.Op, e.URL, e.Msg)
 }
 
 // RepoNotFoundError reports a repository the hub does not have (or does
@@ -78,7 +94,7 @@ type RepoNotFoundError struct {
 
 func (e *RepoNotFoundError) Error() string {
 	if e.Reading {
-		return fmt.Sprintf("publish: repository %s does not exist on %s (or this token cannot see it)", e.Repo, e.Endpoint)
+		return fmt.Sprintf("hub: repository %s does not exist on %s (or this token cannot see it)", e.Repo, e.Endpoint)
 	}
 	return fmt.Sprintf("publish: repository %s does not exist on %s (or this token cannot see it); pass --create to create it", e.Repo, e.Endpoint)
 }

@@ -55,16 +55,18 @@ func OpenRemote(opts RemoteOptions) (*Remote, error) {
 		opts.Endpoint = DefaultEndpoint
 	}
 	opts.Retries, opts.Backoff = RetryDefaults(opts.Retries, opts.Backoff)
-	base, err := CheckRepo(opts.Endpoint, opts.Repo)
+	base, err := checkRepo(opts.Endpoint, opts.Repo, true)
 	if err != nil {
 		return nil, err
 	}
+	cl := NewClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff)
+	cl.reading = true
 	prefix := "/"
 	if opts.Dataset {
 		prefix = "/datasets/"
 	}
 	return &Remote{
-		api: &Repo{Client: NewClient(opts.Client, base, opts.Token, opts.Retries, opts.Backoff), ID: opts.Repo, Dataset: opts.Dataset},
+		api: &Repo{Client: cl, ID: opts.Repo, Dataset: opts.Dataset},
 		URL: strings.TrimSuffix(base.String(), "/") + prefix + opts.Repo,
 	}, nil
 }
@@ -76,7 +78,7 @@ type RevisionNotFoundError struct {
 }
 
 func (e *RevisionNotFoundError) Error() string {
-	return fmt.Sprintf("publish: repository %s has no revision %q", e.Repo, e.Revision)
+	return fmt.Sprintf("hub: repository %s has no revision %q", e.Repo, e.Revision)
 }
 
 // Resolve returns the commit a branch, tag or commit names. A repository

@@ -85,10 +85,10 @@ func (a *Repo) Revision(ctx context.Context, rev string) (string, RevState, erro
 		SHA string `json:"sha"`
 	}
 	if _, err := ReadJSON(resp, MaxInfoBytes, &info); err != nil {
-		return "", 0, &ProtocolError{Op: "repo info", URL: Redact(u), Msg: err.Error()}
+		return "", 0, &ProtocolError{Op: "repo info", URL: Redact(u), Msg: err.Error(), Reading: a.reading}
 	}
 	if !IsCommit(info.SHA) {
-		return "", 0, &ProtocolError{Op: "repo info", URL: Redact(u), Msg: fmt.Sprintf("sha %q is not a 40-hex commit id", info.SHA)}
+		return "", 0, &ProtocolError{Op: "repo info", URL: Redact(u), Msg: fmt.Sprintf("sha %q is not a 40-hex commit id", info.SHA), Reading: a.reading}
 	}
 	return info.SHA, RevFound, nil
 }
@@ -151,7 +151,7 @@ func (a *Repo) Tree(ctx context.Context, rev string) (map[string]RemoteFile, err
 	seen := map[string]bool{}
 	for pages := 0; u != nil; pages++ {
 		if pages == maxTreePages || seen[u.String()] {
-			return nil, &ProtocolError{Op: "tree", URL: Redact(u), Msg: "the pages do not end"}
+			return nil, &ProtocolError{Op: "tree", URL: Redact(u), Msg: "the pages do not end", Reading: a.reading}
 		}
 		seen[u.String()] = true
 		page := u
@@ -164,15 +164,15 @@ func (a *Repo) Tree(ctx context.Context, rev string) (map[string]RemoteFile, err
 		next, more := nextLink(resp.Header, page)
 		data, err := ReadJSON(resp, maxPageBytes, nil)
 		if err != nil {
-			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: err.Error()}
+			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: err.Error(), Reading: a.reading}
 		}
 		entries, err := decodeTreePage(data)
 		if err != nil {
-			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: err.Error()}
+			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: err.Error(), Reading: a.reading}
 		}
 		for _, e := range entries {
 			if _, dup := files[e.Path]; dup {
-				return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: e.Path + " listed twice"}
+				return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: e.Path + " listed twice", Reading: a.reading}
 			}
 			f := RemoteFile{Path: e.Path, Size: e.Size, GitOID: e.OID}
 			if e.LFS != nil {
@@ -181,7 +181,7 @@ func (a *Repo) Tree(ctx context.Context, rev string) (map[string]RemoteFile, err
 			files[e.Path] = f
 		}
 		if len(files) > maxTreeFiles {
-			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: "too many files"}
+			return nil, &ProtocolError{Op: "tree", URL: Redact(page), Msg: "too many files", Reading: a.reading}
 		}
 		u = nil
 		if more {
