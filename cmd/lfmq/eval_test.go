@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 )
 
@@ -329,5 +330,88 @@ func TestEvalHubDataset(t *testing.T) {
 	ios, _, stderr = testStreams()
 	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", "datasets/owner/problems@v2:main/test.parquet"}, ios); code != 1 {
 		t.Errorf("uncached revision: exit %d: %s", code, stderr)
+	}
+}
+
+// TestEvalCompareRefuses: 'eval compare' of files that ran another model,
+// other sampling fields or another token limit, or of a file that is not
+// an eval file, is a usage error (exit 2) naming the file and what
+// differs; only differing texts are exit 1 (issue 45 item 3).
+func TestEvalCompareRefuses(t *testing.T) {
+	dir := t.TempDir()
+	seed := uint64(1)
+	mk := func() *task.File {
+		temp := evidence.Float(0.6)
+		return &task.File{Format: task.Format, Task: task.GSM8K,
+			Settings: task.Settings{Concurrency: 1, MaxTokens: 32, Sampling: task.Sampling{Temperature: &temp}, Seeds: []uint64{1}},
+			Receipts: task.Receipts{Dataset: task.Dataset{SHA256: "abc"}, Checkpoint: &evidence.Checkpoint{Format: "hf", Identity: strings.Repeat("a", 64)},
+				Server: task.Server{Model: "tiny", Models: []byte("null")}},
+			Runs: []task.Run{{Seed: &seed, Items: []task.ItemResult{{ID: "1", Text: "#### 9"}, {ID: "2", Text: "#### 34"}}}}}
+	}
+	write := func(name string, f *task.File) string {
+		f.Runs[0].Summary = task.Summarize(f.Runs[0].Items, 1)
+		p := filepath.Join(dir, name)
+		if err := task.Write(p, f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := write("base.json", mk())
+	compare := func(files ...string) (int, string, string) {
+		ios, stdout, stderr := testStreams()
+		code := run(context.Background(), append([]string{"eval", "compare"}, files...), ios)
+		return code, stdout.String(), stderr.String()
+	}
+	if code, out, errOut := compare(base, write("same.json", mk())); code != 0 {
+		t.Fatalf("same files: exit %d: %s%s", code, out, errOut)
+	}
+	texts := mk()
+	texts.Runs[0].Items[1].Text = "#### 35"
+	if code, out, _ := compare(base, write("texts.json", texts)); code != 1 || !strings.Contains(out, "item 2: text differs") {
+		t.Fatalf("differing texts: exit %d, %s; want exit 1 naming item 2", code, out)
+	}
+	gate := filepath.Join(dir, "gate.json")
+	if code, _, errOut := compare("--out", gate, base, write("same2.json", mk())); code != 0 {
+		t.Fatalf("writing a gate: exit %d: %s", code, errOut)
+	}
+	notJSON := filepath.Join(dir, "notes.txt")
+	scoreFile := filepath.Join(dir, "score.json")
+	noFormat := filepath.Join(dir, "list.json")
+	for p, s := range map[string]string{notJSON: "hello\n", scoreFile: `{"format": "lfmq-evidence-1"}`, noFormat: `[1, 2]`} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := mk()
+	other.Receipts.Checkpoint.Identity = strings.Repeat("b", 64)
+	hotter := mk()
+	t9 := evidence.Float(0.9)
+	hotter.Settings.Sampling.Temperature = &t9
+	longer := mk()
+	longer.Settings.MaxTokens = 64
+	for _, tt := range []struct {
+		name  string
+		files []string
+		want  []string
+	}{
+		{"other model", []string{base, write("other.json", other)}, []string{"other.json", "checkpoint bbbbbbbbbbbb", "base.json ran checkpoint aaaaaaaaaaaa"}},
+		{"other sampling", []string{base, write("hotter.json", hotter)}, []string{"hotter.json", "temperature 0.9", "temperature 0.6"}},
+		{"other max tokens", []string{base, write("longer.json", longer)}, []string{"longer.json", "max_tokens 64", "32"}},
+		{"a gate file", []string{base, gate}, []string{"gate.json", "a gate file", "lfmq eval --out"}},
+		{"not JSON", []string{notJSON, base}, []string{"notes.txt", "not JSON", "lfmq eval --out"}},
+		{"score evidence", []string{base, scoreFile}, []string{"score.json", `"lfmq-evidence-1"`, "lfmq eval --out"}},
+		{"no format", []string{base, noFormat}, []string{"list.json", "lfmq eval --out"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := compare(tt.files...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s%s", code, out, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+		})
 	}
 }
