@@ -231,6 +231,9 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 	if flags.Changed("repetition-penalty") {
 		o.sampling.RepetitionPenalty = evidence.Ptr(o.RepPenalty)
 	}
+	if err := o.samplingParams().Validate(1 << 30); err != nil {
+		return &usageError{samplingFlagError(err)}
+	}
 	if kind == task.Choice && (o.Preset != "" || len(o.Seeds) > 0 || o.Repeat > 1 || flags.Changed("temperature") ||
 		flags.Changed("top-p") || flags.Changed("top-k") || flags.Changed("min-p") || flags.Changed("repetition-penalty")) {
 		return usage("--task choice scores by likelihood: it samples nothing, so sampling flags, --seed and --repeat do not apply")
@@ -248,6 +251,30 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 		return usage("--repeat needs --seed: the runs' seeds are --seed, --seed+1, …")
 	}
 	return nil
+}
+
+// samplingParams are the fields sent over neutral ones, in engine/sample's
+// terms, so that they are checked against the ranges lfmq serve checks
+// before any request.
+func (o *evalOptions) samplingParams() sample.Params {
+	p := sample.Neutral()
+	s := o.sampling
+	if s.Temperature != nil {
+		p.Temperature = float64(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = float64(*s.TopP)
+	}
+	if s.TopK != nil {
+		p.TopK = *s.TopK
+	}
+	if s.MinP != nil {
+		p.MinP = float64(*s.MinP)
+	}
+	if s.RepetitionPenalty != nil {
+		p.RepetitionPenalty = float64(*s.RepetitionPenalty)
+	}
+	return p
 }
 
 // orNeutral is a preset's value of a field, else the neutral one.

@@ -80,6 +80,13 @@ func TestEvalFlags(t *testing.T) {
 		{"choice url without tokenizer", []string{"--url", "http://h", "--dataset", "d", "--task", "choice"}, "--tokenizer"},
 		{"choice with seed", []string{"--model", "m", "--dataset", "d", "--task", "choice", "--seed", "1"}, "samples nothing"},
 		{"threads with url", []string{"--url", "http://h", "--dataset", "d", "--threads", "2"}, "in-process"},
+		// Sampling flags out of engine/sample's ranges (issue 45 item 2).
+		{"temperature 5", []string{"--url", "http://h", "--dataset", "d", "--temperature", "5"}, "--temperature 5 is outside [0, 2]"},
+		{"top-k -3", []string{"--url", "http://h", "--dataset", "d", "--top-k", "-3"}, "--top-k -3"},
+		{"top-p 0", []string{"--url", "http://h", "--dataset", "d", "--top-p", "0"}, "--top-p 0 is outside (0, 1]"},
+		{"min-p 2", []string{"--url", "http://h", "--dataset", "d", "--min-p", "2"}, "--min-p 2 is outside [0, 1]"},
+		{"repetition-penalty 0", []string{"--url", "http://h", "--dataset", "d", "--repetition-penalty", "0"}, "--repetition-penalty 0"},
+		{"preset with a bad override", []string{"--url", "http://h", "--dataset", "d", "--sampling-preset", "liquid", "--temperature", "-1"}, "--temperature -1"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -415,3 +422,4 @@ func TestEvalCompareRefuses(t *testing.T) {
 		})
 	}
 }
+
