@@ -6,12 +6,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -423,3 +427,100 @@ func TestEvalCompareRefuses(t *testing.T) {
 	}
 }
 
+// contextServer is an OpenAI-compatible server whose model has a context
+// of maxLen tokens and whose prompts are promptTokens long; it records the
+// max_tokens of every chat request.
+func contextServer(t *testing.T, maxLen, promptTokens int) (string, *[]int) {
+	var mu sync.Mutex
+	var asked []int
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","object":"model","max_model_len":%d}]}`, maxLen)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		asked = append(asked, req.MaxTokens)
+		mu.Unlock()
+		if promptTokens+req.MaxTokens > maxLen {
+			w.WriteHeader(400)
+			fmt.Fprintf(w, `{"error":{"message":"this model's maximum context length is %d tokens","type":"BadRequestError"}}`, maxLen)
+			return
+		}
+		fmt.Fprintf(w, `{"choices":[{"message":{"content":"#### 9"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, promptTokens)
+	})
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return hs.URL, &asked
+}
+
+// TestEvalMaxTokensFitsContext: without --max-tokens the default 4,096
+// becomes what the context read from /v1/models leaves after the longest
+// prompt; a --max-tokens that cannot fit is a usage error naming the flag
+// and the numbers before any item runs, and never the in-process
+// server's port (issue 45 item 2).
+func TestEvalMaxTokensFitsContext(t *testing.T) {
+	dir := t.TempDir()
+	url, asked := contextServer(t, 1000, 40)
+	out := filepath.Join(dir, "default.json")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"eval", "--url", url, "--dataset", wordProblems, "--limit", "3", "--out", out}, ios); code != 0 {
+		t.Fatalf("default --max-tokens: exit %d: %s", code, stderr)
+	}
+	f, err := task.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Settings.MaxTokens != 960 {
+		t.Errorf("settings.max_tokens %d, want 960 (1000 - 40)", f.Settings.MaxTokens)
+	}
+	if n := (*asked)[len(*asked)-1]; n != 960 {
+		t.Errorf("the last item asked max_tokens %d, want 960", n)
+	}
+	if !strings.Contains(stderr.String(), "960") {
+		t.Errorf("stderr does not say the default became 960: %s", stderr)
+	}
+
+	*asked = nil
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--url", url, "--dataset", wordProblems, "--limit", "3", "--max-tokens", "980"}, ios); code != 2 {
+		t.Fatalf("--max-tokens 980 with a 1000-token context: exit %d, want 2: %s", code, stderr)
+	}
+	for _, w := range []string{"--max-tokens 980", "40", "1000", "960"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr %q lacks %q", stderr, w)
+		}
+	}
+	for _, n := range *asked {
+		if n > 1 {
+			t.Errorf("an item ran (max_tokens %d) before the refusal", n)
+		}
+	}
+
+	// In process on the fixture (a 4,096-token context): refused before
+	// any item, without the loopback port.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", wordProblems, "--limit", "2", "--max-tokens", "5000"}, ios); code != 2 {
+		t.Fatalf("in process, --max-tokens 5000: exit %d, want 2: %s", code, stderr)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "--max-tokens 5000") || !strings.Contains(msg, "4096") || strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("in process: %q; want --max-tokens 5000 and the context 4096, and no loopback address", msg)
+	}
+}
+
+// TestInProcessErrorHidesPort: an in-process run's error names the
+// engine's server as in-process, not by its loopback port, and keeps its
+// exit code.
+func TestInProcessErrorHidesPort(t *testing.T) {
+	url := "http://127.0.0.1:45678"
+	err := &inProcessError{err: &usageError{fmt.Errorf("item 1: task: %s/v1/chat/completions: HTTP 400 no", url)}, url: url}
+	if msg := err.Error(); msg != "item 1: task: in-process /v1/chat/completions: HTTP 400 no" {
+		t.Errorf("message %q", msg)
+	}
+	if exitCode(err) != exitUsage {
+		t.Errorf("exit %d, want %d", exitCode(err), exitUsage)
+	}
+}
