@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,11 @@ type evalOptions struct {
 	seeds    []uint64
 	kind     task.Kind
 	command  string
+	// maxTokensGiven is whether --max-tokens was given: if not, the
+	// default shrinks to what the model's context leaves.
+	maxTokensGiven bool
+	// inProcessURL is the loopback URL of the in-process server.
+	inProcessURL string
 }
 
 func newEvalCmd(ios *IOStreams, runF func(*evalOptions) error) *cobra.Command {
@@ -126,7 +132,7 @@ checks that two or more runs gave the same texts.`,
 	f.StringVar(&opts.Dataset, "dataset", "", "the items: a JSONL or parquet `FILE`, or datasets/OWNER/NAME[@REV]:PATH on the hub (required)")
 	f.StringVar(&opts.Tokenizer, "tokenizer", "", "checkpoint `DIR` whose tokenizer encodes choice items for --url")
 	f.IntVar(&opts.Limit, "limit", 0, "ask only the first N items, in file order (0 = all)")
-	f.IntVar(&opts.MaxTokens, "max-tokens", 4096, "new tokens per answer at most, reasoning included")
+	f.IntVar(&opts.MaxTokens, "max-tokens", 4096, "new tokens per answer at most, reasoning included (the default shrinks to what the model's context leaves)")
 	f.StringVar(&opts.Preset, "sampling-preset", "", "send this preset's sampling fields: "+strings.Join(sample.PresetNames(), ", "))
 	f.Float64Var(&opts.Temperature, "temperature", 0, "sampling temperature (over the preset's)")
 	f.Float64Var(&opts.TopP, "top-p", 0, "nucleus sampling mass (over the preset's)")
@@ -215,6 +221,7 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 		}
 	}
 	flags := cmd.Flags()
+	o.maxTokensGiven = flags.Changed("max-tokens")
 	if flags.Changed("temperature") {
 		o.sampling.Temperature = evidence.Ptr(o.Temperature)
 	}
@@ -230,6 +237,9 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 	}
 	if flags.Changed("repetition-penalty") {
 		o.sampling.RepetitionPenalty = evidence.Ptr(o.RepPenalty)
+	}
+	if err := o.samplingParams().Validate(1 << 30); err != nil {
+		return &usageError{samplingFlagError(err)}
 	}
 	if kind == task.Choice && (o.Preset != "" || len(o.Seeds) > 0 || o.Repeat > 1 || flags.Changed("temperature") ||
 		flags.Changed("top-p") || flags.Changed("top-k") || flags.Changed("min-p") || flags.Changed("repetition-penalty")) {
@@ -250,6 +260,30 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 	return nil
 }
 
+// samplingParams are the fields sent over neutral ones, in engine/sample's
+// terms, so that they are checked against the ranges lfmq serve checks
+// before any request.
+func (o *evalOptions) samplingParams() sample.Params {
+	p := sample.Neutral()
+	s := o.sampling
+	if s.Temperature != nil {
+		p.Temperature = float64(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = float64(*s.TopP)
+	}
+	if s.TopK != nil {
+		p.TopK = *s.TopK
+	}
+	if s.MinP != nil {
+		p.MinP = float64(*s.MinP)
+	}
+	if s.RepetitionPenalty != nil {
+		p.RepetitionPenalty = float64(*s.RepetitionPenalty)
+	}
+	return p
+}
+
 // orNeutral is a preset's value of a field, else the neutral one.
 func orNeutral(x *float64, neutral float64) *evidence.Float {
 	if x == nil {
@@ -267,14 +301,30 @@ func evalRun(cmd *cobra.Command, opts *evalOptions) error {
 	var c closers
 	defer c.close()
 	o, err := evalSetup(ctx, opts, f, items, &c)
-	if err != nil {
-		return err
+	if err == nil {
+		err = evalRuns(ctx, opts, o, f)
 	}
-	if err := evalRuns(ctx, opts, o, f); err != nil {
+	if err != nil {
+		if opts.inProcessURL != "" {
+			return &inProcessError{err: err, url: opts.inProcessURL}
+		}
 		return err
 	}
 	return evalOutputs(opts, f)
 }
+
+// inProcessError is an error of an in-process run whose message names the
+// engine's server as "in-process" rather than by its loopback port, which
+// the user never gave and cannot reach.
+type inProcessError struct {
+	err error
+	url string
+}
+
+func (e *inProcessError) Error() string {
+	return strings.ReplaceAll(e.err.Error(), e.url, "in-process ")
+}
+func (e *inProcessError) Unwrap() error { return e.err }
 
 // evalInputs checks the dataset, the model, the tokenizer and the output
 // paths, reads the items (the first --limit), and starts the file that
@@ -384,7 +434,7 @@ func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []tas
 			return nil, err
 		}
 		c.add(stop)
-		client.URL = url
+		client.URL, opts.inProcessURL = url, url
 	default:
 		client.APIKey = os.Getenv("LFMQ_API_KEY")
 		if opts.APIKeyFile != "" {
@@ -407,6 +457,11 @@ func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []tas
 		}
 		f.Receipts.Server = srv
 		o.Client = client
+		if opts.kind == task.GSM8K {
+			if err := fitContext(ctx, opts, client, o, f); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if opts.kind == task.Choice && opts.URL != "" {
 		tok, err := tokenizer.Load(opts.Tokenizer)
@@ -422,6 +477,42 @@ func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []tas
 		f.Settings.Scoring = "completions-echo"
 	}
 	return o, nil
+}
+
+// fitContext checks, before any item runs, that every item's prompt and
+// --max-tokens fit the context the server reported in /v1/models
+// (max_model_len; nothing is checked when it reports none). Without
+// --max-tokens the default shrinks to what the context leaves after the
+// longest prompt; a given --max-tokens that cannot fit is a usage error
+// with the numbers.
+func fitContext(ctx context.Context, opts *evalOptions, c *task.Client, o *task.Options, f *task.File) error {
+	ctxLen := c.MaxModelLen
+	if ctxLen <= 0 || len(o.Items) == 0 {
+		return nil
+	}
+	id, longest, err := task.LongestPrompt(ctx, c, o.Items, opts.Concurrency)
+	var ie *task.ItemError
+	var se *task.ServerError
+	if errors.As(err, &ie) && errors.As(err, &se) && se.Status == http.StatusBadRequest {
+		return fmt.Errorf("--dataset %s: item %s: the prompt does not fit the model's context of %d tokens (max_model_len in /v1/models): %s", opts.Dataset, ie.Item, ctxLen, se.Msg)
+	}
+	if err != nil {
+		return err
+	}
+	room := ctxLen - longest
+	switch {
+	case opts.maxTokensGiven && opts.MaxTokens > room:
+		return &usageError{fmt.Errorf("--max-tokens %d does not fit the model's context of %d tokens (max_model_len in /v1/models): item %s's prompt has %d tokens, and %d + %d = %d; give --max-tokens %d or less, or leave it out",
+			opts.MaxTokens, ctxLen, id, longest, longest, opts.MaxTokens, longest+opts.MaxTokens, max(room, 1))}
+	case !opts.maxTokensGiven && opts.MaxTokens > room:
+		if room < 1 {
+			return fmt.Errorf("--dataset %s: item %s: the prompt has %d tokens, which leaves no room in the model's context of %d tokens (max_model_len in /v1/models)", opts.Dataset, id, longest, ctxLen)
+		}
+		opts.IO.Errorf("--max-tokens: the default %d does not fit the model's context of %d tokens after the longest prompt (item %s, %d tokens); using %d\n",
+			opts.MaxTokens, ctxLen, id, longest, room)
+		opts.MaxTokens, o.MaxTokens, f.Settings.MaxTokens = room, room, room
+	}
+	return nil
 }
 
 // evalRuns runs the task once per seed (once without one), with status

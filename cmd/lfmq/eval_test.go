@@ -6,16 +6,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 )
 
@@ -79,6 +84,13 @@ func TestEvalFlags(t *testing.T) {
 		{"choice url without tokenizer", []string{"--url", "http://h", "--dataset", "d", "--task", "choice"}, "--tokenizer"},
 		{"choice with seed", []string{"--model", "m", "--dataset", "d", "--task", "choice", "--seed", "1"}, "samples nothing"},
 		{"threads with url", []string{"--url", "http://h", "--dataset", "d", "--threads", "2"}, "in-process"},
+		// Sampling flags out of engine/sample's ranges (issue 45 item 2).
+		{"temperature 5", []string{"--url", "http://h", "--dataset", "d", "--temperature", "5"}, "--temperature 5 is outside [0, 2]"},
+		{"top-k -3", []string{"--url", "http://h", "--dataset", "d", "--top-k", "-3"}, "--top-k -3"},
+		{"top-p 0", []string{"--url", "http://h", "--dataset", "d", "--top-p", "0"}, "--top-p 0 is outside (0, 1]"},
+		{"min-p 2", []string{"--url", "http://h", "--dataset", "d", "--min-p", "2"}, "--min-p 2 is outside [0, 1]"},
+		{"repetition-penalty 0", []string{"--url", "http://h", "--dataset", "d", "--repetition-penalty", "0"}, "--repetition-penalty 0"},
+		{"preset with a bad override", []string{"--url", "http://h", "--dataset", "d", "--sampling-preset", "liquid", "--temperature", "-1"}, "--temperature -1"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,5 +341,186 @@ func TestEvalHubDataset(t *testing.T) {
 	ios, _, stderr = testStreams()
 	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", "datasets/owner/problems@v2:main/test.parquet"}, ios); code != 1 {
 		t.Errorf("uncached revision: exit %d: %s", code, stderr)
+	}
+}
+
+// TestEvalCompareRefuses: 'eval compare' of files that ran another model,
+// other sampling fields or another token limit, or of a file that is not
+// an eval file, is a usage error (exit 2) naming the file and what
+// differs; only differing texts are exit 1 (issue 45 item 3).
+func TestEvalCompareRefuses(t *testing.T) {
+	dir := t.TempDir()
+	seed := uint64(1)
+	mk := func() *task.File {
+		temp := evidence.Float(0.6)
+		return &task.File{Format: task.Format, Task: task.GSM8K,
+			Settings: task.Settings{Concurrency: 1, MaxTokens: 32, Sampling: task.Sampling{Temperature: &temp}, Seeds: []uint64{1}},
+			Receipts: task.Receipts{Dataset: task.Dataset{SHA256: "abc"}, Checkpoint: &evidence.Checkpoint{Format: "hf", Identity: strings.Repeat("a", 64)},
+				Server: task.Server{Model: "tiny", Models: []byte("null")}},
+			Runs: []task.Run{{Seed: &seed, Items: []task.ItemResult{{ID: "1", Text: "#### 9"}, {ID: "2", Text: "#### 34"}}}}}
+	}
+	write := func(name string, f *task.File) string {
+		f.Runs[0].Summary = task.Summarize(f.Runs[0].Items, 1)
+		p := filepath.Join(dir, name)
+		if err := task.Write(p, f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := write("base.json", mk())
+	compare := func(files ...string) (int, string, string) {
+		ios, stdout, stderr := testStreams()
+		code := run(context.Background(), append([]string{"eval", "compare"}, files...), ios)
+		return code, stdout.String(), stderr.String()
+	}
+	if code, out, errOut := compare(base, write("same.json", mk())); code != 0 {
+		t.Fatalf("same files: exit %d: %s%s", code, out, errOut)
+	}
+	texts := mk()
+	texts.Runs[0].Items[1].Text = "#### 35"
+	if code, out, _ := compare(base, write("texts.json", texts)); code != 1 || !strings.Contains(out, "item 2: text differs") {
+		t.Fatalf("differing texts: exit %d, %s; want exit 1 naming item 2", code, out)
+	}
+	gate := filepath.Join(dir, "gate.json")
+	if code, _, errOut := compare("--out", gate, base, write("same2.json", mk())); code != 0 {
+		t.Fatalf("writing a gate: exit %d: %s", code, errOut)
+	}
+	notJSON := filepath.Join(dir, "notes.txt")
+	scoreFile := filepath.Join(dir, "score.json")
+	noFormat := filepath.Join(dir, "list.json")
+	for p, s := range map[string]string{notJSON: "hello\n", scoreFile: `{"format": "lfmq-evidence-1"}`, noFormat: `[1, 2]`} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := mk()
+	other.Receipts.Checkpoint.Identity = strings.Repeat("b", 64)
+	hotter := mk()
+	t9 := evidence.Float(0.9)
+	hotter.Settings.Sampling.Temperature = &t9
+	longer := mk()
+	longer.Settings.MaxTokens = 64
+	for _, tt := range []struct {
+		name  string
+		files []string
+		want  []string
+	}{
+		{"other model", []string{base, write("other.json", other)}, []string{"other.json", "checkpoint bbbbbbbbbbbb", "base.json ran checkpoint aaaaaaaaaaaa"}},
+		{"other sampling", []string{base, write("hotter.json", hotter)}, []string{"hotter.json", "temperature 0.9", "temperature 0.6"}},
+		{"other max tokens", []string{base, write("longer.json", longer)}, []string{"longer.json", "max_tokens 64", "32"}},
+		{"a gate file", []string{base, gate}, []string{"gate.json", "a gate file", "lfmq eval --out"}},
+		{"not JSON", []string{notJSON, base}, []string{"notes.txt", "not JSON", "lfmq eval --out"}},
+		{"score evidence", []string{base, scoreFile}, []string{"score.json", `"lfmq-evidence-1"`, "lfmq eval --out"}},
+		{"no format", []string{base, noFormat}, []string{"list.json", "lfmq eval --out"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := compare(tt.files...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s%s", code, out, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+		})
+	}
+}
+
+// contextServer is an OpenAI-compatible server whose model has a context
+// of maxLen tokens and whose prompts are promptTokens long; it records the
+// max_tokens of every chat request.
+func contextServer(t *testing.T, maxLen, promptTokens int) (string, *[]int) {
+	var mu sync.Mutex
+	var asked []int
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","object":"model","max_model_len":%d}]}`, maxLen)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		asked = append(asked, req.MaxTokens)
+		mu.Unlock()
+		if promptTokens+req.MaxTokens > maxLen {
+			w.WriteHeader(400)
+			fmt.Fprintf(w, `{"error":{"message":"this model's maximum context length is %d tokens","type":"BadRequestError"}}`, maxLen)
+			return
+		}
+		fmt.Fprintf(w, `{"choices":[{"message":{"content":"#### 9"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, promptTokens)
+	})
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return hs.URL, &asked
+}
+
+// TestEvalMaxTokensFitsContext: without --max-tokens the default 4,096
+// becomes what the context read from /v1/models leaves after the longest
+// prompt; a --max-tokens that cannot fit is a usage error naming the flag
+// and the numbers before any item runs, and never the in-process
+// server's port (issue 45 item 2).
+func TestEvalMaxTokensFitsContext(t *testing.T) {
+	dir := t.TempDir()
+	url, asked := contextServer(t, 1000, 40)
+	out := filepath.Join(dir, "default.json")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"eval", "--url", url, "--dataset", wordProblems, "--limit", "3", "--out", out}, ios); code != 0 {
+		t.Fatalf("default --max-tokens: exit %d: %s", code, stderr)
+	}
+	f, err := task.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Settings.MaxTokens != 960 {
+		t.Errorf("settings.max_tokens %d, want 960 (1000 - 40)", f.Settings.MaxTokens)
+	}
+	if n := (*asked)[len(*asked)-1]; n != 960 {
+		t.Errorf("the last item asked max_tokens %d, want 960", n)
+	}
+	if !strings.Contains(stderr.String(), "960") {
+		t.Errorf("stderr does not say the default became 960: %s", stderr)
+	}
+
+	*asked = nil
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--url", url, "--dataset", wordProblems, "--limit", "3", "--max-tokens", "980"}, ios); code != 2 {
+		t.Fatalf("--max-tokens 980 with a 1000-token context: exit %d, want 2: %s", code, stderr)
+	}
+	for _, w := range []string{"--max-tokens 980", "40", "1000", "960"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr %q lacks %q", stderr, w)
+		}
+	}
+	for _, n := range *asked {
+		if n > 1 {
+			t.Errorf("an item ran (max_tokens %d) before the refusal", n)
+		}
+	}
+
+	// In process on the fixture (a 4,096-token context): refused before
+	// any item, without the loopback port.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"eval", "--model", tinyModel, "--dataset", wordProblems, "--limit", "2", "--max-tokens", "5000"}, ios); code != 2 {
+		t.Fatalf("in process, --max-tokens 5000: exit %d, want 2: %s", code, stderr)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "--max-tokens 5000") || !strings.Contains(msg, "4096") || strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("in process: %q; want --max-tokens 5000 and the context 4096, and no loopback address", msg)
+	}
+}
+
+// TestInProcessErrorHidesPort: an in-process run's error names the
+// engine's server as in-process, not by its loopback port, and keeps its
+// exit code.
+func TestInProcessErrorHidesPort(t *testing.T) {
+	url := "http://127.0.0.1:45678"
+	err := &inProcessError{err: &usageError{fmt.Errorf("item 1: task: %s/v1/chat/completions: HTTP 400 no", url)}, url: url}
+	if msg := err.Error(); msg != "item 1: task: in-process /v1/chat/completions: HTTP 400 no" {
+		t.Errorf("message %q", msg)
+	}
+	if exitCode(err) != exitUsage {
+		t.Errorf("exit %d, want %d", exitCode(err), exitUsage)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/format/durable"
 )
@@ -38,8 +40,10 @@ and on another machine.
 
 It prints the verdict and, when texts differ, the first differing item, field
 and byte offset with the bytes there, and exits 1. Files of another task,
-dataset (by sha256) or set of seeds are refused. --out writes the verdict as
-JSON for 'lfmq release build --evidence'.`,
+dataset (by sha256), set of seeds, model (checkpoint), sampling fields or
+--max-tokens, and files that are not eval files, are refused (exit 2): their
+texts need not agree. --out writes the verdict as JSON for
+'lfmq release build --evidence'.`,
 		Example: `  lfmq eval compare c1.json c4.json c1-nospec.json --out gate.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -79,6 +83,9 @@ func evalCompareRun(opts *evalCompareOptions) error {
 		if err != nil {
 			return err
 		}
+		if !task.IsFile(b) {
+			return &usageError{fmt.Errorf("%s: %s, not an eval file; give files written by 'lfmq eval --out'", p, notEvalFile(b))}
+		}
 		f, err := task.Parse(p, b)
 		if err != nil {
 			return err
@@ -111,6 +118,31 @@ func evalCompareRun(opts *evalCompareOptions) error {
 		return errTextsDiffer
 	}
 	return nil
+}
+
+// notEvalFile says what data is instead of an eval file: a gate, a file
+// of another format, JSON without a format, or not JSON.
+func notEvalFile(data []byte) string {
+	if task.IsGate(data) {
+		return "a gate file (written by 'lfmq eval compare --out')"
+	}
+	var f struct {
+		Format any `json:"format"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		var list []any
+		if json.Unmarshal(data, &list) == nil {
+			return "a JSON array"
+		}
+		return "not JSON"
+	}
+	if s, ok := f.Format.(string); ok && s != "" {
+		if s == evidence.Format {
+			return fmt.Sprintf("a score evidence file (format %q, written by 'lfmq score --out')", s)
+		}
+		return fmt.Sprintf("format %q", s)
+	}
+	return "JSON without \"format\": \"" + task.Format + "\""
 }
 
 // printGate writes the verdict: what was compared, then "identical" or

@@ -162,6 +162,7 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 	notCkpt := filepath.Dir(write("hf/config.json", "{}"))
 	notEmpty := filepath.Dir(write("not-empty/keep.txt", "mine"))
 	badJSON := filepath.Dir(write("bad-evidence/score.json", "{"))
+	withSubdir := filepath.Dir(filepath.Dir(write("subdir-evidence/plots/kl.svg", "<svg/>")))
 	// Evidence that scored another checkpoint than ckpt (whose manifest is "{}").
 	otherEvidence := filepath.Join(tmp, "other-evidence")
 	os.Mkdir(otherEvidence, 0o755)
@@ -200,6 +201,9 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		{"checkpoint missing", map[string]string{"--checkpoint": filepath.Join(tmp, "nope")}, exitUsage, []string{"--checkpoint " + filepath.Join(tmp, "nope") + ": no such directory"}},
 		{"checkpoint not lfmq-1", map[string]string{"--checkpoint": notCkpt}, exitUsage, []string{"--checkpoint " + notCkpt + ": not an lfmq-1 checkpoint (no manifest.json)"}},
 		{"evidence not JSON", map[string]string{"--evidence": badJSON}, exitFailure, []string{"score.json: not valid JSON"}},
+		// Named as given, with what to do (issue 45 item 7).
+		{"evidence with a subdirectory", map[string]string{"--evidence": withSubdir}, exitFailure,
+			[]string{"--evidence " + withSubdir + ": plots is a directory; an evidence directory holds only files"}},
 		{"evidence of another checkpoint", map[string]string{"--evidence": otherEvidence}, exitUsage,
 			[]string{"--evidence score.json: scores no candidate with this checkpoint's manifest sha256 44136fa355b3…", "rtn (abababababab…)"}},
 		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},

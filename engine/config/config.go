@@ -230,6 +230,9 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 	}
 	if c.NumLayers < 0 {
+		if _, given := p.get("num_hidden_layers"); given {
+			return nil, &Error{File: name, Field: "num_hidden_layers", Msg: fmt.Sprintf("%d is invalid: expected a positive number of layers", c.NumLayers)}
+		}
 		return nil, &Error{File: name, Field: "num_hidden_layers", Msg: "missing"}
 	}
 	if err := p.layerKinds(c); err != nil {

@@ -149,6 +149,9 @@ func TestParseErrors(t *testing.T) {
 		{"string where int", `{"model_type":"lfm2_moe",` + strings.Replace(base, `"hidden_size":64`, `"hidden_size":"64"`, 1) + `}`, "hidden_size", "expected an integer"},
 		{"missing layers", `{"model_type":"lfm2_moe","layer_types":[]}`, "num_hidden_layers", "missing"},
 		{"no layer types", `{"model_type":"lfm2_moe","num_hidden_layers":2}`, "layer_types", "missing"},
+		// Given but invalid is not missing (issue 45 item 7).
+		{"negative layers", `{"model_type":"lfm2_moe",` + strings.Replace(base, `"num_hidden_layers":2`, `"num_hidden_layers":-1`, 1) + `}`, "num_hidden_layers", "-1 is invalid: expected a positive number of layers"},
+		{"negative layers, dense", `{"model_type":"lfm2","num_hidden_layers":-1}`, "num_hidden_layers", "-1 is invalid: expected a positive number of layers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

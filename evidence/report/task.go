@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -90,38 +89,9 @@ func GateTable(gates []GateFile) string {
 	return b.String()
 }
 
-// CheckpointIdentity is the identity of the checkpoint a task run ran on:
-// the in-process checkpoint's, else the one lfmq serve reported in
-// /v1/models; "" when the server did not say (another server).
-func CheckpointIdentity(f *task.File) string {
-	if c := f.Receipts.Checkpoint; c != nil {
-		if c.ManifestSHA256 != "" {
-			return c.ManifestSHA256
-		}
-		return c.Identity
-	}
-	var list struct {
-		Data []struct {
-			ID   string `json:"id"`
-			Lfmq *struct {
-				ManifestSHA256     string `json:"manifest_sha256"`
-				CheckpointIdentity string `json:"checkpoint_identity"`
-			} `json:"lfmq"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(f.Receipts.Server.Models, &list) != nil {
-		return ""
-	}
-	for _, d := range list.Data {
-		if d.ID == f.Receipts.Server.Model && d.Lfmq != nil {
-			if d.Lfmq.ManifestSHA256 != "" {
-				return d.Lfmq.ManifestSHA256
-			}
-			return d.Lfmq.CheckpointIdentity
-		}
-	}
-	return ""
-}
+// CheckpointIdentity is the identity of the checkpoint a task run ran on
+// (task.CheckpointIdentity).
+func CheckpointIdentity(f *task.File) string { return task.CheckpointIdentity(f) }
 
 // modelOf names the model a run asked: a short checkpoint identity, else
 // the served model's id.

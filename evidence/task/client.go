@@ -13,6 +13,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/api/client"
 	"github.com/lfmq/lfmq/engine/api/wire"
+	"github.com/lfmq/lfmq/evidence"
 )
 
 // Bounds on what a server may answer (a model list: client.ModelsLimit).
@@ -34,6 +35,9 @@ type Client struct {
 	HTTP *http.Client
 	// Timeout bounds one request (no bound when 0).
 	Timeout time.Duration
+	// MaxModelLen is the context length, in tokens, that /v1/models
+	// reported for Model (Identify fills it in; 0: not reported).
+	MaxModelLen int
 }
 
 // ServerError is a request that got no usable answer: the route, the
@@ -57,6 +61,11 @@ func (c *Client) Identify(ctx context.Context) (Server, error) {
 		return Server{}, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("lists %d models (%s); name one with --served-model", len(ids), strings.Join(ids, ", "))}
 	case !slices.Contains(ids, c.Model):
 		return Server{}, &ServerError{Who: "task", URL: u, Status: 200, Msg: fmt.Sprintf("does not serve %q; it lists %s", c.Model, strings.Join(ids, ", "))}
+	}
+	for _, d := range list.Data {
+		if d.ID == c.Model {
+			c.MaxModelLen = d.MaxModelLen
+		}
 	}
 	var compact bytes.Buffer
 	json.Compact(&compact, data) // valid: it was just parsed
@@ -152,6 +161,14 @@ func (c *Client) Chat(ctx context.Context, user string, maxTokens int, s Samplin
 		text = *m.Content
 	}
 	return reasoning, text, a.Choices[0].FinishReason, a.Usage.PromptTokens, a.Usage.CompletionTokens, nil
+}
+
+// PromptTokens returns the tokens of user's chat prompt as the server
+// counts them: the usage of a greedy one-token answer.
+func (c *Client) PromptTokens(ctx context.Context, user string) (int, error) {
+	zero := evidence.Float(0)
+	_, _, _, pt, _, err := c.Chat(ctx, user, 1, Sampling{Temperature: &zero}, nil)
+	return pt, err
 }
 
 // addTo sets the sampling fields that are set.

@@ -74,7 +74,7 @@ func (d *Difference) String() string {
 }
 
 // CompareError is a set of files that cannot be compared: another task,
-// dataset or set of seeds.
+// dataset, set of seeds, model, sampling or token limit.
 type CompareError struct {
 	Path string
 	Msg  string
@@ -85,7 +85,10 @@ func (e *CompareError) Error() string { return fmt.Sprintf("task: %s: %s", e.Pat
 // Compare compares the texts (reasoning and final answer) of the same
 // items in every run of files[1:] with those of files[0], byte for byte.
 // paths name the files in the result. The files must be of the same task
-// and dataset (by sha256) and hold runs of the same seeds.
+// and dataset (by sha256), hold runs of the same seeds, and have asked the
+// same model (by checkpoint identity where the receipts hold one, else by
+// the served model's id) with the same sampling fields and token limit:
+// only then must their texts agree.
 func Compare(paths []string, files []*File, data [][]byte) (*Gate, error) {
 	if len(files) < 2 || len(paths) != len(files) || len(data) != len(files) {
 		return nil, errors.New("task: compare needs two files or more")
@@ -105,6 +108,12 @@ func Compare(paths []string, files []*File, data [][]byte) (*Gate, error) {
 			return nil, &CompareError{Path: paths[i], Msg: fmt.Sprintf("dataset sha256 %s, but %s used %s", f.Receipts.Dataset.SHA256, paths[0], base.Receipts.Dataset.SHA256)}
 		case !sameSeeds(f.Runs, base.Runs):
 			return nil, &CompareError{Path: paths[i], Msg: fmt.Sprintf("runs of seeds %s, but %s holds seeds %s", seedList(f.Runs), paths[0], seedList(base.Runs))}
+		case modelKey(f) != modelKey(base):
+			return nil, &CompareError{Path: paths[i], Msg: fmt.Sprintf("%s, but %s ran %s", modelKey(f), paths[0], modelKey(base))}
+		case f.Settings.Sampling.String() != base.Settings.Sampling.String():
+			return nil, &CompareError{Path: paths[i], Msg: fmt.Sprintf("sampling %s, but %s sent %s", f.Settings.Sampling, paths[0], base.Settings.Sampling)}
+		case f.Settings.MaxTokens != base.Settings.MaxTokens:
+			return nil, &CompareError{Path: paths[i], Msg: fmt.Sprintf("max_tokens %d, but %s used %d", f.Settings.MaxTokens, paths[0], base.Settings.MaxTokens)}
 		}
 	}
 	for _, r := range base.Runs {
@@ -183,6 +192,16 @@ func excerpt(s string, off int) string {
 		end--
 	}
 	return s[off:end]
+}
+
+// modelKey names the model a file's runs asked: "checkpoint" and the
+// first 12 hex digits of its identity where the receipts hold one (in
+// process, or lfmq serve's /v1/models), else the served model's id.
+func modelKey(f *File) string {
+	if id := CheckpointIdentity(f); id != "" {
+		return "checkpoint " + id[:min(12, len(id))]
+	}
+	return fmt.Sprintf("model %q", f.Receipts.Server.Model)
 }
 
 func sameSeeds(a, b []Run) bool {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/lfmq/lfmq/evidence"
 	"github.com/lfmq/lfmq/format/canonjson"
@@ -55,6 +57,62 @@ type Sampling struct {
 	TopK              *int            `json:"top_k,omitempty"`
 	MinP              *evidence.Float `json:"min_p,omitempty"`
 	RepetitionPenalty *evidence.Float `json:"repetition_penalty,omitempty"`
+}
+
+// String names the fields as sent ("temperature 0.6, top_p 0.95"), or
+// "server defaults" when none was.
+func (s Sampling) String() string {
+	var parts []string
+	num := func(name string, v *evidence.Float) {
+		if v != nil {
+			parts = append(parts, name+" "+strconv.FormatFloat(float64(*v), 'g', -1, 64))
+		}
+	}
+	num("temperature", s.Temperature)
+	num("top_p", s.TopP)
+	if s.TopK != nil {
+		parts = append(parts, "top_k "+strconv.Itoa(*s.TopK))
+	}
+	num("min_p", s.MinP)
+	num("repetition_penalty", s.RepetitionPenalty)
+	if len(parts) == 0 {
+		return "server defaults"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CheckpointIdentity is the identity of the checkpoint a task run ran on:
+// the in-process checkpoint's (its manifest sha256 for lfmq-1), else the
+// one lfmq serve reported in /v1/models for the model asked; "" when the
+// server did not say (another server).
+func CheckpointIdentity(f *File) string {
+	if c := f.Receipts.Checkpoint; c != nil {
+		if c.ManifestSHA256 != "" {
+			return c.ManifestSHA256
+		}
+		return c.Identity
+	}
+	var list struct {
+		Data []struct {
+			ID   string `json:"id"`
+			Lfmq *struct {
+				ManifestSHA256     string `json:"manifest_sha256"`
+				CheckpointIdentity string `json:"checkpoint_identity"`
+			} `json:"lfmq"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(f.Receipts.Server.Models, &list) != nil {
+		return ""
+	}
+	for _, d := range list.Data {
+		if d.ID == f.Receipts.Server.Model && d.Lfmq != nil {
+			if d.Lfmq.ManifestSHA256 != "" {
+				return d.Lfmq.ManifestSHA256
+			}
+			return d.Lfmq.CheckpointIdentity
+		}
+	}
+	return ""
 }
 
 // Receipts pin what the results depend on (docs/design.md §4).

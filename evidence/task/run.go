@@ -118,3 +118,31 @@ func (o Options) item(ctx context.Context, it Item) (ItemResult, error) {
 	}
 	return ItemResult{}, fmt.Errorf("task: unknown task %q", o.Kind)
 }
+
+// LongestPrompt asks the server for the prompt tokens of every GSM8K item,
+// at most concurrency at a time, before any item runs, and returns the
+// longest: its item's id and its tokens. A prompt the server refuses
+// is an ItemError.
+func LongestPrompt(ctx context.Context, c *Client, items []Item, concurrency int) (id string, tokens int, err error) {
+	counts := make([]int, len(items))
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(concurrency, 1))
+	for i, it := range items {
+		p.Go(func(ctx context.Context) error {
+			n, err := c.PromptTokens(ctx, it.Question)
+			if err != nil {
+				return &ItemError{Item: it.ID, Err: err}
+			}
+			counts[i] = n
+			return nil
+		})
+	}
+	if err := p.Wait(); err != nil {
+		return "", 0, err
+	}
+	for i, n := range counts {
+		if i == 0 || n > tokens {
+			id, tokens = items[i].ID, n
+		}
+	}
+	return id, tokens, nil
+}

@@ -259,3 +259,58 @@ func TestCompare(t *testing.T) {
 		t.Errorf("other dataset: %v", err)
 	}
 }
+
+// TestCompareRefusesOtherModelOrSampling: files of another checkpoint,
+// another served model, other sampling fields or another token limit
+// cannot be compared (issue 45 item 3); the error names the file and
+// what differs. Concurrency, the label and the preset's name may differ.
+func TestCompareRefusesOtherModelOrSampling(t *testing.T) {
+	seed := uint64(1)
+	temp := evidence.Float(0.6)
+	mk := func() *File {
+		return &File{Format: Format, Task: GSM8K, Settings: Settings{Concurrency: 1, MaxTokens: 32, Sampling: Sampling{Temperature: &temp}},
+			Receipts: Receipts{Dataset: Dataset{SHA256: "abc"}, Checkpoint: &evidence.Checkpoint{Identity: strings.Repeat("a", 64)}},
+			Runs:     []Run{{Seed: &seed, Items: []ItemResult{{ID: "1", Text: "#### 9"}}}}}
+	}
+	paths := []string{"a.json", "b.json"}
+	// Same checkpoint in process and served, another concurrency and preset name: comparable.
+	a, b := mk(), mk()
+	b.Receipts.Checkpoint = nil
+	b.Receipts.Server = Server{URL: "http://h:1", Model: "tiny", Models: []byte(`{"data":[{"id":"tiny","lfmq":{"checkpoint_identity":"` + strings.Repeat("a", 64) + `"}}]}`)}
+	b.Settings.Concurrency, b.Settings.SamplingPreset, b.Settings.Label = 4, "reasoning", "c4"
+	if g, err := Compare(paths, []*File{a, b}, [][]byte{nil, nil}); err != nil || !g.Identical {
+		t.Fatalf("same checkpoint in process and served: %+v, %v", g, err)
+	}
+	other := strings.Repeat("b", 64)
+	temp2 := evidence.Float(0.7)
+	topK := 50
+	for _, tt := range []struct {
+		name   string
+		change func(f *File)
+		want   string
+	}{
+		{"other checkpoint", func(f *File) { f.Receipts.Checkpoint.Identity = other }, "checkpoint bbbbbbbbbbbb, but a.json ran checkpoint aaaaaaaaaaaa"},
+		{"other served checkpoint", func(f *File) {
+			f.Receipts.Checkpoint = nil
+			f.Receipts.Server = Server{URL: "http://h:1", Model: "tiny", Models: []byte(`{"data":[{"id":"tiny","lfmq":{"manifest_sha256":"` + other + `"}}]}`)}
+		}, "checkpoint bbbbbbbbbbbb"},
+		{"other served model", func(f *File) {
+			f.Receipts.Checkpoint = nil
+			f.Receipts.Server = Server{URL: "http://h:1", Model: "other-model", Models: []byte(`{"data":[{"id":"other-model"}]}`)}
+		}, `model "other-model"`},
+		{"other temperature", func(f *File) { f.Settings.Sampling.Temperature = &temp2 }, "sampling temperature 0.7, but a.json sent temperature 0.6"},
+		{"server default temperature", func(f *File) { f.Settings.Sampling.Temperature = nil }, "sampling server defaults, but a.json sent temperature 0.6"},
+		{"top-k added", func(f *File) { f.Settings.Sampling.TopK = &topK }, "temperature 0.6, top_k 50"},
+		{"other max tokens", func(f *File) { f.Settings.MaxTokens = 48 }, "max_tokens 48, but a.json used 32"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := mk(), mk()
+			tt.change(b)
+			_, err := Compare(paths, []*File{a, b}, [][]byte{nil, nil})
+			var ce *CompareError
+			if !errors.As(err, &ce) || ce.Path != "b.json" || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a CompareError for b.json containing %q", err, tt.want)
+			}
+		})
+	}
+}

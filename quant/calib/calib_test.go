@@ -232,6 +232,10 @@ func TestRecordErrors(t *testing.T) {
 		{"empty", "\n\n", "no records"},
 		{"empty ids", `{"input_ids": []}`, "no tokens"},
 		{"byte-order mark", "\xEF\xBB\xBF{\"text\": \"a b\"}\n", "c.jsonl:1: starts with a UTF-8 byte-order mark"},
+		// What the line is, not a Go type (issue 45 item 7).
+		{"array line", "{\"text\": \"a b\"}\n[1, 2]\n", `c.jsonl:2: a JSON array, not an object with "input_ids", "messages" or "text"`},
+		{"string line", `"a b"`, `c.jsonl:1: a JSON string, not an object`},
+		{"text a number", `{"text": 5}`, `c.jsonl:1: "text" is a JSON number, expected a string`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.jsonl")
@@ -240,6 +244,9 @@ func TestRecordErrors(t *testing.T) {
 			var re *RecordError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want a RecordError with %q", err, c.want)
+			}
+			if msg := err.Error(); strings.Contains(msg, "Go ") || strings.Contains(msg, "struct") {
+				t.Errorf("err = %v names a Go type", err)
 			}
 		})
 	}

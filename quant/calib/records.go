@@ -105,7 +105,7 @@ func parseRecord(b []byte, enc *Encoder, path string, line int) (Record, error) 
 		Text     *string         `json:"text"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return Record{}, &RecordError{File: path, Line: line, Msg: "not a JSON object", Err: err}
+		return Record{}, &RecordError{File: path, Line: line, Msg: jsonRecordMsg(err)}
 	}
 	rec := Record{ID: fmt.Sprintf("#%d", line)}
 	switch v := raw.ID.(type) {
@@ -119,7 +119,7 @@ func parseRecord(b []byte, enc *Encoder, path string, line int) (Record, error) 
 	switch {
 	case present(raw.InputIDs):
 		if err := json.Unmarshal(raw.InputIDs, &rec.IDs); err != nil {
-			return rec, &RecordError{File: path, Line: line, Msg: "input_ids is not an array of integers", Err: err}
+			return rec, &RecordError{File: path, Line: line, Msg: "input_ids is not an array of integers"}
 		}
 		rec.Given = true
 	case present(raw.Messages):
@@ -145,6 +145,28 @@ func parseRecord(b []byte, enc *Encoder, path string, line int) (Record, error) 
 		}
 	}
 	return rec, nil
+}
+
+// jsonRecordMsg says what is wrong with a line that does not decode into
+// a record, in JSON's terms rather than Go's: not JSON at all, a JSON
+// value other than an object, or a field of the wrong kind.
+func jsonRecordMsg(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf(`a JSON %s, not an object with "input_ids", "messages" or "text"`, te.Value)
+		}
+		want := "another type"
+		if te.Field == "text" {
+			want = "a string"
+		}
+		return fmt.Sprintf("%q is a JSON %s, expected %s", te.Field, te.Value, want)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not a JSON object: %v (at byte %d)", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
+	}
+	return "not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // idRecords reads a safetensors token-id file.

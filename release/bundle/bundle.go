@@ -655,8 +655,16 @@ func readEvidence(dir string) ([]EvidenceFile, error) {
 	for _, e := range entries {
 		name := e.Name()
 		p := filepath.Join(dir, name)
-		if !e.Type().IsRegular() || !sums.ValidName(name) {
-			return nil, &InputError{Path: p, Msg: "an evidence directory holds only regular *.json and *.svg files with names of [A-Za-z0-9._-]"}
+		where := "--evidence " + dir
+		switch {
+		case e.IsDir():
+			return nil, &InputError{Path: where, Msg: fmt.Sprintf("%s is a directory; an evidence directory holds only files (*.json evidence, *.svg plots), not subdirectories: move its files up or out", name)}
+		case e.Type()&fs.ModeSymlink != 0:
+			return nil, &InputError{Path: where, Msg: fmt.Sprintf("%s is a symbolic link; an evidence directory holds only regular files (a link is not followed): copy the file in", name)}
+		case !e.Type().IsRegular():
+			return nil, &InputError{Path: where, Msg: fmt.Sprintf("%s is not a regular file; an evidence directory holds only regular files (*.json evidence, *.svg plots)", name)}
+		case !sums.ValidName(name):
+			return nil, &InputError{Path: where, Msg: fmt.Sprintf("%q: an evidence file's name may hold only letters, digits and . _ - (it becomes a path in the release)", name)}
 		}
 		ext := path.Ext(name)
 		if ext != ".json" && ext != ".svg" {
