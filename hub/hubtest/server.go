@@ -251,17 +251,12 @@ func (s *Server) ClearFaults() {
 	clear(s.movers)
 }
 
-// Received returns the upload body bytes received for the LFS object oid,
-// over every attempt, basic or multipart, once no upload is being read:
-// a client that gives up on an object (one part failed) may return before
-// the server has read what it had already sent of another part, and a
-// count taken then would grow afterwards.
+// Received returns the upload body bytes received so far for the LFS
+// object oid, over every attempt, basic or multipart. After a failed
+// publish, call Settle first: the count can still grow.
 func (s *Server) Received(oid string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.storing > 0 {
-		s.idleCond().Wait()
-	}
 	return s.received[oid]
 }
 
