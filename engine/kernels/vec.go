@@ -337,6 +337,33 @@ func (r *RoPE) Apply(z []float32, pos int) {
 	}
 }
 
+// ApplyPairs rotates one head vector z in place for position pos by the
+// same angles as Apply, but over interleaved pairs (GPT-J style, a DSpark
+// drafter's rope_is_neox_style false): z'_{2j} = z_{2j} cos φ_j −
+// z_{2j+1} sin φ_j and z'_{2j+1} = z_{2j+1} cos φ_j + z_{2j} sin φ_j.
+func (r *RoPE) ApplyPairs(z []float32, pos int) {
+	half := r.HeadDim / 2
+	checkLen("RoPE.ApplyPairs", r.HeadDim, len(z))
+	var cos, sin []float32
+	if pos < r.MaxPos {
+		cos, sin = r.cos[pos*half:(pos+1)*half], r.sin[pos*half:(pos+1)*half]
+	} else {
+		var cb, sb [256]float32
+		if half <= len(cb) {
+			cos, sin = cb[:half], sb[:half]
+		} else {
+			cos, sin = make([]float32, half), make([]float32, half)
+		}
+		r.angles(cos, sin, pos)
+	}
+	for j, c := range cos {
+		s := sin[j]
+		a, b := z[2*j], z[2*j+1]
+		z[2*j] = float32(a*c) - float32(b*s)
+		z[2*j+1] = float32(b*c) + float32(a*s)
+	}
+}
+
 // ApplyHeads rotates heads consecutive head vectors of z for position pos.
 func (r *RoPE) ApplyHeads(z []float32, heads, pos int) {
 	checkLen("RoPE.ApplyHeads", heads*r.HeadDim, len(z))

@@ -19,18 +19,43 @@ type Shape struct {
 	// Kinds holds one byte per layer, '0'+its config.LayerKind.
 	Kinds string
 	DType DType
+	// DraftLayers and DraftKVDim are an attached drafter's context keys
+	// and values (docs/drafting.md §3): DraftLayers more KV layers of
+	// DraftKVDim values per position, numbered Layers, Layers+1, … after
+	// the model's own, kept in the same pages so that Clone, spans, the
+	// prefix cache and Rewind carry them with the model's.
+	DraftLayers, DraftKVDim int
 }
 
-// Attention reports whether layer l is an attention layer.
-func (sh Shape) Attention(l int) bool { return sh.Kinds[l] == byte('0'+config.Attention) }
+// Attention reports whether layer l is one of the model's attention
+// layers (false for a drafter's layer).
+func (sh Shape) Attention(l int) bool {
+	return l < sh.Layers && sh.Kinds[l] == byte('0'+config.Attention)
+}
+
+// KVLayers is the number of layer slots a page holds: the model's layers,
+// then the drafter's.
+func (sh Shape) KVLayers() int { return sh.Layers + sh.DraftLayers }
+
+// HasKV reports whether layer slot l keeps keys and values: a model's
+// attention layer or a drafter's layer.
+func (sh Shape) HasKV(l int) bool { return l >= sh.Layers || sh.Attention(l) }
+
+// Dim returns the values per position of layer slot l's keys (or values).
+func (sh Shape) Dim(l int) int {
+	if l >= sh.Layers {
+		return sh.DraftKVDim
+	}
+	return sh.KVDim
+}
 
 // BytesPerToken is the KV state one position takes over all attention
-// layers.
+// layers (a drafter's included).
 func (sh Shape) BytesPerToken() int {
 	n := 0
-	for l := range len(sh.Kinds) {
-		if sh.Attention(l) {
-			n += 2 * sh.DType.RowBytes(sh.KVDim)
+	for l := range sh.KVLayers() {
+		if sh.HasKV(l) {
+			n += 2 * sh.DType.RowBytes(sh.Dim(l))
 		}
 	}
 	return n
@@ -166,14 +191,15 @@ func (p *Pool) take() (*Page, error) {
 	}
 }
 
-// makePage allocates a page's rows for every attention layer.
+// makePage allocates a page's rows for every attention layer, a
+// drafter's included.
 func (p *Pool) makePage() *Page {
 	sh := p.shape
-	pg := &Page{refs: 1, k: make([]Rows, sh.Layers), v: make([]Rows, sh.Layers)}
-	for l := range sh.Layers {
-		if sh.Attention(l) {
-			pg.k[l] = MakeRows(sh.DType, sh.KVDim, PageTokens)
-			pg.v[l] = MakeRows(sh.DType, sh.KVDim, PageTokens)
+	pg := &Page{refs: 1, k: make([]Rows, sh.KVLayers()), v: make([]Rows, sh.KVLayers())}
+	for l := range sh.KVLayers() {
+		if sh.HasKV(l) {
+			pg.k[l] = MakeRows(sh.DType, sh.Dim(l), PageTokens)
+			pg.v[l] = MakeRows(sh.DType, sh.Dim(l), PageTokens)
 		}
 	}
 	return pg

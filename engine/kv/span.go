@@ -148,12 +148,13 @@ func (sp *Span) ContiguousRows() (k, v []Rows) {
 	if sp.pages == nil {
 		return sp.k, sp.v
 	}
-	kvd, t := sp.shape.KVDim, sp.shape.DType
-	k, v = make([]Rows, len(sp.conv.layers)), make([]Rows, len(sp.conv.layers))
-	for l := range len(sp.shape.Kinds) {
-		if !sp.shape.Attention(l) {
+	t := sp.shape.DType
+	k, v = make([]Rows, sp.shape.KVLayers()), make([]Rows, sp.shape.KVLayers())
+	for l := range sp.shape.KVLayers() {
+		if !sp.shape.HasKV(l) {
 			continue
 		}
+		kvd := sp.shape.Dim(l)
 		k[l], v[l] = MakeRows(t, kvd, sp.end-sp.start), MakeRows(t, kvd, sp.end-sp.start)
 		for pos := sp.start; pos < sp.end; pos++ {
 			sk, sv, at := sp.rows(l, pos)
@@ -168,9 +169,13 @@ func (sp *Span) ContiguousRows() (k, v []Rows) {
 // format after the layer kinds; a version 1 span (float32 only) is refused
 // by name, so a prefix cache written by an older lfmq is rebuilt rather
 // than misread. The KV pages changed nothing here: a span is written as
-// its positions' rows, whatever holds them in memory.
+// its positions' rows, whatever holds them in memory. Version 3 is a
+// span with a drafter's layers (Shape.DraftLayers): two more header
+// fields, and those layers' keys and values after the model's; a span
+// without them is still written as version 2.
 const (
 	spanMagic   = "lfmq-span-2\x00"
+	spanMagicV3 = "lfmq-span-3\x00"
 	spanMagicV1 = "lfmq-span-1\x00"
 )
 
@@ -182,16 +187,23 @@ const (
 // a prefix cache can outlive the process.
 func (sp *Span) MarshalBinary() ([]byte, error) {
 	var b []byte
-	b = append(b, spanMagic...)
-	for _, v := range []int{sp.shape.Layers, sp.shape.Hidden, sp.shape.ConvK, sp.shape.KVDim, sp.start, sp.end} {
+	head := []int{sp.shape.Layers, sp.shape.Hidden, sp.shape.ConvK, sp.shape.KVDim, sp.start, sp.end}
+	if sp.shape.DraftLayers > 0 {
+		b = append(b, spanMagicV3...)
+		head = append(head, sp.shape.DraftLayers, sp.shape.DraftKVDim)
+	} else {
+		b = append(b, spanMagic...)
+	}
+	for _, v := range head {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	b = append(b, byte(len(sp.shape.Kinds)))
 	b = append(b, sp.shape.Kinds...)
 	b = append(b, byte(sp.shape.DType))
-	kvd, t := sp.shape.KVDim, sp.shape.DType
-	for l := range len(sp.shape.Kinds) {
-		if sp.shape.Attention(l) {
+	t := sp.shape.DType
+	for l := range sp.shape.KVLayers() {
+		if sp.shape.HasKV(l) {
+			kvd := sp.shape.Dim(l)
 			for _, value := range []bool{false, true} {
 				for pos := sp.start; pos < sp.end; {
 					k, v, at := sp.rows(l, pos)
@@ -208,8 +220,10 @@ func (sp *Span) MarshalBinary() ([]byte, error) {
 				}
 			}
 		}
-		for _, f := range sp.conv.layers[l] {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		if l < len(sp.conv.layers) {
+			for _, f := range sp.conv.layers[l] {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+			}
 		}
 	}
 	return b, nil
@@ -243,11 +257,11 @@ func (p *Pool) Store(sp *Span) error {
 // RowStore gives the span rows of its own, as a device's span holds them.
 func RowStore(sp *Span) error {
 	sh := sp.shape
-	sp.k, sp.v = make([]Rows, sh.Layers), make([]Rows, sh.Layers)
-	for l := range sh.Layers {
-		if sh.Attention(l) {
-			sp.k[l] = MakeRows(sh.DType, sh.KVDim, sp.end-sp.start)
-			sp.v[l] = MakeRows(sh.DType, sh.KVDim, sp.end-sp.start)
+	sp.k, sp.v = make([]Rows, sh.KVLayers()), make([]Rows, sh.KVLayers())
+	for l := range sh.KVLayers() {
+		if sh.HasKV(l) {
+			sp.k[l] = MakeRows(sh.DType, sh.Dim(l), sp.end-sp.start)
+			sp.v[l] = MakeRows(sh.DType, sh.Dim(l), sp.end-sp.start)
 		}
 	}
 	return nil
@@ -262,12 +276,19 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 	if len(data) >= len(spanMagicV1) && string(data[:len(spanMagicV1)]) == spanMagicV1 {
 		return bad("a version 1 span (float32 KV only, written by an older lfmq); this build reads version 2")
 	}
-	if len(data) < len(spanMagic)+6*8+1 || string(data[:len(spanMagic)]) != spanMagic {
+	fields := 6
+	switch {
+	case len(data) >= len(spanMagicV3) && string(data[:len(spanMagicV3)]) == spanMagicV3:
+		fields = 8
+	case len(data) < len(spanMagic) || string(data[:len(spanMagic)]) != spanMagic:
+		return bad("not a span")
+	}
+	if len(data) < len(spanMagic)+fields*8+1 {
 		return bad("not a span")
 	}
 	q := data[len(spanMagic):]
-	var h [6]int
-	for i := range h {
+	var h [8]int
+	for i := range fields {
 		v := binary.LittleEndian.Uint64(q)
 		if v > 1<<40 {
 			return bad("field out of range")
@@ -280,10 +301,13 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 	if len(q) < nk+1 {
 		return bad("truncated")
 	}
-	got := Shape{Layers: h[0], Hidden: h[1], ConvK: h[2], KVDim: h[3], Kinds: string(q[:nk]), DType: DType(q[nk])}
+	got := Shape{Layers: h[0], Hidden: h[1], ConvK: h[2], KVDim: h[3], Kinds: string(q[:nk]), DType: DType(q[nk]), DraftLayers: h[6], DraftKVDim: h[7]}
 	q = q[nk+1:]
 	if got.DType != sh.DType && got.DType <= BFP8 {
 		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.DType, sh.DType))
+	}
+	if got.DraftLayers != sh.DraftLayers || got.DraftKVDim != sh.DraftKVDim {
+		return bad("the span was kept with another drafter (or none) than the model's")
 	}
 	if got != sh {
 		return bad("the span belongs to a model of another shape")
@@ -295,9 +319,9 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 	// The size is known from the header: check it before taking pages.
 	convN := (sh.ConvK - 1) * sh.Hidden
 	want := 0
-	for l := range sh.Layers {
-		if sh.Attention(l) {
-			want += 2 * (end - start) * sh.DType.RowBytes(sh.KVDim)
+	for l := range sh.KVLayers() {
+		if sh.HasKV(l) {
+			want += 2 * (end - start) * sh.DType.RowBytes(sh.Dim(l))
 		} else {
 			want += 4 * convN
 		}
@@ -312,9 +336,10 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 	if err := store(sp); err != nil {
 		return nil, err
 	}
-	kvd, t := sh.KVDim, sh.DType
-	for l := range sh.Layers {
-		if !sh.Attention(l) {
+	t := sh.DType
+	for l := range sh.KVLayers() {
+		kvd := sh.Dim(l)
+		if !sh.HasKV(l) {
 			x := make([]float32, convN)
 			for i := range x {
 				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(q[4*i:]))

@@ -38,9 +38,9 @@ func (t *Table) Grow(n, end int) error {
 			if err != nil {
 				return err
 			}
-			kvd := p.shape.KVDim
 			for l := range old.k {
 				if !old.k[l].Empty() {
+					kvd := p.shape.Dim(l)
 					cp.k[l].Copy(p.shape.DType, kvd, 0, &old.k[l], 0, at)
 					cp.v[l].Copy(p.shape.DType, kvd, 0, &old.v[l], 0, at)
 				}
@@ -72,11 +72,11 @@ func (t *Table) Trim(n int) {
 	}
 }
 
-// Write writes layer l's keys k and values v (rows of the shape's KV
-// width) of positions from start on into the table's pages, which Grow
-// made ready.
+// Write writes layer slot l's keys k and values v (rows of the slot's
+// width, Shape.Dim) of positions from start on into the table's pages,
+// which Grow made ready.
 func (t *Table) Write(l, start int, k, v []float32) {
-	kvd, dt := t.pool.shape.KVDim, t.pool.shape.DType
+	kvd, dt := t.pool.shape.Dim(l), t.pool.shape.DType
 	for r := 0; r < len(k)/kvd; {
 		pos := start + r
 		pg, at := t.pages[pos/PageTokens], pos%PageTokens
@@ -113,11 +113,12 @@ func (t *Table) Extend(n int, sp *Span) error {
 	if err := t.Grow(n, sp.end); err != nil {
 		return err
 	}
-	kvd, dt := sp.shape.KVDim, sp.shape.DType
-	for l := range len(sp.shape.Kinds) {
-		if !sp.shape.Attention(l) {
+	dt := sp.shape.DType
+	for l := range sp.shape.KVLayers() {
+		if !sp.shape.HasKV(l) {
 			continue
 		}
+		kvd := sp.shape.Dim(l)
 		for pos := sp.start; pos < sp.end; pos++ {
 			sk, sv, from := sp.rows(l, pos)
 			pg, at := t.pages[pos/PageTokens], pos%PageTokens

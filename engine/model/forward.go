@@ -302,6 +302,9 @@ func (m *Model) checkForward(seqs []*Sequence, tokens [][]int, opts *ForwardOpti
 			}
 		}
 	}
+	if m.drafter != nil && (opts.Layers > 0 || opts.StartLayer > 0 || opts.LastLayer != WholeLayer) {
+		return &InputError{What: "ForwardOptions", Msg: "a model with a drafter runs whole forwards only (Layers, StartLayer and LastLayer are for calibration)"}
+	}
 	if err := m.run.Check(opts); err != nil {
 		return err
 	}
@@ -358,6 +361,7 @@ type workspace struct {
 	convBefore     []float32  // a conv state before a step, for snapshots
 	attnTasks      []attnTask // attention's work units, reused
 	attnParts      []float32  // the states of decode rows' splits, grown on use
+	taps, dk, dv   []float32  // a drafter's tapped rows and context keys and values, grown on use
 }
 
 // getWorkspace returns a recycled workspace of at least R rows, or a new one.
@@ -463,6 +467,12 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 		if obs != nil {
 			obs.Hidden(l+1, rows, h)
 		}
+		if m.drafter != nil {
+			m.tapRows(ws, l, R, h)
+		}
+	}
+	if m.drafter != nil {
+		m.draftContext(ws, segs, rows)
 	}
 	for _, sg := range segs {
 		sg.s.n += len(sg.Toks)

@@ -56,6 +56,7 @@ type Model struct {
 	run Runner // where steps run and sequences' state lives: the CPU or a device
 
 	kvDType kv.DType // the KV cache's format (Options.KVDType)
+	drafter Drafter  // SetDrafter's; nil without one
 	kvPool  *KVPool  // NewSequence's pages: unbounded, growing on demand
 }
 

@@ -32,7 +32,11 @@ func (m *Model) seqShape() kv.Shape {
 	for i, k := range c.LayerKinds {
 		kinds[i] = byte('0' + k)
 	}
-	return kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), DType: m.kvDType}
+	sh := kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), DType: m.kvDType}
+	if m.drafter != nil {
+		sh.DraftLayers, sh.DraftKVDim = m.drafter.ContextShape()
+	}
+	return sh
 }
 
 // NewSequence returns an empty sequence (zero conv state, empty KV caches)

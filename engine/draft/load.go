@@ -1,0 +1,282 @@
+package draft
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/format/dtype"
+	"github.com/lfmq/lfmq/format/hf"
+)
+
+// TensorError is a drafter tensor that is missing, misshapen, of a dtype
+// lfmq cannot run, or not one of a DSpark drafter's.
+type TensorError struct {
+	Dir, Tensor string
+	Msg         string
+}
+
+// Error implements error.
+func (e *TensorError) Error() string {
+	return fmt.Sprintf("drafter %s: tensor %s: %s", e.Dir, e.Tensor, e.Msg)
+}
+
+// layer is one Qwen3-style drafter layer.
+type layer struct {
+	inNorm, postNorm, qNorm, kNorm []float32
+	q, k, v, o, gate, up, down     *kernels.Matrix
+}
+
+// Drafter is a loaded DSpark drafter attached to its target model. It is
+// safe for concurrent use by Forward calls (Context) and one Propose at a
+// time.
+type Drafter struct {
+	// Config is the drafter's validated config.json.
+	Config *Config
+	// Dir is the drafter's directory.
+	Dir string
+
+	target     *model.Model
+	fc         *kernels.Matrix // [H, taps·Ht]
+	hiddenNorm []float32
+	layers     []layer
+	norm       []float32
+	markov1    *kernels.Matrix // [V, r]: a row per previous token
+	markov2    *kernels.Matrix // [V, r]: r → V
+	confW      []float32       // [H + r] (or [H] without the Markov input)
+	confB      float32
+	rope       *kernels.RoPE
+	closeFn    func() error
+}
+
+// Load opens the DSpark drafter in dir (config.json and safetensors, as
+// published), checks it against target and attaches it
+// (model.Model.SetDrafter). Every tensor problem found is reported, joined.
+func Load(dir string, target *model.Model) (*Drafter, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckTarget(filepath.Join(dir, "config.json"), target.Config); err != nil {
+		return nil, err
+	}
+	ck, err := hf.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("drafter: %w", err)
+	}
+	d, err := newDrafter(cfg, dir, target, ck)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	d.closeFn = ck.Close
+	if err := target.SetDrafter(d); err != nil {
+		ck.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close releases the drafter's files. The target must not run afterwards.
+func (d *Drafter) Close() error {
+	if d.closeFn == nil {
+		return nil
+	}
+	err := d.closeFn()
+	d.closeFn = nil
+	return err
+}
+
+// loader collects every tensor finding.
+type loader struct {
+	dir  string
+	ck   *hf.Checkpoint
+	used map[string]bool
+	errs []error
+}
+
+func (ld *loader) raw(name string, shape ...int) ([]byte, dtype.DType, bool) {
+	ld.used[name] = true
+	info, ok := ld.ck.Info(name)
+	if !ok {
+		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: fmt.Sprintf("missing (want shape %v)", shape)})
+		return nil, "", false
+	}
+	got := make([]int, len(info.Shape))
+	for i, v := range info.Shape {
+		got[i] = int(v)
+	}
+	if !slices.Equal(got, shape) {
+		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: fmt.Sprintf("shape %v, want %v", got, shape)})
+		return nil, "", false
+	}
+	b, err := ld.ck.Bytes(name)
+	if err != nil {
+		ld.errs = append(ld.errs, fmt.Errorf("drafter: %w", err))
+		return nil, "", false
+	}
+	return b, info.DType, true
+}
+
+// matrix loads [out, in]: BF16 in place, F16 or F32 as float32.
+func (ld *loader) matrix(name string, out, in int) *kernels.Matrix {
+	b, dt, ok := ld.raw(name, out, in)
+	if !ok {
+		return nil
+	}
+	var m *kernels.Matrix
+	var err error
+	switch dt {
+	case dtype.BF16:
+		w := make([]uint16, len(b)/2)
+		for i := range w {
+			w[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+		}
+		m, err = kernels.NewBF16(out, in, w)
+	case dtype.F16, dtype.F32:
+		w := make([]float32, out*in)
+		if err = dtype.ToFloat32(dt, b, w); err == nil {
+			m, err = kernels.NewF32(out, in, w)
+		}
+	default:
+		err = fmt.Errorf("dtype %s; want BF16, F16 or F32", dt)
+	}
+	if err != nil {
+		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: err.Error()})
+		return nil
+	}
+	return m
+}
+
+// vector loads a 1-D tensor as float32.
+func (ld *loader) vector(name string, n int) []float32 {
+	b, dt, ok := ld.raw(name, n)
+	if !ok {
+		return nil
+	}
+	w := make([]float32, n)
+	if err := dtype.ToFloat32(dt, b, w); err != nil {
+		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: err.Error()})
+		return nil
+	}
+	return w
+}
+
+func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (*Drafter, error) {
+	ld := &loader{dir: dir, ck: ck, used: map[string]bool{}}
+	H, d, Hq, Hkv, F, V, r := c.HiddenSize, c.HeadDim, c.NumHeads, c.NumKVHeads, c.IntermediateSize, c.VocabSize, c.MarkovRank
+	dr := &Drafter{Config: c, Dir: dir, target: target}
+	dr.fc = ld.matrix("fc.weight", H, len(c.TargetLayerIDs)*c.TargetHiddenSize)
+	dr.hiddenNorm = ld.vector("hidden_norm.weight", H)
+	dr.norm = ld.vector("norm.weight", H)
+	for i := range c.NumLayers {
+		p := fmt.Sprintf("layers.%d.", i)
+		dr.layers = append(dr.layers, layer{
+			inNorm:   ld.vector(p+"input_layernorm.weight", H),
+			postNorm: ld.vector(p+"post_attention_layernorm.weight", H),
+			qNorm:    ld.vector(p+"self_attn.q_norm.weight", d),
+			kNorm:    ld.vector(p+"self_attn.k_norm.weight", d),
+			q:        ld.matrix(p+"self_attn.q_proj.weight", Hq*d, H),
+			k:        ld.matrix(p+"self_attn.k_proj.weight", Hkv*d, H),
+			v:        ld.matrix(p+"self_attn.v_proj.weight", Hkv*d, H),
+			o:        ld.matrix(p+"self_attn.o_proj.weight", H, Hq*d),
+			gate:     ld.matrix(p+"mlp.gate_proj.weight", F, H),
+			up:       ld.matrix(p+"mlp.up_proj.weight", F, H),
+			down:     ld.matrix(p+"mlp.down_proj.weight", H, F),
+		})
+	}
+	dr.markov1 = ld.matrix("markov_head.markov_w1.weight", V, r)
+	dr.markov2 = ld.matrix("markov_head.markov_w2.weight", V, r)
+	if c.Confidence {
+		in := H
+		if c.ConfidenceWithMarkov {
+			in += r
+		}
+		if b, dt, ok := ld.raw("confidence_head.proj.weight", 1, in); ok {
+			dr.confW = make([]float32, in)
+			if err := dtype.ToFloat32(dt, b, dr.confW); err != nil {
+				ld.errs = append(ld.errs, &TensorError{Dir: dir, Tensor: "confidence_head.proj.weight", Msg: err.Error()})
+			}
+		}
+		if bias := ld.vector("confidence_head.proj.bias", 1); bias != nil {
+			dr.confB = bias[0]
+		}
+	}
+	for _, n := range ck.Names() {
+		switch {
+		case ld.used[n]:
+		case n == "embed_tokens.weight" || n == "lm_head.weight" || n == "model.embed_tokens.weight":
+			// A copy of the target's: the drafter uses the target's own.
+		default:
+			ld.errs = append(ld.errs, &TensorError{Dir: dir, Tensor: n, Msg: "not a tensor of a DSpark drafter"})
+		}
+	}
+	if len(ld.errs) > 0 {
+		return nil, errors.Join(ld.errs...)
+	}
+	maxPos := min(target.MaxContext()+MaxBlockSize, 1<<16)
+	rope, err := kernels.NewRoPE(d, c.RopeTheta, maxPos)
+	if err != nil {
+		return nil, fmt.Errorf("drafter %s: %w", dir, err)
+	}
+	dr.rope = rope
+	return dr, nil
+}
+
+// Taps implements model.Drafter.
+func (d *Drafter) Taps() []int { return d.Config.TargetLayerIDs }
+
+// ContextShape implements model.Drafter.
+func (d *Drafter) ContextShape() (layers, dim int) {
+	return d.Config.NumLayers, d.Config.NumKVHeads * d.Config.HeadDim
+}
+
+// rotate applies the drafter's RoPE to one head vector.
+func (d *Drafter) rotate(z []float32, pos int) {
+	if d.Config.RopeNeoX {
+		d.rope.Apply(z, pos)
+	} else {
+		d.rope.ApplyPairs(z, pos)
+	}
+}
+
+// features writes the context features c = hidden_norm(fc(taps)) of R
+// rows into x, [R, H].
+func (d *Drafter) features(pool *kernels.Pool, x, taps []float32, R int) {
+	H := d.Config.HiddenSize
+	pool.MatMul(d.fc, x, taps, R)
+	for r := range R {
+		z := x[r*H : (r+1)*H]
+		kernels.RMSNorm(z, z, d.hiddenNorm, d.Config.NormEps)
+	}
+}
+
+// Context implements model.Drafter: each layer's keys (k_proj, k_norm,
+// RoPE at the row's position) and values (v_proj) of the rows' context
+// features. Context rows do not pass through a layer's input norm.
+func (d *Drafter) Context(pool *kernels.Pool, taps []float32, pos []int, k, v [][]float32) {
+	c := d.Config
+	R, H, dh := len(pos), c.HiddenSize, c.HeadDim
+	x := make([]float32, R*H)
+	d.features(pool, x, taps, R)
+	jobs := make([]kernels.MulJob, 0, 2*len(d.layers))
+	for j, ly := range d.layers {
+		jobs = append(jobs, kernels.MulJob{M: ly.k, Y: k[j], X: x, Batch: R}, kernels.MulJob{M: ly.v, Y: v[j], X: x, Batch: R})
+	}
+	pool.MatMulAll(jobs)
+	for j, ly := range d.layers {
+		for r, p := range pos {
+			for h := range c.NumKVHeads {
+				z := k[j][(r*c.NumKVHeads+h)*dh:][:dh]
+				kernels.RMSNorm(z, z, ly.kNorm, c.NormEps)
+				d.rotate(z, p)
+			}
+		}
+	}
+}
+
+var negInf = float32(math.Inf(-1))

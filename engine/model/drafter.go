@@ -1,0 +1,129 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
+)
+
+// Drafter is a draft model attached to a Model (SetDrafter) that reads the
+// model's residual stream (docs/drafting.md §3): after the decoder layers
+// it taps, every row a forward processes (prompt chunks, decode and verify
+// rows alike) is turned into the drafter's context keys and values at that
+// row's position, which the sequence keeps in its KV pages beside its own.
+// So Clone, spans, the prefix cache and Rewind carry the drafter's context
+// with the model's, and a resumed prefix drafts at once.
+type Drafter interface {
+	// Taps lists the decoder layers i whose output stream (after layer
+	// i, Observer.Hidden(i+1)) the drafter reads, in the order it
+	// concatenates them.
+	Taps() []int
+	// ContextShape is the drafter's KV layers and the values one
+	// position's keys (or values) take in each.
+	ContextShape() (layers, dim int)
+	// Context turns the taps of R rows, [R, len(Taps)·hidden_size], at
+	// absolute positions pos, into each drafter layer j's keys k[j] and
+	// values v[j], [R, dim]. Each row must be computed on its own, so
+	// that its bits do not depend on R; pool runs the products.
+	Context(pool *kernels.Pool, taps []float32, pos []int, k, v [][]float32)
+}
+
+// SetDrafter attaches d: from then on every full forward hands the tapped
+// rows to d and keeps its context in the sequences' pages. Call it before
+// any sequence or pool is made (the sequences' shape grows by the
+// drafter's layers; older ones are refused by Forward). A drafter runs
+// with the CPU engine only.
+func (m *Model) SetDrafter(d Drafter) error {
+	if _, dev := m.run.DeviceInfo(); dev {
+		return &InputError{What: "SetDrafter", Msg: "a drafter runs with the CPU engine; this model runs on a device"}
+	}
+	for _, t := range d.Taps() {
+		if t < 0 || t >= m.Config.NumLayers {
+			return &InputError{What: "SetDrafter", Msg: fmt.Sprintf("tap layer %d is outside the model's %d layers", t, m.Config.NumLayers)}
+		}
+	}
+	if n, dim := d.ContextShape(); n < 1 || dim < 1 || (m.kvDType == kv.BFP8 && dim%16 != 0) {
+		return &InputError{What: "SetDrafter", Msg: fmt.Sprintf("%d context layers of %d values cannot be kept in a %s KV cache", n, dim, m.kvDType)}
+	}
+	m.drafter = d
+	m.kvPool = m.NewKVPool(0)
+	return nil
+}
+
+// Drafter returns the attached drafter, or nil.
+func (m *Model) Drafter() Drafter { return m.drafter }
+
+// EmbedRows writes the embedding of each id into rows of x, [len(ids),
+// hidden_size]: a drafter's block inputs are the model's embeddings.
+func (m *Model) EmbedRows(ids []int, x []float32) {
+	H := m.Config.HiddenSize
+	for i, id := range ids {
+		embedRow(m.embed, id, x[i*H:(i+1)*H])
+	}
+}
+
+// HeadRows writes the logits of rows rows of x, [rows, hidden_size], into
+// y, [rows, vocab_size], with the model's LM head in its stored format (no
+// final norm: a drafter normalises with its own). Each row's bits are
+// independent of rows.
+func (m *Model) HeadRows(y, x []float32, rows int) { m.pool.MatMul(m.head, y, x, rows) }
+
+// Pool returns the worker pool the model's products run on.
+func (m *Model) Pool() *kernels.Pool { return m.pool }
+
+// Pages returns the KV pages of the sequence's positions on the CPU, where
+// layer slot Shape().Layers+j holds an attached drafter's layer j, or nil
+// for a sequence on a device.
+func (s *Sequence) Pages() []*kv.Page {
+	if st, ok := s.state.(*cpuState); ok {
+		return st.table.Pages()
+	}
+	return nil
+}
+
+// Shape returns the shape of the sequence's state.
+func (s *Sequence) Shape() kv.Shape { return s.shape }
+
+// draftContext hands the step's tapped rows to the drafter and writes the
+// context keys and values into each segment's pages.
+func (m *Model) draftContext(ws *workspace, segs []Segment, rows Rows) {
+	d := m.drafter
+	n, dim := d.ContextShape()
+	R := rows.Len()
+	if cap(ws.dk) < n*R*dim {
+		ws.dk, ws.dv = make([]float32, n*R*dim), make([]float32, n*R*dim)
+	}
+	k, v := make([][]float32, n), make([][]float32, n)
+	for j := range n {
+		k[j], v[j] = ws.dk[j*R*dim:(j+1)*R*dim], ws.dv[j*R*dim:(j+1)*R*dim]
+	}
+	d.Context(m.pool, ws.taps[:R*len(d.Taps())*m.Config.HiddenSize], rows.Pos, k, v)
+	L := m.Config.NumLayers
+	for _, sg := range segs {
+		t := &sg.s.state.(*cpuState).table
+		r0, r1 := sg.Row0*dim, (sg.Row0+len(sg.Toks))*dim
+		for j := range n {
+			t.Write(L+j, sg.Start, k[j][r0:r1], v[j][r0:r1])
+		}
+	}
+}
+
+// tapRows copies the stream after layer l into the taps of the rows, when
+// the drafter taps l.
+func (m *Model) tapRows(ws *workspace, l, R int, h []float32) {
+	H := m.Config.HiddenSize
+	taps := m.drafter.Taps()
+	W := len(taps) * H
+	if cap(ws.taps) < R*W {
+		ws.taps = make([]float32, R*W)
+	}
+	for i, t := range taps {
+		if t != l {
+			continue
+		}
+		for r := range R {
+			copy(ws.taps[r*W+i*H:r*W+(i+1)*H], h[r*H:(r+1)*H])
+		}
+	}
+}
