@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/prefix"
@@ -49,6 +50,19 @@ type Config struct {
 	// Speculation configures prompt-lookup speculation
 	// (docs/serving.md §6); the zero value turns it on with its defaults.
 	Speculation SpecConfig
+	// Drafter, if set, is a DSpark drafter attached to the model
+	// (draft.Load): every decoding sequence may carry its drafts in a
+	// verify step, at the depths its confidence and DraftCosts say pay
+	// (docs/drafting.md §4).
+	Drafter *draft.Drafter
+	// DraftCosts is the verify cost table the drafts are scheduled by,
+	// measured at start-up (MeasureDraftCosts) or read from a file; nil
+	// starts an empty one, filled as steps run.
+	DraftCosts *spec.Table
+	// DraftDepth, if positive, verifies that many drafts (at most the
+	// block) of every decoding sequence at every step, with no guard:
+	// a fixed schedule for measuring acceptance and for tests.
+	DraftDepth int
 	// PrefixCache configures the prefix cache (docs/serving.md §7); the
 	// zero value turns it on.
 	PrefixCache PrefixConfig
@@ -208,6 +222,11 @@ type Stats struct {
 	// PrefixCachedBytes is the state the cached blocks' positions take
 	// in the KV format (pages shared with running sequences included).
 	PrefixCachedBytes int
+	// Drafter: its passes, the verify steps that carried its drafts, the
+	// drafts verified, accepted, and the tokens those steps emitted
+	// (docs/drafting.md §6); DraftGuard the guard's state per width.
+	DraftPasses, DraftSteps, DraftTokens, DraftAccepted, DraftEmitted int64
+	DraftGuard                                                        []spec.State
 }
 
 // Scheduler runs requests over one model. Create it with New, start Run in
@@ -234,6 +253,7 @@ type Scheduler struct {
 	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
 	prefixQuery, prefixHit                          atomic.Int64
 	cachedTokens, cachedBlocks, cachedBytes         atomic.Int64 // mirrors of the cache for Stats
+	drafting                                                     // the drafter's scheduling, when Config.Drafter is set
 }
 
 // phase is where a request is.
@@ -314,7 +334,14 @@ func New(m *model.Model, cfg Config) (*Scheduler, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.DraftDepth < 0 || (cfg.DraftDepth > 0 && cfg.Drafter == nil) {
+		return nil, &InputError{fmt.Sprintf("DraftDepth %d needs a drafter and must not be negative", cfg.DraftDepth)}
+	}
+	if cfg.Drafter != nil && m.Drafter() != model.Drafter(cfg.Drafter) {
+		return nil, &InputError{"the drafter is not attached to the model (draft.Load attaches it)"}
+	}
 	s := &Scheduler{m: m, cfg: cfg, log: log, vocab: m.Config.VocabSize, wake: make(chan struct{}, 1)}
+	s.initDrafting()
 	s.pool = m.NewKVPool(cfg.KVPoolTokens)
 	if !cfg.PrefixCache.Off {
 		s.cache = prefix.New()
@@ -346,6 +373,8 @@ func (s *Scheduler) Stats() Stats {
 		PrefixQueryTokens: s.prefixQuery.Load(), PrefixHitTokens: s.prefixHit.Load(),
 		PrefixCachedTokens: int(s.cachedTokens.Load()), PrefixBlocks: int(s.cachedBlocks.Load()),
 		PrefixCachedBytes: int(s.cachedBytes.Load()),
+		DraftPasses:       s.dPasses.Load(), DraftSteps: s.dSteps.Load(), DraftTokens: s.dTokens.Load(),
+		DraftAccepted: s.dAccepted.Load(), DraftEmitted: s.dEmitted.Load(), DraftGuard: s.guardStates(),
 	}
 }
 
@@ -624,11 +653,16 @@ type work struct {
 	sample bool
 	// draft holds a verify step's draft tokens (toks is the token to
 	// feed followed by them).
-	draft  []int
-	l0     int   // the sequence's length before the step
-	snaps  []int // conv-state snapshot lengths
-	logits []float32
-	token  int
+	draft []int
+	// drafted: the draft is the drafter's (not prompt lookup's); conf its
+	// drafts' survival probabilities.
+	drafted bool
+	conf    []float64
+	emitted int   // tokens the step emitted
+	l0      int   // the sequence's length before the step
+	snaps   []int // conv-state snapshot lengths
+	logits  []float32
+	token   int
 }
 
 // fedID returns the i-th token the sequence was fed: the prompt, then the
@@ -645,7 +679,7 @@ func (st *state) fedID(i int) int {
 // prefilling). While exactly one request is active and decoding, its
 // decode may be a verify step carrying a prompt-lookup draft.
 func (s *Scheduler) step(ctx context.Context, active []*state) {
-	var ws []*work
+	var ws, cands []*work
 	var pre *work
 	for _, st := range active {
 		if st.cancelled.Load() || st.ctx.Err() != nil {
@@ -665,6 +699,9 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 					st.policy.Plain()
 				}
 			}
+			if w.draft == nil && s.cfg.Drafter != nil && st.req.MaxTokens-len(st.output) > 1 {
+				cands = append(cands, w)
+			}
 			ws = append(ws, w)
 			continue
 		}
@@ -682,6 +719,11 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			}
 			pre = w
 		}
+	}
+	decodes := len(ws)
+	draftSec, drafterRan := 0.0, false
+	if len(cands) > 0 {
+		draftSec, drafterRan = s.draftFor(cands, decodes, ws)
 	}
 	if pre != nil {
 		ws = append(ws, pre)
@@ -735,6 +777,9 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 	if len(ws) == 1 && !ws[0].prefill {
 		s.costs.Observe(len(ws[0].toks), elapsed.Seconds())
 	}
+	if pre == nil && s.cfg.Drafter != nil {
+		s.dTable.Observe(decodes, rows, elapsed.Seconds())
+	}
 	for i, w := range ws {
 		w.logits = out[i]
 		if w.mode == model.AllLogits && w.draft == nil {
@@ -749,6 +794,7 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			s.verify(w)
 			continue
 		}
+		w.emitted = 1
 		if w.prefill {
 			if st.req.PromptLogits {
 				st.req.Sink.PromptLogits(st.fed, out[i])
@@ -772,6 +818,9 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 		} else {
 			st.next = w.token
 		}
+	}
+	if pre == nil && len(cands) > 0 {
+		s.guardStep(ws, drafterRan, elapsed.Seconds()+draftSec)
 	}
 }
 
@@ -817,11 +866,16 @@ func (s *Scheduler) verify(w *work) {
 		}
 		accepted++
 	}
-	st.policy.Verified(k, accepted)
-	s.specSteps.Add(1)
-	s.specDraft.Add(int64(k))
-	s.specAccepted.Add(int64(accepted))
-	s.specEmitted.Add(int64(emitted))
+	w.emitted = emitted
+	if w.drafted {
+		s.draftVerified(w, accepted)
+	} else {
+		st.policy.Verified(k, accepted)
+		s.specSteps.Add(1)
+		s.specDraft.Add(int64(k))
+		s.specAccepted.Add(int64(accepted))
+		s.specEmitted.Add(int64(emitted))
+	}
 	// Standing: the token fed first and the accepted drafts before the
 	// last emitted token (which is fed by the next step).
 	keep := w.l0 + emitted

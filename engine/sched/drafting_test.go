@@ -1,0 +1,120 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
+	"github.com/lfmq/lfmq/engine/sample"
+)
+
+const tinyDrafter = "../../testdata/tiny-lfm2-moe-dspark/model"
+
+// loadDrafted loads the tiny target with the fixture's DSpark drafter.
+func loadDrafted(t testing.TB) (*model.Model, *draft.Drafter) {
+	t.Helper()
+	m, err := load.Load(tinyModel, load.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := draft.Load(tinyDrafter, m)
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	return m, d
+}
+
+// runAll submits every request at once and returns each one's tokens and
+// finish reason.
+func runAll(t *testing.T, s *Scheduler, reqs []*Request) ([][]int, []FinishReason) {
+	t.Helper()
+	recs := make([]*recorder, len(reqs))
+	for i, r := range reqs {
+		recs[i] = newRecorder()
+		r.Sink = recs[i]
+		if err := s.Submit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toks := make([][]int, len(reqs))
+	reasons := make([]FinishReason, len(reqs))
+	for i, rec := range recs {
+		rec.wait(t)
+		if rec.err != nil {
+			t.Fatal(rec.err)
+		}
+		toks[i], reasons[i] = rec.tokens, rec.reason
+	}
+	return toks, reasons
+}
+
+// TestDrafterExact: with the DSpark drafter a reply is the same tokens as
+// without it, greedy and seeded sampled, alone and in a batch of 16, with
+// prompt lookup on or off beside it; drafts were verified and some kept.
+func TestDrafterExact(t *testing.T) {
+	plainM := loadTiny(t)
+	m, d := loadDrafted(t)
+	ps := fixturePrompts(t)
+	plain := start(t, plainM, Config{Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}})
+	drafted := start(t, m, Config{Drafter: d, Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Identity: "tiny+dspark"}})
+	both := start(t, m, Config{Drafter: d, PrefixCache: PrefixConfig{Off: true}})
+	fixed := start(t, m, Config{Drafter: d, DraftDepth: 5, Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Identity: "tiny+dspark"}})
+	params := []sample.Params{greedy()}
+	for i, T := range []float64{0.7, 1.0} {
+		p := sample.Neutral()
+		p.Temperature, p.TopK, p.TopP, p.RepetitionPenalty, p.Seed = T, 40, 0.95, 1.02, uint64(91+i)
+		params = append(params, p)
+	}
+	var reqs func() []*Request
+	reqs = func() []*Request {
+		var rs []*Request
+		for i := range 16 {
+			p := params[i%len(params)]
+			rs = append(rs, &Request{ID: fmt.Sprint(i), Prompt: ps[i%len(ps)].InputIDs, MaxTokens: 24 + 3*i, Params: p})
+		}
+		return rs
+	}
+	want, wantR := runAll(t, plain, reqs())
+	for _, c := range []struct {
+		name string
+		s    *Scheduler
+	}{{"drafter", drafted}, {"drafter+lookup", both}, {"depth5", fixed}} {
+		t.Run(c.name+"/16", func(t *testing.T) {
+			got, gotR := runAll(t, c.s, reqs())
+			for i := range got {
+				if !slices.Equal(got[i], want[i]) || gotR[i] != wantR[i] {
+					t.Errorf("request %d: with the drafter %v %v\nwithout %v %v", i, gotR[i], got[i], wantR[i], want[i])
+				}
+			}
+		})
+		t.Run(c.name+"/1", func(t *testing.T) {
+			for i, r := range reqs()[:6] {
+				got, gotR := runAll(t, c.s, []*Request{r})
+				if !slices.Equal(got[0], want[i]) || gotR[0] != wantR[i] {
+					t.Errorf("request %d alone: with the drafter %v\nwithout %v", i, got[0], want[i])
+				}
+			}
+		})
+	}
+	if st := fixed.Stats(); st.DraftSteps == 0 || st.DraftAccepted == 0 {
+		t.Errorf("depth 5: the drafter did not run: %+v", st)
+	} else {
+		t.Logf("depth 5: verify steps %d, drafts %d, kept %d, emitted %d (%.2f tokens/verify step)",
+			st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps))
+	}
+	st := drafted.Stats()
+	if st.DraftSteps == 0 || st.DraftAccepted == 0 || st.DraftEmitted <= st.DraftSteps {
+		t.Errorf("the drafter did not run or never paid: %+v", st)
+	}
+	t.Logf("drafter passes %d, verify steps %d, drafts %d, kept %d, emitted %d (%.2f tokens/verify step); guard %+v",
+		st.DraftPasses, st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps), st.DraftGuard)
+	if st.KVUsedTokens != 0 || st.KVReservedTokens != 0 {
+		t.Errorf("state left behind: %+v", st)
+	}
+}

@@ -1,0 +1,240 @@
+package spec
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Table is a drafter's verify cost table (docs/drafting.md §4): the time
+// of a step of n sequences carrying rows token rows in all (n plain
+// decodes are n rows; a verify of k drafts adds k), and of the drafter's
+// pass over n sequences. Each cell keeps its last costWindow times and
+// answers their median. A cell not measured is interpolated along rows
+// from the cells of the nearest measured width, or guessed (a tenth more
+// per row) before anything is measured. It is safe for concurrent use.
+type Table struct {
+	mu    sync.Mutex
+	steps map[[2]int][]float64 // (n, rows) → recent seconds
+	draft map[int][]float64    // n → recent seconds of the drafter's pass
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	return &Table{steps: map[[2]int][]float64{}, draft: map[int][]float64{}}
+}
+
+func push(s []float64, sec float64) []float64 {
+	s = append(s, sec)
+	if len(s) > costWindow {
+		s = s[len(s)-costWindow:]
+	}
+	return s
+}
+
+// Observe records a step of n sequences and rows rows that took sec.
+func (t *Table) Observe(n, rows int, sec float64) {
+	if n < 1 || rows < n || !(sec > 0) {
+		return
+	}
+	t.mu.Lock()
+	t.steps[[2]int{n, rows}] = push(t.steps[[2]int{n, rows}], sec)
+	t.mu.Unlock()
+}
+
+// ObserveDraft records a drafter pass over n sequences that took sec.
+func (t *Table) ObserveDraft(n int, sec float64) {
+	if n < 1 || !(sec > 0) {
+		return
+	}
+	t.mu.Lock()
+	t.draft[n] = push(t.draft[n], sec)
+	t.mu.Unlock()
+}
+
+// Cost returns the expected seconds of a step of n sequences and rows
+// rows, or 0 when nothing of any width is measured.
+func (t *Table) Cost(n, rows int) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.steps[[2]int{n, rows}]; ok {
+		return median(s)
+	}
+	w := t.nearestWidth(n)
+	if w == 0 {
+		return 0
+	}
+	// The cells of width w, by rows per sequence, interpolated at this
+	// step's rows per sequence and scaled by n/w: a step's work grows with
+	// its rows, and a width not measured costs about the same per row as
+	// its neighbour.
+	var xs []float64
+	var ys []float64
+	for k, s := range t.steps {
+		if k[0] == w {
+			xs = append(xs, float64(k[1])/float64(w))
+			ys = append(ys, median(s))
+		}
+	}
+	sortPairs(xs, ys)
+	x := float64(rows) / float64(n)
+	return interpolate(xs, ys, x) * float64(n) / float64(w)
+}
+
+// DraftCost returns the expected seconds of the drafter's pass over n
+// sequences, scaled from the nearest width measured; 0 when none is.
+func (t *Table) DraftCost(n int) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.draft[n]; ok {
+		return median(s)
+	}
+	best, bw := 0.0, 0
+	for w, s := range t.draft {
+		if bw == 0 || math.Abs(math.Log(float64(w)/float64(n))) < math.Abs(math.Log(float64(bw)/float64(n))) {
+			best, bw = median(s), w
+		}
+	}
+	if bw == 0 {
+		return 0
+	}
+	return best * float64(n) / float64(bw)
+}
+
+// nearestWidth is the measured width nearest n in ratio (ties to the
+// wider); 0 when none is measured. Called with t.mu held.
+func (t *Table) nearestWidth(n int) int {
+	bw := 0
+	for k := range t.steps {
+		w := k[0]
+		if bw == 0 {
+			bw = w
+			continue
+		}
+		dw, db := math.Abs(math.Log(float64(w)/float64(n))), math.Abs(math.Log(float64(bw)/float64(n)))
+		if dw < db || (dw == db && w > bw) {
+			bw = w
+		}
+	}
+	return bw
+}
+
+func sortPairs(xs, ys []float64) {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
+	x2, y2 := slices.Clone(xs), slices.Clone(ys)
+	for i, j := range idx {
+		xs[i], ys[i] = x2[j], y2[j]
+	}
+}
+
+// interpolate is the piecewise linear function through (xs, ys), sorted
+// by x, extended by its end segments (or flat with one point).
+func interpolate(xs, ys []float64, x float64) float64 {
+	if len(xs) == 1 {
+		return ys[0] * x / xs[0]
+	}
+	i := sort.SearchFloat64s(xs, x)
+	switch {
+	case i < len(xs) && xs[i] == x:
+		return ys[i]
+	case i == 0:
+		i = 1
+	case i == len(xs):
+		i = len(xs) - 1
+	}
+	x0, x1, y0, y1 := xs[i-1], xs[i], ys[i-1], ys[i]
+	return y0 + (y1-y0)*(x-x0)/(x1-x0)
+}
+
+// Cell is one measured cell of a Table, as a cost file keeps it.
+type Cell struct {
+	Seqs    int     `json:"seqs"`
+	Rows    int     `json:"rows"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Cells returns the table's step cells (median seconds), sorted by width
+// and rows, and its drafter cells (Rows 0).
+func (t *Table) Cells() []Cell {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cs []Cell
+	for k, s := range t.steps {
+		cs = append(cs, Cell{Seqs: k[0], Rows: k[1], Seconds: median(s)})
+	}
+	for n, s := range t.draft {
+		cs = append(cs, Cell{Seqs: n, Rows: 0, Seconds: median(s)})
+	}
+	slices.SortFunc(cs, func(a, b Cell) int {
+		if a.Seqs != b.Seqs {
+			return a.Seqs - b.Seqs
+		}
+		return a.Rows - b.Rows
+	})
+	return cs
+}
+
+// SetCells loads cells (Rows 0: a drafter pass) as measurements.
+func (t *Table) SetCells(cs []Cell) {
+	for _, c := range cs {
+		if c.Rows == 0 {
+			t.ObserveDraft(c.Seqs, c.Seconds)
+		} else {
+			t.Observe(c.Seqs, c.Rows, c.Seconds)
+		}
+	}
+}
+
+// Choose decides how many of each sequence's drafts a verify step
+// carries (docs/drafting.md §4). p[s][i] is the probability that draft i
+// of sequence s survives given that the drafts before it did (the
+// confidence head's, calibrated); a draft's expected kept tokens are the
+// product of its own and its predecessors'. The step's expected tokens
+// (one per sequence plus the kept drafts) per expected second is
+// maximised over adding drafts in decreasing order of expected kept
+// tokens, the cost of n sequences and rows rows being cost(n, rows);
+// depths of 0 everywhere mean that a plain step pays best.
+func Choose(p [][]float64, cost func(n, rows int) float64) []int {
+	n := len(p)
+	type gain struct {
+		s int
+		g float64
+	}
+	var gs []gain
+	for s, ps := range p {
+		q := 1.0
+		for _, x := range ps {
+			q *= x
+			gs = append(gs, gain{s, q})
+		}
+	}
+	// Stable, so that a sequence's drafts (whose products never grow)
+	// keep their order among equal products.
+	slices.SortStableFunc(gs, func(a, b gain) int {
+		switch {
+		case a.g > b.g:
+			return -1
+		case a.g < b.g:
+			return 1
+		}
+		return 0
+	})
+	best, bestM := float64(n)/cost(n, n), 0
+	tokens := float64(n)
+	for m, g := range gs {
+		tokens += g.g
+		if v := tokens / cost(n, n+m+1); v > best*(1+1e-9) {
+			best, bestM = v, m+1
+		}
+	}
+	k := make([]int, n)
+	for _, g := range gs[:bestM] {
+		k[g.s]++
+	}
+	return k
+}
