@@ -87,6 +87,27 @@ func newMetrics(st stats) *metrics {
 		counter("spec_draft_tokens_total", "Draft tokens carried by verify steps.", func(s sched.Stats) int64 { return s.SpecDraftTokens }),
 		counter("spec_accepted_tokens_total", "Draft tokens accepted.", func(s sched.Stats) int64 { return s.SpecAcceptedTokens }),
 		counter("spec_emitted_tokens_total", "Tokens emitted by verify steps (accepted drafts plus one sampled token each); over spec_verify_steps_total, the tokens per step.", func(s sched.Stats) int64 { return s.SpecEmittedTokens }),
+		counter("drafter_passes_total", "DSpark drafter passes (one drafts a block for every decoding sequence it is asked for).", func(s sched.Stats) int64 { return s.DraftPasses }),
+		counter("drafter_verify_steps_total", "Verify steps of a sequence that carried the drafter's drafts.", func(s sched.Stats) int64 { return s.DraftSteps }),
+		counter("drafter_draft_tokens_total", "Drafter tokens verified.", func(s sched.Stats) int64 { return s.DraftTokens }),
+		counter("drafter_accepted_tokens_total", "Drafter tokens kept by verification; over drafter_draft_tokens_total, the acceptance.", func(s sched.Stats) int64 { return s.DraftAccepted }),
+		counter("drafter_emitted_tokens_total", "Tokens emitted by the drafter's verify steps; over drafter_verify_steps_total, the tokens per step.", func(s sched.Stats) int64 { return s.DraftEmitted }),
+		gauge("drafter_guard_paused_widths", "Batch widths (decoding sequences per step) at which the guard holds drafting off because it did not pay.", func(s sched.Stats) float64 {
+			n := 0
+			for _, g := range s.DraftGuard {
+				if !g.Drafting {
+					n++
+				}
+			}
+			return float64(n)
+		}),
+		counter("drafter_guard_pauses_total", "Times the guard found drafting did not pay at a width and paused it.", func(s sched.Stats) int64 {
+			n := 0
+			for _, g := range s.DraftGuard {
+				n += g.Offs
+			}
+			return int64(n)
+		}),
 		counter("prefix_cache_query_tokens_total", "Prompt tokens looked up in the prefix cache.", func(s sched.Stats) int64 { return s.PrefixQueryTokens }),
 		counter("prefix_cache_hit_tokens_total", "Prompt tokens resumed from the prefix cache.", func(s sched.Stats) int64 { return s.PrefixHitTokens }),
 		gauge("prefix_cache_tokens", "Tokens of state the prefix cache holds.", func(s sched.Stats) float64 { return float64(s.PrefixCachedTokens) }),
