@@ -17,6 +17,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/sched"
 	"github.com/lfmq/lfmq/engine/serve"
@@ -51,11 +52,15 @@ type serveOptions struct {
 	LookupMax       int
 	PrefixCaching   string
 	CacheDir        string
+	Drafter         string
+	DraftDepth      int
+	DraftCosts      string
 
 	// Resolved by validation.
-	key      string
-	defaults sample.Defaults
-	level    slog.Level
+	drafterDir string // --drafter's directory (a hub id resolved)
+	key        string
+	defaults   sample.Defaults
+	level      slog.Level
 }
 
 func newServeCmd(ios *IOStreams, runF func(*serveOptions) error) *cobra.Command {
@@ -159,6 +164,9 @@ func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.IntVar(&opts.LookupMin, "lookup-min", spec.DefaultLookupMin, "shortest n-gram a draft may be matched on")
 	f.IntVar(&opts.LookupMax, "lookup-max", spec.DefaultLookupMax, "longest n-gram a draft is matched on (tried first)")
 	f.StringVar(&opts.PrefixCaching, "prefix-caching", "on", "reuse the state of earlier prompts' 64-token blocks: on or off")
+	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output bits (CPU engine)")
+	f.IntVar(&opts.DraftDepth, "draft-depth", 0, fmt.Sprintf("drafts verified per sequence and step, 1-%d (0 = scheduled by the drafter's confidence and the measured verify costs)", draft.MaxBlockSize))
+	f.StringVar(&opts.DraftCosts, "draft-costs", "", "keep the drafter's measured verify cost table in FILE (read when it fits this model, drafter and machine; else measured and written)")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -201,6 +209,12 @@ func (o *serveOptions) validateServe() error {
 		return usage("--api-key and --api-key-file exclude each other")
 	case o.CacheDir != "" && o.PrefixCaching == "off":
 		return usage("--cache-dir keeps the prefix cache, which --prefix-caching off turns off")
+	case o.DraftDepth < 0 || o.DraftDepth > draft.MaxBlockSize:
+		return usage("--draft-depth %d is outside [0, %d]", o.DraftDepth, draft.MaxBlockSize)
+	case o.Drafter == "" && (o.DraftDepth != 0 || o.DraftCosts != ""):
+		return usage("--draft-depth and --draft-costs set how the drafter runs; give --drafter too")
+	case o.Drafter != "" && o.Device != pick.Auto && o.Device != "cpu":
+		return usage("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", o.Device)
 	}
 	for _, f := range [][2]string{{"speculate", o.Speculate}, {"prefix-caching", o.PrefixCaching}} {
 		if f[1] != "on" && f[1] != "off" {
@@ -306,6 +320,9 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 			served = opts.Model
 		}
 	}
+	if err := opts.resolveDrafter(cmd); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: opts.level}))
 	if !loopback(opts.Host) && opts.key == "" {
 		log.Warn("binding a non-loopback address without an API key: anyone who can reach it can use the model", "host", opts.Host)
@@ -315,7 +332,11 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 			log.Warn(w, "file", filepath.Join(dir, "config.json"))
 		}
 	}
-	dev, line, err := pick.Open(opts.Device)
+	device := opts.Device
+	if opts.Drafter != "" {
+		device = "cpu" // the drafter runs with the CPU engine
+	}
+	dev, line, err := pick.Open(device)
 	if err != nil {
 		return fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
@@ -339,10 +360,12 @@ func (o *serveOptions) settings(served string, log *slog.Logger) serve.Settings 
 		Sched: sched.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, PrefillChunk: o.PrefillChunk,
 			MaxModelLen: o.MaxModelLen, KVPoolTokens: o.KVPoolTokens,
 			Speculation: sched.SpecConfig{Off: o.Speculate == "off", Tokens: o.SpecTokens, LookupMin: o.LookupMin, LookupMax: o.LookupMax},
-			PrefixCache: sched.PrefixConfig{Off: o.PrefixCaching == "off"}},
+			PrefixCache: sched.PrefixConfig{Off: o.PrefixCaching == "off"}, DraftDepth: o.DraftDepth},
 		ServedModelName: served, APIKey: o.key, CORSOrigins: o.CORSOrigins, Defaults: o.defaults, Logger: log,
 		ShutdownTimeout: o.ShutdownTimeout,
 		CacheDir:        o.CacheDir,
+		DrafterDir:      o.drafterDir,
+		DraftCostsFile:  o.DraftCosts,
 	}
 	if o.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = time.Nanosecond // "0": cancel at once
@@ -372,5 +395,26 @@ func checkOrigin(origin string) error {
 	if want := strings.ToLower(u.Scheme) + "://" + host; want != origin {
 		return fmt.Errorf("--cors-origin %q never matches: a browser sends this origin as %q (no path, trailing slash or default port; lower case)", origin, want)
 	}
+	return nil
+}
+
+// resolveDrafter finds --drafter's directory: a directory stays itself
+// (it must hold a config.json), a hub id is found in or fetched into the
+// Hugging Face cache as --model is.
+func (o *serveOptions) resolveDrafter(cmd *cobra.Command) error {
+	if o.Drafter == "" {
+		return nil
+	}
+	dir := o.Drafter
+	if isHubID(o.Drafter) {
+		var err error
+		if dir, err = resolveHubModel(cmd, o.IO, "--drafter", o.Drafter, o.Endpoint); err != nil {
+			return err
+		}
+	}
+	if err := requireCheckpoint("--drafter", o.Drafter, dir); err != nil {
+		return err
+	}
+	o.drafterDir = dir
 	return nil
 }

@@ -4,22 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lfmq/lfmq/engine/device"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/lfmq/lfmq/engine/api/wire"
+	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sched"
+	"github.com/lfmq/lfmq/engine/spec"
 	"github.com/lfmq/lfmq/format/identity"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/version"
@@ -63,6 +66,16 @@ type Config struct {
 	// engine, and saved at shutdown. lfmq launch binds the directory to
 	// the release it serves.
 	CacheDir string
+	// DrafterDir, if set, is a DSpark drafter for the model
+	// (docs/drafting.md): it is loaded beside the model and its drafts are
+	// scheduled into verify steps by cost (Sched.DraftDepth 0) or at a
+	// fixed depth.
+	DrafterDir string
+	// DraftCostsFile, if set, keeps the drafter's verify cost table: read
+	// at start when it was measured for this model, drafter, machine and
+	// build, else measured and written. Without it the table is measured
+	// at every start.
+	DraftCostsFile string
 }
 
 // DefaultServedModelName is the model id a server answers to when none is
@@ -132,7 +145,16 @@ func Serve(ctx context.Context, cfg Config) error {
 	if n, ctx := cfg.Sched.MaxModelLen, sess.Model.MaxContext(); n > ctx {
 		return fail(&ConfigError{Flag: "max-model-len", Msg: fmt.Sprintf("%d is more than the model's context, %d tokens (max_position_embeddings)", n, ctx)})
 	}
-	sc, err := sched.New(sess.Model, withIdentity(withLogger(cfg.Sched, log), id.Identity))
+	drafterID := ""
+	if cfg.DrafterDir != "" {
+		d, did, err := loadDrafter(ctx, &cfg, sess, id.Identity, log)
+		if err != nil {
+			return fail(err)
+		}
+		defer d.Close()
+		drafterID = did
+	}
+	sc, err := sched.New(sess.Model, withIdentity(withLogger(cfg.Sched, log), id.Identity+drafterID))
 	if err != nil {
 		return fail(err)
 	}
@@ -156,7 +178,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fail(err)
 	}
 	cacheFile, cacheHeader := "", prefix.Header{Identity: id.Identity,
-		Runtime: version.Version + "+" + version.SourceDigest + "+" + binSHA + "+kv=" + sess.Model.KVCacheDType().String()}
+		Runtime: version.Version + "+" + version.SourceDigest + "+" + binSHA + "+kv=" + sess.Model.KVCacheDType().String() + drafterID}
 	if cfg.CacheDir != "" {
 		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
 			return fail(fmt.Errorf("api: cache directory: %w", err))
@@ -329,4 +351,55 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%.2f %s", f, units[u])
+}
+
+// loadDrafter loads cfg.DrafterDir beside sess's model, and its verify
+// cost table from cfg.DraftCostsFile or by measuring it; it sets the
+// scheduler's drafter fields in cfg and returns the drafter and
+// "+drafter=" its identity, which keys the prefix cache (a span keeps the
+// drafter's context).
+func loadDrafter(ctx context.Context, cfg *Config, sess *generate.Session, modelID string, log *slog.Logger) (*draft.Drafter, string, error) {
+	did, err := identity.Of(cfg.DrafterDir)
+	if err != nil {
+		return nil, "", &ConfigError{Flag: "drafter", Msg: err.Error()}
+	}
+	d, err := draft.Load(cfg.DrafterDir, sess.Model)
+	if err != nil {
+		return nil, "", &ConfigError{Flag: "drafter", Msg: err.Error()}
+	}
+	h := spec.CostHeader{Model: modelID, Drafter: did.Identity, KV: sess.Model.KVCacheDType().String(),
+		Threads: sess.Model.Pool().Threads(), CPU: spec.CPUName(runtime.NumCPU()), Runtime: version.Version + "+" + version.SourceDigest}
+	var table *spec.Table
+	if cfg.DraftCostsFile != "" {
+		table, err = spec.LoadTable(cfg.DraftCostsFile, h)
+		switch {
+		case err == nil:
+			log.Info("drafter cost table loaded", "file", cfg.DraftCostsFile)
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			log.Warn("the drafter cost table cannot be used; measuring it again", "why", err.Error())
+		}
+	}
+	if table == nil {
+		maxSeqs := cfg.Sched.MaxNumSeqs
+		if maxSeqs == 0 {
+			maxSeqs = sched.DefaultMaxNumSeqs
+		}
+		start := time.Now()
+		if table, err = sched.MeasureDraftCosts(ctx, sess.Model, d, maxSeqs); err != nil {
+			d.Close()
+			return nil, "", err
+		}
+		log.Info("drafter cost table measured", "seconds", time.Since(start).Seconds())
+		if cfg.DraftCostsFile != "" {
+			if err := spec.SaveTable(cfg.DraftCostsFile, h, table); err != nil {
+				log.Warn("the drafter cost table was not saved", "file", cfg.DraftCostsFile, "err", err)
+			}
+		}
+	}
+	c := d.Config
+	log.Info("drafter", "dir", cfg.DrafterDir, "identity", did.Identity, "layers", c.NumLayers, "block_size", c.BlockSize,
+		"taps", fmt.Sprint(c.TargetLayerIDs), "depth", map[bool]string{true: "scheduled", false: fmt.Sprint(cfg.Sched.DraftDepth)}[cfg.Sched.DraftDepth == 0])
+	cfg.Sched.Drafter, cfg.Sched.DraftCosts = d, table
+	return d, "+drafter=" + did.Identity, nil
 }

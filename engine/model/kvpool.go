@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 
-	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kv"
 )
 
@@ -31,16 +30,9 @@ func (m *Model) KVPool() *KVPool { return m.kvPool }
 func (m *Model) KVCacheDType() kv.DType { return m.kvDType }
 
 // KVBytesPerToken returns the bytes one position's keys and values take in
-// the model's KV cache, over all its attention layers.
-func (m *Model) KVBytesPerToken() int {
-	n := 0
-	for _, k := range m.Config.LayerKinds {
-		if k == config.Attention {
-			n += 2 * m.kvDType.RowBytes(m.Config.NumKVHeads*m.Config.HeadDim)
-		}
-	}
-	return n
-}
+// the model's KV cache, over all its attention layers and an attached
+// drafter's.
+func (m *Model) KVBytesPerToken() int { return m.seqShape().BytesPerToken() }
 
 // ParseKVDType reads a KV cache format's flag name (kv.DType.String).
 func ParseKVDType(s string) (kv.DType, error) {

@@ -46,6 +46,10 @@ type Settings struct {
 	ShutdownTimeout time.Duration
 	// CacheDir, if set, keeps the prefix cache across restarts.
 	CacheDir string
+	// DrafterDir, if set, is a DSpark drafter for the model; Sched's
+	// DraftDepth fixes its depth (0: scheduled by cost). DraftCostsFile
+	// keeps its measured verify cost table (api.Config).
+	DrafterDir, DraftCostsFile string
 }
 
 // InProcess is the settings of a server a command starts for itself: lfmq
@@ -73,6 +77,8 @@ func (s Settings) Config(modelDir string, dev device.Device) api.Config {
 			Defaults: s.Defaults, Logger: s.Logger},
 		ShutdownTimeout: s.ShutdownTimeout,
 		CacheDir:        s.CacheDir,
+		DrafterDir:      s.DrafterDir,
+		DraftCostsFile:  s.DraftCostsFile,
 	}
 }
 
