@@ -13,6 +13,8 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
+	"github.com/lfmq/lfmq/engine/device/pick"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
@@ -38,11 +40,14 @@ type generateOptions struct {
 	KVCacheDType string
 	Stats        bool
 	Device       string
+	Drafter      string
+	DraftDepth   int
 
 	dir        string // the directory --model names (a hub id's snapshot)
 	chatJSON   []byte // --chat, read and checked
 	toolsJSON  []byte // --tools, read and checked
 	deviceLine string // what --device chose, for --stats
+	drafter    *draft.Drafter
 	schemaJSON []byte // --json-schema, read and checked
 }
 
@@ -95,6 +100,16 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 			if err := checkKVCacheDType(opts.KVCacheDType); err != nil {
 				return err
 			}
+			switch {
+			case opts.DraftDepth < 0 || opts.DraftDepth > draft.MaxBlockSize:
+				return &usageError{fmt.Errorf("--draft-depth %d is outside [0, %d]", opts.DraftDepth, draft.MaxBlockSize)}
+			case opts.DraftDepth != 0 && opts.Drafter == "":
+				return &usageError{fmt.Errorf("--draft-depth sets how the drafter runs; give --drafter too")}
+			case opts.Drafter != "" && opts.JSONSchema != "":
+				return &usageError{fmt.Errorf("--drafter drafts generated text; --json-schema scores fixed answers instead")}
+			case opts.Drafter != "" && opts.Device != pick.Auto && opts.Device != "cpu":
+				return &usageError{fmt.Errorf("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", opts.Device)}
+			}
 			if opts.Threads < 0 {
 				// As serve and score refuse it: 0 is all cores, -1 is no count.
 				return &usageError{fmt.Errorf("--threads must not be negative, got %d", opts.Threads)}
@@ -132,7 +147,10 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.BoolVar(&opts.Stats, "stats", false, "print the load time, prefill and decode tokens/s and the device to stderr")
 	addKVCacheDTypeFlag(f, &opts.KVCacheDType)
 	addDeviceFlag(f, &opts.Device)
+	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output (CPU engine)")
+	f.IntVar(&opts.DraftDepth, "draft-depth", 0, fmt.Sprintf("drafts verified per step, 1-%d (0 = scheduled by the drafter's confidence and the measured step costs)", draft.MaxBlockSize))
 	cmd.MarkFlagDirname("model")
+	cmd.MarkFlagDirname("drafter")
 	return cmd
 }
 
@@ -196,7 +214,15 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	if opts.Stats {
 		announce = nil
 	}
-	dev, line, err := openDevice(opts.Device, announce)
+	drafterDir, err := resolveDrafterArg(cmd, opts.IO, opts.Drafter, opts.Endpoint)
+	if err != nil {
+		return err
+	}
+	device := opts.Device
+	if drafterDir != "" {
+		device = "cpu" // the drafter runs with the CPU engine
+	}
+	dev, line, err := openDevice(device, announce)
 	if err != nil {
 		return err
 	}
@@ -207,6 +233,14 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 		return err
 	}
 	defer s.Close()
+	if drafterDir != "" {
+		d, err := draft.Load(drafterDir, s.Model)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		opts.drafter = d
+	}
 	loadTime := time.Since(loadStart)
 	if opts.JSONSchema != "" {
 		err = generateSchema(cmd, opts, s)
@@ -247,6 +281,7 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		MaxTokens: opts.MaxTokens,
 		Params:    opts.params(),
 		OnText:    func(text string) { fmt.Fprint(opts.IO.Out, text) },
+		Drafter:   opts.drafter, DraftDepth: opts.DraftDepth,
 	})
 	if err != nil {
 		return err
@@ -264,6 +299,10 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
 		fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
+		if d := res.Draft; d != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "drafter %s: %d passes; %d verify steps kept %d of %d drafts (%.1f%%), %.2f tokens per step\n",
+				opts.Drafter, d.Passes, d.Steps, d.Accepted, d.Tokens, 100*float64(d.Accepted)/max(float64(d.Tokens), 1), float64(d.Emitted)/max(float64(d.Steps), 1))
+		}
 		fmt.Fprintln(opts.IO.ErrOut, opts.deviceLine)
 	}
 	return nil

@@ -401,20 +401,25 @@ func checkOrigin(origin string) error {
 // resolveDrafter finds --drafter's directory: a directory stays itself
 // (it must hold a config.json), a hub id is found in or fetched into the
 // Hugging Face cache as --model is.
-func (o *serveOptions) resolveDrafter(cmd *cobra.Command) error {
-	if o.Drafter == "" {
-		return nil
+func (o *serveOptions) resolveDrafter(cmd *cobra.Command) (err error) {
+	o.drafterDir, err = resolveDrafterArg(cmd, o.IO, o.Drafter, o.Endpoint)
+	return err
+}
+
+// resolveDrafterArg is a --drafter value's directory ("" for none).
+func resolveDrafterArg(cmd *cobra.Command, ios *IOStreams, value, endpoint string) (string, error) {
+	if value == "" {
+		return "", nil
 	}
-	dir := o.Drafter
-	if isHubID(o.Drafter) {
+	dir := value
+	if isHubID(value) {
 		var err error
-		if dir, err = resolveHubModel(cmd, o.IO, "--drafter", o.Drafter, o.Endpoint); err != nil {
-			return err
+		if dir, err = resolveHubModel(cmd, ios, "--drafter", value, endpoint); err != nil {
+			return "", err
 		}
 	}
-	if err := requireCheckpoint("--drafter", o.Drafter, dir); err != nil {
-		return err
+	if err := requireCheckpoint("--drafter", value, dir); err != nil {
+		return "", err
 	}
-	o.drafterDir = dir
-	return nil
+	return dir, nil
 }

@@ -19,10 +19,12 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/prompt"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/spec"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
 
@@ -159,6 +161,13 @@ type Options struct {
 	Params    sample.Params
 	// OnText receives decoded text as it becomes complete UTF-8.
 	OnText func(string)
+	// Drafter, if set, is a DSpark drafter attached to the model: the
+	// generation runs drafted (the same tokens). DraftDepth fixes the
+	// drafts verified per step (0: scheduled by DraftCosts, a verify
+	// cost table; nil measures as it goes).
+	Drafter    *draft.Drafter
+	DraftDepth int
+	DraftCosts *spec.Table
 }
 
 // Result describes a finished generation.
@@ -171,6 +180,8 @@ type Result struct {
 	PrefillTime   time.Duration
 	DecodeTime    time.Duration
 	ContextFilled bool
+	// Draft is what the drafter did (nil without one).
+	Draft *DraftStats
 }
 
 // PrefillTokensPerSecond is the prompt throughput.
@@ -204,6 +215,9 @@ func (s *Session) Run(ctx context.Context, prompt []int, opts Options) (*Result,
 	}
 	if err := p.Validate(s.Model.Config.VocabSize); err != nil {
 		return nil, err
+	}
+	if opts.Drafter != nil {
+		return s.runDrafted(ctx, prompt, opts, p)
 	}
 	seq := s.Model.NewSequence()
 	res := &Result{PromptTokens: len(prompt)}
