@@ -74,7 +74,7 @@ type streamSink struct {
 	done         chan struct{}
 }
 
-func (k *streamSink) Started(int)                {}
+func (k *streamSink) Started(int)                 {}
 func (k *streamSink) PromptLogits(int, []float32) {}
 
 func (k *streamSink) Token(id int, _ []float32, stopID bool) bool {
