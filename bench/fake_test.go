@@ -139,6 +139,10 @@ func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "vllm:request_success_total{finished_reason=\"length\",model_name=\"fake\"} %d\n", f.byStatus[200])
 	fmt.Fprintf(w, "vllm:prefix_cache_queries_total{model_name=\"fake\"} %d\n", f.queried)
 	fmt.Fprintf(w, "vllm:prefix_cache_hits_total{model_name=\"fake\"} %d\n", f.hits)
+	// A drafter that drafts 4 tokens every 4 generated and keeps 2.
+	fmt.Fprintf(w, "vllm:spec_decode_num_drafts_total{model_name=\"fake\"} %d\n", f.tokens/4)
+	fmt.Fprintf(w, "vllm:spec_decode_num_draft_tokens_total{model_name=\"fake\"} %d\n", 4*(f.tokens/4))
+	fmt.Fprintf(w, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"fake\"} %d\n", 2*(f.tokens/4))
 	fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"fake\"} 3\n")
 	fmt.Fprintf(w, "process_cpu_seconds_total 12.5\n")
 }

@@ -59,6 +59,10 @@ func Markdown(r *Result) string {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: the server's prefix cache found %d of the %d prompt tokens it looked up (%.1f %%)",
 				c.Concurrency, c.PromptTokens, *sc.PrefixHitTokens, *sc.PrefixQueryTokens, 100*float64(*sc.PrefixHitTokens)/float64(*sc.PrefixQueryTokens)))
 		}
+		if acc, tps, ok := c.ServerCounts.DraftAcceptance(); ok {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: the server's drafter kept %d of %d drafts (acceptance %.1f %%), %.2f tokens per verify step",
+				c.Concurrency, c.PromptTokens, *c.ServerCounts.DraftAccepted, *c.ServerCounts.DraftTokens, 100*acc, tps))
+		}
 		standIn := 0
 		for _, t := range c.Turns {
 			standIn += t.StandIn

@@ -164,5 +164,8 @@ func serverView(d map[string]float64) *ServerCounts {
 		GenerationTokens:  first(sum("lfmq_generation_tokens_total", nil), sum("vllm:generation_tokens_total", nil), sum("llamacpp:tokens_predicted_total", nil)),
 		PrefixQueryTokens: first(sum("lfmq_prefix_cache_query_tokens_total", nil), sum("vllm:prefix_cache_queries_total", nil)),
 		PrefixHitTokens:   first(sum("lfmq_prefix_cache_hit_tokens_total", nil), sum("vllm:prefix_cache_hits_total", nil)),
+		DraftSteps:        first(sum("lfmq_drafter_verify_steps_total", nil), sum("vllm:spec_decode_num_drafts_total", nil)),
+		DraftTokens:       first(sum("lfmq_drafter_draft_tokens_total", nil), sum("vllm:spec_decode_num_draft_tokens_total", nil)),
+		DraftAccepted:     first(sum("lfmq_drafter_accepted_tokens_total", nil), sum("vllm:spec_decode_num_accepted_tokens_total", nil)),
 	}
 }

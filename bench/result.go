@@ -190,4 +190,21 @@ type ServerCounts struct {
 	// vllm:prefix_cache_queries/hits_total).
 	PrefixQueryTokens *int64 `json:"prefix_cache_query_tokens"`
 	PrefixHitTokens   *int64 `json:"prefix_cache_hit_tokens"`
+	// DraftSteps, DraftTokens and DraftAccepted are a drafter's verify
+	// steps (one per sequence that carried drafts), the drafts they
+	// verified and those kept (lfmq: lfmq_drafter_*; vLLM:
+	// vllm:spec_decode_num_drafts/draft_tokens/accepted_tokens_total).
+	DraftSteps    *int64 `json:"draft_steps,omitempty"`
+	DraftTokens   *int64 `json:"draft_tokens,omitempty"`
+	DraftAccepted *int64 `json:"draft_accepted_tokens,omitempty"`
+}
+
+// DraftAcceptance is the share of the drafts verified that were kept, and
+// the tokens per verify step (the kept drafts plus the target's own token
+// each step); ok is false when the server reported no drafting.
+func (sc *ServerCounts) DraftAcceptance() (acceptance, tokensPerStep float64, ok bool) {
+	if sc == nil || sc.DraftSteps == nil || sc.DraftTokens == nil || sc.DraftAccepted == nil || *sc.DraftSteps == 0 || *sc.DraftTokens == 0 {
+		return 0, 0, false
+	}
+	return float64(*sc.DraftAccepted) / float64(*sc.DraftTokens), float64(*sc.DraftAccepted+*sc.DraftSteps) / float64(*sc.DraftSteps), true
 }

@@ -581,8 +581,11 @@ func TestMultiTurn(t *testing.T) {
 			if sc := c.ServerCounts; sc == nil || sc.PrefixHitTokens == nil || *sc.PrefixHitTokens != int64(f.hits) || *sc.PrefixQueryTokens != int64(f.queried) {
 				t.Errorf("server counts %+v; the fake hit %d of %d", c.ServerCounts, f.hits, f.queried)
 			}
+			if acc, tps, ok := c.ServerCounts.DraftAcceptance(); !ok || math.Abs(acc-0.5) > 0.02 || math.Abs(tps-3) > 0.1 {
+				t.Errorf("drafter acceptance %v, %v tokens per step (%v); the fake keeps 2 of 4, 3 tokens per step", acc, tps, ok)
+			}
 			md := Markdown(res)
-			if !strings.Contains(md, fmt.Sprintf("| 2 | 16 | 3 | %d | 42 | ", lengths[42])) || !strings.Contains(md, "prefix cache found") {
+			if !strings.Contains(md, fmt.Sprintf("| 2 | 16 | 3 | %d | 42 | ", lengths[42])) || !strings.Contains(md, "prefix cache found") || !strings.Contains(md, "drafter kept") {
 				t.Errorf("table:\n%s", md)
 			}
 		})
