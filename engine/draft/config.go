@@ -293,10 +293,18 @@ func (p *parser) get(field string, v any, required bool) bool {
 		return false
 	}
 	if err := json.Unmarshal(r, v); err != nil {
-		p.fail(field, fmt.Sprintf("%s is not %s", r, kindOf(v)))
+		p.fail(field, fmt.Sprintf("%s is not %s", clip(r), kindOf(v)))
 		return false
 	}
 	return true
+}
+
+// clip shortens a value quoted in an error to its first 64 bytes.
+func clip(r json.RawMessage) string {
+	if len(r) > 64 {
+		return string(r[:64]) + "…"
+	}
+	return string(r)
 }
 
 func kindOf(v any) string {
