@@ -18,7 +18,8 @@ import (
 // brokenDrafter writes a copy of the fixture's drafter into a temporary
 // directory, its config.json passed through editConfig (nil: unchanged;
 // the config is deleted when editConfig returns nil) and its tensors
-// through editTensors (nil: the file is copied as is).
+// through editTensors (nil: the file is copied as is; no file when it
+// returns nil).
 func brokenDrafter(t *testing.T, editConfig func(map[string]any) map[string]any, editTensors func([]safetensors.Tensor) []safetensors.Tensor) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -68,7 +69,10 @@ func brokenDrafter(t *testing.T, editConfig func(map[string]any) map[string]any,
 		}
 		ts = append(ts, safetensors.Tensor{Name: n, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), data...)})
 	}
-	if err := safetensors.Write(dst, editTensors(ts), f.Metadata()); err != nil {
+	if ts = editTensors(ts); ts == nil {
+		return dir // no weights at all
+	}
+	if err := safetensors.Write(dst, ts, f.Metadata()); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -154,6 +158,7 @@ func TestLoadErrors(t *testing.T) {
 		config  func(map[string]any) map[string]any
 		tensors func([]safetensors.Tensor) []safetensors.Tensor
 		tensor  bool   // a *TensorError rather than a *ConfigError
+		other   bool   // neither: the checkpoint reader's error
 		field   string // ConfigError.Field or TensorError.Tensor
 		file    string // the file the message names
 		want    []string
@@ -201,6 +206,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "markov head", config: set("markov_head_type", "gated"),
 			field: "markov_head_type", file: "config.json", want: []string{`"gated"`, "vanilla"}},
 
+		{name: "no weights", tensors: func([]safetensors.Tensor) []safetensors.Tensor { return nil }, other: true,
+			want: []string{"no model.safetensors"}},
 		{name: "missing tensor", tensors: tensorEdit("layers.1.mlp.up_proj.weight", drop), tensor: true,
 			field: "layers.1.mlp.up_proj.weight", want: []string{"missing (want shape [384 128])"}},
 		{name: "wrong shape", tensors: tensorEdit("fc.weight", reshape(128, 384)), tensor: true,
@@ -240,7 +247,11 @@ func TestLoadErrors(t *testing.T) {
 			}
 			msg := err.Error()
 			t.Log(msg)
-			if c.tensor {
+			switch {
+			case c.other:
+				// Not a finding of this package's: the checkpoint reader's
+				// error, which names the directory.
+			case c.tensor:
 				// Load reports every tensor finding, joined: the one
 				// looked for must be among them.
 				found := false
@@ -253,7 +264,7 @@ func TestLoadErrors(t *testing.T) {
 				if !found {
 					t.Errorf("no *TensorError for %s in %q", c.field, msg)
 				}
-			} else {
+			default:
 				var ce *draft.ConfigError
 				if !errors.As(err, &ce) {
 					t.Fatalf("%T, want *draft.ConfigError: %v", err, err)
