@@ -202,6 +202,7 @@ FUZZ_TARGETS = \
 	./engine/api:FuzzChatRequest \
 	./engine/api:FuzzCompletionRequest \
 	./engine/model:FuzzUnmarshalSpan \
+	./engine/draft:FuzzParseConfig \
 	./quant/calib:FuzzReadRecords \
 	./evidence:FuzzParse \
 	./evidence/corpus:FuzzParse \

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
@@ -14,15 +15,20 @@ import (
 )
 
 // TensorError is a drafter tensor that is missing, misshapen, of a dtype
-// lfmq cannot run, or not one of a DSpark drafter's.
+// lfmq cannot run, or not one of a DSpark drafter's. File is the
+// safetensors file holding it, empty when it is missing.
 type TensorError struct {
-	Dir, Tensor string
-	Msg         string
+	Dir, File, Tensor string
+	Msg               string
 }
 
 // Error implements error.
 func (e *TensorError) Error() string {
-	return fmt.Sprintf("drafter %s: tensor %s: %s", e.Dir, e.Tensor, e.Msg)
+	where := e.File
+	if where == "" {
+		where = e.Dir
+	}
+	return fmt.Sprintf("drafter %s: tensor %s: %s", where, e.Tensor, e.Msg)
 }
 
 // layer is one Qwen3-style drafter layer.
@@ -99,11 +105,22 @@ type loader struct {
 	errs []error
 }
 
+// fail records a finding about tensor name.
+func (ld *loader) fail(name, msg string) {
+	e := &TensorError{Dir: ld.dir, Tensor: name, Msg: msg}
+	if f, ok := ld.ck.File(name); ok {
+		e.File = f.Path()
+	}
+	ld.errs = append(ld.errs, e)
+}
+
+// raw returns the bytes of tensor name, which must have the given shape
+// and a float dtype lfmq converts (BF16, F16 or F32).
 func (ld *loader) raw(name string, shape ...int) ([]byte, dtype.DType, bool) {
 	ld.used[name] = true
 	info, ok := ld.ck.Info(name)
 	if !ok {
-		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: fmt.Sprintf("missing (want shape %v)", shape)})
+		ld.fail(name, fmt.Sprintf("missing (want shape %v)", shape))
 		return nil, "", false
 	}
 	got := make([]int, len(info.Shape))
@@ -111,7 +128,13 @@ func (ld *loader) raw(name string, shape ...int) ([]byte, dtype.DType, bool) {
 		got[i] = int(v)
 	}
 	if !slices.Equal(got, shape) {
-		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: fmt.Sprintf("shape %v, want %v", got, shape)})
+		ld.fail(name, fmt.Sprintf("shape %v, want %v", got, shape))
+		return nil, "", false
+	}
+	switch info.DType {
+	case dtype.BF16, dtype.F16, dtype.F32:
+	default:
+		ld.fail(name, fmt.Sprintf("dtype %s; want BF16, F16 or F32", info.DType))
 		return nil, "", false
 	}
 	b, err := ld.ck.Bytes(name)
@@ -142,11 +165,9 @@ func (ld *loader) matrix(name string, out, in int) *kernels.Matrix {
 		if err = dtype.ToFloat32(dt, b, w); err == nil {
 			m, err = kernels.NewF32(out, in, w)
 		}
-	default:
-		err = fmt.Errorf("dtype %s; want BF16, F16 or F32", dt)
 	}
 	if err != nil {
-		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: err.Error()})
+		ld.fail(name, err.Error())
 		return nil
 	}
 	return m
@@ -160,10 +181,23 @@ func (ld *loader) vector(name string, n int) []float32 {
 	}
 	w := make([]float32, n)
 	if err := dtype.ToFloat32(dt, b, w); err != nil {
-		ld.errs = append(ld.errs, &TensorError{Dir: ld.dir, Tensor: name, Msg: err.Error()})
+		ld.fail(name, err.Error())
 		return nil
 	}
 	return w
+}
+
+// unexpected says why tensor n is not one the drafter of config c reads.
+func unexpected(c *Config, n string) string {
+	var i int
+	var rest string
+	if _, err := fmt.Sscanf(n, "layers.%d.%s", &i, &rest); err == nil && (i < 0 || i >= c.NumLayers) {
+		return fmt.Sprintf("a tensor of layer %d, but config.json's num_hidden_layers is %d (layers 0 to %d)", i, c.NumLayers, c.NumLayers-1)
+	}
+	if strings.HasPrefix(n, "confidence_head.") && !c.Confidence {
+		return "a confidence head, but config.json's enable_confidence_head is false"
+	}
+	return "not a tensor of a DSpark drafter (fc, hidden_norm, layers.N.*, norm, markov_head.*, confidence_head.*)"
 }
 
 func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (*Drafter, error) {
@@ -199,7 +233,7 @@ func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (
 		if b, dt, ok := ld.raw("confidence_head.proj.weight", 1, in); ok {
 			dr.confW = make([]float32, in)
 			if err := dtype.ToFloat32(dt, b, dr.confW); err != nil {
-				ld.errs = append(ld.errs, &TensorError{Dir: dir, Tensor: "confidence_head.proj.weight", Msg: err.Error()})
+				ld.fail("confidence_head.proj.weight", err.Error())
 			}
 		}
 		if bias := ld.vector("confidence_head.proj.bias", 1); bias != nil {
@@ -212,7 +246,7 @@ func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (
 		case n == "embed_tokens.weight" || n == "lm_head.weight" || n == "model.embed_tokens.weight":
 			// A copy of the target's: the drafter uses the target's own.
 		default:
-			ld.errs = append(ld.errs, &TensorError{Dir: dir, Tensor: n, Msg: "not a tensor of a DSpark drafter"})
+			ld.fail(n, unexpected(c, n))
 		}
 	}
 	if len(ld.errs) > 0 {

@@ -267,6 +267,14 @@ func RowStore(sp *Span) error {
 	return nil
 }
 
+// draftContext says what of a drafter's context a shape holds.
+func draftContext(sh Shape) string {
+	if sh.DraftLayers == 0 {
+		return "no drafter context"
+	}
+	return fmt.Sprintf("a drafter's context of %d layers of %d values a position", sh.DraftLayers, sh.DraftKVDim)
+}
+
 // DecodeSpan decodes a span made by MarshalBinary for sequences of shape
 // sh at most maxContext long, its keys and values in the room store
 // makes. A span that does not fit is a *DecodeError, never a panic; the
@@ -307,7 +315,7 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.DType, sh.DType))
 	}
 	if got.DraftLayers != sh.DraftLayers || got.DraftKVDim != sh.DraftKVDim {
-		return bad("the span was kept with another drafter (or none) than the model's")
+		return bad(fmt.Sprintf("the span holds %s; the model's sequences hold %s: it was kept with another drafter (or none)", draftContext(got), draftContext(sh)))
 	}
 	if got != sh {
 		return bad("the span belongs to a model of another shape")
