@@ -108,6 +108,8 @@ TINY     = testdata/tiny-lfm2-moe
 # DENSE is the dense LFM2 fixture; it shares TINY's tokenizer, so TINY's
 # calibration set and corpora serve it too.
 DENSE    = testdata/tiny-lfm2
+# DRAFTER is the DSpark drafter trained for TINY.
+DRAFTER  = testdata/tiny-lfm2-moe-dspark/model
 DEMO_CHAT = '[{"role":"user","content":"What does the ls command do?"}]'
 
 EVAL     = $(foreach c,chat instruct code book,--eval-corpus $(c)=$(TINY)/corpora/$(c).jsonl)
@@ -122,10 +124,10 @@ DEMO_RECORDS ?= 16
 # only, BF16 experts), inspect,
 # generate, score against BF16, quantize the dense fixture and generate from
 # it, run the word-problem task against lfmq serve and check the texts gate,
-# build and verify a release (its card shows the task table and the gate),
+# check the same gate with the DSpark drafter on and off, build and verify a release (its card shows the task table and the gate),
 # detect tampering, launch the release and score the running server.
 demo: build
-	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/eval $(DEMO_OUT)/launch
+	rm -rf $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/tiny-lfm2-moe-gptq-experts $(DEMO_OUT)/tiny-lfm2-moe-rtn $(DEMO_OUT)/tiny-lfm2-moe-bf16-experts $(DEMO_OUT)/tiny-lfm2-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/eval $(DEMO_OUT)/launch $(DEMO_OUT)/drafter
 	@echo "== quantize with GPTQ on the fixture's calibration set"
 	$(BIN) quantize --model $(TINY)/model --out $(DEMO_OUT)/tiny-lfm2-moe-gptq \
 		--calib $(TINY)/calibration/calibration.jsonl --calib-seqs 128 $(EVAL)
@@ -159,6 +161,9 @@ demo: build
 	@echo "== task evidence: word problems against lfmq serve (speculation on and off, concurrency 1 and 4), the texts gate, multiple choice"
 	scripts/demo-eval.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq testdata/eval/word-problems.jsonl testdata/eval/choice.jsonl \
 		$(DEMO_OUT)/evidence $(DEMO_OUT)/eval
+	@echo
+	@echo "== drafted decoding with the fixture's DSpark drafter: the same texts on and off, greedy and seeded, 1 and 16 at once"
+	scripts/demo-drafter.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DRAFTER) testdata/eval/word-problems.jsonl $(DEMO_OUT)/drafter
 	@echo
 	@echo "== release: build, verify, tamper"
 	scripts/demo-release.sh $(BIN) $(DEMO_OUT)/tiny-lfm2-moe-gptq $(DEMO_OUT)/evidence $(DEMO_OUT)/release-demo

@@ -17,6 +17,7 @@ import (
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/device/pick"
 	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/serve"
@@ -35,6 +36,8 @@ type evalOptions struct {
 	APIKeyFile  string
 	ServedModel string
 	Model       string
+	Drafter     string
+	DraftDepth  int
 	Threads     int
 	Device      string
 	Task        string
@@ -126,6 +129,8 @@ checks that two or more runs gave the same texts.`,
 	f.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the server's API key from `FILE` (default $LFMQ_API_KEY)")
 	f.StringVar(&opts.ServedModel, "served-model", "", "the model id to ask the server for (default: the one it lists)")
 	f.StringVar(&opts.Model, "model", "", "run in process on the checkpoint in `DIR` instead of asking a server")
+	f.StringVar(&opts.Drafter, "drafter", "", "in process, decode drafted with this DSpark drafter `DIR` (the texts do not depend on it)")
+	f.IntVar(&opts.DraftDepth, "draft-depth", 0, "in process with --drafter, drafts verified per sequence and step (0 = scheduled by cost)")
 	f.IntVar(&opts.Threads, "threads", 0, "compute threads in process (0 = all cores); the texts do not depend on it")
 	addDeviceFlag(f, &opts.Device)
 	f.StringVar(&opts.Task, "task", string(task.GSM8K), "the task: gsm8k or choice")
@@ -184,8 +189,14 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 		return usage("--repeat and a list of --seed values exclude each other")
 	case o.Threads < 0:
 		return usage("--threads must not be negative, got %d", o.Threads)
-	case o.Model == "" && (cmd.Flags().Changed("threads") || cmd.Flags().Changed("device")):
-		return usage("--threads and --device are for in-process runs (--model)")
+	case o.Model == "" && (cmd.Flags().Changed("threads") || cmd.Flags().Changed("device") || o.Drafter != ""):
+		return usage("--threads, --device and --drafter are for in-process runs (--model)")
+	case o.DraftDepth < 0 || o.DraftDepth > draft.MaxBlockSize:
+		return usage("--draft-depth %d is outside [0, %d]", o.DraftDepth, draft.MaxBlockSize)
+	case o.DraftDepth != 0 && o.Drafter == "":
+		return usage("--draft-depth sets how the drafter runs; give --drafter too")
+	case o.Drafter != "" && o.Device != pick.Auto && o.Device != "cpu":
+		return usage("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", o.Device)
 	case o.Model != "" && (o.APIKeyFile != "" || o.ServedModel != ""):
 		return usage("--api-key-file and --served-model are for --url")
 	case kind == task.Choice && o.URL != "" && o.Tokenizer == "":
@@ -343,6 +354,11 @@ func evalInputs(cmd *cobra.Command, opts *evalOptions) ([]task.Item, *task.File,
 	}
 	if err := requireFiles("--dataset "+opts.Dataset, dataset); err != nil {
 		return nil, nil, err
+	}
+	if opts.Drafter != "" {
+		if err := requireCheckpoint("--drafter", opts.Drafter, opts.Drafter); err != nil {
+			return nil, nil, err
+		}
 	}
 	if opts.Model != "" {
 		if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
@@ -650,11 +666,17 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 // cache (serve.InProcess), and waits until it answers /health. stop shuts
 // it down.
 func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop func(), err error) {
-	dev, _, err := pick.Open(opts.Device)
+	device := opts.Device
+	if opts.Drafter != "" {
+		device = "cpu" // the drafter runs with the CPU engine
+	}
+	dev, _, err := pick.Open(device)
 	if err != nil {
 		return "", nil, fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
-	url, stopServer, err := serve.Start(ctx, opts.Model, dev, serve.InProcess(opts.Concurrency, opts.Threads, kvCacheDType(defaultKVCacheDType)))
+	settings := serve.InProcess(opts.Concurrency, opts.Threads, kvCacheDType(defaultKVCacheDType))
+	settings.DrafterDir, settings.Sched.DraftDepth = opts.Drafter, opts.DraftDepth
+	url, stopServer, err := serve.Start(ctx, opts.Model, dev, settings)
 	var se *serve.StoppedError
 	switch {
 	case errors.As(err, &se):
