@@ -16,8 +16,8 @@ import (
 
 	"github.com/lfmq/lfmq/engine/api"
 	"github.com/lfmq/lfmq/engine/device/pick"
-	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/serve"
