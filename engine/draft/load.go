@@ -295,6 +295,11 @@ func (d *Drafter) features(pool *kernels.Pool, x, taps []float32, R int) {
 func (d *Drafter) Context(pool *kernels.Pool, taps []float32, pos []int, k, v [][]float32) {
 	c := d.Config
 	R, H, dh := len(pos), c.HiddenSize, c.HeadDim
+	if R*d.fc.In*H < smallWork {
+		// A decode step's few rows: handing them to the workers costs
+		// more than the products (the bits are the same either way).
+		pool = nil
+	}
 	x := make([]float32, R*H)
 	d.features(pool, x, taps, R)
 	jobs := make([]kernels.MulJob, 0, 2*len(d.layers))
@@ -314,3 +319,8 @@ func (d *Drafter) Context(pool *kernels.Pool, taps []float32, pos []int, k, v []
 }
 
 var negInf = float32(math.Inf(-1))
+
+// smallWork is the multiply-adds below which the context's products run
+// on the calling goroutine: about 100 µs of one core's work, the order of
+// a parallel region's dispatch on a busy machine.
+const smallWork = 1 << 22

@@ -3,12 +3,13 @@ package spec
 import "sync"
 
 // Guard keeps a drafter from costing time (docs/drafting.md §4): per
-// batch width (the sequences decoding in a step) it compares the tokens
-// per second of drafted steps, the drafter's pass included, with plain
-// steps', and turns drafting off at a width where it does not pay. It
-// tries again after an interval of steps that doubles each time drafting
-// is found not to pay there, and resets once it pays. It is safe for
-// concurrent use.
+// batch width (the sequences decoding in a step, in classes 1, 2–3, 4–7,
+// 8–15, … so that a server whose width wanders decides for each class
+// once) it compares the tokens per second of drafted steps, the drafter's
+// pass included, with plain steps', and turns drafting off where it does
+// not pay. It tries again after an interval of steps that doubles each
+// time drafting is found not to pay there, and resets once it pays. It is
+// safe for concurrent use.
 type Guard struct {
 	mu sync.Mutex
 	w  map[int]*guardWidth
@@ -17,8 +18,11 @@ type Guard struct {
 // Guard settings.
 const (
 	// GuardSamples is how many drafted steps of a width are timed before
-	// a decision.
-	GuardSamples = 8
+	// a decision; GuardEarly decides after GuardEarlySamples when drafting
+	// reaches less than that share of the plain rate.
+	GuardSamples      = 8
+	GuardEarlySamples = 3
+	GuardEarly        = 0.75
 	// GuardFirstPause is the plain steps after a first decision that
 	// drafting does not pay; later pauses double, up to GuardMaxPause.
 	GuardFirstPause = 64
@@ -39,8 +43,9 @@ type guardWidth struct {
 	calls      int       // Allow calls, for the plain probes
 }
 
-// State is a width's guard state, for metrics.
+// State is a width class's guard state, for metrics.
 type State struct {
+	// Width is the class's narrowest width (1, 2, 4, 8, …).
 	Width int
 	// Drafting is false while drafting is paused at this width.
 	Drafting bool
@@ -51,7 +56,18 @@ type State struct {
 // NewGuard returns a guard with drafting on at every width.
 func NewGuard() *Guard { return &Guard{w: map[int]*guardWidth{}} }
 
+// widthClass is the class of n sequences: ⌊log2 n⌋ + 1 as a representative
+// width 2^⌊log2 n⌋.
+func widthClass(n int) int {
+	c := 1
+	for c*2 <= n {
+		c *= 2
+	}
+	return c
+}
+
 func (g *Guard) width(n int) *guardWidth {
+	n = widthClass(max(n, 1))
 	w, ok := g.w[n]
 	if !ok {
 		w = &guardWidth{next: GuardFirstPause}
@@ -80,7 +96,7 @@ func (g *Guard) Drafted(n, tokens int, sec, plainSec float64) {
 	w.dTok += float64(tokens)
 	w.dSec += sec
 	w.dN++
-	if w.dN < GuardSamples {
+	if w.dN < GuardEarlySamples {
 		return
 	}
 	plain := 0.0 // plain tokens per second
@@ -93,7 +109,11 @@ func (g *Guard) Drafted(n, tokens int, sec, plainSec float64) {
 	} else if plainSec > 0 {
 		plain = float64(n) / plainSec
 	}
-	if drafted := w.dTok / w.dSec; plain > 0 && drafted < plain {
+	drafted := w.dTok / w.dSec
+	if w.dN < GuardSamples && !(plain > 0 && drafted < GuardEarly*plain) {
+		return
+	}
+	if plain > 0 && drafted < plain {
 		w.pause, w.offs = w.next, w.offs+1
 		w.next = min(2*w.next, GuardMaxPause)
 	} else {

@@ -153,7 +153,7 @@ func TestTableCost(t *testing.T) {
 func TestGuard(t *testing.T) {
 	g := NewGuard()
 	drafted := func(n int, tokensPerSec float64) {
-		for range GuardSamples {
+		for range GuardEarlySamples { // clearly worse: decided early
 			g.Allow(n)
 			g.Drafted(n, n, float64(n)/tokensPerSec, 1) // plain: n tokens per second
 		}
@@ -192,5 +192,18 @@ func TestGuard(t *testing.T) {
 	st := g.States()
 	if len(st) != 2 || st[0].Width != 1 || st[0].Offs != 2 || st[1].Width != 4 || !st[1].Drafting || st[1].Offs != 0 {
 		t.Errorf("states %+v", st)
+	}
+	// Widths 4 to 7 are one class; a little worse than plain is decided
+	// after GuardSamples, not earlier.
+	g = NewGuard()
+	g.Plain(4, 4, 1)
+	for i := range GuardSamples {
+		if !g.Allow(5 + i%3) {
+			t.Fatalf("width class 4 paused after %d slightly worse steps", i)
+		}
+		g.Drafted(5+i%3, 36, 10, 1) // 3.6 tokens/s: 0.9 of its plain probes' 4
+	}
+	if g.Allow(6) {
+		t.Error("width class 4 still drafts after GuardSamples steps at 0.9 of the plain rate")
 	}
 }
