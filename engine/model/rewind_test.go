@@ -174,3 +174,49 @@ func FuzzUnmarshalSpan(f *testing.F) {
 		}
 	})
 }
+
+// TestRewindSharedPages: a rewind over pages the sequence shares with a
+// clone (speculation after Clone, or over a cached prefix) gives back the
+// pages past the kept length, so a bounded pool counts them free once the
+// clone lets go; the clone keeps its own tokens, and the rewound sequence
+// continues bit-identically to one that never ran past the kept length.
+func TestRewindSharedPages(t *testing.T) {
+	m := tiny(t)
+	V := m.Config.VocabSize
+	prompt := prompts(t)[5].InputIDs[:150] // pages 0, 1 and 2
+	for _, keep := range []int{10, 64, 100} {
+		t.Run(fmt.Sprintf("keep %d", keep), func(t *testing.T) {
+			pool := m.NewKVPool(4 * kv.PageTokens)
+			a := pool.NewSequence()
+			lens := []int{keep}
+			out, err := m.Forward(context.Background(), []*model.Sequence{a}, [][]int{prompt}, model.ForwardOptions{Logits: model.AllLogits, ConvSnapshots: [][]int{lens}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := a.Clone()
+			conv, ok := a.ConvAt(keep)
+			if !ok {
+				t.Fatal("no conv snapshot")
+			}
+			if err := a.Rewind(keep, conv); err != nil {
+				t.Fatal(err)
+			}
+			// a holds the pages of its first keep positions; b all three.
+			if st := pool.Stats(); st.Used != 3 || st.Shared != (keep+kv.PageTokens-1)/kv.PageTokens {
+				t.Errorf("after the rewind: %d pages used, %d shared; want 3 and the %d that hold a's positions", st.Used, st.Shared, (keep+kv.PageTokens-1)/kv.PageTokens)
+			}
+			b.Free()
+			if st := pool.Stats(); st.Used != (keep+kv.PageTokens-1)/kv.PageTokens || st.Shared != 0 {
+				t.Errorf("after the clone is freed: %d pages used, %d shared; want %d and 0", st.Used, st.Shared, (keep+kv.PageTokens-1)/kv.PageTokens)
+			}
+			// a continues as the prompt's first keep tokens would: the
+			// logits of prompt[keep] equal the full run's row there.
+			got := step(t, m, a, prompt[keep])
+			requireSame(t, "the token after the rewind", got, out[0][keep*V:(keep+1)*V])
+			a.Free()
+			if st := pool.Stats(); st.Used != 0 {
+				t.Errorf("after both are freed: %d pages used", st.Used)
+			}
+		})
+	}
+}
