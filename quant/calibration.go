@@ -32,7 +32,9 @@ type calibration struct {
 // on workers threads, and checks that every window fits its context.
 func openCalibration(dir string, workers int, windows [][]int) (*calibration, error) {
 	c := &calibration{mapped: &mappedFiles{}, windows: windows}
-	m, err := load.Load(dir, load.Options{Threads: workers})
+	// Quantization checks every weight it reads and refuses a non-finite
+	// one by name (NonFiniteError): no second scan in the background.
+	m, err := load.Load(dir, load.Options{Threads: workers, SkipFiniteScan: true})
 	if err != nil {
 		return nil, err
 	}

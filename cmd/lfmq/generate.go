@@ -253,6 +253,10 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	// The checkpoint's files were hashed while the model worked; success
 	// waits for that check.
 	if err := s.Model.Verified(cmd.Context()); err != nil {
+		var nf *load.NonFiniteError
+		if errors.As(err, &nf) {
+			return fmt.Errorf("--model %s holds a weight that is not a number, so the output above means nothing: %w", opts.Model, err)
+		}
 		return fmt.Errorf("%s does not match its manifest.json, so the output above is not this checkpoint's: %w", opts.Model, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/lfmq/lfmq/engine/model/load/loadtest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,11 @@ func TestGenerateFlags(t *testing.T) {
 		{"not an array", `--model m --chat {"role":"user","content":"a"}`, "--chat: expected a JSON array of messages", nil},
 		{"malformed", `--model m --chat [{"role":`, "--chat: not valid JSON", nil},
 		{"not JSON", `--model m --chat hello`, "--chat: not valid JSON", nil},
+		{"drafter", "--model m --prompt a --drafter d --draft-depth 5", "", func(o *generateOptions) bool { return o.Drafter == "d" && o.DraftDepth == 5 }},
+		{"draft depth without drafter", "--model m --prompt a --draft-depth 3", "--draft-depth sets how the drafter runs; give --drafter too", nil},
+		{"draft depth too deep", "--model m --prompt a --drafter d --draft-depth 17", "--draft-depth 17 is outside [0, 16]", nil},
+		{"drafter on a device", "--model m --prompt a --drafter d --device opencl", "--drafter runs with the CPU engine; --device opencl", nil},
+		{"drafter with a schema", "--model m --chat C --drafter d --json-schema s.json", "--drafter drafts generated text", nil},
 	}
 	const chatOK = `[{"role":"user","content":"hi"}]`
 	for _, tt := range tests {
@@ -448,5 +454,42 @@ func TestGeneratePromptOverContext(t *testing.T) {
 	code := run(context.Background(), []string{"generate", "--model", tinyModel, "--prompt", strings.Repeat("word ", 5000), "--max-tokens", "1"}, ios)
 	if code != exitFailure || !strings.Contains(stderr.String(), "lfmq: --prompt is 5002 tokens; the model's context of 4096 tokens leaves no room to generate") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestGenerateNonFinite: a BF16 checkpoint with a NaN weight is refused
+// with exit 1 and a message naming the tensor, not answered with exit 0.
+func TestGenerateNonFinite(t *testing.T) {
+	const tensor = "model.layers.0.conv.in_proj.weight"
+	dir := loadtest.Damaged(t, tinyModel, tensor, 7, 0x7fc0)
+	ios, _, stderr := testStreams()
+	code := run(context.Background(), []string{"generate", "--model", dir, "--prompt", "hello", "--max-tokens", "8"}, ios)
+	if code != 1 || !strings.Contains(stderr.String(), "tensor "+tensor+": element 7 is NaN") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming element 7 of %s", code, stderr, tensor)
+	}
+}
+
+// TestGenerateDrafter: generate --drafter prints the text of a plain run
+// and, with --stats, what the drafter did.
+func TestGenerateDrafter(t *testing.T) {
+	args := []string{"generate", "--model", tinyModel, "--prompt", "def fib(n):", "--max-tokens", "24"}
+	ios, want, stderr := testStreams()
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("plain: exit %d: %s", code, stderr)
+	}
+	ios, got, stderr := testStreams()
+	if code := run(context.Background(), append(args, "--drafter", "../../testdata/tiny-lfm2-moe-dspark/model", "--draft-depth", "4", "--stats"), ios); code != 0 {
+		t.Fatalf("drafted: exit %d: %s", code, stderr)
+	}
+	if got.String() != want.String() {
+		t.Errorf("drafted %q, plain %q", got, want)
+	}
+	if !strings.Contains(stderr.String(), "verify steps kept") || !strings.Contains(stderr.String(), "tokens per step") {
+		t.Errorf("stats: %q", stderr)
+	}
+	// A directory that is not a drafter.
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), append(args, "--drafter", tinyModel), ios); code != 1 || !strings.Contains(stderr.String(), "is not a DSpark drafter") {
+		t.Errorf("the target as its own drafter: exit %d, %q", code, stderr)
 	}
 }

@@ -226,7 +226,11 @@ func Serve(ctx context.Context, cfg Config) error {
 			running = false
 		case <-verifyDone:
 			verifyDone = nil
-			if integrityErr = sess.Model.Verified(ctx); integrityErr != nil {
+			var nf *load.NonFiniteError
+			if integrityErr = sess.Model.Verified(ctx); errors.As(integrityErr, &nf) {
+				log.Error("the checkpoint holds a weight that is not a number: shutting down", "err", integrityErr)
+				running = false
+			} else if integrityErr != nil {
 				log.Error("the checkpoint's files do not match its manifest.json: shutting down", "err", integrityErr)
 				running = false
 			} else if sess.Model.Format == model.SourceLFMQ1 {

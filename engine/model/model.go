@@ -302,10 +302,13 @@ func (m *Model) ReplaceLinear(name string, w *kernels.Matrix) error {
 	return nil
 }
 
-// Verified waits until the checkpoint's files are hashed (or ctx ends) and
-// returns what the hash found: nil when every file matches the manifest,
-// the joined *lfmq1.MismatchError findings otherwise. It returns nil at
-// once for a Hugging Face checkpoint and for one hashed when loaded.
+// Verified waits until the checkpoint's background check has ended (or
+// ctx ends) and returns what it found: for an lfmq-1 checkpoint the hash
+// of its files (nil when every file matches the manifest, the joined
+// *lfmq1.MismatchError findings otherwise), for a Hugging Face checkpoint
+// the scan of its weights for NaN and infinity (engine/model/load's
+// *NonFiniteError). It returns nil at once for a checkpoint checked when
+// loaded.
 func (m *Model) Verified(ctx context.Context) error {
 	select {
 	case <-m.integrity.Done():

@@ -54,6 +54,10 @@ type Options struct {
 	// chunk and thread count in every format, on the CPU and on a device
 	// alike.
 	KVCacheDType kv.DType
+	// SkipFiniteScan leaves out the background check that a Hugging Face
+	// checkpoint's weights are finite (a caller that checks every weight
+	// itself: quantization refuses a non-finite one by name).
+	SkipFiniteScan bool
 }
 
 // Load opens the checkpoint in dir, an lfmq-1 checkpoint if dir holds a
@@ -104,6 +108,12 @@ func Load(dir string, opts Options) (*model.Model, error) {
 		}
 		mo.Format, mo.Close, mo.ReleasePages = model.SourceHF, c.Close, c.ReleasePages
 		src = &hfSource{c: c}
+		if !opts.SkipFiniteScan {
+			v := scanInBackground(dir, c)
+			mo.Integrity = v
+			closeFiles := mo.Close
+			mo.Close = func() error { v.stop(); return closeFiles() }
+		}
 	}
 	w, err := loadWeights(cfg, dir, mo.Format, src)
 	if err != nil {
