@@ -415,6 +415,9 @@ func TestErrors(t *testing.T) {
 		{"null body chat", "/v1/chat/completions", `null`, auth, 400, "invalid_request_error", "", ""},
 		{"null body completions", "/v1/completions", ` null `, auth, 400, "invalid_request_error", "", ""},
 		{"wrong type", "/v1/chat/completions", `{"messages":` + user + `,"temperature":"hot"}`, auth, 400, "invalid_request_error", "", "temperature"},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"hi"}]}`, auth, 400, "invalid_request_error", "", "messages"},
+		{"missing content", "/v1/chat/completions", `{"messages":[{"role":"system","content":"a"},{"role":"user"}]}`, auth, 400, "invalid_request_error", "", "messages"},
+		{"empty content", "/v1/chat/completions", `{"messages":[{"role":"user","content":""}]}`, auth, 400, "invalid_request_error", "", "messages"},
 		{"negative max_tokens", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":-5}`, auth, 400, "invalid_request_error", "", "max_tokens"},
 		{"zero max_tokens chat", "/v1/chat/completions", `{"messages":` + user + `,"max_tokens":0}`, auth, 400, "invalid_request_error", "", "max_tokens"},
 		{"temperature range", "/v1/chat/completions", `{"messages":` + user + `,"temperature":2.5}`, auth, 400, "invalid_request_error", "", "temperature"},
@@ -459,6 +462,11 @@ func TestErrors(t *testing.T) {
 			}
 			if a.Error.Message == "" {
 				t.Error("empty message")
+			}
+			// A message's problem names the message and its field.
+			if want, ok := map[string]string{"unknown role": `messages[0].role: "robot" is not a role`, "missing content": "messages[1].content: missing",
+				"empty content": "messages[0].content: missing or empty"}[tt.name]; ok && !strings.Contains(a.Error.Message, want) {
+				t.Errorf("message %q, want it to say %q", a.Error.Message, want)
 			}
 		})
 	}

@@ -104,6 +104,10 @@ func (s *Server) chatJob(e *engineState, req *wire.ChatRequest, start time.Time)
 	if len(msgs) == 0 {
 		return nil, badRequest("messages", "messages is empty")
 	}
+	// The checks generate --chat makes: a known role, and something said.
+	if err := chat.CheckConversation(msgs); err != nil {
+		return nil, requestError(err)
+	}
 	var tools []any
 	if !isNull(req.Tools) {
 		if tools, err = chat.ParseTools(req.Tools); err != nil {

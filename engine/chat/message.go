@@ -291,11 +291,12 @@ func parseArguments(raw json.RawMessage) (*Object, error) {
 // Roles are the message roles the LFM2 chat template renders.
 var Roles = []string{"system", "user", "assistant", "tool"}
 
-// CheckConversation is the stricter check for a conversation a person
-// wrote by hand (lfmq generate --chat), where a mistake is likelier than
-// intent: the list must not be empty, every role must be one of Roles, and
-// every message must have content, except an assistant turn that only
-// calls tools. Each finding is a *RequestError naming messages[i].
+// CheckConversation is the check lfmq generate --chat and the server make
+// of a conversation, where a mistake is likelier than intent: the list
+// must not be empty, every role must be one of Roles, and every message
+// must have content, except an assistant turn (which may only call tools,
+// or be an empty answer sent back). Each finding is a *RequestError naming
+// messages[i].
 func CheckConversation(msgs []Message) error {
 	if len(msgs) == 0 {
 		return &RequestError{Field: "messages", Err: errors.New("the conversation is empty: give at least one message")}
@@ -309,7 +310,9 @@ func CheckConversation(msgs []Message) error {
 		if !known {
 			return &RequestError{Field: field + ".role", Err: fmt.Errorf("%q is not a role: use %s", m.Role, strings.Join(Roles, ", "))}
 		}
-		if m.Content == "" && len(m.ToolCalls) == 0 {
+		// An assistant turn may be empty (an answer that was empty, sent
+		// back in an agent's history); every other turn says something.
+		if m.Content == "" && len(m.ToolCalls) == 0 && m.Role != "assistant" {
 			return &RequestError{Field: field + ".content", Err: errors.New("missing or empty")}
 		}
 	}
