@@ -72,7 +72,7 @@ func (o *Options) models(ctx context.Context) (Server, error) {
 		return s, &OptionsError{"model", fmt.Sprintf("%q is not served; the server lists %s", o.Model, strings.Join(list.IDs(), ", "))}
 	}
 	d := list.Data[i]
-	s.Model, s.Kind = d.ID, "unknown"
+	s.Model, s.Kind, s.MaxModelLen = d.ID, "unknown", d.MaxModelLen
 	switch {
 	case d.Lfmq != nil:
 		s.Kind = "lfmq"

@@ -44,6 +44,7 @@ type fakeServer struct {
 	reject429    atomic.Int32
 	closeIdle    bool
 	closeAll     bool
+	maxModelLen  int // max_model_len in /v1/models (0: not said)
 
 	mu       sync.Mutex
 	attempts int
@@ -126,6 +127,9 @@ func (f *fakeServer) models(w http.ResponseWriter, r *http.Request) {
 	card := map[string]any{"id": "fake-" + f.kind, "object": "model", "owned_by": "vllm"}
 	if f.kind == "llama.cpp" {
 		card = map[string]any{"id": "fake.gguf", "object": "model", "owned_by": "llamacpp", "meta": map[string]any{"n_vocab": f.vocab}}
+	}
+	if f.maxModelLen > 0 {
+		card["max_model_len"] = f.maxModelLen
 	}
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{card}})
 }

@@ -102,6 +102,9 @@ func turnTable(b *strings.Builder, r *Result) {
 	ms := func(x float64) string { return fixed(x*1000, 1) }
 	for _, c := range r.Cells {
 		for _, t := range c.Turns {
+			if t.Requests == 0 && t.FreshRequests == 0 {
+				continue // a turn the window was too short to reach
+			}
 			pct := "–"
 			if t.PromptTokensMean > 0 {
 				pct = strconv.FormatFloat(100*t.CachedTokensMean/t.PromptTokensMean, 'f', 1, 64)

@@ -29,6 +29,9 @@ type Server struct {
 	// "meta.n_vocab"); 0 and "" with a dataset.
 	Vocab     int    `json:"vocab"`
 	VocabFrom string `json:"vocab_from"`
+	// MaxModelLen is the longest prompt plus output the server accepts,
+	// as its /v1/models says (max_model_len; 0 when it does not).
+	MaxModelLen int `json:"max_model_len,omitempty"`
 	// Metrics says whether GET /metrics answered with the server's own
 	// counters; MetricsNote why not, when it did not.
 	Metrics     bool   `json:"metrics"`
@@ -207,4 +210,19 @@ func (sc *ServerCounts) DraftAcceptance() (acceptance, tokensPerStep float64, ok
 		return 0, 0, false
 	}
 	return float64(*sc.DraftAccepted) / float64(*sc.DraftTokens), float64(*sc.DraftAccepted+*sc.DraftSteps) / float64(*sc.DraftSteps), true
+}
+
+// AllFailed reports whether the run measured requests and every one of
+// them failed (no cell has a successful one).
+func (r *Result) AllFailed() bool {
+	failed := 0
+	for _, c := range r.Cells {
+		if c.Requests > 0 {
+			return false
+		}
+		for _, n := range c.Failures {
+			failed += n
+		}
+	}
+	return failed > 0
 }

@@ -45,6 +45,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := o.fits(srv.MaxModelLen); err != nil {
+		return nil, err
+	}
 	res := &Result{Server: srv, Settings: Settings{
 		Concurrency: o.Concurrency, PromptTokens: o.PromptTokens, Dataset: len(o.Dataset),
 		OutputTokens: o.OutputTokens, WarmupSeconds: o.Warmup.Seconds(), DurationSeconds: o.Duration.Seconds(),
@@ -686,4 +689,32 @@ func (cr *cellRun) turns() []Turn {
 		}
 	}
 	return out
+}
+
+// fits refuses, before anything is sent, a run whose requests the server
+// would refuse for its context (max_model_len, 0: unknown): a prompt plus
+// --output-tokens, or a conversation's last turn (the first prompt, then
+// each earlier turn's answer and --turn-tokens new ids, plus its answer).
+func (o *Options) fits(maxLen int) error {
+	if maxLen <= 0 {
+		return nil
+	}
+	if len(o.Dataset) > 0 {
+		return nil // text or messages: their tokens are the server's to count
+	}
+	for _, p := range o.PromptTokens {
+		need := p + o.OutputTokens
+		if o.Turns > 1 {
+			need += (o.Turns - 1) * (o.OutputTokens + o.TurnTokens)
+			if need > maxLen {
+				return &OptionsError{"turns", fmt.Sprintf("%d turns of --prompt-tokens %d, then --output-tokens %d and --turn-tokens %d a turn, reach %d tokens by the last answer, beyond the server's max_model_len %d: give fewer turns or tokens",
+					o.Turns, p, o.OutputTokens, o.TurnTokens, need, maxLen)}
+			}
+			continue
+		}
+		if need > maxLen {
+			return &OptionsError{"prompt-tokens", fmt.Sprintf("%d + --output-tokens %d = %d tokens, beyond the server's max_model_len %d", p, o.OutputTokens, need, maxLen)}
+		}
+	}
+	return nil
 }

@@ -662,3 +662,72 @@ func TestMultiTurnBaseline(t *testing.T) {
 		t.Errorf("a baseline without turns: %v", err)
 	}
 }
+
+// TestFitsContext: a run the server's max_model_len cannot hold is refused
+// before anything is sent, naming the flags and the numbers; one that fits
+// exactly runs.
+func TestFitsContext(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(o *Options)
+		wantErr string // the OptionsError's field; "" runs
+	}{
+		{"fits exactly", func(o *Options) { o.PromptTokens, o.OutputTokens = []int{92}, 8 }, ""},
+		{"prompt plus output", func(o *Options) { o.PromptTokens, o.OutputTokens = []int{16, 93}, 8 }, "prompt-tokens"},
+		{"turns", func(o *Options) { o.Turns, o.TurnTokens = 4, 20 }, "turns"},     // 16 + 8 + 3×(8+20) = 108
+		{"turns that fit", func(o *Options) { o.Turns, o.TurnTokens = 3, 20 }, ""}, // 16 + 8 + 2×28 = 80
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, url := newFake(t, "llama.cpp")
+			f.maxModelLen = 100
+			o := quick(url)
+			o.MaxRequests = 2
+			tt.edit(&o)
+			res, err := Run(t.Context(), o)
+			var oe *OptionsError
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tt.wantErr == "":
+				if res.Server.MaxModelLen != 100 {
+					t.Errorf("max_model_len %d, the server says 100", res.Server.MaxModelLen)
+				}
+			case !errors.As(err, &oe) || oe.Field != tt.wantErr || !strings.Contains(oe.Msg, "max_model_len 100"):
+				t.Fatalf("err %v, want an OptionsError for --%s naming max_model_len 100", err, tt.wantErr)
+			case f.attempts != 0:
+				t.Errorf("%d requests sent before the refusal", f.attempts)
+			}
+		})
+	}
+}
+
+// TestAllFailed: a run whose every request failed says so (the command
+// exits 1 on it); one request answered is enough not to.
+func TestAllFailed(t *testing.T) {
+	f, url := newFake(t, "llama.cpp")
+	f.closeAll = true
+	res, err := Run(t.Context(), quick(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AllFailed() {
+		t.Errorf("every request failed, AllFailed says no: %+v", res.Cells[0])
+	}
+	_, url = newFake(t, "llama.cpp")
+	if res, err = Run(t.Context(), quick(url)); err != nil || res.AllFailed() {
+		t.Errorf("a healthy run: AllFailed %v, err %v", res != nil && res.AllFailed(), err)
+	}
+}
+
+// TestTurnRowsEmpty: a turn no request reached (a window too short for
+// it) has no row in the turn table; the turns reached have theirs.
+func TestTurnRowsEmpty(t *testing.T) {
+	res := &Result{Settings: Settings{Turns: 3}, Cells: []Cell{{Concurrency: 2, PromptTokens: 16, Turns: []Turn{
+		{Turn: 1, Requests: 4, PromptTokensMean: 16}, {Turn: 2, Requests: 2, PromptTokensMean: 40}, {Turn: 3},
+	}}}}
+	md := Markdown(res)
+	if !strings.Contains(md, "| 2 | 16 | 2 | 2 |") || strings.Contains(md, "| 2 | 16 | 3 |") {
+		t.Errorf("turn table:\n%s", md)
+	}
+}

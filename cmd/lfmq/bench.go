@@ -202,6 +202,9 @@ func benchRun(cmd *cobra.Command, opts *benchOptions) error {
 	if werr := benchReport(opts, res, started, load); werr != nil {
 		return werr
 	}
+	if err == nil && res.AllFailed() {
+		return errors.New("every request failed: the figures above measure nothing (the failures name why)")
+	}
 	return err
 }
 

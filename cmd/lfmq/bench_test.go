@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,5 +286,34 @@ func TestBenchInterrupt(t *testing.T) {
 	}
 	if !f.Interrupted || len(f.Cells) != 1 || f.Cells[0].Complete || f.Cells[0].Requests == 0 || len(f.Cells[0].Failures) != 0 {
 		t.Errorf("%+v", f)
+	}
+}
+
+// TestBenchAllFailedAndContext: a server that fails every request makes
+// bench exit 1 after its report (the table shows the failures), and a run
+// beyond the server's max_model_len is refused up front (exit 2) without
+// a request.
+func TestBenchAllFailedAndContext(t *testing.T) {
+	var completions atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"object":"list","data":[{"id":"broken","max_model_len":64,"meta":{"n_vocab":100}}]}`))
+	})
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		completions.Add(1)
+		http.Error(w, `{"error":{"message":"broken","type":"server_error"}}`, http.StatusInternalServerError)
+	})
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	ios, stdout, stderr := testStreams()
+	code := run(context.Background(), []string{"bench", "--url", hs.URL, "--concurrency", "1", "--prompt-tokens", "8", "--output-tokens", "4", "--duration", "200ms", "--max-requests", "3"}, ios)
+	if code != exitFailure || !strings.Contains(stderr.String(), "every request failed") || !strings.Contains(stdout.String(), "http_500") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	completions.Store(0)
+	ios, _, stderr = testStreams()
+	code = run(context.Background(), []string{"bench", "--url", hs.URL, "--concurrency", "1", "--prompt-tokens", "60", "--output-tokens", "8"}, ios)
+	if code != exitUsage || !strings.Contains(stderr.String(), "--prompt-tokens: 60 + --output-tokens 8 = 68 tokens, beyond the server's max_model_len 64") || completions.Load() != 0 {
+		t.Errorf("exit %d, %d requests: %s", code, completions.Load(), stderr)
 	}
 }
