@@ -211,9 +211,10 @@ func TestDenseMethodResume(t *testing.T) {
 	opts.Progress = &cancelAfter{layer: 3, cancel: cancel}
 	_, err := Quantize(ctx, opts)
 	var pe *PartialError
-	// Four dense steps (layers 0–3) and two expert layers (2, 3).
-	if !errors.Is(err, context.Canceled) || !errors.As(err, &pe) || pe.Layers != 6 {
-		t.Fatalf("interrupted run: err = %v, want a PartialError with 6 steps", err)
+	// Layers 0–3: four dense results and two expert ones (2, 3), four
+	// layers, not six.
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &pe) || pe.Layers != 4 || !strings.Contains(err.Error(), "4 layers are done") {
+		t.Fatalf("interrupted run: err = %v, want a PartialError with 4 layers", err)
 	}
 	for _, f := range []string{"layer-03.safetensors", "experts-03.safetensors", ".resume/dense-03.json"} {
 		if !fileExists(filepath.Join(lfmq1.PartialDir(out), f)) {
@@ -229,6 +230,17 @@ func TestDenseMethodResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.check(t, res.Tensors)
+	// The head's stages are the head's (StageHead), not a layer 8's.
+	head := false
+	for _, ev := range rec.events {
+		head = head || strings.HasPrefix(ev, fmt.Sprintf("stage %d ", StageHead))
+		if strings.HasPrefix(ev, "stage 8 ") {
+			t.Errorf("event %q: the head is no layer 8", ev)
+		}
+	}
+	if !head {
+		t.Error("no stage of the head was reported")
+	}
 	if resumed := resumedLayers(res); fmt.Sprint(resumed) != "[2 3]" {
 		t.Errorf("resumed expert layers %v, want [2 3]", resumed)
 	}

@@ -47,7 +47,7 @@ func (o *runOutput) settle(err *error) {
 	}
 	if len(o.rs.prog.Layers) > 0 && resumable(*err) {
 		o.w.Keep()
-		*err = &PartialError{Partial: o.w.Dir(), Layers: len(o.rs.prog.Layers), Err: *err}
+		*err = &PartialError{Partial: o.w.Dir(), Layers: o.rs.prog.layersDone(), Err: *err}
 		return
 	}
 	o.w.Abort()

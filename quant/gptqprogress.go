@@ -10,7 +10,8 @@ import (
 // StageProgress may be implemented by a Progress to learn what a GPTQ run
 // is doing between tensors: stage is "forward i/n", "statistics w1/w3",
 // "solve w1/w3", "statistics w2", "solve w2", "done" or "resumed" for MoE
-// layer layer.
+// layer layer, "statistics dense" and "solve dense" for a layer's dense
+// tensors; layer is StageHead (−1) for the LM head.
 type StageProgress interface {
 	Stage(layer int, stage string)
 }
@@ -32,13 +33,16 @@ type runProgress struct {
 	denseStatsWork map[int]kindWork
 	// denseProg reports the dense, head and kept tensors (with their work).
 	denseProg Progress
+	// numLayers is the model's depth: a stage of layer numLayers is the
+	// head's.
+	numLayers int
 }
 
 // startProgress starts reporting to opts.Progress: it tells it the number
 // of tensors and, when it follows the work, the run's work (startWork), of
 // a run with the calibration set's tokens that rs does not take over.
 func (r *gptqRun) startProgress(rs *resumeState, tokens int) {
-	r.prog.tensors = r.opts.Progress
+	r.prog.tensors, r.prog.numLayers = r.opts.Progress, r.cfg.NumLayers
 	if sp, ok := r.opts.Progress.(StageProgress); ok {
 		r.prog.stage = sp
 	}
@@ -181,11 +185,21 @@ func (t *tensorWorkProgress) Done(tensor string) {
 	}
 }
 
+// setStage names what the run does; layer is a decoder layer, or the
+// number of layers for the LM head, which the stage line calls the head
+// (StageHead).
 func (p *runProgress) setStage(layer int, s string) {
-	if p.stage != nil {
-		p.stage.Stage(layer, s)
+	if p.stage == nil {
+		return
 	}
+	if layer >= p.numLayers {
+		layer = StageHead
+	}
+	p.stage.Stage(layer, s)
 }
+
+// StageHead is the layer a Stage call names for the LM head.
+const StageHead = -1
 
 // doneDense reports a solved dense tensor, with its work, to the Progress.
 func (p *runProgress) doneDense(tensor string) {

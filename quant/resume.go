@@ -67,6 +67,16 @@ type doneLayer struct {
 	RecordSHA256 string `json:"record_sha256"`
 }
 
+// layersDone counts the layers with a result kept: a layer whose dense
+// tensors and experts are solved apart has two records, and is one layer.
+func (p *progress) layersDone() int {
+	seen := map[int]bool{}
+	for _, d := range p.Layers {
+		seen[d.Layer] = true
+	}
+	return len(seen)
+}
+
 // layerRecord is a completed layer's metrics as kept for a resume.
 type layerRecord struct {
 	Metrics LayerMetrics            `json:"metrics"`
@@ -107,12 +117,12 @@ func (e *ResumeDamagedError) Error() string {
 // inputs and settings and Resume set continues from there.
 type PartialError struct {
 	Partial string
-	Layers  int
+	Layers  int // decoder layers with a result kept
 	Err     error
 }
 
 func (e *PartialError) Error() string {
-	return fmt.Sprintf("%v (%d MoE layers are done and kept in %s; rerun with --resume to continue)", e.Err, e.Layers, e.Partial)
+	return fmt.Sprintf("%v (%d layers are done and kept in %s; rerun with --resume to continue)", e.Err, e.Layers, e.Partial)
 }
 
 func (e *PartialError) Unwrap() error { return e.Err }

@@ -121,7 +121,7 @@ func (p *Bar) Work(kind quant.WorkKind, done float64) {
 func (p *Bar) Stage(layer int, stage string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stage = fmt.Sprintf("layer %d: %s", layer, stage)
+	p.stage = stageLine(layer, stage)
 	p.redraw()
 }
 

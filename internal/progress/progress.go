@@ -187,7 +187,7 @@ func (p *Lines) Follower() *Follower {
 // Stage names what a GPTQ run does while no tensor completes.
 func (p *Lines) Stage(layer int, stage string) {
 	p.c.mu.Lock()
-	p.c.stage = fmt.Sprintf("layer %d: %s", layer, stage)
+	p.c.stage = stageLine(layer, stage)
 	p.c.mu.Unlock()
 }
 
@@ -198,4 +198,14 @@ func (p *Lines) Finish() {
 	if p != nil {
 		p.ticker.Stop()
 	}
+}
+
+// stageLine is a GPTQ stage as the bar and the status lines show it:
+// "layer 3: solve w2", or "head: …" for a negative layer (the LM head,
+// which is no decoder layer).
+func stageLine(layer int, stage string) string {
+	if layer < 0 {
+		return "head: " + stage
+	}
+	return fmt.Sprintf("layer %d: %s", layer, stage)
 }
