@@ -14,7 +14,7 @@ import (
 // Architecture is the manifest architecture of a drafter quantized by lfmq
 // quantize --drafter: an lfmq-1 checkpoint of DSpark tensors
 // (docs/lfmq-1.md, "A drafter").
-const Architecture = "dspark"
+const Architecture = lfmq1.DrafterArchitecture
 
 // CheckpointFile is the safetensors file of a quantized drafter: every
 // tensor, under the names the published drafter gives them.

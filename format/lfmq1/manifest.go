@@ -31,6 +31,10 @@ const GlobalFile = "global.safetensors"
 // is the same with or without one.
 const DrafterDir = "drafter"
 
+// DrafterArchitecture is the manifest architecture of a drafter's
+// checkpoint: a DSpark drafter quantized by lfmq quantize --drafter.
+const DrafterArchitecture = "dspark"
+
 // CopiedFiles are the source checkpoint files copied unmodified (those that
 // exist).
 var CopiedFiles = []string{
