@@ -14,6 +14,7 @@ import (
 
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/kv"
+	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/lfmq1"
 )
@@ -334,5 +335,94 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQuantizedDrafterBlocks: the quantized drafter drafts the blocks of
+// the published one within BFP8's rounding. At every verify step of the
+// fixture's six reference prompts (the reference's own contexts, fed to
+// the RTN model with both drafters attached to their own copy), the
+// drafts agree in most rows and, where the rows before agree (so that the
+// Markov head sees the same previous token), the confidence logits stay
+// close; exact equality is not expected of a rounded drafter.
+func TestQuantizedDrafterBlocks(t *testing.T) {
+	res := tinyDrafterQ(t)
+	data, err := os.ReadFile(filepath.Join(dsparkRefDir, "spec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Prompts []struct {
+			InputIDs []int `json:"input_ids"`
+			Steps    []struct {
+				Anchor   int   `json:"anchor"`
+				Appended []int `json:"appended"`
+			} `json:"steps"`
+		} `json:"prompts"`
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	pair := func(dir string) (*model.Model, *draft.Drafter) {
+		m, err := load.Load(tinyRTN(t), load.Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := draft.Load(dir, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close(); m.Close() })
+		return m, d
+	}
+	mb, db := pair(tinyDrafter)
+	mq, dq := pair(res.OutDir)
+	rows, same, prefix, worst, sum := 0, 0, 0, 0.0, 0.0
+	for _, p := range spec.Prompts {
+		sb, sq := mb.NewSequence(), mq.NewSequence()
+		ctx := slices.Clone(p.InputIDs)
+		for _, st := range p.Steps {
+			for _, c := range []struct {
+				m   *model.Model
+				seq *model.Sequence
+			}{{mb, sb}, {mq, sq}} {
+				if _, err := c.m.Forward(context.Background(), []*model.Sequence{c.seq}, [][]int{ctx[c.seq.Len():]}, model.ForwardOptions{Logits: model.NoLogits}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bb, err := db.Propose([]*model.Sequence{sb}, []int{st.Anchor}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bq, err := dq.Propose([]*model.Sequence{sq}, []int{st.Anchor}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agree := true // the drafts before row k agree: its Markov input is the same
+			for k, tok := range bb.Draft(0) {
+				rows++
+				if agree {
+					prefix++
+					d := math.Abs(float64(bb.Conf(0)[k] - bq.Conf(0)[k]))
+					worst, sum = max(worst, d), sum+d
+				}
+				if bq.Draft(0)[k] == tok {
+					same++
+				} else {
+					agree = false
+				}
+			}
+			// The next context: the anchor and what the step kept.
+			ctx = append(ctx, st.Anchor)
+			ctx = append(ctx, st.Appended[:len(st.Appended)-1]...)
+		}
+		sb.Free()
+		sq.Free()
+	}
+	frac := float64(same) / float64(rows)
+	t.Logf("%d of %d drafted rows the same (%.1f%%); over the %d rows with the same Markov input, confidence logits differ by %.3g at most, %.3g on average",
+		same, rows, 100*frac, prefix, worst, sum/float64(prefix))
+	if frac < 0.95 || worst > 0.25 {
+		t.Errorf("%d of %d drafted rows the same, confidence logits within %.3g; want ≥ 95%%, ≤ 0.25", same, rows, worst)
 	}
 }
