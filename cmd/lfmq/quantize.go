@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/draft"
@@ -51,6 +52,9 @@ type quantizeOptions struct {
 	drafterDir     string
 	DrafterRecords int
 	EvalCorpora    []quant.EvalCorpus
+	// DrafterOnly is --drafter-only: --out is the model's checkpoint,
+	// made earlier from --model, and only the drafter is quantized.
+	DrafterOnly bool
 
 	// flags holds the flags as typed, before validate reads them into
 	// the fields above.
@@ -143,7 +147,9 @@ speculative decoding over held-out records of each --eval-corpus (required;
 the prompt, 48 new tokens) with the published drafter and with the
 quantized one, both on the quantized model. Their tokens per verify step
 are printed and recorded in the drafter's manifest. DIR appears when the
-model is complete, DIR/drafter when the drafter is.
+model is complete, DIR/drafter when the drafter is. --drafter-only quantizes
+the drafter alone, for the checkpoint already in --out (made from --model):
+a drafter for a checkpoint made earlier, or after an interrupted drafter step.
 
 --solve-memory bounds the scratch memory of the expert solves running at
 once (about 215 MiB per w1/w3 solve and 160 MiB per w2 solve at
@@ -189,6 +195,7 @@ func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
 	f.StringVar(&g.ChatDate, "chat-date", g.ChatDate, "day (YYYY-MM-DD) a chat template's strftime_now sees when calibration and eval records are rendered")
 	f.StringArrayVar(&fl.evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap, and the held-out text --drafter's acceptance is measured on; repeatable")
 	f.StringVar(&opts.Drafter, "drafter", "", "also quantize the model's DSpark drafter (a directory, or a hub id OWNER/NAME[@REVISION]) into --out's drafter/, measuring its acceptance on --eval-corpus")
+	f.BoolVar(&opts.DrafterOnly, "drafter-only", false, "quantize only --drafter, for the lfmq-1 checkpoint already in --out (made from --model), into its drafter/")
 	f.IntVar(&opts.DrafterRecords, "drafter-records", quant.DefaultAcceptanceSetup.Records, "records per --eval-corpus the drafter's acceptance is measured on")
 	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
 	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, fmt.Sprintf("relative damping of w2 (the reference release used %g)", quant.ReferenceDampW2))
@@ -222,6 +229,9 @@ func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
 func (o *quantizeOptions) validate(cmd *cobra.Command) error {
 	if err := requireFlags("model", o.Model, "out", o.Out); err != nil {
 		return err
+	}
+	if o.DrafterOnly {
+		return o.validateDrafterOnly(cmd)
 	}
 	m, err := quant.ParseMethod(o.flags.method)
 	if err != nil {
@@ -324,6 +334,37 @@ func (o *quantizeOptions) validateDrafter(cmd *cobra.Command, useGPTQ bool) erro
 	return nil
 }
 
+// drafterOnlyFlags are the flags --drafter-only reads: the drafter's, and
+// what checks the checkpoint in --out against --model.
+var drafterOnlyFlags = map[string]bool{"model": true, "out": true, "endpoint": true, "workers": true, "drafter": true, "drafter-only": true,
+	"drafter-records": true, "eval-corpus": true, "chat-date": true, "dense-exponent-rule": true}
+
+// validateDrafterOnly checks a --drafter-only command line: the model is
+// not quantized, so a flag that shapes its quantization is a mistake.
+func (o *quantizeOptions) validateDrafterOnly(cmd *cobra.Command) error {
+	if o.Drafter == "" {
+		return &usageError{errors.New("--drafter-only needs --drafter: the drafter to quantize for --out's checkpoint")}
+	}
+	var stray string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if stray == "" && !drafterOnlyFlags[f.Name] {
+			stray = f.Name
+		}
+	})
+	if stray != "" {
+		return &usageError{fmt.Errorf("--%s shapes the model's quantization; --drafter-only quantizes the drafter alone, for the checkpoint already in --out", stray)}
+	}
+	if o.Workers < 0 {
+		return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", o.Workers)}
+	}
+	d, err := quant.ParseExponentRule(o.flags.denseRule)
+	if err != nil || d == quant.ExponentHessian {
+		return &usageError{fmt.Errorf("--dense-exponent-rule must be max or search (hessian is a rule of the routed experts only), got %q", o.flags.denseRule)}
+	}
+	o.DenseExponentRule = d
+	return o.validateDrafter(cmd, false)
+}
+
 // parseEvalCorpora parses the --eval-corpus values: NAME=FILE, or FILE
 // named by its base name without extension; each name once.
 func parseEvalCorpora(values []string) ([]quant.EvalCorpus, error) {
@@ -413,6 +454,9 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if opts.DrafterOnly {
+		return drafterOnlyRun(cmd, opts)
+	}
 	if err := quantizeInputs(cmd, opts); err != nil {
 		return err
 	}
@@ -428,10 +472,67 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 	start = time.Now()
 	dres, err := quantizeDrafter(cmd.Context(), opts)
 	if err != nil {
-		return fmt.Errorf("%w (the model's checkpoint %s is complete; its drafter is not)", err, opts.Out)
+		return fmt.Errorf("%w (the model's checkpoint %s is complete, its drafter is not: once the cause is fixed, the same command with --drafter-only quantizes the drafter alone)", err, opts.Out)
 	}
 	writeDrafterSummary(opts.IO, dres, time.Since(start))
 	return nil
+}
+
+// drafterOnlyRun quantizes --drafter for the checkpoint in --out, which
+// must be an lfmq-1 checkpoint made from --model without a drafter yet: a
+// drafter added to a checkpoint made earlier, or one whose drafter step
+// was interrupted, without quantizing the model again.
+func drafterOnlyRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if isHubID(opts.Model) && !dirExists(opts.Model) {
+		dir, err := resolveHubModel(cmd, opts.IO, "--model", opts.Model, opts.Endpoint)
+		if err != nil {
+			return err
+		}
+		opts.Model = dir
+	}
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
+		return err
+	}
+	if err := requireLFMQ1("--out", opts.Out); err != nil {
+		return err
+	}
+	if d := filepath.Join(opts.Out, quant.DrafterDir); dirExists(d) {
+		return &usageError{fmt.Errorf("--out %s already has a drafter (%s); remove it to quantize the drafter again", opts.Out, d)}
+	}
+	man, _, err := lfmq1.ReadManifest(opts.Out)
+	if err != nil {
+		return err
+	}
+	sum, _, err := lfmq1.HashFile(filepath.Join(opts.Model, "config.json"))
+	if err != nil {
+		return err
+	}
+	if man.Source.ConfigSHA256 != sum {
+		return &usageError{fmt.Errorf("--out %s was not quantized from --model %s: its manifest's source config.json has sha256 %s, --model's %s", opts.Out, opts.Model, man.Source.ConfigSHA256, sum)}
+	}
+	files := []string{}
+	for _, c := range opts.EvalCorpora {
+		files = append(files, "--eval-corpus "+c.Name+"="+c.Path, c.Path)
+	}
+	if err := requireFiles(files...); err != nil {
+		return err
+	}
+	if err := checkDrafter(cmd, opts); err != nil {
+		return err
+	}
+	start := time.Now()
+	dres, err := quantizeDrafter(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	writeDrafterSummary(opts.IO, dres, time.Since(start))
+	return nil
+}
+
+// dirExists reports whether path is a directory.
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // quantizeDrafter quantizes --drafter into --out's drafter directory, for

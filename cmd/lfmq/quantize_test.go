@@ -59,6 +59,11 @@ func TestQuantizeFlags(t *testing.T) {
 		{"bad drafter records", "--model m --out o --method rtn --drafter d --eval-corpus c --drafter-records 0", quantizeOptions{}, "--drafter-records must be at least 1, got 0"},
 		{"eval corpus with rtn", "--model m --out o --method rtn --eval-corpus c", quantizeOptions{}, "--eval-corpus applies to --method gptq with --experts quantize or --dense-method gptq, or to --drafter"},
 		{"drafter bad eval corpus", "--model m --out o --method rtn --drafter d --eval-corpus =x", quantizeOptions{}, "want NAME=FILE"},
+		{"drafter only", "--model m --out o --drafter d --drafter-only --eval-corpus c --dense-exponent-rule search --workers 2", quantizeOptions{Model: "m", Out: "o", Experts: "quantize", Workers: 2}, ""},
+		{"drafter only needs drafter", "--model m --out o --drafter-only --eval-corpus c", quantizeOptions{}, "--drafter-only needs --drafter"},
+		{"drafter only needs eval corpus", "--model m --out o --drafter d --drafter-only", quantizeOptions{}, "--drafter needs --eval-corpus"},
+		{"drafter only with a model flag", "--model m --out o --drafter d --drafter-only --eval-corpus c --method rtn", quantizeOptions{}, "--method shapes the model's quantization; --drafter-only quantizes the drafter alone"},
+		{"drafter only with calib", "--model m --out o --drafter d --drafter-only --eval-corpus c --calib x", quantizeOptions{}, "--calib shapes the model's quantization"},
 		{"drafter bad chat date", "--model m --out o --method rtn --drafter d --eval-corpus c --chat-date 1-1", quantizeOptions{}, "--chat-date must be a day written YYYY-MM-DD"},
 	}
 	for _, tt := range tests {
@@ -449,6 +454,24 @@ func TestQuantizeDrafterRun(t *testing.T) {
 			t.Errorf("%s differs with --drafter", f)
 		}
 	}
+	// --drafter-only adds the same drafter, byte for byte, to the
+	// checkpoint made without one; a second time it is refused.
+	drafterOnly := []string{"quantize", "--model", tinyModel, "--out", plain, "--drafter", tinyDrafter, "--drafter-only", "--eval-corpus", "code=" + tinyCode, "--drafter-records", "3"}
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), drafterOnly, ios); code != 0 || !strings.Contains(stdout.String(), "wrote lfmq-1 drafter "+filepath.Join(plain, "drafter")) {
+		t.Fatalf("--drafter-only: exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, f := range []string{"manifest.json", "drafter.safetensors", "config.json"} {
+		a, _ := os.ReadFile(filepath.Join(out, "drafter", f))
+		b, _ := os.ReadFile(filepath.Join(plain, "drafter", f))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("drafter/%s differs between --drafter and --drafter-only", f)
+		}
+	}
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), drafterOnly, ios); code != exitUsage || !strings.Contains(stderr.String(), "already has a drafter") {
+		t.Errorf("second --drafter-only: exit %d: %s", code, stderr)
+	}
 	for _, dir := range []string{out, filepath.Join(out, "drafter")} {
 		ios, stdout, stderr = testStreams()
 		if code := run(context.Background(), []string{"inspect", dir}, ios); code != 0 || !strings.Contains(stdout.String(), "verified against manifest") {
@@ -497,4 +520,33 @@ func deeperDrafter(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestQuantizeDrafterOnlyRefused: --drafter-only needs --out to be an
+// lfmq-1 checkpoint made from --model.
+func TestQuantizeDrafterOnlyRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, model, out, want string
+	}{
+		{"out not a checkpoint", tinyModel, t.TempDir(), "not an lfmq-1 checkpoint"},
+		{"out of another model", denseModel, quantizedTiny(t), "was not quantized from --model " + denseModel},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ios, _, stderr := testStreams()
+			code := run(context.Background(), []string{"quantize", "--model", c.model, "--out", c.out, "--drafter", tinyDrafter, "--drafter-only", "--eval-corpus", tinyCode}, ios)
+			if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d saying %q", code, stderr, exitUsage, c.want)
+			}
+		})
+	}
+}
+
+// quantizedTiny quantizes the MoE fixture with RTN into a new directory.
+func quantizedTiny(t *testing.T) string {
+	out := filepath.Join(t.TempDir(), "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	return out
 }
