@@ -48,6 +48,10 @@ type Options struct {
 	// DryRun checks everything but writes nothing (no cache label, no
 	// execute bit): for --print-command.
 	DryRun bool
+	// NoDrafter serves a release that carries a drafter without it
+	// (launch --drafter off). Otherwise the runtime serves with the
+	// release's drafter, unless Serve gives a --drafter of its own.
+	NoDrafter bool
 }
 
 // Plan is a verified release ready to run.
@@ -67,7 +71,17 @@ type Plan struct {
 	// MadeExecutable reports that the runtime arrived without its
 	// execute bit (a hub download does not keep file modes) and got it.
 	MadeExecutable bool
+	// Drafter is the release's drafter the runtime serves with, absolute;
+	// empty when it serves without one (none in the release, --drafter
+	// off, or a --drafter of the caller's).
+	Drafter string
 }
+
+// DrafterError is a drafter flag a release cannot honour: drafting flags
+// for a release without a drafter.
+type DrafterError struct{ Msg string }
+
+func (e *DrafterError) Error() string { return "launch: " + e.Msg }
 
 // PlatformError reports a release without a runtime for this platform.
 type PlatformError struct {
@@ -206,6 +220,26 @@ func Prepare(ctx context.Context, opts Options) (*Plan, error) {
 		p.Args = append(p.Args, "--served-model-name", rr.ReleaseID)
 	}
 	p.Args = append(p.Args, "--cache-dir", p.CacheDir)
+	if rr.Drafter != nil && !opts.NoDrafter && !hasFlag(opts.Serve, "drafter") {
+		// The release's drafter was verified with the rest
+		// (docs/release.md, "A drafter").
+		if d := flagValue(opts.Serve, "device"); d != "" && d != "auto" && d != "cpu" {
+			return p, &DrafterError{Msg: fmt.Sprintf("--device %s: the release's drafter runs with the CPU engine; give --drafter off to serve without it on the device", d)}
+		}
+		p.Drafter = filepath.Join(dir, "drafter")
+		p.Args = append(p.Args, "--drafter", p.Drafter)
+	}
+	if p.Drafter == "" && !hasFlag(opts.Serve, "drafter") {
+		for _, f := range []string{"draft-depth", "draft-costs"} {
+			if hasFlag(opts.Serve, f) {
+				why := "the release has no drafter"
+				if rr.Drafter != nil {
+					why = "--drafter off serves without the release's drafter"
+				}
+				return p, &DrafterError{Msg: fmt.Sprintf("--%s sets how the drafter runs, but %s", f, why)}
+			}
+		}
+	}
 	p.Args = append(p.Args, opts.Serve...)
 	return p, nil
 }
@@ -218,6 +252,21 @@ func hasFlag(args []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// flagValue is the last value args give --name (as --name V or
+// --name=V), or "".
+func flagValue(args []string, name string) string {
+	v := ""
+	for i, a := range args {
+		switch {
+		case a == "--"+name && i+1 < len(args):
+			v = args[i+1]
+		case strings.HasPrefix(a, "--"+name+"="):
+			v = strings.TrimPrefix(a, "--"+name+"=")
+		}
+	}
+	return v
 }
 
 // makeExecutable gives the runtime its execute bits if it lacks them: hub

@@ -23,5 +23,11 @@
 // state is in resume.go and resumerun.go, memory budgeting in solvemem.go
 // and runmem.go.
 //
+// QuantizeDrafter (drafter.go) quantizes a model's DSpark drafter for its
+// lfmq-1 checkpoint (docs/lfmq-1.md, "A drafter"): its linear weights to
+// BFP8 by round to nearest, written as an lfmq-1 checkpoint of its own
+// after MeasureAcceptance has measured, with engine/draft, what that costs
+// in tokens per verify step on held-out text.
+//
 // It does not run the model's maths itself: activations come from engine.
 package quant

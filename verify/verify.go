@@ -68,6 +68,9 @@ type Report struct {
 	Digest string `json:"digest,omitempty"`
 	// ManifestSHA256 is the sha256 of checkpoint/manifest.json as found.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	// DrafterManifestSHA256 is the sha256 of drafter/manifest.json as
+	// found, in a release with a drafter.
+	DrafterManifestSHA256 string `json:"drafter_manifest_sha256,omitempty"`
 	// Files and Bytes count the listed files that were hashed: for a clean
 	// release, every file SHA256SUMS lists (the same count and bytes as
 	// the build reports). The list file itself, the signature and unlisted
@@ -269,11 +272,16 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 				add(&MismatchError{Path: sums.RuntimeReleaseFile, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile, Detail: "SHA256SUMS does not list runtime-release.json", refetch: releaseLists})
 			}
 		}
-		if m, ok := rr.File(sums.ManifestPath); ok && m.SHA256 != rr.Checkpoint.ManifestSHA256 {
-			// Both claims are the list's own; the actual digest is the
-			// file's, filled in once it is hashed.
-			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile,
-				Detail: "checkpoint.manifest_sha256 differs from the files entry, which says sha256 " + m.SHA256})
+		for _, pt := range releaseParts(rr) {
+			if pt.pin == nil {
+				continue
+			}
+			if m, ok := rr.File(pt.manifest); ok && m.SHA256 != pt.pin.ManifestSHA256 {
+				// Both claims are the list's own; the actual digest is the
+				// file's, filled in once it is hashed.
+				add(&MismatchError{Path: pt.manifest, Kind: KindPin, WantSHA256: pt.pin.ManifestSHA256, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile,
+					Detail: pt.field + ".manifest_sha256 differs from the files entry, which says sha256 " + m.SHA256})
+			}
 		}
 	}
 
@@ -327,9 +335,10 @@ func Release(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	markRenames(missing, extra)
 
-	// Pins and the checkpoint manifest.
+	// Pins and the checkpoint manifest, and the drafter's.
 	if rr != nil || sumsOK {
 		findings = append(findings, checkCheckpoint(ctx, root, dir, expect, actual, rr, present, opts, rep)...)
+		findings = append(findings, checkDrafter(ctx, root, dir, expect, actual, rr, present, opts, rep)...)
 	}
 
 	// The signature covers SHA256SUMS byte for byte; with no SHA256SUMS
@@ -361,45 +370,102 @@ func listAuthority(sumsOK bool) string {
 	return sums.RuntimeReleaseFile
 }
 
+// part is an lfmq-1 checkpoint a release carries: the model's under
+// checkpoint/, and a drafter's under drafter/ (docs/release.md).
+type part struct {
+	dir      string // "checkpoint/" or "drafter/"
+	manifest string // its manifest's release path
+	field    string // runtime-release.json's key pinning it
+	pin      *sums.Checkpoint
+}
+
+// releaseParts are the checkpoints rr pins.
+func releaseParts(rr *sums.RuntimeRelease) []part {
+	out := []part{{dir: "checkpoint/", manifest: sums.ManifestPath, field: "checkpoint", pin: &rr.Checkpoint}}
+	if rr.Drafter != nil {
+		out = append(out, part{dir: "drafter/", manifest: sums.DrafterManifestPath, field: "drafter", pin: rr.Drafter})
+	}
+	return out
+}
+
 // checkCheckpoint checks the manifest pin, the manifest's file list against
 // the release's lists and, with Deep, every tensor.
 func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[string]*expectation, actual map[string]string, rr *sums.RuntimeRelease, present map[string]entryInfo, opts Options, rep *Report) []*MismatchError {
+	pt := part{dir: "checkpoint/", manifest: sums.ManifestPath, field: "checkpoint"}
+	if rr != nil {
+		pt.pin = &rr.Checkpoint
+	}
+	if _, ok := expect[sums.ManifestPath]; !ok {
+		return []*MismatchError{{Path: sums.ManifestPath, Kind: KindMissing, WantSize: Unknown, GotSize: Unknown, Authority: listAuthority(rr == nil), Detail: "the lists name no checkpoint manifest"}}
+	}
+	return checkPart(ctx, root, dir, pt, expect, actual, present, opts, &rep.ManifestSHA256)
+}
+
+// checkDrafter checks a release's drafter as checkCheckpoint checks its
+// model: when runtime-release.json pins one, or the lists name any file
+// under drafter/. A release without a drafter has nothing there.
+func checkDrafter(ctx context.Context, root *os.Root, dir string, expect map[string]*expectation, actual map[string]string, rr *sums.RuntimeRelease, present map[string]entryInfo, opts Options, rep *Report) []*MismatchError {
+	pt := part{dir: "drafter/", manifest: sums.DrafterManifestPath, field: "drafter"}
+	if rr != nil {
+		pt.pin = rr.Drafter
+	}
+	listed := false
+	for p := range expect {
+		listed = listed || strings.HasPrefix(p, pt.dir)
+	}
+	_, hasManifest := expect[pt.manifest]
+	switch {
+	case pt.pin == nil && !listed:
+		return nil
+	case !hasManifest:
+		return []*MismatchError{{Path: pt.manifest, Kind: KindMissing, WantSize: Unknown, GotSize: Unknown, Authority: listAuthority(rr == nil), Detail: "the lists name no drafter manifest, but a drafter"}}
+	case rr != nil && pt.pin == nil:
+		return []*MismatchError{{Path: pt.manifest, Kind: KindDisagree, WantSHA256: expect[pt.manifest].sha256, WantSize: Unknown, GotSize: Unknown, Authority: sums.SumsFile,
+			Detail: "the lists name a drafter that runtime-release.json does not pin", refetch: releaseLists}}
+	}
+	return checkPart(ctx, root, dir, pt, expect, actual, present, opts, &rep.DrafterManifestSHA256)
+}
+
+// checkPart checks one checkpoint of the release: its manifest's pin (when
+// runtime-release.json parsed), its manifest's file list against the
+// release's lists and, with Deep, every tensor. found receives the
+// manifest's digest.
+func checkPart(ctx context.Context, root *os.Root, dir string, pt part, expect map[string]*expectation, actual map[string]string, present map[string]entryInfo, opts Options, found *string) []*MismatchError {
 	var out []*MismatchError
 	add := func(f *MismatchError) { out = append(out, f) }
-	if _, ok := expect[sums.ManifestPath]; !ok {
-		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMissing, WantSize: Unknown, GotSize: Unknown, Authority: listAuthority(rr == nil), Detail: "the lists name no checkpoint manifest"})
-		return out
-	}
-	got, ok := actual[sums.ManifestPath]
+	got, ok := actual[pt.manifest]
 	if !ok {
 		// Missing or damaged: already a finding; nothing below can be
 		// trusted.
 		return out
 	}
-	rep.ManifestSHA256 = got
-	if rr != nil && got != rr.Checkpoint.ManifestSHA256 {
+	*found = got
+	if pt.pin != nil && got != pt.pin.ManifestSHA256 {
 		// When runtime-release.json's files entry already contradicts its
 		// pin, that finding stands for this one: the file matched its entry.
-		if m, ok := rr.File(sums.ManifestPath); !ok || m.SHA256 == rr.Checkpoint.ManifestSHA256 {
-			add(&MismatchError{Path: sums.ManifestPath, Kind: KindPin, WantSHA256: rr.Checkpoint.ManifestSHA256, GotSHA256: got, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: "manifest_sha256 pin"})
+		detail := "manifest_sha256 pin"
+		if pt.field != "checkpoint" {
+			detail = pt.field + ".manifest_sha256 pin"
 		}
+		add(&MismatchError{Path: pt.manifest, Kind: KindPin, WantSHA256: pt.pin.ManifestSHA256, GotSHA256: got, WantSize: Unknown, GotSize: Unknown, Authority: sums.RuntimeReleaseFile, Detail: detail})
 	}
-	data, err := readBounded(root, sums.ManifestPath)
+	data, err := readBounded(root, pt.manifest)
 	if err != nil {
-		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: err.Error()})
+		add(&MismatchError{Path: pt.manifest, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: pt.manifest, Detail: err.Error()})
 		return out
 	}
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != got {
 		// It changed under us since it was hashed.
-		add(&MismatchError{Path: sums.ManifestPath, Kind: KindHash, WantSHA256: got, GotSHA256: hex.EncodeToString(sum[:]), WantSize: Unknown, GotSize: int64(len(data)), Authority: sums.SumsFile, Detail: "changed while being verified"})
+		add(&MismatchError{Path: pt.manifest, Kind: KindHash, WantSHA256: got, GotSHA256: hex.EncodeToString(sum[:]), WantSize: Unknown, GotSize: int64(len(data)), Authority: sums.SumsFile, Detail: "changed while being verified"})
 		return out
 	}
-	m, err := lfmq1.ParseManifest(sums.ManifestPath, data)
+	m, err := lfmq1.ParseManifest(pt.manifest, data)
 	if err != nil {
-		add(&MismatchError{Path: sums.ManifestPath, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: err.Error()})
+		add(&MismatchError{Path: pt.manifest, Kind: KindMalformed, WantSize: Unknown, GotSize: Unknown, Authority: pt.manifest, Detail: err.Error()})
 		return out
 	}
-	const ckDir = "checkpoint/"
+	ckDir := pt.dir
+	refetchManifest := []string{pt.manifest, sums.SumsFile, sums.RuntimeReleaseFile}
 	inManifest := map[string]bool{}
 	for _, f := range m.Files {
 		p := ckDir + f.Path
@@ -407,8 +473,8 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 		x, ok := expect[p]
 		switch {
 		case !ok:
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the checkpoint manifest, not in the release's lists",
-				refetch: manifestAndLists})
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: pt.manifest, Detail: "in the " + pt.field + " manifest, not in the release's lists",
+				refetch: refetchManifest})
 		case x.sha256 != f.SHA256 || (x.size != Unknown && x.size != f.Size):
 			// Expected is the manifest's claim, actual what is on disk
 			// (fillOnDisk); the lists' claim is the detail.
@@ -419,15 +485,15 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 			if x.size != Unknown && x.size != f.Size {
 				claims = append(claims, fmt.Sprintf("%s says %d bytes", x.sizeAuthority, x.size))
 			}
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: sums.ManifestPath, Detail: strings.Join(claims, "; "),
-				refetch: append([]string{p}, manifestAndLists...)})
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSHA256: f.SHA256, WantSize: f.Size, GotSize: Unknown, Authority: pt.manifest, Detail: strings.Join(claims, "; "),
+				refetch: append([]string{p}, refetchManifest...)})
 		}
 	}
 	checkpointClean := true
 	for p := range expect {
-		if strings.HasPrefix(p, ckDir) && p != sums.ManifestPath && !inManifest[p] {
-			add(&MismatchError{Path: p, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "in the release's lists, not in the checkpoint manifest",
-				refetch: manifestAndLists})
+		if strings.HasPrefix(p, ckDir) && p != pt.manifest && !inManifest[p] {
+			add(&MismatchError{Path: p, Kind: KindDisagree, WantSize: Unknown, GotSize: Unknown, Authority: pt.manifest, Detail: "in the release's lists, not in the " + pt.field + " manifest",
+				refetch: refetchManifest})
 		}
 	}
 	for p, e := range present {
@@ -442,19 +508,19 @@ func checkCheckpoint(ctx context.Context, root *os.Root, dir string, expect map[
 		return out
 	}
 	if !checkpointClean {
-		add(&MismatchError{Path: "checkpoint", Kind: KindUnsafe, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: "holds non-regular entries or sub-directories; tensors not checked"})
+		add(&MismatchError{Path: pt.field, Kind: KindUnsafe, WantSize: Unknown, GotSize: Unknown, Authority: pt.manifest, Detail: "holds non-regular entries or sub-directories; tensors not checked"})
 		return out
 	}
 	if err := ctx.Err(); err != nil {
 		return out
 	}
-	ck, err := lfmq1.Open(filepath.Join(dir, "checkpoint"), lfmq1.CheckTensors)
+	ck, err := lfmq1.Open(filepath.Join(dir, pt.field), lfmq1.CheckTensors)
 	if err == nil {
 		ck.Close()
 		return out
 	}
 	for _, e := range lfmq1.Findings(err) {
-		f := &MismatchError{Path: sums.ManifestPath, Kind: KindTensor, WantSize: Unknown, GotSize: Unknown, Authority: sums.ManifestPath, Detail: e.Error()}
+		f := &MismatchError{Path: pt.manifest, Kind: KindTensor, WantSize: Unknown, GotSize: Unknown, Authority: pt.manifest, Detail: e.Error()}
 		var lm *lfmq1.MismatchError
 		if errors.As(e, &lm) && lm.Tensor == "" && (lm.Kind == "missing" || lm.Kind == "extra" || lm.Kind == "size" || lm.Kind == "hash") {
 			// File-level: the release's lists already reported it.
@@ -493,8 +559,7 @@ func sortFindings(fs []*MismatchError) {
 // Which list is wrong when two disagree cannot be told from the release
 // alone: a fresh copy of each list involved settles it.
 var (
-	releaseLists     = []string{sums.SumsFile, sums.RuntimeReleaseFile}
-	manifestAndLists = []string{sums.ManifestPath, sums.SumsFile, sums.RuntimeReleaseFile}
+	releaseLists = []string{sums.SumsFile, sums.RuntimeReleaseFile}
 )
 
 // markRenames links each extra file to the missing files whose expected

@@ -768,3 +768,59 @@ func TestSumsNamesListPath(t *testing.T) {
 		})
 	}
 }
+
+// drafterRelease builds a test release with a drafter.
+func drafterRelease(t *testing.T) string {
+	return bundletest.Release(t, func(o *bundle.Options) { o.DrafterDir = bundletest.Drafter(t, o.CheckpointDir) })
+}
+
+// TestDrafter: a release's drafter is checked as its checkpoint is — its
+// pin, its manifest's file list against the lists, every tensor with Deep —
+// and a drafter the lists name but runtime-release.json does not pin, or
+// one it pins without the lists naming its manifest, is a finding.
+func TestDrafter(t *testing.T) {
+	const dm = "drafter/manifest.json"
+	rel := drafterRelease(t)
+	for _, c := range []struct {
+		name  string
+		edit  func(t *testing.T, dir string)
+		deep  bool
+		finds map[string]verify.Kind
+	}{
+		{"clean", func(*testing.T, string) {}, true, nil},
+		{"pin", func(t *testing.T, dir string) {
+			resign(t, dir, func(rr *sums.RuntimeRelease) { rr.Drafter.ManifestSHA256 = strings.Repeat("a", 64) })
+		}, false, map[string]verify.Kind{dm: verify.KindPin}},
+		{"unpinned drafter", func(t *testing.T, dir string) {
+			resign(t, dir, func(rr *sums.RuntimeRelease) { rr.Drafter = nil })
+		}, false, map[string]verify.Kind{dm: verify.KindDisagree}},
+		{"resigned file the drafter's manifest disowns", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "drafter", "drafter.safetensors")
+			b, _ := os.ReadFile(p)
+			b[len(b)-1] ^= 0xff
+			os.WriteFile(p, b, 0o644)
+			resign(t, dir, func(*sums.RuntimeRelease) {})
+		}, true, map[string]verify.Kind{"drafter/drafter.safetensors": verify.KindTensor}},
+		{"drafter manifest gone", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "drafter", "manifest.json"))
+		}, false, map[string]verify.Kind{dm: verify.KindMissing}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "r")
+			bundletest.CopyDir(t, rel, dir)
+			c.edit(t, dir)
+			rep := run(t, dir, c.deep)
+			if len(c.finds) == 0 {
+				if !rep.OK || rep.DrafterManifestSHA256 == "" {
+					t.Fatalf("findings:\n%s (drafter manifest %q)", dump(rep), rep.DrafterManifestSHA256)
+				}
+				return
+			}
+			for p, k := range c.finds {
+				if !has(rep, p, k) {
+					t.Errorf("no %s finding for %s:\n%s", k, p, dump(rep))
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,8 @@ type launchOptions struct {
 	// validates them); Forward their command-line form.
 	Serve   serveOptions
 	Forward []string
+	// NoDrafter is --drafter off: the release's drafter is not used.
+	NoDrafter bool
 	// Exec runs the plan (launch.Exec; tests capture it).
 	Exec func(*launch.Plan) error
 }
@@ -53,9 +55,13 @@ the runtime; a directory labelled for something else, or not empty and not
 labelled, is refused), then replaces itself with
 
   runtime/lfmq-<os>-<arch> serve --model <release>/checkpoint \
-      --served-model-name <release id> --cache-dir <cache> [serve flags]
+      --served-model-name <release id> --cache-dir <cache> \
+      [--drafter <release>/drafter] [serve flags]
 
-exactly as --print-command prints it. The serve flags are checked here first,
+exactly as --print-command prints it. A release that carries a drafter
+(lfmq release build took one) is served with it: drafted decoding, the same
+tokens as without it; --drafter off serves without it, --drafter DIR with
+another. The serve flags are checked here first,
 by serve's own rules. A release fetched with 'lfmq download' is named by
 --cache-root, --repo and --revision. The API key comes from --api-key-file or
 LFMQ_API_KEY (never from the command line, where other users could read it).
@@ -91,6 +97,7 @@ flag the signature is not read.`,
 	addServeFlags(f, &opts.Serve)
 	// The runtime is told the release's id unless the flag is given.
 	f.Lookup("served-model-name").Usage = "model id clients send (default: the release id)"
+	f.Lookup("drafter").Usage = "DSpark drafter to serve with (default: the release's drafter/, when it has one), or off"
 	completeServeFlags(cmd)
 	cmd.MarkFlagDirname("release-dir")
 	cmd.MarkFlagDirname("cache-root")
@@ -113,12 +120,27 @@ func (o *launchOptions) validate(f *pflag.FlagSet) error {
 	if o.Serve.PrefixCaching == "off" && o.CacheDir != "" {
 		return &usageError{errors.New("--cache-dir keeps the prefix cache, which --prefix-caching off turns off")}
 	}
-	if err := o.Serve.validateServe(); err != nil {
+	// --drafter off is launch's: serve the release without its drafter.
+	// Drafting flags without --drafter may use the release's drafter,
+	// which only Prepare sees; serve's rule is checked against a stand-in.
+	drafter := o.Serve.Drafter
+	o.NoDrafter = drafter == "off"
+	if o.NoDrafter {
+		if o.Serve.DraftDepth != 0 || o.Serve.DraftCosts != "" {
+			return &usageError{errors.New("--draft-depth and --draft-costs set how the drafter runs; --drafter off serves without one")}
+		}
+		o.Serve.Drafter = ""
+	} else if drafter == "" && (o.Serve.DraftDepth != 0 || o.Serve.DraftCosts != "") {
+		o.Serve.Drafter = "<release>/drafter"
+	}
+	err := o.Serve.validateServe()
+	o.Serve.Drafter = drafter
+	if err != nil {
 		return err
 	}
 	o.Forward = nil
 	f.VisitAll(func(fl *pflag.Flag) {
-		if !fl.Changed || launchOwn[fl.Name] {
+		if !fl.Changed || launchOwn[fl.Name] || fl.Name == "drafter" && o.NoDrafter {
 			return
 		}
 		if sv, ok := fl.Value.(pflag.SliceValue); ok {
@@ -162,7 +184,7 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 		return err
 	}
 	lo := launch.Options{ReleaseDir: opts.ReleaseDir, CacheRoot: opts.CacheRoot, Repo: opts.Repo, Revision: opts.Revision,
-		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand}
+		CacheDir: opts.CacheDir, Serve: opts.Forward, DryRun: opts.PrintCommand, NoDrafter: opts.NoDrafter}
 	if err := loadSigners(opts.AllowedSigners, opts.Identity, &lo.Verify); err != nil {
 		return err
 	}
@@ -175,6 +197,10 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 	bar.Finish()
 	if plan != nil && plan.Report != nil && !plan.Report.OK {
 		printReport(&IOStreams{Out: opts.IO.ErrOut, ErrOut: opts.IO.ErrOut}, plan.Report, false)
+	}
+	var de *launch.DrafterError
+	if errors.As(err, &de) {
+		return &usageError{err}
 	}
 	if err != nil {
 		return err
@@ -191,6 +217,9 @@ func launchRun(cmd *cobra.Command, opts *launchOptions) error {
 		return nil
 	}
 	opts.IO.Errorf("verified %s: %d files; runtime %s (sha256 %s)\n", plan.ReleaseID, plan.Report.Files, plan.Binary, plan.RuntimeSHA256)
+	if plan.Drafter != "" {
+		opts.IO.Errorf("serving with the release's drafter %s (drafter/manifest.json sha256 %s; --drafter off serves without it)\n", plan.Drafter, plan.Report.DrafterManifestSHA256)
+	}
 	printSignature(opts.IO.ErrOut, plan.Report)
 	if plan.MadeExecutable {
 		opts.IO.Errorf("the runtime had lost its execute bit (a download that drops file modes); it has it again\n")

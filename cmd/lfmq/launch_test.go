@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -44,6 +45,13 @@ func TestLaunchFlags(t *testing.T) {
 		{"identity alone", "--release-dir r --identity me@x", "--identity needs --allowed-signers", nil},
 		{"device passes through", "--release-dir r --device opencl", "", []string{"--device", "opencl"}},
 		{"bad device", "--release-dir r --device gpu", "auto, cpu, opencl, cuda", nil},
+		// --drafter off is launch's own: the release's drafter is left out.
+		{"drafter off", "--release-dir r --drafter off --port 9", "", []string{"--port", "9"}},
+		{"drafter off with a depth", "--release-dir r --drafter off --draft-depth 2", "--drafter off serves without one", nil},
+		// The release's drafter, which only the launch sees, may be tuned.
+		{"draft depth for the release's drafter", "--release-dir r --draft-depth 2", "", []string{"--draft-depth", "2"}},
+		{"another drafter passes through", "--release-dir r --drafter d", "", []string{"--drafter", "d"}},
+		{"bad draft depth", "--release-dir r --draft-depth 99", "--draft-depth 99 is outside", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,5 +402,101 @@ func TestLaunchSigned(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLaunchDrafter: a release with a drafter is launched with it (a real
+// exec of the built binary, which drafts: /metrics counts drafter passes),
+// and the plan serves without it under --drafter off; a device the
+// drafter cannot run on, or drafting flags for a release without one,
+// are refused before anything runs.
+func TestLaunchDrafter(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("exec replaces the process on unix only")
+	}
+	bin := lfmqBinary(t)
+	rel := bundletest.Release(t, func(o *bundle.Options) {
+		o.DrafterDir = bundletest.Drafter(t, o.CheckpointDir)
+		o.Platforms = []bundle.Platform{{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+		o.BuildBinary = func(ctx context.Context, p bundle.Platform, dir, ldflags, out string) error {
+			data, err := os.ReadFile(bin)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, data, 0o755)
+		}
+	})
+	drafter := filepath.Join(rel, "drafter")
+	for _, c := range []struct {
+		name    string
+		args    []string
+		code    int
+		has     []string
+		hasNot  []string
+		errText string
+	}{
+		{"with the release's drafter", nil, 0, []string{"--drafter " + drafter}, nil, ""},
+		{"drafter off", []string{"--drafter", "off"}, 0, nil, []string{"--drafter"}, ""},
+		{"another drafter", []string{"--drafter", "/elsewhere"}, 0, []string{"--drafter /elsewhere"}, []string{drafter}, ""},
+		{"on a device", []string{"--device", "opencl"}, exitUsage, nil, nil, "--device opencl: the release's drafter runs with the CPU engine; give --drafter off"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ios, stdout, stderr := testStreams()
+			code := run(context.Background(), append([]string{"launch", "--release-dir", rel, "--print-command"}, c.args...), ios)
+			if code != c.code || !strings.Contains(stderr.String(), c.errText) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, c.code, c.errText)
+			}
+			for _, w := range c.has {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("command %q lacks %q", stdout, w)
+				}
+			}
+			for _, w := range c.hasNot {
+				if strings.Contains(stdout.String(), w) {
+					t.Errorf("command %q has %q", stdout, w)
+				}
+			}
+		})
+	}
+	t.Run("release without a drafter", func(t *testing.T) {
+		ios, _, stderr := testStreams()
+		code := run(context.Background(), []string{"launch", "--release-dir", servingRelease(t), "--print-command", "--draft-depth", "2"}, ios)
+		if code != exitUsage || !strings.Contains(stderr.String(), "--draft-depth sets how the drafter runs, but the release has no drafter") {
+			t.Errorf("exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	port := freePort(t)
+	proc := exec.Command(bin, "launch", "--release-dir", rel, "--port", fmt.Sprint(port), "--draft-depth", "2")
+	var logs strings.Builder
+	proc.Stderr = &logs
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	defer func() {
+		proc.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			proc.Process.Kill()
+		}
+	}()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHealthy(t, base, exited)
+	chatOnce(t, base)
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`(?m)^lfmq_drafter_passes_total (\d+)`).FindStringSubmatch(string(body))
+	if m == nil || m[1] == "0" {
+		t.Errorf("no drafter passes in /metrics (%v):\n%s", m, logs.String())
+	}
+	if !strings.Contains(logs.String(), "serving with the release's drafter "+drafter) {
+		t.Errorf("launch log:\n%s", logs.String())
 	}
 }

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/format/lfmq1"
 	"github.com/lfmq/lfmq/format/units"
 	"github.com/lfmq/lfmq/internal/progress"
@@ -41,6 +44,17 @@ type quantizeOptions struct {
 	// DenseMethod is how the BFP8 dense tensors and the head are
 	// quantized (--dense-method): rtn (empty) or gptq.
 	DenseMethod quant.Method
+	// Drafter is --drafter as given: a published DSpark drafter for the
+	// model, quantized into Out/drafter after the model (empty for none);
+	// drafterDir its directory (a hub id resolved). DrafterRecords is
+	// --drafter-records; EvalCorpora the parsed --eval-corpus values.
+	Drafter        string
+	drafterDir     string
+	DrafterRecords int
+	EvalCorpora    []quant.EvalCorpus
+	// DrafterOnly is --drafter-only: --out is the model's checkpoint,
+	// made earlier from --model, and only the drafter is quantized.
+	DrafterOnly bool
 
 	// flags holds the flags as typed, before validate reads them into
 	// the fields above.
@@ -58,14 +72,15 @@ type quantizeFlags struct {
 // expertGPTQFlags are the GPTQ flags of the routed experts' solves alone.
 var expertGPTQFlags = []string{"damp-w13", "damp-w2", "shrink", "w2-weight"}
 
-// gptqFlags are the flags that only --method gptq uses.
-var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "chat-date", "eval-corpus", "damp-w13", "damp-w2",
+// gptqFlags are the flags that only --method gptq uses; --eval-corpus and
+// --chat-date serve --drafter too.
+var gptqFlags = []string{"calib", "calib-seqs", "calib-len", "seed", "damp-w13", "damp-w2",
 	"block-size", "act-order", "shrink", "w2-weight", "sequential", "resume", "strict", "solve-memory", "damp-dense"}
 
 func newQuantizeCmd(ios *IOStreams, runF func(*quantizeOptions) error) *cobra.Command {
 	opts := &quantizeOptions{IO: ios, GPTQ: quant.DefaultGPTQOptions()}
 	cmd := &cobra.Command{
-		Use:   "quantize --model DIR|OWNER/NAME[@REV] --out DIR [--method gptq --calib FILE | --method rtn]",
+		Use:   "quantize --model DIR|OWNER/NAME[@REV] --out DIR [--method gptq --calib FILE | --method rtn] [--drafter DIR|OWNER/NAME[@REV] --eval-corpus FILE]",
 		Short: "Quantize a BF16 LFM2-MoE or dense LFM2 checkpoint to an lfmq-1 checkpoint",
 		Long: `Quantize reads a Hugging Face LFM2-MoE checkpoint (model_type lfm2_moe; BF16
 safetensors, single or sharded) and writes an lfmq-1 checkpoint:
@@ -122,6 +137,20 @@ hold the effective settings that shape the result, however they were typed.
 A chat template that calls strftime_now sees the day of --chat-date (at
 00:00 UTC), not today, so a run gives the same bytes on any day.
 
+--drafter also quantizes the model's DSpark drafter (a directory or hub id,
+as --model) into DIR/drafter, an lfmq-1 checkpoint of its own that lfmq
+serve --drafter and lfmq release build take: its linear weights (fc, q/k/v/o,
+gate/up/down, markov_w2) in BFP8 rounded to nearest, markov_w1, norms and the
+confidence head as published. What that costs is measured first: greedy
+speculative decoding over held-out records of each --eval-corpus (required;
+--drafter-records evenly spaced records of 112 tokens or more, the first 96
+the prompt, 48 new tokens) with the published drafter and with the
+quantized one, both on the quantized model. Their tokens per verify step
+are printed and recorded in the drafter's manifest. DIR appears when the
+model is complete, DIR/drafter when the drafter is. --drafter-only quantizes
+the drafter alone, for the checkpoint already in --out (made from --model):
+a drafter for a checkpoint made earlier, or after an interrupted drafter step.
+
 --solve-memory bounds the scratch memory of the expert solves running at
 once (about 215 MiB per w1/w3 solve and 160 MiB per w2 solve at
 LFM2-8B-A1B's shapes): fewer solves then run together, each on more of the
@@ -164,7 +193,10 @@ func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
 	f.IntVar(&g.CalibLen, "calib-len", g.CalibLen, "tokens per window cut from text and chat records (input_ids records are used as given)")
 	f.Uint64Var(&g.Seed, "seed", g.Seed, "seed of the choice of windows when the file yields more than --calib-seqs")
 	f.StringVar(&g.ChatDate, "chat-date", g.ChatDate, "day (YYYY-MM-DD) a chat template's strftime_now sees when calibration and eval records are rendered")
-	f.StringArrayVar(&fl.evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap; repeatable")
+	f.StringArrayVar(&fl.evalCorpora, "eval-corpus", nil, "eval corpus NAME=FILE (or FILE) the calibration set must not overlap, and the held-out text --drafter's acceptance is measured on; repeatable")
+	f.StringVar(&opts.Drafter, "drafter", "", "also quantize the model's DSpark drafter (a directory, or a hub id OWNER/NAME[@REVISION]) into --out's drafter/, measuring its acceptance on --eval-corpus")
+	f.BoolVar(&opts.DrafterOnly, "drafter-only", false, "quantize only --drafter, for the lfmq-1 checkpoint already in --out (made from --model), into its drafter/")
+	f.IntVar(&opts.DrafterRecords, "drafter-records", quant.DefaultAcceptanceSetup.Records, "records per --eval-corpus the drafter's acceptance is measured on")
 	f.Float64Var(&g.DampW13, "damp-w13", g.DampW13, "relative damping of w1/w3 (fraction of the mean Hessian diagonal)")
 	f.Float64Var(&g.DampW2, "damp-w2", g.DampW2, fmt.Sprintf("relative damping of w2 (the reference release used %g)", quant.ReferenceDampW2))
 	f.IntVar(&g.BlockSize, "block-size", g.BlockSize, "GPTQ lazy block size (changes speed, not bytes)")
@@ -181,6 +213,7 @@ func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
 	f.Int64Var(&fl.solveMiB, "solve-memory", 0, "MiB of scratch the GPTQ expert solves running at once may hold (0 = one layer's w1/w3 statistics size; changes speed and memory, not bytes)")
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("out")
+	cmd.MarkFlagDirname("drafter")
 	cmd.MarkFlagFilename("calib", "jsonl", "safetensors")
 	cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"gptq", "rtn"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("exponent-rule", cobra.FixedCompletions([]string{"max", "search", "hessian"}, cobra.ShellCompDirectiveNoFileComp))
@@ -196,6 +229,9 @@ func addQuantizeFlags(cmd *cobra.Command, opts *quantizeOptions) {
 func (o *quantizeOptions) validate(cmd *cobra.Command) error {
 	if err := requireFlags("model", o.Model, "out", o.Out); err != nil {
 		return err
+	}
+	if o.DrafterOnly {
+		return o.validateDrafterOnly(cmd)
 	}
 	m, err := quant.ParseMethod(o.flags.method)
 	if err != nil {
@@ -256,12 +292,100 @@ func (o *quantizeOptions) validate(cmd *cobra.Command) error {
 	if useGPTQ && o.DenseMethod != quant.GPTQ && cmd.Flags().Changed("damp-dense") {
 		return &usageError{errors.New("--damp-dense applies to --dense-method gptq; with --dense-method rtn the BFP8 tensors are rounded to nearest")}
 	}
+	if err := o.validateDrafter(cmd, useGPTQ); err != nil {
+		return err
+	}
 	if useGPTQ {
 		if err := parseGPTQFlags(o, o.flags.w2Weight, o.flags.evalCorpora, o.flags.solveMiB); err != nil {
 			return &usageError{err}
 		}
 	}
 	return nil
+}
+
+// validateDrafter checks --drafter and the flags that serve it: its
+// acceptance needs held-out text, and --eval-corpus and --chat-date mean
+// something without GPTQ only with it.
+func (o *quantizeOptions) validateDrafter(cmd *cobra.Command, useGPTQ bool) error {
+	if o.Drafter == "" {
+		if cmd.Flags().Changed("drafter-records") {
+			return &usageError{errors.New("--drafter-records applies to --drafter")}
+		}
+		for _, f := range []string{"eval-corpus", "chat-date"} {
+			if !useGPTQ && cmd.Flags().Changed(f) {
+				return &usageError{fmt.Errorf("--%s applies to --method gptq with --experts quantize or --dense-method gptq, or to --drafter", f)}
+			}
+		}
+		return nil
+	}
+	if len(o.flags.evalCorpora) == 0 {
+		return &usageError{errors.New("--drafter needs --eval-corpus: the held-out text the quantized drafter's acceptance is measured on")}
+	}
+	if o.DrafterRecords < 1 {
+		return &usageError{fmt.Errorf("--drafter-records must be at least 1, got %d", o.DrafterRecords)}
+	}
+	if !quant.ValidChatDate(o.GPTQ.ChatDate) {
+		return &usageError{fmt.Errorf("--chat-date must be a day written YYYY-MM-DD, got %q", o.GPTQ.ChatDate)}
+	}
+	var err error
+	if o.EvalCorpora, err = parseEvalCorpora(o.flags.evalCorpora); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+// drafterOnlyFlags are the flags --drafter-only reads: the drafter's, and
+// what checks the checkpoint in --out against --model.
+var drafterOnlyFlags = map[string]bool{"model": true, "out": true, "endpoint": true, "workers": true, "drafter": true, "drafter-only": true,
+	"drafter-records": true, "eval-corpus": true, "chat-date": true, "dense-exponent-rule": true}
+
+// validateDrafterOnly checks a --drafter-only command line: the model is
+// not quantized, so a flag that shapes its quantization is a mistake.
+func (o *quantizeOptions) validateDrafterOnly(cmd *cobra.Command) error {
+	if o.Drafter == "" {
+		return &usageError{errors.New("--drafter-only needs --drafter: the drafter to quantize for --out's checkpoint")}
+	}
+	var stray string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if stray == "" && !drafterOnlyFlags[f.Name] {
+			stray = f.Name
+		}
+	})
+	if stray != "" {
+		return &usageError{fmt.Errorf("--%s shapes the model's quantization; --drafter-only quantizes the drafter alone, for the checkpoint already in --out", stray)}
+	}
+	if o.Workers < 0 {
+		return &usageError{fmt.Errorf("--workers must be 0 (all cores) or positive, got %d", o.Workers)}
+	}
+	d, err := quant.ParseExponentRule(o.flags.denseRule)
+	if err != nil || d == quant.ExponentHessian {
+		return &usageError{fmt.Errorf("--dense-exponent-rule must be max or search (hessian is a rule of the routed experts only), got %q", o.flags.denseRule)}
+	}
+	o.DenseExponentRule = d
+	return o.validateDrafter(cmd, false)
+}
+
+// parseEvalCorpora parses the --eval-corpus values: NAME=FILE, or FILE
+// named by its base name without extension; each name once.
+func parseEvalCorpora(values []string) ([]quant.EvalCorpus, error) {
+	var out []quant.EvalCorpus
+	seen := map[string]bool{}
+	for _, s := range values {
+		name, path, ok := strings.Cut(s, "=")
+		if !ok {
+			path = s
+			name = strings.TrimSuffix(filepath.Base(s), filepath.Ext(s))
+		}
+		if name == "" || path == "" {
+			return nil, fmt.Errorf("--eval-corpus %q: want NAME=FILE or FILE", s)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--eval-corpus: the name %q is given twice", name)
+		}
+		seen[name] = true
+		out = append(out, quant.EvalCorpus{Name: name, Path: path})
+	}
+	return out, nil
 }
 
 // parseExponentRules checks --exponent-rule and --dense-exponent-rule:
@@ -301,22 +425,9 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 	if !g.W2Weight.Valid() {
 		return fmt.Errorf("--w2-weight must be g or g2, got %q", w2Weight)
 	}
-	g.EvalCorpora = nil
-	seen := map[string]bool{}
-	for _, s := range evalCorpora {
-		name, path, ok := strings.Cut(s, "=")
-		if !ok {
-			path = s
-			name = strings.TrimSuffix(filepath.Base(s), filepath.Ext(s))
-		}
-		if name == "" || path == "" {
-			return fmt.Errorf("--eval-corpus %q: want NAME=FILE or FILE", s)
-		}
-		if seen[name] {
-			return fmt.Errorf("--eval-corpus: the name %q is given twice", name)
-		}
-		seen[name] = true
-		g.EvalCorpora = append(g.EvalCorpora, quant.EvalCorpus{Name: name, Path: path})
+	var err error
+	if g.EvalCorpora, err = parseEvalCorpora(evalCorpora); err != nil {
+		return err
 	}
 	switch {
 	case g.CalibSeqs < 1:
@@ -343,6 +454,9 @@ func parseGPTQFlags(opts *quantizeOptions, w2Weight string, evalCorpora []string
 }
 
 func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if opts.DrafterOnly {
+		return drafterOnlyRun(cmd, opts)
+	}
 	if err := quantizeInputs(cmd, opts); err != nil {
 		return err
 	}
@@ -352,7 +466,136 @@ func quantizeRun(cmd *cobra.Command, opts *quantizeOptions) error {
 		return err
 	}
 	writeQuantizeSummary(opts.IO, res, time.Since(start))
+	if opts.drafterDir == "" {
+		return nil
+	}
+	start = time.Now()
+	dres, err := quantizeDrafter(cmd.Context(), opts)
+	if err != nil {
+		return fmt.Errorf("%w (the model's checkpoint %s is complete, its drafter is not: once the cause is fixed, the same command with --drafter-only quantizes the drafter alone)", err, opts.Out)
+	}
+	writeDrafterSummary(opts.IO, dres, time.Since(start))
 	return nil
+}
+
+// drafterOnlyRun quantizes --drafter for the checkpoint in --out, which
+// must be an lfmq-1 checkpoint made from --model without a drafter yet: a
+// drafter added to a checkpoint made earlier, or one whose drafter step
+// was interrupted, without quantizing the model again.
+func drafterOnlyRun(cmd *cobra.Command, opts *quantizeOptions) error {
+	if isHubID(opts.Model) && !dirExists(opts.Model) {
+		dir, err := resolveHubModel(cmd, opts.IO, "--model", opts.Model, opts.Endpoint)
+		if err != nil {
+			return err
+		}
+		opts.Model = dir
+	}
+	if err := requireCheckpoint("--model", opts.Model, opts.Model); err != nil {
+		return err
+	}
+	if err := requireLFMQ1("--out", opts.Out); err != nil {
+		return err
+	}
+	if d := filepath.Join(opts.Out, quant.DrafterDir); dirExists(d) {
+		return &usageError{fmt.Errorf("--out %s already has a drafter (%s); remove it to quantize the drafter again", opts.Out, d)}
+	}
+	man, _, err := lfmq1.ReadManifest(opts.Out)
+	if err != nil {
+		return err
+	}
+	sum, _, err := lfmq1.HashFile(filepath.Join(opts.Model, "config.json"))
+	if err != nil {
+		return err
+	}
+	if man.Source.ConfigSHA256 != sum {
+		return &usageError{fmt.Errorf("--out %s was not quantized from --model %s: its manifest's source config.json has sha256 %s, --model's %s", opts.Out, opts.Model, man.Source.ConfigSHA256, sum)}
+	}
+	files := []string{}
+	for _, c := range opts.EvalCorpora {
+		files = append(files, "--eval-corpus "+c.Name+"="+c.Path, c.Path)
+	}
+	if err := requireFiles(files...); err != nil {
+		return err
+	}
+	if err := checkDrafter(cmd, opts); err != nil {
+		return err
+	}
+	start := time.Now()
+	dres, err := quantizeDrafter(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	writeDrafterSummary(opts.IO, dres, time.Since(start))
+	return nil
+}
+
+// dirExists reports whether path is a directory.
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// quantizeDrafter quantizes --drafter into --out's drafter directory, for
+// the model just written there.
+func quantizeDrafter(ctx context.Context, opts *quantizeOptions) (*quant.DrafterResult, error) {
+	opts.IO.Errorf("quantizing the drafter %s and measuring its acceptance\n", opts.Drafter)
+	return quant.QuantizeDrafter(ctx, quant.DrafterOptions{
+		SourceDir: opts.drafterDir, TargetDir: opts.Out, OutDir: filepath.Join(opts.Out, quant.DrafterDir),
+		CreatedBy: drafterCreatedBy(opts), Workers: opts.Workers, ExponentRule: opts.DenseExponentRule,
+		EvalCorpora: opts.EvalCorpora, ChatDate: opts.GPTQ.ChatDate,
+		Setup: quant.AcceptanceSetup{Records: opts.DrafterRecords},
+	})
+}
+
+// drafterCreatedBy is the drafter manifest's created_by: as createdBy,
+// the settings that change its bytes (the exponent rule) or its recorded
+// acceptance (the corpora by name, the records, the chat date), not paths.
+func drafterCreatedBy(opts *quantizeOptions) string {
+	s := "lfmq quantize --drafter"
+	if r := opts.DenseExponentRule; r != "" && r != quant.ExponentMax {
+		s += " --dense-exponent-rule " + string(r)
+	}
+	names := make([]string, len(opts.EvalCorpora))
+	for i, c := range opts.EvalCorpora {
+		names[i] = c.Name
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		s += " --eval-corpus " + n
+	}
+	if opts.DrafterRecords != quant.DefaultAcceptanceSetup.Records {
+		s += " --drafter-records " + strconv.Itoa(opts.DrafterRecords)
+	}
+	if d := quant.DefaultGPTQOptions().ChatDate; opts.GPTQ.ChatDate != d {
+		s += " --chat-date " + opts.GPTQ.ChatDate
+	}
+	return s
+}
+
+// writeDrafterSummary prints what the drafter step wrote and what
+// quantizing the drafter cost in tokens per verify step.
+func writeDrafterSummary(ios *IOStreams, res *quant.DrafterResult, elapsed time.Duration) {
+	out := ios.Out
+	acc := res.Acceptance
+	fmt.Fprintf(out, "wrote lfmq-1 drafter %s\n", res.OutDir)
+	fmt.Fprintf(out, "  tensors         %d\n", res.Tensors)
+	fmt.Fprintf(out, "  size            %s of tensor data (source %s, %s)\n", units.Bytes(res.Bytes), units.Bytes(res.SourceBytes), sizeChange(res.Bytes, res.SourceBytes))
+	fmt.Fprintf(out, "  manifest sha256 %s\n", res.ManifestSHA256)
+	fmt.Fprintf(out, "  time            %s\n", elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "\ntokens per verify step on the quantized model (%d records per corpus, %d-token prompts, %d new tokens, greedy):\n",
+		acc.Setup.Records, acc.Setup.PromptTokens, acc.Setup.NewTokens)
+	t := &table{}
+	t.add("corpus", "records", "BF16 drafter", "BFP8 drafter", "change")
+	row := func(name string, records int, b, q quant.AcceptanceRun) {
+		t.add(name, strconv.Itoa(records), ratio(b.TokensPerStep), ratio(q.TokensPerStep), fmt.Sprintf("%+.1f%%", 100*(q.TokensPerStep/b.TokensPerStep-1)))
+	}
+	n := 0
+	for _, c := range acc.Corpora {
+		row(c.Name, c.Records, c.BF16, c.Quantized)
+		n += c.Records
+	}
+	row("all", n, acc.BF16, acc.Quantized)
+	t.write(out)
 }
 
 // quantizeInputs checks the model, the output and the calibration files
@@ -383,12 +626,24 @@ func quantizeInputs(cmd *cobra.Command, opts *quantizeOptions) error {
 	if entries, err := os.ReadDir(opts.Out); err == nil && len(entries) > 0 {
 		return &lfmq1.OutputExistsError{Dir: opts.Out}
 	}
-	if opts.Method == quant.GPTQ {
-		files := []string{"--calib " + opts.GPTQ.Calib, opts.GPTQ.Calib}
-		for _, c := range opts.GPTQ.EvalCorpora {
+	if opts.Method == quant.GPTQ || opts.Drafter != "" {
+		var files []string
+		if opts.Method == quant.GPTQ {
+			files = append(files, "--calib "+opts.GPTQ.Calib, opts.GPTQ.Calib)
+		}
+		corpora := opts.GPTQ.EvalCorpora
+		if opts.Drafter != "" {
+			corpora = opts.EvalCorpora
+		}
+		for _, c := range corpora {
 			files = append(files, "--eval-corpus "+c.Name+"="+c.Path, c.Path)
 		}
 		if err := requireFiles(files...); err != nil {
+			return err
+		}
+	}
+	if !hub && opts.Drafter != "" && !isHubID(opts.Drafter) {
+		if err := checkDrafter(cmd, opts); err != nil {
 			return err
 		}
 	}
@@ -402,6 +657,37 @@ func quantizeInputs(cmd *cobra.Command, opts *quantizeOptions) error {
 			return err
 		}
 	}
+	if opts.Drafter != "" && (hub || isHubID(opts.Drafter)) {
+		if err := checkDrafter(cmd, opts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDrafter resolves --drafter and checks its config against the
+// model's before minutes of quantizing the model: a drafter for another
+// model, or one already quantized, is the command line's mistake.
+func checkDrafter(cmd *cobra.Command, opts *quantizeOptions) error {
+	dir, err := resolveDrafterArg(cmd, opts.IO, opts.Drafter, opts.Endpoint)
+	if err != nil {
+		return err
+	}
+	if lfmq1.IsCheckpoint(dir) {
+		return &usageError{fmt.Errorf("--drafter %s: an lfmq-1 checkpoint (it has %s); quantize takes the published BF16 drafter", opts.Drafter, lfmq1.ManifestFile)}
+	}
+	dc, err := draft.LoadConfig(dir)
+	if err != nil {
+		return &usageError{fmt.Errorf("--drafter %s: %w", opts.Drafter, err)}
+	}
+	mc, err := config.Load(opts.Model)
+	if err != nil {
+		return err
+	}
+	if err := dc.CheckTarget(filepath.Join(dir, "config.json"), mc); err != nil {
+		return &usageError{fmt.Errorf("--drafter %s: %w", opts.Drafter, err)}
+	}
+	opts.drafterDir = dir
 	return nil
 }
 

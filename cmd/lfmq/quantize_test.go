@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -52,6 +53,18 @@ func TestQuantizeFlags(t *testing.T) {
 		{"negative workers", "--model m --out o --workers -1", quantizeOptions{}, "--workers"},
 		{"stray argument", "--model m --out o extra", quantizeOptions{}, "takes no arguments"},
 		{"unknown flag", "--model m --out o --fast", quantizeOptions{}, "unknown flag: --fast"},
+		{"drafter", "--model m --out o --method rtn --drafter d --eval-corpus code=c.jsonl", quantizeOptions{Model: "m", Out: "o", Method: quant.RTN, Experts: "quantize"}, ""},
+		{"drafter needs eval corpus", "--model m --out o --method rtn --drafter d", quantizeOptions{}, "--drafter needs --eval-corpus"},
+		{"drafter records without drafter", "--model m --out o --method rtn --drafter-records 3", quantizeOptions{}, "--drafter-records applies to --drafter"},
+		{"bad drafter records", "--model m --out o --method rtn --drafter d --eval-corpus c --drafter-records 0", quantizeOptions{}, "--drafter-records must be at least 1, got 0"},
+		{"eval corpus with rtn", "--model m --out o --method rtn --eval-corpus c", quantizeOptions{}, "--eval-corpus applies to --method gptq with --experts quantize or --dense-method gptq, or to --drafter"},
+		{"drafter bad eval corpus", "--model m --out o --method rtn --drafter d --eval-corpus =x", quantizeOptions{}, "want NAME=FILE"},
+		{"drafter only", "--model m --out o --drafter d --drafter-only --eval-corpus c --dense-exponent-rule search --workers 2", quantizeOptions{Model: "m", Out: "o", Experts: "quantize", Workers: 2}, ""},
+		{"drafter only needs drafter", "--model m --out o --drafter-only --eval-corpus c", quantizeOptions{}, "--drafter-only needs --drafter"},
+		{"drafter only needs eval corpus", "--model m --out o --drafter d --drafter-only", quantizeOptions{}, "--drafter needs --eval-corpus"},
+		{"drafter only with a model flag", "--model m --out o --drafter d --drafter-only --eval-corpus c --method rtn", quantizeOptions{}, "--method shapes the model's quantization; --drafter-only quantizes the drafter alone"},
+		{"drafter only with calib", "--model m --out o --drafter d --drafter-only --eval-corpus c --calib x", quantizeOptions{}, "--calib shapes the model's quantization"},
+		{"drafter bad chat date", "--model m --out o --method rtn --drafter d --eval-corpus c --chat-date 1-1", quantizeOptions{}, "--chat-date must be a day written YYYY-MM-DD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -381,4 +394,159 @@ func TestQuantizeInterruptedRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+const (
+	tinyDrafter = "../../testdata/tiny-lfm2-moe-dspark/model"
+	tinyCode    = "../../testdata/tiny-lfm2-moe/corpora/code.jsonl"
+)
+
+// TestQuantizeDrafterRun quantizes the tiny model and its DSpark drafter
+// through the real command: the drafter lands in --out's drafter/, an
+// lfmq-1 checkpoint of its own that inspect verifies; the model's
+// checkpoint is byte for byte the one written without --drafter (its
+// manifest, its identity, does not list the drafter) and still verifies;
+// the summary gives the tokens per verify step with the BF16 and the
+// quantized drafter, as the drafter's manifest records them.
+func TestQuantizeDrafterRun(t *testing.T) {
+	root := t.TempDir()
+	out, plain := filepath.Join(root, "rtn"), filepath.Join(root, "plain")
+	ios, stdout, stderr := testStreams()
+	args := []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn", "--drafter", tinyDrafter, "--eval-corpus", "code=" + tinyCode, "--drafter-records", "3"}
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"wrote lfmq-1 checkpoint " + out, "wrote lfmq-1 drafter " + filepath.Join(out, "drafter"),
+		"tokens per verify step on the quantized model (3 records per corpus, 96-token prompts, 48 new tokens, greedy)", "BF16 drafter", "BFP8 drafter"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	ck, err := lfmq1.Open(filepath.Join(out, "drafter"), lfmq1.CheckTensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := ck.Manifest
+	ck.Close()
+	if man.CreatedBy != "lfmq quantize --drafter --eval-corpus code --drafter-records 3" || man.Architecture != "dspark" {
+		t.Errorf("drafter manifest: created_by %q, architecture %q", man.CreatedBy, man.Architecture)
+	}
+	var metrics struct {
+		Acceptance quant.DrafterAcceptance `json:"acceptance"`
+	}
+	if err := json.Unmarshal(man.Metrics, &metrics); err != nil {
+		t.Fatal(err)
+	}
+	acc := metrics.Acceptance
+	row := regexp.MustCompile(`(?m)^all\s+3\s+` + regexp.QuoteMeta(ratio(acc.BF16.TokensPerStep)) + `\s+` + regexp.QuoteMeta(ratio(acc.Quantized.TokensPerStep)) + `\s`)
+	if acc.BF16.VerifySteps == 0 || !row.MatchString(stdout.String()) {
+		t.Errorf("summary does not give the recorded acceptance %+v:\n%s", acc, stdout)
+	}
+
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", plain, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize without --drafter: exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"manifest.json", "global.safetensors", "experts-04.safetensors"} {
+		a, _ := os.ReadFile(filepath.Join(out, f))
+		b, _ := os.ReadFile(filepath.Join(plain, f))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("%s differs with --drafter", f)
+		}
+	}
+	// --drafter-only adds the same drafter, byte for byte, to the
+	// checkpoint made without one; a second time it is refused.
+	drafterOnly := []string{"quantize", "--model", tinyModel, "--out", plain, "--drafter", tinyDrafter, "--drafter-only", "--eval-corpus", "code=" + tinyCode, "--drafter-records", "3"}
+	ios, stdout, stderr = testStreams()
+	if code := run(context.Background(), drafterOnly, ios); code != 0 || !strings.Contains(stdout.String(), "wrote lfmq-1 drafter "+filepath.Join(plain, "drafter")) {
+		t.Fatalf("--drafter-only: exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, f := range []string{"manifest.json", "drafter.safetensors", "config.json"} {
+		a, _ := os.ReadFile(filepath.Join(out, "drafter", f))
+		b, _ := os.ReadFile(filepath.Join(plain, "drafter", f))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("drafter/%s differs between --drafter and --drafter-only", f)
+		}
+	}
+	ios, _, stderr = testStreams()
+	if code := run(context.Background(), drafterOnly, ios); code != exitUsage || !strings.Contains(stderr.String(), "already has a drafter") {
+		t.Errorf("second --drafter-only: exit %d: %s", code, stderr)
+	}
+	for _, dir := range []string{out, filepath.Join(out, "drafter")} {
+		ios, stdout, stderr = testStreams()
+		if code := run(context.Background(), []string{"inspect", dir}, ios); code != 0 || !strings.Contains(stdout.String(), "verified against manifest") {
+			t.Errorf("inspect %s: exit %d\n%s%s", dir, code, stdout, stderr)
+		}
+	}
+}
+
+// TestQuantizeDrafterRefused: a drafter that is not one for the model is
+// refused as a usage error naming --drafter before the model is
+// quantized (nothing is written).
+func TestQuantizeDrafterRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, model, drafter, want string
+	}{
+		{"a drafter trained on a deeper model", tinyModel, deeperDrafter(t), "num_target_layers"},
+		{"a model as drafter", tinyModel, tinyModel, "--drafter " + tinyModel},
+		{"no such drafter", tinyModel, "./no-such-drafter", "--drafter ./no-such-drafter"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			ios, _, stderr := testStreams()
+			code := run(context.Background(), []string{"quantize", "--model", c.model, "--out", out, "--method", "rtn", "--drafter", c.drafter, "--eval-corpus", tinyCode}, ios)
+			if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d naming %q", code, stderr, exitUsage, c.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s written", out)
+			}
+		})
+	}
+}
+
+// deeperDrafter is the fixture's drafter with a config saying it was
+// trained on a 16-layer target.
+func deeperDrafter(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "deeper")
+	copyDir(t, tinyDrafter, dir)
+	p := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.ReplaceAll(string(b), `"num_target_layers": 8`, `"num_target_layers": 16`)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestQuantizeDrafterOnlyRefused: --drafter-only needs --out to be an
+// lfmq-1 checkpoint made from --model.
+func TestQuantizeDrafterOnlyRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, model, out, want string
+	}{
+		{"out not a checkpoint", tinyModel, t.TempDir(), "not an lfmq-1 checkpoint"},
+		{"out of another model", denseModel, quantizedTiny(t), "was not quantized from --model " + denseModel},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ios, _, stderr := testStreams()
+			code := run(context.Background(), []string{"quantize", "--model", c.model, "--out", c.out, "--drafter", tinyDrafter, "--drafter-only", "--eval-corpus", tinyCode}, ios)
+			if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d saying %q", code, stderr, exitUsage, c.want)
+			}
+		})
+	}
+}
+
+// quantizedTiny quantizes the MoE fixture with RTN into a new directory.
+func quantizedTiny(t *testing.T) string {
+	out := filepath.Join(t.TempDir(), "rtn")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", out, "--method", "rtn"}, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,8 +18,13 @@ import (
 )
 
 type releaseBuildOptions struct {
-	IO           *IOStreams
-	Checkpoint   string
+	IO         *IOStreams
+	Checkpoint string
+	// Drafter is --drafter: a quantized drafter's directory, "off", or
+	// empty for the checkpoint's own drafter/ when it has one; drafterDir
+	// is the directory the release takes ("" for none).
+	Drafter      string
+	drafterDir   string
 	Out          string
 	Evidence     string
 	Revision     string
@@ -54,13 +60,20 @@ func newReleaseBuildCmd(ios *IOStreams, runF func(*releaseBuildOptions) error) *
 	opts := &releaseBuildOptions{IO: ios}
 	var platforms string
 	cmd := &cobra.Command{
-		Use:   "build --checkpoint DIR --out DIR --license FILE --hub-repo OWNER/NAME [--evidence DIR] [--revision TAG]",
+		Use:   "build --checkpoint DIR --out DIR --license FILE --hub-repo OWNER/NAME [--drafter DIR|off] [--evidence DIR] [--revision TAG]",
 		Short: "Assemble a verifiable release directory from an lfmq-1 checkpoint",
 		Long: `Build assembles a release (docs/release.md): the lfmq-1 checkpoint, lfmq runtime
 binaries for each platform built reproducibly (CGO_ENABLED=0, -trimpath, vendored
 dependencies, no dates or paths) from runtime/lfmq-src.tar.gz, the exact source
 archive, the source model's LICENSE and NOTICE files, the evidence files, the
 model card README.md, runtime-release.json and SHA256SUMS.
+
+A checkpoint made by lfmq quantize --drafter holds its drafter in drafter/;
+the release carries it under drafter/ (its files in SHA256SUMS, its manifest
+pinned in runtime-release.json, the card naming it with its acceptance) and
+lfmq launch serves with it. --drafter DIR takes a drafter from elsewhere (one
+quantized for this checkpoint: its acceptance must have been measured on it);
+--drafter off leaves the checkpoint's out.
 
 Building twice from the same inputs gives the same bytes in every file. The
 release directory appears only when complete and verified. The release digest
@@ -97,6 +110,7 @@ extracted source archive) has no commit to differ from.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Checkpoint, "checkpoint", "", "lfmq-1 checkpoint directory (required)")
 	f.StringVar(&opts.Out, "out", "", "release directory to create (required; must not exist or be empty)")
+	f.StringVar(&opts.Drafter, "drafter", "", "quantized DSpark drafter for the model (lfmq quantize --drafter), or off (default: the checkpoint's drafter/, when it has one)")
 	f.StringVar(&opts.Evidence, "evidence", "", "directory of evidence JSON files (and SVG plots) to publish")
 	f.StringVar(&opts.Revision, "revision", "v1", "release tag on the hub")
 	f.StringVar(&opts.License, "license", "", "the source model's licence file, copied as LICENSE (required)")
@@ -213,14 +227,38 @@ func releaseBuildInputs(opts *releaseBuildOptions) error {
 	if err := requireLFMQ1("--checkpoint", opts.Checkpoint); err != nil {
 		return err
 	}
+	if err := opts.resolveDrafter(); err != nil {
+		return err
+	}
 	return requireOutDir("--out "+opts.Out, opts.Out)
+}
+
+// resolveDrafter finds the drafter the release takes: --drafter's
+// directory, none for --drafter off, else the checkpoint's drafter/ when
+// it holds one.
+func (o *releaseBuildOptions) resolveDrafter() error {
+	switch o.Drafter {
+	case "off":
+		return nil
+	case "":
+		if d := filepath.Join(o.Checkpoint, lfmq1.DrafterDir); lfmq1.IsCheckpoint(d) {
+			o.drafterDir = d
+			o.IO.Errorf("the release takes the checkpoint's drafter %s (--drafter off leaves it out)\n", d)
+		}
+		return nil
+	}
+	if err := requireLFMQ1("--drafter", o.Drafter); err != nil {
+		return err
+	}
+	o.drafterDir = o.Drafter
+	return nil
 }
 
 // releaseBuildWork builds the release; an option the builder refuses is a
 // usage error.
 func releaseBuildWork(ctx context.Context, opts *releaseBuildOptions) (*bundle.Result, error) {
 	res, err := bundle.Build(ctx, bundle.Options{
-		CheckpointDir: opts.Checkpoint, OutDir: opts.Out, SourceDir: opts.Source,
+		CheckpointDir: opts.Checkpoint, DrafterDir: opts.drafterDir, OutDir: opts.Out, SourceDir: opts.Source,
 		EvidenceDir: opts.Evidence, Revision: opts.Revision,
 		BaseModel: opts.BaseModel, BaseRevision: opts.BaseRevision, HubRepo: opts.HubRepo,
 		LicenseFile: opts.License, NoticeFiles: opts.Notices, SourceCard: opts.SourceCard,
@@ -250,6 +288,9 @@ func releaseBuildReport(opts *releaseBuildOptions, res *bundle.Result) {
 	fmt.Fprintf(w, "  release id       %s\n", res.ReleaseID)
 	fmt.Fprintf(w, "  files            %d listed in SHA256SUMS (%s), plus SHA256SUMS itself\n", res.Files, units.Bytes(res.Bytes))
 	fmt.Fprintf(w, "  manifest sha256  %s\n", res.ManifestSHA256)
+	if res.DrafterManifestSHA256 != "" {
+		fmt.Fprintf(w, "  drafter sha256   %s (drafter/manifest.json)\n", res.DrafterManifestSHA256)
+	}
 	fmt.Fprintf(w, "  source sha256    %s\n", res.SourceSHA256)
 	for _, b := range res.Runtime {
 		fmt.Fprintf(w, "  %-16s %s\n", b.Platform, b.SHA256)

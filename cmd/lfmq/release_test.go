@@ -207,6 +207,8 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 		{"evidence of another checkpoint", map[string]string{"--evidence": otherEvidence}, exitUsage,
 			[]string{"--evidence score.json: scores no candidate with this checkpoint's manifest sha256 44136fa355b3…", "rtn (abababababab…)"}},
 		{"empty licence", map[string]string{"--license": write("empty/LICENSE", "\n")}, exitFailure, []string{"empty licence file"}},
+		{"drafter missing", map[string]string{"--drafter": filepath.Join(tmp, "nope")}, exitUsage, []string{"--drafter " + filepath.Join(tmp, "nope") + ": no such directory"}},
+		{"drafter not lfmq-1", map[string]string{"--drafter": notCkpt}, exitUsage, []string{"--drafter " + notCkpt + ": not an lfmq-1 checkpoint (no manifest.json)"}},
 		{"source card licence", map[string]string{"--source-card": write("card/README.md", "---\nlicense: foo\n---\n")}, exitFailure, []string{`license "foo"`, "--license-id"}},
 	}
 	if _, err := exec.LookPath("git"); err == nil {
@@ -241,5 +243,55 @@ func TestReleaseBuildExitCodes(t *testing.T) {
 				t.Errorf("stdout: %s", stdout)
 			}
 		})
+	}
+}
+
+// TestReleaseDrafter is the drafter's way through the commands: quantize
+// --drafter puts it in the checkpoint, release build takes it from there
+// (a real go build of a minimal module), says so and prints its identity,
+// verify checks it; --drafter off builds the release without it.
+func TestReleaseDrafter(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	tmp := t.TempDir()
+	ckpt := filepath.Join(tmp, "ckpt")
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"quantize", "--model", tinyModel, "--out", ckpt, "--method", "rtn",
+		"--drafter", tinyDrafter, "--eval-corpus", tinyCode, "--drafter-records", "2"}, ios); code != 0 {
+		t.Fatalf("quantize exit %d: %s", code, stderr)
+	}
+	_, dsum, err := lfmq1.ReadManifest(filepath.Join(ckpt, "drafter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lic := filepath.Join(tmp, "LICENSE")
+	os.WriteFile(lic, []byte(bundletest.License), 0o644)
+	src := bundletest.Source(t)
+	build := func(out string, extra ...string) (string, string) {
+		ios, stdout, stderr := testStreams()
+		args := append([]string{"release", "build", "--checkpoint", ckpt, "--out", out, "--license", lic,
+			"--base-model", "test/tiny-lfm2-moe", "--hub-repo", "test/tiny-lfm2-moe-lfmq1", "--platforms", "linux/amd64", "--source", src}, extra...)
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("release build %v: exit %d: %s", extra, code, stderr)
+		}
+		return stdout.String(), stderr.String()
+	}
+	rel := filepath.Join(tmp, "release")
+	out, errOut := build(rel)
+	if !strings.Contains(out, "drafter sha256   "+dsum) || !strings.Contains(errOut, "the release takes the checkpoint's drafter "+filepath.Join(ckpt, "drafter")) {
+		t.Errorf("release build output:\n%s\nstderr:\n%s", out, errOut)
+	}
+	ios, vout, verr := testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", rel, "--deep"}, ios); code != 0 {
+		t.Fatalf("verify exit %d: %s%s", code, vout, verr)
+	}
+	if m, err := os.ReadFile(filepath.Join(rel, "drafter", "manifest.json")); err != nil || !strings.Contains(string(m), `"architecture": "dspark"`) {
+		t.Errorf("release drafter manifest: %v", err)
+	}
+	plain := filepath.Join(tmp, "plain")
+	out, _ = build(plain, "--drafter", "off")
+	if _, err := os.Stat(filepath.Join(plain, "drafter")); err == nil || strings.Contains(out, "drafter") {
+		t.Errorf("--drafter off: the release has a drafter:\n%s", out)
 	}
 }

@@ -36,8 +36,9 @@ func newVerifyCmd(ios *IOStreams, runF func(*verifyOptions) error) *cobra.Comman
 		Long: `Verify re-hashes every file of a release directory and checks it against
 SHA256SUMS and runtime-release.json, checks that the two lists agree, that
 checkpoint/manifest.json has the pinned sha256 and lists exactly the
-checkpoint's files (--deep: also every tensor's sha256), and that nothing is
-missing, extra, a link or outside the directory.
+checkpoint's files (--deep: also every tensor's sha256), the same of a
+release's drafter and drafter/manifest.json, and that nothing is missing,
+extra, a link or outside the directory.
 
 Each finding gives the path, what the list expects and what is on disk. The
 files to download again are listed at the end. --json prints the whole report

@@ -11,6 +11,12 @@
 // drafts for a batch of sequences from that context; it shares the
 // target's embedding and LM head (a DSpark checkpoint ships neither).
 //
+// Load reads a drafter as published (config.json and BF16 safetensors) or
+// as lfmq quantize --drafter writes it, an lfmq-1 checkpoint whose BFP8
+// matrices run as stored (docs/lfmq-1.md, "A drafter"); FromTensors builds
+// one from tensors in memory, so that a quantized drafter is measured
+// before it is written.
+//
 // It drafts; it does not verify. engine/sched verifies the drafts with the
 // target and keeps only what the target's own sampling agrees with, so
 // output with a drafter is token for token the output without it.

@@ -11,7 +11,7 @@ import (
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/format/dtype"
-	"github.com/lfmq/lfmq/format/hf"
+	"github.com/lfmq/lfmq/format/lfmq1"
 )
 
 // TensorError is a drafter tensor that is missing, misshapen, of a dtype
@@ -59,9 +59,13 @@ type Drafter struct {
 	closeFn    func() error
 }
 
-// Load opens the DSpark drafter in dir (config.json and safetensors, as
-// published), checks it against target and attaches it
-// (model.Model.SetDrafter). Every tensor problem found is reported, joined.
+// Load opens the DSpark drafter in dir, checks it against target and
+// attaches it (model.Model.SetDrafter). dir is either a drafter as
+// published (config.json and safetensors in BF16, F16 or F32) or one
+// quantized by lfmq quantize --drafter: an lfmq-1 checkpoint whose manifest
+// says architecture "dspark" (docs/lfmq-1.md, "A drafter"), whose every
+// file is hashed against its manifest before it is used, and whose BFP8
+// matrices run as stored. Every tensor problem found is reported, joined.
 func Load(dir string, target *model.Model) (*Drafter, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
@@ -70,18 +74,44 @@ func Load(dir string, target *model.Model) (*Drafter, error) {
 	if err := cfg.CheckTarget(filepath.Join(dir, "config.json"), target.Config); err != nil {
 		return nil, err
 	}
-	ck, err := hf.Open(dir)
+	src, err := openSource(dir)
 	if err != nil {
-		return nil, fmt.Errorf("drafter: %w", err)
-	}
-	d, err := newDrafter(cfg, dir, target, ck)
-	if err != nil {
-		ck.Close()
 		return nil, err
 	}
-	d.closeFn = ck.Close
+	d, err := newDrafter(cfg, dir, target, src)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	d.closeFn = src.close
 	if err := target.SetDrafter(d); err != nil {
-		ck.Close()
+		src.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// FromTensors builds the drafter of config cfg (read from dir's config.json
+// by LoadConfig) from tensors held in memory, as an lfmq-1 drafter would
+// store them, checks it against target and attaches it. lfmq quantize uses
+// it to measure a quantized drafter before writing it, so that its
+// acceptance can be recorded in its manifest. The tensors' data must stay
+// unchanged while the drafter is used.
+func FromTensors(cfg *Config, dir string, target *model.Model, tensors []lfmq1.Tensor) (*Drafter, error) {
+	if err := cfg.CheckTarget(filepath.Join(dir, "config.json"), target.Config); err != nil {
+		return nil, err
+	}
+	src := &memSource{byName: map[string]lfmq1.Tensor{}}
+	for _, t := range tensors {
+		src.byName[t.Name] = t
+		src.order = append(src.order, t.Name)
+	}
+	slices.Sort(src.order)
+	d, err := newDrafter(cfg, dir, target, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := target.SetDrafter(d); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -100,7 +130,7 @@ func (d *Drafter) Close() error {
 // loader collects every tensor finding.
 type loader struct {
 	dir  string
-	ck   *hf.Checkpoint
+	src  source
 	used map[string]bool
 	errs []error
 }
@@ -108,61 +138,68 @@ type loader struct {
 // fail records a finding about tensor name.
 func (ld *loader) fail(name, msg string) {
 	e := &TensorError{Dir: ld.dir, Tensor: name, Msg: msg}
-	if f, ok := ld.ck.File(name); ok {
-		e.File = f.Path()
+	if f, ok := ld.src.file(name); ok {
+		e.File = f
 	}
 	ld.errs = append(ld.errs, e)
 }
 
-// raw returns the bytes of tensor name, which must have the given shape
-// and a float dtype lfmq converts (BF16, F16 or F32).
-func (ld *loader) raw(name string, shape ...int) ([]byte, dtype.DType, bool) {
+// raw returns the bytes of tensor name, which must have the given logical
+// shape and be stored as a float dtype lfmq converts (BF16, F16 or F32) or,
+// when bfp is true (a matrix), as BFP8 tiles of an lfmq-1 drafter.
+func (ld *loader) raw(name string, bfp bool, shape ...int) ([]byte, storage, bool) {
 	ld.used[name] = true
-	info, ok := ld.ck.Info(name)
+	info, ok := ld.src.info(name)
 	if !ok {
 		ld.fail(name, fmt.Sprintf("missing (want shape %v)", shape))
 		return nil, "", false
 	}
-	got := make([]int, len(info.Shape))
-	for i, v := range info.Shape {
-		got[i] = int(v)
-	}
-	if !slices.Equal(got, shape) {
-		ld.fail(name, fmt.Sprintf("shape %v, want %v", got, shape))
+	if !slices.Equal(info.shape, shape) {
+		ld.fail(name, fmt.Sprintf("shape %v, want %v", info.shape, shape))
 		return nil, "", false
 	}
-	switch info.DType {
-	case dtype.BF16, dtype.F16, dtype.F32:
+	switch {
+	case info.store == storeBF16, info.store == storeF16, info.store == storeF32:
+	case info.store == storeBFP8 && bfp:
+	case info.store == storeBFP8:
+		ld.fail(name, "stored as BFP8 tiles; a vector or the confidence head is kept in BF16 or F32 (docs/lfmq-1.md, \"A drafter\")")
+		return nil, "", false
 	default:
-		ld.fail(name, fmt.Sprintf("dtype %s; want BF16, F16 or F32", info.DType))
+		want := "BF16, F16 or F32"
+		if bfp {
+			want += ", or BFP8 in an lfmq-1 drafter"
+		}
+		ld.fail(name, fmt.Sprintf("dtype %s; want %s", info.store, want))
 		return nil, "", false
 	}
-	b, err := ld.ck.Bytes(name)
+	b, err := ld.src.bytes(name)
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("drafter: %w", err))
 		return nil, "", false
 	}
-	return b, info.DType, true
+	return b, info.store, true
 }
 
-// matrix loads [out, in]: BF16 in place, F16 or F32 as float32.
+// matrix loads [out, in]: BF16 and BFP8 in place, F16 or F32 as float32.
 func (ld *loader) matrix(name string, out, in int) *kernels.Matrix {
-	b, dt, ok := ld.raw(name, out, in)
+	b, st, ok := ld.raw(name, true, out, in)
 	if !ok {
 		return nil
 	}
 	var m *kernels.Matrix
 	var err error
-	switch dt {
-	case dtype.BF16:
+	switch st {
+	case storeBF16:
 		w := make([]uint16, len(b)/2)
 		for i := range w {
 			w[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
 		}
 		m, err = kernels.NewBF16(out, in, w)
-	case dtype.F16, dtype.F32:
+	case storeBFP8:
+		m, err = kernels.NewBFP(kernels.BFP8, out, in, b)
+	default:
 		w := make([]float32, out*in)
-		if err = dtype.ToFloat32(dt, b, w); err == nil {
+		if err = dtype.ToFloat32(st.dtype(), b, w); err == nil {
 			m, err = kernels.NewF32(out, in, w)
 		}
 	}
@@ -175,12 +212,12 @@ func (ld *loader) matrix(name string, out, in int) *kernels.Matrix {
 
 // vector loads a 1-D tensor as float32.
 func (ld *loader) vector(name string, n int) []float32 {
-	b, dt, ok := ld.raw(name, n)
+	b, st, ok := ld.raw(name, false, n)
 	if !ok {
 		return nil
 	}
 	w := make([]float32, n)
-	if err := dtype.ToFloat32(dt, b, w); err != nil {
+	if err := dtype.ToFloat32(st.dtype(), b, w); err != nil {
 		ld.fail(name, err.Error())
 		return nil
 	}
@@ -200,8 +237,8 @@ func unexpected(c *Config, n string) string {
 	return "not a tensor of a DSpark drafter (fc, hidden_norm, layers.N.*, norm, markov_head.*, confidence_head.*)"
 }
 
-func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (*Drafter, error) {
-	ld := &loader{dir: dir, ck: ck, used: map[string]bool{}}
+func newDrafter(c *Config, dir string, target *model.Model, src source) (*Drafter, error) {
+	ld := &loader{dir: dir, src: src, used: map[string]bool{}}
 	H, d, Hq, Hkv, F, V, r := c.HiddenSize, c.HeadDim, c.NumHeads, c.NumKVHeads, c.IntermediateSize, c.VocabSize, c.MarkovRank
 	dr := &Drafter{Config: c, Dir: dir, target: target}
 	dr.fc = ld.matrix("fc.weight", H, len(c.TargetLayerIDs)*c.TargetHiddenSize)
@@ -230,9 +267,9 @@ func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (
 		if c.ConfidenceWithMarkov {
 			in += r
 		}
-		if b, dt, ok := ld.raw("confidence_head.proj.weight", 1, in); ok {
+		if b, st, ok := ld.raw("confidence_head.proj.weight", false, 1, in); ok {
 			dr.confW = make([]float32, in)
-			if err := dtype.ToFloat32(dt, b, dr.confW); err != nil {
+			if err := dtype.ToFloat32(st.dtype(), b, dr.confW); err != nil {
 				ld.fail("confidence_head.proj.weight", err.Error())
 			}
 		}
@@ -240,7 +277,7 @@ func newDrafter(c *Config, dir string, target *model.Model, ck *hf.Checkpoint) (
 			dr.confB = bias[0]
 		}
 	}
-	for _, n := range ck.Names() {
+	for _, n := range src.names() {
 		switch {
 		case ld.used[n]:
 		case n == "embed_tokens.weight" || n == "lm_head.weight" || n == "model.embed_tokens.weight":

@@ -78,6 +78,48 @@ type Input struct {
 	// tables of docs/scoring.md, "Output" with the noise floor and RTN
 	// rows), one element per table with its heading; inserted in order.
 	Quality []string
+	// Drafter is the release's DSpark drafter, when it carries one.
+	Drafter *Drafter
+}
+
+// Drafter is a release's DSpark drafter (docs/release.md, "A drafter"):
+// its lfmq-1 manifest, whose source names the drafter it was quantized
+// from, and the acceptance lfmq quantize --drafter measured.
+type Drafter struct {
+	Manifest       *lfmq1.Manifest
+	ManifestSHA256 string
+	Acceptance     DrafterAcceptance
+}
+
+// DrafterAcceptance is the acceptance record of a drafter's manifest
+// (metrics "acceptance", written by lfmq quantize --drafter as
+// quant.DrafterAcceptance): tokens per verify step with the BF16 and the
+// quantized drafter, both on the quantized model.
+type DrafterAcceptance struct {
+	Setup struct {
+		Records      int `json:"records"`
+		PromptTokens int `json:"prompt_tokens"`
+		NewTokens    int `json:"new_tokens"`
+	} `json:"setup"`
+	TargetManifestSHA256 string          `json:"target_manifest_sha256"`
+	Corpora              []DrafterCorpus `json:"corpora"`
+	BF16                 AcceptanceRun   `json:"bf16"`
+	Quantized            AcceptanceRun   `json:"quantized"`
+}
+
+// DrafterCorpus is one corpus of a DrafterAcceptance.
+type DrafterCorpus struct {
+	Name      string        `json:"name"`
+	Records   int           `json:"records"`
+	BF16      AcceptanceRun `json:"bf16"`
+	Quantized AcceptanceRun `json:"quantized"`
+}
+
+// AcceptanceRun is one drafter's held-out run: its verify steps and the
+// tokens each produced on average.
+type AcceptanceRun struct {
+	VerifySteps   int     `json:"verify_steps"`
+	TokensPerStep float64 `json:"tokens_per_verify_step"`
 }
 
 // Plot is an image the card shows.
@@ -130,6 +172,16 @@ func Render(in Input) ([]byte, error) {
 		return nil, &Error{Field: "License.ID", Msg: fmt.Sprintf("%q is not a hub licence id", in.License.ID)}
 	case in.License.ID == "other" && in.License.Name == "":
 		return nil, &Error{Field: "License.Name", Msg: "required when the licence is \"other\""}
+	}
+	if d := in.Drafter; d != nil {
+		switch {
+		case d.Manifest == nil:
+			return nil, &Error{Field: "Drafter.Manifest", Msg: "nil"}
+		case !hexRe.MatchString(d.ManifestSHA256):
+			return nil, &Error{Field: "Drafter.ManifestSHA256", Msg: "not 64 hex digits"}
+		case d.Acceptance.TargetManifestSHA256 != in.ManifestSHA256:
+			return nil, &Error{Field: "Drafter.Acceptance", Msg: fmt.Sprintf("measured on the model of manifest sha256 %q, not on this checkpoint", d.Acceptance.TargetManifestSHA256)}
+		}
 	}
 	for i, q := range in.Quality {
 		if strings.Contains(q, "\n---\n") || strings.HasPrefix(q, "---") {
@@ -218,6 +270,10 @@ func body(b *bytes.Buffer, in Input) {
 	if n := len(in.SourceDirty); n > 0 {
 		fmt.Fprintf(b, "  It was built with `--allow-dirty` from a source tree with uncommitted changes to %d of\n  its files (listed in `runtime-release.json`, `lfmq.source_dirty`): the binaries are\n  reproducible from the archive, not from a commit.\n", n)
 	}
+	if in.Drafter != nil {
+		b.WriteString("- `drafter/`: a DSpark drafter for the model, an lfmq-1 checkpoint of its own, with which\n")
+		b.WriteString("  `launch` decodes several tokens per step (see Drafter).\n")
+	}
 	if len(in.Evidence) > 0 {
 		b.WriteString("- `evidence/`: the measurements behind the quality tables, with their receipts.\n")
 	}
@@ -279,6 +335,9 @@ func body(b *bytes.Buffer, in Input) {
 		b.WriteString("No evidence files were published with this release.\n\n")
 	}
 	plots(b, in.Plots)
+	if in.Drafter != nil {
+		drafterSection(b, in.Drafter)
+	}
 
 	b.WriteString("## Download\n\n```sh\n")
 	fmt.Fprintf(b, "lfmq download https://huggingface.co/%s --revision %s --cache-root ~/.cache/lfmq\n", in.HubRepo, in.Revision)
@@ -342,6 +401,9 @@ func body(b *bytes.Buffer, in Input) {
 	}
 	fmt.Fprintf(b, "| base model | %s |\n", base)
 	fmt.Fprintf(b, "| checkpoint manifest sha256 | `%s` |\n", in.ManifestSHA256)
+	if in.Drafter != nil {
+		fmt.Fprintf(b, "| drafter manifest sha256 | `%s` |\n", in.Drafter.ManifestSHA256)
+	}
 	fmt.Fprintf(b, "| lfmq version | `%s` |\n", mdCode(in.LfmqVersion))
 	if in.Source.Path != "" {
 		fmt.Fprintf(b, "| `%s` sha256 | `%s` |\n", in.Source.Path, in.Source.SHA256)
@@ -364,6 +426,14 @@ func body(b *bytes.Buffer, in Input) {
 		fmt.Fprintf(b, " and `%s`", n)
 	}
 	b.WriteString(", passed through byte for byte.\n")
+	if d := in.Drafter; d != nil {
+		from := "its source drafter"
+		if d.Manifest.Source.Repo != "" {
+			from = "`" + d.Manifest.Source.Repo + "`"
+		}
+		fmt.Fprintf(b, "The weights in `drafter/` are a quantized derivative of %s, re-encoded the same way\n", from)
+		b.WriteString("(see Drafter) with its `config.json` copied unmodified; its licence terms apply to them.\n")
+	}
 }
 
 // role classifies a tensor by its Hugging Face name for the precision
@@ -551,4 +621,43 @@ func exponentNote(settings json.RawMessage, bfp4 string) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// drafterSection says which drafter the release carries, how it was
+// quantized, and what that cost: the tokens per verify step of the
+// published and the quantized drafter on held-out text.
+func drafterSection(b *bytes.Buffer, d *Drafter) {
+	m, a := d.Manifest, d.Acceptance
+	b.WriteString("## Drafter\n\n")
+	src := m.Source
+	switch {
+	case src.Repo != "" && src.Commit != "":
+		fmt.Fprintf(b, "`drafter/` is [%s](https://huggingface.co/%s) (commit `%s`), a DSpark drafter,\n", src.Repo, src.Repo, src.Commit)
+	case src.Repo != "":
+		fmt.Fprintf(b, "`drafter/` is [%s](https://huggingface.co/%s), a DSpark drafter,\n", src.Repo, src.Repo)
+	default:
+		fmt.Fprintf(b, "`drafter/` is a DSpark drafter read from a local directory (its `config.json` has sha256\n`%s`),\n", src.ConfigSHA256)
+	}
+	b.WriteString("quantized by lfmq: its linear weights in BFP8 (`bfloat8_b`, rounded to nearest), its Markov\n")
+	b.WriteString("table, norms and confidence head as published; it drafts with the model's own embedding and\n")
+	fmt.Fprintf(b, "LM head. Its identity is the sha256 of `drafter/manifest.json`, `%s`.\n", d.ManifestSHA256)
+	b.WriteString("`launch` serves with it (`--drafter off` serves without it); drafted decoding gives the same\n")
+	b.WriteString("tokens as plain decoding, greedy or seeded.\n\n")
+	fmt.Fprintf(b, "Tokens per verify step (greedy, every draft of the block verified; %d records per corpus,\n", a.Setup.Records)
+	fmt.Fprintf(b, "each one's first %d tokens the prompt, %d new tokens), both drafters on this release's model:\n\n", a.Setup.PromptTokens, a.Setup.NewTokens)
+	b.WriteString("| corpus | records | BF16 drafter | BFP8 drafter (this release) | change |\n|---|---:|---:|---:|---:|\n")
+	row := func(name string, records int, bf, q AcceptanceRun) {
+		change := "n/a"
+		if bf.TokensPerStep > 0 {
+			change = fmt.Sprintf("%+.1f%%", 100*(q.TokensPerStep/bf.TokensPerStep-1))
+		}
+		fmt.Fprintf(b, "| %s | %d | %.3f | %.3f | %s |\n", mdCell(name), records, bf.TokensPerStep, q.TokensPerStep, change)
+	}
+	n := 0
+	for _, c := range a.Corpora {
+		row(c.Name, c.Records, c.BF16, c.Quantized)
+		n += c.Records
+	}
+	row("all", n, a.BF16, a.Quantized)
+	b.WriteString("\nMeasured by `lfmq quantize --drafter` and recorded in `drafter/manifest.json` (metrics,\n`acceptance`).\n\n")
 }

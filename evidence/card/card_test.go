@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -80,6 +81,9 @@ func TestGolden(t *testing.T) {
 		}},
 		// Evidence files without the quality hook: listed, plots shown.
 		{"card-evidence-only", func(in *Input) { in.Quality = nil }},
+		// A release with a drafter: the drafter section, its pin and
+		// its licence line.
+		{"card-drafter", func(in *Input) { in.Drafter = sampleDrafter() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := sampleInput()
@@ -177,6 +181,13 @@ func TestRenderRefuses(t *testing.T) {
 		{"plot url", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "https://example.com/kl.svg" }},
 		{"plot not evidence", "Plots[0].Path", func(in *Input) { in.Plots[0].Path = "evidence/other.svg" }},
 		{"plot without alt", "Plots[0].Alt", func(in *Input) { in.Plots[0].Alt = " \n\t" }},
+		{"drafter without manifest", "Drafter.Manifest", func(in *Input) { in.Drafter = sampleDrafter(); in.Drafter.Manifest = nil }},
+		{"drafter bad identity", "Drafter.ManifestSHA256", func(in *Input) { in.Drafter = sampleDrafter(); in.Drafter.ManifestSHA256 = "x" }},
+		// Acceptance measured on another model says nothing of this one.
+		{"drafter of another model", "Drafter.Acceptance", func(in *Input) {
+			in.Drafter = sampleDrafter()
+			in.Drafter.Acceptance.TargetManifestSHA256 = strings.Repeat("f", 64)
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := sampleInput()
@@ -456,5 +467,72 @@ func TestWindowsRun(t *testing.T) {
 	}
 	if want := "On Windows: `runtime\\lfmq-windows-amd64.exe launch --release-dir . --sampling-preset agentic --port 8000`.\n"; !bytes.Contains(got, []byte(want)) {
 		t.Errorf("card lacks %q", want)
+	}
+}
+
+// sampleDrafter is a drafter quantized from a hub repository, measured on
+// two corpora of sampleInput's model.
+func sampleDrafter() *Drafter {
+	d := &Drafter{
+		Manifest: &lfmq1.Manifest{Format: "lfmq-1", Architecture: "dspark",
+			Source: lfmq1.Source{Repo: "LiquidAI/LFM2-8B-A1B-DSpark", Commit: "89abcdef0123456789abcdef0123456789abcdef", ConfigSHA256: sha}},
+		ManifestSHA256: strings.Repeat("a", 64),
+	}
+	a := &d.Acceptance
+	a.Setup.Records, a.Setup.PromptTokens, a.Setup.NewTokens = 24, 96, 48
+	a.TargetManifestSHA256 = sha
+	a.Corpora = []DrafterCorpus{
+		{Name: "chat", Records: 24, BF16: AcceptanceRun{455, 2.5604}, Quantized: AcceptanceRun{460, 2.5313}},
+		{Name: "code", Records: 24, BF16: AcceptanceRun{425, 2.7482}, Quantized: AcceptanceRun{425, 2.7482}},
+	}
+	a.BF16, a.Quantized = AcceptanceRun{880, 2.6511}, AcceptanceRun{885, 2.6362}
+	return d
+}
+
+// TestDrafterSection: the card names the drafter (hub id and commit, or
+// the digest of a local one's config), its identity and, per corpus and
+// overall, the tokens per verify step of both drafters and the change,
+// computed here from the input rather than read from the golden file.
+func TestDrafterSection(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		edit  func(*Drafter)
+		wants []string
+	}{
+		{"hub", func(*Drafter) {}, []string{
+			"[LiquidAI/LFM2-8B-A1B-DSpark](https://huggingface.co/LiquidAI/LFM2-8B-A1B-DSpark) (commit `89abcdef0123456789abcdef0123456789abcdef`)",
+			"| drafter manifest sha256 | `" + strings.Repeat("a", 64) + "` |",
+			"| chat | 24 | 2.560 | 2.531 | " + fmt.Sprintf("%+.1f%%", 100*(2.5313/2.5604-1)) + " |",
+			"| code | 24 | 2.748 | 2.748 | +0.0% |",
+			"| all | 48 | 2.651 | 2.636 | " + fmt.Sprintf("%+.1f%%", 100*(2.6362/2.6511-1)) + " |",
+			"24 records per corpus", "first 96 tokens", "48 new tokens",
+			"- `drafter/`:", "quantized derivative of `LiquidAI/LFM2-8B-A1B-DSpark`", "`--drafter off`",
+		}},
+		{"local", func(d *Drafter) { d.Manifest.Source = lfmq1.Source{ConfigSHA256: sha} }, []string{
+			"read from a local directory (its `config.json` has sha256\n`" + sha + "`)", "quantized derivative of its source drafter",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := sampleInput()
+			in.Drafter = sampleDrafter()
+			tt.edit(in.Drafter)
+			out, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("card lacks %q", w)
+				}
+			}
+		})
+	}
+	// Without a drafter the card says nothing of one.
+	out, err := Render(sampleInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(out)), "drafter") {
+		t.Error("a card without a drafter mentions one")
 	}
 }

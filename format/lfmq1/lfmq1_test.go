@@ -242,3 +242,41 @@ func TestFindings(t *testing.T) {
 		t.Error("nil or a single error")
 	}
 }
+
+// TestDrafterDir: a checkpoint may hold a drafter directory, a checkpoint
+// of its own that Open leaves to its own Open; any other sub-directory,
+// or a file named drafter, is an entry the manifest does not list.
+func TestDrafterDir(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		add   func(dir string) error
+		extra string // the extra entry Open reports; "" for none
+	}{
+		{"drafter directory", func(dir string) error {
+			sub := writeSample(t)
+			return os.Rename(sub, filepath.Join(dir, DrafterDir))
+		}, ""},
+		{"empty drafter directory", func(dir string) error { return os.Mkdir(filepath.Join(dir, DrafterDir), 0o755) }, ""},
+		{"other directory", func(dir string) error { return os.Mkdir(filepath.Join(dir, "drafts"), 0o755) }, "drafts"},
+		{"file named drafter", func(dir string) error { return os.WriteFile(filepath.Join(dir, DrafterDir), nil, 0o644) }, DrafterDir},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeSample(t)
+			if err := c.add(dir); err != nil {
+				t.Fatal(err)
+			}
+			ck, err := Open(dir, CheckTensors)
+			if c.extra == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ck.Close()
+				return
+			}
+			var me *MismatchError
+			if !errors.As(err, &me) || me.Kind != "extra" || me.Path != c.extra {
+				t.Fatalf("error %v, want an extra %s", err, c.extra)
+			}
+		})
+	}
+}

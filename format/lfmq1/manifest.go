@@ -24,6 +24,17 @@ const ManifestFile = "manifest.json"
 // GlobalFile holds the embedding, the final norm and the BFP8 head.
 const GlobalFile = "global.safetensors"
 
+// DrafterDir is the one sub-directory a checkpoint may hold: a drafter for
+// the model (lfmq quantize --drafter), itself an lfmq-1 checkpoint with its
+// own manifest, which the model's manifest does not list and Open does not
+// check (docs/lfmq-1.md, "A drafter"). The model's manifest, its identity,
+// is the same with or without one.
+const DrafterDir = "drafter"
+
+// DrafterArchitecture is the manifest architecture of a drafter's
+// checkpoint: a DSpark drafter quantized by lfmq quantize --drafter.
+const DrafterArchitecture = "dspark"
+
 // CopiedFiles are the source checkpoint files copied unmodified (those that
 // exist).
 var CopiedFiles = []string{

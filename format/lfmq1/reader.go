@@ -233,7 +233,9 @@ func Open(dir string, check Check) (*Checkpoint, error) {
 		return nil, fmt.Errorf("lfmq1: %w", err)
 	}
 	for _, e := range entries {
-		if e.Name() == ManifestFile {
+		if e.Name() == ManifestFile || e.Name() == DrafterDir && e.IsDir() {
+			// A drafter directory is a checkpoint of its own, opened
+			// and checked on its own.
 			continue
 		}
 		if _, ok := listed[e.Name()]; !ok {

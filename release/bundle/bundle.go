@@ -51,6 +51,11 @@ runtime/* filter=lfs diff=lfs merge=lfs -text
 *.tar.gz filter=lfs diff=lfs merge=lfs -text
 `
 
+// DrafterGitAttributes is added to GitAttributes in a release with a
+// drafter: its tensors go to Git LFS too. A release without one keeps the
+// bytes it always had.
+const DrafterGitAttributes = "drafter/*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
+
 // Platform is a GOOS/GOARCH pair.
 type Platform struct{ GOOS, GOARCH string }
 
@@ -88,6 +93,11 @@ type Options struct {
 	// to create (it must not exist, or be empty).
 	CheckpointDir string
 	OutDir        string
+	// DrafterDir, if set, is a drafter for the checkpoint's model, made by
+	// lfmq quantize --drafter (an lfmq-1 checkpoint of architecture
+	// dspark whose acceptance was measured on this checkpoint): the
+	// release carries it under drafter/ (docs/release.md, "A drafter").
+	DrafterDir string
 	// SourceDir is the root of the lfmq module to build the runtime from.
 	SourceDir string
 	// AllowDirty builds from a SourceDir whose archived files differ from
@@ -152,8 +162,11 @@ type Result struct {
 	// tag message.
 	Digest         string
 	ManifestSHA256 string
-	SourceSHA256   string
-	Runtime        []sums.Binary
+	// DrafterManifestSHA256 is the drafter's identity, when the release
+	// carries one.
+	DrafterManifestSHA256 string
+	SourceSHA256          string
+	Runtime               []sums.Binary
 	// Files and Bytes count the files SHA256SUMS lists (every file of the
 	// release but SHA256SUMS itself): the count lfmq verify reports for
 	// the same release.
@@ -263,7 +276,7 @@ func (o *Options) check() error {
 // as a bad option, not minutes into the build as a failed read.
 func (o *Options) checkPaths() error {
 	for _, d := range []struct{ flag, path string }{
-		{"--checkpoint", o.CheckpointDir}, {"--source", o.SourceDir}, {"--evidence", o.EvidenceDir},
+		{"--checkpoint", o.CheckpointDir}, {"--drafter", o.DrafterDir}, {"--source", o.SourceDir}, {"--evidence", o.EvidenceDir},
 	} {
 		if d.path == "" {
 			continue
@@ -459,6 +472,13 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 		// against another manifest than the one released.
 		return nil, &lfmq1.MismatchError{Path: lfmq1.ManifestFile, Kind: "hash", Want: qualityFor, Got: manifestSHA}
 	}
+	var drafter *card.Drafter
+	if o.DrafterDir != "" {
+		o.logf("checking and copying the drafter %s", o.DrafterDir)
+		if drafter, err = copyDrafter(ctx, o.DrafterDir, filepath.Join(b.stage, "drafter"), manifestSHA); err != nil {
+			return nil, err
+		}
+	}
 
 	// The runtime: archive, then binaries built from the extracted archive.
 	tc, srcArchive, err := b.sourceArchive(ctx)
@@ -499,7 +519,11 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := writeFile(filepath.Join(b.stage, ".gitattributes"), []byte(GitAttributes), 0o644); err != nil {
+	attrs := GitAttributes
+	if drafter != nil {
+		attrs += DrafterGitAttributes
+	}
+	if err := writeFile(filepath.Join(b.stage, ".gitattributes"), []byte(attrs), 0o644); err != nil {
 		return nil, err
 	}
 
@@ -522,7 +546,7 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 		Source:  card.Runtime{Path: sums.SourceArchivePath, Size: int64(len(srcArchive)), SHA256: srcSHA},
 		License: lmeta, Language: langs,
 		Notices: noticeNames, Evidence: evidencePaths, Plots: plots, Quality: quality,
-		SourceDirty: b.dirty,
+		SourceDirty: b.dirty, Drafter: drafter,
 	}
 	for _, bin := range binaries {
 		in.Runtime = append(in.Runtime, card.Runtime{Platform: bin.Platform, Path: bin.Path, Size: bin.Size, SHA256: bin.SHA256})
@@ -552,6 +576,9 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 			Source:   sums.File{Path: sums.SourceArchivePath, Size: int64(len(srcArchive)), SHA256: srcSHA},
 		},
 		Files: files,
+	}
+	if drafter != nil {
+		rr.Drafter = &sums.Checkpoint{Format: sums.CheckpointFormat, Manifest: sums.DrafterManifestPath, ManifestSHA256: drafter.ManifestSHA256}
 	}
 	rrData, err := rr.Marshal()
 	if err != nil {
@@ -585,11 +612,15 @@ func (b *builder) build(ctx context.Context) (*Result, error) {
 	if err := rep.Err(); err != nil {
 		return nil, fmt.Errorf("bundle: the built release does not verify: %w", err)
 	}
-	return &Result{
+	res := &Result{
 		ReleaseID: releaseID, Digest: hex.EncodeToString(digest[:]),
 		ManifestSHA256: manifestSHA, SourceSHA256: srcSHA, Runtime: binaries,
 		Files: len(entries), Bytes: total,
-	}, nil
+	}
+	if drafter != nil {
+		res.DrafterManifestSHA256 = drafter.ManifestSHA256
+	}
+	return res, nil
 }
 
 // ldflags returns the exact -ldflags of the runtime binaries: stripped, no
@@ -764,6 +795,48 @@ func copyCheckpoint(ctx context.Context, src, dst string) (*lfmq1.Manifest, stri
 		return nil, "", &lfmq1.MismatchError{Path: lfmq1.ManifestFile, Kind: "hash", Want: msum, Got: got, Tensor: ""}
 	}
 	return m, msum, nil
+}
+
+// DrafterError refuses a --drafter that a release cannot carry for its
+// checkpoint.
+type DrafterError struct{ Dir, Msg string }
+
+func (e *DrafterError) Error() string { return fmt.Sprintf("bundle: --drafter %s: %s", e.Dir, e.Msg) }
+
+// copyDrafter checks that src is a drafter for the checkpoint of manifest
+// sha256 target (an lfmq-1 checkpoint of architecture dspark whose
+// acceptance was measured on that checkpoint), copies it as
+// copyCheckpoint does and returns what the card says of it.
+func copyDrafter(ctx context.Context, src, dst, target string) (*card.Drafter, error) {
+	m, sum, err := lfmq1.ReadManifest(src)
+	if err != nil {
+		return nil, err
+	}
+	if m.Architecture != lfmq1.DrafterArchitecture {
+		return nil, &DrafterError{Dir: src, Msg: fmt.Sprintf("%s says architecture %q, not %q: not a drafter made by lfmq quantize --drafter", lfmq1.ManifestFile, m.Architecture, lfmq1.DrafterArchitecture)}
+	}
+	var metrics struct {
+		Acceptance *card.DrafterAcceptance `json:"acceptance"`
+	}
+	if err := json.Unmarshal(m.Metrics, &metrics); err != nil || metrics.Acceptance == nil {
+		return nil, &DrafterError{Dir: src, Msg: "its manifest records no acceptance (metrics.acceptance): quantize the drafter with lfmq quantize --drafter"}
+	}
+	if got := metrics.Acceptance.TargetManifestSHA256; got != target {
+		return nil, &DrafterError{Dir: src, Msg: fmt.Sprintf("its acceptance was measured on the model of manifest sha256 %s, not on this checkpoint (%s): quantize the drafter with this checkpoint (lfmq quantize --drafter)", got, target)}
+	}
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	m, msum, err := copyCheckpoint(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	if msum != sum {
+		// The drafter changed under the build: what was checked is not
+		// what was copied.
+		return nil, &lfmq1.MismatchError{Path: filepath.Join(src, lfmq1.ManifestFile), Kind: "hash", Want: sum, Got: msum}
+	}
+	return &card.Drafter{Manifest: m, ManifestSHA256: msum, Acceptance: *metrics.Acceptance}, nil
 }
 
 func copyHashed(src, dst string) (string, int64, error) {

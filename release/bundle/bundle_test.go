@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/quant"
 	"github.com/lfmq/lfmq/release/archive"
 	"github.com/lfmq/lfmq/release/bundle"
 	"github.com/lfmq/lfmq/release/bundle/bundletest"
@@ -480,5 +481,141 @@ func compareTrees(t *testing.T, a, b string) {
 		if !bytes.Equal(da, mb[p]) {
 			t.Errorf("%s differs between the two builds", p)
 		}
+	}
+}
+
+// TestBuildWithDrafter builds a release with a drafter twice: the drafter
+// is under drafter/, every file of it in SHA256SUMS and runtime-release.json,
+// its manifest pinned there and named on the card with its acceptance,
+// its tensors under Git LFS; the two builds are byte-identical; the
+// release verifies deeply, and a changed drafter byte fails verification
+// naming the file (and the tensor, with Deep).
+func TestBuildWithDrafter(t *testing.T) {
+	ckpt := bundletest.Checkpoint(t)
+	drafter := bundletest.Drafter(t, ckpt)
+	src := bundletest.Source(t)
+	var outs []string
+	var res *bundle.Result
+	for i := range 2 {
+		out := filepath.Join(t.TempDir(), "release")
+		opts := bundletest.Options(t, ckpt, src, out)
+		opts.DrafterDir = drafter
+		r, err := bundle.Build(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs, res = append(outs, out), r
+		if i == 0 {
+			continue
+		}
+		compareTrees(t, outs[0], out)
+	}
+	out := outs[0]
+	_, dsum, err := lfmq1.ReadManifest(drafter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(out, sums.RuntimeReleaseFile))
+	rr, err := sums.ParseRuntimeRelease(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Drafter == nil || rr.Drafter.ManifestSHA256 != dsum || rr.Drafter.Manifest != "drafter/manifest.json" || res.DrafterManifestSHA256 != dsum {
+		t.Errorf("drafter pin %+v, result %s; want manifest sha256 %s", rr.Drafter, res.DrafterManifestSHA256, dsum)
+	}
+	sumsData, _ := os.ReadFile(filepath.Join(out, sums.SumsFile))
+	for _, f := range []string{"drafter/manifest.json", "drafter/config.json", "drafter/drafter.safetensors"} {
+		if _, ok := rr.File(f); !ok || !strings.Contains(string(sumsData), "  "+f+"\n") {
+			t.Errorf("%s not listed in runtime-release.json and SHA256SUMS", f)
+		}
+	}
+	attrs, _ := os.ReadFile(filepath.Join(out, ".gitattributes"))
+	readme, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	if string(attrs) != bundle.GitAttributes+bundle.DrafterGitAttributes {
+		t.Errorf(".gitattributes:\n%s", attrs)
+	}
+	for _, want := range []string{"## Drafter", "| drafter manifest sha256 | `" + dsum + "` |", "- `drafter/`:", "| code | 2 |"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	rep, err := verify.Release(context.Background(), out, verify.Options{Deep: true})
+	if err != nil || !rep.OK || rep.DrafterManifestSHA256 != dsum {
+		t.Fatalf("built release does not verify: %v %+v (drafter manifest %s)", err, rep.Findings, rep.DrafterManifestSHA256)
+	}
+
+	damaged := filepath.Join(t.TempDir(), "damaged")
+	bundletest.CopyDir(t, out, damaged)
+	p := filepath.Join(damaged, "drafter", "drafter.safetensors")
+	b, _ := os.ReadFile(p)
+	b[len(b)-100] ^= 1
+	os.WriteFile(p, b, 0o644)
+	rep, err = verify.Release(context.Background(), damaged, verify.Options{Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, f := range rep.Findings {
+		if f.Path == "drafter/drafter.safetensors" {
+			kinds = append(kinds, string(f.Kind))
+		}
+	}
+	if rep.OK || !slices.Contains(kinds, string(verify.KindHash)) || !slices.Contains(kinds, string(verify.KindTensor)) {
+		t.Errorf("a flipped drafter byte: findings %+v", rep.Findings)
+	}
+}
+
+// TestBuildRefusesDrafter: a drafter the release cannot carry for its
+// checkpoint is refused before anything is built, naming --drafter.
+func TestBuildRefusesDrafter(t *testing.T) {
+	ckpt := bundletest.Checkpoint(t)
+	drafter := bundletest.Drafter(t, ckpt)
+	src := bundletest.Source(t)
+	for _, c := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		want []string
+	}{
+		{"a model's checkpoint", func(t *testing.T) string { return bundletest.Checkpoint(t) }, []string{"--drafter", `architecture "lfm2_moe"`}},
+		{"measured on another model", func(t *testing.T) string {
+			// The same model quantized with the search exponent rule:
+			// another checkpoint, whose drafter's acceptance says nothing
+			// of this one.
+			other := filepath.Join(t.TempDir(), "other")
+			root, _ := bundle.FindModuleRoot(".")
+			if _, err := quant.Quantize(context.Background(), quant.Options{ModelDir: filepath.Join(root, "testdata", "tiny-lfm2-moe", "model"), OutDir: other,
+				Method: quant.RTN, DenseExponentRule: quant.ExponentSearch}); err != nil {
+				t.Fatal(err)
+			}
+			return bundletest.Drafter(t, other)
+		}, []string{"--drafter", "acceptance was measured on the model of manifest sha256", "not on this checkpoint"}},
+		{"not there", func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope") }, []string{"--drafter", "no such directory"}},
+		{"damaged", func(t *testing.T) string {
+			d := filepath.Join(t.TempDir(), "drafter")
+			bundletest.CopyDir(t, drafter, d)
+			p := filepath.Join(d, "drafter.safetensors")
+			b, _ := os.ReadFile(p)
+			b[len(b)-1] ^= 1
+			os.WriteFile(p, b, 0o644)
+			return d
+		}, []string{"drafter.safetensors", "hash"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "release")
+			opts := bundletest.Options(t, ckpt, src, out)
+			opts.DrafterDir = c.dir(t)
+			_, err := bundle.Build(context.Background(), opts)
+			if err == nil {
+				t.Fatal("built")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("release directory left behind")
+			}
+		})
 	}
 }

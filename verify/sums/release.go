@@ -20,6 +20,11 @@ const CheckpointFormat = "lfmq-1"
 // ManifestPath is where a release keeps its checkpoint manifest.
 const ManifestPath = "checkpoint/manifest.json"
 
+// DrafterManifestPath is where a release with a drafter keeps the
+// drafter's manifest: the drafter is an lfmq-1 checkpoint of its own under
+// drafter/ (docs/release.md, "A drafter").
+const DrafterManifestPath = "drafter/manifest.json"
+
 // SourceArchivePath is where a release keeps the runtime's source.
 const SourceArchivePath = "runtime/lfmq-src.tar.gz"
 
@@ -35,7 +40,10 @@ type RuntimeRelease struct {
 	Toolchain  Toolchain  `json:"toolchain"`
 	BaseModel  BaseModel  `json:"base_model"`
 	Checkpoint Checkpoint `json:"checkpoint"`
-	Runtime    Runtime    `json:"runtime"`
+	// Drafter pins the release's DSpark drafter, when it has one; a
+	// release without one has no drafter key, as before drafters.
+	Drafter *Checkpoint `json:"drafter,omitempty"`
+	Runtime Runtime     `json:"runtime"`
 	// Files lists every file of the release except runtime-release.json and
 	// SHA256SUMS, sorted by path bytes.
 	Files []File `json:"files"`
@@ -322,6 +330,19 @@ func (r *RuntimeRelease) Validate() error {
 	}
 	if _, ok := r.File(ManifestPath); !ok {
 		return bad("files", "%q is not among the files", ManifestPath)
+	}
+	if d := r.Drafter; d != nil {
+		switch {
+		case d.Format != CheckpointFormat:
+			return bad("drafter.format", "%q, want %q", d.Format, CheckpointFormat)
+		case d.Manifest != DrafterManifestPath:
+			return bad("drafter.manifest", "%q, want %q", d.Manifest, DrafterManifestPath)
+		case !ValidSHA256(d.ManifestSHA256):
+			return bad("drafter.manifest_sha256", "%q is not 64 lower-case hex digits", d.ManifestSHA256)
+		}
+		if _, ok := r.File(DrafterManifestPath); !ok {
+			return bad("files", "%q is not among the files", DrafterManifestPath)
+		}
 	}
 	return nil
 }

@@ -40,6 +40,28 @@ func Checkpoint(t testing.TB) string {
 	return out
 }
 
+// Drafter quantizes the fixture's DSpark drafter for the checkpoint ckpt
+// (a Checkpoint) into ckpt's drafter/, as lfmq quantize --drafter does,
+// measuring its acceptance on 2 records of the code corpus to stay quick,
+// and returns that directory.
+func Drafter(t testing.TB, ckpt string) string {
+	t.Helper()
+	root, err := bundle.FindModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(ckpt, quant.DrafterDir)
+	if _, err := quant.QuantizeDrafter(context.Background(), quant.DrafterOptions{
+		SourceDir: filepath.Join(root, "testdata", "tiny-lfm2-moe-dspark", "model"),
+		TargetDir: ckpt, OutDir: out, CreatedBy: "lfmq quantize --drafter --eval-corpus code --drafter-records 2",
+		EvalCorpora: []quant.EvalCorpus{{Name: "code", Path: filepath.Join(root, "testdata", "tiny-lfm2-moe", "corpora", "code.jsonl")}},
+		Setup:       quant.AcceptanceSetup{Records: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // Source writes a minimal module (go.mod without requirements, a main
 // package) into a new temporary directory and returns it.
 func Source(t testing.TB) string {
