@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
+	"github.com/lfmq/lfmq/engine/sample"
 )
 
 // longContextModel returns a copy of the tiny fixture model whose
@@ -81,10 +83,12 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 	}
 	type answer struct {
 		token, prompt, cached int
+		logprob               float64   // the token's log-probability as served
+		top                   []float64 // the top 20 log-probabilities as served
 	}
 	ask := func() answer {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "temperature": 0, "return_token_ids": true})
+		body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "temperature": 0, "return_token_ids": true, "logprobs": 20})
 		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(string(body)))
 		if err != nil {
 			t.Fatal(err)
@@ -93,6 +97,10 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 		var a struct {
 			Choices []struct {
 				TokenIDs []int `json:"token_ids"`
+				Logprobs struct {
+					TokenLogprobs []float64            `json:"token_logprobs"`
+					TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				} `json:"logprobs"`
 			} `json:"choices"`
 			Usage struct {
 				Prompt  int `json:"prompt_tokens"`
@@ -105,7 +113,15 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 		if err := json.Unmarshal(raw, &a); err != nil || resp.StatusCode != 200 || len(a.Choices) != 1 || len(a.Choices[0].TokenIDs) != 1 {
 			t.Fatalf("status %d: %v: %.500s", resp.StatusCode, err, raw)
 		}
-		return answer{a.Choices[0].TokenIDs[0], a.Usage.Prompt, a.Usage.Details.Cached}
+		lp := a.Choices[0].Logprobs
+		if len(lp.TokenLogprobs) != 1 || len(lp.TopLogprobs) != 1 {
+			t.Fatalf("logprobs %+v: %.500s", lp, raw)
+		}
+		var top []float64
+		for _, v := range lp.TopLogprobs[0] {
+			top = append(top, v)
+		}
+		return answer{a.Choices[0].TokenIDs[0], a.Usage.Prompt, a.Usage.Details.Cached, lp.TokenLogprobs[0], top}
 	}
 	first := ask()
 	if first.prompt != n || first.cached != 0 {
@@ -175,16 +191,43 @@ func testLongRequest(t *testing.T, n, poolTokens int, inProcess bool) {
 	if best != first.token {
 		t.Errorf("served token %d; in process the greedy token is %d", first.token, best)
 	}
+	// The served log-probabilities are the in-process forward's, bit for
+	// bit: the token's, and the top 20 (compared as values: the served map
+	// is keyed by text, and texts may repeat).
+	row := sample.LogProbs(nil, out[0])
+	if float32(first.logprob) != row[first.token] {
+		t.Errorf("served logprob %v; in process %v", first.logprob, row[first.token])
+	}
+	top := slices.Clone(row)
+	slices.Sort(top)
+	slices.Reverse(top)
+	got := make([]float32, len(first.top))
+	for i, v := range first.top {
+		got[i] = float32(v)
+	}
+	slices.Sort(got)
+	slices.Reverse(got)
+	// Texts that repeat share a key: the served values are a subset of
+	// the top 20, each one of them.
+	for _, v := range got {
+		if !slices.Contains(top[:20], v) {
+			t.Errorf("served top log-probability %v is not among the in-process top 20 %v", v, top[:20])
+		}
+	}
+	if len(got) == 0 || got[0] != top[0] {
+		t.Errorf("served top %v; in process %v", got, top[:20])
+	}
 }
 
-// TestServeLongRequest: one 8,192-token request (128 pages) served within
-// a pool of 129 pages, its blocks cached by reference. The 131,072-token
-// version is TestServe131072 (-tags long, make test-long).
+// TestServeLongRequest: one 32,768-token request (512 pages) served within
+// a pool of 513 pages, its blocks cached by reference, its log-probabilities
+// those of an in-process forward bit for bit. The 131,072-token version is
+// TestServe131072 (-tags long, make test-long).
 func TestServeLongRequest(t *testing.T) {
 	if testing.Short() {
-		t.Skip("an 8,192-token prefill")
+		t.Skip("a 32,768-token prefill")
 	}
-	testLongRequest(t, 8192, 8192+64, true)
+	testLongRequest(t, 32768, 32768+64, true)
 }
 
 // TestServeBigPoolStarts: a 1,048,576-token pool is accepted on any
