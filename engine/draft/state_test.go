@@ -162,6 +162,23 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 				if diff := sameBlock(blk, want); diff != "" {
 					t.Errorf("the block's %s differ from a CPU sequence's", diff)
 				}
+				// And the other way: a CPU sequence extended with the
+				// original's span.
+				sp, err := orig.CopySpan(0, L, conv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ce := cpu.NewSequence()
+				if err := ce.Extend(sp); err != nil {
+					t.Fatal(err)
+				}
+				if blk, err = cd.Propose([]*model.Sequence{ce}, []int{anchor}, true); err != nil {
+					t.Fatal(err)
+				}
+				if diff := sameBlock(blk, want); diff != "" {
+					t.Errorf("a CPU sequence extended with the span: the block's %s differ", diff)
+				}
+				ce.Free()
 				cspan, err := cs.CopySpan(0, L, conv)
 				if err != nil {
 					t.Fatal(err)
