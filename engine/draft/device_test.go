@@ -40,11 +40,12 @@ func openCL(t testing.TB) *opencl.Device {
 }
 
 // loadPairOnDevice loads the fixture's target onto the OpenCL device with
-// KV cache format dt and attaches the fixture's drafter.
-func loadPairOnDevice(t testing.TB, dt kv.DType) (*model.Model, *draft.Drafter) {
+// KV cache format dt and attaches the fixture's drafter, whose products
+// (its context included) run on threads host threads.
+func loadPairOnDevice(t testing.TB, dt kv.DType, threads int) (*model.Model, *draft.Drafter) {
 	t.Helper()
 	dev := openCL(t)
-	m, err := load.Load(targetDir, load.Options{KVCacheDType: dt, Threads: 2, Device: dev})
+	m, err := load.Load(targetDir, load.Options{KVCacheDType: dt, Threads: threads, Device: dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestDeviceReferenceRun(t *testing.T) {
 	spec := readSpec(t)
 	for _, dt := range kv.DTypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			dm, dd := loadPairOnDevice(t, dt)
+			dm, dd := loadPairOnDevice(t, dt, 2)
 			cm, cd := loadPair(t, dt)
 			if _, ok := dm.DeviceInfo(); !ok {
 				t.Fatal("the target is not on the device")
@@ -130,10 +131,11 @@ func TestDeviceReferenceRun(t *testing.T) {
 // TestDeviceBatchDrafts: on the device, sequences prefilled together in
 // small chunks and drafted in one Propose call draft, each, the block the
 // CPU drafts for it alone: the device's drafter context does not depend on
-// the batch or the chunk.
+// the batch, the chunk or the thread count (one host thread here, two on
+// the CPU).
 func TestDeviceBatchDrafts(t *testing.T) {
 	spec := readSpec(t)
-	dm, dd := loadPairOnDevice(t, kv.F32)
+	dm, dd := loadPairOnDevice(t, kv.F32, 1)
 	cm, cd := loadPair(t, kv.F32)
 	var seqs []*model.Sequence
 	var toks [][]int
@@ -173,7 +175,7 @@ func TestDeviceBatchDrafts(t *testing.T) {
 // past rejected tokens draft bit for bit the original's block, which is
 // the CPU's; the device's state takes the CPU's bytes.
 func TestDeviceStateDraftsTheSame(t *testing.T) {
-	m, d := loadPairOnDevice(t, kv.F32)
+	m, d := loadPairOnDevice(t, kv.F32, 2)
 	cm, cd := loadPair(t, kv.F32)
 	stateDraftsTheSame(t, m, d, cm, cd)
 }
