@@ -165,9 +165,9 @@ func (d *Drafter) markov(pool *kernels.Pool, blk *Block, z, hid []float32, pendi
 // attend is the block's attention in drafter layer dl: each of a
 // sequence's B query rows attends to its context (positions [0, Len) of
 // layer dl's keys and values, Sequence.DraftRows) and to all B rows of its
-// own block, as an online softmax over blocks of kv.PageTokens
-// positions, then the block's rows, in that order. Work is shared out by (sequence, KV head); a row's bits
-// depend on its own sequence alone.
+// own block, as an online softmax over blocks of kv.PageTokens positions,
+// then the block's rows, in that order. Work is shared out by (sequence,
+// KV head); a row's bits depend on its own sequence alone.
 func (d *Drafter) attend(pool *kernels.Pool, seqs []*model.Sequence, dl int, q, kb, vb, o []float32) {
 	c := d.Config
 	B, Hq, Hkv, dh := c.BlockSize, c.NumHeads, c.NumKVHeads, c.HeadDim

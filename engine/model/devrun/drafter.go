@@ -34,7 +34,7 @@ type devDrafter struct {
 func (dm *devModel) SetDrafter(d model.Drafter, pool *kernels.Pool, sh kv.Shape) error {
 	n, dim := d.ContextShape()
 	if sh.DraftLayers != n || sh.DraftKVDim != dim || sh.Layers != dm.cfg.NumLayers {
-		return &model.InputError{What: "SetDrafter", Msg: fmt.Sprintf("shape with %d drafter layers of %d values for a drafter of %d of %d", sh.DraftLayers, sh.DraftKVDim, n, dim)}
+		return &model.InputError{What: "SetDrafter", Msg: fmt.Sprintf("the sequences' shape holds %d drafter layers of %d values; the drafter has %d of %d", sh.DraftLayers, sh.DraftKVDim, n, dim)}
 	}
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
