@@ -50,11 +50,10 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 	if len(pending) != N {
 		return nil, &InputError{fmt.Sprintf("%d sequences but %d pending tokens", N, len(pending))}
 	}
-	L := d.target.Config.NumLayers
 	for s, sq := range seqs {
 		sh := sq.Shape()
 		switch {
-		case sh.DraftLayers != c.NumLayers || sq.Pages() == nil:
+		case sh.DraftLayers != c.NumLayers || sh.DraftKVDim != c.NumKVHeads*c.HeadDim:
 			return nil, &InputError{fmt.Sprintf("sequence %d was not made by the drafter's target (it keeps no drafter context)", s)}
 		case sq.Len() == 0:
 			return nil, &InputError{fmt.Sprintf("sequence %d is empty: a block drafts from the context of the tokens processed", s)}
@@ -101,7 +100,7 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 				d.rotate(z, p)
 			}
 		}
-		d.attend(pool, seqs, L+j, q, kb, vb, o)
+		d.attend(pool, seqs, j, q, kb, vb, o)
 		pool.MatMul(ly.o, t, o, R)
 		addInto(x, t)
 		rmsRows(xn, x, ly.postNorm, R, H, c.NormEps)
@@ -163,13 +162,13 @@ func (d *Drafter) markov(pool *kernels.Pool, blk *Block, z, hid []float32, pendi
 	}
 }
 
-// attend is the block's attention in drafter layer slot l: each of a
+// attend is the block's attention in drafter layer dl: each of a
 // sequence's B query rows attends to its context (positions [0, Len) of
-// slot l in its pages) and to all B rows of its own block, as an online
-// softmax over blocks of kv.PageTokens positions, then the block's rows,
-// in that order. Work is shared out by (sequence, KV head); a row's bits
-// depend on its own sequence alone.
-func (d *Drafter) attend(pool *kernels.Pool, seqs []*model.Sequence, l int, q, kb, vb, o []float32) {
+// layer dl's keys and values, Sequence.DraftRows) and to all B rows of its
+// own block, as an online softmax over blocks of kv.PageTokens positions,
+// then the block's rows, in that order. Work is shared out by (sequence,
+// KV head); a row's bits depend on its own sequence alone.
+func (d *Drafter) attend(pool *kernels.Pool, seqs []*model.Sequence, dl int, q, kb, vb, o []float32) {
 	c := d.Config
 	B, Hq, Hkv, dh := c.BlockSize, c.NumHeads, c.NumKVHeads, c.HeadDim
 	G := Hq / Hkv
@@ -184,16 +183,18 @@ func (d *Drafter) attend(pool *kernels.Pool, seqs []*model.Sequence, l int, q, k
 		for w := lo; w < hi; w++ {
 			s, hk := w/Hkv, w%Hkv
 			sq := seqs[s]
-			dt, pages, T := sq.Shape().DType, sq.Pages(), sq.Len()
+			dt, T := sq.Shape().DType, sq.Len()
 			for i := range n {
 				M[i], Lsum[i] = negInf, 0
 			}
 			clear(acc)
 			for b0 := 0; b0 < T; b0 += kv.PageTokens {
 				cnt := min(kv.PageTokens, T-b0)
-				pg := pages[b0/kv.PageTokens]
-				keys, ks := pg.K(l).Block(dt, kvd, hk*dh, dh, 0, cnt, kbuf)
-				vals, vs := pg.V(l).Block(dt, kvd, hk*dh, dh, 0, cnt, vbuf)
+				// A CPU sequence's page or a device sequence's host rows
+				// (model.Sequence.DraftRows): the same values either way.
+				kr, vr, at := sq.DraftRows(dl, b0)
+				keys, ks := kr.Block(dt, kvd, hk*dh, dh, at, cnt, kbuf)
+				vals, vs := vr.Block(dt, kvd, hk*dh, dh, at, cnt, vbuf)
 				for i := range B {
 					for gq := range G {
 						row := s*B + i

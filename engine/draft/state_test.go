@@ -53,8 +53,17 @@ func feed(t *testing.T, m *model.Model, seq *model.Sequence, toks []int) int {
 // same tokens are fed to both; a clone that goes its own way leaves the
 // original's block as it was (copy on write of the drafter's slots).
 func TestStateDraftsTheSame(t *testing.T) {
-	spec := readSpec(t)
 	m, d := loadPair(t, kv.F32)
+	stateDraftsTheSame(t, m, d, nil, nil)
+}
+
+// stateDraftsTheSame is TestStateDraftsTheSame's check of m and d. With
+// cpu set (m on a device, cpu the same target on the CPU engine with its
+// drafter cd), the original also drafts the block of a CPU sequence of
+// the same tokens and takes as many state bytes, and copies made from a
+// CPU sequence's span (as it is, and marshalled) draft the same too.
+func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *model.Model, cd *draft.Drafter) {
+	spec := readSpec(t)
 	for _, p := range []refPrompt{spec.Prompts[1], spec.Prompts[5]} {
 		prompt := p.InputIDs
 		L := len(prompt)
@@ -137,6 +146,70 @@ func TestStateDraftsTheSame(t *testing.T) {
 					}
 					return s
 				}},
+			}
+			if cpu != nil {
+				cs := cpu.NewSequence()
+				if a := feed(t, cpu, cs, prompt); a != anchor {
+					t.Fatalf("first token %d on the CPU, %d here", a, anchor)
+				}
+				if cs.StateBytes() != orig.StateBytes() {
+					t.Errorf("state of %d bytes on the CPU, %d here", cs.StateBytes(), orig.StateBytes())
+				}
+				blk, err := cd.Propose([]*model.Sequence{cs}, []int{anchor}, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := sameBlock(blk, want); diff != "" {
+					t.Errorf("the block's %s differ from a CPU sequence's", diff)
+				}
+				// And the other way: a CPU sequence extended with the
+				// original's span.
+				sp, err := orig.CopySpan(0, L, conv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ce := cpu.NewSequence()
+				if err := ce.Extend(sp); err != nil {
+					t.Fatal(err)
+				}
+				if blk, err = cd.Propose([]*model.Sequence{ce}, []int{anchor}, true); err != nil {
+					t.Fatal(err)
+				}
+				if diff := sameBlock(blk, want); diff != "" {
+					t.Errorf("a CPU sequence extended with the span: the block's %s differ", diff)
+				}
+				ce.Free()
+				cspan, err := cs.CopySpan(0, L, conv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, err := cspan.MarshalBinary()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cases = append(cases, struct {
+					name string
+					make func(t *testing.T) *model.Sequence
+				}{"a CPU sequence's span", func(t *testing.T) *model.Sequence {
+					s := m.NewSequence()
+					if err := s.Extend(cspan); err != nil {
+						t.Fatal(err)
+					}
+					return s
+				}}, struct {
+					name string
+					make func(t *testing.T) *model.Sequence
+				}{"a CPU sequence's span marshalled", func(t *testing.T) *model.Sequence {
+					back, err := m.UnmarshalSpan(data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s := m.NewSequence()
+					if err := s.Extend(back); err != nil {
+						t.Fatal(err)
+					}
+					return s
+				}})
 			}
 			got := make([]*model.Sequence, len(cases))
 			for i, c := range cases {

@@ -3,6 +3,7 @@ package model
 import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 )
 
@@ -55,6 +56,10 @@ func (r cpuRunner) Begin(rows int) Stepper {
 func (cpuRunner) SpanStore(p *KVPool) kv.Store { return p.Store }
 
 func (cpuRunner) ReplaceLinear() error { return nil }
+
+// SetDrafter does nothing: the CPU step reads the model's drafter
+// (Model.step) and its pages hold every layer slot of the pool's shape.
+func (cpuRunner) SetDrafter(Drafter, *kernels.Pool, kv.Shape) error { return nil }
 
 func (cpuRunner) DeviceInfo() (device.Info, bool) { return device.Info{}, false }
 
@@ -142,4 +147,12 @@ func (st *cpuState) Free() bool {
 		clear(l)
 	}
 	return true
+}
+
+// DraftRows returns the page holding pos: drafter layer j is the page's
+// layer slot Layers+j.
+func (st *cpuState) DraftRows(j, pos int) (k, v *kv.Rows, at int) {
+	pg := st.table.Pages()[pos/kv.PageTokens]
+	l := st.table.Pool().Shape().Layers + j
+	return pg.K(l), pg.V(l), pos % kv.PageTokens
 }

@@ -32,12 +32,11 @@ type Drafter interface {
 // SetDrafter attaches d: from then on every full forward hands the tapped
 // rows to d and keeps its context in the sequences' pages. Call it before
 // any sequence or pool is made (the sequences' shape grows by the
-// drafter's layers; older ones are refused by Forward). A drafter runs
-// with the CPU engine only.
+// drafter's layers; older ones are refused by Forward). On a device the
+// step downloads the tapped rows, the drafter's context is computed on
+// the CPU by the same code, and each sequence keeps it in host memory
+// beside its device state (docs/drafting.md §3), so it has the CPU's bits.
 func (m *Model) SetDrafter(d Drafter) error {
-	if _, dev := m.run.DeviceInfo(); dev {
-		return &InputError{What: "SetDrafter", Msg: "a drafter runs with the CPU engine; this model runs on a device"}
-	}
 	for _, t := range d.Taps() {
 		if t < 0 || t >= m.Config.NumLayers {
 			return &InputError{What: "SetDrafter", Msg: fmt.Sprintf("tap layer %d is outside the model's %d layers", t, m.Config.NumLayers)}
@@ -46,7 +45,12 @@ func (m *Model) SetDrafter(d Drafter) error {
 	if n, dim := d.ContextShape(); n < 1 || dim < 1 || (m.kvDType == kv.BFP8 && dim%16 != 0) {
 		return &InputError{What: "SetDrafter", Msg: fmt.Sprintf("%d context layers of %d values cannot be kept in a %s KV cache", n, dim, m.kvDType)}
 	}
+	prev := m.drafter
 	m.drafter = d
+	if err := m.run.SetDrafter(d, m.pool, m.seqShape()); err != nil {
+		m.drafter = prev
+		return err
+	}
 	m.kvPool = m.NewKVPool(0)
 	return nil
 }
@@ -80,6 +84,17 @@ func (s *Sequence) Pages() []*kv.Page {
 		return st.table.Pages()
 	}
 	return nil
+}
+
+// DraftRows returns the rows holding the attached drafter's layer j keys
+// and values at position pos (< Len) of the sequence, in its KV format
+// (Shape().DType, Shape().DraftKVDim values a row), and pos's row in
+// them; the rows hold at least the positions from pos to the end of its
+// block of kv.PageTokens (a CPU sequence's page, a device sequence's host
+// rows), so a reader takes a block at a time, as the CPU attention does.
+// Only for a sequence whose Shape has DraftLayers > j.
+func (s *Sequence) DraftRows(j, pos int) (k, v *kv.Rows, at int) {
+	return s.state.DraftRows(j, pos)
 }
 
 // Shape returns the shape of the sequence's state.

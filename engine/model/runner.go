@@ -2,6 +2,7 @@ package model
 
 import (
 	"github.com/lfmq/lfmq/engine/device"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 )
 
@@ -31,6 +32,11 @@ type Runner interface {
 	// ReplaceLinear refuses weight replacement when the weights it runs
 	// are not the Model's own (they were uploaded at load).
 	ReplaceLinear() error
+	// SetDrafter makes the runner's steps hand the rows tapped after d's
+	// tap layers to d (Drafter.Context, its products on pool) and keep
+	// its context keys and values in the state of sequences of shape sh
+	// (the model's shape with d's layers) made from then on.
+	SetDrafter(d Drafter, pool *kernels.Pool, sh kv.Shape) error
 	// DeviceInfo describes the device; ok is false for the CPU.
 	DeviceInfo() (info device.Info, ok bool)
 	// Close frees what the runner holds.
@@ -74,6 +80,11 @@ type SeqState interface {
 	// Free empties the state and reports true, or keeps it and reports
 	// false where its storage stays with the sequence (a device's).
 	Free() bool
+	// DraftRows returns the rows holding an attached drafter's layer j
+	// keys and values at position pos, and pos's row in them; the rows
+	// hold positions up to the end of pos's block of kv.PageTokens
+	// (docs/drafting.md §3).
+	DraftRows(j, pos int) (k, v *kv.Rows, at int)
 }
 
 // Segment is the part of one sequence's tokens that a step processes.

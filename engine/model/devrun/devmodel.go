@@ -47,6 +47,8 @@ type devModel struct {
 
 	freeMu   sync.Mutex
 	freeList []device.Buffer // buffers of collected sequences, freed at the next step
+
+	draft devDrafter // an attached drafter (drafter.go); zero without one
 }
 
 // devMat is a weight matrix on the device, or for experts every expert's
@@ -314,11 +316,12 @@ type devWorkspace struct {
 	bmax                   device.Buffer // attention's running block maxima
 	bmaxFloats             int
 	snap                   device.Buffer
+	taps                   device.Buffer // a drafter's tapped rows, [taps][R, H]
 }
 
 func (w *devWorkspace) buffers() []device.Buffer {
 	return []device.Buffer{w.h, w.a, w.o, w.proj, w.u, w.cv, w.y, w.before, w.q, w.k, w.v, w.ao, w.ffG, w.ffU,
-		w.router, w.sel, w.wts, w.eg, w.eu, w.ey, w.ids, w.pos, w.finIdx, w.fin, w.logits, w.scores, w.bmax, w.snap}
+		w.router, w.sel, w.wts, w.eg, w.eu, w.ey, w.ids, w.pos, w.finIdx, w.fin, w.logits, w.scores, w.bmax, w.snap, w.taps}
 }
 
 func (w *devWorkspace) free(d device.Device) {
@@ -361,6 +364,9 @@ func (dm *devModel) ensure(R int) error {
 		E, K, Fe := c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
 		w.router, w.sel, w.wts = mk(R*E), mk(R*K), mk(R*K)
 		w.eg, w.eu, w.ey = mk(R*K*Fe), mk(R*K*Fe), mk(R*K*H)
+	}
+	if dm.draft.d != nil {
+		w.taps = mk(len(dm.draft.taps) * R * H)
 	}
 	if err != nil {
 		w.free(dm.d)

@@ -166,6 +166,12 @@ func (dm *devModel) Step(segs []model.Segment, R int, _ *model.ForwardOptions, h
 			dm.dense(r, ly, R)
 		}
 		r.launch("add_into", R*H, 0, w.h, w.o, i32(R*H))
+		if dm.draft.d != nil {
+			dm.tapRows(r, l, R)
+		}
+	}
+	if dm.draft.d != nil {
+		dm.draftContext(r, segs, R, pos)
 	}
 	for i := range segs {
 		segs[i].Advance()
@@ -399,6 +405,7 @@ type devState struct {
 	dm     *devModel
 	conv   []device.Buffer // [layer] (K−1)·H floats
 	k, v   []device.Buffer // [layer] capTok rows of kvRowBytes
+	dk, dv []kv.Rows       // [drafter layer] capTok rows in host memory (drafter.go)
 	capTok int
 }
 
@@ -418,8 +425,9 @@ func (st *devState) buffers() []device.Buffer {
 // by the first step that needs them (reserve), so making a sequence never
 // fails.
 func (dm *devModel) newState() *devState {
-	n := dm.cfg.NumLayers
-	return &devState{dm: dm, conv: make([]device.Buffer, n), k: make([]device.Buffer, n), v: make([]device.Buffer, n)}
+	n, nd := dm.cfg.NumLayers, dm.draft.layers
+	return &devState{dm: dm, conv: make([]device.Buffer, n), k: make([]device.Buffer, n), v: make([]device.Buffer, n),
+		dk: make([]kv.Rows, nd), dv: make([]kv.Rows, nd)}
 }
 
 // release frees the state now (the caller holds dm.mu).
@@ -473,6 +481,7 @@ func (dm *devModel) reserve(st *devState, n int) error {
 			list[l] = b
 		}
 	}
+	st.growDraft(newCap)
 	st.capTok = newCap
 	return nil
 }
@@ -505,6 +514,7 @@ func (st *devState) Clone(n int) (model.SeqState, error) {
 		c.release()
 		return nil, dm.fault(r.err)
 	}
+	st.cloneDraft(c, n)
 	return c, nil
 }
 
@@ -557,7 +567,7 @@ func (st *devState) Span(start, end int, conv *kv.ConvState) (*kv.Span, error) {
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	rb := dm.kvRowBytes()
-	k, v := make([]kv.Rows, len(st.k)), make([]kv.Rows, len(st.k))
+	k, v := make([]kv.Rows, dm.shape.KVLayers()), make([]kv.Rows, dm.shape.KVLayers())
 	r := &run{d: dm.d}
 	for l, kind := range dm.cfg.LayerKinds {
 		if kind != config.Attention {
@@ -570,6 +580,7 @@ func (st *devState) Span(start, end int, conv *kv.ConvState) (*kv.Span, error) {
 	if r.err != nil {
 		return nil, dm.fault(r.err)
 	}
+	st.spanDraft(start, end, k[len(st.k):], v[len(st.k):])
 	return kv.NewRowSpan(dm.shape, start, end, k, v, conv), nil
 }
 
@@ -604,6 +615,7 @@ func (st *devState) Extend(_ int, sp *kv.Span) error {
 	if r.err != nil {
 		return dm.fault(r.err)
 	}
+	st.extendDraft(sp.Start(), sp.End()-sp.Start(), k[len(st.k):], v[len(st.k):])
 	return st.writeConvLocked(sp.Conv())
 }
 
@@ -627,6 +639,7 @@ func (st *devState) Bytes(n int) int {
 			total += 2 * n * rb
 		}
 	}
+	total += len(st.dk) * 2 * n * st.dm.kv.RowBytes(st.dm.draft.dim)
 	return total
 }
 
