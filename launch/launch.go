@@ -223,9 +223,6 @@ func Prepare(ctx context.Context, opts Options) (*Plan, error) {
 	if rr.Drafter != nil && !opts.NoDrafter && !hasFlag(opts.Serve, "drafter") {
 		// The release's drafter was verified with the rest
 		// (docs/release.md, "A drafter").
-		if d := flagValue(opts.Serve, "device"); d != "" && d != "auto" && d != "cpu" {
-			return p, &DrafterError{Msg: fmt.Sprintf("--device %s: the release's drafter runs with the CPU engine; give --drafter off to serve without it on the device", d)}
-		}
 		p.Drafter = filepath.Join(dir, "drafter")
 		p.Args = append(p.Args, "--drafter", p.Drafter)
 	}
@@ -252,21 +249,6 @@ func hasFlag(args []string, name string) bool {
 		}
 	}
 	return false
-}
-
-// flagValue is the last value args give --name (as --name V or
-// --name=V), or "".
-func flagValue(args []string, name string) string {
-	v := ""
-	for i, a := range args {
-		switch {
-		case a == "--"+name && i+1 < len(args):
-			v = args[i+1]
-		case strings.HasPrefix(a, "--"+name+"="):
-			v = strings.TrimPrefix(a, "--"+name+"=")
-		}
-	}
-	return v
 }
 
 // makeExecutable gives the runtime its execute bits if it lacks them: hub

@@ -195,8 +195,6 @@ func (o *evalOptions) validate(cmd *cobra.Command) error {
 		return usage("--draft-depth %d is outside [0, %d]", o.DraftDepth, draft.MaxBlockSize)
 	case o.DraftDepth != 0 && o.Drafter == "":
 		return usage("--draft-depth sets how the drafter runs; give --drafter too")
-	case o.Drafter != "" && o.Device != pick.Auto && o.Device != "cpu":
-		return usage("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", o.Device)
 	case o.Model != "" && (o.APIKeyFile != "" || o.ServedModel != ""):
 		return usage("--api-key-file and --served-model are for --url")
 	case kind == task.Choice && o.URL != "" && o.Tokenizer == "":
@@ -666,11 +664,7 @@ func readTaskDataset(path string, kind task.Kind) ([]task.Item, task.Dataset, er
 // cache (serve.InProcess), and waits until it answers /health. stop shuts
 // it down.
 func serveInProcess(ctx context.Context, opts *evalOptions) (url string, stop func(), err error) {
-	device := opts.Device
-	if opts.Drafter != "" {
-		device = "cpu" // the drafter runs with the CPU engine
-	}
-	dev, _, err := pick.Open(device)
+	dev, _, err := pick.Open(opts.Device)
 	if err != nil {
 		return "", nil, fmt.Errorf("--device %s: %w", opts.Device, err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lfmq/lfmq/engine/chat"
 	"github.com/lfmq/lfmq/engine/choice"
-	"github.com/lfmq/lfmq/engine/device/pick"
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/model/load"
@@ -107,8 +106,6 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 				return &usageError{fmt.Errorf("--draft-depth sets how the drafter runs; give --drafter too")}
 			case opts.Drafter != "" && opts.JSONSchema != "":
 				return &usageError{fmt.Errorf("--drafter drafts generated text; --json-schema scores fixed answers instead")}
-			case opts.Drafter != "" && opts.Device != pick.Auto && opts.Device != "cpu":
-				return &usageError{fmt.Errorf("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", opts.Device)}
 			}
 			if opts.Threads < 0 {
 				// As serve and score refuse it: 0 is all cores, -1 is no count.
@@ -147,7 +144,7 @@ text. Generation stops at the checkpoint's stop tokens or --max-tokens.`,
 	f.BoolVar(&opts.Stats, "stats", false, "print the load time, prefill and decode tokens/s and the device to stderr")
 	addKVCacheDTypeFlag(f, &opts.KVCacheDType)
 	addDeviceFlag(f, &opts.Device)
-	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output (CPU engine)")
+	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output")
 	f.IntVar(&opts.DraftDepth, "draft-depth", 0, fmt.Sprintf("drafts verified per step, 1-%d (0 = scheduled by the drafter's confidence and the measured step costs)", draft.MaxBlockSize))
 	cmd.MarkFlagDirname("model")
 	cmd.MarkFlagDirname("drafter")
@@ -218,11 +215,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	if err != nil {
 		return err
 	}
-	device := opts.Device
-	if drafterDir != "" {
-		device = "cpu" // the drafter runs with the CPU engine
-	}
-	dev, line, err := openDevice(device, announce)
+	dev, line, err := openDevice(opts.Device, announce)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func addServeFlags(f *pflag.FlagSet, opts *serveOptions) {
 	f.IntVar(&opts.LookupMin, "lookup-min", spec.DefaultLookupMin, "shortest n-gram a draft may be matched on")
 	f.IntVar(&opts.LookupMax, "lookup-max", spec.DefaultLookupMax, "longest n-gram a draft is matched on (tried first)")
 	f.StringVar(&opts.PrefixCaching, "prefix-caching", "on", "reuse the state of earlier prompts' 64-token blocks: on or off")
-	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output bits (CPU engine)")
+	f.StringVar(&opts.Drafter, "drafter", "", "DSpark drafter for the model (a directory, or a hub id OWNER/NAME[@REVISION]): drafted decoding, the same output bits")
 	f.IntVar(&opts.DraftDepth, "draft-depth", 0, fmt.Sprintf("drafts verified per sequence and step, 1-%d (0 = scheduled by the drafter's confidence and the measured verify costs)", draft.MaxBlockSize))
 	f.StringVar(&opts.DraftCosts, "draft-costs", "", "keep the drafter's measured verify cost table in FILE (read when it fits this model, drafter and machine; else measured and written)")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -213,8 +213,6 @@ func (o *serveOptions) validateServe() error {
 		return usage("--draft-depth %d is outside [0, %d]", o.DraftDepth, draft.MaxBlockSize)
 	case o.Drafter == "" && (o.DraftDepth != 0 || o.DraftCosts != ""):
 		return usage("--draft-depth and --draft-costs set how the drafter runs; give --drafter too")
-	case o.Drafter != "" && o.Device != pick.Auto && o.Device != "cpu":
-		return usage("--drafter runs with the CPU engine; --device %s runs the model elsewhere (leave --device out or give cpu)", o.Device)
 	}
 	for _, f := range [][2]string{{"speculate", o.Speculate}, {"prefix-caching", o.PrefixCaching}} {
 		if f[1] != "on" && f[1] != "off" {
@@ -332,11 +330,7 @@ func serveRun(cmd *cobra.Command, opts *serveOptions) error {
 			log.Warn(w, "file", filepath.Join(dir, "config.json"))
 		}
 	}
-	device := opts.Device
-	if opts.Drafter != "" {
-		device = "cpu" // the drafter runs with the CPU engine
-	}
-	dev, line, err := pick.Open(device)
+	dev, line, err := pick.Open(opts.Device)
 	if err != nil {
 		return fmt.Errorf("--device %s: %w", opts.Device, err)
 	}
