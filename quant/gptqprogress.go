@@ -198,6 +198,13 @@ func (p *runProgress) setStage(layer int, s string) {
 	p.stage.Stage(layer, s)
 }
 
+// WarnProgress may be implemented by a Progress to be told each warning of
+// a GPTQ run as it happens (Report.Warnings keeps them all for the end).
+// It may be called from several goroutines at once.
+type WarnProgress interface {
+	Warn(msg string)
+}
+
 // StageHead is the layer a Stage call names for the LM head.
 const StageHead = -1
 

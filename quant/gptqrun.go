@@ -80,9 +80,15 @@ func quantizeGPTQ(ctx context.Context, opts Options, cfg *config.Config, src *hf
 	return out.res, nil
 }
 
+// warn records a warning for the report and tells it at once to a
+// Progress that takes warnings (WarnProgress): a damaged partial file or a
+// fallback is news when it is found, not only at the end of a long run.
 func (r *gptqRun) warn(s string) {
 	// Warnings come from expert goroutines.
 	r.mu.Lock()
 	r.report.Warnings = append(r.report.Warnings, s)
 	r.mu.Unlock()
+	if wp, ok := r.opts.Progress.(WarnProgress); ok {
+		wp.Warn(s)
+	}
 }

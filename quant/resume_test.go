@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -119,7 +120,8 @@ func TestGPTQResumeDamaged(t *testing.T) {
 			if tt.speed != nil {
 				tt.speed(&g)
 			}
-			res, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g})
+			rec := &progressLog{}
+			res, err := Quantize(context.Background(), Options{ModelDir: tinyModel, OutDir: out, Method: GPTQ, CreatedBy: "test", GPTQ: g, Progress: rec})
 			if strings.HasSuffix(tt.file, progressFile) {
 				var de *ResumeDamagedError
 				if !errors.As(err, &de) || de.File != path || !strings.Contains(de.Problem, tt.want) {
@@ -149,6 +151,15 @@ func TestGPTQResumeDamaged(t *testing.T) {
 			}
 			if len(res.GPTQ.Warnings) != 1 || !strings.Contains(res.GPTQ.Warnings[0], path) || !strings.Contains(res.GPTQ.Warnings[0], tt.want) {
 				t.Errorf("warnings %q, want one naming %s: %q", res.GPTQ.Warnings, path, tt.want)
+			}
+			// The damage is told when it is found, before the layer it
+			// hit is computed again, not only in the report at the end.
+			warned := slices.IndexFunc(rec.events, func(ev string) bool { return strings.HasPrefix(ev, "warn ") && strings.Contains(ev, path) })
+			redo := slices.IndexFunc(rec.events, func(ev string) bool {
+				return strings.HasPrefix(ev, fmt.Sprintf("stage %d ", tt.resumed[len(tt.resumed)-1]+1)) && !strings.HasSuffix(ev, "resumed")
+			})
+			if warned < 0 || redo < 0 || warned > redo {
+				t.Errorf("the warning came at event %d, the damaged layer's recomputation at %d: %q", warned, redo, rec.events)
 			}
 			sameFiles(t, base, out)
 		})

@@ -823,6 +823,8 @@ func writeGPTQSummary(ios *IOStreams, r *quant.GPTQReport) {
 	if r.Fallbacks > 0 {
 		fmt.Fprintf(out, "%d matrices fell back to RTN\n", r.Fallbacks)
 	}
+	// Each warning was shown as it happened too; the summary repeats them
+	// after the figures, where they are not scrolled away.
 	for _, w := range r.Warnings {
 		ios.Errorf("warning: %s\n", w)
 	}

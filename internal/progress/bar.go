@@ -117,6 +117,17 @@ func (p *Bar) Work(kind quant.WorkKind, done float64) {
 	p.redraw()
 }
 
+// Warn writes a warning on a line of its own above the bar, which is
+// drawn again at its next update.
+func (p *Bar) Warn(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+	fmt.Fprintf(p.w, "warning: %s\n", msg)
+}
+
 // Stage shows what a GPTQ run is doing while no tensor completes.
 func (p *Bar) Stage(layer int, stage string) {
 	p.mu.Lock()

@@ -184,6 +184,9 @@ func (p *Lines) Follower() *Follower {
 	return p.c.follow
 }
 
+// Warn writes a warning as a line of its own between the status lines.
+func (p *Lines) Warn(msg string) { fmt.Fprintf(p.w, "warning: %s\n", msg) }
+
 // Stage names what a GPTQ run does while no tensor completes.
 func (p *Lines) Stage(layer int, stage string) {
 	p.c.mu.Lock()
