@@ -2,7 +2,6 @@ package quant
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/bfp"
@@ -477,7 +477,6 @@ func measureCorpora(ctx context.Context, m *model.Model, d *draft.Drafter, corpo
 func MeasureAcceptance(ctx context.Context, m *model.Model, d *draft.Drafter, prompts [][]int, newTokens int) (AcceptanceRun, error) {
 	B := d.Config.BlockSize
 	run := AcceptanceRun{AcceptHist: make([]int, B+1)}
-	V := m.Config.VocabSize
 	for _, prompt := range prompts {
 		if err := ctx.Err(); err != nil {
 			return run, err
@@ -489,35 +488,14 @@ func MeasureAcceptance(ctx context.Context, m *model.Model, d *draft.Drafter, pr
 			if err != nil {
 				return err
 			}
-			anchor, got := argmaxRow(out[0]), 1
+			anchor, got := kernels.Argmax(out[0]), 1
 			for got < newTokens {
-				blk, err := d.Propose([]*model.Sequence{seq}, []int{anchor}, false)
+				st, err := d.GreedyStep(ctx, seq, anchor, false)
 				if err != nil {
 					return err
 				}
-				drafts := blk.Draft(0)
-				toks := append([]int{anchor}, drafts...)
-				l0 := seq.Len()
-				snaps := make([]int, len(toks))
-				for i := range snaps {
-					snaps[i] = l0 + 1 + i
-				}
-				out, err := m.Forward(ctx, []*model.Sequence{seq}, [][]int{toks}, model.ForwardOptions{Logits: model.AllLogits, ConvSnapshots: [][]int{snaps}})
-				if err != nil {
-					return err
-				}
-				a := 0
-				for a < len(drafts) && drafts[a] == argmaxRow(out[0][a*V:(a+1)*V]) {
-					a++
-				}
-				anchor = argmaxRow(out[0][a*V : (a+1)*V])
-				conv, ok := seq.ConvAt(l0 + a + 1)
-				if !ok {
-					return errors.New("no conv state kept at the accepted length")
-				}
-				if err := seq.Rewind(l0+a+1, conv); err != nil {
-					return err
-				}
+				a := st.Accepted
+				anchor = st.Next()
 				run.VerifySteps++
 				run.AcceptHist[a]++
 				got += a + 1
@@ -531,14 +509,3 @@ func MeasureAcceptance(ctx context.Context, m *model.Model, d *draft.Drafter, pr
 	return run, nil
 }
 
-// argmaxRow is the first index of the largest value: greedy decoding's
-// token.
-func argmaxRow(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 )
@@ -91,13 +92,13 @@ func plainGreedy(t testing.TB, m *model.Model, prompt []int, n int) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []int{argmax(out[0])}
+	got := []int{kernels.Argmax(out[0])}
 	for len(got) < n {
 		out, err = m.Forward(context.Background(), []*model.Sequence{seq}, [][]int{{got[len(got)-1]}}, model.ForwardOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, argmax(out[0]))
+		got = append(got, kernels.Argmax(out[0]))
 	}
 	return got
 }
@@ -138,7 +139,7 @@ func TestHeldOutAcceptance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := []int{argmax(out[0])}
+				got := []int{kernels.Argmax(out[0])}
 				for len(got) < heldOutNew {
 					_, g, a := step(t, m, d, seq, got[len(got)-1], false)
 					got = append(got, g[:a+1]...)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
@@ -78,56 +79,16 @@ func loadPair(t testing.TB, dt kv.DType) (*model.Model, *draft.Drafter) {
 	return m, d
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// step is one greedy speculative step as the reference runs it: the
-// block drafted from seq's context with anchor pending, verified by the
-// target; it returns the block, the target's greedy ids and the accepted
-// count, and leaves seq holding the anchor and the accepted drafts.
+// step is one greedy speculative step as the reference runs it
+// (Drafter.GreedyStep): the block, the target's greedy ids and the
+// accepted count; seq then holds the anchor and the accepted drafts.
 func step(t testing.TB, m *model.Model, d *draft.Drafter, seq *model.Sequence, anchor int, keep bool) (*draft.Block, []int, int) {
 	t.Helper()
-	blk, err := d.Propose([]*model.Sequence{seq}, []int{anchor}, keep)
+	st, err := d.GreedyStep(context.Background(), seq, anchor, keep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drafts := blk.Draft(0)
-	toks := append([]int{anchor}, drafts...)
-	l0 := seq.Len()
-	var snaps []int
-	for L := l0 + 1; L <= l0+len(toks); L++ {
-		snaps = append(snaps, L)
-	}
-	out, err := m.Forward(context.Background(), []*model.Sequence{seq}, [][]int{toks},
-		model.ForwardOptions{Logits: model.AllLogits, ConvSnapshots: [][]int{snaps}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	V := m.Config.VocabSize
-	g := make([]int, len(toks))
-	for i := range g {
-		g[i] = argmax(out[0][i*V : (i+1)*V])
-	}
-	a := 0
-	for a < len(drafts) && drafts[a] == g[a] {
-		a++
-	}
-	keepLen := l0 + a + 1
-	conv, ok := seq.ConvAt(keepLen)
-	if !ok {
-		t.Fatalf("no conv state at %d", keepLen)
-	}
-	if err := seq.Rewind(keepLen, conv); err != nil {
-		t.Fatal(err)
-	}
-	return blk, g, a
+	return st.Block, st.Target, st.Accepted
 }
 
 // TestReferenceRun reproduces the fixture's greedy speculative run with a
@@ -148,7 +109,7 @@ func TestReferenceRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := []int{argmax(out[0])}
+			got := []int{kernels.Argmax(out[0])}
 			for i, ref := range p.Steps {
 				if seq.Len() != ref.ContextLen || got[len(got)-1] != ref.Anchor {
 					t.Fatalf("step %d: context %d, anchor %d; reference %d, %d", i, seq.Len(), got[len(got)-1], ref.ContextLen, ref.Anchor)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 )
@@ -43,7 +44,7 @@ func feed(t *testing.T, m *model.Model, seq *model.Sequence, toks []int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return argmax(out[0])
+	return kernels.Argmax(out[0])
 }
 
 // TestStateDraftsTheSame: the drafter's context travels with a

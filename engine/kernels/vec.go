@@ -80,6 +80,18 @@ func rmsScale(x []float32, eps float32) float32 {
 	return 1 / float32(math.Sqrt(float64(mean+eps)))
 }
 
+// Argmax returns the index of x's largest value, the lowest index on ties
+// (greedy decoding's token, as torch.argmax picks it).
+func Argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
 // Exp returns e^x rounded to float32. It is computed in float64 with basic
 // operations only (no library call, no fused multiply-add), so it gives the
 // same bits on every platform: math.Exp does not, its amd64 assembly takes a
@@ -316,18 +328,8 @@ func (r *RoPE) angles(cos, sin []float32, pos int) {
 func (r *RoPE) Apply(z []float32, pos int) {
 	half := r.HeadDim / 2
 	checkLen("RoPE.Apply", r.HeadDim, len(z))
-	var cos, sin []float32
-	if pos < r.MaxPos {
-		cos, sin = r.cos[pos*half:(pos+1)*half], r.sin[pos*half:(pos+1)*half]
-	} else {
-		var cb, sb [256]float32
-		if half <= len(cb) {
-			cos, sin = cb[:half], sb[:half]
-		} else {
-			cos, sin = make([]float32, half), make([]float32, half)
-		}
-		r.angles(cos, sin, pos)
-	}
+	var cb, sb [256]float32
+	cos, sin := r.at(pos, cb[:], sb[:])
 	lo, hi := z[:half], z[half:]
 	for j, c := range cos {
 		s := sin[j]
@@ -337,25 +339,31 @@ func (r *RoPE) Apply(z []float32, pos int) {
 	}
 }
 
+// at returns the cos and sin values of position pos: the table's, or,
+// past it, computed into cb and sb (or new slices when the head is wider
+// than they hold).
+func (r *RoPE) at(pos int, cb, sb []float32) (cos, sin []float32) {
+	half := r.HeadDim / 2
+	if pos < r.MaxPos {
+		return r.cos[pos*half : (pos+1)*half], r.sin[pos*half : (pos+1)*half]
+	}
+	if half <= len(cb) {
+		cos, sin = cb[:half], sb[:half]
+	} else {
+		cos, sin = make([]float32, half), make([]float32, half)
+	}
+	r.angles(cos, sin, pos)
+	return cos, sin
+}
+
 // ApplyPairs rotates one head vector z in place for position pos by the
 // same angles as Apply, but over interleaved pairs (GPT-J style, a DSpark
 // drafter's rope_is_neox_style false): z'_{2j} = z_{2j} cos φ_j −
 // z_{2j+1} sin φ_j and z'_{2j+1} = z_{2j+1} cos φ_j + z_{2j} sin φ_j.
 func (r *RoPE) ApplyPairs(z []float32, pos int) {
-	half := r.HeadDim / 2
 	checkLen("RoPE.ApplyPairs", r.HeadDim, len(z))
-	var cos, sin []float32
-	if pos < r.MaxPos {
-		cos, sin = r.cos[pos*half:(pos+1)*half], r.sin[pos*half:(pos+1)*half]
-	} else {
-		var cb, sb [256]float32
-		if half <= len(cb) {
-			cos, sin = cb[:half], sb[:half]
-		} else {
-			cos, sin = make([]float32, half), make([]float32, half)
-		}
-		r.angles(cos, sin, pos)
-	}
+	var cb, sb [256]float32
+	cos, sin := r.at(pos, cb[:], sb[:])
 	for j, c := range cos {
 		s := sin[j]
 		a, b := z[2*j], z[2*j+1]
