@@ -508,4 +508,3 @@ func MeasureAcceptance(ctx context.Context, m *model.Model, d *draft.Drafter, pr
 	run.TokensPerStep = tokensPerStep(run.AcceptHist, run.VerifySteps)
 	return run, nil
 }
-

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/lfmq/lfmq/engine/model/load/loadtest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
+	"github.com/lfmq/lfmq/engine/model/load/loadtest"
 	"github.com/lfmq/lfmq/engine/tokenizer"
 )
 
@@ -260,15 +261,8 @@ func teacherForcedAgreement(t *testing.T, dir string, prompt, cont []int) int {
 	return agree
 }
 
-func argmax(row []float32) int {
-	best := 0
-	for i, v := range row {
-		if v > row[best] {
-			best = i
-		}
-	}
-	return best
-}
+// argmax is greedy decoding's token (kernels.Argmax).
+func argmax(x []float32) int { return kernels.Argmax(x) }
 
 // TestGenerateSchema: --json-schema prints the scored answer, valid JSON
 // of the schema; an unsupported schema is a usage error naming the part.

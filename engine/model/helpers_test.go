@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/safetensors"
@@ -152,15 +153,8 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
+// argmax is greedy decoding's token (kernels.Argmax).
+func argmax(x []float32) int { return kernels.Argmax(x) }
 
 // sameBits reports the first index where a and b differ in bits, or -1.
 func sameBits(a, b []float32) int {
