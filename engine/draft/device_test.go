@@ -112,26 +112,52 @@ func TestDeviceReferenceRun(t *testing.T) {
 // the batch, the chunk or the thread count (one host thread here, two on
 // the CPU).
 func TestDeviceBatchDrafts(t *testing.T) {
-	spec := readSpec(t)
 	dm, dd := loadPairOnDevice(t, kv.F32, 1)
 	cm, cd := loadPair(t, kv.F32)
+	batchDraftsAsAlone(t, dm, dd, cm, cd)
+}
+
+// TestBatchDrafts: on the CPU, the fixture's six prompts prefilled
+// together in chunks of 37 on a 1-thread model draft, in one Propose over
+// all six, what each prompt drafts alone on a 2-thread model, bit for bit:
+// the drafter's context and block do not depend on batch, chunk or
+// threads.
+func TestBatchDrafts(t *testing.T) {
+	m, err := load.Load(targetDir, load.Options{KVCacheDType: kv.BF16, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := draft.Load(drafterDir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	cm, cd := loadPair(t, kv.BF16)
+	batchDraftsAsAlone(t, m, d, cm, cd)
+}
+
+// batchDraftsAsAlone prefills the fixture's prompts together in chunks of
+// 37 on m and drafts all their blocks in one Propose of d, then checks
+// each against the block cd drafts for the prompt alone on cm.
+func batchDraftsAsAlone(t *testing.T, m *model.Model, d *draft.Drafter, cm *model.Model, cd *draft.Drafter) {
+	spec := readSpec(t)
 	var seqs []*model.Sequence
 	var toks [][]int
 	for _, p := range spec.Prompts {
-		seqs, toks = append(seqs, dm.NewSequence()), append(toks, p.InputIDs)
+		seqs, toks = append(seqs, m.NewSequence()), append(toks, p.InputIDs)
 	}
-	if _, err := dm.Forward(context.Background(), seqs, toks, model.ForwardOptions{Logits: model.NoLogits, ChunkSize: 37}); err != nil {
+	if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{Logits: model.NoLogits, ChunkSize: 37}); err != nil {
 		t.Fatal(err)
 	}
 	pending := make([]int, len(seqs))
 	for i, p := range spec.Prompts {
 		pending[i] = p.Steps[0].Anchor
 	}
-	blk, err := dd.Propose(seqs, pending, true)
+	blk, err := d.Propose(seqs, pending, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	B, H, V := blk.B, dd.Config.HiddenSize, dd.Config.VocabSize
+	B, H, V := blk.B, d.Config.HiddenSize, d.Config.VocabSize
 	for i, p := range spec.Prompts {
 		alone := cm.NewSequence()
 		feed(t, cm, alone, p.InputIDs)
@@ -142,7 +168,7 @@ func TestDeviceBatchDrafts(t *testing.T) {
 		row := &draft.Block{N: 1, B: B, Tokens: blk.Draft(i), Confidence: blk.Conf(i),
 			Hidden: blk.Hidden[i*B*H : (i+1)*B*H], Logits: blk.Logits[i*B*V : (i+1)*B*V]}
 		if diff := sameBlock(row, want); diff != "" {
-			t.Errorf("%s: in the device's batch the block's %s differ from the CPU's alone", p.Name, diff)
+			t.Errorf("%s: in the batch the block's %s differ from the block drafted alone", p.Name, diff)
 		}
 	}
 }
