@@ -165,7 +165,31 @@ type Request struct {
 	CacheSalt string
 	// Sink receives the results.
 	Sink Sink
+	// Candidates are the request's further answers (OpenAI's n − 1;
+	// the request itself is candidate 0). The prompt is prefilled once;
+	// each candidate is then a Clone of the request's sequence (its pages
+	// shared by reference, copied on write) that samples with Params but
+	// its own Seed, decodes as a sequence of its own in the batch, and
+	// reports to its own Sink (docs/serving.md §5). Unused with
+	// PromptLogits or MaxTokens 0.
+	Candidates []Candidate
 }
+
+// Candidate is one further answer of a Request.
+type Candidate struct {
+	// Seed replaces the request's Params.Seed (CandidateSeed gives
+	// OpenAI's n its seeds).
+	Seed uint64
+	// Sink receives the candidate's results: Started when it is cloned
+	// from the prefilled prompt, its tokens, and Done.
+	Sink Sink
+}
+
+// CandidateSeed is the seed of candidate i of a request seeded with seed:
+// seed + i, wrapping (vLLM's rule for n > 1). Candidate 0 keeps the
+// request's seed, so it answers as the request with n = 1 does, and
+// candidate i as a request with n = 1 and seed + i.
+func CandidateSeed(seed uint64, i int) uint64 { return seed + uint64(i) }
 
 // Errors of Submit.
 var (
@@ -176,22 +200,38 @@ var (
 )
 
 // LimitError reports a request that can never run: its prompt plus its
-// maximum new tokens exceed the longest sequence or the KV pool.
+// maximum new tokens exceed the longest sequence or the KV pool, or its
+// candidates outnumber the sequences that may run at once.
 type LimitError struct {
-	// What is "context" (MaxModelLen) or "kv_pool" (KVPoolTokens).
+	// What is "context" (MaxModelLen), "kv_pool" (KVPoolTokens) or
+	// "max_num_seqs" (MaxNumSeqs, for Candidates).
 	What      string
 	Prompt    int
 	MaxTokens int
-	Limit     int
+	// N is the request's candidates, itself included (1 without
+	// Candidates).
+	N     int
+	Limit int
+	// Pages and PoolPages are, for "kv_pool", the KV pages the request
+	// reserves and the pool's pages (kv.PageTokens tokens each).
+	Pages, PoolPages int
 }
 
 func (e *LimitError) Error() string {
-	what := "the maximum context length"
-	if e.What == "kv_pool" {
-		what = "the KV pool (--kv-pool-tokens)"
+	n := max(e.N, 1)
+	switch e.What {
+	case "max_num_seqs":
+		return fmt.Sprintf("this request asks for %d candidates, each a sequence of its own, but at most %d sequences run at once (--max-num-seqs)", n, e.Limit)
+	case "kv_pool":
+		if n > 1 {
+			return fmt.Sprintf("this request's %d candidates need %d KV pages of %d tokens (the prompt's %d tokens shared, and for each candidate its copy of the prompt's last page and %d tokens to generate) but the KV pool (--kv-pool-tokens %d) holds %d pages",
+				n, e.Pages, kv.PageTokens, e.Prompt, e.MaxTokens, e.Limit, e.PoolPages)
+		}
+		return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but the KV pool (--kv-pool-tokens) is %d tokens",
+			e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, e.Limit)
 	}
-	return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but %s is %d tokens",
-		e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, what, e.Limit)
+	return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but the maximum context length is %d tokens",
+		e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, e.Limit)
 }
 
 // InputError reports a malformed Request (a caller's bug, not a client's).
@@ -242,6 +282,7 @@ type Scheduler struct {
 	active        []*state // admitted, in admission order
 	reserved      int      // KV tokens reserved by active
 	reservedPages int      // KV pages reserved by active
+	seqs          int      // sequence slots held by active (candidates not yet cloned included)
 	closed        bool
 	wake          chan struct{}
 	steps         atomic.Int64
@@ -282,6 +323,30 @@ type state struct {
 	keys      []prefix.Key // chain keys of the blocks of the sequence seen so far
 	lookup    *spec.Lookup // nil without speculation
 	policy    *spec.Policy //
+	// What st holds of the scheduler's bounds, given back by finish: a
+	// request with candidates holds theirs until they are cloned.
+	resTokens, resPages, slots int
+	// forked: the request's candidates were cloned (or have ended);
+	// until then they end with it.
+	forked bool
+	// fam holds the reservation of the prompt a request's candidates
+	// share: it is given back when the last of them ends.
+	fam *family
+}
+
+// family is the shared part of a forked request's reservation.
+type family struct{ tokens, pages, left int }
+
+// reservation is the KV tokens, KV pages and sequences a request needs:
+// its prompt plus MaxTokens, and for every further candidate MaxTokens
+// more tokens and the pages of its own. A candidate shares the prompt's
+// whole pages and holds its own copy of the prompt's last, partial page
+// (copy on write) and the pages of its output.
+func reservation(r *Request) (tokens, pages, slots int) {
+	n := 1 + len(r.Candidates)
+	one := pagesFor(len(r.Prompt) + r.MaxTokens)
+	shared := len(r.Prompt) / kv.PageTokens
+	return len(r.Prompt) + n*r.MaxTokens, one + (n-1)*(one-shared), n
 }
 
 // New returns a scheduler over m.
@@ -395,6 +460,13 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 		return &InputError{"MaxTokens 0 without PromptLogits asks for nothing"}
 	case r.Sink == nil:
 		return &InputError{"nil Sink"}
+	case len(r.Candidates) > 0 && (r.MaxTokens == 0 || r.PromptLogits):
+		return &InputError{"Candidates need MaxTokens > 0 and no PromptLogits"}
+	}
+	for i, c := range r.Candidates {
+		if c.Sink == nil {
+			return &InputError{fmt.Sprintf("candidate %d: nil Sink", i+1)}
+		}
 	}
 	for i, id := range r.Prompt {
 		if id < 0 || id >= s.vocab {
@@ -406,14 +478,19 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 			return &InputError{err.Error()}
 		}
 	}
-	need := len(r.Prompt) + r.MaxTokens
-	if need > s.cfg.MaxModelLen {
-		return &LimitError{What: "context", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Limit: s.cfg.MaxModelLen}
+	n := 1 + len(r.Candidates)
+	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
+		return &LimitError{What: "context", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.MaxModelLen}
 	}
-	if need > s.cfg.KVPoolTokens {
-		return &LimitError{What: "kv_pool", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Limit: s.cfg.KVPoolTokens}
+	if n > s.cfg.MaxNumSeqs {
+		return &LimitError{What: "max_num_seqs", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.MaxNumSeqs}
 	}
-	st := &state{req: r, ctx: ctx, next: -1, stops: make(map[int]bool, len(r.Params.StopIDs))}
+	st := &state{req: r, ctx: ctx, next: -1, stops: make(map[int]bool, len(r.Params.StopIDs)), forked: n == 1}
+	st.resTokens, st.resPages, st.slots = reservation(r)
+	if st.resTokens > s.cfg.KVPoolTokens || st.resPages > s.pool.Stats().Pages {
+		return &LimitError{What: "kv_pool", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.KVPoolTokens,
+			Pages: st.resPages, PoolPages: s.pool.Stats().Pages}
+	}
 	for _, id := range r.Params.StopIDs {
 		st.stops[id] = true
 	}
@@ -422,7 +499,7 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 	case s.closed:
 		s.mu.Unlock()
 		return ErrClosed
-	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(need):
+	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(st):
 		s.mu.Unlock()
 		return ErrQueueFull
 	}
@@ -436,24 +513,26 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 	return nil
 }
 
-// admissibleNow reports whether a new request needing need tokens would be
-// admitted at the next step (the queue being empty): such a request is not
-// refused for a full queue, so MaxQueue 0 means "no waiting", not "nothing".
-func (s *Scheduler) admissibleNow(need int) bool {
-	return len(s.queue) == 0 && len(s.active) < s.cfg.MaxNumSeqs && s.fits(need)
+// admissibleNow reports whether st would be admitted at the next step (the
+// queue being empty): such a request is not refused for a full queue, so
+// MaxQueue 0 means "no waiting", not "nothing".
+func (s *Scheduler) admissibleNow(st *state) bool {
+	return len(s.queue) == 0 && s.fits(st)
 }
 
-// fits reports whether the pages of a request needing need tokens fit
-// beside the active requests' reservations. Called with s.mu held.
+// fits reports whether st's sequences and pages fit beside the active
+// requests' reservations. Called with s.mu held.
 //
 // Reserving pages makes running out impossible: a sequence's page table
 // never holds more than the pages of its reservation (it is limited to
 // that many tokens), the pages it shares are whole cached blocks it never
 // writes into (so it never needs a page for a copy on write: speculation
 // rewinds only past the blocks it registered), and every page no table
-// holds is a cached block the cache gives back on demand.
-func (s *Scheduler) fits(need int) bool {
-	return s.reservedPages+pagesFor(need) <= s.pool.Stats().Pages
+// holds is a cached block the cache gives back on demand. A candidate's
+// clone shares the request's pages; the pages it writes into, the
+// prompt's last one included, are its own and in its reservation.
+func (s *Scheduler) fits(st *state) bool {
+	return s.seqs+st.slots <= s.cfg.MaxNumSeqs && s.reservedPages+st.resPages <= s.pool.Stats().Pages
 }
 
 // pagesFor is the KV pages of n tokens.
@@ -484,7 +563,7 @@ func (s *Scheduler) cancel(st *state) {
 	}
 	st.phase = ended
 	s.mu.Unlock()
-	st.req.Sink.Done(FinishCancelled, nil)
+	s.done(st, FinishCancelled, nil)
 }
 
 // Close stops accepting requests: Submit returns ErrClosed from now on,
@@ -532,10 +611,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // Called with s.mu held.
 func (s *Scheduler) admit() []*state {
 	var admitted []*state
-	for len(s.queue) > 0 && len(s.active) < s.cfg.MaxNumSeqs {
+	for len(s.queue) > 0 {
 		st := s.queue[0]
 		need := len(st.req.Prompt) + st.req.MaxTokens
-		if !s.fits(need) {
+		if !s.fits(st) {
 			break // the head waits; admission stays FIFO
 		}
 		s.queue = s.queue[1:]
@@ -544,8 +623,9 @@ func (s *Scheduler) admit() []*state {
 		// The sequence is limited to what the request reserved, so the
 		// engine itself refuses to grow it further.
 		_ = st.seq.SetMaxContext(need)
-		s.reserved += need
-		s.reservedPages += pagesFor(need)
+		s.reserved += st.resTokens
+		s.reservedPages += st.resPages
+		s.seqs += st.slots
 		s.active = append(s.active, st)
 		admitted = append(admitted, st)
 	}
@@ -578,13 +658,60 @@ func (s *Scheduler) start(st *state) {
 		}
 		s.mirrorCache()
 	}
-	if !s.cfg.Speculation.Off && r.MaxTokens > 1 {
+	s.startSpec(st)
+	r.Sink.Started(st.cached)
+}
+
+// startSpec gives st prompt-lookup speculation over its prompt.
+func (s *Scheduler) startSpec(st *state) {
+	if r := st.req; !s.cfg.Speculation.Off && r.MaxTokens > 1 {
 		sp := s.cfg.Speculation
 		st.lookup, _ = spec.NewLookup(sp.LookupMin, sp.LookupMax)
 		st.lookup.Append(r.Prompt...)
 		st.policy = spec.NewPolicy(sp.Tokens, &s.costs)
 	}
-	r.Sink.Started(st.cached)
+}
+
+// fork clones the sequence of a request whose prompt a step just
+// prefilled into one sequence per further candidate, and returns their
+// work for the step: each samples from the prompt's last logits with its
+// own seed. Each candidate takes its share of the request's reservation.
+func (s *Scheduler) fork(w *work) []*work {
+	st := w.st
+	st.forked = true
+	r := st.req
+	var ws []*work
+	s.mu.Lock()
+	// The prompt's whole pages are held by every candidate until the
+	// last one ends; the rest of each reservation is a candidate's own.
+	fam := &family{tokens: len(r.Prompt), pages: len(r.Prompt) / kv.PageTokens, left: 1 + len(r.Candidates)}
+	st.fam = fam
+	st.resTokens -= fam.tokens
+	st.resPages -= fam.pages
+	for i, c := range r.Candidates {
+		cr := *r
+		cr.ID = fmt.Sprintf("%s/%d", r.ID, i+1)
+		cr.Params.Seed, cr.Sink, cr.Candidates = c.Seed, c.Sink, nil
+		ct := &state{req: &cr, ctx: st.ctx, phase: running, next: -1, stops: st.stops, forked: true, cached: st.cached,
+			keys: append([]prefix.Key(nil), st.keys...), fam: fam}
+		ct.resTokens, ct.resPages, ct.slots = reservation(&cr)
+		ct.resTokens -= fam.tokens
+		ct.resPages -= fam.pages
+		st.resTokens -= ct.resTokens
+		st.resPages -= ct.resPages
+		st.slots--
+		ct.seq = st.seq.Clone()
+		s.used.Add(int64(ct.seq.Len()))
+		s.startSpec(ct)
+		s.active = append(s.active, ct)
+		// The logits are each sink's to keep.
+		ws = append(ws, &work{st: ct, mode: w.mode, sample: true, logits: append([]float32(nil), w.logits...), l0: ct.seq.Len()})
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.st.req.Sink.Started(w.st.cached)
+	}
+	return ws
 }
 
 func (s *Scheduler) mirrorCache() {
@@ -597,7 +724,7 @@ func (s *Scheduler) mirrorCache() {
 func (s *Scheduler) abortAll() {
 	s.mu.Lock()
 	all := append(s.queue, s.active...)
-	s.queue, s.active, s.reserved, s.reservedPages = nil, nil, 0, 0
+	s.queue, s.active, s.reserved, s.reservedPages, s.seqs = nil, nil, 0, 0, 0
 	for _, st := range all {
 		st.phase = ended
 	}
@@ -605,7 +732,19 @@ func (s *Scheduler) abortAll() {
 	s.mu.Unlock()
 	for _, st := range all {
 		s.release(st)
-		st.req.Sink.Done(FinishCancelled, nil)
+		s.done(st, FinishCancelled, nil)
+	}
+}
+
+// done tells st's Sink, and those of its candidates not yet cloned, that
+// it ended.
+func (s *Scheduler) done(st *state, reason FinishReason, err error) {
+	st.req.Sink.Done(reason, err)
+	if !st.forked {
+		st.forked = true
+		for _, c := range st.req.Candidates {
+			c.Sink.Done(reason, err)
+		}
 	}
 }
 
@@ -618,8 +757,15 @@ func (s *Scheduler) finish(st *state, reason FinishReason, err error) {
 			break
 		}
 	}
-	s.reserved -= len(st.req.Prompt) + st.req.MaxTokens
-	s.reservedPages -= pagesFor(len(st.req.Prompt) + st.req.MaxTokens)
+	s.reserved -= st.resTokens
+	s.reservedPages -= st.resPages
+	s.seqs -= st.slots
+	if f := st.fam; f != nil {
+		if f.left--; f.left == 0 {
+			s.reserved -= f.tokens
+			s.reservedPages -= f.pages
+		}
+	}
 	st.phase = ended
 	s.used.Add(-int64(st.seq.Len()))
 	s.mu.Unlock()
@@ -627,7 +773,7 @@ func (s *Scheduler) finish(st *state, reason FinishReason, err error) {
 	if err != nil {
 		s.log.Debug("request failed", "id", st.req.ID, "err", err)
 	}
-	st.req.Sink.Done(reason, err)
+	s.done(st, reason, err)
 }
 
 func (s *Scheduler) release(st *state) {
@@ -786,6 +932,10 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			n := len(w.toks)
 			w.logits = out[i][(n-1)*s.vocab:]
 		}
+	}
+	if pre != nil && pre.sample && !pre.st.forked {
+		// The prompt is prefilled: the candidates start from it.
+		ws = append(ws, s.fork(pre)...)
 	}
 	s.sampleAll(ws)
 	for i, w := range ws {
