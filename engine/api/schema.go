@@ -30,6 +30,9 @@ func (s *Server) schemaJob(e *engineState, req *wire.ChatRequest, sch *choice.Sc
 	if _, aerr := stopStrings(req.Stop); aerr != nil {
 		return nil, aerr
 	}
+	if req.N != nil && *req.N != 1 {
+		return nil, unsupported("n", "n = %d: a closed-schema answer is scored, not sampled, so every candidate would be the same; send n = 1", *req.N)
+	}
 	field, given := "max_tokens", req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		field, given = "max_completion_tokens", req.MaxCompletionTokens
