@@ -319,13 +319,20 @@ func (s *Server) submit(ctx context.Context, e *engineState, j *job) *Error {
 		r.Candidates = append(r.Candidates, sched.Candidate{Seed: sched.CandidateSeed(j.params.Seed, i+1), Sink: o})
 	}
 	err := e.Sched.Submit(ctx, r)
+	if err == nil {
+		s.metrics.promptTokens.Add(float64(len(j.prompt)))
+		s.log.Debug("request admitted to the queue", "id", j.id, "prompt_tokens", len(j.prompt), "max_tokens", j.maxTokens, "n", len(j.outs), "seed", j.params.Seed)
+		return nil
+	}
+	return s.submitError(err)
+}
+
+// submitError is the API error for a request the scheduler refused
+// (Submit or Lease).
+func (s *Server) submitError(err error) *Error {
 	var le *sched.LimitError
 	var ie *sched.InputError
 	switch {
-	case err == nil:
-		s.metrics.promptTokens.Add(float64(len(j.prompt)))
-		s.log.Debug("request admitted to the queue", "id", j.id, "prompt_tokens", len(j.prompt), "max_tokens", j.maxTokens, "seed", j.params.Seed)
-		return nil
 	case errors.Is(err, sched.ErrQueueFull):
 		s.metrics.queueRejections.Inc()
 		return &Error{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_full", RetryAfter: 1,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,10 +220,13 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	n := max(e.N, 1)
-	switch e.What {
-	case "max_num_seqs":
+	switch {
+	case e.What == "kv_pool" && e.MaxTokens == 0 && e.Pages > 0:
+		return fmt.Sprintf("this request's scoring needs %d tokens of state in %d KV pages of %d tokens but the KV pool (--kv-pool-tokens %d) holds %d pages",
+			e.Prompt, e.Pages, kv.PageTokens, e.Limit, e.PoolPages)
+	case e.What == "max_num_seqs":
 		return fmt.Sprintf("this request asks for %d candidates, each a sequence of its own, but at most %d sequences run at once (--max-num-seqs)", n, e.Limit)
-	case "kv_pool":
+	case e.What == "kv_pool":
 		if n > 1 {
 			return fmt.Sprintf("this request's %d candidates need %d KV pages of %d tokens (the prompt's %d tokens shared, and for each candidate its copy of the prompt's last page and %d tokens to generate) but the KV pool (--kv-pool-tokens %d) holds %d pages",
 				n, e.Pages, kv.PageTokens, e.Prompt, e.MaxTokens, e.Limit, e.PoolPages)
@@ -283,6 +287,7 @@ type Scheduler struct {
 	reserved      int      // KV tokens reserved by active
 	reservedPages int      // KV pages reserved by active
 	seqs          int      // sequence slots held by active (candidates not yet cloned included)
+	leased        []*state // admitted Leases not yet released
 	closed        bool
 	wake          chan struct{}
 	steps         atomic.Int64
@@ -290,7 +295,8 @@ type Scheduler struct {
 
 	pool                                            *model.KVPool // every active sequence's pages and the cache's
 	costs                                           spec.Costs    // the loop's
-	cache                                           *prefix.Cache // the loop's; nil when off
+	cache                                           *prefix.Cache // the loop's (and reclaim's, under cacheMu); nil when off
+	cacheMu                                         sync.Mutex    // guards cache
 	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
 	prefixQuery, prefixHit                          atomic.Int64
 	cachedTokens, cachedBlocks, cachedBytes         atomic.Int64 // mirrors of the cache for Stats
@@ -332,6 +338,9 @@ type state struct {
 	// fam holds the reservation of the prompt a request's candidates
 	// share: it is given back when the last of them ends.
 	fam *family
+	// lease is set for a Lease waiting in the queue: admission reserves
+	// its pages and hands them to its holder; the loop never runs it.
+	lease *leaseSink
 }
 
 // family is the shared part of a forked request's reservation.
@@ -410,9 +419,13 @@ func New(m *model.Model, cfg Config) (*Scheduler, error) {
 	s.pool = m.NewKVPool(cfg.KVPoolTokens)
 	if !cfg.PrefixCache.Off {
 		s.cache = prefix.New()
-		// Only the loop's goroutine takes pages (Forward, Extend), and it
-		// owns the cache.
+		// The loop's goroutine takes pages (Forward) and so does a
+		// Lease's holder: the cache is reclaimed under cacheMu, which the
+		// loop holds around its own uses of the cache (none of which
+		// takes a page).
 		s.pool.SetReclaim(func() bool {
+			s.cacheMu.Lock()
+			defer s.cacheMu.Unlock()
 			ok := s.cache.Reclaim()
 			s.mirrorCache()
 			return ok
@@ -619,6 +632,13 @@ func (s *Scheduler) admit() []*state {
 		}
 		s.queue = s.queue[1:]
 		st.phase = running
+		if st.lease != nil {
+			s.reserved += st.resTokens
+			s.reservedPages += st.resPages
+			s.leased = append(s.leased, st)
+			close(st.lease.admitted)
+			continue
+		}
 		st.seq = s.pool.NewSequence()
 		// The sequence is limited to what the request reserved, so the
 		// engine itself refuses to grow it further.
@@ -638,6 +658,7 @@ func (s *Scheduler) admit() []*state {
 func (s *Scheduler) start(st *state) {
 	r := st.req
 	if s.cache != nil {
+		s.cacheMu.Lock()
 		if !r.PromptLogits {
 			// The last prompt token is always computed: its logits start
 			// the generation.
@@ -657,6 +678,7 @@ func (s *Scheduler) start(st *state) {
 			s.prefixHit.Add(int64(st.cached))
 		}
 		s.mirrorCache()
+		s.cacheMu.Unlock()
 	}
 	s.startSpec(st)
 	r.Sink.Started(st.cached)
@@ -714,6 +736,8 @@ func (s *Scheduler) fork(w *work) []*work {
 	return ws
 }
 
+// mirrorCache copies the cache's figures for Stats; called with cacheMu
+// held (or before Run).
 func (s *Scheduler) mirrorCache() {
 	s.cachedTokens.Store(int64(s.cache.Tokens()))
 	s.cachedBlocks.Store(int64(s.cache.Blocks()))
@@ -724,7 +748,10 @@ func (s *Scheduler) mirrorCache() {
 func (s *Scheduler) abortAll() {
 	s.mu.Lock()
 	all := append(s.queue, s.active...)
-	s.queue, s.active, s.reserved, s.reservedPages, s.seqs = nil, nil, 0, 0, 0
+	for _, st := range s.leased {
+		st.phase = ended
+	}
+	s.queue, s.active, s.reserved, s.reservedPages, s.seqs, s.leased = nil, nil, 0, 0, 0, nil
 	for _, st := range all {
 		st.phase = ended
 	}
@@ -1069,7 +1096,10 @@ func (s *Scheduler) feedLast(st *state) error {
 		L+1 != len(st.req.Prompt)+len(st.output) || len(st.keys) != b {
 		return nil
 	}
-	if s.cache.Has(s.blockKey(st, b)) {
+	s.cacheMu.Lock()
+	has := s.cache.Has(s.blockKey(st, b))
+	s.cacheMu.Unlock()
+	if has {
 		return nil
 	}
 	// The token's position is the last of a page the sequence already
@@ -1111,6 +1141,8 @@ func (s *Scheduler) register(st *state, upTo int) {
 	if s.cache == nil {
 		return
 	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
 	B := prefix.BlockSize
 	for b := len(st.keys); (b+1)*B <= upTo; b++ {
 		key := s.blockKey(st, b)
@@ -1187,4 +1219,93 @@ func (s *Scheduler) LoadCache(path string, h prefix.Header) (int, error) {
 	n, err := s.cache.Load(path, h, s.pool, s.cfg.KVPoolTokens)
 	s.mirrorCache()
 	return n, err
+}
+
+// Lease is pages of the scheduler's KV pool reserved for work that runs
+// beside the loop on the same model, such as a closed-schema answer's
+// branches (engine/api): its sequences take their pages from the pool, so
+// that --kv-pool-tokens bounds them and Stats (/metrics) counts them, and
+// the reservation keeps them from ever starving an admitted request.
+type Lease struct {
+	s    *Scheduler
+	st   *state
+	seqs []*model.Sequence
+}
+
+// leaseSink is a waiting Lease's end of the queue.
+type leaseSink struct {
+	admitted chan struct{} // closed when the pages are reserved
+	ended    chan struct{} // closed when it left the queue unadmitted
+}
+
+func (*leaseSink) Started(int)                         {}
+func (*leaseSink) PromptLogits(int, []float32)         {}
+func (*leaseSink) Token(int, []float32, bool) bool     { return true }
+func (l *leaseSink) Done(reason FinishReason, _ error) { close(l.ended) }
+
+// Lease reserves pages of the KV pool (kv.PageTokens tokens each) for
+// sequences of at most tokens tokens in all, waiting in the queue with the
+// requests, first in first out, until they fit. The holder makes its
+// sequences with NewSequence (clones of them share the pool) and must
+// call Release. Errors: *LimitError ("kv_pool") for more pages than the
+// pool holds, ErrQueueFull, ErrClosed, and ctx's error if it ends first.
+func (s *Scheduler) Lease(ctx context.Context, tokens, pages int) (*Lease, error) {
+	if pages > s.pool.Stats().Pages {
+		return nil, &LimitError{What: "kv_pool", Prompt: tokens, N: 1, Limit: s.cfg.KVPoolTokens, Pages: pages, PoolPages: s.pool.Stats().Pages}
+	}
+	ls := &leaseSink{admitted: make(chan struct{}), ended: make(chan struct{})}
+	st := &state{req: &Request{ID: "lease", Sink: ls}, ctx: ctx, next: -1, forked: true, resTokens: tokens, resPages: pages, lease: ls}
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(st):
+		s.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	s.queue = append(s.queue, st)
+	st.stopAfter = context.AfterFunc(ctx, func() { s.cancel(st) })
+	s.mu.Unlock()
+	s.signal()
+	select {
+	case <-ls.admitted:
+		return &Lease{s: s, st: st}, nil
+	case <-ls.ended:
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, ErrClosed
+	}
+}
+
+// NewSequence returns an empty sequence whose pages come from the pool,
+// limited to the lease's tokens; Release frees it.
+func (l *Lease) NewSequence() *model.Sequence {
+	seq := l.s.pool.NewSequence()
+	_ = seq.SetMaxContext(min(l.st.resTokens, l.s.m.MaxContext()))
+	l.seqs = append(l.seqs, seq)
+	return seq
+}
+
+// Release frees the lease's sequences and gives its reservation back.
+// Clones of them must have been freed (Sequence.Free) first.
+func (l *Lease) Release() {
+	for _, seq := range l.seqs {
+		seq.Free()
+	}
+	l.seqs = nil
+	s := l.s
+	s.mu.Lock()
+	// After abortAll zeroed the reservations (phase ended), nothing is
+	// given back.
+	if l.st.phase == running {
+		s.reserved -= l.st.resTokens
+		s.reservedPages -= l.st.resPages
+		s.leased = slices.DeleteFunc(s.leased, func(x *state) bool { return x == l.st })
+	}
+	l.st.phase = ended
+	s.mu.Unlock()
+	l.st.stopAfter()
+	s.signal()
 }
