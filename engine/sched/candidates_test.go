@@ -212,4 +212,19 @@ func TestCandidateLimits(t *testing.T) {
 			t.Errorf("candidate %d of a cancelled request: %v", i, rec.reason)
 		}
 	}
+	// Cancelled while decoding (a client went away): every candidate
+	// ends and gives its pages and its share of the reservation back.
+	ctx, cancel = context.WithCancel(context.Background())
+	recs := submitN(t, s, ctx, []int{1, 2, 3}, 3000, greedy(), 3, nil)
+	<-recs[2].first
+	cancel()
+	for i, rec := range recs {
+		rec.wait(t)
+		if rec.reason != FinishCancelled {
+			t.Errorf("candidate %d cancelled while decoding: %v", i, rec.reason)
+		}
+	}
+	if st := s.Stats(); st.Running != 0 || st.KVReservedTokens != 0 || st.KVUsedTokens != 0 {
+		t.Errorf("after cancelling: %+v", st)
+	}
 }
