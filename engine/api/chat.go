@@ -181,7 +181,7 @@ func (s *Server) chatJob(e *engineState, req *wire.ChatRequest, start time.Time)
 	if req.TopLogprobs != nil {
 		j.topLogprobs = *req.TopLogprobs
 	}
-	j.out.keepLogits = j.logprobs
+	j.setKeepLogits(j.logprobs)
 	cj := &chatJob{job: j, stream: req.Stream, includeReasoning: req.IncludeReasoning == nil || *req.IncludeReasoning,
 		parallelCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls, returnTokenIDs: req.ReturnTokenIDs,
 		parser: parser.Options{Reasoning: e.vocab.reasoning, Tools: len(tools) > 0,
@@ -205,10 +205,46 @@ func (s *Server) newJob(e *engineState, prefix string, prompt []int, maxTok int,
 	if aerr != nil {
 		return nil, aerr
 	}
+	n, aerr := candidates(e, f.N)
+	if aerr != nil {
+		return nil, aerr
+	}
 	skip := f.SkipSpecialTokens == nil || *f.SkipSpecialTokens
 	j := &job{id: newID(prefix), created: time.Now().Unix(), prompt: prompt, params: params, maxTokens: maxTok, cacheSalt: f.CacheSalt}
-	j.out = newOutput(e.vocab, stops, skip, params.MinTokens, false, &requestObserver{m: s.metrics, start: start})
+	for i := range n {
+		o := newOutput(e.vocab, stops, skip, params.MinTokens, false, &requestObserver{m: s.metrics, start: start})
+		if i > 0 {
+			o.notify = j.out.notify
+		} else {
+			j.out = o
+		}
+		j.outs = append(j.outs, o)
+	}
 	return j, nil
+}
+
+// candidates reads n: 1 if absent, else at least 1 and at most the
+// sequences the scheduler runs at once (--max-num-seqs), since every
+// candidate is a sequence of its own.
+func candidates(e *engineState, n *int) (int, *Error) {
+	if n == nil {
+		return 1, nil
+	}
+	limit := e.Sched.Config().MaxNumSeqs
+	switch {
+	case *n < 1:
+		return 0, badRequest("n", "n = %d; must be at least 1", *n)
+	case *n > limit:
+		return 0, badRequest("n", "n = %d; at most %d (--max-num-seqs: every candidate is a sequence of its own)", *n, limit)
+	}
+	return *n, nil
+}
+
+// setKeepLogits keeps the logits of every candidate's tokens (log-probs).
+func (j *job) setKeepLogits(keep bool) {
+	for _, o := range j.outs {
+		o.keepLogits = keep
+	}
 }
 
 // responseFormat accepts "text", and "json_schema" with a flat closed
@@ -361,45 +397,61 @@ func (c *chatState) toolCall(ev parser.Event, index int, streaming bool) wire.To
 
 func (s *Server) collectChat(ctx context.Context, w http.ResponseWriter, cj *chatJob) {
 	e := s.engine.Load()
-	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
-	var content, reasoning []byte
-	var calls []wire.ToolCall
-	var last batch
-	err := wait(ctx, cj.out, func(b batch) error {
-		for _, ev := range c.feed(b.pieces, finishedNormally(b)) {
+	// One answer per candidate (n), each through its own parser.
+	type answer struct {
+		c                  *chatState
+		content, reasoning []byte
+		calls              []wire.ToolCall
+		last               batch
+	}
+	as := make([]*answer, len(cj.outs))
+	for i := range as {
+		as[i] = &answer{c: &chatState{cj: cj, e: e, p: parser.New(cj.parser)}}
+	}
+	err := waitAll(ctx, cj.outs, func(i int, b batch) error {
+		a := as[i]
+		for _, ev := range a.c.feed(b.pieces, finishedNormally(b)) {
 			switch ev.Kind {
 			case parser.KindContent:
-				content = append(content, ev.Text...)
+				a.content = append(a.content, ev.Text...)
 			case parser.KindReasoning:
-				reasoning = append(reasoning, ev.Text...)
+				a.reasoning = append(a.reasoning, ev.Text...)
 			case parser.KindToolCall:
-				calls = append(calls, c.toolCall(ev, len(calls), false))
+				a.calls = append(a.calls, a.c.toolCall(ev, len(a.calls), false))
 			}
 		}
-		last = b
+		a.last = b
 		return nil
 	})
 	if err != nil {
 		return // the client went away; the scheduler frees the request
 	}
-	if aerr := endError(last.reason, last.err); aerr != nil {
-		aerr.write(w)
-		return
+	resp := wire.ChatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName}
+	tokens := 0
+	for i, a := range as {
+		if aerr := endError(a.last.reason, a.last.err); aerr != nil {
+			aerr.write(w)
+			return
+		}
+		msg := wire.ChatMessage{Role: "assistant", ReasoningContent: string(a.reasoning), Reasoning: string(a.reasoning), ToolCalls: a.calls}
+		if len(a.content) > 0 || len(a.calls) == 0 {
+			s := string(a.content)
+			msg.Content = &s
+		}
+		choice := wire.ChatChoice{Index: i, Message: msg, FinishReason: a.c.finishReason(a.last.reason)}
+		if cj.logprobs {
+			choice.Logprobs = &wire.ChatLogprobs{Content: append([]wire.Logprob{}, a.c.pendingLP...)}
+		}
+		if cj.returnTokenIDs {
+			choice.TokenIDs = append([]int{}, a.c.ids...)
+		}
+		resp.Choices = append(resp.Choices, choice)
+		tokens += a.c.tokens
 	}
-	msg := wire.ChatMessage{Role: "assistant", ReasoningContent: string(reasoning), Reasoning: string(reasoning), ToolCalls: calls}
-	if len(content) > 0 || len(calls) == 0 {
-		s := string(content)
-		msg.Content = &s
-	}
-	choice := wire.ChatChoice{Message: msg, FinishReason: c.finishReason(last.reason)}
-	if cj.logprobs {
-		choice.Logprobs = &wire.ChatLogprobs{Content: append([]wire.Logprob{}, c.pendingLP...)}
-	}
-	resp := wire.ChatResponse{ID: cj.id, Object: "chat.completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []wire.ChatChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
+	// The prompt is counted once: the candidates share it.
+	resp.Usage = newUsage(len(cj.prompt), tokens, as[0].last.cached)
 	if cj.returnTokenIDs {
 		resp.PromptTokenIDs = cj.prompt
-		resp.Choices[0].TokenIDs = append([]int{}, c.ids...)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -413,11 +465,17 @@ func (rawNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
 func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chatJob) {
 	e := s.engine.Load()
-	c := &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
+	cs := make([]*chatState, len(cj.outs))
+	for i := range cs {
+		cs[i] = &chatState{cj: cj, e: e, p: parser.New(cj.parser)}
+	}
 	out := &sse{w: w}
-	chunk := func(d wire.Delta, finish *string) wire.ChatChunk {
+	// A chunk carries one candidate's choice, by its index (OpenAI's and
+	// vLLM's n > 1 streams).
+	chunk := func(i int, d wire.Delta, finish *string) wire.ChatChunk {
+		c := cs[i]
 		ch := wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []wire.ChunkChoice{{Delta: d, FinishReason: finish}}}
+			Choices: []wire.ChunkChoice{{Index: i, Delta: d, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
@@ -435,24 +493,27 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 		return ch
 	}
 	empty := ""
-	if out.send(marshal(chunk(wire.Delta{Role: "assistant", Content: &empty}, nil))) != nil {
-		return
+	for i := range cs {
+		if out.send(marshal(chunk(i, wire.Delta{Role: "assistant", Content: &empty}, nil))) != nil {
+			return
+		}
 	}
 	// One event per token (or fewer: held text waits for a later token),
 	// as a step produces them, so that a stream's chunks depend only on
 	// the tokens, never on how fast the client reads.
-	send := func(evs []parser.Event) error {
-		for i := 0; i < len(evs); {
-			ev := evs[i]
+	send := func(i int, evs []parser.Event) error {
+		c := cs[i]
+		for k := 0; k < len(evs); {
+			ev := evs[k]
 			var d wire.Delta
 			if ev.Kind == parser.KindToolCall {
 				d.ToolCalls = []wire.ToolCall{c.toolCall(ev, c.streamed, true)}
 				c.streamed++
-				i++
+				k++
 			} else {
 				text := ""
-				for ; i < len(evs) && evs[i].Kind == ev.Kind; i++ {
-					text += evs[i].Text
+				for ; k < len(evs) && evs[k].Kind == ev.Kind; k++ {
+					text += evs[k].Text
 				}
 				if ev.Kind == parser.KindReasoning {
 					d.ReasoningContent, d.Reasoning = text, text
@@ -460,15 +521,17 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 					d.Content = &text
 				}
 			}
-			if err := out.send(marshal(chunk(d, nil))); err != nil {
+			if err := out.send(marshal(chunk(i, d, nil))); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	wait(ctx, cj.out, func(b batch) error {
+	left, cached := len(cs), 0
+	waitAll(ctx, cj.outs, func(i int, b batch) error {
+		c := cs[i]
 		for _, pc := range b.pieces {
-			if err := send(c.feed([]piece{pc}, false)); err != nil {
+			if err := send(i, c.feed([]piece{pc}, false)); err != nil {
 				return err
 			}
 		}
@@ -476,18 +539,28 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, cj *chat
 			return nil
 		}
 		if aerr := endError(b.reason, b.err); aerr != nil {
-			return out.fail(aerr)
+			return failStream(out, aerr)
 		}
-		if err := send(c.feed(nil, true)); err != nil {
+		if err := send(i, c.feed(nil, true)); err != nil {
 			return err
 		}
 		fr := c.finishReason(b.reason)
-		if err := out.send(marshal(chunk(wire.Delta{}, &fr))); err != nil {
+		if err := out.send(marshal(chunk(i, wire.Delta{}, &fr))); err != nil {
 			return err
 		}
+		if i == 0 {
+			cached = b.cached
+		}
+		if left--; left > 0 {
+			return nil
+		}
 		if cj.includeUsage {
+			tokens := 0
+			for _, c := range cs {
+				tokens += c.tokens
+			}
 			u := wire.ChatChunk{ID: cj.id, Object: "chat.completion.chunk", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []wire.ChunkChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
+				Choices: []wire.ChunkChoice{}, Usage: newUsage(len(cj.prompt), tokens, cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

@@ -105,11 +105,15 @@ func (s *Server) completionJob(e *engineState, req *wire.CompletionRequest, star
 		return nil, unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
 	}
 	if req.BestOf != nil {
-		switch n := *req.BestOf; {
-		case n < 1:
-			return nil, badRequest("best_of", "best_of = %d; must be at least n (1)", n)
-		case n > 1:
-			return nil, unsupported("best_of", "best_of = %d: only best_of = 1 is supported", n)
+		n := 1
+		if req.N != nil {
+			n = *req.N
+		}
+		switch b := *req.BestOf; {
+		case b < n:
+			return nil, badRequest("best_of", "best_of = %d; must be at least n (%d)", b, n)
+		case b > n:
+			return nil, unsupported("best_of", "best_of = %d: only best_of = n (%d) is supported", b, n)
 		}
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs) {
@@ -152,7 +156,13 @@ func (s *Server) completionJob(e *engineState, req *wire.CompletionRequest, star
 		cj.includeUsage = req.StreamOptions.IncludeUsage
 	}
 	j.promptLogits = req.PromptLogprobs != nil || (req.Echo && req.Logprobs != nil)
-	j.out.keepLogits = req.Logprobs != nil
+	j.setKeepLogits(req.Logprobs != nil)
+	if len(j.outs) > 1 && j.promptLogits {
+		if req.PromptLogprobs != nil {
+			return nil, unsupported("prompt_logprobs", "prompt_logprobs with n = %d is not supported; send n = 1", len(j.outs))
+		}
+		return nil, unsupported("echo", "echo with logprobs and n = %d is not supported; send n = 1", len(j.outs))
+	}
 	if req.Echo {
 		if isText {
 			cj.echoText = text
@@ -371,32 +381,44 @@ func (c *completionState) finishReason(r sched.FinishReason) string {
 }
 
 func (s *Server) collectCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
-	c := &completionState{cj: cj, e: e}
-	var last batch
-	if err := wait(ctx, cj.out, func(b batch) error {
-		c.feed(b)
-		last = b
+	// One state per candidate (n); prompt log-probs (n = 1 only) are the
+	// first's.
+	cs := make([]*completionState, len(cj.outs))
+	lasts := make([]batch, len(cj.outs))
+	for i := range cs {
+		cs[i] = &completionState{cj: cj, e: e}
+	}
+	c := cs[0]
+	if err := waitAll(ctx, cj.outs, func(i int, b batch) error {
+		cs[i].feed(b)
+		lasts[i] = b
 		return nil
 	}); err != nil {
 		return
 	}
-	if aerr := endError(last.reason, last.err); aerr != nil {
-		aerr.write(w)
-		return
+	resp := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName}
+	tokens := 0
+	for i, c := range cs {
+		if aerr := endError(lasts[i].reason, lasts[i].err); aerr != nil {
+			aerr.write(w)
+			return
+		}
+		if cj.echo && cj.logprobs != nil {
+			c.echoLogprobs()
+		}
+		fr := c.finishReason(lasts[i].reason)
+		choice := wire.CompletionChoice{Index: i, Text: cj.echoText + c.text.String(), Logprobs: c.lp, FinishReason: &fr}
+		if cj.logprobs != nil && choice.Logprobs == nil {
+			choice.Logprobs = &wire.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		}
+		if cj.returnTokenIDs {
+			choice.TokenIDs, choice.PromptTokenIDs = append([]int{}, c.ids...), cj.prompt
+		}
+		resp.Choices = append(resp.Choices, choice)
+		tokens += c.tokens
 	}
-	if cj.echo && cj.logprobs != nil {
-		c.echoLogprobs()
-	}
-	fr := c.finishReason(last.reason)
-	choice := wire.CompletionChoice{Text: cj.echoText + c.text.String(), Logprobs: c.lp, FinishReason: &fr}
-	if cj.logprobs != nil && choice.Logprobs == nil {
-		choice.Logprobs = &wire.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-	}
-	if cj.returnTokenIDs {
-		choice.TokenIDs, choice.PromptTokenIDs = append([]int{}, c.ids...), cj.prompt
-	}
-	resp := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-		Choices: []wire.CompletionChoice{choice}, Usage: newUsage(len(cj.prompt), c.tokens, last.cached)}
+	// The prompt is counted once: the candidates share it.
+	resp.Usage = newUsage(len(cj.prompt), tokens, lasts[0].cached)
 	if cj.promptLogprobs == nil {
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -445,24 +467,30 @@ func (s *Server) writeF32(w http.ResponseWriter, body []byte, c *completionState
 }
 
 func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e *engineState, cj *completionJob) {
-	c := &completionState{cj: cj, e: e}
+	cs := make([]*completionState, len(cj.outs))
+	for i := range cs {
+		cs[i] = &completionState{cj: cj, e: e}
+	}
 	out := &sse{w: w}
-	// With return_token_ids, the first chunk carries the prompt's ids and
-	// each chunk the ids of the tokens it delivers (held text's ids come
-	// with the text), as vLLM streams them.
-	sentIDs, promptSent := 0, false
-	chunk := func(text string, lp *wire.CompletionLogprobs, finish *string) wire.CompletionResponse {
+	// With return_token_ids, each candidate's first chunk carries the
+	// prompt's ids and each chunk the ids of the tokens it delivers (held
+	// text's ids come with the text), as vLLM streams them.
+	sentIDs := make([]int, len(cs))
+	promptSent := make([]bool, len(cs))
+	// A chunk carries one candidate's choice, by its index (n > 1).
+	chunk := func(i int, text string, lp *wire.CompletionLogprobs, finish *string) wire.CompletionResponse {
+		c := cs[i]
 		ch := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-			Choices: []wire.CompletionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
+			Choices: []wire.CompletionChoice{{Index: i, Text: text, Logprobs: lp, FinishReason: finish}}}
 		if cj.includeUsage {
 			ch.Usage = jsonNull
 		}
 		if cj.returnTokenIDs {
-			if !promptSent {
-				ch.Choices[0].PromptTokenIDs, promptSent = cj.prompt, true
+			if !promptSent[i] {
+				ch.Choices[0].PromptTokenIDs, promptSent[i] = cj.prompt, true
 			}
-			ch.Choices[0].TokenIDs = c.ids[sentIDs:]
-			sentIDs = len(c.ids)
+			ch.Choices[0].TokenIDs = c.ids[sentIDs[i]:]
+			sentIDs[i] = len(c.ids)
 		}
 		return ch
 	}
@@ -470,19 +498,24 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 	// non-streamed answer does: with echo and logprobs the prompt tokens'
 	// entries, and prompt_logprobs N. It waits for them: they have all
 	// arrived once the first token has, or the request is done. The
-	// generated tokens' offsets then continue after the prompt's.
+	// generated tokens' offsets then continue after the prompt's. (Only
+	// with n = 1: completionJob refuses them with more.)
 	echoLP := cj.echo && cj.logprobs != nil
 	first := echoLP || cj.promptLogprobs != nil
 	if cj.echo && !first && cj.echoText != "" {
-		if out.send(marshal(chunk(cj.echoText, nil, nil))) != nil {
-			return
+		for i := range cs {
+			if out.send(marshal(chunk(i, cj.echoText, nil, nil))) != nil {
+				return
+			}
 		}
 	}
-	wait(ctx, cj.out, func(b batch) error {
+	left, cached := len(cs), 0
+	waitAll(ctx, cj.outs, func(i int, b batch) error {
+		c := cs[i]
 		c.rows = append(c.rows, b.promptRows...)
 		if first && (len(b.pieces) > 0 || (b.done && endError(b.reason, b.err) == nil)) {
 			first = false
-			ch := chunk("", nil, nil)
+			ch := chunk(i, "", nil, nil)
 			if cj.echo {
 				ch.Choices[0].Text = cj.echoText
 			}
@@ -507,7 +540,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 			if text == "" && c.lp == nil {
 				continue
 			}
-			if err := out.send(marshal(chunk(text, c.lp, nil))); err != nil {
+			if err := out.send(marshal(chunk(i, text, c.lp, nil))); err != nil {
 				return err
 			}
 			c.lp = nil
@@ -516,15 +549,25 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, e 
 			return nil
 		}
 		if aerr := endError(b.reason, b.err); aerr != nil {
-			return out.fail(aerr)
+			return failStream(out, aerr)
 		}
 		fr := c.finishReason(b.reason)
-		if err := out.send(marshal(chunk("", nil, &fr))); err != nil {
+		if err := out.send(marshal(chunk(i, "", nil, &fr))); err != nil {
 			return err
 		}
+		if i == 0 {
+			cached = b.cached
+		}
+		if left--; left > 0 {
+			return nil
+		}
 		if cj.includeUsage {
+			tokens := 0
+			for _, c := range cs {
+				tokens += c.tokens
+			}
 			u := wire.CompletionResponse{ID: cj.id, Object: "text_completion", Created: cj.created, Model: s.opts.ServedModelName,
-				Choices: []wire.CompletionChoice{}, Usage: newUsage(len(cj.prompt), c.tokens, b.cached)}
+				Choices: []wire.CompletionChoice{}, Usage: newUsage(len(cj.prompt), tokens, cached)}
 			if err := out.send(marshal(u)); err != nil {
 				return err
 			}

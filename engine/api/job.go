@@ -22,6 +22,11 @@ type job struct {
 	promptLogits bool
 	cacheSalt    string
 	out          *output
+	// outs are the request's candidates' outputs (OpenAI's n): outs[0]
+	// is out; all share out's notify channel, so one handler waits on
+	// them together. Candidate i samples with seed
+	// sched.CandidateSeed(params.Seed, i) (docs/serving.md §5).
+	outs []*output
 }
 
 func newUsage(prompt, completion, cached int) *wire.Usage {
@@ -31,24 +36,45 @@ func newUsage(prompt, completion, cached int) *wire.Usage {
 // wait delivers the output's batches to each until the request ends or
 // ctx (the client's connection) does.
 func wait(ctx context.Context, o *output, each func(b batch) error) error {
+	return waitAll(ctx, []*output{o}, func(_ int, b batch) error { return each(b) })
+}
+
+// waitAll delivers the batches of a request's candidates' outputs, which
+// share outs[0]'s notify channel, to each with the candidate's index,
+// until every candidate has ended or ctx (the client's connection) does.
+// A candidate's batches arrive in order; after its last (done) batch it
+// gets no more.
+func waitAll(ctx context.Context, outs []*output, each func(i int, b batch) error) error {
+	ended := make([]bool, len(outs))
+	left := len(outs)
 	for {
 		select {
-		case <-o.notify:
+		case <-outs[0].notify:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		b := o.take()
-		if b.done && b.reason == sched.FinishCancelled && ctx.Err() != nil {
-			// The scheduler cancelled the request because the client went
-			// away (Submit ties it to ctx), and its end can arrive before
-			// ctx.Done is seen: that is not the shutdown a cancelled end
-			// otherwise means, and there is no one to answer.
-			return ctx.Err()
+		for i, o := range outs {
+			if ended[i] {
+				continue
+			}
+			b := o.take()
+			if b.done && b.reason == sched.FinishCancelled && ctx.Err() != nil {
+				// The scheduler cancelled the request because the client
+				// went away (Submit ties it to ctx), and its end can
+				// arrive before ctx.Done is seen: that is not the
+				// shutdown a cancelled end otherwise means, and there is
+				// no one to answer.
+				return ctx.Err()
+			}
+			if err := each(i, b); err != nil {
+				return err
+			}
+			if b.done {
+				ended[i] = true
+				left--
+			}
 		}
-		if err := each(b); err != nil {
-			return err
-		}
-		if b.done {
+		if left == 0 {
 			return nil
 		}
 	}

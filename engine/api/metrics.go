@@ -75,7 +75,7 @@ func newMetrics(st stats) *metrics {
 		gauge("num_requests_running", "Sequences admitted (prefilling or decoding).", func(s sched.Stats) float64 { return float64(s.Running) }),
 		gauge("num_requests_waiting", "Requests waiting for admission.", func(s sched.Stats) float64 { return float64(s.Waiting) }),
 		gauge("kv_pool_tokens", "Size of the KV pool in tokens (--kv-pool-tokens).", func(s sched.Stats) float64 { return float64(s.KVPoolTokens) }),
-		gauge("kv_pool_reserved_tokens", "KV pool tokens reserved by admitted requests (prompt + max tokens).", func(s sched.Stats) float64 { return float64(s.KVReservedTokens) }),
+		gauge("kv_pool_reserved_tokens", "KV pool tokens reserved by admitted requests (prompt + max tokens; with n, the prompt once + n × max tokens).", func(s sched.Stats) float64 { return float64(s.KVReservedTokens) }),
 		gauge("kv_pool_used_tokens", "Tokens of KV and conv state held by admitted requests now (a prefix they share counts once per request).", func(s sched.Stats) float64 { return float64(s.KVUsedTokens) }),
 		gauge("kv_pool_pages", "Size of the KV pool in pages of 64 tokens (--kv-pool-tokens rounded up).", func(s sched.Stats) float64 { return float64(s.KVPages) }),
 		gauge("kv_pool_pages_used", "KV pages held by running sequences or the prefix cache (a shared page counts once).", func(s sched.Stats) float64 { return float64(s.KVPagesUsed) }),

@@ -204,9 +204,6 @@ func samplingParams(f *wire.Sampling, defaults sample.Defaults, vocab int, stopI
 		}
 		return p, badRequest("", "%v", err)
 	}
-	if f.N != nil && *f.N != 1 {
-		return p, unsupported("n", "n = %d: only n = 1 is supported", *f.N)
-	}
 	switch {
 	case f.Seed == nil || *f.Seed == -1:
 		p.Seed = randomSeed()

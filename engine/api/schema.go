@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/lfmq/lfmq/engine/api/wire"
 	"github.com/lfmq/lfmq/engine/choice"
+	"github.com/lfmq/lfmq/engine/sched"
 )
 
 // schemaPlan is a closed-schema chat request (docs/serving.md §10): the
@@ -29,6 +31,9 @@ func (s *Server) schemaJob(e *engineState, req *wire.ChatRequest, sch *choice.Sc
 	}
 	if _, aerr := stopStrings(req.Stop); aerr != nil {
 		return nil, aerr
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, unsupported("n", "n = %d: a closed-schema answer is scored, not sampled, so every candidate would be the same; send n = 1", *req.N)
 	}
 	field, given := "max_tokens", req.MaxTokens
 	if req.MaxCompletionTokens != nil {
@@ -59,7 +64,9 @@ func (s *Server) schemaJob(e *engineState, req *wire.ChatRequest, sch *choice.Sc
 
 // answerSchema scores a closed-schema plan and writes the answer. It runs
 // beside the scheduler, on the same model (Forward is safe on distinct
-// sequences), at most --max-num-seqs at a time.
+// sequences), at most --max-num-seqs at a time, on pages of the server's
+// KV pool that it leases from the scheduler (waiting in its queue), so
+// that --kv-pool-tokens bounds them and /metrics counts them.
 func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *engineState, cj *chatJob) {
 	select {
 	case e.scoring <- struct{}{}:
@@ -68,8 +75,21 @@ func (s *Server) answerSchema(ctx context.Context, w http.ResponseWriter, e *eng
 		return
 	}
 	p := cj.schema
+	tokens, pages := choice.Reservation(len(p.prompt), p.branches)
+	lease, err := e.Sched.Lease(ctx, tokens, pages)
+	if err != nil {
+		if ctx.Err() == nil {
+			aerr := s.submitError(err)
+			if le := (*sched.LimitError)(nil); errors.As(err, &le) {
+				aerr.Param = "response_format" // the schema's branches are what does not fit
+			}
+			aerr.write(w)
+		}
+		return
+	}
+	defer lease.Release()
 	s.metrics.promptTokens.Add(float64(len(p.prompt)))
-	a, err := p.schema.Score(ctx, e.Session.Model, p.prompt, p.branches)
+	a, err := p.schema.ScoreOn(ctx, e.Session.Model, lease.NewSequence(), p.prompt, p.branches)
 	if ctx.Err() != nil {
 		return
 	}

@@ -203,3 +203,51 @@ func TestSchemaStreamPromptTokenIDs(t *testing.T) {
 		t.Errorf("first chunk %s (%v), want prompt_token_ids %v", first, err, want)
 	}
 }
+
+// TestSchemaPool: a closed-schema answer's prompt and branches take their
+// pages from the server's KV pool (a lease of choice.Reservation's pages):
+// a pool of exactly that answers as an unbounded one does, one page less
+// is a 400 naming the pool, and the pages go back after.
+func TestSchemaPool(t *testing.T) {
+	req := schemaRequest(false)
+	req["return_token_ids"] = true
+	_, want := post(t, newTestServer(t, Options{}, sched.Config{}).URL+"/v1/chat/completions", req)
+	prompt := decodeAnswer(t, want).PromptTokenIDs
+	sch, err := choice.Parse(json.RawMessage(triageSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pages := choice.Reservation(len(prompt), sch.Encode(tinySession(t).Tokenizer))
+	t.Logf("%d prompt tokens: %d pages", len(prompt), pages)
+	for _, tc := range []struct {
+		pages, status int
+	}{{pages, 200}, {pages - 1, 400}} {
+		ts := newTestServer(t, Options{}, sched.Config{KVPoolTokens: tc.pages * 64, PrefixCache: sched.PrefixConfig{Off: true}})
+		status, body := post(t, ts.URL+"/v1/chat/completions", req)
+		if status != tc.status {
+			t.Fatalf("%d pages: %d %s", tc.pages, status, body)
+		}
+		if status == 400 {
+			a := decodeAnswer(t, body)
+			if deref(a.Error.Param) != "response_format" || !strings.Contains(a.Error.Message, "--kv-pool-tokens") {
+				t.Errorf("%d pages: %s", tc.pages, body)
+			}
+			continue
+		}
+		// Equal but for the id and time.
+		strip := func(b []byte) string {
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			delete(m, "id")
+			delete(m, "created")
+			out, _ := json.Marshal(m)
+			return string(out)
+		}
+		if strip(body) != strip(want) {
+			t.Errorf("on the pool: %s\nunbounded: %s", body, want)
+		}
+		if v := metricValue(t, ts.URL, "lfmq_kv_pool_pages_used"); v != 0 {
+			t.Errorf("kv_pool_pages_used %v after the answer, want 0", v)
+		}
+	}
+}

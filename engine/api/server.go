@@ -309,17 +309,30 @@ func newID(prefix string) string {
 // ends at once.
 func (s *Server) submit(ctx context.Context, e *engineState, j *job) *Error {
 	if j.maxTokens == 0 && !j.promptLogits {
-		j.out.Done(sched.FinishLength, nil)
+		for _, o := range j.outs {
+			o.Done(sched.FinishLength, nil)
+		}
 		return nil
 	}
-	err := e.Sched.Submit(ctx, &sched.Request{ID: j.id, Prompt: j.prompt, MaxTokens: j.maxTokens, Params: j.params, PromptLogits: j.promptLogits, CacheSalt: j.cacheSalt, Sink: j.out})
+	r := &sched.Request{ID: j.id, Prompt: j.prompt, MaxTokens: j.maxTokens, Params: j.params, PromptLogits: j.promptLogits, CacheSalt: j.cacheSalt, Sink: j.out}
+	for i, o := range j.outs[1:] {
+		r.Candidates = append(r.Candidates, sched.Candidate{Seed: sched.CandidateSeed(j.params.Seed, i+1), Sink: o})
+	}
+	err := e.Sched.Submit(ctx, r)
+	if err == nil {
+		s.metrics.promptTokens.Add(float64(len(j.prompt)))
+		s.log.Debug("request admitted to the queue", "id", j.id, "prompt_tokens", len(j.prompt), "max_tokens", j.maxTokens, "n", len(j.outs), "seed", j.params.Seed)
+		return nil
+	}
+	return s.submitError(err)
+}
+
+// submitError is the API error for a request the scheduler refused
+// (Submit or Lease).
+func (s *Server) submitError(err error) *Error {
 	var le *sched.LimitError
 	var ie *sched.InputError
 	switch {
-	case err == nil:
-		s.metrics.promptTokens.Add(float64(len(j.prompt)))
-		s.log.Debug("request admitted to the queue", "id", j.id, "prompt_tokens", len(j.prompt), "max_tokens", j.maxTokens, "seed", j.params.Seed)
-		return nil
 	case errors.Is(err, sched.ErrQueueFull):
 		s.metrics.queueRejections.Inc()
 		return &Error{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_full", RetryAfter: 1,
@@ -327,8 +340,14 @@ func (s *Server) submit(ctx context.Context, e *engineState, j *job) *Error {
 	case errors.Is(err, sched.ErrClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: "shutting_down", Message: "the server is shutting down"}
 	case errors.As(err, &le):
-		if le.What == "context" {
+		switch le.What {
+		case "context":
 			return contextExceeded("%s", le.Error())
+		case "max_num_seqs":
+			return badRequest("n", "%s", le.Error())
+		}
+		if le.N > 1 {
+			return badRequest("n", "%s", le.Error())
 		}
 		return badRequest("max_tokens", "%s", le.Error())
 	case errors.As(err, &ie):

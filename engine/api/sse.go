@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 )
 
@@ -38,6 +39,20 @@ func (s *sse) send(data []byte) error {
 
 // done ends the stream.
 func (s *sse) done() error { return s.send([]byte("[DONE]")) }
+
+// errStreamEnded stops waiting on a stream's other candidates once one
+// of them ended it with an error frame.
+var errStreamEnded = errors.New("the stream ended with an error frame")
+
+// failStream sends an error frame, ends the stream, and returns
+// errStreamEnded (or the write's error), so that no other candidate
+// writes after it.
+func failStream(s *sse, e *Error) error {
+	if err := s.fail(e); err != nil {
+		return err
+	}
+	return errStreamEnded
+}
 
 // fail sends an error frame and ends the stream.
 func (s *sse) fail(e *Error) error {

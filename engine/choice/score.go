@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/tokenizer"
@@ -43,10 +44,17 @@ func (s *Schema) Encode(tok *tokenizer.Tokenizer) [][][]int {
 // Score prefills prompt (which must end with the tokens of Open) once and
 // scores every branch from it (ScoreFrom).
 func (s *Schema) Score(ctx context.Context, m *model.Model, prompt []int, branches [][][]int) (*Answer, error) {
+	return s.ScoreOn(ctx, m, m.NewSequence(), prompt, branches)
+}
+
+// ScoreOn is Score with the empty sequence the prompt is prefilled into,
+// such as one of a server's bounded pool (sched.Lease): the branches'
+// clones share its pool and are freed as each group is scored, so the
+// pages in use at once are Reservation's.
+func (s *Schema) ScoreOn(ctx context.Context, m *model.Model, shared *model.Sequence, prompt []int, branches [][][]int) (*Answer, error) {
 	if len(prompt) == 0 {
 		return nil, errors.New("choice: empty prompt")
 	}
-	shared := m.NewSequence()
 	out, err := m.Forward(ctx, []*model.Sequence{shared}, [][]int{prompt}, model.ForwardOptions{})
 	if err != nil {
 		return nil, err
@@ -142,6 +150,11 @@ func Continuations(ctx context.Context, m *model.Model, shared *model.Sequence, 
 			seqs[k] = shared.Clone()
 		}
 		rows, err := m.Forward(ctx, seqs, group, model.ForwardOptions{Logits: model.AllLogits})
+		// The clones' own pages go back to their pool now: a bounded
+		// pool holds one group's at a time (Reservation).
+		for _, q := range seqs {
+			q.Free()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -155,4 +168,23 @@ func Continuations(ctx context.Context, m *model.Model, shared *model.Sequence, 
 		}
 	}
 	return scores, nil
+}
+
+// Reservation is what ScoreOn holds at once for a prompt of prompt tokens
+// and these branches: the tokens of the prompt and of one group of
+// branchBatch clones at their longest, and the KV pages (kv.PageTokens
+// each) of the prompt plus, per clone, its copy of the prompt's last page
+// and its branch's pages (a clone shares the prompt's whole pages).
+func Reservation(prompt int, branches [][][]int) (tokens, pages int) {
+	n, longest := 0, 0
+	for _, f := range branches {
+		for _, b := range f {
+			n++
+			longest = max(longest, len(b))
+		}
+	}
+	group := min(n, branchBatch)
+	pagesFor := func(t int) int { return (t + kv.PageTokens - 1) / kv.PageTokens }
+	own := pagesFor(prompt+longest) - prompt/kv.PageTokens
+	return prompt + group*longest, pagesFor(prompt) + group*own
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +166,31 @@ type Request struct {
 	CacheSalt string
 	// Sink receives the results.
 	Sink Sink
+	// Candidates are the request's further answers (OpenAI's n − 1;
+	// the request itself is candidate 0). The prompt is prefilled once;
+	// each candidate is then a Clone of the request's sequence (its pages
+	// shared by reference, copied on write) that samples with Params but
+	// its own Seed, decodes as a sequence of its own in the batch, and
+	// reports to its own Sink (docs/serving.md §5). Unused with
+	// PromptLogits or MaxTokens 0.
+	Candidates []Candidate
 }
+
+// Candidate is one further answer of a Request.
+type Candidate struct {
+	// Seed replaces the request's Params.Seed (CandidateSeed gives
+	// OpenAI's n its seeds).
+	Seed uint64
+	// Sink receives the candidate's results: Started when it is cloned
+	// from the prefilled prompt, its tokens, and Done.
+	Sink Sink
+}
+
+// CandidateSeed is the seed of candidate i of a request seeded with seed:
+// seed + i, wrapping (vLLM's rule for n > 1). Candidate 0 keeps the
+// request's seed, so it answers as the request with n = 1 does, and
+// candidate i as a request with n = 1 and seed + i.
+func CandidateSeed(seed uint64, i int) uint64 { return seed + uint64(i) }
 
 // Errors of Submit.
 var (
@@ -176,22 +201,41 @@ var (
 )
 
 // LimitError reports a request that can never run: its prompt plus its
-// maximum new tokens exceed the longest sequence or the KV pool.
+// maximum new tokens exceed the longest sequence or the KV pool, or its
+// candidates outnumber the sequences that may run at once.
 type LimitError struct {
-	// What is "context" (MaxModelLen) or "kv_pool" (KVPoolTokens).
+	// What is "context" (MaxModelLen), "kv_pool" (KVPoolTokens) or
+	// "max_num_seqs" (MaxNumSeqs, for Candidates).
 	What      string
 	Prompt    int
 	MaxTokens int
-	Limit     int
+	// N is the request's candidates, itself included (1 without
+	// Candidates).
+	N     int
+	Limit int
+	// Pages and PoolPages are, for "kv_pool", the KV pages the request
+	// reserves and the pool's pages (kv.PageTokens tokens each).
+	Pages, PoolPages int
 }
 
 func (e *LimitError) Error() string {
-	what := "the maximum context length"
-	if e.What == "kv_pool" {
-		what = "the KV pool (--kv-pool-tokens)"
+	n := max(e.N, 1)
+	switch {
+	case e.What == "kv_pool" && e.MaxTokens == 0 && e.Pages > 0:
+		return fmt.Sprintf("this request's scoring needs %d tokens of state in %d KV pages of %d tokens but the KV pool (--kv-pool-tokens %d) holds %d pages",
+			e.Prompt, e.Pages, kv.PageTokens, e.Limit, e.PoolPages)
+	case e.What == "max_num_seqs":
+		return fmt.Sprintf("this request asks for %d candidates, each a sequence of its own, but at most %d sequences run at once (--max-num-seqs)", n, e.Limit)
+	case e.What == "kv_pool":
+		if n > 1 {
+			return fmt.Sprintf("this request's %d candidates need %d KV pages of %d tokens (the prompt's %d tokens shared, and for each candidate its copy of the prompt's last page and %d tokens to generate) but the KV pool (--kv-pool-tokens %d) holds %d pages",
+				n, e.Pages, kv.PageTokens, e.Prompt, e.MaxTokens, e.Limit, e.PoolPages)
+		}
+		return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but the KV pool (--kv-pool-tokens) is %d tokens",
+			e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, e.Limit)
 	}
-	return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but %s is %d tokens",
-		e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, what, e.Limit)
+	return fmt.Sprintf("this request needs %d tokens (%d in the prompt + %d to generate) but the maximum context length is %d tokens",
+		e.Prompt+e.MaxTokens, e.Prompt, e.MaxTokens, e.Limit)
 }
 
 // InputError reports a malformed Request (a caller's bug, not a client's).
@@ -242,6 +286,8 @@ type Scheduler struct {
 	active        []*state // admitted, in admission order
 	reserved      int      // KV tokens reserved by active
 	reservedPages int      // KV pages reserved by active
+	seqs          int      // sequence slots held by active (candidates not yet cloned included)
+	leased        []*state // admitted Leases not yet released
 	closed        bool
 	wake          chan struct{}
 	steps         atomic.Int64
@@ -249,7 +295,8 @@ type Scheduler struct {
 
 	pool                                            *model.KVPool // every active sequence's pages and the cache's
 	costs                                           spec.Costs    // the loop's
-	cache                                           *prefix.Cache // the loop's; nil when off
+	cache                                           *prefix.Cache // the loop's (and reclaim's, under cacheMu); nil when off
+	cacheMu                                         sync.Mutex    // guards cache
 	specSteps, specDraft, specAccepted, specEmitted atomic.Int64
 	prefixQuery, prefixHit                          atomic.Int64
 	cachedTokens, cachedBlocks, cachedBytes         atomic.Int64 // mirrors of the cache for Stats
@@ -282,6 +329,33 @@ type state struct {
 	keys      []prefix.Key // chain keys of the blocks of the sequence seen so far
 	lookup    *spec.Lookup // nil without speculation
 	policy    *spec.Policy //
+	// What st holds of the scheduler's bounds, given back by finish: a
+	// request with candidates holds theirs until they are cloned.
+	resTokens, resPages, slots int
+	// forked: the request's candidates were cloned (or have ended);
+	// until then they end with it.
+	forked bool
+	// fam holds the reservation of the prompt a request's candidates
+	// share: it is given back when the last of them ends.
+	fam *family
+	// lease is set for a Lease waiting in the queue: admission reserves
+	// its pages and hands them to its holder; the loop never runs it.
+	lease *leaseSink
+}
+
+// family is the shared part of a forked request's reservation.
+type family struct{ tokens, pages, left int }
+
+// reservation is the KV tokens, KV pages and sequences a request needs:
+// its prompt plus MaxTokens, and for every further candidate MaxTokens
+// more tokens and the pages of its own. A candidate shares the prompt's
+// whole pages and holds its own copy of the prompt's last, partial page
+// (copy on write) and the pages of its output.
+func reservation(r *Request) (tokens, pages, slots int) {
+	n := 1 + len(r.Candidates)
+	one := pagesFor(len(r.Prompt) + r.MaxTokens)
+	shared := len(r.Prompt) / kv.PageTokens
+	return len(r.Prompt) + n*r.MaxTokens, one + (n-1)*(one-shared), n
 }
 
 // New returns a scheduler over m.
@@ -345,9 +419,13 @@ func New(m *model.Model, cfg Config) (*Scheduler, error) {
 	s.pool = m.NewKVPool(cfg.KVPoolTokens)
 	if !cfg.PrefixCache.Off {
 		s.cache = prefix.New()
-		// Only the loop's goroutine takes pages (Forward, Extend), and it
-		// owns the cache.
+		// The loop's goroutine takes pages (Forward) and so does a
+		// Lease's holder: the cache is reclaimed under cacheMu, which the
+		// loop holds around its own uses of the cache (none of which
+		// takes a page).
 		s.pool.SetReclaim(func() bool {
+			s.cacheMu.Lock()
+			defer s.cacheMu.Unlock()
 			ok := s.cache.Reclaim()
 			s.mirrorCache()
 			return ok
@@ -395,6 +473,13 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 		return &InputError{"MaxTokens 0 without PromptLogits asks for nothing"}
 	case r.Sink == nil:
 		return &InputError{"nil Sink"}
+	case len(r.Candidates) > 0 && (r.MaxTokens == 0 || r.PromptLogits):
+		return &InputError{"Candidates need MaxTokens > 0 and no PromptLogits"}
+	}
+	for i, c := range r.Candidates {
+		if c.Sink == nil {
+			return &InputError{fmt.Sprintf("candidate %d: nil Sink", i+1)}
+		}
 	}
 	for i, id := range r.Prompt {
 		if id < 0 || id >= s.vocab {
@@ -406,14 +491,19 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 			return &InputError{err.Error()}
 		}
 	}
-	need := len(r.Prompt) + r.MaxTokens
-	if need > s.cfg.MaxModelLen {
-		return &LimitError{What: "context", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Limit: s.cfg.MaxModelLen}
+	n := 1 + len(r.Candidates)
+	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
+		return &LimitError{What: "context", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.MaxModelLen}
 	}
-	if need > s.cfg.KVPoolTokens {
-		return &LimitError{What: "kv_pool", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Limit: s.cfg.KVPoolTokens}
+	if n > s.cfg.MaxNumSeqs {
+		return &LimitError{What: "max_num_seqs", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.MaxNumSeqs}
 	}
-	st := &state{req: r, ctx: ctx, next: -1, stops: make(map[int]bool, len(r.Params.StopIDs))}
+	st := &state{req: r, ctx: ctx, next: -1, stops: make(map[int]bool, len(r.Params.StopIDs)), forked: n == 1}
+	st.resTokens, st.resPages, st.slots = reservation(r)
+	if st.resTokens > s.cfg.KVPoolTokens || st.resPages > s.pool.Stats().Pages {
+		return &LimitError{What: "kv_pool", Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, N: n, Limit: s.cfg.KVPoolTokens,
+			Pages: st.resPages, PoolPages: s.pool.Stats().Pages}
+	}
 	for _, id := range r.Params.StopIDs {
 		st.stops[id] = true
 	}
@@ -422,7 +512,7 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 	case s.closed:
 		s.mu.Unlock()
 		return ErrClosed
-	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(need):
+	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(st):
 		s.mu.Unlock()
 		return ErrQueueFull
 	}
@@ -436,24 +526,26 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) error {
 	return nil
 }
 
-// admissibleNow reports whether a new request needing need tokens would be
-// admitted at the next step (the queue being empty): such a request is not
-// refused for a full queue, so MaxQueue 0 means "no waiting", not "nothing".
-func (s *Scheduler) admissibleNow(need int) bool {
-	return len(s.queue) == 0 && len(s.active) < s.cfg.MaxNumSeqs && s.fits(need)
+// admissibleNow reports whether st would be admitted at the next step (the
+// queue being empty): such a request is not refused for a full queue, so
+// MaxQueue 0 means "no waiting", not "nothing".
+func (s *Scheduler) admissibleNow(st *state) bool {
+	return len(s.queue) == 0 && s.fits(st)
 }
 
-// fits reports whether the pages of a request needing need tokens fit
-// beside the active requests' reservations. Called with s.mu held.
+// fits reports whether st's sequences and pages fit beside the active
+// requests' reservations. Called with s.mu held.
 //
 // Reserving pages makes running out impossible: a sequence's page table
 // never holds more than the pages of its reservation (it is limited to
 // that many tokens), the pages it shares are whole cached blocks it never
 // writes into (so it never needs a page for a copy on write: speculation
 // rewinds only past the blocks it registered), and every page no table
-// holds is a cached block the cache gives back on demand.
-func (s *Scheduler) fits(need int) bool {
-	return s.reservedPages+pagesFor(need) <= s.pool.Stats().Pages
+// holds is a cached block the cache gives back on demand. A candidate's
+// clone shares the request's pages; the pages it writes into, the
+// prompt's last one included, are its own and in its reservation.
+func (s *Scheduler) fits(st *state) bool {
+	return s.seqs+st.slots <= s.cfg.MaxNumSeqs && s.reservedPages+st.resPages <= s.pool.Stats().Pages
 }
 
 // pagesFor is the KV pages of n tokens.
@@ -484,7 +576,7 @@ func (s *Scheduler) cancel(st *state) {
 	}
 	st.phase = ended
 	s.mu.Unlock()
-	st.req.Sink.Done(FinishCancelled, nil)
+	s.done(st, FinishCancelled, nil)
 }
 
 // Close stops accepting requests: Submit returns ErrClosed from now on,
@@ -532,20 +624,28 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // Called with s.mu held.
 func (s *Scheduler) admit() []*state {
 	var admitted []*state
-	for len(s.queue) > 0 && len(s.active) < s.cfg.MaxNumSeqs {
+	for len(s.queue) > 0 {
 		st := s.queue[0]
 		need := len(st.req.Prompt) + st.req.MaxTokens
-		if !s.fits(need) {
+		if !s.fits(st) {
 			break // the head waits; admission stays FIFO
 		}
 		s.queue = s.queue[1:]
 		st.phase = running
+		if st.lease != nil {
+			s.reserved += st.resTokens
+			s.reservedPages += st.resPages
+			s.leased = append(s.leased, st)
+			close(st.lease.admitted)
+			continue
+		}
 		st.seq = s.pool.NewSequence()
 		// The sequence is limited to what the request reserved, so the
 		// engine itself refuses to grow it further.
 		_ = st.seq.SetMaxContext(need)
-		s.reserved += need
-		s.reservedPages += pagesFor(need)
+		s.reserved += st.resTokens
+		s.reservedPages += st.resPages
+		s.seqs += st.slots
 		s.active = append(s.active, st)
 		admitted = append(admitted, st)
 	}
@@ -558,6 +658,7 @@ func (s *Scheduler) admit() []*state {
 func (s *Scheduler) start(st *state) {
 	r := st.req
 	if s.cache != nil {
+		s.cacheMu.Lock()
 		if !r.PromptLogits {
 			// The last prompt token is always computed: its logits start
 			// the generation.
@@ -577,16 +678,66 @@ func (s *Scheduler) start(st *state) {
 			s.prefixHit.Add(int64(st.cached))
 		}
 		s.mirrorCache()
+		s.cacheMu.Unlock()
 	}
-	if !s.cfg.Speculation.Off && r.MaxTokens > 1 {
+	s.startSpec(st)
+	r.Sink.Started(st.cached)
+}
+
+// startSpec gives st prompt-lookup speculation over its prompt.
+func (s *Scheduler) startSpec(st *state) {
+	if r := st.req; !s.cfg.Speculation.Off && r.MaxTokens > 1 {
 		sp := s.cfg.Speculation
 		st.lookup, _ = spec.NewLookup(sp.LookupMin, sp.LookupMax)
 		st.lookup.Append(r.Prompt...)
 		st.policy = spec.NewPolicy(sp.Tokens, &s.costs)
 	}
-	r.Sink.Started(st.cached)
 }
 
+// fork clones the sequence of a request whose prompt a step just
+// prefilled into one sequence per further candidate, and returns their
+// work for the step: each samples from the prompt's last logits with its
+// own seed. Each candidate takes its share of the request's reservation.
+func (s *Scheduler) fork(w *work) []*work {
+	st := w.st
+	st.forked = true
+	r := st.req
+	var ws []*work
+	s.mu.Lock()
+	// The prompt's whole pages are held by every candidate until the
+	// last one ends; the rest of each reservation is a candidate's own.
+	fam := &family{tokens: len(r.Prompt), pages: len(r.Prompt) / kv.PageTokens, left: 1 + len(r.Candidates)}
+	st.fam = fam
+	st.resTokens -= fam.tokens
+	st.resPages -= fam.pages
+	for i, c := range r.Candidates {
+		cr := *r
+		cr.ID = fmt.Sprintf("%s/%d", r.ID, i+1)
+		cr.Params.Seed, cr.Sink, cr.Candidates = c.Seed, c.Sink, nil
+		ct := &state{req: &cr, ctx: st.ctx, phase: running, next: -1, stops: st.stops, forked: true, cached: st.cached,
+			keys: append([]prefix.Key(nil), st.keys...), fam: fam}
+		ct.resTokens, ct.resPages, ct.slots = reservation(&cr)
+		ct.resTokens -= fam.tokens
+		ct.resPages -= fam.pages
+		st.resTokens -= ct.resTokens
+		st.resPages -= ct.resPages
+		st.slots--
+		ct.seq = st.seq.Clone()
+		s.used.Add(int64(ct.seq.Len()))
+		s.startSpec(ct)
+		s.active = append(s.active, ct)
+		// The logits are each sink's to keep.
+		ws = append(ws, &work{st: ct, mode: w.mode, sample: true, logits: append([]float32(nil), w.logits...), l0: ct.seq.Len()})
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.st.req.Sink.Started(w.st.cached)
+	}
+	return ws
+}
+
+// mirrorCache copies the cache's figures for Stats; called with cacheMu
+// held (or before Run).
 func (s *Scheduler) mirrorCache() {
 	s.cachedTokens.Store(int64(s.cache.Tokens()))
 	s.cachedBlocks.Store(int64(s.cache.Blocks()))
@@ -597,7 +748,10 @@ func (s *Scheduler) mirrorCache() {
 func (s *Scheduler) abortAll() {
 	s.mu.Lock()
 	all := append(s.queue, s.active...)
-	s.queue, s.active, s.reserved, s.reservedPages = nil, nil, 0, 0
+	for _, st := range s.leased {
+		st.phase = ended
+	}
+	s.queue, s.active, s.reserved, s.reservedPages, s.seqs, s.leased = nil, nil, 0, 0, 0, nil
 	for _, st := range all {
 		st.phase = ended
 	}
@@ -605,7 +759,19 @@ func (s *Scheduler) abortAll() {
 	s.mu.Unlock()
 	for _, st := range all {
 		s.release(st)
-		st.req.Sink.Done(FinishCancelled, nil)
+		s.done(st, FinishCancelled, nil)
+	}
+}
+
+// done tells st's Sink, and those of its candidates not yet cloned, that
+// it ended.
+func (s *Scheduler) done(st *state, reason FinishReason, err error) {
+	st.req.Sink.Done(reason, err)
+	if !st.forked {
+		st.forked = true
+		for _, c := range st.req.Candidates {
+			c.Sink.Done(reason, err)
+		}
 	}
 }
 
@@ -618,8 +784,15 @@ func (s *Scheduler) finish(st *state, reason FinishReason, err error) {
 			break
 		}
 	}
-	s.reserved -= len(st.req.Prompt) + st.req.MaxTokens
-	s.reservedPages -= pagesFor(len(st.req.Prompt) + st.req.MaxTokens)
+	s.reserved -= st.resTokens
+	s.reservedPages -= st.resPages
+	s.seqs -= st.slots
+	if f := st.fam; f != nil {
+		if f.left--; f.left == 0 {
+			s.reserved -= f.tokens
+			s.reservedPages -= f.pages
+		}
+	}
 	st.phase = ended
 	s.used.Add(-int64(st.seq.Len()))
 	s.mu.Unlock()
@@ -627,7 +800,7 @@ func (s *Scheduler) finish(st *state, reason FinishReason, err error) {
 	if err != nil {
 		s.log.Debug("request failed", "id", st.req.ID, "err", err)
 	}
-	st.req.Sink.Done(reason, err)
+	s.done(st, reason, err)
 }
 
 func (s *Scheduler) release(st *state) {
@@ -787,6 +960,10 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 			w.logits = out[i][(n-1)*s.vocab:]
 		}
 	}
+	if pre != nil && pre.sample && !pre.st.forked {
+		// The prompt is prefilled: the candidates start from it.
+		ws = append(ws, s.fork(pre)...)
+	}
 	s.sampleAll(ws)
 	for i, w := range ws {
 		st := w.st
@@ -919,7 +1096,10 @@ func (s *Scheduler) feedLast(st *state) error {
 		L+1 != len(st.req.Prompt)+len(st.output) || len(st.keys) != b {
 		return nil
 	}
-	if s.cache.Has(s.blockKey(st, b)) {
+	s.cacheMu.Lock()
+	has := s.cache.Has(s.blockKey(st, b))
+	s.cacheMu.Unlock()
+	if has {
 		return nil
 	}
 	// The token's position is the last of a page the sequence already
@@ -961,6 +1141,8 @@ func (s *Scheduler) register(st *state, upTo int) {
 	if s.cache == nil {
 		return
 	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
 	B := prefix.BlockSize
 	for b := len(st.keys); (b+1)*B <= upTo; b++ {
 		key := s.blockKey(st, b)
@@ -1037,4 +1219,93 @@ func (s *Scheduler) LoadCache(path string, h prefix.Header) (int, error) {
 	n, err := s.cache.Load(path, h, s.pool, s.cfg.KVPoolTokens)
 	s.mirrorCache()
 	return n, err
+}
+
+// Lease is pages of the scheduler's KV pool reserved for work that runs
+// beside the loop on the same model, such as a closed-schema answer's
+// branches (engine/api): its sequences take their pages from the pool, so
+// that --kv-pool-tokens bounds them and Stats (/metrics) counts them, and
+// the reservation keeps them from ever starving an admitted request.
+type Lease struct {
+	s    *Scheduler
+	st   *state
+	seqs []*model.Sequence
+}
+
+// leaseSink is a waiting Lease's end of the queue.
+type leaseSink struct {
+	admitted chan struct{} // closed when the pages are reserved
+	ended    chan struct{} // closed when it left the queue unadmitted
+}
+
+func (*leaseSink) Started(int)                         {}
+func (*leaseSink) PromptLogits(int, []float32)         {}
+func (*leaseSink) Token(int, []float32, bool) bool     { return true }
+func (l *leaseSink) Done(reason FinishReason, _ error) { close(l.ended) }
+
+// Lease reserves pages of the KV pool (kv.PageTokens tokens each) for
+// sequences of at most tokens tokens in all, waiting in the queue with the
+// requests, first in first out, until they fit. The holder makes its
+// sequences with NewSequence (clones of them share the pool) and must
+// call Release. Errors: *LimitError ("kv_pool") for more pages than the
+// pool holds, ErrQueueFull, ErrClosed, and ctx's error if it ends first.
+func (s *Scheduler) Lease(ctx context.Context, tokens, pages int) (*Lease, error) {
+	if pages > s.pool.Stats().Pages {
+		return nil, &LimitError{What: "kv_pool", Prompt: tokens, N: 1, Limit: s.cfg.KVPoolTokens, Pages: pages, PoolPages: s.pool.Stats().Pages}
+	}
+	ls := &leaseSink{admitted: make(chan struct{}), ended: make(chan struct{})}
+	st := &state{req: &Request{ID: "lease", Sink: ls}, ctx: ctx, next: -1, forked: true, resTokens: tokens, resPages: pages, lease: ls}
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case len(s.queue) >= s.cfg.MaxQueue && !s.admissibleNow(st):
+		s.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	s.queue = append(s.queue, st)
+	st.stopAfter = context.AfterFunc(ctx, func() { s.cancel(st) })
+	s.mu.Unlock()
+	s.signal()
+	select {
+	case <-ls.admitted:
+		return &Lease{s: s, st: st}, nil
+	case <-ls.ended:
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, ErrClosed
+	}
+}
+
+// NewSequence returns an empty sequence whose pages come from the pool,
+// limited to the lease's tokens; Release frees it.
+func (l *Lease) NewSequence() *model.Sequence {
+	seq := l.s.pool.NewSequence()
+	_ = seq.SetMaxContext(min(l.st.resTokens, l.s.m.MaxContext()))
+	l.seqs = append(l.seqs, seq)
+	return seq
+}
+
+// Release frees the lease's sequences and gives its reservation back.
+// Clones of them must have been freed (Sequence.Free) first.
+func (l *Lease) Release() {
+	for _, seq := range l.seqs {
+		seq.Free()
+	}
+	l.seqs = nil
+	s := l.s
+	s.mu.Lock()
+	// After abortAll zeroed the reservations (phase ended), nothing is
+	// given back.
+	if l.st.phase == running {
+		s.reserved -= l.st.resTokens
+		s.reservedPages -= l.st.resPages
+		s.leased = slices.DeleteFunc(s.leased, func(x *state) bool { return x == l.st })
+	}
+	l.st.phase = ended
+	s.mu.Unlock()
+	l.st.stopAfter()
+	s.signal()
 }
