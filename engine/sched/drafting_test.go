@@ -102,6 +102,28 @@ func TestDrafterExact(t *testing.T) {
 			}
 		})
 	}
+	// Candidates (n = 3, seeded) cloned from one prompt draft each on
+	// their own: each answer is the plain one with its seed.
+	t.Run("candidates", func(t *testing.T) {
+		p := params[1]
+		recs := []*recorder{newRecorder(), newRecorder(), newRecorder()}
+		r := &Request{Prompt: ps[3].InputIDs, MaxTokens: 30, Params: p, Sink: recs[0]}
+		for i := 1; i < 3; i++ {
+			r.Candidates = append(r.Candidates, Candidate{Seed: p.Seed + uint64(i), Sink: recs[i]})
+		}
+		if err := fixed.Submit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		for i, rec := range recs {
+			rec.wait(t)
+			q := p
+			q.Seed += uint64(i)
+			want := runOne(t, plain, &Request{Prompt: ps[3].InputIDs, MaxTokens: 30, Params: q})
+			if !slices.Equal(rec.tokens, want.tokens) {
+				t.Errorf("candidate %d: drafted %v\nplain %v", i, rec.tokens, want.tokens)
+			}
+		}
+	})
 	if st := fixed.Stats(); st.DraftSteps == 0 || st.DraftAccepted == 0 {
 		t.Errorf("depth 5: the drafter did not run: %+v", st)
 	} else {
