@@ -22,9 +22,18 @@ type drafting struct {
 
 	calMu sync.Mutex
 	// Per block row: the confidence head's predicted survival summed
-	// over the rows verified, and the rows that survived.
-	calPred, calKept [draft.MaxBlockSize]float64
+	// over the rows verified, the rows verified (reached: every draft
+	// before them survived) and the rows that survived.
+	calPred, calReached, calKept [draft.MaxBlockSize]float64
+	// skipped counts passes the pre-pass decision left out; every
+	// probeEvery-th runs anyway, so that the acceptance it decides by
+	// stays measured.
+	skipped int
 }
+
+// probeEvery is how often a pass that the pre-pass decision would skip
+// runs anyway.
+const probeEvery = 64
 
 func (s *Scheduler) initDrafting() {
 	if s.cfg.Drafter == nil {
@@ -64,7 +73,7 @@ func (s *Scheduler) calibrated(i int, c float32) float64 {
 // off at this width, nothing is drafted.
 func (s *Scheduler) draftFor(cands []*work, decodes int, ws []*work) (sec float64, ran bool) {
 	fixed := s.cfg.DraftDepth
-	if fixed == 0 && !s.dGuard.Allow(decodes) {
+	if fixed == 0 && (!s.dGuard.Allow(decodes) || !s.passMayPay(len(cands), decodes, ws)) {
 		return 0, false
 	}
 	seqs := make([]*model.Sequence, len(cands))
@@ -135,6 +144,7 @@ func (s *Scheduler) draftVerified(w *work, accepted int) {
 	s.calMu.Lock()
 	for i := 0; i < len(w.draft) && i <= accepted; i++ {
 		s.calPred[i] += w.conf[i]
+		s.calReached[i]++
 		if i < accepted {
 			s.calKept[i]++
 		}
@@ -159,4 +169,50 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 	} else {
 		s.dGuard.Plain(n, tokens, sec)
 	}
+}
+
+// passMayPay decides, before the drafter runs, whether some depth can pay
+// for its pass (docs/drafting.md §4): with r_i each block row's survival
+// rate so far (kept over reached, from a prior of one half, and no less
+// than 0.8 before a row was verified eight times, so that a new drafter is
+// tried), n of the step's decodes drafting k rows each expect
+// n·(1 + r_0 + r_0·r_1 + …) tokens for the step's time at n·k more rows
+// plus the pass's (the cost table's DraftCost), against a plain step. A
+// pass that no depth pays for is skipped, but for one in probeEvery.
+func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
+	pass := s.dTable.DraftCost(n)
+	if s.dTable.Cost(decodes, decodes) <= 0 || pass <= 0 {
+		return true // nothing measured: try
+	}
+	other := 0
+	for _, w := range ws {
+		if w.draft != nil {
+			other += len(w.draft)
+		}
+	}
+	s.calMu.Lock()
+	B := s.cfg.Drafter.Config.BlockSize
+	r := make([]float64, B)
+	for i := range r {
+		r[i] = (s.calKept[i] + 1) / (s.calReached[i] + 2)
+		if s.calReached[i] < 8 {
+			r[i] = max(r[i], 0.8)
+		}
+	}
+	s.calMu.Unlock()
+	plainRate := float64(decodes) / s.dTable.Cost(decodes, decodes+other)
+	gain, q := 0.0, 1.0
+	for k := 1; k <= B; k++ {
+		q *= r[k-1]
+		gain += q
+		tokens := float64(decodes) + float64(n)*gain
+		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > plainRate {
+			return true
+		}
+	}
+	s.calMu.Lock()
+	s.skipped++
+	probe := s.skipped%probeEvery == 0
+	s.calMu.Unlock()
+	return probe
 }

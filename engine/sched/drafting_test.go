@@ -10,6 +10,7 @@ import (
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/spec"
 )
 
 const tinyDrafter = "../../testdata/tiny-lfm2-moe-dspark/model"
@@ -138,5 +139,56 @@ func TestDrafterExact(t *testing.T) {
 		st.DraftPasses, st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps), st.DraftGuard)
 	if st.KVUsedTokens != 0 || st.KVReservedTokens != 0 {
 		t.Errorf("state left behind: %+v", st)
+	}
+}
+
+// TestPassMayPay: the decision before a pass, against cases worked by
+// hand. One sequence, block 4; a plain step costs 1 s, each verified row
+// 0.5 s more. A new drafter (no row verified) is taken to keep 0.8 of its
+// drafts: with a 0.5 s pass, depth 4 expects 1 + 0.8 + 0.64 + 0.512 +
+// 0.41 = 3.36 tokens in 3.5 s, under the plain 1 per second: skipped; with
+// a 0.1 s pass, depth 1 expects 1.8 in 1.6 s: run. A drafter whose rows
+// were kept 9 times in 10 is run at a 0.5 s pass (depth 2: 2.71 tokens in
+// 2.5 s); one whose rows were never kept is skipped but for one pass in
+// probeEvery.
+func TestPassMayPay(t *testing.T) {
+	newSched := func(pass float64, kept, reached float64) *Scheduler {
+		s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 4}}}}
+		s.dTable = spec.NewTable()
+		for rows := 1; rows <= 5; rows++ {
+			s.dTable.Observe(1, rows, 1+0.5*float64(rows-1))
+		}
+		s.dTable.ObserveDraft(1, pass)
+		for i := range 4 {
+			s.calKept[i], s.calReached[i] = kept, reached
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name          string
+		pass          float64
+		kept, reached float64
+		want          bool
+	}{
+		{"new drafter, costly pass", 0.5, 0, 0, false},
+		{"new drafter, cheap pass", 0.1, 0, 0, true},
+		{"good drafter", 0.5, 9, 10, true},
+		{"useless drafter, cheap pass", 0.1, 0, 100, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := newSched(c.pass, c.kept, c.reached).passMayPay(1, 1, nil); got != c.want {
+				t.Errorf("passMayPay = %v, want %v", got, c.want)
+			}
+		})
+	}
+	s := newSched(0.1, 0, 100)
+	runs := 0
+	for range 4 * probeEvery {
+		if s.passMayPay(1, 1, nil) {
+			runs++
+		}
+	}
+	if runs != 4 {
+		t.Errorf("%d of %d skipped passes probed, want 4", runs, 4*probeEvery)
 	}
 }

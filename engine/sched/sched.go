@@ -894,8 +894,11 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 		}
 	}
 	decodes := len(ws)
+	// A step that carries a prefill chunk does not draft: its time is the
+	// chunk's, which neither the cost table nor the guard can weigh a
+	// pass against.
 	draftSec, drafterRan := 0.0, false
-	if len(cands) > 0 {
+	if len(cands) > 0 && (pre == nil || s.cfg.DraftDepth > 0) {
 		draftSec, drafterRan = s.draftFor(cands, decodes, ws)
 	}
 	if pre != nil {
