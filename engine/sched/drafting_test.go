@@ -146,11 +146,11 @@ func TestDrafterExact(t *testing.T) {
 // hand. One sequence, block 4; a plain step costs 1 s, each verified row
 // 0.5 s more. A new drafter (no row verified) is taken to keep 0.8 of its
 // drafts: with a 0.5 s pass, depth 4 expects 1 + 0.8 + 0.64 + 0.512 +
-// 0.41 = 3.36 tokens in 3.5 s, under the plain 1 per second: skipped; with
-// a 0.1 s pass, depth 1 expects 1.8 in 1.6 s: run. A drafter whose rows
-// were kept 9 times in 10 is run at a 0.5 s pass (depth 2: 2.71 tokens in
-// 2.5 s); one whose rows were never kept is skipped but for one pass in
-// probeEvery.
+// 0.41 = 3.36 tokens in 3.5 s, and no depth reaches the plain 1 per
+// second: skipped; with a 0.1 s pass, depth 1 expects 1.8 in 1.6 s: run.
+// A drafter whose rows were kept 9 times in 10 (a rate of 10/12 with the
+// prior) is run at a 0.5 s pass (depth 2: 2.53 tokens in 2.5 s); one whose
+// rows were never kept is skipped but for one pass in probeEvery.
 func TestPassMayPay(t *testing.T) {
 	newSched := func(pass float64, kept, reached float64) *Scheduler {
 		s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 4}}}}
