@@ -3,17 +3,16 @@ package spec
 import (
 	"math"
 	"slices"
-	"sort"
 	"sync"
 )
 
 // Table is a drafter's verify cost table (docs/drafting.md §4): the time
 // of a step of n sequences carrying rows token rows in all (n plain
 // decodes are n rows; a verify of k drafts adds k), and of the drafter's
-// pass over n sequences. Each cell keeps its last costWindow times and
-// answers their median. A cell not measured is interpolated along rows
-// from the cells of the nearest measured width, or guessed (a tenth more
-// per row) before anything is measured. It is safe for concurrent use.
+// pass over n sequences. Each cell keeps its last costWindow times, and
+// their median stands for it; Cost reads a width's cells as a line over
+// rows per sequence, and scales the nearest measured width's line to
+// another. It is safe for concurrent use.
 type Table struct {
 	mu    sync.Mutex
 	steps map[[2]int][]float64 // (n, rows) → recent seconds
@@ -54,32 +53,29 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 }
 
 // Cost returns the expected seconds of a step of n sequences and rows
-// rows, or 0 when nothing of any width is measured.
+// rows, or 0 when nothing of any width is measured. It reads the cells of
+// the measured width nearest n as a line over rows per sequence (least
+// squares, its slope no less than 0): a step's cost whatever its rows,
+// chiefly reading the weights, and a row's arithmetic. On a shared
+// machine one cell can be off by 2× and more, and a depth rule that
+// followed single cells would follow the noise. The line's value at this
+// step's rows per sequence is scaled by n over that width.
 func (t *Table) Cost(n, rows int) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s, ok := t.steps[[2]int{n, rows}]; ok {
-		return median(s)
-	}
 	w := t.nearestWidth(n)
 	if w == 0 {
 		return 0
 	}
-	// The cells of width w, by rows per sequence, interpolated at this
-	// step's rows per sequence and scaled by n/w: a step's work grows with
-	// its rows, and a width not measured costs about the same per row as
-	// its neighbour.
-	var xs []float64
-	var ys []float64
+	var xs, ys []float64
 	for k, s := range t.steps {
 		if k[0] == w {
 			xs = append(xs, float64(k[1])/float64(w))
 			ys = append(ys, median(s))
 		}
 	}
-	sortPairs(xs, ys)
 	x := float64(rows) / float64(n)
-	return interpolate(xs, ys, x) * float64(n) / float64(w)
+	return line(xs, ys, x) * float64(n) / float64(w)
 }
 
 // DraftCost returns the expected seconds of the drafter's pass over n
@@ -120,37 +116,28 @@ func (t *Table) nearestWidth(n int) int {
 	return bw
 }
 
-func sortPairs(xs, ys []float64) {
-	idx := make([]int, len(xs))
-	for i := range idx {
-		idx[i] = i
+// line is the least-squares line through (xs, ys) at x, its slope no
+// less than 0 (a step never gets cheaper with more rows); with one point
+// (or all at one x), the unmeasured guess's shape (a tenth more per row
+// per sequence) through their mean.
+func line(xs, ys []float64, x float64) float64 {
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i]
+		my += ys[i]
 	}
-	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
-	x2, y2 := slices.Clone(xs), slices.Clone(ys)
-	for i, j := range idx {
-		xs[i], ys[i] = x2[j], y2[j]
+	n := float64(len(xs))
+	mx, my = mx/n, my/n
+	var sxx, sxy float64
+	for i := range xs {
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+		sxy += (xs[i] - mx) * (ys[i] - my)
 	}
-}
-
-// interpolate is the piecewise linear function through (xs, ys), sorted
-// by x, extended by its end segments.
-func interpolate(xs, ys []float64, x float64) float64 {
-	if len(xs) == 1 {
-		// One point: the unmeasured guess's shape (a tenth more per row
-		// per sequence) through it.
-		return ys[0] * (1 + 0.1*(x-1)) / (1 + 0.1*(xs[0]-1))
+	if sxx == 0 {
+		return my * (1 + 0.1*(x-1)) / (1 + 0.1*(mx-1))
 	}
-	i := sort.SearchFloat64s(xs, x)
-	switch {
-	case i < len(xs) && xs[i] == x:
-		return ys[i]
-	case i == 0:
-		i = 1
-	case i == len(xs):
-		i = len(xs) - 1
-	}
-	x0, x1, y0, y1 := xs[i-1], xs[i], ys[i-1], ys[i]
-	return y0 + (y1-y0)*(x-x0)/(x1-x0)
+	b := max(sxy/sxx, 0)
+	return max(my+b*(x-mx), 1e-9)
 }
 
 // Cell is one measured cell of a Table, as a cost file keeps it.

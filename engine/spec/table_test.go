@@ -95,8 +95,10 @@ func TestChooseOptimal(t *testing.T) {
 	}
 }
 
-// TestTableCost: measured cells answer their medians; others are
-// interpolated along rows per sequence and scaled to the width.
+// TestTableCost: a width's cells, each the median of its times, read as
+// the least-squares line over rows per sequence, scaled to another width;
+// a width with one cell takes the guess's shape through it; cells off
+// their line (a shared machine's noise) do not move the answer alone.
 func TestTableCost(t *testing.T) {
 	tb := NewTable()
 	if tb.Cost(1, 1) != 0 || tb.DraftCost(1) != 0 {
@@ -108,15 +110,19 @@ func TestTableCost(t *testing.T) {
 	tb.Observe(1, 5, 6)
 	tb.Observe(4, 4, 4)
 	tb.ObserveDraft(4, 0.8)
+	for rows, sec := range map[int]float64{16: 1, 32: 3, 48: 2} {
+		tb.Observe(16, rows, sec) // 1, 3, 2 s at 1, 2, 3 rows each: the line 1 + 0.5·k
+	}
 	for _, c := range []struct {
 		n, rows int
 		want    float64
 	}{
-		{1, 1, 2},             // measured: the median
+		{1, 1, 2},             // the median, on the line through (1, 2) and (5, 6)
 		{1, 3, 4},             // halfway between 1 row (2) and 5 rows (6)
 		{1, 7, 8},             // the last segment extended
 		{2, 2, 4 * 2.0 / 4},   // widths 1 and 4 are both 2× from 2: the wider's cell, scaled by 2/4
 		{4, 8, 4 * (1 + 0.1)}, // width 4 has one cell: the guess's shape (a tenth more per row) through it
+		{16, 32, 2},           // the line, not the noisy cell's 3
 	} {
 		if got := tb.Cost(c.n, c.rows); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("Cost(%d, %d) = %v, want %v", c.n, c.rows, got, c.want)
