@@ -59,7 +59,9 @@ func TestDrafted(t *testing.T) {
 				if !slices.Equal(got.Tokens, want.Tokens) || got.Stopped != want.Stopped || text != wantText || got.ContextFilled != want.ContextFilled {
 					t.Errorf("drafted %v %v %q\nplain %v %v %q", got.Tokens, got.Stopped, text, want.Tokens, want.Stopped, wantText)
 				}
-				if got.Draft == nil || got.Draft.Passes == 0 || (depth > 0 && c.max > 1 && got.Draft.Steps == 0) {
+				// Scheduled (depth 0), the drafter may not run at all: on
+				// the tiny model its pass costs more than any depth keeps.
+				if got.Draft == nil || (depth > 0 && (got.Draft.Passes == 0 || c.max > 1 && got.Draft.Steps == 0)) {
 					t.Errorf("drafter stats %+v", got.Draft)
 				}
 			})

@@ -125,18 +125,18 @@ func TestDrafterExact(t *testing.T) {
 			}
 		}
 	})
-	if st := fixed.Stats(); st.DraftSteps == 0 || st.DraftAccepted == 0 {
+	if st := fixed.Stats(); st.DraftSteps == 0 || st.DraftAccepted == 0 || st.DraftEmitted <= st.DraftSteps {
 		t.Errorf("depth 5: the drafter did not run: %+v", st)
 	} else {
 		t.Logf("depth 5: verify steps %d, drafts %d, kept %d, emitted %d (%.2f tokens/verify step)",
 			st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps))
 	}
+	// Scheduled, on this model (bound by arithmetic) the pass rarely pays
+	// and the scheduler may draft little or nothing: its replies are what
+	// is checked above; the depth-5 server shows the verification at work.
 	st := drafted.Stats()
-	if st.DraftSteps == 0 || st.DraftAccepted == 0 || st.DraftEmitted <= st.DraftSteps {
-		t.Errorf("the drafter did not run or never paid: %+v", st)
-	}
-	t.Logf("drafter passes %d, verify steps %d, drafts %d, kept %d, emitted %d (%.2f tokens/verify step); guard %+v",
-		st.DraftPasses, st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps), st.DraftGuard)
+	t.Logf("scheduled: drafter passes %d, verify steps %d, drafts %d, kept %d, emitted %d; guard %+v",
+		st.DraftPasses, st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, st.DraftGuard)
 	if st.KVUsedTokens != 0 || st.KVReservedTokens != 0 {
 		t.Errorf("state left behind: %+v", st)
 	}
