@@ -1,0 +1,466 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/draft/drafttest"
+	"github.com/lfmq/lfmq/engine/model"
+	"github.com/lfmq/lfmq/engine/model/load"
+	"github.com/lfmq/lfmq/engine/model/synth"
+	"github.com/lfmq/lfmq/engine/sample"
+	"github.com/lfmq/lfmq/engine/spec"
+)
+
+// The drafter's speed at real shapes (docs/drafting-speed.md):
+//
+//	go test -run '^$' -bench DraftedDecode -benchtime 1x -timeout 60m ./engine/sched
+//
+// For each of three synthetic targets (synth: all 16 layers of dense
+// LFM2-1.2B; LFM2-8B-A1B's and LFM2-24B-A2B's layer shapes in the 4-layer
+// arrangement of synth.RealShape, or draftLayersEnv layers), BF16, with a
+// synthetic DSpark drafter of the released size (drafttest.Released: 5
+// layers, hidden 2048, block 9, Markov rank 256, 295.7 M parameters), it
+// measures the verify cost table (spec.Table: steps of 1 and 16
+// sequences of 1 to 10 rows each, and the drafter's pass over 1 and 16
+// sequences), then decodes 1 and 16 greedy requests with the drafter
+// scheduled (Config.Drafter, DraftDepth 0: spec.Choose's depths and the
+// guard) and plain, interleaved, and reports decode tokens/s of each and
+// their ratio.
+//
+// The drafter's weights are random, so what it drafts never survives. The
+// benchmark's draftHooks replace each pass's drafts (after the pass ran
+// and was paid for) by the target's own greedy continuation, known from
+// the plain run, for a geometric number of rows: row i survives, given
+// that the rows before it did, with probability acceptRate, chosen so
+// that a verify of the whole block of 9 emits publishedTokensPerStep
+// tokens on average; the first row that does not survive gets another
+// token. The confidence logits are set to logit(acceptRate), so that the
+// depth rule sees the true acceptance. What is measured is then what the
+// engine costs and what the scheduler chooses at a published acceptance,
+// not a trained drafter's acceptance.
+
+// Environment of BenchmarkDraftedDecode.
+const (
+	// draftLayersEnv sets the MoE targets' layer count (default 4, the
+	// layers of synth.RealShape; more layers repeat its pattern).
+	draftLayersEnv = "LFMQ_BENCH_DRAFT_MOE_LAYERS"
+	// draftTokensEnv sets the tokens each request generates (default 96).
+	draftTokensEnv = "LFMQ_BENCH_DRAFT_TOKENS"
+	// synthDirEnv keeps the synthetic checkpoints between runs, as the
+	// engine's benchmarks do (engine/model/bench_test.go).
+	synthDirEnv = "LFMQ_BENCH_SYNTH_DIR"
+)
+
+// publishedTokensPerStep is LiquidAI's published mean for
+// LFM2.5-1.2B-Instruct-DSpark: 4.81 tokens per verify step of its block of
+// 9 (the ceiling is 10) in SGLang; the MoE drafters' cards give speed-ups
+// but no tokens per step, so the same acceptance stands for all three
+// shapes here.
+const publishedTokensPerStep = 4.81
+
+// acceptRate is the per-row survival rate a of a geometric acceptance
+// whose full-block verify emits publishedTokensPerStep tokens:
+// 1 + a + a² + … + a^9 = publishedTokensPerStep.
+var acceptRate = func() float64 {
+	lo, hi := 0.0, 1.0
+	for range 60 {
+		a := (lo + hi) / 2
+		if (1-math.Pow(a, 10))/(1-a) < publishedTokensPerStep {
+			lo = a
+		} else {
+			hi = a
+		}
+	}
+	return (lo + hi) / 2
+}()
+
+// draftShape is one target of the benchmark.
+type draftShape struct {
+	name  string
+	shape func() (synth.Shape, error)
+}
+
+func draftShapes(b *testing.B) []draftShape {
+	moeLayers := 4
+	if v := os.Getenv(draftLayersEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 64 {
+			b.Fatalf("%s=%q: want a layer count in [2, 64]", draftLayersEnv, v)
+		}
+		moeLayers = n
+	}
+	moe := func(s synth.Shape) synth.Shape {
+		base := s.LayerTypes
+		s.LayerTypes = make([]string, moeLayers)
+		for i := range s.LayerTypes {
+			s.LayerTypes[i] = base[i%len(base)]
+		}
+		return s
+	}
+	return []draftShape{
+		// tiny: synth.TinyShape, a check of the benchmark itself in seconds.
+		{"tiny", func() (synth.Shape, error) { return synth.TinyShape(), nil }},
+		{"dense-1.2b", func() (synth.Shape, error) { return synth.DenseShape("LFM2-1.2B") }},
+		{fmt.Sprintf("8b-a1b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.RealShape()), nil }},
+		{fmt.Sprintf("24b-a2b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.A2BShape()), nil }},
+	}
+}
+
+// draftBenchTokens is the tokens each request generates.
+func draftBenchTokens(b *testing.B) int {
+	v := os.Getenv(draftTokensEnv)
+	if v == "" {
+		return 96
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 8 {
+		b.Fatalf("%s=%q: want at least 8 tokens", draftTokensEnv, v)
+	}
+	return n
+}
+
+// BenchmarkDraftedDecode: see the comment above.
+func BenchmarkDraftedDecode(b *testing.B) {
+	tokens := draftBenchTokens(b)
+	for _, ds := range draftShapes(b) {
+		b.Run(ds.name, func(b *testing.B) {
+			targetDir, drafterDir := writeDraftBench(b, ds)
+			const maxContext = 1024
+			plain, err := load.Load(targetDir, load.Options{MaxContext: maxContext})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer plain.Close()
+			m, err := load.Load(targetDir, load.Options{MaxContext: maxContext})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			d, err := draft.Load(drafterDir, m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			table := measureDraftCosts(b, m, d)
+			b.Logf("verify cost table (seconds; rows 0: the drafter's pass), %d threads, acceptance per row %.4f (%.2f tokens per full verify):\n%s",
+				m.Pool().Threads(), acceptRate, publishedTokensPerStep, formatCells(table.Cells()))
+			for _, width := range []int{1, 16} {
+				b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+					runDraftBench(b, plain, m, d, table, width, tokens)
+				})
+			}
+		})
+	}
+}
+
+// writeDraftBench writes the BF16 target of ds and a released-size
+// drafter for it, under synthDirEnv (kept) or a temporary directory,
+// unless they are there already.
+func writeDraftBench(b *testing.B, ds draftShape) (target, drafter string) {
+	root := os.Getenv(synthDirEnv)
+	if root == "" {
+		root = b.TempDir()
+	}
+	target = filepath.Join(root, "draftbench-"+ds.name+"-bf16")
+	drafter = filepath.Join(root, "draftbench-"+ds.name+"-dspark")
+	if _, err := os.Stat(filepath.Join(drafter, "model.safetensors")); err == nil {
+		return target, drafter
+	}
+	shape, err := ds.shape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	res, err := synth.Write(context.Background(), target, synth.Options{Shape: shape, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t1 := time.Now()
+	s := drafttest.Released(res.Config)
+	n, err := drafttest.Write(drafter, s, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s: target %.2f GB written in %v; drafter %d parameters (%.0f MB), taps %v, written in %v",
+		ds.name, float64(res.Bytes)/1e9, t1.Sub(t0).Round(time.Second), s.Params(), float64(n)/1e6, s.Taps, time.Since(t1).Round(time.Second))
+	return target, drafter
+}
+
+// randomPrompts returns n prompts of length tokens each, seeded.
+func randomPrompts(vocab, n, length int, seed uint64) [][]int {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := make([][]int, n)
+	for i := range out {
+		out[i] = make([]int, length)
+		for j := range out[i] {
+			out[i][j] = rng.IntN(vocab)
+		}
+	}
+	return out
+}
+
+// measureDraftCosts measures m's verify cost table as the scheduler keys
+// it: steps of n sequences (1 and 16, after a 32-token prompt each) with
+// k rows each (k = 1 to 10: the pending token and up to 9 drafts), all
+// rows' logits from k = 2 on as a verify asks, and the drafter's pass
+// over n sequences. Each cell is the median of its repetitions.
+func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) *spec.Table {
+	t := spec.NewTable()
+	ctx := context.Background()
+	for _, n := range []int{1, 16} {
+		reps := 3
+		if n > 1 {
+			reps = 2
+		}
+		base := make([]*model.Sequence, n)
+		prompts := randomPrompts(m.Config.VocabSize, n, 32, 11)
+		for i := range base {
+			base[i] = m.NewSequence()
+		}
+		if _, err := m.Forward(ctx, base, prompts, model.ForwardOptions{Logits: model.NoLogits}); err != nil {
+			b.Fatal(err)
+		}
+		pending := make([]int, n)
+		for range reps {
+			t0 := time.Now()
+			if _, err := d.Propose(base, pending, false); err != nil {
+				b.Fatal(err)
+			}
+			t.ObserveDraft(n, time.Since(t0).Seconds())
+		}
+		rng := rand.New(rand.NewPCG(12, uint64(n)))
+		for k := 1; k <= draft.MaxBlockSize && k <= 10; k++ {
+			for range reps {
+				seqs := make([]*model.Sequence, n)
+				toks := make([][]int, n)
+				modes := make([]model.LogitsMode, n)
+				for i := range seqs {
+					seqs[i] = base[i].Clone()
+					toks[i] = make([]int, k)
+					for j := range toks[i] {
+						toks[i][j] = rng.IntN(m.Config.VocabSize)
+					}
+					modes[i] = model.LastLogits
+					if k > 1 {
+						modes[i] = model.AllLogits
+					}
+				}
+				t0 := time.Now()
+				if _, err := m.Forward(ctx, seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: n * k}); err != nil {
+					b.Fatal(err)
+				}
+				t.Observe(n, n*k, time.Since(t0).Seconds())
+				for _, s := range seqs {
+					s.Free()
+				}
+			}
+		}
+		for _, s := range base {
+			s.Free()
+		}
+	}
+	return t
+}
+
+// formatCells prints a table's cells as rows of widths: seconds by rows
+// per sequence, and the drafter's pass.
+func formatCells(cs []spec.Cell) string {
+	var sb strings.Builder
+	widths := map[int]bool{}
+	for _, c := range cs {
+		widths[c.Seqs] = true
+	}
+	ws := slices.Sorted(func(yield func(int) bool) {
+		for w := range widths {
+			if !yield(w) {
+				return
+			}
+		}
+	})
+	for _, w := range ws {
+		fmt.Fprintf(&sb, "  seqs=%-3d", w)
+		for _, c := range cs {
+			if c.Seqs != w {
+				continue
+			}
+			if c.Rows == 0 {
+				fmt.Fprintf(&sb, " drafter=%.4f", c.Seconds)
+			} else if c.Rows%w == 0 {
+				fmt.Fprintf(&sb, " k%d=%.4f", c.Rows/w, c.Seconds)
+			}
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// timedSink records a request's tokens and when each arrived.
+type timedSink struct {
+	mu     sync.Mutex
+	tokens []int
+	at     []time.Time
+	err    error
+	done   chan struct{}
+}
+
+func (s *timedSink) Started(int)                 {}
+func (s *timedSink) PromptLogits(int, []float32) {}
+func (s *timedSink) Token(id int, _ []float32, stop bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !stop {
+		s.tokens = append(s.tokens, id)
+		s.at = append(s.at, time.Now())
+	}
+	return false
+}
+func (s *timedSink) Done(_ FinishReason, err error) {
+	s.err = err
+	close(s.done)
+}
+
+// decodeRun submits one greedy request per prompt at once and returns
+// each one's tokens, and the decode rate while all of them were decoding:
+// the tokens that arrived after the last request's first token and up to
+// the first request's last, over that time.
+func decodeRun(b *testing.B, s *Scheduler, prompts [][]int, tokens int) ([][]int, float64) {
+	p := sample.Neutral()
+	p.Temperature = 0
+	sinks := make([]*timedSink, len(prompts))
+	for i, pr := range prompts {
+		sinks[i] = &timedSink{done: make(chan struct{})}
+		if err := s.Submit(context.Background(), &Request{ID: strconv.Itoa(i), Prompt: pr, MaxTokens: tokens, Params: p, Sink: sinks[i]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var from, to time.Time
+	out := make([][]int, len(sinks))
+	for i, sk := range sinks {
+		<-sk.done
+		if sk.err != nil {
+			b.Fatal(sk.err)
+		}
+		if len(sk.at) < 2 {
+			b.Fatalf("request %d produced %d tokens", i, len(sk.at))
+		}
+		if sk.at[0].After(from) {
+			from = sk.at[0]
+		}
+		if last := sk.at[len(sk.at)-1]; to.IsZero() || last.Before(to) {
+			to = last
+		}
+		out[i] = sk.tokens
+	}
+	n := 0
+	for _, sk := range sinks {
+		for _, t := range sk.at {
+			if t.After(from) && !t.After(to) {
+				n++
+			}
+		}
+	}
+	return out, float64(n) / to.Sub(from).Seconds()
+}
+
+// oracle replaces drafts by the target's greedy continuation for a
+// geometric number of rows (see BenchmarkDraftedDecode).
+type oracle struct {
+	cont  map[string][]int // request ID → its plain greedy tokens
+	vocab int
+	logit float32
+
+	mu     sync.Mutex
+	depths [draft.MaxBlockSize + 1]int
+}
+
+func (o *oracle) propose(req *Request, produced int, drafts []int, conf []float32) {
+	cont := o.cont[req.ID]
+	h := fnv.New64a()
+	h.Write([]byte(req.ID))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(produced)))
+	for i := range drafts {
+		conf[i] = o.logit
+		at := produced + i
+		if at >= len(cont) {
+			break
+		}
+		if rng.Float64() >= acceptRate {
+			drafts[i] = (cont[at] + 1) % o.vocab
+			break
+		}
+		drafts[i] = cont[at]
+	}
+}
+
+func (o *oracle) chosen(depths []int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, k := range depths {
+		o.depths[k]++
+	}
+}
+
+// runDraftBench decodes width greedy requests of tokens tokens plain and
+// with the drafter scheduled, b.N times, and reports both rates.
+func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table *spec.Table, width, tokens int) {
+	cfg := Config{Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}, MaxModelLen: 32 + tokens}
+	plain := start(b, plainM, cfg)
+	dcfg := cfg
+	dcfg.Drafter, dcfg.DraftCosts = d, table
+	drafted := start(b, m, dcfg)
+	o := &oracle{vocab: m.Config.VocabSize, logit: float32(math.Log(acceptRate / (1 - acceptRate)))}
+	drafted.hooks = &draftHooks{propose: o.propose, depths: o.chosen}
+	var rPlain, rDrafted float64
+	for i := range b.N {
+		prompts := randomPrompts(m.Config.VocabSize, width, 32, uint64(100*width+i))
+		want, rp := decodeRun(b, plain, prompts, tokens)
+		o.cont = map[string][]int{}
+		for j, w := range want {
+			o.cont[strconv.Itoa(j)] = w
+		}
+		got, rd := decodeRun(b, drafted, prompts, tokens)
+		for j := range got {
+			if !slices.Equal(got[j], want[j]) {
+				b.Errorf("request %d: with the drafter %v\nplain %v", j, got[j], want[j])
+			}
+		}
+		rPlain += rp
+		rDrafted += rd
+	}
+	rPlain /= float64(b.N)
+	rDrafted /= float64(b.N)
+	st := drafted.Stats()
+	b.ReportMetric(rPlain, "plain_tok/s")
+	b.ReportMetric(rDrafted, "drafted_tok/s")
+	b.ReportMetric(rDrafted/rPlain, "ratio")
+	if st.DraftSteps > 0 {
+		b.ReportMetric(float64(st.DraftEmitted)/float64(st.DraftSteps), "tok/verify")
+		b.ReportMetric(float64(st.DraftTokens)/float64(st.DraftSteps), "depth/verify")
+	}
+	b.ReportMetric(float64(st.DraftPasses), "passes")
+	b.ReportMetric(float64(st.Steps), "steps")
+	o.mu.Lock()
+	hist := o.depths
+	o.mu.Unlock()
+	var hs []string
+	for k, c := range hist {
+		if c > 0 {
+			hs = append(hs, fmt.Sprintf("%d:%d", k, c))
+		}
+	}
+	b.Logf("width %d: depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard %+v",
+		width, strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, st.DraftGuard)
+}
