@@ -91,6 +91,9 @@ var acceptRate = func() float64 {
 type draftShape struct {
 	name  string
 	shape func() (synth.Shape, error)
+	// fullLayers is the published model's depth, for the projection of
+	// a shallower synthetic target to it (0: the target is full depth).
+	fullLayers int
 }
 
 func draftShapes(b *testing.B) []draftShape {
@@ -112,10 +115,10 @@ func draftShapes(b *testing.B) []draftShape {
 	}
 	return []draftShape{
 		// tiny: synth.TinyShape, a check of the benchmark itself in seconds.
-		{"tiny", func() (synth.Shape, error) { return synth.TinyShape(), nil }},
-		{"dense-1.2b", func() (synth.Shape, error) { return synth.DenseShape("LFM2-1.2B") }},
-		{fmt.Sprintf("8b-a1b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.RealShape()), nil }},
-		{fmt.Sprintf("24b-a2b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.A2BShape()), nil }},
+		{"tiny", func() (synth.Shape, error) { return synth.TinyShape(), nil }, 0},
+		{"dense-1.2b", func() (synth.Shape, error) { return synth.DenseShape("LFM2-1.2B") }, 0},
+		{fmt.Sprintf("8b-a1b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.RealShape()), nil }, 24},
+		{fmt.Sprintf("24b-a2b-%dL", moeLayers), func() (synth.Shape, error) { return moe(synth.A2BShape()), nil }, 40},
 	}
 }
 
@@ -154,11 +157,16 @@ func BenchmarkDraftedDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			table := measureDraftCosts(b, m, d)
-			b.Logf("verify cost table (seconds; rows 0: the drafter's pass), %d threads, acceptance per row %.4f (%.2f tokens per full verify):\n%s",
-				m.Pool().Threads(), acceptRate, publishedTokensPerStep, formatCells(table.Cells()))
+			table, head := measureDraftCosts(b, m, d)
+			// A benchmark with sub-benchmarks prints no log of its own:
+			// the first of them prints the table and what it implies.
+			report := fmt.Sprintf("verify cost table (seconds; the drafter's pass beside), %d threads, acceptance per row %.4f (%.2f tokens per full verify):\n%s%s",
+				m.Pool().Threads(), acceptRate, publishedTokensPerStep, formatCells(table.Cells()), analyseCosts(table, head, m, ds.fullLayers))
 			for _, width := range []int{1, 16} {
 				b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+					if width == 1 {
+						b.Logf("%s", report)
+					}
 					runDraftBench(b, plain, m, d, table, width, tokens)
 				})
 			}
@@ -216,9 +224,13 @@ func randomPrompts(vocab, n, length int, seed uint64) [][]int {
 // it: steps of n sequences (1 and 16, after a 32-token prompt each) with
 // k rows each (k = 1 to 10: the pending token and up to 9 drafts), all
 // rows' logits from k = 2 on as a verify asks, and the drafter's pass
-// over n sequences. Each cell is the median of its repetitions.
-func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) *spec.Table {
+// over n sequences. Each cell is the median of its repetitions. It also
+// times the LM head alone (Model.HeadRows) on 1 and 10 rows per
+// sequence, keyed like the table's cells, for analyseCosts.
+func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Table, map[[2]int]float64) {
 	t := spec.NewTable()
+	head := map[[2]int]float64{}
+	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	ctx := context.Background()
 	for _, n := range []int{1, 16} {
 		reps := 3
@@ -271,8 +283,96 @@ func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) *spec.Tab
 		for _, s := range base {
 			s.Free()
 		}
+		for _, k := range []int{1, 10} {
+			x := make([]float32, n*k*H)
+			y := make([]float32, n*k*V)
+			var ts []float64
+			for range reps {
+				t0 := time.Now()
+				m.HeadRows(y, x, n*k)
+				ts = append(ts, time.Since(t0).Seconds())
+			}
+			slices.Sort(ts)
+			head[[2]int{n, n * k}] = ts[len(ts)/2]
+		}
 	}
-	return t
+	return t, head
+}
+
+// expectedTokens is a sequence's expected tokens from a verify of k
+// drafts at acceptRate: 1 + a + … + a^k.
+func expectedTokens(k int) float64 {
+	return (1 - math.Pow(acceptRate, float64(k+1))) / (1 - acceptRate)
+}
+
+// bestDepth returns, for a step of n sequences that all verify the same
+// number of drafts k, the k of 0 to 9 that emits the most tokens per
+// second with the drafter's pass draft included (k = 0: a plain step, no
+// pass), and that rate over the plain one. cost(rows) is the step's time.
+func bestDepth(n int, cost func(rows int) float64, draft float64) (int, float64) {
+	plain := float64(n) / cost(n)
+	best, bestK := plain, 0
+	for k := 1; k <= 9; k++ {
+		if r := float64(n) * expectedTokens(k) / (cost(n*(k+1)) + draft); r > best {
+			best, bestK = r, k
+		}
+	}
+	return bestK, best / plain
+}
+
+// analyseCosts reads the verify cost table (docs/drafting-speed.md): per
+// width, the least-squares line of a step's time over its rows per
+// sequence, t = A + B·k (A: what a step costs whatever its rows, chiefly
+// reading the weights; B/n: one row's arithmetic), the weight bytes over
+// A as the read rate it implies, the drafter's pass split likewise over
+// the two widths, and the best fixed depth with its expected speed-up
+// (bestDepth) at the published acceptance: as measured, for a target of
+// fullLayers layers (the table's layer part, its time less the head's,
+// scaled by fullLayers over the target's), and at 16 cores, where B and
+// the pass's arithmetic are divided by 16/threads and A and the pass's
+// read part by the factor bw by which the machine's read rate is higher.
+func analyseCosts(t *spec.Table, head map[[2]int]float64, m *model.Model, fullLayers int) string {
+	threads := float64(m.Pool().Threads())
+	var sb strings.Builder
+	drafterPass := func(n int) float64 { return t.DraftCost(n) }
+	// The pass: Dr + n·Da through its cells at 1 and 16 sequences.
+	da := (t.DraftCost(16) - t.DraftCost(1)) / 15
+	dr := max(t.DraftCost(1)-da, 0)
+	fmt.Fprintf(&sb, "drafter pass: %.4f s + %.4f s per sequence (read part and arithmetic)\n", dr, da)
+	scaleLayers := 1.0
+	if L := m.Config.NumLayers; fullLayers > 0 && fullLayers != L {
+		scaleLayers = float64(fullLayers) / float64(L)
+	}
+	for _, n := range []int{1, 16} {
+		cost := func(rows int) float64 { return t.Cost(n, rows) }
+		// The head at rows, linear between its two timings.
+		h1, h10 := head[[2]int{n, n}], head[[2]int{n, 10 * n}]
+		headAt := func(rows int) float64 { return h1 + (h10-h1)*float64(rows-n)/float64(9*n) }
+		full := func(rows int) float64 { return headAt(rows) + scaleLayers*(cost(rows)-headAt(rows)) }
+		var sx, sy, sxx, sxy float64
+		for k := 1; k <= 10; k++ {
+			x, y := float64(k), full(n*k)
+			sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+		}
+		B := (10*sxy - sx*sy) / (10*sxx - sx*sx)
+		A := max((sy-B*sx)/10, 0)
+		k, r := bestDepth(n, cost, drafterPass(n))
+		fmt.Fprintf(&sb, "seqs=%d: best fixed depth %d, expected %.2fx", n, k, r)
+		if scaleLayers != 1 {
+			k, r = bestDepth(n, full, drafterPass(n))
+			fmt.Fprintf(&sb, "; at %d layers (head %.4f s at 1 row per sequence, %.4f s at 10) best depth %d, %.2fx", fullLayers, h1, h10, k, r)
+		}
+		wb := float64(m.DecodeWeightBytes()) * scaleLayers
+		fmt.Fprintf(&sb, "; step = %.4f s + %.4f s per row per sequence (%.2f ms per row; %.1f GB/s if A is the weights' read)\n",
+			A, B, 1000*B/float64(n), wb/A/1e9)
+		for _, bw := range []float64{1, 2} {
+			lin := func(rows int) float64 { return A/bw + B*threads/16*float64(rows)/float64(n) }
+			pass := dr/bw + da*float64(n)*threads/16
+			k, r := bestDepth(n, lin, pass)
+			fmt.Fprintf(&sb, "  16 cores, read rate x%g: plain %.1f tok/s, best depth %d, expected %.2fx\n", bw, float64(n)/lin(n), k, r)
+		}
+	}
+	return sb.String()
 }
 
 // formatCells prints a table's cells as rows of widths: seconds by rows
@@ -364,6 +464,16 @@ func decodeRun(b *testing.B, s *Scheduler, prompts [][]int, tokens int) ([][]int
 		}
 		out[i] = sk.tokens
 	}
+	if !to.After(from) {
+		// Some request ended before the last began: the whole run then.
+		from, to = sinks[0].at[0], sinks[0].at[0]
+		for _, sk := range sinks {
+			from = minTime(from, sk.at[0])
+			if last := sk.at[len(sk.at)-1]; last.After(to) {
+				to = last
+			}
+		}
+	}
 	n := 0
 	for _, sk := range sinks {
 		for _, t := range sk.at {
@@ -373,6 +483,13 @@ func decodeRun(b *testing.B, s *Scheduler, prompts [][]int, tokens int) ([][]int
 		}
 	}
 	return out, float64(n) / to.Sub(from).Seconds()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // oracle replaces drafts by the target's greedy continuation for a
@@ -461,6 +578,14 @@ func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table
 			hs = append(hs, fmt.Sprintf("%d:%d", k, c))
 		}
 	}
-	b.Logf("width %d: depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard %+v",
-		width, strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, st.DraftGuard)
+	// The guard's widths that found drafting not to pay; the others
+	// never did.
+	var gs []string
+	for _, g := range st.DraftGuard {
+		if g.Offs > 0 || !g.Drafting {
+			gs = append(gs, fmt.Sprintf("width %d: off %d times, drafting now %v", g.Width, g.Offs, g.Drafting))
+		}
+	}
+	b.Logf("width %d: depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard of %d widths: %s",
+		width, strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, len(st.DraftGuard), strings.Join(gs, "; "))
 }
