@@ -231,9 +231,9 @@ func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Ta
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	ctx := context.Background()
 	// Each cell's first run is not recorded: the first step of a shape
-	// allocates its workspace, which made a cell's median of two half as
-	// dear again and the guard, holding drafted steps against that cell,
-	// draft where it does not pay.
+	// allocates its workspace, and so took four times as long as the
+	// next on the tiny target, a cost the scheduler's steps never pay
+	// again (and the depth rule and the guard read the cells).
 	const reps = 3
 	for _, n := range []int{1, 16} {
 		base := make([]*model.Sequence, n)
