@@ -158,11 +158,13 @@ func BenchmarkDraftedDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			table, head := measureDraftCosts(b, m, d)
+			table, idle, head, idleHead := measureDraftCosts(b, m, d)
 			// Printed, not logged: a benchmark's log is cut to 10 lines
 			// without -v.
 			fmt.Printf("%s: verify cost table (seconds; the drafter's pass beside), %d threads, load average %s, acceptance per row %.4f (%.2f tokens per full verify):\n%s%s",
 				ds.name, m.Pool().Threads(), loadAverage(), acceptRate, publishedTokensPerStep, formatCells(table.Cells()), analyseCosts(table, head, m, ds.fullLayers))
+			fmt.Printf("%s: the same in CPU seconds over threads (what an idle machine's wall time would be):\n%s%s",
+				ds.name, formatCells(idle.Cells()), analyseCosts(idle, idleHead, m, ds.fullLayers))
 			for _, width := range []int{1, 16} {
 				b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
 					runDraftBench(b, plain, m, d, table, width, tokens)
@@ -224,10 +226,20 @@ func randomPrompts(vocab, n, length int, seed uint64) [][]int {
 // rows' logits from k = 2 on as a verify asks, and the drafter's pass
 // over n sequences. Each cell is the median of its repetitions. It also
 // times the LM head alone (Model.HeadRows) on 1 and 10 rows per
-// sequence, keyed like the table's cells, for analyseCosts.
-func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Table, map[[2]int]float64) {
-	t := spec.NewTable()
-	head := map[[2]int]float64{}
+// sequence, keyed like the table's cells, for analyseCosts. Each is
+// measured twice over: in wall seconds, and in the process's CPU seconds
+// over its threads (idle), the wall time the work would take on an idle
+// machine, which a shared machine's other work disturbs far less.
+func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (t, idle *spec.Table, head, idleHead map[[2]int]float64) {
+	t, idle = spec.NewTable(), spec.NewTable()
+	head, idleHead = map[[2]int]float64{}, map[[2]int]float64{}
+	threads := float64(m.Pool().Threads())
+	var t0 time.Time
+	var c0 time.Duration
+	begin := func() { t0, c0 = time.Now(), cputime.Process() }
+	end := func() (wall, cpu float64) {
+		return time.Since(t0).Seconds(), (cputime.Process() - c0).Seconds() / threads
+	}
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	ctx := context.Background()
 	// Each cell's first run is not recorded: the first step of a shape
@@ -246,12 +258,13 @@ func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Ta
 		}
 		pending := make([]int, n)
 		for r := range reps + 1 {
-			t0 := time.Now()
+			begin()
 			if _, err := d.Propose(base, pending, false); err != nil {
 				b.Fatal(err)
 			}
-			if r > 0 {
-				t.ObserveDraft(n, time.Since(t0).Seconds())
+			if w, c := end(); r > 0 {
+				t.ObserveDraft(n, w)
+				idle.ObserveDraft(n, c)
 			}
 		}
 		rng := rand.New(rand.NewPCG(12, uint64(n)))
@@ -271,12 +284,13 @@ func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Ta
 						modes[i] = model.AllLogits
 					}
 				}
-				t0 := time.Now()
+				begin()
 				if _, err := m.Forward(ctx, seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: n * k}); err != nil {
 					b.Fatal(err)
 				}
-				if r > 0 {
-					t.Observe(n, n*k, time.Since(t0).Seconds())
+				if w, c := end(); r > 0 {
+					t.Observe(n, n*k, w)
+					idle.Observe(n, n*k, c)
 				}
 				for _, s := range seqs {
 					s.Free()
@@ -289,19 +303,20 @@ func measureDraftCosts(b *testing.B, m *model.Model, d *draft.Drafter) (*spec.Ta
 		for _, k := range []int{1, 10} {
 			x := make([]float32, n*k*H)
 			y := make([]float32, n*k*V)
-			var ts []float64
+			var ws, cs []float64
 			for r := range reps + 1 {
-				t0 := time.Now()
+				begin()
 				m.HeadRows(y, x, n*k)
-				if r > 0 {
-					ts = append(ts, time.Since(t0).Seconds())
+				if w, c := end(); r > 0 {
+					ws, cs = append(ws, w), append(cs, c)
 				}
 			}
-			slices.Sort(ts)
-			head[[2]int{n, n * k}] = ts[len(ts)/2]
+			slices.Sort(ws)
+			slices.Sort(cs)
+			head[[2]int{n, n * k}], idleHead[[2]int{n, n * k}] = ws[len(ws)/2], cs[len(cs)/2]
 		}
 	}
-	return t, head
+	return t, idle, head, idleHead
 }
 
 // expectedTokens is a sequence's expected tokens from a verify of k
