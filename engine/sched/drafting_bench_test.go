@@ -557,8 +557,12 @@ func (o *oracle) propose(req *Request, produced int, drafts []int, conf []float3
 	h := fnv.New64a()
 	h.Write([]byte(req.ID))
 	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(produced)))
-	for i := range drafts {
+	// Every row's confidence is the same: the depth rule must not learn
+	// from it where the drafts stop surviving.
+	for i := range conf {
 		conf[i] = o.logit
+	}
+	for i := range drafts {
 		at := produced + i
 		if at >= len(cont) {
 			break
@@ -642,4 +646,47 @@ func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table
 	}
 	fmt.Printf("%s: depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard of %d widths: %s; load average %s\n",
 		b.Name(), strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, len(st.DraftGuard), strings.Join(gs, "; "), loadAverage())
+}
+
+// TestDraftOracle: the benchmark's stand-in for a trained drafter keeps
+// the published mean. Its per-row rate solves 1 + a + … + a^9 = 4.81, and
+// over many blocks of 9 the rows it makes the target's own tokens (the
+// drafts a verify keeps) average 3.81 per block, the published 4.81
+// tokens per verify less the target's own; the first row it spoils is
+// never the target's token.
+func TestDraftOracle(t *testing.T) {
+	if got := expectedTokens(9); math.Abs(got-publishedTokensPerStep) > 1e-9 {
+		t.Fatalf("acceptance %.6f gives %.6f tokens per full verify, want %.2f", acceptRate, got, publishedTokensPerStep)
+	}
+	const vocab, blocks = 1000, 20000
+	cont := make([]int, blocks+9)
+	for i := range cont {
+		cont[i] = (7 * i) % vocab
+	}
+	o := &oracle{cont: map[string][]int{"r": cont}, vocab: vocab, logit: 1.5}
+	kept := 0
+	for produced := range blocks {
+		drafts := make([]int, 9)
+		for i := range drafts {
+			drafts[i] = -1 // what the drafter drafted: never the target's
+		}
+		conf := []float32{-9, -9, -9, -9, -9, -9, -9, -9, -9} // the drafter's
+		o.propose(&Request{ID: "r"}, produced, drafts, conf)
+		n := 0
+		for n < 9 && drafts[n] == cont[produced+n] {
+			n++
+		}
+		if n < 9 && drafts[n] == -1 {
+			t.Fatalf("block %d: row %d after %d kept is the drafter's, not a spoiled token", produced, n, n)
+		}
+		for i, c := range conf {
+			if c != 1.5 {
+				t.Fatalf("block %d: row %d's confidence %v, want the oracle's logit on every row", produced, i, c)
+			}
+		}
+		kept += n
+	}
+	if mean, want := float64(kept)/blocks, publishedTokensPerStep-1; math.Abs(mean-want) > 0.05 {
+		t.Errorf("%.3f drafts kept per block of 9, want %.2f", mean, want)
+	}
 }
