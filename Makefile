@@ -180,8 +180,9 @@ demo: build
 # engine/sched's BenchmarkDraftedDecode (docs/drafting-speed.md) writes BF16
 # targets of the dense LFM2-1.2B, 8B-A1B and 24B-A2B shapes (2.3, 2.6 and 4.6
 # GB) with a released-size DSpark drafter each and decodes with the drafter
-# scheduled and plain: about 25 minutes on 2 busy cores, hence the longer
-# timeout; make bench-draft runs it alone.
+# scheduled and plain: 20 minutes on 2 shared cores once the checkpoints are
+# written (they take minutes more the first time), hence the longer timeout;
+# make bench-draft runs it alone.
 BENCH      ?= .
 BENCHCOUNT ?= 1
 BENCHTIME  ?= 1s
