@@ -39,7 +39,10 @@ import (
 // sequences), then decodes 1 and 16 greedy requests with the drafter
 // scheduled (Config.Drafter, DraftDepth 0: spec.Choose's depths and the
 // guard) and plain, interleaved, and reports decode tokens/s of each and
-// their ratio.
+// their ratio, in wall time and per CPU-second. The table, what it
+// implies (analyseCosts) and the depths chosen are printed. A tiny target
+// (synth.TinyShape) runs first, a check of the benchmark itself in
+// seconds.
 //
 // The drafter's weights are random, so what it drafts never survives. The
 // benchmark's draftHooks replace each pass's drafts (after the pass ran
