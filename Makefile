@@ -182,11 +182,22 @@ demo: build
 # cores before the dense model was added; writing and quantizing it took 4
 # minutes on 2 busy cores, its benchmarks (-benchtime 3s) 7 more. BENCH selects benchmarks
 # and BENCHCOUNT repeats them, e.g. make bench BENCH=Decode BENCHCOUNT=3.
+# engine/sched's BenchmarkDraftedDecode (docs/drafting-speed.md) writes BF16
+# targets of the dense LFM2-1.2B, 8B-A1B and 24B-A2B shapes (2.3, 2.6 and 4.6
+# GB) with a released-size DSpark drafter each and decodes with the drafter
+# scheduled and plain: 20 minutes on 2 shared cores once the checkpoints are
+# written (they take minutes more the first time), hence the longer timeout;
+# make bench-draft runs it alone.
 BENCH      ?= .
 BENCHCOUNT ?= 1
 BENCHTIME  ?= 1s
 bench:
-	$(GO) test -p 1 -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./...
+	$(GO) test -p 1 -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m ./...
+
+# bench-draft: the drafter's speed at real shapes alone (docs/drafting-speed.md).
+.PHONY: bench-draft
+bench-draft:
+	$(GO) test -run '^$$' -bench 'DraftedDecode' -benchtime 1x -timeout 60m ./engine/sched
 
 # fuzz: each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 FUZZ_TARGETS = \

@@ -29,6 +29,20 @@ type drafting struct {
 	// probeEvery-th runs anyway, so that the acceptance it decides by
 	// stays measured.
 	skipped int
+
+	// hooks are set by the speed benchmark at real shapes only
+	// (drafting_bench_test.go, docs/drafting-speed.md); nil in use.
+	hooks *draftHooks
+}
+
+// draftHooks let a benchmark stand in for a trained drafter: propose
+// rewrites a candidate's drafts and confidence logits after the
+// drafter's pass (which still runs and is paid for), given its request
+// and the tokens it has produced; depths receives the depths chosen for
+// a pass's candidates.
+type draftHooks struct {
+	propose func(req *Request, produced int, drafts []int, conf []float32)
+	depths  func(depths []int)
 }
 
 // probeEvery is how often a pass that the pre-pass decision would skip
@@ -90,6 +104,11 @@ func (s *Scheduler) draftFor(cands []*work, decodes int, ws []*work) (sec float6
 	}
 	s.dPasses.Add(1)
 	s.dTable.ObserveDraft(len(cands), sec)
+	if s.hooks != nil {
+		for i, w := range cands {
+			s.hooks.propose(w.st.req, len(w.st.output), blk.Draft(i), blk.Conf(i))
+		}
+	}
 	p := make([][]float64, len(cands))
 	for i, w := range cands {
 		room := w.st.req.MaxTokens - len(w.st.output) - 1
@@ -121,6 +140,9 @@ func (s *Scheduler) draftFor(cands []*work, decodes int, ws []*work) (sec float6
 		}
 	} else {
 		depths = spec.Choose(p, cost)
+	}
+	if s.hooks != nil {
+		s.hooks.depths(depths)
 	}
 	for i, k := range depths {
 		if k == 0 {
