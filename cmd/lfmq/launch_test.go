@@ -468,7 +468,8 @@ func TestLaunchDrafter(t *testing.T) {
 
 	port := freePort(t)
 	proc := exec.Command(bin, "launch", "--release-dir", rel, "--port", fmt.Sprint(port), "--draft-depth", "2")
-	var logs strings.Builder
+	// The process writes its log while the test reads it.
+	var logs syncBuffer
 	proc.Stderr = &logs
 	if err := proc.Start(); err != nil {
 		t.Fatal(err)
