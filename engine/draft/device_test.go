@@ -22,18 +22,7 @@ func openCL(t testing.TB) *opencl.Device { return opencltest.Open(t) }
 // (its context included) run on threads host threads.
 func loadPairOnDevice(t testing.TB, dt kv.DType, threads int) (*model.Model, *draft.Drafter) {
 	t.Helper()
-	dev := openCL(t)
-	m, err := load.Load(targetDir, load.Options{KVCacheDType: dt, Threads: threads, Device: dev})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := draft.Load(drafterDir, m)
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close(); m.Close() })
-	return m, d
+	return loadPairWith(t, load.Options{KVCacheDType: dt, Threads: threads, Device: openCL(t)})
 }
 
 // TestDeviceReferenceRun runs the fixture's greedy speculative run on the
@@ -123,15 +112,7 @@ func TestDeviceBatchDrafts(t *testing.T) {
 // the drafter's context and block do not depend on batch, chunk or
 // threads.
 func TestBatchDrafts(t *testing.T) {
-	m, err := load.Load(targetDir, load.Options{KVCacheDType: kv.BF16, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := draft.Load(drafterDir, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close(); m.Close() })
+	m, d := loadPairWith(t, load.Options{KVCacheDType: kv.BF16, Threads: 1})
 	cm, cd := loadPair(t, kv.BF16)
 	batchDraftsAsAlone(t, m, d, cm, cd)
 }

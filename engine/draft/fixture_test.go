@@ -66,7 +66,14 @@ func readSpec(t *testing.T) *refSpec {
 // attaches the fixture's drafter.
 func loadPair(t testing.TB, dt kv.DType) (*model.Model, *draft.Drafter) {
 	t.Helper()
-	m, err := load.Load(targetDir, load.Options{KVCacheDType: dt, Threads: 2})
+	return loadPairWith(t, load.Options{KVCacheDType: dt, Threads: 2})
+}
+
+// loadPairWith loads the fixture's target with opts and attaches the
+// fixture's drafter; both are closed when t ends.
+func loadPairWith(t testing.TB, opts load.Options) (*model.Model, *draft.Drafter) {
+	t.Helper()
+	m, err := load.Load(targetDir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
