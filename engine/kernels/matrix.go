@@ -269,3 +269,22 @@ func ScaleTable(f Format) [256]float32 {
 	}
 	return bfp4Scale
 }
+
+// Row writes row o of m, In values decoded exactly, into dst: an
+// embedding's row for a token, or a drafter's Markov row for the previous
+// token.
+func (m *Matrix) Row(o int, dst []float32) {
+	dst = dst[:m.In]
+	switch m.Format {
+	case BF16:
+		for i, b := range m.BF16[o*m.In:][:m.In] {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+	case F32:
+		copy(dst, m.F32[o*m.In:][:m.In])
+	default:
+		for i := range dst {
+			dst[i] = m.At(o, i)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func (m *Model) Drafter() Drafter { return m.drafter }
 func (m *Model) EmbedRows(ids []int, x []float32) {
 	H := m.Config.HiddenSize
 	for i, id := range ids {
-		embedRow(m.embed, id, x[i*H:(i+1)*H])
+		m.embed.Row(id, x[i*H:(i+1)*H])
 	}
 }
 

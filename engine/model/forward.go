@@ -428,7 +428,7 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 			continue
 		}
 		for t, id := range sg.Toks {
-			embedRow(m.embed, id, h[(sg.Row0+t)*H:])
+			m.embed.Row(id, h[(sg.Row0+t)*H:])
 		}
 	}
 	if obs != nil {

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 )
@@ -43,20 +42,3 @@ func addBias(x, b []float32, rows int) {
 	}
 }
 
-// embedRow writes row id of the embedding table into dst.
-func embedRow(m *kernels.Matrix, id int, dst []float32) {
-	dst = dst[:m.In]
-	switch m.Format {
-	case kernels.BF16:
-		row := m.BF16[id*m.In:][:m.In]
-		for i, b := range row {
-			dst[i] = math.Float32frombits(uint32(b) << 16)
-		}
-	case kernels.F32:
-		copy(dst, m.F32[id*m.In:][:m.In])
-	default:
-		for i := range dst {
-			dst[i] = m.At(id, i)
-		}
-	}
-}
