@@ -1,6 +1,9 @@
 package spec
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Guard keeps a drafter from costing time (docs/drafting.md §4): per
 // batch width (the sequences decoding in a step, in classes 1, 2–3, 4–7,
@@ -142,10 +145,6 @@ func (g *Guard) States() []State {
 	for n, w := range g.w {
 		out = append(out, State{Width: n, Drafting: w.pause == 0, Offs: w.offs})
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Width < out[j-1].Width; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortFunc(out, func(a, b State) int { return a.Width - b.Width })
 	return out
 }

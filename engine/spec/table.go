@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"iter"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -86,24 +88,30 @@ func (t *Table) DraftCost(n int) float64 {
 	if s, ok := t.draft[n]; ok {
 		return median(s)
 	}
-	best, bw := 0.0, 0
-	for w, s := range t.draft {
-		if bw == 0 || math.Abs(math.Log(float64(w)/float64(n))) < math.Abs(math.Log(float64(bw)/float64(n))) {
-			best, bw = median(s), w
-		}
-	}
+	bw := nearest(maps.Keys(t.draft), n)
 	if bw == 0 {
 		return 0
 	}
-	return best * float64(n) / float64(bw)
+	return median(t.draft[bw]) * float64(n) / float64(bw)
 }
 
-// nearestWidth is the measured width nearest n in ratio (ties to the
-// wider); 0 when none is measured. Called with t.mu held.
+// nearestWidth is the width of a measured step nearest n; 0 when none is
+// measured. Called with t.mu held.
 func (t *Table) nearestWidth(n int) int {
+	return nearest(func(yield func(int) bool) {
+		for k := range t.steps {
+			if !yield(k[0]) {
+				return
+			}
+		}
+	}, n)
+}
+
+// nearest is the width of widths nearest n in ratio, ties to the wider
+// (so that the answer never depends on a map's order); 0 for none.
+func nearest(widths iter.Seq[int], n int) int {
 	bw := 0
-	for k := range t.steps {
-		w := k[0]
+	for w := range widths {
 		if bw == 0 {
 			bw = w
 			continue
