@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/model"
@@ -57,6 +58,10 @@ type Drafter struct {
 	confB      float32
 	rope       *kernels.RoPE
 	closeFn    func() error
+	// bufs and ctxBufs keep a pass's activations (*passBufs) and the
+	// context's features (*[]float32) between calls: every step runs the
+	// context, and a pass's logits are tens of MB.
+	bufs, ctxBufs sync.Pool
 }
 
 // Load opens the DSpark drafter in dir, checks it against target and
@@ -337,7 +342,15 @@ func (d *Drafter) Context(pool *kernels.Pool, taps []float32, pos []int, k, v []
 		// more than the products (the bits are the same either way).
 		pool = nil
 	}
-	x := make([]float32, R*H)
+	xp, _ := d.ctxBufs.Get().(*[]float32)
+	if xp == nil {
+		xp = new([]float32)
+	}
+	defer d.ctxBufs.Put(xp)
+	if cap(*xp) < R*H {
+		*xp = make([]float32, R*H)
+	}
+	x := (*xp)[:R*H]
 	d.features(pool, x, taps, R)
 	jobs := make([]kernels.MulJob, 0, 2*len(d.layers))
 	for j, ly := range d.layers {

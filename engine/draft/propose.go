@@ -3,6 +3,7 @@ package draft
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
@@ -74,16 +75,10 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 		}
 		ids[s*B] = pending[s]
 	}
-	Hq, Hkv, dh, F := c.NumHeads, c.NumKVHeads, c.HeadDim, c.IntermediateSize
-	x := make([]float32, R*H)
-	xn := make([]float32, R*H)
-	q := make([]float32, R*Hq*dh)
-	kb := make([]float32, R*Hkv*dh)
-	vb := make([]float32, R*Hkv*dh)
-	o := make([]float32, R*Hq*dh)
-	t := make([]float32, R*H)
-	g := make([]float32, R*F)
-	u := make([]float32, R*F)
+	Hq, Hkv, dh := c.NumHeads, c.NumKVHeads, c.HeadDim
+	pb := d.getBufs(R, N)
+	defer d.bufs.Put(pb)
+	x, xn, q, kb, vb, o, t, g, u := pb.x, pb.xn, pb.q, pb.kb, pb.vb, pb.o, pb.t, pb.g, pb.u
 	d.target.EmbedRows(ids, x)
 	for j, ly := range d.layers {
 		rmsRows(xn, x, ly.inNorm, R, H, c.NormEps)
@@ -111,15 +106,51 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 	}
 	hid := xn
 	rmsRows(hid, x, d.norm, R, H, c.NormEps)
-	V := c.VocabSize
-	z := make([]float32, R*V)
+	z := pb.z
 	d.target.HeadRows(z, hid, R)
 	blk := &Block{N: N, B: B, Tokens: make([]int, R), Confidence: make([]float32, R)}
-	d.markov(pool, blk, z, hid, pending)
+	d.markov(pool, blk, z, hid, pending, pb)
 	if keep {
-		blk.Hidden, blk.Logits = hid, z
+		// The buffers go back to the pool: the caller's copy is its own.
+		blk.Hidden, blk.Logits = slices.Clone(hid), slices.Clone(z)
 	}
 	return blk, nil
+}
+
+// passBufs is one pass's activations, kept between passes (Drafter.bufs):
+// a pass over 16 sequences of a released drafter holds 40 MB of logits.
+type passBufs struct {
+	x, xn, q, kb, vb, o, t, g, u, z []float32 // the block's rows
+	emb, add                        []float32 // the Markov head's, per sequence
+}
+
+// getBufs returns buffers for a pass of R rows over N sequences.
+func (d *Drafter) getBufs(R, N int) *passBufs {
+	c := d.Config
+	pb, _ := d.bufs.Get().(*passBufs)
+	if pb == nil {
+		pb = &passBufs{}
+	}
+	grow := func(b *[]float32, n int) {
+		if cap(*b) < n {
+			*b = make([]float32, n)
+		}
+		*b = (*b)[:n]
+	}
+	H, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	grow(&pb.x, R*H)
+	grow(&pb.xn, R*H)
+	grow(&pb.t, R*H)
+	grow(&pb.q, R*c.NumHeads*c.HeadDim)
+	grow(&pb.o, R*c.NumHeads*c.HeadDim)
+	grow(&pb.kb, R*c.NumKVHeads*c.HeadDim)
+	grow(&pb.vb, R*c.NumKVHeads*c.HeadDim)
+	grow(&pb.g, R*F)
+	grow(&pb.u, R*F)
+	grow(&pb.z, R*V)
+	grow(&pb.emb, N*c.MarkovRank)
+	grow(&pb.add, N*V)
+	return pb
 }
 
 // markov drafts each sequence's rows left to right: row i's logits gain
@@ -127,15 +158,14 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 // row's draft), its draft is their argmax (ties to the lowest id), and its
 // confidence proj·[h_i; markov_w1[prev]] + bias. Row i of every sequence
 // is one product.
-func (d *Drafter) markov(pool *kernels.Pool, blk *Block, z, hid []float32, pending []int) {
+func (d *Drafter) markov(pool *kernels.Pool, blk *Block, z, hid []float32, pending []int, pb *passBufs) {
 	c := d.Config
 	N, B, H, V, r := blk.N, blk.B, c.HiddenSize, c.VocabSize, c.MarkovRank
 	prev := append([]int(nil), pending...)
-	emb := make([]float32, N*r)
-	add := make([]float32, N*V)
+	emb, add := pb.emb, pb.add
 	for i := range B {
 		for s, p := range prev {
-			matrixRow(d.markov1, p, emb[s*r:(s+1)*r])
+			d.markov1.Row(p, emb[s*r:(s+1)*r])
 		}
 		pool.MatMul(d.markov2, add, emb, N)
 		for s := range N {
@@ -256,21 +286,5 @@ func rmsRows(y, x, w []float32, R, H int, eps float32) {
 func addInto(x, y []float32) {
 	for i, v := range y {
 		x[i] += v
-	}
-}
-
-// matrixRow writes row id of m into dst.
-func matrixRow(m *kernels.Matrix, id int, dst []float32) {
-	switch m.Format {
-	case kernels.BF16:
-		for i, b := range m.BF16[id*m.In : (id+1)*m.In] {
-			dst[i] = math.Float32frombits(uint32(b) << 16)
-		}
-	case kernels.F32:
-		copy(dst, m.F32[id*m.In:(id+1)*m.In])
-	default:
-		for i := range dst {
-			dst[i] = m.At(id, i)
-		}
 	}
 }
