@@ -97,10 +97,7 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 					if err != nil {
 						t.Fatal(err)
 					}
-					s := m.NewSequence()
-					if err := s.Extend(sp); err != nil {
-						t.Fatal(err)
-					}
+					s := extendWith(t, m, sp)
 					sp.Free()
 					return s
 				}},
@@ -127,10 +124,7 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 					if err != nil {
 						t.Fatal(err)
 					}
-					s := m.NewSequence()
-					if err := s.Extend(back); err != nil {
-						t.Fatal(err)
-					}
+					s := extendWith(t, m, back)
 					back.Free()
 					return s
 				}},
@@ -169,10 +163,7 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 				if err != nil {
 					t.Fatal(err)
 				}
-				ce := cpu.NewSequence()
-				if err := ce.Extend(sp); err != nil {
-					t.Fatal(err)
-				}
+				ce := extendWith(t, cpu, sp)
 				if blk, err = cd.Propose([]*model.Sequence{ce}, []int{anchor}, true); err != nil {
 					t.Fatal(err)
 				}
@@ -192,10 +183,7 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 					name string
 					make func(t *testing.T) *model.Sequence
 				}{"a CPU sequence's span", func(t *testing.T) *model.Sequence {
-					s := m.NewSequence()
-					if err := s.Extend(cspan); err != nil {
-						t.Fatal(err)
-					}
+					s := extendWith(t, m, cspan)
 					return s
 				}}, struct {
 					name string
@@ -205,10 +193,7 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 					if err != nil {
 						t.Fatal(err)
 					}
-					s := m.NewSequence()
-					if err := s.Extend(back); err != nil {
-						t.Fatal(err)
-					}
+					s := extendWith(t, m, back)
 					return s
 				}})
 			}
@@ -272,6 +257,16 @@ func stateDraftsTheSame(t *testing.T, m *model.Model, d *draft.Drafter, cpu *mod
 			orig.Free()
 		})
 	}
+}
+
+// extendWith returns a new sequence of m extended with sp.
+func extendWith(t *testing.T, m *model.Model, sp *kv.Span) *model.Sequence {
+	t.Helper()
+	s := m.NewSequence()
+	if err := s.Extend(sp); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // extendAfter returns a sequence that ran prompt[:n] itself and was then
