@@ -76,16 +76,6 @@ func (m *Model) HeadRows(y, x []float32, rows int) { m.pool.MatMul(m.head, y, x,
 // Pool returns the worker pool the model's products run on.
 func (m *Model) Pool() *kernels.Pool { return m.pool }
 
-// Pages returns the KV pages of the sequence's positions on the CPU, where
-// layer slot Shape().Layers+j holds an attached drafter's layer j, or nil
-// for a sequence on a device.
-func (s *Sequence) Pages() []*kv.Page {
-	if st, ok := s.state.(*cpuState); ok {
-		return st.table.Pages()
-	}
-	return nil
-}
-
 // DraftRows returns the rows holding the attached drafter's layer j keys
 // and values at position pos (< Len) of the sequence, in its KV format
 // (Shape().DType, Shape().DraftKVDim values a row), and pos's row in
