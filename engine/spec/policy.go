@@ -96,13 +96,14 @@ func (p *Policy) Verified(k, m int) {
 
 // Costs holds the measured time of steps of 1 to MaxTokens+1 tokens of one
 // sequence and answers their cost relative to a one-token step. Each width
-// keeps its last costWindow times and uses their median: the first step of
-// a new width also pays for growing buffers, and a shared machine adds
-// outliers, neither of which should decide the policy. Before a width is
-// measured its cost is taken to grow by a tenth per extra token (decode is
-// bound by reading the weights, which a wider step reads once).
+// keeps its last costWindow times and uses their median (a Table's cells of
+// one sequence): the first step of a new width also pays for growing
+// buffers, and a shared machine adds outliers, neither of which should
+// decide the policy. Before a width is measured its cost is taken to grow
+// by a tenth per extra token (decode is bound by reading the weights,
+// which a wider step reads once). The zero value is ready to use.
 type Costs struct {
-	sec [MaxTokens + 2][]float64 // by width: recent times, oldest first
+	t Table
 }
 
 // costWindow is how many recent times per width the median is taken over.
@@ -110,14 +111,10 @@ const costWindow = 9
 
 // Observe records that a step of width tokens took sec seconds.
 func (c *Costs) Observe(width int, sec float64) {
-	if width < 1 || width >= len(c.sec) || sec <= 0 {
+	if width < 1 || width > MaxTokens+1 {
 		return
 	}
-	s := append(c.sec[width], sec)
-	if len(s) > costWindow {
-		s = s[len(s)-costWindow:]
-	}
-	c.sec[width] = s
+	c.t.Observe(1, width, sec)
 }
 
 func median(x []float64) float64 {
@@ -133,8 +130,10 @@ func median(x []float64) float64 {
 // Rel returns the cost of a width-token step relative to a one-token step.
 func (c *Costs) Rel(width int) float64 {
 	guess := 1 + 0.1*float64(width-1)
-	if width <= 1 || width >= len(c.sec) || len(c.sec[1]) == 0 || len(c.sec[width]) == 0 {
+	one, ok1 := c.t.cell(1, 1)
+	w, ok := c.t.cell(1, width)
+	if width <= 1 || width > MaxTokens+1 || !ok1 || !ok {
 		return guess
 	}
-	return median(c.sec[width]) / median(c.sec[1])
+	return w / one
 }

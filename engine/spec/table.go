@@ -21,7 +21,7 @@ type Table struct {
 	draft map[int][]float64    // n → recent seconds of the drafter's pass
 }
 
-// NewTable returns an empty table.
+// NewTable returns an empty table (the zero value is one too).
 func NewTable() *Table {
 	return &Table{steps: map[[2]int][]float64{}, draft: map[int][]float64{}}
 }
@@ -40,8 +40,23 @@ func (t *Table) Observe(n, rows int, sec float64) {
 		return
 	}
 	t.mu.Lock()
+	if t.steps == nil {
+		t.steps = map[[2]int][]float64{}
+	}
 	t.steps[[2]int{n, rows}] = push(t.steps[[2]int{n, rows}], sec)
 	t.mu.Unlock()
+}
+
+// cell is the median of the cell of n sequences and rows rows, and
+// whether it was measured.
+func (t *Table) cell(n, rows int) (float64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.steps[[2]int{n, rows}]
+	if !ok {
+		return 0, false
+	}
+	return median(s), true
 }
 
 // ObserveDraft records a drafter pass over n sequences that took sec.
@@ -50,6 +65,9 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 		return
 	}
 	t.mu.Lock()
+	if t.draft == nil {
+		t.draft = map[int][]float64{}
+	}
 	t.draft[n] = push(t.draft[n], sec)
 	t.mu.Unlock()
 }
