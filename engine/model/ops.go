@@ -1,7 +1,6 @@
 package model
 
 import (
-
 	"github.com/lfmq/lfmq/engine/kernels"
 )
 
@@ -41,4 +40,3 @@ func addBias(x, b []float32, rows int) {
 		}
 	}
 }
-
