@@ -65,6 +65,9 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 	if N == 0 {
 		return &Block{B: B}, nil
 	}
+	// The context of the rows the target processed since the last pass
+	// is computed now, every sequence's in one product (model.Drafter).
+	d.target.FlushDraft(seqs)
 	pool := d.target.Pool()
 	R := N * B
 	ids := make([]int, R)

@@ -156,3 +156,10 @@ func (st *cpuState) DraftRows(j, pos int) (k, v *kv.Rows, at int) {
 	l := st.table.Pool().Shape().Layers + j
 	return pg.K(l), pg.V(l), pos % kv.PageTokens
 }
+
+// WriteDraft writes drafter layer j's rows into the pages' layer slot
+// Layers+j. The pages are the sequence's own: it flushes its pending rows
+// before anything shares them (Sequence.Clone, CopySpan).
+func (st *cpuState) WriteDraft(j, start int, k, v []float32) {
+	st.table.Write(st.table.Pool().Shape().Layers+j, start, k, v)
+}

@@ -14,6 +14,14 @@ import (
 // row's position, which the sequence keeps in its KV pages beside its own.
 // So Clone, spans, the prefix cache and Rewind carry the drafter's context
 // with the model's, and a resumed prefix drafts at once.
+//
+// The context is computed lazily: a step keeps its rows' taps with their
+// sequence, and they become keys and values, many rows in one product,
+// when the drafter next reads the sequence (FlushDraft, DraftRows), when
+// the sequence is copied (Clone, CopySpan, Extend), or when it holds
+// draftPendMax rows. A decode step of one sequence would otherwise read
+// every weight of the context's products for one row; and the rows a
+// verification rejects are rewound before they are ever computed.
 type Drafter interface {
 	// Taps lists the decoder layers i whose output stream (after layer
 	// i, Observer.Hidden(i+1)) the drafter reads, in the order it
@@ -83,36 +91,20 @@ func (m *Model) Pool() *kernels.Pool { return m.pool }
 // block of kv.PageTokens (a CPU sequence's page, a device sequence's host
 // rows), so a reader takes a block at a time, as the CPU attention does.
 // Only for a sequence whose Shape has DraftLayers > j.
+//
+// Rows whose context is still pending are computed first; a caller that
+// reads several sequences calls Model.FlushDraft on them all beforehand,
+// which computes their rows in one product (and DraftRows then writes
+// nothing, so concurrent readers are safe).
 func (s *Sequence) DraftRows(j, pos int) (k, v *kv.Rows, at int) {
+	if s.pend.rows > 0 {
+		flushDraft([]*Sequence{s})
+	}
 	return s.state.DraftRows(j, pos)
 }
 
 // Shape returns the shape of the sequence's state.
 func (s *Sequence) Shape() kv.Shape { return s.shape }
-
-// draftContext hands the step's tapped rows to the drafter and writes the
-// context keys and values into each segment's pages.
-func (m *Model) draftContext(ws *workspace, segs []Segment, rows Rows) {
-	d := m.drafter
-	n, dim := d.ContextShape()
-	R := rows.Len()
-	if cap(ws.dk) < n*R*dim {
-		ws.dk, ws.dv = make([]float32, n*R*dim), make([]float32, n*R*dim)
-	}
-	k, v := make([][]float32, n), make([][]float32, n)
-	for j := range n {
-		k[j], v[j] = ws.dk[j*R*dim:(j+1)*R*dim], ws.dv[j*R*dim:(j+1)*R*dim]
-	}
-	d.Context(m.pool, ws.taps[:R*len(d.Taps())*m.Config.HiddenSize], rows.Pos, k, v)
-	L := m.Config.NumLayers
-	for _, sg := range segs {
-		t := &sg.s.state.(*cpuState).table
-		r0, r1 := sg.Row0*dim, (sg.Row0+len(sg.Toks))*dim
-		for j := range n {
-			t.Write(L+j, sg.Start, k[j][r0:r1], v[j][r0:r1])
-		}
-	}
-}
 
 // tapRows copies the stream after layer l into the taps of the rows, when
 // the drafter taps l.

@@ -204,6 +204,9 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 		if err := st.Step(segs, rows, &opts, heads, out); err != nil {
 			return nil, err
 		}
+		if m.drafter != nil {
+			flushFull(segs)
+		}
 	}
 	return out, nil
 }
@@ -361,7 +364,7 @@ type workspace struct {
 	convBefore     []float32  // a conv state before a step, for snapshots
 	attnTasks      []attnTask // attention's work units, reused
 	attnParts      []float32  // the states of decode rows' splits, grown on use
-	taps, dk, dv   []float32  // a drafter's tapped rows and context keys and values, grown on use
+	taps           []float32  // a drafter's tapped rows, grown on use
 }
 
 // getWorkspace returns a recycled workspace of at least R rows, or a new one.
@@ -472,7 +475,11 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 		}
 	}
 	if m.drafter != nil {
-		m.draftContext(ws, segs, rows)
+		W := len(m.drafter.Taps()) * c.HiddenSize
+		for i := range segs {
+			sg := &segs[i]
+			sg.QueueDraft(ws.taps[sg.Row0*W : (sg.Row0+len(sg.Toks))*W])
+		}
 	}
 	for _, sg := range segs {
 		sg.s.n += len(sg.Toks)

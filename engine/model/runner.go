@@ -85,6 +85,10 @@ type SeqState interface {
 	// hold positions up to the end of pos's block of kv.PageTokens
 	// (docs/drafting.md §3).
 	DraftRows(j, pos int) (k, v *kv.Rows, at int)
+	// WriteDraft writes an attached drafter's layer j keys k and values
+	// v, rows of Shape().DraftKVDim values, at positions start on, which
+	// the state holds (the sequence's pending rows, Model.FlushDraft).
+	WriteDraft(j, start int, k, v []float32)
 }
 
 // Segment is the part of one sequence's tokens that a step processes.

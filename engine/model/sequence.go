@@ -22,6 +22,7 @@ type Sequence struct {
 	start      int             // ForwardOptions.StartLayer of the calls that built it
 	snaps      []*kv.ConvState // asked for by the last Forward (ConvSnapshots)
 	state      SeqState        // KV cache and conv state, on the model's runner
+	pend       draftPend       // rows whose drafter context is not yet computed
 }
 
 // seqShape is what a sequence's state depends on; a Sequence may be used
@@ -52,6 +53,9 @@ func (m *Model) newSequence(p *KVPool) *Sequence {
 	s := &Sequence{shape: m.seqShape(), maxContext: m.maxContext, limit: m.maxContext}
 	s.state = m.run.NewState(p)
 	s.state.Attach(s)
+	if m.drafter != nil {
+		s.pend.m = m
+	}
 	return s
 }
 
@@ -82,11 +86,14 @@ func (s *Sequence) SetMaxContext(n int) error {
 // device runner's error (a *devrun.DeviceError), as the CPU engine panics
 // when memory runs out.
 func (s *Sequence) Clone() *Sequence {
+	// Pending drafter context is written into the pages before they are
+	// shared: a write after would reach the copy's pages too.
+	flushDraft([]*Sequence{s})
 	st, err := s.state.Clone(s.n)
 	if err != nil {
 		panic(err)
 	}
-	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, state: st}
+	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, state: st, pend: draftPend{m: s.pend.m}}
 	st.Attach(c)
 	return c
 }
@@ -166,6 +173,7 @@ func (s *Sequence) Rewind(n int, conv *kv.ConvState) error {
 	if err := s.state.Rewind(n, conv); err != nil {
 		return err
 	}
+	s.cutDraft(n)
 	s.n = n
 	s.snaps = s.snaps[:0]
 	return nil
@@ -182,6 +190,7 @@ func (s *Sequence) CopySpan(start, end int, conv *kv.ConvState) (*kv.Span, error
 	case s.partial != 0 || s.start != 0:
 		return nil, &InputError{What: "CopySpan", Msg: "a partial sequence (Layers or StartLayer) has no whole state"}
 	}
+	flushDraft([]*Sequence{s})
 	return s.state.Span(start, end, conv.Clone())
 }
 
@@ -200,6 +209,7 @@ func (s *Sequence) Extend(sp *kv.Span) error {
 	case s.partial != 0 || s.start != 0:
 		return &InputError{What: "Extend", Msg: "a partial sequence (Layers or StartLayer) cannot be extended"}
 	}
+	flushDraft([]*Sequence{s})
 	if err := s.state.Extend(s.n, sp); err != nil {
 		return err
 	}
@@ -216,6 +226,7 @@ func (s *Sequence) Free() {
 	if !s.state.Free() {
 		return
 	}
+	s.pend.rows = 0
 	s.n = 0
 	s.snaps = s.snaps[:0]
 }

@@ -171,7 +171,7 @@ func (dm *devModel) Step(segs []model.Segment, R int, _ *model.ForwardOptions, h
 		}
 	}
 	if dm.draft.d != nil {
-		dm.draftContext(r, segs, R, pos)
+		dm.draftContext(r, segs, R)
 	}
 	for i := range segs {
 		segs[i].Advance()

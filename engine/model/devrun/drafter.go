@@ -24,9 +24,8 @@ type devDrafter struct {
 	taps        []int
 	layers, dim int
 	// Host scratch of a step (under devModel.mu): the downloaded taps
-	// [len(taps)][R, H], the drafter's input [R, len(taps)·H], and the
-	// context keys and values [layers][R, dim].
-	down, in, k, v []float32
+	// [len(taps)][R, H] and the drafter's input [R, len(taps)·H].
+	down, in []float32
 }
 
 // SetDrafter attaches d: from then on each step taps the stream for it
@@ -56,11 +55,13 @@ func (dm *devModel) tapRows(r *run, l, R int) {
 	}
 }
 
-// draftContext downloads the step's taps, computes the drafter's context
-// keys and values of its rows at positions pos, and writes them into each
-// segment's host rows at the segment's positions, rounded to the KV format
-// as the CPU's pages round them (kv.Rows.Set).
-func (dm *devModel) draftContext(r *run, segs []model.Segment, R int, pos []int32) {
+// draftContext downloads the step's taps and hands each segment's rows to
+// its sequence (model.Segment.QueueDraft): the drafter's context keys and
+// values are computed from them later, many rows at a time, by the host
+// code the CPU runner uses (model.Model.FlushDraft), and written into the
+// sequence's host rows (WriteDraft), rounded to the KV format as the CPU's
+// pages round them (kv.Rows.Set).
+func (dm *devModel) draftContext(r *run, segs []model.Segment, R int) {
 	dd := &dm.draft
 	H, nt := dm.cfg.HiddenSize, len(dd.taps)
 	W := nt * H
@@ -76,25 +77,19 @@ func (dm *devModel) draftContext(r *run, segs []model.Segment, R int, pos []int3
 			copy(dd.in[row*W+i*H:row*W+(i+1)*H], dd.down[(i*R+row)*H:(i*R+row+1)*H])
 		}
 	}
-	p := make([]int, R)
-	for i, x := range pos {
-		p[i] = int(x)
+	for i := range segs {
+		sg := &segs[i]
+		sg.QueueDraft(dd.in[sg.Row0*W : (sg.Row0+len(sg.Toks))*W])
 	}
-	n, dim := dd.layers, dd.dim
-	dd.k, dd.v = grow(dd.k, n*R*dim), grow(dd.v, n*R*dim)
-	k, v := make([][]float32, n), make([][]float32, n)
-	for j := range n {
-		k[j], v[j] = dd.k[j*R*dim:(j+1)*R*dim], dd.v[j*R*dim:(j+1)*R*dim]
-	}
-	dd.d.Context(dd.pool, dd.in, p, k, v)
-	for _, sg := range segs {
-		st := sg.State().(*devState)
-		r0, r1 := sg.Row0*dim, (sg.Row0+len(sg.Toks))*dim
-		for j := range n {
-			st.dk[j].Set(dm.kv, dim, sg.Start, k[j][r0:r1])
-			st.dv[j].Set(dm.kv, dim, sg.Start, v[j][r0:r1])
-		}
-	}
+}
+
+// WriteDraft writes drafter layer j's keys and values at positions start
+// on into the host rows, which have room for them (the sequence's pending
+// rows, reserved by the step that queued them).
+func (st *devState) WriteDraft(j, start int, k, v []float32) {
+	dt, dim := st.dm.kv, st.dm.draft.dim
+	st.dk[j].Set(dt, dim, start, k)
+	st.dv[j].Set(dt, dim, start, v)
 }
 
 // grow returns x resliced to n, reallocated when its capacity is short.
