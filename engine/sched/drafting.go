@@ -200,7 +200,10 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // tried), n of the step's decodes drafting k rows each expect
 // n·(1 + r_0 + r_0·r_1 + …) tokens for the step's time at n·k more rows
 // plus the pass's (the cost table's DraftCost), against a plain step. A
-// pass that no depth pays for is skipped, but for one in probeEvery.
+// pass that no depth pays for is skipped, but for one in probeEvery where
+// drafts that all survived would pay (where even they would not, as with
+// many sequences on few cores, no measurement of survival can change the
+// answer and there is no probe).
 func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 	pass := s.dTable.DraftCost(n)
 	if s.dTable.Cost(decodes, decodes) <= 0 || pass <= 0 {
@@ -231,6 +234,16 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > plainRate {
 			return true
 		}
+	}
+	// A probe measures the rows' survival again; where not even drafts
+	// that all survive would pay for the pass, no survival can, and the
+	// probe would be a pass thrown away.
+	best := false
+	for k := 1; k <= B && !best; k++ {
+		best = (float64(decodes)+float64(n*k))/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > plainRate
+	}
+	if !best {
+		return false
 	}
 	s.calMu.Lock()
 	s.skipped++

@@ -191,4 +191,22 @@ func TestPassMayPay(t *testing.T) {
 	if runs != 4 {
 		t.Errorf("%d of %d skipped passes probed, want 4", runs, 4*probeEvery)
 	}
+	// Rows that each cost a whole step (many sequences on few cores):
+	// not even drafts that all survive pay for a pass, so there is no
+	// probe either.
+	s = newSched(0.1, 0, 100)
+	s.dTable = spec.NewTable()
+	for rows := 1; rows <= 5; rows++ {
+		s.dTable.Observe(1, rows, float64(rows))
+	}
+	s.dTable.ObserveDraft(1, 0.1)
+	runs = 0
+	for range 4 * probeEvery {
+		if s.passMayPay(1, 1, nil) {
+			runs++
+		}
+	}
+	if runs != 0 {
+		t.Errorf("%d of %d passes probed where none can pay, want 0", runs, 4*probeEvery)
+	}
 }
