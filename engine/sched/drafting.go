@@ -49,6 +49,13 @@ type draftHooks struct {
 // runs anyway.
 const probeEvery = 64
 
+// payMargin is how much faster than plain decoding a pass must be expected
+// to make its step before it runs: the cost table's cells are medians of a
+// few timings on a machine that other work shares, and a pass that gains
+// less than their error is as likely to lose, while on a small target one
+// pass costs several plain steps.
+const payMargin = 1.1
+
 func (s *Scheduler) initDrafting() {
 	if s.cfg.Drafter == nil {
 		return
@@ -199,8 +206,9 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // than 0.8 before a row was verified eight times, so that a new drafter is
 // tried), n of the step's decodes drafting k rows each expect
 // n·(1 + r_0 + r_0·r_1 + …) tokens for the step's time at n·k more rows
-// plus the pass's (the cost table's DraftCost), against a plain step. A
-// pass that no depth pays for is skipped, but for one in probeEvery where
+// plus the pass's (the cost table's DraftCost), against a plain step; a
+// depth pays where it is expected to be payMargin times as fast. A pass
+// that no depth pays for is skipped, but for one in probeEvery where
 // drafts that all survived would pay (where even they would not, as with
 // many sequences on few cores, no measurement of survival can change the
 // answer and there is no probe).
@@ -231,7 +239,7 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 		q *= r[k-1]
 		gain += q
 		tokens := float64(decodes) + float64(n)*gain
-		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > plainRate {
+		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate {
 			return true
 		}
 	}
@@ -240,7 +248,7 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 	// probe would be a pass thrown away.
 	best := false
 	for k := 1; k <= B && !best; k++ {
-		best = (float64(decodes)+float64(n*k))/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > plainRate
+		best = (float64(decodes)+float64(n*k))/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
 	}
 	if !best {
 		return false

@@ -172,7 +172,8 @@ func TestPassMayPay(t *testing.T) {
 	}{
 		{"new drafter, costly pass", 0.5, 0, 0, false},
 		{"new drafter, cheap pass", 0.1, 0, 0, true},
-		{"good drafter", 0.5, 9, 10, true},
+		{"good drafter", 0.2, 9, 10, true},
+		{"good drafter, 4% gain at best", 0.5, 9, 10, false},
 		{"useless drafter, cheap pass", 0.1, 0, 100, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
