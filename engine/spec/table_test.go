@@ -128,6 +128,17 @@ func TestTableCost(t *testing.T) {
 			t.Errorf("Cost(%d, %d) = %v, want %v", c.n, c.rows, got, c.want)
 		}
 	}
+	// A cell timed at a full window of steps (a server's plain steps) is
+	// its median, whatever the line through the noisy cells says.
+	full := NewTable()
+	for range costWindow {
+		full.Observe(1, 1, 1)
+	}
+	full.Observe(1, 2, 4)
+	full.Observe(1, 3, 4.5)
+	if got := full.Cost(1, 1); got != 1 {
+		t.Errorf("Cost(1, 1) = %v over a full window of 1 s steps, want 1", got)
+	}
 	if got := tb.DraftCost(8); math.Abs(got-1.6) > 1e-12 {
 		t.Errorf("DraftCost(8) = %v, want 1.6 (width 4's, scaled)", got)
 	}
