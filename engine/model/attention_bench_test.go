@@ -57,3 +57,39 @@ func BenchmarkAttendPrompt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAttendDecode is the attention alone of one decode row after a
+// context of 16,384 positions, LFM2-8B-A1B's attention shapes, 2 threads,
+// each KV format: what deep decode adds to a step per attention layer,
+// with the key and value bytes it reads per second beside it (kv_GB/s), to
+// set against BenchmarkMemRead's rate on the same machine. The cache
+// (32 MiB of bf16) is larger than a core's L2, so each step reads it from
+// L3 or memory.
+func BenchmarkAttendDecode(b *testing.B) {
+	const G, Hkv, d, depth, threads = 4, 8, 64, 16384, 2
+	for _, dt := range kv.DTypes {
+		n := depth + 1
+		rng := rand.New(rand.NewPCG(1, 2))
+		c := newAttnCase(rng, G, Hkv, d, n)
+		cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
+		m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+		m.run = cpuRunner{m}
+		s := m.NewKVPool(0).NewSequence()
+		if err := s.state.(*cpuState).table.Grow(0, n); err != nil {
+			b.Fatal(err)
+		}
+		s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
+		qd := Hkv * G * d
+		out := make([]float32, qd)
+		segs := []Segment{{s: s, Toks: make([]int, 1), Start: depth}}
+		b.Run(fmt.Sprintf("depth=%d/kv=%s", depth, dt), func(b *testing.B) {
+			ws := &workspace{}
+			for b.Loop() {
+				m.attend(ws, 0, segs, c.q[depth*qd:], out)
+			}
+			bytes := float64(dt.RowBytes(Hkv*d)) * 2 * float64(n)
+			b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "kv_GB/s")
+		})
+		m.pool.Close()
+	}
+}
