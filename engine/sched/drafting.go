@@ -94,8 +94,20 @@ func (s *Scheduler) calibrated(i int, c float32) float64 {
 // off at this width, nothing is drafted.
 func (s *Scheduler) draftFor(cands []*work, decodes int, ws []*work) (sec float64, ran bool) {
 	fixed := s.cfg.DraftDepth
-	if fixed == 0 && (!s.dGuard.Allow(decodes) || !s.passMayPay(len(cands), decodes, ws)) {
-		return 0, false
+	if fixed == 0 {
+		if !s.dGuard.Allow(decodes) {
+			return 0, false
+		}
+		run, one := s.passMayPay(len(cands), decodes, ws)
+		if !run {
+			return 0, false
+		}
+		if one {
+			// A pass that explores or probes measures how the
+			// drafts survive, which one sequence's drafts tell as
+			// well as many: it costs a sixteenth of one over 16.
+			cands = cands[:1]
+		}
 	}
 	seqs := make([]*model.Sequence, len(cands))
 	pending := make([]int, len(cands))
@@ -212,10 +224,14 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // drafts that all survived would pay (where even they would not, as with
 // many sequences on few cores, no measurement of survival can change the
 // answer and there is no probe).
-func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
+//
+// one reports a pass that explores (before the first row was verified
+// eight times, its survival the prior's) or probes: it drafts for one
+// sequence of the n, since what it is for is measuring survival.
+func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 	pass := s.dTable.DraftCost(n)
 	if s.dTable.Cost(decodes, decodes) <= 0 || pass <= 0 {
-		return true // nothing measured: try
+		return true, n > 1 // nothing measured: try
 	}
 	other := 0
 	for _, w := range ws {
@@ -225,6 +241,7 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 	}
 	s.calMu.Lock()
 	B := s.cfg.Drafter.Config.BlockSize
+	explore := s.calReached[0] < 8
 	r := make([]float64, B)
 	for i := range r {
 		r[i] = (s.calKept[i] + 1) / (s.calReached[i] + 2)
@@ -240,7 +257,7 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 		gain += q
 		tokens := float64(decodes) + float64(n)*gain
 		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate {
-			return true
+			return true, explore && n > 1
 		}
 	}
 	// A probe measures the rows' survival again; where not even drafts
@@ -251,11 +268,11 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) bool {
 		best = (float64(decodes)+float64(n*k))/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
 	}
 	if !best {
-		return false
+		return false, false
 	}
 	s.calMu.Lock()
 	s.skipped++
 	probe := s.skipped%probeEvery == 0
 	s.calMu.Unlock()
-	return probe
+	return probe, probe && n > 1
 }

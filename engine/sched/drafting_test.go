@@ -177,7 +177,7 @@ func TestPassMayPay(t *testing.T) {
 		{"useless drafter, cheap pass", 0.1, 0, 100, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := newSched(c.pass, c.kept, c.reached).passMayPay(1, 1, nil); got != c.want {
+			if got, _ := newSched(c.pass, c.kept, c.reached).passMayPay(1, 1, nil); got != c.want {
 				t.Errorf("passMayPay = %v, want %v", got, c.want)
 			}
 		})
@@ -185,12 +185,37 @@ func TestPassMayPay(t *testing.T) {
 	s := newSched(0.1, 0, 100)
 	runs := 0
 	for range 4 * probeEvery {
-		if s.passMayPay(1, 1, nil) {
+		if run, _ := s.passMayPay(1, 1, nil); run {
 			runs++
 		}
 	}
 	if runs != 4 {
 		t.Errorf("%d of %d skipped passes probed, want 4", runs, 4*probeEvery)
+	}
+	// Over four sequences, a pass that explores (survival not yet
+	// measured) or probes drafts for one of them; one that pays by
+	// measured survival drafts for all.
+	for _, c := range []struct {
+		name          string
+		pass          float64
+		kept, reached float64
+		run, one      bool
+	}{
+		{"new drafter", 0.1, 0, 0, true, true},
+		{"good drafter", 0.2, 9, 10, true, false},
+		{"useless drafter", 0.1, 0, 100, false, false},
+	} {
+		run, one := newSched(c.pass, c.kept, c.reached).passMayPay(4, 4, nil)
+		if run != c.run || one != c.one {
+			t.Errorf("%s over 4 sequences: run %v, one %v; want %v, %v", c.name, run, one, c.run, c.one)
+		}
+	}
+	s = newSched(0.1, 0, 100)
+	for i := range probeEvery {
+		run, one := s.passMayPay(4, 4, nil)
+		if run != (i == probeEvery-1) || one != run {
+			t.Fatalf("skipped pass %d over 4 sequences: run %v, one %v; want a probe of one sequence on the %dth alone", i+1, run, one, probeEvery)
+		}
 	}
 	// Rows that each cost a whole step (many sequences on few cores):
 	// not even drafts that all survive pay for a pass, so there is no
@@ -203,7 +228,7 @@ func TestPassMayPay(t *testing.T) {
 	s.dTable.ObserveDraft(1, 0.1)
 	runs = 0
 	for range 4 * probeEvery {
-		if s.passMayPay(1, 1, nil) {
+		if run, _ := s.passMayPay(1, 1, nil); run {
 			runs++
 		}
 	}
