@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -80,32 +81,43 @@ type draftScratch struct {
 var draftScratches sync.Pool
 
 // flushDraft computes and writes the pending context of seqs (a sequence
-// listed twice is computed once).
+// listed twice is computed once), one product per model among them.
 func flushDraft(seqs []*Sequence) {
+	for len(seqs) > 0 {
+		var m *Model
+		var rest []*Sequence // pending rows of another model: the next round
+		for _, s := range seqs {
+			switch {
+			case s.pend.rows == 0:
+			case m == nil || s.pend.m == m:
+				m = s.pend.m
+			default:
+				rest = append(rest, s)
+			}
+		}
+		if m == nil {
+			return
+		}
+		m.flushDraft(seqs)
+		seqs = rest
+	}
+}
+
+// flushDraft computes the pending context of the sequences of seqs that
+// are m's in one product and writes it into their states.
+func (m *Model) flushDraft(seqs []*Sequence) {
 	type part struct {
 		s    *Sequence
 		row0 int
 	}
-	var m *Model
 	var parts []part
 	R := 0
 	for _, s := range seqs {
-		p := &s.pend
-		if p.rows == 0 {
-			continue
-		}
-		if m == nil {
-			m = p.m
-		}
-		if p.m != m {
-			// Sequences of another model: their own flush.
+		if s.pend.rows == 0 || s.pend.m != m || slices.ContainsFunc(parts, func(p part) bool { return p.s == s }) {
 			continue
 		}
 		parts = append(parts, part{s, R})
-		R += p.rows
-	}
-	if R == 0 {
-		return
+		R += s.pend.rows
 	}
 	d := m.drafter
 	n, dim := d.ContextShape()
@@ -141,18 +153,6 @@ func flushDraft(seqs []*Sequence) {
 		if cap(p.taps) > draftPendMax*W {
 			// A prompt chunk's rows: do not keep its buffer.
 			p.taps = nil
-		}
-	}
-	if rest := seqs; len(parts) > 0 {
-		// Sequences of other models, if any.
-		var other []*Sequence
-		for _, s := range rest {
-			if s.pend.rows > 0 {
-				other = append(other, s)
-			}
-		}
-		if len(other) > 0 {
-			flushDraft(other)
 		}
 	}
 }
