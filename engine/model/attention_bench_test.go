@@ -21,17 +21,7 @@ func BenchmarkAttendPrompt(b *testing.B) {
 	const G, Hkv, d, rows, threads = 4, 8, 64, 128, 2
 	for _, depth := range []int{0, 16384} {
 		for _, dt := range kv.DTypes {
-			n := depth + rows
-			rng := rand.New(rand.NewPCG(1, 2))
-			c := newAttnCase(rng, G, Hkv, d, n)
-			cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
-			m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
-			m.run = cpuRunner{m}
-			s := m.NewKVPool(0).NewSequence()
-			if err := s.state.(*cpuState).table.Grow(0, n); err != nil {
-				b.Fatal(err)
-			}
-			s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
+			m, s, c := attnBenchModel(b, G, Hkv, d, depth+rows, threads, dt)
 			qd := Hkv * G * d
 			out := make([]float32, rows*qd)
 			segs := []Segment{{s: s, Toks: make([]int, rows), Start: depth}}
@@ -69,16 +59,7 @@ func BenchmarkAttendDecode(b *testing.B) {
 	const G, Hkv, d, depth, threads = 4, 8, 64, 16384, 2
 	for _, dt := range kv.DTypes {
 		n := depth + 1
-		rng := rand.New(rand.NewPCG(1, 2))
-		c := newAttnCase(rng, G, Hkv, d, n)
-		cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
-		m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
-		m.run = cpuRunner{m}
-		s := m.NewKVPool(0).NewSequence()
-		if err := s.state.(*cpuState).table.Grow(0, n); err != nil {
-			b.Fatal(err)
-		}
-		s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
+		m, s, c := attnBenchModel(b, G, Hkv, d, n, threads, dt)
 		qd := Hkv * G * d
 		out := make([]float32, qd)
 		segs := []Segment{{s: s, Toks: make([]int, 1), Start: depth}}
@@ -92,4 +73,21 @@ func BenchmarkAttendDecode(b *testing.B) {
 		})
 		m.pool.Close()
 	}
+}
+
+// attnBenchModel returns a one-attention-layer model of G·Hkv query heads
+// over Hkv KV heads of d on threads threads, with a sequence whose cache
+// in format dt holds the random keys and values of n positions of c.
+func attnBenchModel(b *testing.B, G, Hkv, d, n, threads int, dt kv.DType) (*Model, *Sequence, *attnCase) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := newAttnCase(rng, G, Hkv, d, n)
+	cfg := &config.Config{HeadDim: d, NumHeads: Hkv * G, NumKVHeads: Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
+	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
+	m.run = cpuRunner{m}
+	s := m.NewKVPool(0).NewSequence()
+	if err := s.state.(*cpuState).table.Grow(0, n); err != nil {
+		b.Fatal(err)
+	}
+	s.state.(*cpuState).table.Write(0, 0, c.k, c.v)
+	return m, s, c
 }
