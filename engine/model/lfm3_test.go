@@ -257,3 +257,17 @@ func TestLFM3LoadFindings(t *testing.T) {
 		t.Errorf("err = %q; want the gate's expected shape [4 128] named", err)
 	}
 }
+
+// TestLFM3SequenceState: what the LFM2 fixtures' sequences promise holds
+// with sliding layers: a rewind after a draft continues bit for bit as a
+// cold run of the kept tokens, a span round-trips, and running the layers
+// in two ranges (StartLayer) or stopping inside the last (LastLayer) gives
+// a whole run's bits, on prompts longer than the window.
+func TestLFM3SequenceState(t *testing.T) {
+	m := lfm3(t)
+	ids := lfm3Prompts(t)[4].InputIDs // 66 tokens
+	t.Run("rewind", func(t *testing.T) { checkRewind(t, m, m, []int{0, 3, 6}) })
+	t.Run("span", func(t *testing.T) { checkSpanRoundTrip(t, m) })
+	t.Run("start layer", func(t *testing.T) { checkSplit(t, "lfm3", m, ids) })
+	t.Run("last layer", func(t *testing.T) { checkLastLayer(t, "lfm3", m, ids) })
+}
