@@ -250,10 +250,17 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.ConvLCache = p.int("conv_L_cache", 3)
 	}
 	c.ConvBias = p.bool("conv_bias", false)
-	c.MaxPositionEmbeddings = p.int("max_position_embeddings", 128000)
-	c.BOSTokenID = p.int("bos_token_id", 1)
-	c.PadTokenID = p.int("pad_token_id", 0)
-	c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
+	if lfm3 {
+		c.MaxPositionEmbeddings = p.int("max_position_embeddings", 262144)
+		c.BOSTokenID = p.int("bos_token_id", 124894)
+		c.PadTokenID = p.int("pad_token_id", 124893)
+		c.EOSTokenIDs = p.intOrList("eos_token_id", []int{124900})
+	} else {
+		c.MaxPositionEmbeddings = p.int("max_position_embeddings", 128000)
+		c.BOSTokenID = p.int("bos_token_id", 1)
+		c.PadTokenID = p.int("pad_token_id", 0)
+		c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
+	}
 	if lfm3 {
 		// No legacy key: tie_embedding is LFM2's.
 		c.TieWordEmbeddings = p.bool("tie_word_embeddings", true)

@@ -208,8 +208,10 @@ func TestLFM3ConfigRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.HiddenSize != 2048 || c.IntermediateSize != 7680 || c.ConvLCache != 7 || c.NumHeads != 16 || c.NumKVHeads != 4 || c.HeadDim != 128 {
-			t.Errorf("hidden %d, width %d, conv %d, heads %d/%d, head_dim %d", c.HiddenSize, c.IntermediateSize, c.ConvLCache, c.NumHeads, c.NumKVHeads, c.HeadDim)
+		if c.HiddenSize != 2048 || c.IntermediateSize != 7680 || c.ConvLCache != 7 || c.NumHeads != 16 || c.NumKVHeads != 4 || c.HeadDim != 128 ||
+			c.VocabSize != 128000 || c.MaxPositionEmbeddings != 262144 || c.BOSTokenID != 124894 || fmt.Sprint(c.EOSTokenIDs) != "[124900]" {
+			t.Errorf("hidden %d, width %d, conv %d, heads %d/%d, head_dim %d, vocab %d, positions %d, bos %d, eos %v",
+				c.HiddenSize, c.IntermediateSize, c.ConvLCache, c.NumHeads, c.NumKVHeads, c.HeadDim, c.VocabSize, c.MaxPositionEmbeddings, c.BOSTokenID, c.EOSTokenIDs)
 		}
 		if note := c.ShapeDefaultsNote(); !strings.Contains(note, "intermediate_size=7680") {
 			t.Errorf("note %q does not name the defaulted width", note)
