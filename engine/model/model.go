@@ -262,7 +262,9 @@ func (m *Model) Weights() Weights {
 	return Weights{Embed: m.embed, Head: m.head, FinalNorm: m.finalNorm, Layers: m.layers}
 }
 
-// RoPE returns the model's rotary embedding.
+// RoPE returns the model's rotary embedding: every attention layer's for
+// LFM2, the full-attention layers' for LFM3 (whose sliding layers have
+// their own; the device runner, which uploads this one, refuses LFM3).
 func (m *Model) RoPE() *kernels.RoPE { return m.rope }
 
 // SetRunner moves the model's steps and new sequences' state to r (a
