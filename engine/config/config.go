@@ -1,7 +1,8 @@
 // Package config reads an LFM2 config.json, the MoE family (Hugging Face
-// model_type "lfm2_moe") or the dense one ("lfm2"), into a validated Config,
-// applying every default and legacy-key rule of docs/model.md §2 and, for
-// dense checkpoints, the FFN-width rule of Hugging Face's Lfm2MLP.
+// model_type "lfm2_moe"), the dense one ("lfm2") or LFM3 ("lfm3",
+// docs/lfm3.md), into a validated Config, applying every default and
+// legacy-key rule of docs/model.md §2 and, for dense checkpoints, the
+// FFN-width rule of Hugging Face's Lfm2MLP.
 //
 // It knows the model's hyper-parameters and the tensor shapes they imply; it
 // does not load weights or run anything.
@@ -27,7 +28,8 @@ type LayerKind int
 const (
 	// Conv is the gated short-convolution mixer (layer_types "conv").
 	Conv LayerKind = iota
-	// Attention is grouped-query attention (layer_types "full_attention").
+	// Attention is grouped-query attention (layer_types "full_attention",
+	// and lfm3's "sliding_attention", whose layers Config.Sliding marks).
 	Attention
 )
 
@@ -46,7 +48,15 @@ const (
 	// ModelTypeDense is dense LFM2 (Lfm2ForCausalLM): every layer has a
 	// dense SwiGLU FFN and there are no experts.
 	ModelTypeDense = "lfm2"
+	// ModelTypeLFM3 is LFM3 (Lfm3ForCausalLM, docs/lfm3.md): dense LFM2
+	// layers plus sliding-window attention layers, a sigmoid gate on each
+	// attention head's output, a norm on every operator's and MLP's output
+	// before its residual add, and RoPE parameters per attention kind.
+	ModelTypeLFM3 = "lfm3"
 )
+
+// supportedTypes is what an unknown model_type is told.
+const supportedTypes = `lfmq supports "lfm2_moe", "lfm2" and "lfm3"`
 
 // Config is a validated LFM2 configuration. A dense LFM2 is an LFM2-MoE
 // whose layers all have a dense FFN: NumDenseLayers == NumLayers and the
@@ -71,12 +81,32 @@ type Config struct {
 	NormEps               float32
 	ConvLCache            int
 	ConvBias              bool
-	RopeTheta             float64
+	RopeTheta             float64 // lfm3: the full-attention layers' θ (LayerRoPE gives each layer's)
 	TieWordEmbeddings     bool
 	MaxPositionEmbeddings int
 	BOSTokenID            int
 	EOSTokenIDs           []int
 	PadTokenID            int
+
+	// SlidingWindow is how many positions a query of a sliding-attention
+	// layer sees, its own included (lfm3's sliding_window): keys j of a
+	// query at i with 0 ≤ i−j < SlidingWindow. 0 when no layer slides.
+	SlidingWindow int
+	// Sliding marks, per layer, the attention layers that slide (lfm3's
+	// layer_types "sliding_attention"); nil when none does.
+	Sliding []bool
+	// RoPEFull and RoPESliding are lfm3's rope_parameters of its
+	// full_attention and sliding_attention layers; LayerRoPE gives a
+	// layer's, for every model type.
+	RoPEFull, RoPESliding RoPEParams
+	// PostNorms: every layer has post_operator_norm and post_ffn_norm,
+	// applied to the operator's and the MLP's output before each residual
+	// add (lfm3).
+	PostNorms bool
+	// AttnGate: every attention layer has self_attn.gate_proj [heads,
+	// hidden], whose sigmoid scales each head's output before the output
+	// projection (lfm3).
+	AttnGate bool
 
 	// Defaulted lists the keys config.json does not set, each with the
 	// default used ("vocab_size=65536"), in the order read: when a tensor
@@ -165,24 +195,41 @@ func Parse(name string, data []byte) (*Config, error) {
 	p := parser{name: name, raw: raw, read: map[string]bool{}}
 	c := &Config{}
 	c.ModelType = p.str("model_type", "")
-	if p.err == nil && c.ModelType != ModelTypeMoE && c.ModelType != ModelTypeDense {
+	if p.err == nil && c.ModelType != ModelTypeMoE && c.ModelType != ModelTypeDense && c.ModelType != ModelTypeLFM3 {
 		if c.ModelType == "" {
-			return nil, &Error{File: name, Field: "model_type", Msg: `missing; lfmq supports "lfm2_moe" and "lfm2"`}
+			return nil, &Error{File: name, Field: "model_type", Msg: "missing; " + supportedTypes}
 		}
-		return nil, &Error{File: name, Field: "model_type", Msg: fmt.Sprintf("%q is not supported; lfmq supports \"lfm2_moe\" and \"lfm2\"", c.ModelType)}
+		return nil, &Error{File: name, Field: "model_type", Msg: fmt.Sprintf("%q is not supported; %s", c.ModelType, supportedTypes)}
 	}
 	dense := c.ModelType == ModelTypeDense
-	c.VocabSize = p.int("vocab_size", 65536)
-	if dense {
+	lfm3 := c.ModelType == ModelTypeLFM3
+	switch {
+	case lfm3:
+		// LFM3-1.7B's published values, listed in Defaulted when used.
+		c.VocabSize = p.int("vocab_size", 128000)
+		c.HiddenSize = p.int("hidden_size", 2048)
+	case dense:
+		c.VocabSize = p.int("vocab_size", 65536)
 		// Hugging Face's Lfm2Config defaults (LFM2-2.6B-like).
 		c.HiddenSize = p.int("hidden_size", 2560)
-	} else {
+	default:
+		c.VocabSize = p.int("vocab_size", 65536)
 		c.HiddenSize = p.int("hidden_size", 2048)
 	}
 	c.NumLayers = p.int("num_hidden_layers", -1)
-	c.NumHeads = p.int("num_attention_heads", 32)
-	c.NumKVHeads = p.int("num_key_value_heads", 8)
-	if dense {
+	if lfm3 {
+		c.NumHeads = p.int("num_attention_heads", 16)
+		c.NumKVHeads = p.int("num_key_value_heads", 4)
+	} else {
+		c.NumHeads = p.int("num_attention_heads", 32)
+		c.NumKVHeads = p.int("num_key_value_heads", 8)
+	}
+	if lfm3 {
+		// The SwiGLU width as is: LFM3 has no block_auto_adjust_ff_dim.
+		c.IntermediateSize = p.int("intermediate_size", 7680)
+		c.NumDenseLayers = max(c.NumLayers, 0)
+		c.PostNorms, c.AttnGate = true, true
+	} else if dense {
 		c.IntermediateSize = p.denseFFNWidth()
 		c.NumDenseLayers = max(c.NumLayers, 0)
 	} else {
@@ -195,14 +242,29 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.NormTopKProb = p.bool("norm_topk_prob", true)
 		c.RoutedScalingFactor = float32(p.float("routed_scaling_factor", 1.0))
 	}
-	c.NormEps = float32(p.float("norm_eps", 1e-5))
-	c.ConvLCache = p.int("conv_L_cache", 3)
+	if lfm3 {
+		c.NormEps = float32(p.normEps())
+		c.ConvLCache = p.int("conv_L_cache", 7)
+	} else {
+		c.NormEps = float32(p.float("norm_eps", 1e-5))
+		c.ConvLCache = p.int("conv_L_cache", 3)
+	}
 	c.ConvBias = p.bool("conv_bias", false)
-	c.MaxPositionEmbeddings = p.int("max_position_embeddings", 128000)
-	c.BOSTokenID = p.int("bos_token_id", 1)
-	c.PadTokenID = p.int("pad_token_id", 0)
-	c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
-	if _, ok := raw["tie_word_embeddings"]; ok {
+	if lfm3 {
+		c.MaxPositionEmbeddings = p.int("max_position_embeddings", 262144)
+		c.BOSTokenID = p.int("bos_token_id", 124894)
+		c.PadTokenID = p.int("pad_token_id", 124893)
+		c.EOSTokenIDs = p.intOrList("eos_token_id", []int{124900})
+	} else {
+		c.MaxPositionEmbeddings = p.int("max_position_embeddings", 128000)
+		c.BOSTokenID = p.int("bos_token_id", 1)
+		c.PadTokenID = p.int("pad_token_id", 0)
+		c.EOSTokenIDs = p.intOrList("eos_token_id", []int{2})
+	}
+	if lfm3 {
+		// No legacy key: tie_embedding is LFM2's.
+		c.TieWordEmbeddings = p.bool("tie_word_embeddings", true)
+	} else if _, ok := raw["tie_word_embeddings"]; ok {
 		c.TieWordEmbeddings = p.bool("tie_word_embeddings", true)
 		if _, legacy := p.get("tie_embedding"); legacy && p.err == nil {
 			if old := p.bool("tie_embedding", true); p.err == nil && old != c.TieWordEmbeddings {
@@ -235,13 +297,16 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 		return nil, &Error{File: name, Field: "num_hidden_layers", Msg: "missing"}
 	}
-	if err := p.layerKinds(c); err != nil {
+	if lfm3 {
+		if err := p.lfm3(c); err != nil {
+			return nil, err
+		}
+	} else if err := p.layerKinds(c); err != nil {
+		return nil, err
+	} else if err := p.rope(c); err != nil {
 		return nil, err
 	}
-	if err := p.rope(c); err != nil {
-		return nil, err
-	}
-	if v, ok := p.get("rope_parameters"); ok && bytes.Contains(v, []byte(`"rope_theta"`)) {
+	if v, ok := p.get("rope_parameters"); ok && !lfm3 && bytes.Contains(v, []byte(`"rope_theta"`)) {
 		// θ came from rope_parameters; the top-level default did not apply.
 		p.defaults = slices.DeleteFunc(p.defaults, func(d string) bool { return strings.HasPrefix(d, "rope_theta=") })
 	}
@@ -257,6 +322,11 @@ func Parse(name string, data []byte) (*Config, error) {
 	c.Defaulted, c.Unknown = p.defaults, unknownKeys(raw, knownKeysFor(c.ModelType))
 	if err := c.validate(name); err != nil {
 		return nil, withDefaults(err, c.Defaulted)
+	}
+	if lfm3 {
+		if err := c.validateLFM3(name); err != nil {
+			return nil, withDefaults(err, c.Defaulted)
+		}
 	}
 	return c, nil
 }
@@ -327,9 +397,9 @@ func (c *Config) validate(name string) error {
 	return nil
 }
 
-// Dense reports whether the config is a dense LFM2 (model_type "lfm2"):
-// no layer has routed experts.
-func (c *Config) Dense() bool { return c.ModelType == ModelTypeDense }
+// Dense reports whether no layer has routed experts: a dense LFM2
+// (model_type "lfm2") or an LFM3, whose MLPs are all dense SwiGLUs.
+func (c *Config) Dense() bool { return c.ModelType == ModelTypeDense || c.ModelType == ModelTypeLFM3 }
 
 // IsMoE reports whether layer i has the routed-expert feed-forward block.
 func (c *Config) IsMoE(i int) bool { return i >= c.NumDenseLayers }

@@ -24,8 +24,11 @@ var denseKnownKeys = func() map[string]bool {
 }()
 
 func knownKeysFor(modelType string) map[string]bool {
-	if modelType == ModelTypeDense {
+	switch modelType {
+	case ModelTypeDense:
 		return denseKnownKeys
+	case ModelTypeLFM3:
+		return lfm3KnownKeys
 	}
 	return knownKeys
 }

@@ -295,13 +295,23 @@ type RoPE struct {
 // power and the quotient rounded to float32, φ = fl32(pos·inv_freq_j) and
 // cos φ, sin φ evaluated in float64 and rounded to float32.
 func NewRoPE(headDim int, theta float64, maxPos int) (*RoPE, error) {
-	if headDim <= 0 || headDim%2 != 0 || !(theta > 1) || math.IsInf(theta, 0) || maxPos < 0 || maxPos > 1<<24 {
-		return nil, fmt.Errorf("kernels: RoPE head size %d, theta %g, positions %d: need an even positive head size, 1 < theta < Inf and 0 ≤ positions ≤ 2^24", headDim, theta, maxPos)
+	return NewPartialRoPE(headDim, theta, headDim/2, maxPos)
+}
+
+// NewPartialRoPE is NewRoPE where only the first rotated of the HeadDim/2
+// frequency slots turn (LFM3's "proportional" partial rotation,
+// docs/lfm3.md): slot j < rotated keeps NewRoPE's 1/θ^(2j/d), over the
+// whole head size d, and the others get frequency 0, whose angle is 0 at
+// every position (cos 1, sin 0), so Apply passes dimensions j and j+d/2
+// through unchanged. rotated = HeadDim/2 is NewRoPE.
+func NewPartialRoPE(headDim int, theta float64, rotated, maxPos int) (*RoPE, error) {
+	if headDim <= 0 || headDim%2 != 0 || !(theta > 1) || math.IsInf(theta, 0) || maxPos < 0 || maxPos > 1<<24 || rotated < 0 || rotated > headDim/2 {
+		return nil, fmt.Errorf("kernels: RoPE head size %d, theta %g, rotated pairs %d, positions %d: need an even positive head size, 1 < theta < Inf, 0 ≤ rotated pairs ≤ head size/2 and 0 ≤ positions ≤ 2^24", headDim, theta, rotated, maxPos)
 	}
 	half := headDim / 2
 	r := &RoPE{HeadDim: headDim, MaxPos: maxPos, invFreq: make([]float32, half)}
 	base := float64(float32(theta))
-	for j := range half {
+	for j := range rotated {
 		e := float32(2*j) / float32(headDim)
 		r.invFreq[j] = 1 / float32(math.Pow(base, float64(e)))
 	}

@@ -215,9 +215,47 @@ func TestRoPE(t *testing.T) {
 	}
 }
 
+// TestPartialRoPE: LFM3's proportional partial rotation turns the first
+// rotated frequency slots exactly as NewRoPE does (θ^(−2j/d) over the whole
+// head) and passes the dimensions of the others through unchanged; all
+// slots rotating is NewRoPE.
+func TestPartialRoPE(t *testing.T) {
+	const d, theta, rotated = 32, 1e6, 8
+	full, _ := NewRoPE(d, theta, 50)
+	part, err := NewPartialRoPE(d, theta, rotated, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _ := NewPartialRoPE(d, theta, d/2, 50)
+	for _, bad := range []int{-1, d/2 + 1} {
+		if _, err := NewPartialRoPE(d, theta, bad, 50); err == nil {
+			t.Errorf("%d rotated pairs of %d accepted", bad, d/2)
+		}
+	}
+	rng := rand.New(rand.NewPCG(35, 36))
+	for _, pos := range []int{0, 1, 31, 49, 50, 4000} {
+		z := randVec(rng, d)
+		zf, zp, zs := append([]float32(nil), z...), append([]float32(nil), z...), append([]float32(nil), z...)
+		full.Apply(zf, pos)
+		part.Apply(zp, pos)
+		same.Apply(zs, pos)
+		checkSame(t, fmt.Sprintf("all pairs rotating vs NewRoPE, pos %d", pos), zs, zf)
+		for j := range d / 2 {
+			lo, hi := j, j+d/2
+			if j < rotated {
+				if zp[lo] != zf[lo] || zp[hi] != zf[hi] {
+					t.Fatalf("pos %d pair %d: (%g, %g), NewRoPE's (%g, %g)", pos, j, zp[lo], zp[hi], zf[lo], zf[hi])
+				}
+			} else if zp[lo] != z[lo] || zp[hi] != z[hi] {
+				t.Fatalf("pos %d pair %d: (%g, %g), want it unchanged (%g, %g)", pos, j, zp[lo], zp[hi], z[lo], z[hi])
+			}
+		}
+	}
+}
+
 func TestCausalConv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(33, 34))
-	for _, k := range []int{1, 2, 3, 4} {
+	for _, k := range []int{1, 2, 3, 4, 7} {
 		const T, H = 9, 37
 		u := randVec(rng, T*H)
 		w := randVec(rng, H*k)

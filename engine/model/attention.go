@@ -27,6 +27,13 @@ import (
 //     fl(L_s·b), acc = fma(b, acc_s, fl(acc·a)).
 //   - The output is acc / L.
 //
+// A sliding-window layer (LFM3's sliding_attention, window W) gives a query
+// at p the keys from winStart(p) = max(0, p−W+1) to p instead: the blocks
+// and splits stay on the same grid, the first block and split a query reads
+// starting at winStart(p) instead of at their grid start, and the splits
+// and blocks wholly before it are not read. Which keys a row reads, and in
+// what order, still depends on its position alone.
+//
 // Exp(0) is exactly 1, so a factor of 1 may be skipped without changing a
 // bit; the device kernels (attn_block_max, attn_split_out) compute the same
 // sequence of operations. Each KV head's keys and values are read once for
@@ -99,12 +106,39 @@ func (a attnKV) block(b0, cnt int, kb, vb []float32) (keys []float32, ks int, va
 	return keys, ks, vals, vs
 }
 
-// rowsBF16 returns the bfloat16 key and value rows of the block from b0
-// (a multiple of attnBlock) in place in its page, kvd elements apart, from
-// the block's first position on; a's format is kv.BF16.
+// rowsBF16 returns the bfloat16 key and value rows of the block holding
+// position b0 in place in its page, kvd elements apart, from b0 on; a's
+// format is kv.BF16.
 func (a attnKV) rowsBF16(b0 int) (keys, vals []uint16) {
 	pg := a.pages[b0/attnBlock]
-	return pg.K(a.l).BF16(), pg.V(a.l).BF16()
+	o := b0 % attnBlock * a.kvd
+	return pg.K(a.l).BF16()[o:], pg.V(a.l).BF16()[o:]
+}
+
+// winStart returns the first position a query at pos reads in a layer of
+// window w: 0 when w is 0 (every earlier position), else the start of the
+// last w positions, its own included.
+func winStart(pos, w int) int {
+	if w <= 0 {
+		return 0
+	}
+	return max(0, pos-w+1)
+}
+
+// firstSplit returns the split holding winStart(pos, w).
+func firstSplit(pos, w int) int { return winStart(pos, w) / attnSplit }
+
+// blockEnd returns the end of the block holding position b0, cut at hi.
+func blockEnd(b0, hi int) int { return min(b0-b0%attnBlock+attnBlock, hi) }
+
+// seeBelow returns how many of the rows at positions pos0, pos0+1, …,
+// pos0+rows−1 read some position below end (> 0) in a layer of window w:
+// a prefix of them, since a later row's window starts later.
+func seeBelow(pos0, rows, end, w int) int {
+	if w <= 0 {
+		return rows
+	}
+	return min(rows, max(0, end+w-1-pos0))
 }
 
 // reduceBlock is one step of the online softmax: it adds to s the cnt keys
@@ -174,15 +208,17 @@ func reduceBlockBF16(s attnState, q []float32, keys []uint16, ks int, vals []uin
 // each of the Hkv heads' states, stateN = G·(d+2) floats apart in part,
 // takes each block's reduceBlockBF16 step for its G query heads of q [Hkv·G·d],
 // the next head's keys (the next block's first head's after the last)
-// handed on for the kernel to prefetch.
+// handed on for the kernel to prefetch. lo may fall inside a block (a
+// sliding window's start): the first block is then read from lo.
 func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float32, sc []float32) {
 	stateN, kvd := G*(d+2), Hkv*d
-	for b0 := lo; b0 < hi; b0 += attnBlock {
-		cnt := min(attnBlock, hi-b0)
+	for b0, be := lo, 0; b0 < hi; b0 = be {
+		be = blockEnd(b0, hi)
+		cnt := be - b0
 		keys, vals := kv.rowsBF16(b0)
 		var nextBlock []uint16
-		if b0+attnBlock < hi {
-			nextBlock, _ = kv.rowsBF16(b0 + attnBlock)
+		if be < hi {
+			nextBlock, _ = kv.rowsBF16(be)
 		}
 		for h := range Hkv {
 			next := nextBlock
@@ -296,9 +332,11 @@ type attnMerge struct {
 }
 
 // attend runs attention for the rows of segs: q [R, Hq·d] in, o [R, Hq·d]
-// out, each segment's cache already holding its new keys and values.
+// out, each segment's cache already holding its new keys and values. A
+// sliding layer's rows read their window only (Config.LayerWindow).
 func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 	c := m.Config
+	W := c.LayerWindow(l)
 	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
 	G := c.KVGroup()
 	qd, kvd := Hq*d, Hkv*d
@@ -313,7 +351,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 		if n <= attnShortRows {
 			for t := range n {
 				r := sg.Row0 + t
-				ns := splits(sg.Start + t)
+				s0, s1 := firstSplit(sg.Start+t, W), splits(sg.Start+t)
+				ns := s1 - s0
 				if ns == 1 {
 					// One split: nothing to share out or merge later.
 					for h := range Hkv {
@@ -324,7 +363,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				for h := range Hkv {
 					merges = append(merges, attnMerge{r0: r, kvh: h, n: ns, part: parts + h*stateN, stride: Hkv * stateN})
 				}
-				for sp := range ns {
+				for sp := s0; sp < s1; sp++ {
 					tasks = append(tasks, attnTask{seg: si, r0: r, r1: r + 1, kvh: -1, split: sp, part: parts})
 					parts += Hkv * stateN
 				}
@@ -360,8 +399,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
 				pos := sg.Start + tk.r0 - sg.Row0
-				lo := tk.split * attnSplit
-				hi := min(lo+attnSplit, pos+1)
+				lo := max(tk.split*attnSplit, winStart(pos, W))
+				hi := min(tk.split*attnSplit+attnSplit, pos+1)
 				for h := range Hkv {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
@@ -391,16 +430,17 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
 				}
-				for b0 := lo; b0 < hi; b0 += attnBlock {
-					cnt := min(attnBlock, hi-b0)
+				for b0, be := lo, 0; b0 < hi; b0 = be {
+					be = blockEnd(b0, hi)
+					cnt := be - b0
 					var kbAll, vbAll []float32
 					if rs != nil {
 						kbAll, vbAll = rs.k, rs.v
 					}
 					keys, ks, vals, vs := rowsKV.block(b0, cnt, kbAll, vbAll)
 					var nextBlock []float32
-					if rs == nil && b0+attnBlock < hi {
-						nextBlock, _, _, _ = rowsKV.block(b0+attnBlock, min(attnBlock, hi-b0-attnBlock), nil, nil)
+					if rs == nil && be < hi {
+						nextBlock, _, _, _ = rowsKV.block(be, min(attnBlock, hi-be), nil, nil)
 					}
 					for h := range Hkv {
 						next := nextBlock
@@ -428,7 +468,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 					ts = getTileScratch(G, d)
 					defer tileScratches.Put(ts)
 				}
-				ts.run(hkv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
+				ts.run(hkv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, W, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
 				continue
 			}
 			rows := tk.r1 - tk.r0
@@ -444,28 +484,36 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 			}
 			// Split by split, block by block: each block's keys and
 			// values are decoded once for the rows of the tile that
-			// reach it, each row taking the block's first positions up
+			// reach it, each row taking the block's positions from its
+			// window's start (the block's first without a window) up
 			// to its own, so that every row runs the same reduceBlock
-			// steps, block by block from the split's start, as a decode
-			// row's split task.
+			// steps, block by block from the split's start or its
+			// window's, as a decode row's split task.
 			splitSt := make([]attnState, rows)
-			for s := range splits(pos0 + rows - 1) {
+			for s := firstSplit(pos0, W); s < splits(pos0+rows-1); s++ {
 				lo := s * attnSplit
-				first := max(0, lo-pos0) // the first row that reaches the split
-				for i := first; i < rows; i++ {
+				first := max(0, lo-pos0)                      // the first row that reaches the split
+				last := seeBelow(pos0, rows, lo+attnSplit, W) // the rows after it start their window past it
+				for i := first; i < last; i++ {
 					splitSt[i] = newAttnState(sp[i*stateN:], G, d)
 				}
 				hi := min(lo+attnSplit, pos0+rows)
-				for b0 := lo; b0 < hi; b0 += attnBlock {
+				b := max(lo, winStart(pos0+first, W)/attnBlock*attnBlock) // no row reads a block before it
+				for b0 := b; b0 < hi; b0 += attnBlock {
 					cntMax := min(attnBlock, hi-b0)
+					iLo, iHi := max(first, b0-pos0), seeBelow(pos0, last, b0+cntMax, W)
+					if iLo >= iHi {
+						continue
+					}
 					keys, ks, vals, vs := hkv.block(b0, cntMax, kb, vb)
-					for i := max(first, b0-pos0); i < rows; i++ {
+					for i := iLo; i < iHi; i++ {
 						cnt := min(cntMax, pos0+i+1-b0)
+						off := max(0, winStart(pos0+i, W)-b0)
 						r := tk.r0 + i
-						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys, ks, vals, vs, cnt, scale, sc, nil)
+						reduceBlock(splitSt[i], q[r*qd+tk.kvh*G*d:][:G*d], keys[off*ks:], ks, vals[off*vs:], vs, cnt-off, scale, sc, nil)
 					}
 				}
-				for i := first; i < rows; i++ {
+				for i := first; i < last; i++ {
 					mergeSplit(states[i], splitSt[i])
 				}
 			}

@@ -17,6 +17,7 @@ import (
 // positions and, for rows at positions [n−rows, n), their queries.
 type attnCase struct {
 	G, Hkv, d, n int
+	w            int       // sliding window (0: none)
 	k, v, q      []float32 // [n, Hkv·d], [n, Hkv·d], [n, Hkv·G·d]
 }
 
@@ -45,6 +46,9 @@ func (c *attnCase) run(from, chunk, threads int) []float32 {
 // runAs is run with the cache stored in format dt.
 func (c *attnCase) runAs(dt kv.DType, from, chunk, threads int) []float32 {
 	cfg := &config.Config{HeadDim: c.d, NumHeads: c.Hkv * c.G, NumKVHeads: c.Hkv, NumLayers: 1, LayerKinds: []config.LayerKind{config.Attention}}
+	if c.w > 0 {
+		cfg.SlidingWindow, cfg.Sliding = c.w, []bool{true}
+	}
 	m := &Model{Config: cfg, pool: kernels.NewPool(threads), kvDType: dt}
 	m.run = cpuRunner{m}
 	defer m.pool.Close()
@@ -67,14 +71,22 @@ func (c *attnCase) runAs(dt kv.DType, from, chunk, threads int) []float32 {
 }
 
 // reference is softmax attention in float64 for the row at position p and
-// query head h.
+// query head h, over positions max(0, p−w+1)..p with a window w.
 func (c *attnCase) reference(p, h int) []float64 {
 	kvd, qd, d := c.Hkv*c.d, c.Hkv*c.G*c.d, c.d
 	kh := h / c.G
 	q := c.q[p*qd+h*d:][:d]
 	sc := make([]float64, p+1)
+	lo := 0
+	if c.w > 0 {
+		lo = max(0, p-c.w+1)
+	}
 	mx := math.Inf(-1)
 	for j := range sc {
+		if j < lo {
+			sc[j] = math.Inf(-1)
+			continue
+		}
 		var s float64
 		for i, x := range q {
 			s += float64(x) * float64(c.k[j*kvd+kh*d+i])
@@ -249,4 +261,96 @@ func firstDiff(a, b []float32) int {
 		}
 	}
 	return -1
+}
+
+// windowCases are sliding windows against the block (64) and split (1,024)
+// grids: shorter than a block, a block exactly, across several blocks, and
+// across split boundaries (one and two of them).
+var windowCases = []struct{ G, Hkv, d, n, w int }{
+	{4, 2, 64, 2200, 1}, {4, 2, 64, 2200, 37}, {2, 2, 32, 1100, 64}, {4, 1, 64, 1100, 100},
+	{4, 2, 64, 2200, 700}, {2, 2, 32, 2200, 1500}, {4, 2, 64, 2200, 2100},
+}
+
+// TestAttendWindowMatchesReference: a sliding layer's rows attend over
+// their window alone, within float32 accuracy of float64 attention over it.
+func TestAttendWindowMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(95, 96))
+	for _, tc := range windowCases {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		c.w = tc.w
+		from := tc.n - 70
+		got := c.run(from, 23, 2)
+		qd := c.Hkv * c.G * c.d
+		var worst float64
+		for p := from; p < c.n; p += 3 {
+			for h := range c.Hkv * c.G {
+				want := c.reference(p, h)
+				for i, w := range want {
+					worst = math.Max(worst, math.Abs(float64(got[(p-from)*qd+h*c.d+i])-w))
+				}
+			}
+		}
+		if worst > 1e-5 {
+			t.Errorf("window %d, G=%d d=%d n=%d: max |Δ| %.3g against float64 attention over the window", tc.w, tc.G, tc.d, tc.n, worst)
+		}
+	}
+}
+
+// TestAttendWindowInvariance: with a sliding window, the same bits for every
+// row at any chunking (decode rows by splits, prompt chunks by row tiles
+// and by the tile kernels) and thread count, and, in every KV format, the
+// bits of float32 attention over the rounded cache, whether a bfloat16
+// cache is read in place or widened.
+func TestAttendWindowInvariance(t *testing.T) {
+	savedTiles, savedBF16 := attnTiles, attnBF16InPlace
+	defer func() { attnTiles, attnBF16InPlace = savedTiles, savedBF16 }()
+	rng := rand.New(rand.NewPCG(97, 98))
+	round := map[kv.DType]func(x []float32) []float32{
+		kv.F32: func(x []float32) []float32 { return x },
+		kv.BF16: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i, v := range x {
+				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
+			}
+			return y
+		},
+		kv.BFP8: func(x []float32) []float32 {
+			y := make([]float32, len(x))
+			for i := 0; i < len(x); i += bfp.GroupSize {
+				var g [bfp.GroupSize]float32
+				copy(g[:], x[i:])
+				e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
+				bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
+			}
+			return y
+		},
+	}
+	for _, tc := range windowCases {
+		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
+		c.w = tc.w
+		from := tc.n - 90
+		attnTiles = false
+		want := c.run(from, 90, 1)
+		for _, dt := range kv.DTypes {
+			rounded := *c
+			rounded.k, rounded.v = round[dt](c.k), round[dt](c.v)
+			attnTiles = false
+			ref := rounded.run(from, 90, 1)
+			if dt == kv.F32 {
+				ref = want
+			}
+			for _, v := range []struct {
+				chunk, threads int
+				tiles, inPlace bool
+			}{{1, 1, false, false}, {1, 3, false, true}, {3, 2, false, true}, {7, 2, true, false}, {17, 4, true, true}, {90, 3, true, true}, {45, 2, false, false}} {
+				attnTiles = v.tiles
+				attnBF16InPlace = func(int) bool { return v.inPlace }
+				got := c.runAs(dt, from, v.chunk, v.threads)
+				if i := firstDiff(got, ref); i >= 0 {
+					t.Fatalf("window %d, G=%d d=%d n=%d, %s, chunk %d, %d threads, tiles %v, bf16 in place %v: value %d is %g, float32 attention over the rounded cache whole and single-threaded %g",
+						tc.w, tc.G, tc.d, tc.n, dt, v.chunk, v.threads, v.tiles, v.inPlace, i, got[i], ref[i])
+				}
+			}
+		}
+	}
 }

@@ -80,12 +80,13 @@ func (t *tileScratch) row(st tileState, i int) attnState {
 }
 
 // run is attention for a tile of rows rows (rows ≤ attnWideRows) at
-// positions pos0, pos0+1, … over the cache kv of one KV head: row i's G
-// queries at q[i·qStride:][:G·d], its output at o[i·qStride:][:G·d]. It
-// runs the loop of attend's tile path, split by split and block by block,
-// each block's keys and values decoded once into kb, vb (compact formats),
-// with all the tile's rows that reach a block stepping through it at once.
-func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0 int, scale float32, kb, vb, o []float32) {
+// positions pos0, pos0+1, … over the cache kv of one KV head, in a layer
+// of window w (0: none): row i's G queries at q[i·qStride:][:G·d], its
+// output at o[i·qStride:][:G·d]. It runs the loop of attend's tile path,
+// split by split and block by block, each block's keys and values decoded
+// once into kb, vb (compact formats), with all the tile's rows that reach
+// a block stepping through it at once.
+func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0, w int, scale float32, kb, vb, o []float32) {
 	G, d := t.G, t.d
 	// Pack the queries. The last group of 16 is padded with whatever an
 	// earlier tile left there: those columns' scores are computed, their
@@ -102,19 +103,25 @@ func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0 int, scale
 		t.states[i].reset()
 		t.sps[i] = t.row(t.split, i)
 	}
-	for s := range splits(pos0 + rows - 1) {
+	for s := firstSplit(pos0, w); s < splits(pos0+rows-1); s++ {
 		lo := s * attnSplit
-		first := max(0, lo-pos0) // the first row that reaches the split
-		for i := first; i < rows; i++ {
+		first := max(0, lo-pos0)                      // the first row that reaches the split
+		last := seeBelow(pos0, rows, lo+attnSplit, w) // the rows after it start their window past it
+		for i := first; i < last; i++ {
 			t.sps[i].reset()
 		}
 		hi := min(lo+attnSplit, pos0+rows)
-		for b0 := lo; b0 < hi; b0 += attnBlock {
+		b := max(lo, winStart(pos0+first, w)/attnBlock*attnBlock) // no row reads a block before it
+		for b0 := b; b0 < hi; b0 += attnBlock {
 			cntMax := min(attnBlock, hi-b0)
+			iLo, iHi := max(first, b0-pos0), seeBelow(pos0, last, b0+cntMax, w)
+			if iLo >= iHi {
+				continue
+			}
 			keys, ks, vals, vs := kv.block(b0, cntMax, kb, vb)
-			t.block(keys, ks, vals, vs, cntMax, max(first, b0-pos0), rows, pos0-b0, scale)
+			t.block(keys, ks, vals, vs, cntMax, iLo, iHi, pos0-b0, w, scale)
 		}
-		for i := first; i < rows; i++ {
+		for i := first; i < last; i++ {
 			mergeSplit(t.states[i], t.sps[i])
 		}
 	}
@@ -125,16 +132,18 @@ func (t *tileScratch) run(kv attnKV, q []float32, qStride, rows, pos0 int, scale
 
 // block is one online-softmax step of the split states for rows [iLo,
 // rows) over the cntMax keys and values of a block, row i taking the
-// block's first min(cntMax, rel+i+1) of them (rel: the tile's first
-// position less the block's). Per query it computes what reduceBlock
+// block's positions from its window's start (w; the block's first without
+// a window) to its own, the first min(cntMax, rel+i+1) (rel: the tile's
+// first position less the block's). Per query it computes what reduceBlock
 // does: the scores (Dot's bits times scale), M' = max(M, the block's
 // maximum), α (1 unless the maximum moved or is infinite), e_j = Exp(s_j −
 // M'), L = fl(L·α) + Σ e_j in j order from +0, acc = fl(acc·α) (skipped
 // for α = 1) and then fma(e_j, v_j, acc) in j order. A row's keys past its
-// own position get the score −Inf: the maximum ignores them, their e is
-// +0, which leaves every sum's bits alone, and the values loop stops at
-// the row's own count.
-func (t *tileScratch) block(keys []float32, ks int, vals []float32, vs, cntMax, iLo, rows, rel int, scale float32) {
+// own position or before its window get the score −Inf: the maximum
+// ignores them, their e is +0, which leaves every sum's bits alone (a sum
+// from +0 stays +0 until its first key), and the values loop runs over the
+// row's own keys only.
+func (t *tileScratch) block(keys []float32, ks int, vals []float32, vs, cntMax, iLo, rows, rel, w int, scale float32) {
 	G, d := t.G, t.d
 	q0 := iLo * G
 	qStart := q0 &^ 15 // columns start at a group of 16 queries
@@ -143,10 +152,14 @@ func (t *tileScratch) block(keys []float32, ks int, vals []float32, vs, cntMax, 
 	for c := 0; c < cols; c += 16 {
 		kernels.AttnScores16(sc[c:], cols, keys, ks, cntMax, t.qp[(qStart+c)*d:], d, scale)
 	}
-	// The rows whose own position falls inside the block.
+	// The rows whose own position falls inside the block, and those whose
+	// window starts inside it.
 	for i := iLo; i < rows; i++ {
-		cnt := min(cntMax, rel+i+1)
-		for j := cnt; j < cntMax; j++ {
+		cnt, off := min(cntMax, rel+i+1), t.winOff(rel, i, w)
+		for j := range cntMax {
+			if j >= off && j < cnt {
+				continue
+			}
 			row := sc[j*cols+i*G-qStart:][:G]
 			for g := range row {
 				row[g] = negInf
@@ -178,6 +191,17 @@ func (t *tileScratch) block(keys []float32, ks int, vals []float32, vs, cntMax, 
 	}
 	for i := iLo; i < rows; i++ {
 		c := i*G - qStart
-		kernels.AccumRowsN(t.split.acc[i*G*d:][:G*d], G, al[c:c+G], sc[c:], cols, vals, vs, min(cntMax, rel+i+1))
+		off := t.winOff(rel, i, w)
+		kernels.AccumRowsN(t.split.acc[i*G*d:][:G*d], G, al[c:c+G], sc[c+off*cols:], cols, vals[off*vs:], vs, min(cntMax, rel+i+1)-off)
 	}
+}
+
+// winOff returns the first of a block's positions row i reads in a layer
+// of window w: its window's start less the block's, or 0 (rel: the tile's
+// first position less the block's).
+func (t *tileScratch) winOff(rel, i, w int) int {
+	if w <= 0 {
+		return 0
+	}
+	return max(0, rel+i-w+1)
 }

@@ -1,5 +1,8 @@
-// Package model is the LFM2-MoE model and its forward pass
-// (docs/model.md §4): the weights (Model, Layer, Weights), Forward over
+// Package model is the LFM2 model families and their forward pass
+// (docs/model.md §4): LFM2-MoE, dense LFM2 and LFM3 (docs/lfm3.md), one
+// definition whose layers carry what a family adds as data (LFM3's post
+// norms, attention output gate, per-kind RoPE and sliding window). It
+// holds the weights (Model, Layer, Weights), Forward over
 // a batch of sequences, and the per-layer maths, which run on the CPU
 // over the memory-mapped checkpoint: BF16 matrices in place over the
 // mapped bytes, BFP matrices handed to engine/kernels as packed tiles.

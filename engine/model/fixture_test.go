@@ -17,6 +17,11 @@ func TestReferenceLogits(t *testing.T) {
 // checkReferenceLogits compares m's full-sequence and greedy-decode logits
 // of every prompt with the float32 reference ref, and its greedy ids.
 func checkReferenceLogits(t *testing.T, m *model.Model, ps []prompt, ref refTensors) {
+	checkReferenceLogitsTol(t, m, ps, ref, logitTol)
+}
+
+// checkReferenceLogitsTol is checkReferenceLogits with the tolerance tol.
+func checkReferenceLogitsTol(t *testing.T, m *model.Model, ps []prompt, ref refTensors, tol float64) {
 	V := m.Config.VocabSize
 	for i, p := range ps {
 		t.Run(p.Name, func(t *testing.T) {
@@ -42,8 +47,8 @@ func checkReferenceLogits(t *testing.T, m *model.Model, ps []prompt, ref refTens
 				}
 			}
 			t.Logf("max |Δlogit|: full sequence %.3g (%d positions), decode steps %.3g", full, len(p.InputIDs), dec)
-			if full > logitTol || dec > logitTol {
-				t.Errorf("max |Δlogit| full %.3g, decode %.3g; tolerance %g", full, dec, logitTol)
+			if full > tol || dec > tol {
+				t.Errorf("max |Δlogit| full %.3g, decode %.3g; tolerance %g", full, dec, tol)
 			}
 			if fmt.Sprint(greedy) != fmt.Sprint(greedyRef) || fmt.Sprint(greedyRef) != fmt.Sprint(p.GreedyIDs) {
 				t.Errorf("greedy ids\n got %v\nwant %v", greedy, greedyRef)

@@ -353,6 +353,7 @@ type workspace struct {
 	h, a, out      []float32 // [R, H]
 	proj, y, u, cv []float32 // conv
 	q, k, v, o     []float32 // attention
+	gate           []float32 // [R, heads]: the attention output gate's inputs to the sigmoid (LFM3)
 	ffG, ffU       []float32 // dense FFN
 	router, rScore []float32 // MoE
 	sel            []int
@@ -397,6 +398,9 @@ func (m *Model) newWorkspace(R int) *workspace {
 	if attn {
 		ws.q, ws.o = make([]float32, R*c.NumHeads*d), make([]float32, R*c.NumHeads*d)
 		ws.k, ws.v = make([]float32, R*c.NumKVHeads*d), make([]float32, R*c.NumKVHeads*d)
+		if c.AttnGate {
+			ws.gate = make([]float32, R*c.NumHeads)
+		}
 	}
 	if c.NumDenseLayers > 0 {
 		ws.ffG, ws.ffU = make([]float32, R*c.IntermediateSize), make([]float32, R*c.IntermediateSize)
@@ -456,6 +460,11 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 		if part == MixerInputs {
 			break
 		}
+		if ly.PostOpNorm != nil {
+			// LFM3 normalises the operator's output before the
+			// residual add (docs/lfm3.md).
+			rmsNormRows(o, o, ly.PostOpNorm, R, c.NormEps)
+		}
 		addInto(h, o)
 		rmsNormRows(a, h, ly.FFNNorm, R, c.NormEps)
 		if ly.MoE {
@@ -465,6 +474,9 @@ func (m *Model) step(ws *workspace, segs []Segment, R int, opts *ForwardOptions,
 		}
 		if part != WholeLayer {
 			break
+		}
+		if ly.PostFFNNorm != nil {
+			rmsNormRows(o, o, ly.PostFFNNorm, R, c.NormEps)
 		}
 		addInto(h, o)
 		if obs != nil {
@@ -622,35 +634,49 @@ func (m *Model) convBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows 
 }
 
 // attentionBlock is grouped-query attention with per-head q/k RMSNorm and
-// NeoX RoPE (docs/model.md §4.5). With part MixerInputs it returns before
-// the output projection.
+// NeoX RoPE (docs/model.md §4.5), with what LFM3 adds (docs/lfm3.md): the
+// layer's own RoPE (θ and partial rotation per attention kind), a sliding
+// window (attend) and the output gate, sigmoid(gate_proj·a) per head
+// multiplied onto that head's output before the output projection. With
+// part MixerInputs it returns before the output projection.
 func (m *Model) attentionBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows Rows, a, out []float32, obs Observer, part LayerPart) {
 	c := m.Config
 	R, d, Hq, Hkv := rows.Len(), c.HeadDim, c.NumHeads, c.NumKVHeads
 	qd, kvd := Hq*d, Hkv*d
 	q, k, v, o := ws.q[:R*qd], ws.k[:R*kvd], ws.v[:R*kvd], ws.o[:R*qd]
+	an := c.AttnNames()
 	if obs != nil {
 		p := config.LayerPrefix(l)
-		obs.Linear(l, p+"self_attn.q_proj.weight", rows, a)
-		obs.Linear(l, p+"self_attn.k_proj.weight", rows, a)
-		obs.Linear(l, p+"self_attn.v_proj.weight", rows, a)
+		obs.Linear(l, p+an.Q, rows, a)
+		obs.Linear(l, p+an.K, rows, a)
+		obs.Linear(l, p+an.V, rows, a)
+		if ly.AttnGate != nil {
+			obs.Linear(l, p+an.Gate, rows, a)
+		}
 	}
-	// One parallel region for the three projections of the same input: one
-	// wait instead of three, and their outputs shared out together.
+	// One parallel region for the projections of the same input: one
+	// wait instead of three (or four), and their outputs shared out
+	// together.
 	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.Q, Y: q, X: a, Batch: R},
 		kernels.MulJob{M: ly.K, Y: k, X: a, Batch: R}, kernels.MulJob{M: ly.V, Y: v, X: a, Batch: R})
+	var gate []float32
+	if ly.AttnGate != nil {
+		gate = ws.gate[:R*Hq]
+		ws.mulJobs = append(ws.mulJobs, kernels.MulJob{M: ly.AttnGate, Y: gate, X: a, Batch: R})
+	}
 	m.pool.MatMulAll(ws.mulJobs)
 	// Per-head RMSNorm, then RoPE at the token's absolute position.
+	rope := m.layerRoPE(l)
 	for r, pos := range rows.Pos {
 		for hd := range Hq {
 			z := q[r*qd+hd*d:][:d]
 			kernels.RMSNorm(z, z, ly.QNorm, c.NormEps)
-			m.rope.Apply(z, pos)
+			rope.Apply(z, pos)
 		}
 		for hd := range Hkv {
 			z := k[r*kvd+hd*d:][:d]
 			kernels.RMSNorm(z, z, ly.KNorm, c.NormEps)
-			m.rope.Apply(z, pos)
+			rope.Apply(z, pos)
 		}
 	}
 	for _, sg := range segs {
@@ -658,8 +684,17 @@ func (m *Model) attentionBlock(l int, ly *Layer, ws *workspace, segs []Segment, 
 		sg.s.state.(*cpuState).table.Write(l, sg.Start, k[sg.Row0*kvd:(sg.Row0+n)*kvd], v[sg.Row0*kvd:(sg.Row0+n)*kvd])
 	}
 	m.attend(ws, l, segs, q, o)
+	if gate != nil {
+		// One scalar per (row, head), each head's d outputs multiplied
+		// by it: a row's bits depend on that row alone.
+		for r := range R {
+			for hd := range Hq {
+				kernels.Scale(kernels.Sigmoid(gate[r*Hq+hd]), o[r*qd+hd*d:][:d])
+			}
+		}
+	}
 	if obs != nil {
-		obs.Linear(l, config.LayerPrefix(l)+"self_attn.out_proj.weight", rows, o)
+		obs.Linear(l, config.LayerPrefix(l)+an.O, rows, o)
 	}
 	if part == MixerInputs {
 		return

@@ -51,7 +51,8 @@ func stopsAt(ev event, layer int, part model.LayerPart, moe bool) bool {
 	}
 	switch {
 	case part == model.MixerInputs:
-		return ev.kind == "linear" && strings.HasSuffix(ev.name, "out_proj.weight")
+		// LFM2's conv.out_proj and self_attn.out_proj, LFM3's self_attn.o_proj.
+		return ev.kind == "linear" && (strings.HasSuffix(ev.name, "out_proj.weight") || strings.HasSuffix(ev.name, ".o_proj.weight"))
 	case moe:
 		return ev.kind == "routing"
 	case part == model.FFNInput:

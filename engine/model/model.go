@@ -48,7 +48,8 @@ type Model struct {
 	head      *kernels.Matrix // [V, H]
 	finalNorm []float32       // model.embedding_norm: the final norm
 	layers    []*Layer
-	rope      *kernels.RoPE
+	rope      *kernels.RoPE   // the model's RoPE (RoPE); LFM2's every layer's
+	ropes     []*kernels.RoPE // per layer: its kind's RoPE (nil for conv layers)
 	linears   map[string]**kernels.Matrix
 
 	workspaces sync.Pool // *workspace
@@ -61,7 +62,9 @@ type Model struct {
 }
 
 // Layer holds one decoder layer's weights. Only the fields of its kind
-// (conv or attention mixer; dense or MoE feed-forward) are set.
+// (conv or attention mixer; dense or MoE feed-forward) are set, and those
+// of the features its family has: LFM3's post norms and attention output
+// gate are nil for LFM2, and a nil one is skipped (docs/lfm3.md).
 type Layer struct {
 	Kind             config.LayerKind
 	MoE              bool
@@ -76,6 +79,12 @@ type Layer struct {
 	Gate             *kernels.Matrix // MoE router [E, H]
 	ExpertBias       []float32       // [E] or nil
 	Experts          []Expert
+
+	// LFM3's: the norms of the operator's and the FFN's output before
+	// each residual add, and the attention output gate [heads, H], whose
+	// sigmoid(AttnGate·h) scales each head's output before O.
+	PostOpNorm, PostFFNNorm []float32
+	AttnGate                *kernels.Matrix
 }
 
 // Expert is one routed expert's SwiGLU.
@@ -125,14 +134,15 @@ type Options struct {
 // Its linear weights are registered under their Hugging Face names for
 // ReplaceLinear.
 func New(cfg *config.Config, w Weights, o Options) (*Model, error) {
-	rope, err := kernels.NewRoPE(cfg.HeadDim, cfg.RopeTheta, min(o.MaxContext, ropeTablePositions))
+	ropes, err := layerRoPEs(cfg, min(o.MaxContext, ropeTablePositions))
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	rope := ropes[len(ropes)-1] // one RoPE for every layer of LFM2: the model's
 	m := &Model{
 		Config: cfg, Dir: o.Dir, Format: o.Format, ManifestSHA256: o.ManifestSHA256,
 		maxContext: o.MaxContext, closeFn: o.Close, releaseFn: o.ReleasePages, integrity: o.Integrity,
-		embed: w.Embed, head: w.Head, finalNorm: w.FinalNorm, layers: w.Layers, rope: rope,
+		embed: w.Embed, head: w.Head, finalNorm: w.FinalNorm, layers: w.Layers, rope: rope, ropes: ropes[:len(ropes)-1],
 		linears: map[string]**kernels.Matrix{}, kvDType: o.KVDType,
 	}
 	if m.integrity == nil {
@@ -148,6 +158,54 @@ func New(cfg *config.Config, w Weights, o Options) (*Model, error) {
 	return m, nil
 }
 
+// layerRoPEs returns each layer's RoPE (nil for a conv layer), tables of
+// maxPos positions, one per distinct parameter set, and after them the
+// model's own: the full-attention layers' (config.Config.RopeTheta's θ,
+// their rotation).
+func layerRoPEs(cfg *config.Config, maxPos int) ([]*kernels.RoPE, error) {
+	made := map[config.RoPEParams]*kernels.RoPE{}
+	get := func(p config.RoPEParams) (*kernels.RoPE, error) {
+		if r, ok := made[p]; ok {
+			return r, nil
+		}
+		r, err := kernels.NewPartialRoPE(cfg.HeadDim, p.Theta, p.RotatedPairs(cfg.HeadDim), maxPos)
+		made[p] = r
+		return r, err
+	}
+	out := make([]*kernels.RoPE, cfg.NumLayers+1)
+	for i, k := range cfg.LayerKinds {
+		if k != config.Attention {
+			continue
+		}
+		r, err := get(cfg.LayerRoPE(i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	own := config.RoPEParams{Theta: cfg.RopeTheta, PartialRotaryFactor: 1}
+	if cfg.ModelType == config.ModelTypeLFM3 {
+		own = cfg.RoPEFull
+		if own.Theta == 0 {
+			own = config.RoPEParams{Theta: cfg.RopeTheta, PartialRotaryFactor: 1}
+		}
+	}
+	r, err := get(own)
+	if err != nil {
+		return nil, err
+	}
+	out[cfg.NumLayers] = r
+	return out, nil
+}
+
+// layerRoPE returns the RoPE of attention layer l.
+func (m *Model) layerRoPE(l int) *kernels.RoPE {
+	if l < len(m.ropes) && m.ropes[l] != nil {
+		return m.ropes[l]
+	}
+	return m.rope
+}
+
 // registerLinears records where each linear weight lives, by its Hugging
 // Face name.
 func (m *Model) registerLinears() {
@@ -157,6 +215,7 @@ func (m *Model) registerLinears() {
 		}
 	}
 	reg("lm_head.weight", &m.head)
+	an := m.Config.AttnNames()
 	for i, ly := range m.layers {
 		p := config.LayerPrefix(i)
 		switch ly.Kind {
@@ -164,10 +223,13 @@ func (m *Model) registerLinears() {
 			reg(p+"conv.in_proj.weight", &ly.InProj)
 			reg(p+"conv.out_proj.weight", &ly.OutProj)
 		case config.Attention:
-			reg(p+"self_attn.q_proj.weight", &ly.Q)
-			reg(p+"self_attn.k_proj.weight", &ly.K)
-			reg(p+"self_attn.v_proj.weight", &ly.V)
-			reg(p+"self_attn.out_proj.weight", &ly.O)
+			reg(p+an.Q, &ly.Q)
+			reg(p+an.K, &ly.K)
+			reg(p+an.V, &ly.V)
+			reg(p+an.O, &ly.O)
+			if an.Gate != "" {
+				reg(p+an.Gate, &ly.AttnGate)
+			}
 		}
 		if !ly.MoE {
 			reg(p+"feed_forward.w1.weight", &ly.W1)
@@ -200,7 +262,9 @@ func (m *Model) Weights() Weights {
 	return Weights{Embed: m.embed, Head: m.head, FinalNorm: m.finalNorm, Layers: m.layers}
 }
 
-// RoPE returns the model's rotary embedding.
+// RoPE returns the model's rotary embedding: every attention layer's for
+// LFM2, the full-attention layers' for LFM3 (whose sliding layers have
+// their own; the device runner, which uploads this one, refuses LFM3).
 func (m *Model) RoPE() *kernels.RoPE { return m.rope }
 
 // SetRunner moves the model's steps and new sequences' state to r (a
@@ -266,7 +330,7 @@ func (m *Model) DecodeWeightBytes() int64 {
 	add(m.head)
 	k := m.Config.NumExpertsPerTok
 	for _, ly := range m.layers {
-		add(ly.InProj, ly.OutProj, ly.Q, ly.K, ly.V, ly.O, ly.W1, ly.W2, ly.W3, ly.Gate)
+		add(ly.InProj, ly.OutProj, ly.Q, ly.K, ly.V, ly.O, ly.AttnGate, ly.W1, ly.W2, ly.W3, ly.Gate)
 		sizes := make([]int64, 0, len(ly.Experts))
 		for _, e := range ly.Experts {
 			sizes = append(sizes, int64(e.W1.WeightBytes()+e.W3.WeightBytes()+e.W2.WeightBytes()))

@@ -91,6 +91,10 @@ func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 		return nil, &model.InputError{What: "LoadOptions.Device", Msg: "device engines need a little-endian host"}
 	}
 	c := m.Config
+	if c.ModelType == config.ModelTypeLFM3 {
+		// The device step and kernels know LFM2 only (docs/lfm3.md).
+		return nil, &model.InputError{What: "LoadOptions.Device", Msg: `model_type "lfm3" runs on the CPU engine only: the device step has no sliding-window attention, per-head output gate, post-operator and post-FFN norms or per-layer partial RoPE yet`}
+	}
 	w := m.Weights()
 	dm = &devModel{d: d, cfg: c, kv: m.KVCacheDType(), shape: m.KVPool().Shape()}
 	defer func() {

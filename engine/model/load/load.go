@@ -384,12 +384,17 @@ func loadWeights(cfg *config.Config, dir string, format model.SourceFormat, src 
 		w.Head = w.Embed
 	}
 
+	an := cfg.AttnNames()
 	for i := range cfg.NumLayers {
 		p := config.LayerPrefix(i)
 		ly := &model.Layer{Kind: cfg.LayerKinds[i], MoE: cfg.IsMoE(i)}
 		w.Layers = append(w.Layers, ly)
 		ly.OpNorm = ld.vector(p + "operator_norm.weight")
 		ly.FFNNorm = ld.vector(p + "ffn_norm.weight")
+		if cfg.PostNorms {
+			ly.PostOpNorm = ld.vector(p + config.PostOperatorNorm)
+			ly.PostFFNNorm = ld.vector(p + config.PostFFNNorm)
+		}
 		switch ly.Kind {
 		case config.Conv:
 			ly.InProj = ld.matrix(p + "conv.in_proj.weight")
@@ -401,12 +406,15 @@ func loadWeights(cfg *config.Config, dir string, format model.SourceFormat, src 
 				ly.OutBias = ld.vector(p + "conv.out_proj.bias")
 			}
 		case config.Attention:
-			ly.Q = ld.matrix(p + "self_attn.q_proj.weight")
-			ly.K = ld.matrix(p + "self_attn.k_proj.weight")
-			ly.V = ld.matrix(p + "self_attn.v_proj.weight")
-			ly.O = ld.matrix(p + "self_attn.out_proj.weight")
-			ly.QNorm = ld.vector(p + "self_attn.q_layernorm.weight")
-			ly.KNorm = ld.vector(p + "self_attn.k_layernorm.weight")
+			ly.Q = ld.matrix(p + an.Q)
+			ly.K = ld.matrix(p + an.K)
+			ly.V = ld.matrix(p + an.V)
+			ly.O = ld.matrix(p + an.O)
+			ly.QNorm = ld.vector(p + an.QNorm)
+			ly.KNorm = ld.vector(p + an.KNorm)
+			if cfg.AttnGate {
+				ly.AttnGate = ld.matrix(p + an.Gate)
+			}
 		}
 		if !ly.MoE {
 			ly.W1 = ld.matrix(p + "feed_forward.w1.weight")
