@@ -279,7 +279,7 @@ func layerForwardWork(cfg *config.Config, p *plan.Plan) []layerForward {
 		}
 		f := &w[e.Layer]
 		switch n := e.Name; {
-		case strings.HasSuffix(n, "conv.out_proj.weight"), strings.HasSuffix(n, "self_attn.out_proj.weight"):
+		case strings.HasSuffix(n, "conv.out_proj.weight"), strings.HasSuffix(n, "self_attn.out_proj.weight"), strings.HasSuffix(n, "self_attn.o_proj.weight"):
 			f.mixerOut += ops
 		case strings.Contains(n, ".conv."), strings.Contains(n, ".self_attn."):
 			f.mixer += ops

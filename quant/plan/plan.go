@@ -89,6 +89,10 @@ var (
 	bfp8Suffixes = []string{
 		"conv.in_proj.weight", "conv.out_proj.weight",
 		"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.out_proj.weight",
+		// LFM3's attention output projection (docs/lfm3.md). Its per-head
+		// output gate, gate_proj [heads, hidden], has too few rows for
+		// BFP tiles and stays in its source format.
+		"self_attn.o_proj.weight",
 		"feed_forward.w1.weight", "feed_forward.w2.weight", "feed_forward.w3.weight",
 	}
 	ffnSuffixes = []string{"feed_forward.w1.weight", "feed_forward.w2.weight", "feed_forward.w3.weight"}

@@ -242,3 +242,43 @@ func TestBuildDense(t *testing.T) {
 		t.Errorf("extra router: err %v", err)
 	}
 }
+
+// TestBuildLFM3: an LFM3 checkpoint's MLP goes to BFP4, every attention
+// and conv projection to BFP8 — o_proj, LFM3's name for the output
+// projection, included — and the per-head output gate (4 rows here, 16 in
+// LFM3-1.7B: no BFP tile fits) and the norms stay BF16.
+func TestBuildLFM3(t *testing.T) {
+	cfg, err := config.Load("../../testdata/tiny-lfm3/model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(cfg, hfTensors(cfg), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]lfmq1.TensorFormat{}
+	for _, e := range p.Entries {
+		if e.Layer == 2 || e.Layer == 1 {
+			got[strings.TrimPrefix(strings.TrimPrefix(e.Name, "model.layers.1."), "model.layers.2.")] = e.Format
+		}
+	}
+	for name, want := range map[string]lfmq1.TensorFormat{
+		"self_attn.q_proj.weight":    lfmq1.BFP8,
+		"self_attn.k_proj.weight":    lfmq1.BFP8,
+		"self_attn.v_proj.weight":    lfmq1.BFP8,
+		"self_attn.o_proj.weight":    lfmq1.BFP8,
+		"self_attn.gate_proj.weight": lfmq1.BF16,
+		"self_attn.q_norm.weight":    lfmq1.BF16,
+		"post_operator_norm.weight":  lfmq1.BF16,
+		"post_ffn_norm.weight":       lfmq1.BF16,
+		"conv.in_proj.weight":        lfmq1.BFP8,
+		"conv.out_proj.weight":       lfmq1.BFP8,
+		"feed_forward.w1.weight":     lfmq1.BFP4,
+		"feed_forward.w2.weight":     lfmq1.BFP4,
+		"feed_forward.w3.weight":     lfmq1.BFP4,
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+}
