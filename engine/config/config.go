@@ -577,15 +577,24 @@ func (p *parser) intOrList(key string, def []int) []int {
 	return []int{p.intValue(key, v, 0)}
 }
 
+// layerTypes reads layer_types' value v: a list of one string per layer.
+func (p *parser) layerTypes(c *Config, v json.RawMessage) ([]string, error) {
+	var types []string
+	if err := json.Unmarshal(v, &types); err != nil {
+		return nil, &Error{File: p.name, Field: "layer_types", Msg: "expected a list of strings, got " + string(v)}
+	}
+	if len(types) != c.NumLayers {
+		return nil, &Error{File: p.name, Field: "layer_types", Msg: fmt.Sprintf("has %d entries, num_hidden_layers is %d", len(types), c.NumLayers)}
+	}
+	return types, nil
+}
+
 func (p *parser) layerKinds(c *Config) error {
 	v, hasTypes := p.get("layer_types")
 	if hasTypes {
-		var types []string
-		if err := json.Unmarshal(v, &types); err != nil {
-			return &Error{File: p.name, Field: "layer_types", Msg: "expected a list of strings, got " + string(v)}
-		}
-		if len(types) != c.NumLayers {
-			return &Error{File: p.name, Field: "layer_types", Msg: fmt.Sprintf("has %d entries, num_hidden_layers is %d", len(types), c.NumLayers)}
+		types, err := p.layerTypes(c, v)
+		if err != nil {
+			return err
 		}
 		c.LayerKinds = make([]LayerKind, len(types))
 		for i, t := range types {

@@ -116,12 +116,9 @@ func (p *parser) lfm3(c *Config) error {
 	if !ok {
 		return &Error{File: p.name, Field: "layer_types", Msg: `missing; lfm3 names each layer "conv", "full_attention" or "sliding_attention"`}
 	}
-	var types []string
-	if err := json.Unmarshal(v, &types); err != nil {
-		return &Error{File: p.name, Field: "layer_types", Msg: "expected a list of strings, got " + string(v)}
-	}
-	if len(types) != c.NumLayers {
-		return &Error{File: p.name, Field: "layer_types", Msg: fmt.Sprintf("has %d entries, num_hidden_layers is %d", len(types), c.NumLayers)}
+	types, err := p.layerTypes(c, v)
+	if err != nil {
+		return err
 	}
 	c.LayerKinds = make([]LayerKind, len(types))
 	used := map[string]int{} // attention kind → its first layer

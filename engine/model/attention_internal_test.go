@@ -165,25 +165,7 @@ func TestAttendInvariance(t *testing.T) {
 // values, at any chunking and thread count.
 func TestAttendKVFormats(t *testing.T) {
 	rng := rand.New(rand.NewPCG(85, 86))
-	round := map[kv.DType]func(x []float32) []float32{
-		kv.BF16: func(x []float32) []float32 {
-			y := make([]float32, len(x))
-			for i, v := range x {
-				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
-			}
-			return y
-		},
-		kv.BFP8: func(x []float32) []float32 {
-			y := make([]float32, len(x))
-			for i := 0; i < len(x); i += bfp.GroupSize {
-				var g [bfp.GroupSize]float32
-				copy(g[:], x[i:])
-				e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
-				bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
-			}
-			return y
-		},
-	}
+	round := map[kv.DType]func(x []float32) []float32{kv.BF16: roundBF16, kv.BFP8: roundBFP8}
 	for _, dt := range []kv.DType{kv.BF16, kv.BFP8} {
 		c := newAttnCase(rng, 4, 2, 64, 1200)
 		rounded := *c
@@ -306,24 +288,9 @@ func TestAttendWindowInvariance(t *testing.T) {
 	defer func() { attnTiles, attnBF16InPlace = savedTiles, savedBF16 }()
 	rng := rand.New(rand.NewPCG(97, 98))
 	round := map[kv.DType]func(x []float32) []float32{
-		kv.F32: func(x []float32) []float32 { return x },
-		kv.BF16: func(x []float32) []float32 {
-			y := make([]float32, len(x))
-			for i, v := range x {
-				y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
-			}
-			return y
-		},
-		kv.BFP8: func(x []float32) []float32 {
-			y := make([]float32, len(x))
-			for i := 0; i < len(x); i += bfp.GroupSize {
-				var g [bfp.GroupSize]float32
-				copy(g[:], x[i:])
-				e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
-				bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
-			}
-			return y
-		},
+		kv.F32:  func(x []float32) []float32 { return x },
+		kv.BF16: roundBF16,
+		kv.BFP8: roundBFP8,
 	}
 	for _, tc := range windowCases {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
@@ -353,4 +320,27 @@ func TestAttendWindowInvariance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// roundBF16 is what a bfloat16 cache keeps of x: each value rounded once
+// by the codec.
+func roundBF16(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = dtype.BF16ToFloat32(dtype.Float32ToBF16(v))
+	}
+	return y
+}
+
+// roundBFP8 is what a bfp8 cache keeps of x: each group of bfp.GroupSize
+// consecutive values quantized once.
+func roundBFP8(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i := 0; i < len(x); i += bfp.GroupSize {
+		var g [bfp.GroupSize]float32
+		copy(g[:], x[i:])
+		e, codes := bfp.QuantizeGroup(bfp.BFP8, &g)
+		bfp.DequantizeGroup(bfp.BFP8, e, &codes, (*[bfp.GroupSize]float32)(y[i:]))
+	}
+	return y
 }
