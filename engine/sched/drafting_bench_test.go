@@ -550,6 +550,9 @@ type oracle struct {
 	cont  map[string][]int // request ID → its plain greedy tokens
 	vocab int
 	logit float32
+	// round is the benchmark round: each round's requests draw their
+	// survival afresh (the IDs repeat from round to round).
+	round uint64
 
 	mu     sync.Mutex
 	depths [draft.MaxBlockSize + 1]int
@@ -559,7 +562,7 @@ func (o *oracle) propose(req *Request, produced int, drafts []int, conf []float3
 	cont := o.cont[req.ID]
 	h := fnv.New64a()
 	h.Write([]byte(req.ID))
-	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(produced)))
+	rng := rand.New(rand.NewPCG(h.Sum64(), o.round<<32|uint64(produced)))
 	// Every row's confidence is the same: the depth rule must not learn
 	// from it where the drafts stop surviving.
 	for i := range conf {
@@ -600,7 +603,7 @@ func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table
 	for i := range b.N {
 		prompts := randomPrompts(m.Config.VocabSize, width, 32, uint64(100*width+i))
 		want, rp, cp := decodeRun(b, plain, prompts, tokens)
-		o.cont = map[string][]int{}
+		o.cont, o.round = map[string][]int{}, uint64(i)
 		for j, w := range want {
 			o.cont[strconv.Itoa(j)] = w
 		}
