@@ -251,21 +251,23 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 	}
 	s.calMu.Unlock()
 	plainRate := float64(decodes) / s.dTable.Cost(decodes, decodes+other)
-	gain, q := 0.0, 1.0
+	// pays reports whether a step expecting tokens from n·k more rows
+	// and the pass beats plain decoding by payMargin.
+	pays := func(tokens float64, k int) bool {
+		return tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
+	}
+	// best: whether drafts that all survive would pay at some depth. A
+	// probe measures the rows' survival again; where not even they
+	// would pay for the pass, no survival can, and the probe would be a
+	// pass thrown away.
+	gain, q, best := 0.0, 1.0, false
 	for k := 1; k <= B; k++ {
 		q *= r[k-1]
 		gain += q
-		tokens := float64(decodes) + float64(n)*gain
-		if tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate {
+		if pays(float64(decodes)+float64(n)*gain, k) {
 			return true, explore && n > 1
 		}
-	}
-	// A probe measures the rows' survival again; where not even drafts
-	// that all survive would pay for the pass, no survival can, and the
-	// probe would be a pass thrown away.
-	best := false
-	for k := 1; k <= B && !best; k++ {
-		best = (float64(decodes)+float64(n*k))/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
+		best = best || pays(float64(decodes+n*k), k)
 	}
 	if !best {
 		return false, false
