@@ -1,8 +1,9 @@
-// Package synth writes synthetic LFM2-MoE checkpoints: seeded random weights
-// in the Hugging Face layout (config.json, model-NNNNN-of-NNNNN.safetensors
-// shards in BF16 and their model.safetensors.index.json), with the real
-// model's tensor names and shapes, for benchmarks and tests that need a
-// model of a real size without downloading one.
+// Package synth writes synthetic checkpoints of the LFM2-MoE, dense LFM2
+// and LFM3 families: seeded random weights in the Hugging Face layout
+// (config.json, model-NNNNN-of-NNNNN.safetensors shards in BF16 and their
+// model.safetensors.index.json), with the real model's tensor names and
+// shapes, for benchmarks and tests that need a model of a real size
+// without downloading one.
 //
 // The weights are random, not trained: they exercise every code path with
 // realistic shapes and value ranges (matrices N(0, 1/in), norms near 1, a

@@ -50,6 +50,14 @@ type Shape struct {
 	Dense        bool
 	FFBase       int
 	FFAutoAdjust bool
+	// LFM3 makes an LFM3 (model_type "lfm3", lfm3ConfigJSON): a dense
+	// SwiGLU in every layer, LayerTypes naming conv, full_attention and
+	// sliding_attention layers, SlidingWindow the sliding layers' window
+	// and ConvK the conv kernel length (conv_L_cache). The MoE fields are
+	// unused.
+	LFM3          bool
+	SlidingWindow int
+	ConvK         int
 }
 
 // RealShape returns LFM2-8B-A1B's layer shapes (docs/model.md §8) in a
@@ -216,6 +224,9 @@ func configJSON(s Shape) ([]byte, error) {
 	}
 	if s.Dense {
 		return denseConfigJSON(s)
+	}
+	if s.LFM3 {
+		return lfm3ConfigJSON(s)
 	}
 	c := commonConfig(s)
 	for k, v := range map[string]any{
