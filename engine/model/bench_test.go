@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
@@ -147,12 +146,19 @@ func intList(env string, def []int, least int) []int {
 	return out
 }
 
+// lfm3DepthsEnv sets the context depths of the synthetic LFM3-1.7B's
+// decode and prefill benchmarks (default 0,16384,131072: issue 44's).
+const lfm3DepthsEnv = "LFMQ_BENCH_LFM3_DEPTHS"
+
 // depthsOf returns the context depths a benchmark model runs at: those of
-// contextDepths for the synthetic LFM2-8B-A1B shapes, only 0 for the
-// others.
+// contextDepths for the synthetic LFM2-8B-A1B shapes, those of
+// lfm3DepthsEnv for the synthetic LFM3-1.7B, only 0 for the others.
 func depthsOf(which string) []int {
-	if which == "synth" {
+	switch which {
+	case "synth":
 		return benchDepths
+	case "lfm3":
+		return intList(lfm3DepthsEnv, []int{0, 16384, 131072}, 0)
 	}
 	return []int{0}
 }
@@ -160,7 +166,7 @@ func depthsOf(which string) []int {
 // depthName is the benchmark name's depth element: none at depth 0 for the
 // models that run only there, so their names stay as they were.
 func depthName(which string, depth int) string {
-	if which != "synth" {
+	if which != "synth" && which != "lfm3" {
 		return ""
 	}
 	return fmt.Sprintf("/depth=%d", depth)
@@ -178,23 +184,42 @@ func depthName(which string, depth int) string {
 // (scripts/bench-ab.sh with the working tree's benchmarks).
 func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 	s := m.NewSequence()
-	if depth == 0 {
-		return s
+	// Spans of at most contextChunk positions, each freed once extended:
+	// a deep context of a model with many attention layers would
+	// otherwise hold its whole payload twice (bytes and pages) at once.
+	const contextChunk = 16384
+	version := 2
+	for start := 0; start < depth; start += contextChunk {
+		end := min(start+contextChunk, depth)
+		sp, err := m.UnmarshalSpan(contextSpan(m, start, end, version))
+		if err != nil && benchKV == kv.F32 && version == 2 {
+			version = 1
+			sp, err = m.UnmarshalSpan(contextSpan(m, start, end, version))
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Extend(sp); err != nil {
+			b.Fatal(err)
+		}
+		sp.Free()
 	}
-	c := m.Config
-	kinds := make([]byte, c.NumLayers)
-	for i, k := range c.LayerKinds {
-		kinds[i] = byte('0' + k)
-	}
-	kvd := c.NumKVHeads * c.HeadDim
-	rng := rand.New(rand.NewPCG(5, uint64(depth)))
+	return s
+}
+
+// contextSpan returns withContext's span of positions [start, end) in the
+// span format's version: seeded random keys and values for every KV layer
+// of the model's pool, a zero conv state.
+func contextSpan(m *model.Model, start, end, version int) []byte {
+	sh := m.KVPool().Shape()
+	rng := rand.New(rand.NewPCG(5, uint64(end)))
 	var payload []byte
-	for _, k := range c.LayerKinds {
-		if k != config.Attention {
-			payload = append(payload, make([]byte, 4*(c.ConvLCache-1)*c.HiddenSize)...)
+	for l := range sh.Layers {
+		if !sh.HasKV(l) {
+			payload = append(payload, make([]byte, 4*(sh.ConvK-1)*sh.Hidden)...)
 			continue
 		}
-		x := make([]float32, 2*depth*kvd)
+		x := make([]float32, 2*(end-start)*sh.Dim(l))
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
@@ -214,29 +239,16 @@ func withContext(b *testing.B, m *model.Model, depth int) *model.Sequence {
 			}
 		}
 	}
-	span := func(version int) []byte {
-		buf := []byte(fmt.Sprintf("lfmq-span-%d\x00", version))
-		for _, v := range []int{c.NumLayers, c.HiddenSize, c.ConvLCache, kvd, 0, depth} {
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
-		}
-		buf = append(buf, byte(len(kinds)))
-		buf = append(buf, kinds...)
-		if version == 2 {
-			buf = append(buf, byte(benchKV))
-		}
-		return append(buf, payload...)
+	buf := []byte(fmt.Sprintf("lfmq-span-%d\x00", version))
+	for _, v := range []int{sh.Layers, sh.Hidden, sh.ConvK, sh.KVDim, start, end} {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
 	}
-	sp, err := m.UnmarshalSpan(span(2))
-	if err != nil && benchKV == kv.F32 {
-		sp, err = m.UnmarshalSpan(span(1))
+	buf = append(buf, byte(len(sh.Kinds)))
+	buf = append(buf, sh.Kinds...)
+	if version == 2 {
+		buf = append(buf, byte(benchKV))
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Extend(sp); err != nil {
-		b.Fatal(err)
-	}
-	return s
+	return append(buf, payload...)
 }
 
 var (
@@ -255,6 +267,10 @@ var (
 	dense12Once sync.Once
 	dense12Dirs [2]string // BF16, lfmq-1
 	dense12Err  error
+
+	synthLFM3Once sync.Once
+	synthLFM3Dirs [2]string // BF16, lfmq-1
+	synthLFM3Err  error
 )
 
 // TestMain removes the checkpoints the benchmarks generated.
@@ -275,9 +291,18 @@ func tempRoot(b *testing.B) string {
 }
 
 // benchModel returns the directory of a benchmark checkpoint: which is
-// "tiny", "synth" or "dense", format "bf16" or "lfmq1".
+// "tiny", "synth", "dense" or "lfm3", format "bf16" or "lfmq1".
 func benchModel(b *testing.B, which, format string) string {
 	switch {
+	case which == "lfm3":
+		synthLFM3Once.Do(func() { synthLFM3Dirs, synthLFM3Err = writeSynth(b, "lfm3-1.7b", synth.LFM3Shape()) })
+		if synthLFM3Err != nil {
+			b.Fatal(synthLFM3Err)
+		}
+		if format == "bf16" {
+			return synthLFM3Dirs[0]
+		}
+		return synthLFM3Dirs[1]
 	case which == "dense":
 		dense12Once.Do(func() {
 			shape, err := synth.DenseShape("LFM2-1.2B")
@@ -369,7 +394,7 @@ func writeSynth(b *testing.B, name string, shape synth.Shape) ([2]string, error)
 }
 
 var (
-	benchModels  = []string{"tiny", "synth", "dense"}
+	benchModels  = []string{"tiny", "synth", "dense", "lfm3"}
 	benchFormats = []string{"bf16", "lfmq1"}
 	benchThreads = threadCounts()
 	benchDepths  = contextDepths()
@@ -459,6 +484,10 @@ func BenchmarkDecode(b *testing.B) {
 							b.ReportAllocs()
 							n := 0
 							var cpu time.Duration
+							// The steps' KV bytes and multiply-adds
+							// (tokenCost), summed over the steps.
+							var kvBytes float64
+							var macs [numFormats]float64
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
 									b.StopTimer()
@@ -475,6 +504,11 @@ func BenchmarkDecode(b *testing.B) {
 								}
 								for i := range toks {
 									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
+								}
+								sc := tokenCost(m.Config, m.KVCacheDType(), seqs[0].Len(), format == "lfmq1")
+								kvBytes += sc.kvBytes
+								for f := range macs {
+									macs[f] += sc.macs[f]
 								}
 								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
@@ -501,6 +535,16 @@ func BenchmarkDecode(b *testing.B) {
 							b.ReportMetric(wbs/1e9, "weightGB/s")
 							b.ReportMetric(bw/1e9, "readGB/s")
 							b.ReportMetric(wbs/bw, "bw_frac")
+							if which != "tiny" {
+								// The roofline of the steps run (batch
+								// 1): their weight and KV bytes at the
+								// probe's rate, or their multiply-adds
+								// at the product kernels' (tileRates).
+								steps := float64(n / batch)
+								b.ReportMetric(kvBytes/steps/1e6, "kvMB/token")
+								roof := roofSeconds(steps*float64(m.DecodeWeightBytes()), stepCost{kvBytes: kvBytes, macs: macs}, bw, tileRates(threads))
+								b.ReportMetric(roof/b.Elapsed().Seconds(), "roof_frac")
+							}
 							reportPeakRSS(b, probe.size())
 						})
 					}

@@ -1,0 +1,204 @@
+package model_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lfmq/lfmq/engine/config"
+	"github.com/lfmq/lfmq/engine/kernels"
+	"github.com/lfmq/lfmq/engine/kv"
+	"github.com/lfmq/lfmq/format/bfp"
+	"github.com/lfmq/lfmq/format/dtype"
+)
+
+// A decode step's roofline (issue 44's "decode at each depth at ≥ 0.8× of
+// its roofline"): the larger of two lower bounds on its time, the bytes it
+// must read (every weight it multiplies, once, and every key and value its
+// attention layers read) over the read bandwidth measured beside it, and
+// its multiply-adds over the rate the product kernels reach on weights
+// already in the caches (tileRates). BenchmarkDecode reports roof_frac, the
+// roofline's time over the measured time: 1 is the bound itself.
+
+// Weight formats by index in tokenCost's and tileRates' arrays.
+const (
+	fmtF32 = iota
+	fmtBF16
+	fmtBFP8
+	fmtBFP4
+	numFormats
+)
+
+// stepCost is what one sequence's decode step at one position reads and
+// multiplies: KV bytes, and multiply-adds by the weight format they use
+// (attention's dot products counted in the KV cache's format).
+type stepCost struct {
+	kvBytes float64
+	macs    [numFormats]float64
+}
+
+// tokenCost returns the cost of decoding the token at position pos (its
+// attention reads positions [0, pos], a sliding layer's only the last
+// window of them) of a model of config c with a KV cache of format dt, quantized when it is an lfmq-1 checkpoint:
+// the FFN and experts in BFP4, the other projections and the head in
+// BFP8, an LFM3's output gate in BF16 (quant/plan); every weight in BF16
+// otherwise.
+func tokenCost(c *config.Config, dt kv.DType, pos int, quantized bool) stepCost {
+	mlp, rest := fmtBF16, fmtBF16
+	if quantized {
+		mlp, rest = fmtBFP4, fmtBFP8
+	}
+	var sc stepCost
+	H := float64(c.HiddenSize)
+	qd, kvd := float64(c.NumHeads*c.HeadDim), float64(c.NumKVHeads*c.HeadDim)
+	kvFmt := map[kv.DType]int{kv.F32: fmtF32, kv.BF16: fmtBF16, kv.BFP8: fmtBFP8}[dt]
+	for l, k := range c.LayerKinds {
+		if k == config.Conv {
+			sc.macs[rest] += 4 * H * H // in_proj (B, C, x) and out_proj
+		} else {
+			sc.macs[rest] += 2*qd*H + 2*kvd*H // q and o, k and v
+			if c.ModelType == "lfm3" {
+				sc.macs[fmtBF16] += float64(c.NumHeads) * H // the output gate
+			}
+			keys := pos + 1
+			if w := c.LayerWindow(l); w > 0 {
+				keys = min(keys, w)
+			}
+			sc.macs[kvFmt] += 2 * float64(keys) * qd // q·k and p·v per head
+			sc.kvBytes += 2 * float64(keys*dt.RowBytes(c.NumKVHeads*c.HeadDim))
+		}
+		if l < c.NumDenseLayers {
+			sc.macs[mlp] += 3 * H * float64(c.IntermediateSize)
+		} else {
+			sc.macs[rest] += H * float64(c.NumExperts) // the router
+			sc.macs[mlp] += 3 * H * float64(c.NumExpertsPerTok*c.MoEIntermediateSize)
+		}
+	}
+	sc.macs[rest] += float64(c.VocabSize) * H // the head
+	return sc
+}
+
+// roofSeconds is the roofline time of a step that reads weightBytes of
+// weights and costs sc, at read bandwidth bw (bytes/s) and product rates
+// rates (multiply-adds/s per format).
+func roofSeconds(weightBytes float64, sc stepCost, bw float64, rates [numFormats]float64) float64 {
+	var compute float64
+	for f, n := range sc.macs {
+		if n > 0 {
+			compute += n / rates[f]
+		}
+	}
+	return max((weightBytes+sc.kvBytes)/bw, compute)
+}
+
+var tileRateMemo sync.Map // threads → [numFormats]float64
+
+// tileRates returns the multiply-adds per second the product kernels reach
+// on threads threads, per weight format: each thread multiplies one vector
+// by its own 256×2048 matrix (at most 2 MiB, in its core's caches) over
+// and over for 0.2 s. Measured once per thread count and process.
+func tileRates(threads int) [numFormats]float64 {
+	if r, ok := tileRateMemo.Load(threads); ok {
+		return r.([numFormats]float64)
+	}
+	const out, in = 256, 2048
+	var rates [numFormats]float64
+	for f := range numFormats {
+		mats := make([]*kernels.Matrix, threads)
+		for t := range mats {
+			rng := rand.New(rand.NewPCG(9, uint64(t)))
+			w := make([]float32, out*in)
+			for i := range w {
+				w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/in), as synth's
+			}
+			mats[t] = rateMatrix(f, w, out, in)
+		}
+		var wg sync.WaitGroup
+		counts := make([]int, threads)
+		t0 := time.Now()
+		for t := range threads {
+			wg.Go(func() {
+				x, y := make([]float32, in), make([]float32, out)
+				for i := range x {
+					x[i] = float32(i%7) - 3
+				}
+				for time.Since(t0) < 200*time.Millisecond {
+					mats[t].MatVec(y, x)
+					counts[t]++
+				}
+			})
+		}
+		wg.Wait()
+		el := time.Since(t0).Seconds()
+		var n int
+		for _, c := range counts {
+			n += c
+		}
+		rates[f] = float64(n) * out * in / el
+	}
+	tileRateMemo.Store(threads, rates)
+	return rates
+}
+
+// rateMatrix returns w [out, in] as a matrix of format f.
+func rateMatrix(f int, w []float32, out, in int) *kernels.Matrix {
+	var m *kernels.Matrix
+	var err error
+	switch f {
+	case fmtF32:
+		m, err = kernels.NewF32(out, in, w)
+	case fmtBF16:
+		u := make([]uint16, len(w))
+		for i, v := range w {
+			u[i] = dtype.Float32ToBF16(v)
+		}
+		m, err = kernels.NewBF16(out, in, u)
+	default:
+		bf, kf := bfp.BFP8, kernels.BFP8
+		if f == fmtBFP4 {
+			bf, kf = bfp.BFP4, kernels.BFP4
+		}
+		var tiles []byte
+		if tiles, err = bfp.PackMatrixRule(bf, bfp.RuleMax, w, out, in); err == nil {
+			m, err = kernels.NewBFP(kf, out, in, tiles)
+		}
+	}
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// TestTokenCost holds tokenCost to multiply-adds and bytes counted by hand
+// for a 4-layer model of LFM3-1.7B's layer shapes (conv, full attention,
+// sliding attention, conv) at position 1,000 with a bf16 KV cache.
+func TestTokenCost(t *testing.T) {
+	cfg, err := config.Parse("config.json", []byte(`{"model_type": "lfm3", "vocab_size": 128000, "hidden_size": 2048,
+		"intermediate_size": 7680, "num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "sliding_attention", "conv"],
+		"num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "conv_L_cache": 7, "sliding_window": 256,
+		"max_position_embeddings": 262144, "norm_eps": 1e-5, "conv_bias": false, "tie_word_embeddings": true,
+		"rope_parameters": {"full_attention": {"rope_theta": 1e6, "rope_type": "default", "partial_rotary_factor": 0.5},
+		"sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tokenCost(cfg, kv.BF16, 1000, true)
+	want := stepCost{
+		// Full layer: 1,001 keys and values of 4 heads of 128 in bf16;
+		// sliding layer: its 256.
+		kvBytes: 2*1001*1024 + 2*256*1024,
+		macs: [numFormats]float64{
+			// q·k and p·v over 16 heads of 128: 1,001 and 256 keys.
+			fmtBF16: 2*1001*2048 + 2*256*2048 + 2*16*2048,
+			// Two convs' in_proj (3·H·H) and out_proj, two attention
+			// layers' q, k, v, o, the tied head.
+			fmtBFP8: 2*4*2048*2048 + 2*(2*2048*2048+2*512*2048) + 128000*2048,
+			// Four SwiGLU MLPs of width 7,680.
+			fmtBFP4: 4 * 3 * 2048 * 7680,
+		},
+	}
+	if got != want {
+		t.Errorf("tokenCost = %+v\nwant       %+v", got, want)
+	}
+}
