@@ -21,15 +21,23 @@ import (
 )
 
 // longContextModel returns a copy of the tiny fixture model whose
-// max_position_embeddings is ctx instead of 4,096: the weights are the
-// fixture's (linked, not copied). Its RoPE is the default one, with no
-// scaling that depends on max_position_embeddings, so a position past
-// 4,096 is computed exactly as the formula gives; the limit is the
-// config's alone, and raising it in a copy is honest for a test of the
-// engine's long-context machinery (not of the tiny model's quality there).
+// max_position_embeddings is ctx instead of 4,096 (longContextModelOf).
 func longContextModel(t *testing.T, ctx int) string {
 	t.Helper()
-	src, err := filepath.Abs(tinyModel)
+	return longContextModelOf(t, tinyModel, ctx)
+}
+
+// longContextModelOf returns a copy of the model in dir whose
+// max_position_embeddings is ctx: the weights are the fixture's (linked,
+// not copied). Its RoPE is the default one (an lfm3's, every attention
+// kind's), with no scaling that depends on max_position_embeddings, so a
+// position past the fixture's limit is computed exactly as the formula
+// gives; the limit is the config's alone, and raising it in a copy is
+// honest for a test of the engine's long-context machinery (not of the
+// tiny model's quality there).
+func longContextModelOf(t *testing.T, model string, ctx int) string {
+	t.Helper()
+	src, err := filepath.Abs(model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +62,19 @@ func longContextModel(t *testing.T, ctx int) string {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if rp, _ := cfg["rope_parameters"].(map[string]any); rp["rope_type"] != "default" {
-		t.Fatalf("the fixture's RoPE is %v; raising its context needs a RoPE without scaling", rp["rope_type"])
+	rp, _ := cfg["rope_parameters"].(map[string]any)
+	kinds := []map[string]any{rp}
+	if cfg["model_type"] == "lfm3" { // one entry per attention kind
+		kinds = kinds[:0]
+		for _, v := range rp {
+			kind, _ := v.(map[string]any)
+			kinds = append(kinds, kind)
+		}
+	}
+	for _, k := range kinds {
+		if k["rope_type"] != "default" {
+			t.Fatalf("the fixture's RoPE is %v; raising its context needs a RoPE without scaling", rp)
+		}
 	}
 	cfg["max_position_embeddings"] = ctx
 	out, _ := json.Marshal(cfg)
