@@ -298,3 +298,46 @@ func TestReleaseLFM3(t *testing.T) {
 	port := freePort(t)
 	launchServes(t, port, "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
 }
+
+// TestHubIDLFM3: the LFM3 fixture given by its hub id is fetched into the
+// Hugging Face cache; quantize of it makes the tensors that quantize of
+// its directory makes, its manifest naming the repository and commit, and
+// generate of it, offline from the cache, prints what generate of the
+// directory prints.
+func TestHubIDLFM3(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm3"
+	url, commit, _ := hubWithModel(t, repo, lfm3Model)
+	tmp := t.TempDir()
+	for _, tc := range []struct{ model, out string }{{repo, "hub"}, {lfm3Model, "dir"}} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), []string{"quantize", "--model", tc.model, "--endpoint", url, "--out", filepath.Join(tmp, tc.out), "--method", "rtn"}, ios); code != 0 {
+			t.Fatalf("quantize --model %s: exit %d: %s", tc.model, code, stderr)
+		}
+	}
+	hub, _ := readManifest(t, filepath.Join(tmp, "hub"))
+	dir, _ := readManifest(t, filepath.Join(tmp, "dir"))
+	if hub.Architecture != "lfm3" || hub.Source.Repo != repo || hub.Source.Commit != commit || !slices.Equal(hub.Source.Files, dir.Source.Files) {
+		t.Errorf("manifest of --model %s: architecture %q, source %+v", repo, hub.Architecture, hub.Source)
+	}
+	if len(hub.Tensors) != len(dir.Tensors) {
+		t.Fatalf("%d tensors from the hub, %d from the directory", len(hub.Tensors), len(dir.Tensors))
+	}
+	for i := range hub.Tensors {
+		if a, b := hub.Tensors[i], dir.Tensors[i]; a.Name != b.Name || a.SHA256 != b.SHA256 || a.Format != b.Format {
+			t.Errorf("tensor %s (%s) from the hub, %s (%s) from the directory", a.Name, a.Format, b.Name, b.Format)
+		}
+	}
+
+	gen := []string{"--prompt", "package main", "--max-tokens", "12"}
+	var outs []string
+	for _, model := range []string{lfm3Model, repo} {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"generate", "--model", model, "--endpoint", "http://127.0.0.1:1"}, gen...), ios); code != 0 {
+			t.Fatalf("generate --model %s: exit %d: %s", model, code, stderr)
+		}
+		outs = append(outs, stdout.String())
+	}
+	if outs[0] == "" || outs[0] != outs[1] {
+		t.Errorf("generate of the directory %q, of the hub id %q", outs[0], outs[1])
+	}
+}
