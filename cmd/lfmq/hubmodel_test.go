@@ -25,17 +25,23 @@ import (
 // empty directory. It returns the hub's URL, the commit and the cache.
 func hubWithTinyModel(t *testing.T, repo string) (url, commit, cache string) {
 	t.Helper()
+	return hubWithModel(t, repo, tinyModel)
+}
+
+// hubWithModel is hubWithTinyModel of the model directory dir.
+func hubWithModel(t *testing.T, repo, dir string) (url, commit, cache string) {
+	t.Helper()
 	s := hubtest.NewServer()
 	if err := s.CreateRepo(repo, false); err != nil {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{}
-	entries, err := os.ReadDir(tinyModel)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(tinyModel, e.Name()))
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}

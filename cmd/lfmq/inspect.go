@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,11 @@ mixer, dense or MoE feed-forward, experts, tensors, bytes per format), the
 tensors outside the layers, and totals per format. --tensors lists every
 tensor instead (name, format, logical shape, stored bytes), numbers in names
 ordered as numbers. Sizes count tensor data only, as quantize does.
+
+For an LFM3 model the attention layers are named by kind (full_attention,
+sliding_attention), and a table gives each kind's layers, window, RoPE
+theta, rotated dimensions, heads and output gate, with a line for the post
+norms.
 
 A hub id OWNER/NAME[@REVISION] names a Hugging Face checkpoint in the
 Hugging Face cache, fetched into it first when the cache lacks any of it
@@ -80,8 +86,9 @@ func inspectRun(cmd *cobra.Command, opts *inspectOptions) error {
 	if opts.NoVerify {
 		check = lfmq1.CheckStructure
 	}
-	specs, cfgErr := configLayers(dir)
-	r, err := inspect.Dir(dir, inspect.Options{Check: check, Layers: specs})
+	iopts, cfgErr := configLayers(dir)
+	iopts.Check = check
+	r, err := inspect.Dir(dir, iopts)
 	if r != nil && opts.JSON {
 		// A checkpoint that differs from its manifest still gets its report
 		// on stdout (the findings), and err still sets the exit status.
@@ -98,7 +105,7 @@ func inspectRun(cmd *cobra.Command, opts *inspectOptions) error {
 	case cfgErr != nil && len(r.Layers) > 0:
 		opts.IO.Errorf("note: layer kinds read from tensor names: %v\n", cfgErr)
 	case r.LayersFrom == inspect.LayersFromNames:
-		opts.IO.Errorf("note: layer kinds read from tensor names: config.json describes %d layers, the tensors %d\n", len(specs), r.Layers[len(r.Layers)-1].Index+1)
+		opts.IO.Errorf("note: layer kinds read from tensor names: config.json describes %d layers, the tensors %d\n", len(iopts.Layers), r.Layers[len(r.Layers)-1].Index+1)
 	}
 	if opts.JSON {
 		return nil
@@ -129,23 +136,46 @@ func requireInspectable(dir string) error {
 	return &usageError{fmt.Errorf("checkpoint %s: not a checkpoint directory (no config.json, manifest.json or model.safetensors): give a Hugging Face checkpoint or one made by lfmq quantize", dir)}
 }
 
-// configLayers reads the decoder layers from dir/config.json. An unusable
+// configLayers reads the decoder layers from dir/config.json, and for an
+// lfm3 model its attention kinds and post norms (docs/lfm3.md). An unusable
 // config is not an error for inspect, which then reads the structure from
 // the tensor names; the error says why.
-func configLayers(dir string) ([]inspect.LayerSpec, error) {
+func configLayers(dir string) (inspect.Options, error) {
 	cfg, err := config.Load(dir)
 	if err != nil {
-		return nil, err
+		return inspect.Options{}, err
 	}
 	specs := make([]inspect.LayerSpec, cfg.NumLayers)
+	var kinds []inspect.Attention
 	for i := range specs {
 		specs[i].Kind = inspect.MixerConv
 		if cfg.LayerKinds[i] == config.Attention {
 			specs[i].Kind = inspect.MixerAttention
+			if cfg.ModelType == config.ModelTypeLFM3 {
+				kinds = addAttention(kinds, cfg, i)
+			}
 		}
 		specs[i].MoE = cfg.IsMoE(i)
 	}
-	return specs, nil
+	return inspect.Options{Layers: specs, Attention: kinds, PostNorms: cfg.PostNorms}, nil
+}
+
+// addAttention adds attention layer i to its kind in kinds, the kinds in
+// the order their first layers come.
+func addAttention(kinds []inspect.Attention, cfg *config.Config, i int) []inspect.Attention {
+	name := cfg.LayerType(i)
+	for k := range kinds {
+		if kinds[k].Kind == name {
+			kinds[k].Layers = append(kinds[k].Layers, i)
+			return kinds
+		}
+	}
+	rope := cfg.LayerRoPE(i)
+	return append(kinds, inspect.Attention{
+		Kind: name, Layers: []int{i}, Window: cfg.LayerWindow(i),
+		RoPETheta: rope.Theta, RotaryDims: 2 * rope.RotatedPairs(cfg.HeadDim), HeadDim: cfg.HeadDim,
+		Heads: cfg.NumHeads, KVHeads: cfg.NumKVHeads, Gate: cfg.AttnGate,
+	})
 }
 
 // printLayers writes one line per decoder layer with a column of bytes per
@@ -158,8 +188,17 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 		sum := len(r.Totals) > 1
 		// A dense LFM2 has no experts: no column for them.
 		moe := slices.ContainsFunc(r.Layers, func(l inspect.Layer) bool { return l.MoE })
+		// An lfm3 attention layer shows its kind's layer_types name.
+		kinds := map[int]string{}
+		kw := 9
+		for _, a := range r.Attention {
+			for _, i := range a.Layers {
+				kinds[i] = a.Kind
+			}
+			kw = max(kw, len(a.Kind))
+		}
 		layers := &table{}
-		head := []string{"layer", pad("kind", 9), pad("ffn", 5), "experts", "tensors"}
+		head := []string{"layer", pad("kind", kw), pad("ffn", 5), "experts", "tensors"}
 		if !moe {
 			head = slices.Delete(head, 3, 4)
 		}
@@ -175,7 +214,11 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 			if l.MoE {
 				ffn, experts = "moe", fmt.Sprint(l.Experts)
 			}
-			row := []string{fmt.Sprint(l.Index), pad(l.Kind, 9), pad(ffn, 5), experts, fmt.Sprint(l.Tensors)}
+			kind := l.Kind
+			if k, ok := kinds[l.Index]; ok && kind == inspect.MixerAttention {
+				kind = k
+			}
+			row := []string{fmt.Sprint(l.Index), pad(kind, kw), pad(ffn, 5), experts, fmt.Sprint(l.Tensors)}
 			if !moe {
 				row = slices.Delete(row, 3, 4)
 			}
@@ -189,6 +232,7 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 		}
 		layers.write(ios.Out)
 		fmt.Fprintln(ios.Out)
+		printAttention(ios, r)
 	}
 	if global := r.Global(); len(global) > 0 {
 		tensors := &table{}
@@ -197,6 +241,44 @@ func printLayers(ios *IOStreams, r *inspect.Report) {
 			tensors.add(row.Name, row.Format, shapeString(row.Shape), fmt.Sprint(row.Bytes))
 		}
 		tensors.write(ios.Out)
+		fmt.Fprintln(ios.Out)
+	}
+}
+
+// printAttention writes a model's attention kinds (lfm3's full and
+// sliding layers) and its post norms, as its config.json gives them.
+func printAttention(ios *IOStreams, r *inspect.Report) {
+	if len(r.Attention) > 0 {
+		kw := len("attention")
+		for _, a := range r.Attention {
+			kw = max(kw, len(a.Kind))
+		}
+		t := &table{}
+		t.add(pad("attention", kw), "layers", "window", "rope theta", "rotated dims", "heads", "kv heads", "output gate")
+		for _, a := range r.Attention {
+			layers := make([]string, len(a.Layers))
+			for i, l := range a.Layers {
+				layers[i] = fmt.Sprint(l)
+			}
+			window, gate := "all", "-"
+			if a.Window > 0 {
+				window = fmt.Sprint(a.Window)
+			}
+			if a.Gate {
+				gate = "per head"
+			}
+			t.add(pad(a.Kind, kw), strings.Join(layers, ","), window, strconv.FormatFloat(a.RoPETheta, 'g', -1, 64),
+				fmt.Sprintf("%d of %d", a.RotaryDims, a.HeadDim), fmt.Sprint(a.Heads), fmt.Sprint(a.KVHeads), gate)
+		}
+		t.write(ios.Out)
+		if slices.ContainsFunc(r.Attention, func(a inspect.Attention) bool { return a.Gate }) {
+			fmt.Fprintln(ios.Out, "output gate: each head's output times sigmoid(self_attn.gate_proj · x), before o_proj")
+		}
+	}
+	if r.PostNorms {
+		fmt.Fprintln(ios.Out, "post norms: every operator's and MLP's output normalised (post_operator_norm, post_ffn_norm) before its residual add")
+	}
+	if len(r.Attention) > 0 || r.PostNorms {
 		fmt.Fprintln(ios.Out)
 	}
 }

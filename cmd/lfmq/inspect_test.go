@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -49,6 +50,7 @@ func inspectOut(t *testing.T, args ...string) (int, string, string) {
 func TestInspectGolden(t *testing.T) {
 	rtn, _ := quantizeTinyRTN(t)
 	denseRTN, _ := quantizeRTN(t, denseModel)
+	lfm3RTN, _ := quantizeRTN(t, lfm3Model)
 	sha := regexp.MustCompile(`[0-9a-f]{64}`)
 	tests := []struct {
 		name, dir, golden string
@@ -58,6 +60,10 @@ func TestInspectGolden(t *testing.T) {
 		// A dense LFM2 has no experts column.
 		{"dense huggingface", denseModel, "inspect-dense-hf.golden"},
 		{"dense lfmq-1", denseRTN, "inspect-dense-lfmq1.golden"},
+		// LFM3 names its attention layers' kinds and lists their windows,
+		// rotations and gates, and its post norms.
+		{"lfm3 huggingface", lfm3Model, "inspect-lfm3-hf.golden"},
+		{"lfm3 lfmq-1", lfm3RTN, "inspect-lfm3-lfmq1.golden"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -435,6 +441,46 @@ func TestQuantizeInspectSizes(t *testing.T) {
 			}
 			if m[3] != tt.change {
 				t.Errorf("quantize says %q, want %q", m[3], tt.change)
+			}
+		})
+	}
+}
+
+// TestInspectLFM3JSON: inspect --json of the LFM3 fixture reports its
+// attention kinds as the fixture's README gives them (layers 2 and 6 full
+// with θ 1e6 rotating 16 of 32 dimensions, 4 and 8 sliding over 32
+// positions with θ 1e4 rotating all 32, 4 query and 2 KV heads, every
+// head's output gated) and its post norms; an LFM2 model reports neither.
+func TestInspectLFM3JSON(t *testing.T) {
+	for _, tc := range []struct {
+		dir       string
+		attention string
+		postNorms bool
+	}{
+		{lfm3Model, `[{"kind":"full_attention","layers":[2,6],"rope_theta":1000000,"rotary_dims":16,"head_dim":32,"heads":4,"kv_heads":2,"output_gate":true},` +
+			`{"kind":"sliding_attention","layers":[4,8],"window":32,"rope_theta":10000,"rotary_dims":32,"head_dim":32,"heads":4,"kv_heads":2,"output_gate":true}]`, true},
+		{denseModel, "null", false},
+	} {
+		t.Run(filepath.Base(filepath.Dir(tc.dir)), func(t *testing.T) {
+			code, stdout, stderr := inspectOut(t, "--json", tc.dir)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				Attention json.RawMessage `json:"attention"`
+				PostNorms bool            `json:"post_norms"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if len(r.Attention) > 0 {
+				json.Compact(&got, r.Attention)
+			} else {
+				got.WriteString("null")
+			}
+			if got.String() != tc.attention || r.PostNorms != tc.postNorms {
+				t.Errorf("attention %s, post norms %v\nwant      %s, %v", got.String(), r.PostNorms, tc.attention, tc.postNorms)
 			}
 		})
 	}

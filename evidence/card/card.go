@@ -22,6 +22,10 @@ var Tags = []string{"lfm2", "lfm2_moe", "moe", "quantized", "lfmq", "bfp4", "bfp
 // MoE ones.
 var DenseTags = []string{"lfm2", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
 
+// LFM3Tags are the card's tags of an LFM3 release: DenseTags under LFM3's
+// model_type, since an lfm3 model is no lfm2 one to a hub search.
+var LFM3Tags = []string{"lfm3", "quantized", "lfmq", "bfp4", "bfp8", "tenstorrent"}
+
 // dense reports whether m is a dense LFM2 checkpoint (an ffn class, no
 // routed experts).
 func dense(m *lfmq1.Manifest) bool { return m.Architecture == "lfm2" || m.Quantization.FFN != nil }
@@ -234,7 +238,10 @@ func frontMatter(b *bytes.Buffer, in Input) {
 	}
 	b.WriteString("tags:\n")
 	tags := Tags
-	if dense(in.Manifest) {
+	switch {
+	case in.Manifest.Architecture == "lfm3":
+		tags = LFM3Tags
+	case dense(in.Manifest):
 		tags = DenseTags
 	}
 	for _, t := range tags {
@@ -443,6 +450,10 @@ var roles = []struct {
 	match func(string) bool
 }{
 	{"routed experts (w1, w3, w2)", func(n string) bool { return strings.Contains(n, ".feed_forward.experts.") }},
+	// LFM3's per-head output gate is a projection too, but one row per
+	// head: no BFP tile fits it and it stays BF16 (docs/lfm3.md), so it
+	// gets its own row rather than a BF16 line among the projections.
+	{"attention output gates (one row per head)", func(n string) bool { return strings.HasSuffix(n, ".self_attn.gate_proj.weight") }},
 	{"attention q/k/v/out projections", func(n string) bool {
 		return strings.Contains(n, ".self_attn.") && strings.HasSuffix(n, "_proj.weight")
 	}},

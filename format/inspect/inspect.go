@@ -57,8 +57,12 @@ type Report struct {
 	Layers []Layer `json:"layers,omitempty"`
 	// LayersFrom says what Layers' kinds and dense/MoE split were read
 	// from: LayersFromConfig or LayersFromNames.
-	LayersFrom string  `json:"layers_from,omitempty"`
-	Totals     []Total `json:"totals,omitempty"`
+	LayersFrom string `json:"layers_from,omitempty"`
+	// Attention and PostNorms are Options' when Layers come from
+	// config.json (a config for another model says nothing of this one).
+	Attention []Attention `json:"attention,omitempty"`
+	PostNorms bool        `json:"post_norms,omitempty"`
+	Totals    []Total     `json:"totals,omitempty"`
 	// All sums every tensor; nil when there are findings.
 	All *Total `json:"all,omitempty"`
 	// ManifestSHA256 is the lfmq-1 checkpoint identity (empty for HF).
@@ -80,6 +84,33 @@ type Options struct {
 	// from tensor names, but only when it covers exactly the layers the
 	// names show: a config for another model must not relabel this one.
 	Layers []LayerSpec
+	// Attention, if set, describes each attention kind of a model that has
+	// more than LFM2's one (lfm3: full and sliding, docs/lfm3.md), from its
+	// config.json; PostNorms says its layers normalise each branch's output
+	// before the residual add. Both are reported only with Layers.
+	Attention []Attention
+	PostNorms bool
+}
+
+// Attention is one attention kind of a model, as its config.json gives
+// it: the layers of that kind, what a query sees and how it is rotated.
+type Attention struct {
+	// Kind is the kind's layer_types name, e.g. "sliding_attention".
+	Kind   string `json:"kind"`
+	Layers []int  `json:"layers"`
+	// Window is how many positions a query sees, its own included; 0 is
+	// every earlier position.
+	Window int `json:"window,omitempty"`
+	// RoPETheta is the rotary base θ; RotaryDims of each head's HeadDim
+	// dimensions rotate, the rest pass through.
+	RoPETheta  float64 `json:"rope_theta"`
+	RotaryDims int     `json:"rotary_dims"`
+	HeadDim    int     `json:"head_dim"`
+	Heads      int     `json:"heads"`
+	KVHeads    int     `json:"kv_heads"`
+	// Gate: each head's output is scaled by sigmoid(self_attn.gate_proj·x)
+	// before the output projection.
+	Gate bool `json:"output_gate"`
 }
 
 // Dir describes the checkpoint in dir: lfmq-1 when it holds manifest.json,
@@ -89,10 +120,15 @@ type Options struct {
 // error from lfmq1.Open (which joins *lfmq1.MismatchError values) and a
 // Report listing the findings, so a caller can print them in its own form.
 func Dir(dir string, opts Options) (*Report, error) {
+	report := hfReport
 	if lfmq1.IsCheckpoint(dir) || lfmq1.LostManifest(dir) {
-		return lfmq1Report(dir, opts)
+		report = lfmq1Report
 	}
-	return hfReport(dir, opts)
+	r, err := report(dir, opts)
+	if r != nil && r.LayersFrom == LayersFromConfig {
+		r.Attention, r.PostNorms = opts.Attention, opts.PostNorms
+	}
+	return r, err
 }
 
 func lfmq1Report(dir string, opts Options) (*Report, error) {

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lfmq/lfmq/engine/tokenizer"
+	"github.com/lfmq/lfmq/evidence"
+	"github.com/lfmq/lfmq/evidence/task"
+	"github.com/lfmq/lfmq/format/lfmq1"
+	"github.com/lfmq/lfmq/release/bundle/bundletest"
+)
+
+// lfm3Model is the LFM3 fixture (model_type "lfm3", docs/lfm3.md): the MoE
+// fixture's tokenizer, template and prompts, with sliding-window and gated
+// attention.
+const lfm3Model = "../../testdata/tiny-lfm3/model"
+
+// lfm3Reference returns the LFM3 fixture's float32 reference greedy ids of
+// the named prompt, whose input ids are the MoE fixture's.
+func lfm3Reference(t *testing.T, name string) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(lfm3Model, "..", "reference", "prompts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Prompts []struct {
+			Name      string `json:"name"`
+			InputIDs  []int  `json:"input_ids"`
+			GreedyIDs []int  `json:"greedy_ids"`
+		} `json:"prompts"`
+	}
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ref.Prompts {
+		if p.Name == name {
+			if !slices.Equal(p.InputIDs, fixturePrompt(t, name).InputIDs) {
+				t.Fatalf("%s: the fixtures' input ids differ", name)
+			}
+			return p.GreedyIDs
+		}
+	}
+	t.Fatalf("no prompt %q", name)
+	return nil
+}
+
+// quantizeLFM3GPTQ writes a GPTQ checkpoint of the LFM3 fixture through the
+// command line on 16 windows of the MoE fixture's calibration set (the
+// same tokenizer), and checks what its manifest records: the MLP solved by
+// GPTQ in BFP4, the conv and attention projections and the head in BFP8,
+// the per-head output gates kept.
+func quantizeLFM3GPTQ(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "gptq")
+	args := []string{"quantize", "--model", lfm3Model, "--out", out, "--calib", filepath.Join(tinyModel, "..", "calibration", "calibration.jsonl"),
+		"--calib-seqs", "16", "--calib-len", "256"}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	m, _, err := lfmq1.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := m.Quantization
+	if m.Architecture != "lfm3" || q.FFN == nil || q.FFN.Method != "gptq" || q.FFN.Tensors != 30 || q.Dense.Tensors != 28 || q.Head.Tensors != 1 {
+		t.Fatalf("manifest: architecture %q, ffn %+v, dense %+v, head %+v", m.Architecture, q.FFN, q.Dense, q.Head)
+	}
+	for _, e := range m.Tensors {
+		if strings.HasSuffix(e.Name, ".self_attn.gate_proj.weight") && e.Format != lfmq1.BF16 {
+			t.Errorf("%s: %s, want bf16 (one row per head)", e.Name, e.Format)
+		}
+	}
+	return out
+}
+
+// TestGenerateLFM3: generate on the BF16 LFM3 fixture, with the float32
+// cache of its reference, prints the text of the reference's greedy
+// continuation of plain_code (10 tokens past the sliding window before the
+// first generated one); on an RTN checkpoint, the engine's own greedy
+// tokens.
+func TestGenerateLFM3(t *testing.T) {
+	ref := fixturePrompt(t, "plain_code")
+	tok, err := tokenizer.Load(lfm3Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtn, _ := quantizeRTN(t, lfm3Model)
+	for _, tc := range []struct {
+		name, dir string
+		want      []int
+	}{
+		{"bf16", lfm3Model, lfm3Reference(t, "plain_code")},
+		{"rtn", rtn, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if want == nil {
+				want = engineGreedy(t, tc.dir, ref.InputIDs, 32)
+			}
+			text, err := tok.Decode(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), []string{"generate", "--model", tc.dir, "--prompt", ref.RenderedText, "--max-tokens", "32", "--kv-cache-dtype", "f32"}, ios); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got := strings.TrimSuffix(stdout.String(), "\n"); got != text {
+				t.Errorf("generate\n got %q\nwant %q", got, text)
+			}
+		})
+	}
+}
+
+// TestScoreLFM3: lfmq score of the LFM3 fixture's RTN and GPTQ checkpoints
+// against its BF16 model: GPTQ's KL is below RTN's on each corpus and at
+// most 0.7× RTN's over all of them (issue 44's bar). Then the GPTQ
+// checkpoint, served, scores over HTTP as it does in process, every field
+// equal, and eval's choice task gives the same scores through the server
+// as in process.
+func TestScoreLFM3(t *testing.T) {
+	rtn, _ := quantizeRTN(t, lfm3Model)
+	gptq := quantizeLFM3GPTQ(t)
+	corpora := []string{"chat", "code"}
+	res := scoreResultsOf(t, lfm3Model, []string{"--candidate", "rtn=" + rtn, "--candidate", "gptq=" + gptq}, corpora, "4")
+	for _, c := range append(corpora, evidence.AllCorpora) {
+		r, g := res["rtn/"+c], res["gptq/"+c]
+		t.Logf("%s: KL mean RTN %.5f, GPTQ %.5f (%.3fx) over %d tokens", c, r.KLMean, g.KLMean, g.KLMean/r.KLMean, g.Tokens)
+		if g.Tokens == 0 || g.KLMean >= r.KLMean {
+			t.Errorf("%s: KL mean GPTQ %v, RTN %v over %d tokens; want GPTQ below", c, g.KLMean, r.KLMean, g.Tokens)
+		}
+	}
+	if r, g := res["rtn/"+evidence.AllCorpora], res["gptq/"+evidence.AllCorpora]; g.KLMean > 0.7*r.KLMean {
+		t.Errorf("KL mean over all corpora: GPTQ %v is %.3fx RTN's %v; want at most 0.7x", g.KLMean, g.KLMean/r.KLMean, r.KLMean)
+	}
+
+	base, stop := startServe(t, "--model", gptq, "--api-key", "k")
+	res = scoreResultsOf(t, lfm3Model, []string{"--candidate", "served=" + base, "--candidate", "gptq=" + gptq, "--api-key", "k"}, []string{"chat"}, "2")
+	{
+		s, g := res["served/chat"], res["gptq/chat"]
+		s.Candidate, g.Candidate = "", ""
+		sj, _ := json.Marshal(s)
+		gj, _ := json.Marshal(g)
+		if string(sj) != string(gj) || g.Tokens == 0 {
+			t.Errorf("served\n%s\nin process\n%s", sj, gj)
+		}
+	}
+
+	dir := t.TempDir()
+	local, served := filepath.Join(dir, "local.json"), filepath.Join(dir, "served.json")
+	t.Setenv("LFMQ_API_KEY", "k")
+	for _, args := range [][]string{
+		{"--model", gptq, "--out", local},
+		{"--url", base, "--tokenizer", gptq, "--out", served},
+	} {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"eval", "--task", "choice", "--dataset", choiceItems}, args...), ios); code != 0 {
+			t.Fatalf("eval: exit %d: %s%s", code, stdout, stderr)
+		}
+	}
+	a, err := task.Read(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := task.Read(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range a.Runs[0].Items {
+		y := b.Runs[0].Items[i]
+		if len(x.Scores) < 2 || !slices.Equal(x.Scores, y.Scores) || x.Answer != y.Answer || x.Correct != y.Correct {
+			t.Errorf("item %s: in process %+v, served %+v", x.ID, x, y)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+}
+
+// scoreResultsOf is scoreResults with the reference model given.
+func scoreResultsOf(t *testing.T, reference string, extra, corpora []string, records string) map[string]evidence.Result {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "ev.json")
+	args := append([]string{"score", "--reference", reference, "--ctx", "128", "--max-records", records, "--out", out}, extra...)
+	for _, c := range corpora {
+		args = append(args, "--corpus", c+"="+filepath.Join(tinyCorpora, c+".jsonl"))
+	}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), args, ios); code != 0 {
+		t.Fatalf("score: exit %d: %s", code, stderr)
+	}
+	f, err := evidence.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]evidence.Result{}
+	for _, r := range f.Results {
+		res[r.Candidate+"/"+r.Corpus] = r
+	}
+	return res
+}
+
+// TestReleaseLFM3: a release of the LFM3 fixture's RTN checkpoint builds
+// reproducibly (two quantizations and two builds give the same bytes),
+// verifies, and fails verification with one byte of a layer file flipped;
+// its card names lfm3 and keeps the output gates apart; it publishes to
+// the test hub, downloads by hub id and launches from the download: the
+// release's runtime serves it.
+func TestReleaseLFM3(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("exec replaces the process on unix only")
+	}
+	tmp := t.TempDir()
+	lic := filepath.Join(tmp, "LICENSE")
+	os.WriteFile(lic, []byte(bundletest.License), 0o644)
+	src := bundletest.Source(t)
+	var releases [2]string
+	for i := range releases {
+		ckpt, _ := quantizeRTN(t, lfm3Model)
+		releases[i] = filepath.Join(tmp, fmt.Sprint("release", i))
+		ios, stdout, stderr := testStreams()
+		args := []string{"release", "build", "--checkpoint", ckpt, "--out", releases[i], "--license", lic,
+			"--base-model", "test/tiny-lfm3", "--hub-repo", "test/tiny-lfm3-lfmq1", "--platforms", "linux/amd64", "--source", src}
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("release build exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stdout.String(), "release id       tiny-lfm3-lfmq1-v1") {
+			t.Errorf("release build output:\n%s", stdout)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(releases[0], "SHA256SUMS"))
+	b, _ := os.ReadFile(filepath.Join(releases[1], "SHA256SUMS"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("two builds differ:\n%s\n%s", a, b)
+	}
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", releases[0]}, ios); code != exitOK {
+		t.Fatalf("verify exit %d: %s", code, stderr)
+	}
+	card, _ := os.ReadFile(filepath.Join(releases[0], "README.md"))
+	for _, want := range []string{"tags:\n- lfm3\n- quantized\n", "the FFN weights in BFP4", "| ffn | rtn | bfp4_b | 30 |", "| dense | rtn | bfp8_b | 28 |",
+		"| attention output gates (one row per head) | `bf16` | 4 |", "| attention q/k/v/out projections | `bfp8_b` | 16 |"} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"- lfm2\n", "lfm2_moe", "routed experts", "projections | `bf16`"} {
+		if strings.Contains(string(card), bad) {
+			t.Errorf("README.md of an lfm3 release says %q", bad)
+		}
+	}
+
+	// One flipped byte in the second build's attention layer file.
+	p := filepath.Join(releases[1], "checkpoint", "layer-02.safetensors")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	os.WriteFile(p, data, 0o644)
+	ios, stdout, _ := testStreams()
+	if code := run(context.Background(), []string{"verify", "--release-dir", releases[1]}, ios); code != exitMismatch || !strings.Contains(stdout.String(), "hash      checkpoint/layer-02.safetensors") {
+		t.Errorf("verify of a flipped byte: exit %d, want %d:\n%s", code, exitMismatch, stdout)
+	}
+
+	// Publish a release whose runtime is this build, download it by hub
+	// id, and launch the download: the built binary execs the release's
+	// runtime, which serves the lfm3 checkpoint.
+	rel := servingReleaseOf(t, filepath.Join(releases[0], "checkpoint"))
+	h := newTestHub(t)
+	t.Setenv("HF_TOKEN", publishToken)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	cache := t.TempDir()
+	for _, args := range [][]string{
+		{"publish", "--release-dir", rel, "--repo", publishRepo, "--endpoint", h.url, "--create"},
+		{"download", h.url + "/" + publishRepo, "--revision", "v1", "--cache-root", cache},
+	} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), args, ios); code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, stderr)
+		}
+	}
+	port := freePort(t)
+	launchServes(t, port, "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
+}
+
+// TestHubIDLFM3: the LFM3 fixture given by its hub id is fetched into the
+// Hugging Face cache; quantize of it makes the tensors that quantize of
+// its directory makes, its manifest naming the repository and commit, and
+// generate of it, offline from the cache, prints what generate of the
+// directory prints.
+func TestHubIDLFM3(t *testing.T) {
+	const repo = "LiquidAI/tiny-lfm3"
+	url, commit, _ := hubWithModel(t, repo, lfm3Model)
+	tmp := t.TempDir()
+	for _, tc := range []struct{ model, out string }{{repo, "hub"}, {lfm3Model, "dir"}} {
+		ios, _, stderr := testStreams()
+		if code := run(context.Background(), []string{"quantize", "--model", tc.model, "--endpoint", url, "--out", filepath.Join(tmp, tc.out), "--method", "rtn"}, ios); code != 0 {
+			t.Fatalf("quantize --model %s: exit %d: %s", tc.model, code, stderr)
+		}
+	}
+	hub, _ := readManifest(t, filepath.Join(tmp, "hub"))
+	dir, _ := readManifest(t, filepath.Join(tmp, "dir"))
+	if hub.Architecture != "lfm3" || hub.Source.Repo != repo || hub.Source.Commit != commit || !slices.Equal(hub.Source.Files, dir.Source.Files) {
+		t.Errorf("manifest of --model %s: architecture %q, source %+v", repo, hub.Architecture, hub.Source)
+	}
+	if len(hub.Tensors) != len(dir.Tensors) {
+		t.Fatalf("%d tensors from the hub, %d from the directory", len(hub.Tensors), len(dir.Tensors))
+	}
+	for i := range hub.Tensors {
+		if a, b := hub.Tensors[i], dir.Tensors[i]; a.Name != b.Name || a.SHA256 != b.SHA256 || a.Format != b.Format {
+			t.Errorf("tensor %s (%s) from the hub, %s (%s) from the directory", a.Name, a.Format, b.Name, b.Format)
+		}
+	}
+
+	gen := []string{"--prompt", "package main", "--max-tokens", "12"}
+	var outs []string
+	for _, model := range []string{lfm3Model, repo} {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"generate", "--model", model, "--endpoint", "http://127.0.0.1:1"}, gen...), ios); code != 0 {
+			t.Fatalf("generate --model %s: exit %d: %s", model, code, stderr)
+		}
+		outs = append(outs, stdout.String())
+	}
+	if outs[0] == "" || outs[0] != outs[1] {
+		t.Errorf("generate of the directory %q, of the hub id %q", outs[0], outs[1])
+	}
+}
