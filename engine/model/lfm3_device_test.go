@@ -89,6 +89,14 @@ func TestLFM3DeviceBits(t *testing.T) {
 	}
 }
 
+// TestLFM3DeviceIncrementalEqualsFull: on the device itself, token by
+// token and in chunks of 1, 3, 7 and 64 equals one whole pass, for two
+// prompts past the window (42 and 66 tokens, then 31 greedy tokens).
+func TestLFM3DeviceIncrementalEqualsFull(t *testing.T) {
+	ps := lfm3Prompts(t)
+	checkIncrementalEqualsFull(t, lfm3OnDevice(t, kv.F32), []prompt{ps[1], ps[4]})
+}
+
 // TestLFM3DeviceBatches: on the device, in every KV cache format, the
 // fixture's prompts batched with each other and with random neighbours,
 // prefilled whole and in chunks of 5 and 33 (which cut the window
