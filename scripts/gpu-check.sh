@@ -5,7 +5,8 @@
 # It runs the engine's TestGPUCheck on the device and prints its JSON
 # lines: the device, its driver and the kernels' sha256 (PTX for CUDA);
 # the float32 logits that differ from the CPU engine's (the claim is 0) on
-# the fixture (BF16 and RTN) and on RTN checkpoints of synthetic models with
+# the fixture and the LFM3 fixture (BF16 and RTN; every LFM3 prompt, four
+# past its sliding window) and on RTN checkpoints of synthetic models with
 # LFM2-8B-A1B's and LFM2-24B-A2B's layer shapes, generated on the machine;
 # decode tokens/s at batch 1, 4 and 16 with the share of HBM bandwidth at
 # batch 1, the step time and the kernel launches and transfers one decode

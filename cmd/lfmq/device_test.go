@@ -66,6 +66,29 @@ func TestDeviceGenerate(t *testing.T) {
 	}
 }
 
+// TestDeviceGenerateLFM3: generate on --device opencl prints the CPU
+// engine's text for the LFM3 fixture (docs/lfm3.md): a 78-token prompt and
+// 40 new tokens, well past its 32-position sliding window, with a float32
+// and a bfp8 KV cache.
+func TestDeviceGenerateLFM3(t *testing.T) {
+	needOpenCL(t)
+	const lfm3Model = "../../testdata/tiny-lfm3/model"
+	chat := `[{"role":"user","content":"I keep my photos in a folder called pictures, sorted by year, and some of the older folders have files with spaces and odd characters in their names. Write a shell command that lists every file in the folder for 2019, largest first, and explain each flag you use."}]`
+	for _, kv := range []string{"f32", "bfp8"} {
+		var outs []string
+		for _, dev := range []string{"cpu", "opencl"} {
+			ios, stdout, stderr := testStreams()
+			if code := run(context.Background(), []string{"generate", "--model", lfm3Model, "--chat", chat, "--max-tokens", "40", "--device", dev, "--kv-cache-dtype", kv}, ios); code != 0 {
+				t.Fatalf("--device %s --kv-cache-dtype %s: exit %d: %s", dev, kv, code, stderr)
+			}
+			outs = append(outs, stdout.String())
+		}
+		if outs[0] != outs[1] || outs[0] == "" {
+			t.Errorf("--kv-cache-dtype %s: cpu printed %q, opencl %q", kv, outs[0], outs[1])
+		}
+	}
+}
+
 // TestDeviceScore: score on --device opencl, with one candidate served by
 // a server on --device opencl and one in process, gives the CPU's
 // evidence rows digit for digit; the receipts and /v1/models name the

@@ -1,5 +1,5 @@
-// lfmq's device kernels: the forward pass of an LFM2 model at the exact
-// level. Every kernel replays the CPU engine's order of operations
+// lfmq's device kernels: the forward pass of an LFM2 or LFM3 model at the
+// exact level. Every kernel replays the CPU engine's order of operations
 // (engine/kernels), so that logits are bit-identical to the CPU's on any
 // device. The rules that make that true:
 //
@@ -365,6 +365,16 @@ __kernel void rope(__global float *z, __global const float *cosT, __global const
 	zv[j + hv] = bc + as;
 }
 
+// attn_gate is LFM3's attention output gate (docs/lfm3.md): each head's d
+// outputs of o [rows, Hq·d] multiplied by sigmoid(gate[row·Hq + head]),
+// engine/kernels.Sigmoid's arithmetic, one rounding per product as
+// engine/kernels.Scale.
+__kernel void attn_gate(__global float *o, __global const float *gate, int d, int n) {
+	int g = get_global_id(0);
+	if (g >= n) return;
+	o[g] = o[g] * sigmoid32(gate[g / d]);
+}
+
 // ---- the KV cache (engine/model/kvcache.go) ------------------------------
 //
 // A sequence's keys and values are stored in its model's format, fmt =
@@ -443,14 +453,22 @@ __kernel void kv_store_bfp8(__global uchar *c, __global const float *x, int kvd,
 	for (int j = 0; j < 16; j++) dst[1 + j] = bfp8_code(src[j], E);
 }
 
+// A sliding-window layer (LFM3, window W > 0) gives the query at position
+// p the keys from ws = max(0, p−W+1) to p; W = 0 means every earlier
+// position. The blocks of 64 and splits of 1024 stay on the grid of
+// absolute positions: the first block a query reads starts at ws (inside
+// its grid block), and the blocks and splits wholly before ws are not
+// read, as in engine/model's attention.go.
+inline int win_start(int p, int W) { return W > 0 ? max(0, p - W + 1) : 0; }
+
 // attn_scores writes, for tokens t in [t0, t0+nt) of a segment starting at
 // position start (step rows row0+t) and query heads hd, the scaled scores
-// against cached positions j ≤ start+t: sc[((t−t0)·Hq + hd)·L + j], L =
-// start+t0+nt. The dot product is the CPU's order (16 fused lanes, the
+// against cached positions win_start(start+t, W) ≤ j ≤ start+t:
+// sc[((t−t0)·Hq + hd)·L + j], L = start+t0+nt. The dot product is the CPU's order (16 fused lanes, the
 // reduce16 tree, then the tail fused in one by one), the keys widened
 // from the cache's format fmt.
 __kernel void attn_scores(__global float *sc, __global const float *q, __global const uchar *kc, int fmt, int d, int Hq, int group,
-		int kvd, int row0, int start, int t0, int nt, float scale) {
+		int kvd, int row0, int start, int t0, int nt, float scale, int W) {
 	int L = start + t0 + nt;
 	long g = get_global_id(0);
 	if (g >= (long)nt * Hq * L) return;
@@ -458,7 +476,7 @@ __kernel void attn_scores(__global float *sc, __global const float *q, __global 
 	int th = g / L;
 	int hd = th % Hq, tt = th / Hq;
 	int t = t0 + tt;
-	if (j > start + t) return;
+	if (j > start + t || j < win_start(start + t, W)) return;
 	__global const float *qv = q + (long)(row0 + t) * Hq * d + hd * d;
 	int off = (hd / group) * d;
 	float acc[16];
@@ -477,8 +495,10 @@ __kernel void attn_scores(__global float *sc, __global const float *q, __global 
 // in order, keeping the running maximum M of the split's scores (from
 // −Inf): for each block, M = max(M, the block's maximum), written to
 // bm[((t−t0)·Hq + hd)·nb + block], and the block's scores replaced by
-// Exp(s − M). nb = ceil(L/64), L = start+t0+nt.
-__kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int start, int t0, int nt) {
+// Exp(s − M). nb = ceil(L/64), L = start+t0+nt. Within window W, a split
+// starts at the window's start if that falls inside it, and one wholly
+// before it is skipped.
+__kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int start, int t0, int nt, int W) {
 	int L = start + t0 + nt;
 	int nb = (L + 63) / 64, ns = (L + 1023) / 1024;
 	int g = get_global_id(0);
@@ -489,10 +509,12 @@ __kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int
 	int lo = sp * 1024;
 	if (lo >= n) return;
 	int hi = min(lo + 1024, n);
+	lo = max(lo, win_start(n - 1, W));
+	if (lo >= hi) return;
 	__global float *x = sc + (long)th * L;
 	float M = -INFINITY;
-	for (int b0 = lo; b0 < hi; b0 += 64) {
-		int b1 = min(b0 + 64, hi);
+	for (int b0 = lo; b0 < hi; b0 = b0 - b0 % 64 + 64) {
+		int b1 = min(b0 - b0 % 64 + 64, hi);
 		float m = x[b0];
 		for (int j = b0 + 1; j < b1; j++) m = gomax(m, x[j]);
 		M = gomax(M, m);
@@ -506,9 +528,11 @@ __kernel void attn_block_max(__global float *sc, __global float *bm, int Hq, int
 // acc·α then fused e_j·v_j in order), the splits merged in order (a =
 // Exp(M − M'), b = Exp(M_s − M'), L = L·a + L_s·b, acc = fma(b, acc_s,
 // acc·a)), then o = acc / L: engine/model's attention, operation for
-// operation, the values widened from the cache's format fmt.
+// operation, the values widened from the cache's format fmt; from the
+// split and block holding the window's start (W > 0), the first block
+// read from that start.
 __kernel void attn_split_out(__global float *o, __global const float *sc, __global const float *bm, __global const uchar *vc,
-		int fmt, int d, int Hq, int group, int kvd, int row0, int start, int t0, int nt) {
+		int fmt, int d, int Hq, int group, int kvd, int row0, int start, int t0, int nt, int W) {
 	int L = start + t0 + nt;
 	int nb = (L + 63) / 64;
 	int g = get_global_id(0);
@@ -521,11 +545,12 @@ __kernel void attn_split_out(__global float *o, __global const float *sc, __glob
 	__global const float *bmax = bm + (long)th * nb;
 	int vi = (hd / group) * d + i;
 	float M = -INFINITY, Lsum = 0.0f, acc = 0.0f;
-	for (int lo = 0; lo < n; lo += 1024) {
+	int ws = win_start(n - 1, W);
+	for (int lo = ws - ws % 1024; lo < n; lo += 1024) {
 		int hi = min(lo + 1024, n);
 		float Ms = -INFINITY, Ls = 0.0f, as = 0.0f;
-		for (int b0 = lo; b0 < hi; b0 += 64) {
-			int b1 = min(b0 + 64, hi);
+		for (int b0 = max(lo, ws); b0 < hi; b0 = b0 - b0 % 64 + 64) {
+			int b1 = min(b0 - b0 % 64 + 64, hi);
 			float Mn = bmax[b0 / 64];
 			float alpha = expf32(Ms - Mn);
 			float tsum = 0.0f;

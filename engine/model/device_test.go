@@ -134,33 +134,40 @@ func TestDeviceSpans(t *testing.T) {
 		t.Skip("four long prefills per KV format on PoCL")
 	}
 	ids := prompts(t)[5].InputIDs
-	forEachKVDType(t, func(t *testing.T, dm, cpu *model.Model) {
-		V := dm.Config.VocabSize
-		_, full := forward(t, cpu, ids, model.ForwardOptions{Logits: model.AllLogits})
-		for _, from := range []*model.Model{dm, cpu} {
-			src := from.NewSequence()
-			if _, err := from.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:130]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128}}, ChunkSize: 100}); err != nil {
-				t.Fatal(err)
-			}
-			dst := dm.NewSequence()
-			for _, sp := range blockSpans(t, src, 2) {
-				if err := dst.Extend(sp); err != nil {
-					t.Fatal(err)
-				}
-			}
-			twin := dst.Clone()
-			out, err := dm.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[128:]}, model.ForwardOptions{Logits: model.AllLogits})
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireSame(t, "after two cached blocks", out[0], full[128*V:])
-			again, err := dm.Forward(context.Background(), []*model.Sequence{twin}, [][]int{ids[128:140]}, model.ForwardOptions{Logits: model.AllLogits})
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireSame(t, "the clone", again[0], full[128*V:140*V])
+	forEachKVDType(t, func(t *testing.T, dm, cpu *model.Model) { checkSpansOnto(t, dm, cpu, ids) })
+}
+
+// checkSpansOnto: prefix-cache blocks of ids copied from a sequence of the
+// device model dm, or of the CPU model cpu, extend a new device sequence
+// that then continues with cpu's bits for a cold prefill of ids; a clone
+// continues as its original without disturbing it.
+func checkSpansOnto(t *testing.T, dm, cpu *model.Model, ids []int) {
+	t.Helper()
+	V := dm.Config.VocabSize
+	_, full := forward(t, cpu, ids, model.ForwardOptions{Logits: model.AllLogits})
+	for _, from := range []*model.Model{dm, cpu} {
+		src := from.NewSequence()
+		if _, err := from.Forward(context.Background(), []*model.Sequence{src}, [][]int{ids[:130]}, model.ForwardOptions{ConvSnapshots: [][]int{{64, 128}}, ChunkSize: 100}); err != nil {
+			t.Fatal(err)
 		}
-	})
+		dst := dm.NewSequence()
+		for _, sp := range blockSpans(t, src, 2) {
+			if err := dst.Extend(sp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		twin := dst.Clone()
+		out, err := dm.Forward(context.Background(), []*model.Sequence{dst}, [][]int{ids[128:]}, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireSame(t, "after two cached blocks", out[0], full[128*V:])
+		again, err := dm.Forward(context.Background(), []*model.Sequence{twin}, [][]int{ids[128:140]}, model.ForwardOptions{Logits: model.AllLogits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireSame(t, "the clone", again[0], full[128*V:140*V])
+	}
 }
 
 // TestDeviceRefusals: what a device model cannot do is refused with an

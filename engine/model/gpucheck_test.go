@@ -28,10 +28,11 @@ import (
 // TestGPUCheck is the device check (scripts/gpu-check.sh runs it on a
 // machine with a GPU): with LFMQ_GPU_CHECK=cuda (or opencl) it opens the
 // device, counts the float32 logits that differ from the CPU engine's on
-// the fixture (BF16 and RTN) and on RTN checkpoints of synthetic models
-// with LFM2-8B-A1B's and LFM2-24B-A2B's layer shapes, and measures decode
-// at batch 1, 4 and 16 (with the share of HBM bandwidth batch 1 reaches),
-// a 2,048-token prefill and 16 users' aggregate through the scheduler.
+// the fixture and the LFM3 fixture (BF16 and RTN) and on RTN checkpoints
+// of synthetic models with LFM2-8B-A1B's and LFM2-24B-A2B's layer shapes,
+// and measures decode at batch 1, 4 and 16 (with the share of HBM
+// bandwidth batch 1 reaches), a 2,048-token prefill and 16 users'
+// aggregate through the scheduler.
 // Each result is one JSON line on stdout. Without the variable it skips.
 //
 // LFMQ_GPU_CHECK_DIR keeps the synthetic checkpoints (default: a
@@ -60,23 +61,33 @@ func TestGPUCheck(t *testing.T) {
 
 	// The fixture, BF16 and RTN: every logit of the four short prompts
 	// and eight greedy steps each.
+	// The LFM3 fixture's every prompt, four of them past its 32-position
+	// sliding window, in BF16 and RTN.
 	rtn := filepath.Join(t.TempDir(), "rtn")
-	if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: tinyDir, OutDir: rtn, Method: quant.RTN, CreatedBy: "gpu-check"}); err != nil {
-		t.Fatal(err)
+	rtn3 := filepath.Join(t.TempDir(), "rtn3")
+	for _, q := range [][2]string{{tinyDir, rtn}, {lfm3Dir, rtn3}} {
+		if _, err := quant.Quantize(t.Context(), quant.Options{ModelDir: q[0], OutDir: q[1], Method: quant.RTN, CreatedBy: "gpu-check"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var short, lfm3IDs [][]int
+	for _, p := range prompts(t) {
+		if len(p.InputIDs) <= 66 {
+			short = append(short, p.InputIDs)
+		}
+	}
+	for _, p := range lfm3Prompts(t) {
+		lfm3IDs = append(lfm3IDs, p.InputIDs)
 	}
 	for _, c := range []struct {
 		name, dir string
 		kv        kv.DType
-	}{{"fixture-bf16", tinyDir, kv.F32}, {"fixture-rtn", rtn, kv.F32},
-		{"fixture-rtn-kv-bf16", rtn, kv.BF16}, {"fixture-rtn-kv-bfp8", rtn, kv.BFP8}} {
+		ids       [][]int
+	}{{"fixture-bf16", tinyDir, kv.F32, short}, {"fixture-rtn", rtn, kv.F32, short},
+		{"fixture-rtn-kv-bf16", rtn, kv.BF16, short}, {"fixture-rtn-kv-bfp8", rtn, kv.BFP8, short},
+		{"lfm3-bf16", lfm3Dir, kv.F32, lfm3IDs}, {"lfm3-rtn", rtn3, kv.F32, lfm3IDs}} {
 		cpu, dev := loadPairAs(t, c.dir, cd, c.kv)
-		var ids [][]int
-		for _, p := range prompts(t) {
-			if len(p.InputIDs) <= 66 {
-				ids = append(ids, p.InputIDs)
-			}
-		}
-		n, bad := compareBits(t, cpu, dev, ids, 8)
+		n, bad := compareBits(t, cpu, dev, c.ids, 8)
 		emit(map[string]any{"check": "bits", "model": c.name, "values": n, "mismatches": bad})
 		cpu.Close()
 		dev.Close()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
-	"github.com/lfmq/lfmq/engine/model/devrun"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/format/hf"
 	"github.com/lfmq/lfmq/format/safetensors"
@@ -171,21 +170,6 @@ func TestLFM3KVCacheDTypeInvariance(t *testing.T) {
 				t.Errorf("%s cache: max |Δlogit| %.3g against the float32 cache", dt, d)
 			}
 		})
-	}
-}
-
-// TestLFM3DeviceRefused: the device runner does not know LFM3 yet and says
-// so, naming what it lacks, before it touches the device.
-func TestLFM3DeviceRefused(t *testing.T) {
-	_, err := devrun.New(lfm3(t), nil)
-	var ie *model.InputError
-	if !errors.As(err, &ie) || ie.What != "LoadOptions.Device" {
-		t.Fatalf("err = %v, want an InputError on LoadOptions.Device", err)
-	}
-	for _, want := range []string{`"lfm3"`, "sliding-window", "gate"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %q lacks %q", err, want)
-		}
 	}
 }
 

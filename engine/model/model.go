@@ -198,6 +198,11 @@ func layerRoPEs(cfg *config.Config, maxPos int) ([]*kernels.RoPE, error) {
 	return out, nil
 }
 
+// LayerRoPE returns the RoPE of attention layer l: for LFM3 its attention
+// kind's (docs/lfm3.md), for LFM2 the model's. A device runner uploads its
+// tables (kernels.RoPE.Table) rather than computing its own.
+func (m *Model) LayerRoPE(l int) *kernels.RoPE { return m.layerRoPE(l) }
+
 // layerRoPE returns the RoPE of attention layer l.
 func (m *Model) layerRoPE(l int) *kernels.RoPE {
 	if l < len(m.ropes) && m.ropes[l] != nil {

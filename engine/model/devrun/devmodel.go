@@ -38,8 +38,6 @@ type devModel struct {
 	head    devMat
 	final   device.Buffer
 	layers  []devLayer
-	cos     device.Buffer // RoPE tables [maxContext, d/2]
-	sin     device.Buffer
 	scales  [2]device.Buffer // BFP8, BFP4 exponent steps
 	dummy   device.Buffer    // an int buffer for kernels' unused selection argument
 	ws      devWorkspace
@@ -65,10 +63,14 @@ type devLayer struct {
 	kind                             config.LayerKind
 	moe                              bool
 	opNorm, ffnNorm                  device.Buffer
+	postOpNorm, postFFNNorm          device.Buffer // LFM3's post norms; nil for LFM2
 	inProj, outProj                  devMat
 	convW, inBias, convBias, outBias device.Buffer
 	q, k, v, o                       devMat
 	qNorm, kNorm                     device.Buffer
+	attnGate                         devMat        // LFM3's attention output gate; none for LFM2
+	cos, sin                         device.Buffer // an attention layer's RoPE tables [maxContext, d/2], shared by the layers of one RoPE
+	window                           int           // positions a query sees (config.Config.LayerWindow); 0 for all
 	w1, w2, w3                       devMat
 	gate                             devMat
 	expertBias                       device.Buffer
@@ -91,10 +93,6 @@ func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 		return nil, &model.InputError{What: "LoadOptions.Device", Msg: "device engines need a little-endian host"}
 	}
 	c := m.Config
-	if c.ModelType == config.ModelTypeLFM3 {
-		// The device step and kernels know LFM2 only (docs/lfm3.md).
-		return nil, &model.InputError{What: "LoadOptions.Device", Msg: `model_type "lfm3" runs on the CPU engine only: the device step has no sliding-window attention, per-head output gate, post-operator and post-FFN norms or per-layer partial RoPE yet`}
-	}
 	w := m.Weights()
 	dm = &devModel{d: d, cfg: c, kv: m.KVCacheDType(), shape: m.KVPool().Shape()}
 	defer func() {
@@ -114,9 +112,15 @@ func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 		dm.head = up.mat(w.Head)
 	}
 	dm.final = up.f32(w.FinalNorm)
+	// Each distinct RoPE's tables are uploaded once: the CPU's own
+	// (kernels.RoPE.Table has Apply's bits), never recomputed here. LFM2
+	// has one; LFM3 one per attention kind (docs/lfm3.md).
+	type ropeBufs struct{ cos, sin device.Buffer }
+	ropes := map[*kernels.RoPE]ropeBufs{}
 	for l, ly := range w.Layers {
 		p := config.LayerPrefix(l)
-		dl := devLayer{kind: ly.Kind, moe: ly.MoE, opNorm: up.f32(ly.OpNorm), ffnNorm: up.f32(ly.FFNNorm)}
+		dl := devLayer{kind: ly.Kind, moe: ly.MoE, opNorm: up.f32(ly.OpNorm), ffnNorm: up.f32(ly.FFNNorm),
+			postOpNorm: up.f32(ly.PostOpNorm), postFFNNorm: up.f32(ly.PostFFNNorm)}
 		switch ly.Kind {
 		case config.Conv:
 			dl.inProj, dl.outProj = up.mat(ly.InProj), up.mat(ly.OutProj)
@@ -125,6 +129,16 @@ func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 		case config.Attention:
 			dl.q, dl.k, dl.v, dl.o = up.mat(ly.Q), up.mat(ly.K), up.mat(ly.V), up.mat(ly.O)
 			dl.qNorm, dl.kNorm = up.f32(ly.QNorm), up.f32(ly.KNorm)
+			dl.attnGate = up.mat(ly.AttnGate)
+			dl.window = c.LayerWindow(l)
+			rope := m.LayerRoPE(l)
+			rb, ok := ropes[rope]
+			if !ok {
+				cos, sin := rope.Table(m.MaxContext())
+				rb = ropeBufs{up.f32(cos), up.f32(sin)}
+				ropes[rope] = rb
+			}
+			dl.cos, dl.sin = rb.cos, rb.sin
 		}
 		if !ly.MoE {
 			dl.w1, dl.w3, dl.w2 = up.mat(ly.W1), up.mat(ly.W3), up.mat(ly.W2)
@@ -144,8 +158,6 @@ func newDevModel(m *model.Model, d device.Device) (dm *devModel, err error) {
 		}
 		dm.layers = append(dm.layers, dl)
 	}
-	cos, sin := m.RoPE().Table(m.MaxContext())
-	dm.cos, dm.sin = up.f32(cos), up.f32(sin)
 	s8, s4 := kernels.ScaleTable(kernels.BFP8), kernels.ScaleTable(kernels.BFP4)
 	dm.scales = [2]device.Buffer{up.f32(s8[:]), up.f32(s4[:])}
 	dm.dummy = up.bytes(make([]byte, 4))
@@ -260,10 +272,10 @@ func (dm *devModel) Close() {
 			}
 		}
 	}
-	free(dm.embed.b, dm.head.b, dm.final, dm.cos, dm.sin, dm.scales[0], dm.scales[1], dm.dummy)
+	free(dm.embed.b, dm.head.b, dm.final, dm.scales[0], dm.scales[1], dm.dummy)
 	for _, l := range dm.layers {
-		free(l.opNorm, l.ffnNorm, l.inProj.b, l.outProj.b, l.convW, l.inBias, l.convBias, l.outBias,
-			l.q.b, l.k.b, l.v.b, l.o.b, l.qNorm, l.kNorm, l.w1.b, l.w2.b, l.w3.b, l.gate.b, l.expertBias,
+		free(l.opNorm, l.ffnNorm, l.postOpNorm, l.postFFNNorm, l.inProj.b, l.outProj.b, l.convW, l.inBias, l.convBias, l.outBias,
+			l.q.b, l.k.b, l.v.b, l.o.b, l.qNorm, l.kNorm, l.attnGate.b, l.cos, l.sin, l.w1.b, l.w2.b, l.w3.b, l.gate.b, l.expertBias,
 			l.ew1.b, l.ew3.b, l.ew2.b)
 	}
 	dm.layers = nil
@@ -309,6 +321,7 @@ type devWorkspace struct {
 	h, a, o                device.Buffer
 	proj, u, cv, y, before device.Buffer
 	q, k, v, ao            device.Buffer
+	gate                   device.Buffer // the attention output gate's inputs to the sigmoid, [R, heads] (LFM3)
 	ffG, ffU               device.Buffer
 	router, sel, wts       device.Buffer
 	eg, eu, ey             device.Buffer
@@ -324,7 +337,7 @@ type devWorkspace struct {
 }
 
 func (w *devWorkspace) buffers() []device.Buffer {
-	return []device.Buffer{w.h, w.a, w.o, w.proj, w.u, w.cv, w.y, w.before, w.q, w.k, w.v, w.ao, w.ffG, w.ffU,
+	return []device.Buffer{w.h, w.a, w.o, w.proj, w.u, w.cv, w.y, w.before, w.q, w.k, w.v, w.ao, w.gate, w.ffG, w.ffU,
 		w.router, w.sel, w.wts, w.eg, w.eu, w.ey, w.ids, w.pos, w.finIdx, w.fin, w.logits, w.scores, w.bmax, w.snap, w.taps}
 }
 
@@ -361,6 +374,9 @@ func (dm *devModel) ensure(R int) error {
 	w.before, w.snap = mk((c.ConvLCache-1)*H+1), mk((c.ConvLCache-1)*H+1)
 	w.q, w.ao = mk(R*c.NumHeads*d), mk(R*c.NumHeads*d)
 	w.k, w.v = mk(R*c.NumKVHeads*d), mk(R*c.NumKVHeads*d)
+	if c.AttnGate {
+		w.gate = mk(R * c.NumHeads)
+	}
 	if c.NumDenseLayers > 0 || c.NumMoELayers() < c.NumLayers {
 		w.ffG, w.ffU = mk(R*c.IntermediateSize), mk(R*c.IntermediateSize)
 	}

@@ -158,12 +158,20 @@ func (dm *devModel) Step(segs []model.Segment, R int, _ *model.ForwardOptions, h
 		} else {
 			dm.attention(r, l, ly, segs, R)
 		}
+		if ly.postOpNorm != nil {
+			// LFM3 normalises each branch's output before its residual
+			// add (docs/lfm3.md), in place as the CPU step does.
+			dm.rmsnorm(r, w.o, w.o, ly.postOpNorm, H, R)
+		}
 		r.launch("add_into", R*H, 0, w.h, w.o, i32(R*H))
 		dm.rmsnorm(r, w.a, w.h, ly.ffnNorm, H, R)
 		if ly.moe {
 			dm.moe(r, ly, R)
 		} else {
 			dm.dense(r, ly, R)
+		}
+		if ly.postFFNNorm != nil {
+			dm.rmsnorm(r, w.o, w.o, ly.postFFNNorm, H, R)
 		}
 		r.launch("add_into", R*H, 0, w.h, w.o, i32(R*H))
 		if dm.draft.d != nil {
@@ -245,7 +253,12 @@ const maxScoreFloats = 1 << 26
 // engine's blocked order (attention.go): the scores, then each split's
 // running block maxima and exponentials, then per output value the splits'
 // online softmax and their merge. The kernels hard-code attnBlock = 64 and
-// attnSplit = 1024.
+// attnSplit = 1024. LFM3 adds (docs/lfm3.md) the layer's own RoPE tables,
+// a sliding window (the kernels' W: a query reads only the last W
+// positions, on the same grid of blocks and splits) and the output gate,
+// sigmoid(gate_proj·a) per head onto that head's output before o_proj. The
+// device keeps every position of a sliding layer; the window only masks
+// what attention reads.
 func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []model.Segment, R int) {
 	c, w := dm.cfg, &dm.ws
 	d, Hq, Hkv := c.HeadDim, c.NumHeads, c.NumKVHeads
@@ -253,12 +266,16 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []model.Segment,
 	dm.mm(r, ly.q, w.q, w.a, R, nil, 1)
 	dm.mm(r, ly.k, w.k, w.a, R, nil, 1)
 	dm.mm(r, ly.v, w.v, w.a, R, nil, 1)
+	if ly.attnGate.b != nil {
+		dm.mm(r, ly.attnGate, w.gate, w.a, R, nil, 1)
+	}
 	dm.rmsnorm(r, w.q, w.q, ly.qNorm, d, R*Hq)
 	dm.rmsnorm(r, w.k, w.k, ly.kNorm, d, R*Hkv)
-	r.launch("rope", R*Hq*d/2, 0, w.q, dm.cos, dm.sin, w.pos, i32(d), i32(Hq), i32(R*Hq))
-	r.launch("rope", R*Hkv*d/2, 0, w.k, dm.cos, dm.sin, w.pos, i32(d), i32(Hkv), i32(R*Hkv))
+	r.launch("rope", R*Hq*d/2, 0, w.q, ly.cos, ly.sin, w.pos, i32(d), i32(Hq), i32(R*Hq))
+	r.launch("rope", R*Hkv*d/2, 0, w.k, ly.cos, ly.sin, w.pos, i32(d), i32(Hkv), i32(R*Hkv))
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := c.KVGroup()
+	W := ly.window
 	for _, sg := range segs {
 		st := sg.State().(*devState)
 		n := len(sg.Toks)
@@ -302,11 +319,14 @@ func (dm *devModel) attention(r *run, l int, ly *devLayer, segs []model.Segment,
 				w.bmax, w.bmaxFloats = b, blocks
 			}
 			nsplit := (L + attnSplit - 1) / attnSplit
-			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt), scale)
-			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.Start), i32(t0), i32(nt))
-			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt))
+			r.launch("attn_scores", need, 0, w.scores, w.q, st.k[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt), scale, i32(W))
+			r.launch("attn_block_max", nt*Hq*nsplit, 0, w.scores, w.bmax, i32(Hq), i32(sg.Start), i32(t0), i32(nt), i32(W))
+			r.launch("attn_split_out", nt*Hq*d, 0, w.ao, w.scores, w.bmax, st.v[l], i32(int(dm.kv)), i32(d), i32(Hq), i32(group), i32(kvd), i32(sg.Row0), i32(sg.Start), i32(t0), i32(nt), i32(W))
 			t0 += nt
 		}
+	}
+	if ly.attnGate.b != nil {
+		r.launch("attn_gate", R*Hq*d, 0, w.ao, w.gate, i32(d), i32(R*Hq*d))
 	}
 	dm.mm(r, ly.o, w.o, w.ao, R, nil, 1)
 }
