@@ -30,10 +30,16 @@ type Sequence struct {
 func (m *Model) seqShape() kv.Shape {
 	c := m.Config
 	kinds := make([]byte, c.NumLayers)
+	window := 0
 	for i, k := range c.LayerKinds {
 		kinds[i] = byte('0' + k)
+		if w := c.LayerWindow(i); w > 0 {
+			// Its keys and values live in window pages, given back
+			// as the window moves on (kv.Table.Grow).
+			kinds[i], window = kv.SlidingKind, w
+		}
 	}
-	sh := kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), DType: m.kvDType}
+	sh := kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), Window: window, DType: m.kvDType}
 	if m.drafter != nil {
 		sh.DraftLayers, sh.DraftKVDim = m.drafter.ContextShape()
 	}
