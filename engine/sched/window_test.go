@@ -1,12 +1,16 @@
 package sched
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 )
@@ -117,4 +121,68 @@ func TestLFM3WindowServing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLFM3WindowDrafted: with a DSpark drafter attached to tiny-lfm3 (the
+// tiny MoE target's drafter, its config's target depth set to tiny-lfm3's
+// 10 layers in a temporary copy: its drafts are poor, which exactness does
+// not need), measuring the verify costs (steps on a 256-token context,
+// eight windows, each rewound to it) succeeds, and drafted decoding at a
+// fixed depth, alone and three at once, gives plain greedy decoding's
+// tokens over answers several windows long: no rewind the engine makes
+// needs a window page given back.
+func TestLFM3WindowDrafted(t *testing.T) {
+	plainM, ps := loadLFM3(t)
+	m, _ := loadLFM3(t)
+	dir := t.TempDir()
+	cfg, err := os.ReadFile(tinyDrafter + "/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.ReplaceAll(cfg, []byte(`"num_target_layers": 8`), []byte(`"num_target_layers": 10`))
+	if err := os.WriteFile(dir+"/config.json", cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(tinyDrafter + "/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(abs, dir+"/model.safetensors"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := draft.Load(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	costs, err := MeasureDraftCosts(context.Background(), m, d, 4)
+	if err != nil {
+		t.Fatalf("measuring the verify costs on a 256-token context: %v", err)
+	}
+	plain := start(t, plainM, Config{Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}})
+	drafted := start(t, m, Config{Drafter: d, DraftCosts: costs, DraftDepth: 5, Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}})
+	reqs := func() []*Request {
+		var rs []*Request
+		for i, p := range []fixturePrompt{ps[5], ps[3], ps[4]} {
+			rs = append(rs, &Request{ID: fmt.Sprint(i), Prompt: p.InputIDs, MaxTokens: 100, Params: greedy()})
+		}
+		return rs
+	}
+	want, _ := runAll(t, plain, reqs())
+	got, _ := runAll(t, drafted, reqs())
+	for i, r := range reqs()[:1] {
+		alone, _ := runAll(t, drafted, []*Request{r})
+		got = append(got, alone[0])
+		want = append(want, want[i])
+	}
+	for i := range got {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d: drafted %v\nplain %v", i, got[i], want[i])
+		}
+	}
+	st := drafted.Stats()
+	if st.DraftPasses == 0 || st.DraftSteps == 0 {
+		t.Errorf("no draft was verified: %+v", st)
+	}
+	t.Logf("drafter passes %d, verify steps %d, draft tokens %d, accepted %d", st.DraftPasses, st.DraftSteps, st.DraftTokens, st.DraftAccepted)
 }
