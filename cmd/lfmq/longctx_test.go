@@ -252,15 +252,33 @@ func TestServeLongRequest(t *testing.T) {
 // TestServeBigPoolStarts: a 1,048,576-token pool is accepted on any
 // machine (its pages are allocated when first used) and the startup log
 // states what it would take full: 16,384 pages of 64 tokens of the tiny
-// model's 768 bytes per token in the default bf16 cache, 768 MiB.
+// model's 768 bytes per token in the default bf16 cache, 768 MiB. For
+// tiny-lfm3 (two full and two sliding layers of 2 KV heads of 32, window
+// 32) the full layers take 2·2·64·2 = 512 bytes per token, and a sequence
+// holds at most 11 window pages of the sliding layers' 64·512 = 32,768
+// bytes (the positions from its window start less a page of slack, 31 +
+// 64, to the end of a 512-token prefill chunk: 607 positions, on at most
+// 10 + 1 pages), 360,448 bytes however long it grows; the pool would take
+// 16,384 full and at most as many window pages, 1 GiB.
 func TestServeBigPoolStarts(t *testing.T) {
-	_, stop, logBuf := startServeLog(t, "--model", tinyModel, "--kv-pool-tokens", "1048576")
-	if code := stop(); code != 0 {
-		t.Fatalf("serve exited %d", code)
-	}
-	for _, want := range []string{"tokens=1048576", "pages=16384", "kv_cache_dtype=bf16", "bytes_per_token=768", "max_bytes=805306368", `max="768.00 MiB"`} {
-		if !strings.Contains(logBuf.String(), want) {
-			t.Errorf("the startup log lacks %s:\n%s", want, logBuf)
-		}
+	for _, c := range []struct {
+		model string
+		want  []string
+	}{
+		{tinyModel, []string{"tokens=1048576", "pages=16384", "kv_cache_dtype=bf16", "bytes_per_token=768", "max_bytes=805306368", `max="768.00 MiB"`}},
+		{"../../testdata/tiny-lfm3/model", []string{"tokens=1048576", "pages=16384", "kv_cache_dtype=bf16", "bytes_per_token=512", "sliding_window=32",
+			"window_pages_per_seq=11", "window_bytes_per_seq=360448", "max_bytes=1073741824", `max="1.00 GiB"`}},
+	} {
+		t.Run(filepath.Base(filepath.Dir(c.model)), func(t *testing.T) {
+			_, stop, logBuf := startServeLog(t, "--model", c.model, "--kv-pool-tokens", "1048576")
+			if code := stop(); code != 0 {
+				t.Fatalf("serve exited %d", code)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(logBuf.String(), want) {
+					t.Errorf("the startup log lacks %s:\n%s", want, logBuf)
+				}
+			}
+		})
 	}
 }

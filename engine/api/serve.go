@@ -203,11 +203,22 @@ func Serve(ctx context.Context, cfg Config) error {
 	c := sc.Config()
 	// Pages are allocated as sequences and the cache first take them, so
 	// a pool larger than the machine's memory starts; this is what it
-	// would take full.
+	// would take full. A model with sliding layers keeps their keys and
+	// values in window pages, a constant number per sequence for the
+	// steps the server runs (prefill chunks; verify steps of at most a
+	// page), beside the full pages its other layers take per token; the
+	// pool holds no more window pages than full pages (kv.PoolStats).
 	ps := sc.Stats()
-	log.Info("kv pool", "tokens", c.KVPoolTokens, "pages", ps.KVPages, "kv_cache_dtype", sess.Model.KVCacheDType().String(),
-		"bytes_per_token", sess.Model.KVBytesPerToken(), "max_bytes", ps.KVPages*ps.KVPageBytes, "max", humanBytes(int64(ps.KVPages)*int64(ps.KVPageBytes)),
-		"allocated", "on demand")
+	sh := sess.Model.KVPool().Shape()
+	maxBytes := int64(ps.KVPages) * int64(ps.KVPageBytes+ps.KVWindowPageBytes)
+	fields := []any{"tokens", c.KVPoolTokens, "pages", ps.KVPages, "kv_cache_dtype", sess.Model.KVCacheDType().String(),
+		"bytes_per_token", sh.FullBytesPerToken()}
+	if sh.HasWindow() {
+		wp := sh.WindowPages(max(c.PrefillChunk, kv.PageTokens))
+		fields = append(fields, "sliding_window", sh.Window, "window_pages_per_seq", wp, "window_bytes_per_seq", wp*ps.KVWindowPageBytes)
+	}
+	fields = append(fields, "max_bytes", maxBytes, "max", humanBytes(maxBytes), "allocated", "on demand")
+	log.Info("kv pool", fields...)
 	log.Info("ready", "served_model_name", cfg.Options.ServedModelName, "format", id.Format, "identity", id.Identity, "device", srv.opts.Identity.Device.String(),
 		"max_model_len", c.MaxModelLen, "max_num_seqs", c.MaxNumSeqs, "kv_pool_tokens", c.KVPoolTokens, "load_seconds", time.Since(start).Seconds())
 	if cfg.OnReady != nil {

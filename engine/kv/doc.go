@@ -6,9 +6,10 @@
 // prefix cache keeps and marshals (Span).
 //
 // Everything here is sized by a Shape (layer kinds, widths, KV format),
-// never by a model: a drafter with its own per-sequence KV, or a layer
-// kind with a sliding window, adds its storage here without touching the
-// forward.
+// never by a model: a drafter with its own per-sequence KV adds layer
+// slots to the full pages, and sliding-window layers keep theirs in window
+// pages that a sequence gives back as its window moves on
+// (docs/kv-cache.md, "Sliding layers"), without touching the forward.
 //
 // The package computes nothing of a forward and knows no device: the CPU
 // runner in engine/model writes and reads the pages; a device runner keeps

@@ -241,7 +241,10 @@ func TestDraftSpanFormat(t *testing.T) {
 			writeAll(&a, sh, 5, 0, 130)
 			cs := convOf(sh, 130)
 			want := handSpan(sh, 10, 130, 5, cs.Layer)
-			sp := a.Span(10, 130, cs)
+			sp, err := a.Span(10, 130, cs)
+			if err != nil {
+				t.Fatal(err)
+			}
 			data, err := sp.MarshalBinary()
 			if err != nil {
 				t.Fatal(err)
@@ -357,7 +360,10 @@ func TestDraftSpanRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeAll(&a, sh, 9, 0, 130)
-			sp := a.Span(0, 130, convOf(sh, 130))
+			sp, err := a.Span(0, 130, convOf(sh, 130))
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer sp.Free()
 			data, _ := sp.MarshalBinary()
 			if !bytes.HasPrefix(data, []byte("lfmq-span-3\x00")) {

@@ -16,9 +16,14 @@ const PageTokens = 64
 // pool may be used with any model of the same shape. It is comparable.
 type Shape struct {
 	Layers, Hidden, ConvK, KVDim int
-	// Kinds holds one byte per layer, '0'+its config.LayerKind.
+	// Kinds holds one byte per layer, '0'+its config.LayerKind, or
+	// SlidingKind for an attention layer of window Window.
 	Kinds string
-	DType DType
+	// Window is the sliding layers' window (config.SlidingWindow): a
+	// query at p reads their positions from max(0, p−Window+1) on. 0 when
+	// no layer slides.
+	Window int
+	DType  DType
 	// DraftLayers and DraftKVDim are an attached drafter's context keys
 	// and values (docs/drafting.md §3): DraftLayers more KV layers of
 	// DraftKVDim values per position, numbered Layers, Layers+1, … after
@@ -27,10 +32,36 @@ type Shape struct {
 	DraftLayers, DraftKVDim int
 }
 
+// SlidingKind marks a sliding-window attention layer in Shape.Kinds.
+const SlidingKind = 's'
+
+// WindowSlack is the positions before the window of a sequence's length
+// whose sliding-layer keys and values it keeps (Table.Grow): a Rewind of
+// up to WindowSlack positions before the length a forward started from
+// stays exact. The engine's rewinds go back to that length or later
+// (speculation's verification, the drafter's cost measurement), so one
+// page is margin, not need. See docs/kv-cache.md, "Sliding layers".
+const WindowSlack = PageTokens
+
 // Attention reports whether layer l is one of the model's attention
-// layers (false for a drafter's layer).
+// layers, sliding or not (false for a drafter's layer).
 func (sh Shape) Attention(l int) bool {
-	return l < sh.Layers && sh.Kinds[l] == byte('0'+config.Attention)
+	return l < sh.Layers && (sh.Kinds[l] == byte('0'+config.Attention) || sh.Kinds[l] == SlidingKind)
+}
+
+// Sliding reports whether layer slot l is a sliding-window attention
+// layer, whose keys and values live in window pages.
+func (sh Shape) Sliding(l int) bool { return l < sh.Layers && sh.Kinds[l] == SlidingKind }
+
+// HasWindow reports whether some layer slides: the shape's sequences then
+// hold window pages beside their full pages.
+func (sh Shape) HasWindow() bool {
+	for l := range sh.Layers {
+		if sh.Sliding(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // KVLayers is the number of layer slots a page holds: the model's layers,
@@ -50,24 +81,53 @@ func (sh Shape) Dim(l int) int {
 }
 
 // BytesPerToken is the KV state one position takes over all attention
-// layers (a drafter's included).
-func (sh Shape) BytesPerToken() int {
+// layers (a drafter's included): what a span stores of each position.
+func (sh Shape) BytesPerToken() int { return sh.FullBytesPerToken() + sh.WindowBytesPerToken() }
+
+// FullBytesPerToken is the KV state one position takes in full pages:
+// the attention layers that do not slide and a drafter's.
+func (sh Shape) FullBytesPerToken() int { return sh.kindBytes(false) }
+
+// WindowBytesPerToken is the KV state one position takes in window pages:
+// the sliding layers' (0 when none slides).
+func (sh Shape) WindowBytesPerToken() int { return sh.kindBytes(true) }
+
+func (sh Shape) kindBytes(window bool) int {
 	n := 0
 	for l := range sh.KVLayers() {
-		if sh.HasKV(l) {
+		if sh.HasKV(l) && sh.Sliding(l) == window {
 			n += 2 * sh.DType.RowBytes(sh.Dim(l))
 		}
 	}
 	return n
 }
 
-// Page holds PageTokens positions of every attention layer's keys and
-// values. One page for all layers (rather than one per layer) keeps one
-// page table per sequence and makes the pool's pages count tokens: a page
-// is 64 tokens of KV state whatever the model's depth.
+// WindowPages is the most window pages a sequence of the shape holds
+// while a forward adds up to step tokens to it, whatever its length: the
+// pages of the positions from the window start of its length less
+// WindowSlack to its new end (Table.Grow), (Window−1+WindowSlack+step)
+// positions, on at most one more page than they fill. 0 when no layer
+// slides.
+func (sh Shape) WindowPages(step int) int {
+	if !sh.HasWindow() {
+		return 0
+	}
+	return pagesFor(sh.Window-1+WindowSlack+max(step, 1)) + 1
+}
+
+// Page holds PageTokens positions of keys and values of one of the two
+// kinds of page: a full page holds every attention layer that does not
+// slide and a drafter's layer slots, a window page every sliding layer
+// (Shape.Sliding). One page for all the layers of a kind (rather than one
+// per layer) keeps one page table per sequence and makes the pool's full
+// pages count tokens: a full page is 64 tokens of KV state whatever the
+// model's depth. Window pages are kept apart so that a sequence can give
+// back those wholly before its window while it keeps its full pages
+// (Table.Grow); a model with no sliding layer has none.
 type Page struct {
 	refs int32  // holders: page tables and spans; guarded by the pool's mu
-	k, v []Rows // per layer of the model; empty for conv layers
+	win  bool   // a window page
+	k, v []Rows // per layer slot; empty for conv layers and the other kind's
 }
 
 // K returns layer l's keys; V its values.
@@ -101,19 +161,28 @@ type Pool struct {
 	limit int // the most pages; 0: no bound
 
 	mu      sync.Mutex
-	free    []*Page
-	used    int // pages with at least one holder
-	shared  int // pages with more than one holder
+	free    [2]pageCount // full pages, window pages
 	reclaim func() bool
+}
+
+// pageCount is one kind of page's free list and counts.
+type pageCount struct {
+	list   []*Page
+	used   int // pages with at least one holder
+	shared int // pages with more than one holder
 }
 
 // PoolError reports a bounded pool with no page left to take.
 type PoolError struct {
-	Pages int // the pool's bound
+	Pages  int  // the pool's bound
+	Window bool // the page wanted was a window page
 }
 
 // Error implements error.
 func (e *PoolError) Error() string {
+	if e.Window {
+		return fmt.Sprintf("model: the KV pool's %d window pages are all in use", e.Pages)
+	}
 	return fmt.Sprintf("model: the KV pool's %d pages (%d tokens) are all in use", e.Pages, e.Pages*PageTokens)
 }
 
@@ -141,63 +210,87 @@ func (p *Pool) SetReclaim(f func() bool) {
 
 // PoolStats is a snapshot of a pool's pages.
 type PoolStats struct {
-	// Pages is the bound (0: none); Used the pages with a holder; Free
-	// the pages that can be taken without passing the bound (for an
-	// unbounded pool, the pages on its free list); Shared the pages with
-	// more than one holder (held once, used by several).
+	// Pages is the bound (0: none) in full pages; Used the full pages
+	// with a holder; Free the full pages that can be taken without
+	// passing the bound (for an unbounded pool, the full pages on its
+	// free list); Shared the full pages with more than one holder (held
+	// once, used by several).
 	Pages, Used, Free, Shared int
-	// PageBytes is one page's memory: PageTokens positions of every
-	// attention layer's keys and values in the pool's format.
+	// PageBytes is one full page's memory: PageTokens positions of the
+	// keys and values of every attention layer that does not slide (and
+	// a drafter's) in the pool's format.
 	PageBytes int
+	// WindowUsed and WindowShared count the window pages (the sliding
+	// layers') as Used and Shared count full pages; WindowPageBytes is
+	// one window page's memory, 0 when no layer slides. A pool holds no
+	// more window pages than full pages (each window page of a holder
+	// sits beside a full page of the same positions that it alone among
+	// window pages is paired with), so its bound in full pages bounds
+	// its memory at Pages·(PageBytes+WindowPageBytes).
+	WindowUsed, WindowShared, WindowPageBytes int
 }
 
 // Stats returns a snapshot of the pool's pages.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := PoolStats{Pages: p.limit, Used: p.used, Shared: p.shared, Free: len(p.free), PageBytes: p.PageBytes()}
+	f, w := &p.free[0], &p.free[1]
+	st := PoolStats{Pages: p.limit, Used: f.used, Shared: f.shared, Free: len(f.list), PageBytes: p.PageBytes(),
+		WindowUsed: w.used, WindowShared: w.shared, WindowPageBytes: p.WindowPageBytes()}
 	if p.limit > 0 {
-		st.Free = p.limit - p.used
+		st.Free = p.limit - f.used
 	}
 	return st
 }
 
-// PageBytes returns one page's memory in the pool's KV format.
-func (p *Pool) PageBytes() int { return PageTokens * p.shape.BytesPerToken() }
+// PageBytes returns one full page's memory in the pool's KV format.
+func (p *Pool) PageBytes() int { return PageTokens * p.shape.FullBytesPerToken() }
 
-// take returns a page with one holder, from the free list or newly made,
-// reclaiming when the bound is reached.
-func (p *Pool) take() (*Page, error) {
+// WindowPageBytes returns one window page's memory in the pool's KV
+// format (0 when no layer slides).
+func (p *Pool) WindowPageBytes() int { return PageTokens * p.shape.WindowBytesPerToken() }
+
+// take returns a page of the kind asked for (a window page when win) with
+// one holder, from the free list or newly made, reclaiming when the bound
+// is reached. The bound counts full and window pages apart: a holder
+// takes a window page only beside a full page of the same positions, so
+// the window pages within it never refuse where the full pages did not.
+func (p *Pool) take(win bool) (*Page, error) {
+	c := &p.free[0]
+	if win {
+		c = &p.free[1]
+	}
 	for {
 		p.mu.Lock()
-		if n := len(p.free); n > 0 && (p.limit == 0 || p.used < p.limit) {
-			pg := p.free[n-1]
-			p.free = p.free[:n-1]
+		if n := len(c.list); n > 0 && (p.limit == 0 || c.used < p.limit) {
+			pg := c.list[n-1]
+			c.list = c.list[:n-1]
 			pg.refs = 1
-			p.used++
+			c.used++
 			p.mu.Unlock()
 			return pg, nil
 		}
-		if p.limit == 0 || p.used < p.limit {
-			p.used++
+		if p.limit == 0 || c.used < p.limit {
+			c.used++
 			p.mu.Unlock()
-			return p.makePage(), nil
+			return p.makePage(win), nil
 		}
 		reclaim := p.reclaim
 		p.mu.Unlock()
 		if reclaim == nil || !reclaim() {
-			return nil, &PoolError{Pages: p.limit}
+			return nil, &PoolError{Pages: p.limit, Window: win}
 		}
 	}
 }
 
-// makePage allocates a page's rows for every attention layer, a
-// drafter's included.
-func (p *Pool) makePage() *Page {
+// makePage allocates a page's rows for every layer slot of its kind: the
+// sliding layers for a window page, the other attention layers and a
+// drafter's for a full page.
+func (p *Pool) makePage(win bool) *Page {
 	sh := p.shape
-	pg := &Page{refs: 1, k: make([]Rows, sh.KVLayers()), v: make([]Rows, sh.KVLayers())}
+	pg := &Page{refs: 1, win: win, k: make([]Rows, sh.KVLayers()), v: make([]Rows, sh.KVLayers())}
 	for l := range sh.KVLayers() {
-		if sh.HasKV(l) {
+		if sh.HasKV(l) && sh.Sliding(l) == win {
 			pg.k[l] = MakeRows(sh.DType, sh.Dim(l), PageTokens)
 			pg.v[l] = MakeRows(sh.DType, sh.Dim(l), PageTokens)
 		}
@@ -205,26 +298,36 @@ func (p *Pool) makePage() *Page {
 	return pg
 }
 
+// count returns the counts of pg's kind; called with p.mu held.
+func (p *Pool) count(pg *Page) *pageCount {
+	if pg.win {
+		return &p.free[1]
+	}
+	return &p.free[0]
+}
+
 // ref adds a holder to pg.
 func (p *Pool) ref(pg *Page) {
 	p.mu.Lock()
 	pg.refs++
 	if pg.refs == 2 {
-		p.shared++
+		p.count(pg).shared++
 	}
 	p.mu.Unlock()
 }
 
-// release drops a holder of pg; the last one puts it on the free list.
+// release drops a holder of pg; the last one puts it on its kind's free
+// list.
 func (p *Pool) release(pg *Page) {
 	p.mu.Lock()
+	c := p.count(pg)
 	pg.refs--
 	switch pg.refs {
 	case 1:
-		p.shared--
+		c.shared--
 	case 0:
-		p.used--
-		p.free = append(p.free, pg)
+		c.used--
+		c.list = append(c.list, pg)
 	}
 	p.mu.Unlock()
 }

@@ -66,15 +66,19 @@ func Clone32(x []float32) []float32 {
 //
 // A span of the CPU engine holds the KV pages of its positions by
 // reference (the first may also hold positions before Start, which the
-// span ignores): taking one copies no keys or values, and extending a
-// sequence whose length is a multiple of PageTokens with it shares them
-// again. Free gives the pages back. A device's span holds a copy of its
-// keys and values as rows.
+// span ignores), full and window pages alike: taking one copies no keys or
+// values, and extending a sequence whose length is a multiple of
+// PageTokens with it shares them again. Free gives the pages back. A
+// device's span holds a copy of its keys and values as rows. Either way a
+// span holds every layer's rows of its positions, a sliding layer's
+// included (a sequence refuses a span of positions whose window pages it
+// gave back: Table.Span).
 type Span struct {
 	shape      Shape
 	start, end int
 	pool       *Pool   // a CPU span's pool; nil for a device's
-	pages      []*Page // a CPU span's pages, the first holding position start
+	pages      []*Page // a CPU span's full pages, the first holding position start
+	win        []*Page // a CPU span's window pages, as pages; nil when no layer slides
 	k, v       []Rows  // a device's span: per layer [end−start] rows in the KV format; empty for conv layers
 	conv       *ConvState
 }
@@ -116,14 +120,17 @@ func (sp *Span) Free() {
 	for _, pg := range sp.pages {
 		sp.pool.release(pg)
 	}
-	sp.pages = nil
+	for _, pg := range sp.win {
+		sp.pool.release(pg)
+	}
+	sp.pages, sp.win = nil, nil
 }
 
 // Shared reports whether some page of the span has another holder (a
 // sequence or another span), so that freeing the span would not give it
 // back to the pool.
 func (sp *Span) Shared() bool {
-	for _, pg := range sp.pages {
+	for _, pg := range append(sp.pages[:len(sp.pages):len(sp.pages)], sp.win...) {
 		if sp.pool.isShared(pg) {
 			return true
 		}
@@ -137,7 +144,11 @@ func (sp *Span) rows(l, pos int) (k, v *Rows, at int) {
 	if sp.pages == nil {
 		return &sp.k[l], &sp.v[l], pos - sp.start
 	}
-	pg := sp.pages[pos/PageTokens-sp.start/PageTokens]
+	pages := sp.pages
+	if sp.shape.Sliding(l) {
+		pages = sp.win
+	}
+	pg := pages[pos/PageTokens-sp.start/PageTokens]
 	return &pg.k[l], &pg.v[l], pos % PageTokens
 }
 
@@ -239,17 +250,25 @@ func (e *DecodeError) Error() string { return "kv: decoding a span: " + e.Msg }
 // (Pool.Store) or rows of its own (RowStore).
 type Store func(sp *Span) error
 
-// Store takes pages of p for the span's positions; on an error (a
-// *PoolError) the span holds none.
+// Store takes pages of p for the span's positions, full and window
+// pages; on an error (a *PoolError) the span holds none.
 func (p *Pool) Store(sp *Span) error {
 	sp.pool = p
 	for range pagesFor(sp.end) - sp.start/PageTokens {
-		pg, err := p.take()
+		pg, err := p.take(false)
 		if err != nil {
 			sp.Free()
 			return err
 		}
 		sp.pages = append(sp.pages, pg)
+		if p.shape.HasWindow() {
+			w, err := p.take(true)
+			if err != nil {
+				sp.Free()
+				return err
+			}
+			sp.win = append(sp.win, w)
+		}
 	}
 	return nil
 }
@@ -309,7 +328,11 @@ func DecodeSpan(data []byte, sh Shape, maxContext int, store Store) (*Span, erro
 	if len(q) < nk+1 {
 		return bad("truncated")
 	}
-	got := Shape{Layers: h[0], Hidden: h[1], ConvK: h[2], KVDim: h[3], Kinds: string(q[:nk]), DType: DType(q[nk]), DraftLayers: h[6], DraftKVDim: h[7]}
+	// The header carries which layers slide (Kinds), not their window,
+	// as it carries no other part of the model's config: a prefix cache's
+	// file names the model its spans came from (prefix.Header.Identity)
+	// and is refused by another.
+	got := Shape{Layers: h[0], Hidden: h[1], ConvK: h[2], KVDim: h[3], Kinds: string(q[:nk]), Window: sh.Window, DType: DType(q[nk]), DraftLayers: h[6], DraftKVDim: h[7]}
 	q = q[nk+1:]
 	if got.DType != sh.DType && got.DType <= BFP8 {
 		return bad(fmt.Sprintf("the span's KV cache is %s; the model's is %s", got.DType, sh.DType))

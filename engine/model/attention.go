@@ -387,7 +387,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 	partBuf := ws.attnParts[:parts]
 	scale := float32(1 / math.Sqrt(float64(d)))
 	kvOf := func(sg *Segment, h int) attnKV {
-		return attnKV{dt: sg.s.shape.DType, pages: sg.s.state.(*cpuState).table.Pages(), l: l, kvd: kvd, off: h * d, d: d}
+		return attnKV{dt: sg.s.shape.DType, pages: sg.s.state.(*cpuState).table.PagesOf(l), l: l, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
 		sc := make([]float32, G*(attnBlock+1))
@@ -404,7 +404,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				for h := range Hkv {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
-				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.state.(*cpuState).table.Pages(), l: l, kvd: kvd, d: kvd} // every head's slice
+				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.state.(*cpuState).table.PagesOf(l), l: l, kvd: kvd, d: kvd} // every head's slice
 				if bf16InPlace {
 					// A bfloat16 cache is read where it lies: the
 					// kernels widen each key and value in a register

@@ -98,8 +98,17 @@ func (st *cpuState) Clone(int) (SeqState, error) {
 	return c, nil
 }
 
+// Bytes counts the full pages' positions [0, n) and the window pages'
+// positions the table still holds of them (a constant number, however
+// long the sequence: kv.Table.Grow).
 func (st *cpuState) Bytes(n int) int {
-	b := n * st.table.Pool().Shape().BytesPerToken()
+	sh := st.table.Pool().Shape()
+	b := n * sh.FullBytesPerToken()
+	for i, pg := range st.table.Window() {
+		if pg != nil {
+			b += max(0, min(n-i*kv.PageTokens, kv.PageTokens)) * sh.WindowBytesPerToken()
+		}
+	}
 	for _, l := range st.conv {
 		b += 4 * len(l)
 	}
@@ -113,9 +122,13 @@ func (st *cpuState) ReadConv(c *kv.ConvState) error {
 	return nil
 }
 
+// Rewind fails with a *kv.WindowError, the state unchanged, when the
+// table gave back window pages a query at n reads.
 func (st *cpuState) Rewind(n int, conv *kv.ConvState) error {
+	if err := st.table.Rewind(n); err != nil {
+		return err
+	}
 	st.setConv(conv)
-	st.table.Trim(n)
 	return nil
 }
 
@@ -128,7 +141,7 @@ func (st *cpuState) setConv(conv *kv.ConvState) {
 }
 
 func (st *cpuState) Span(start, end int, conv *kv.ConvState) (*kv.Span, error) {
-	return st.table.Span(start, end, conv), nil
+	return st.table.Span(start, end, conv)
 }
 
 func (st *cpuState) Extend(n int, sp *kv.Span) error {

@@ -67,10 +67,12 @@ type SeqState interface {
 	// ReadConv copies the current conv state into c.
 	ReadConv(c *kv.ConvState) error
 	// Rewind shortens the state to its first n positions, its conv
-	// state becoming conv.
+	// state becoming conv; a *kv.WindowError, the state unchanged, where
+	// a sliding layer's positions a query at n reads were given back.
 	Rewind(n int, conv *kv.ConvState) error
 	// Span returns positions [start, end) of the state with conv, the
-	// conv state after end tokens (the span keeps it).
+	// conv state after end tokens (the span keeps it); a
+	// *kv.WindowError where a sliding layer's were given back.
 	Span(start, end int, conv *kv.ConvState) (*kv.Span, error)
 	// Extend appends sp to the state of n positions, sp's start.
 	Extend(n int, sp *kv.Span) error

@@ -30,10 +30,16 @@ type Sequence struct {
 func (m *Model) seqShape() kv.Shape {
 	c := m.Config
 	kinds := make([]byte, c.NumLayers)
+	window := 0
 	for i, k := range c.LayerKinds {
 		kinds[i] = byte('0' + k)
+		if w := c.LayerWindow(i); w > 0 {
+			// Its keys and values live in window pages, given back
+			// as the window moves on (kv.Table.Grow).
+			kinds[i], window = kv.SlidingKind, w
+		}
 	}
-	sh := kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), DType: m.kvDType}
+	sh := kv.Shape{Layers: c.NumLayers, Hidden: c.HiddenSize, ConvK: c.ConvLCache, KVDim: c.NumKVHeads * c.HeadDim, Kinds: string(kinds), Window: window, DType: m.kvDType}
 	if m.drafter != nil {
 		sh.DraftLayers, sh.DraftKVDim = m.drafter.ContextShape()
 	}
@@ -160,7 +166,11 @@ func (s *Sequence) ConvAt(n int) (*kv.ConvState, bool) {
 // the later positions, and the conv state becomes conv, which must be the
 // state after n tokens (from ConvAt). Speculation rewinds past the draft
 // tokens it rejected; what follows is bit-identical to a sequence that
-// never saw them.
+// never saw them. A sequence with sliding layers gives back their keys and
+// values before its window as it grows (kv.Table.Grow): a rewind to more
+// than kv.WindowSlack positions before the length its last Forward started
+// from may need them, and fails with a *kv.WindowError, the sequence
+// unchanged.
 func (s *Sequence) Rewind(n int, conv *kv.ConvState) error {
 	switch {
 	case n < 0 || n > s.n:
@@ -180,7 +190,10 @@ func (s *Sequence) Rewind(n int, conv *kv.ConvState) error {
 }
 
 // CopySpan returns positions [start, end) with conv, the state after end
-// tokens (from ConvAt). On the CPU the span shares the sequence's pages.
+// tokens (from ConvAt). On the CPU the span shares the sequence's pages;
+// positions whose sliding-layer pages the sequence gave back (before the
+// window of the length its last Forward started from, less
+// kv.WindowSlack) are refused with a *kv.WindowError.
 func (s *Sequence) CopySpan(start, end int, conv *kv.ConvState) (*kv.Span, error) {
 	switch {
 	case start < 0 || end <= start || end > s.n:

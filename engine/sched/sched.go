@@ -253,8 +253,13 @@ type Stats struct {
 	// kv.PageTokens); KVPagesUsed the pages held by sequences or the
 	// prefix cache, KVPagesFree the rest, KVPagesShared those held by
 	// more than one (a cached block a sequence resumed is held once);
-	// KVPageBytes one page's memory.
+	// KVPageBytes one page's memory. For a model with sliding layers
+	// these are full pages (kv.PoolStats), and KVWindowPagesUsed,
+	// KVWindowPagesShared and KVWindowPageBytes count its window pages
+	// (a sliding layer's, a constant number per sequence; never more
+	// than the full pages used); all three are 0 for a model without.
 	KVPages, KVPagesUsed, KVPagesFree, KVPagesShared, KVPageBytes int
+	KVWindowPagesUsed, KVWindowPagesShared, KVWindowPageBytes     int
 	// Steps counts the engine steps run.
 	Steps int64
 	// Speculation: verify steps, draft tokens they carried, draft tokens
@@ -446,6 +451,7 @@ func (s *Scheduler) Stats() Stats {
 		Running: len(s.active), Waiting: len(s.queue),
 		KVPoolTokens: s.cfg.KVPoolTokens, KVReservedTokens: s.reserved, KVUsedTokens: int(s.used.Load()),
 		KVPages: ps.Pages, KVPagesUsed: ps.Used, KVPagesFree: ps.Free, KVPagesShared: ps.Shared, KVPageBytes: ps.PageBytes,
+		KVWindowPagesUsed: ps.WindowUsed, KVWindowPagesShared: ps.WindowShared, KVWindowPageBytes: ps.WindowPageBytes,
 		Steps:     s.steps.Load(),
 		SpecSteps: s.specSteps.Load(), SpecDraftTokens: s.specDraft.Load(), SpecAcceptedTokens: s.specAccepted.Load(), SpecEmittedTokens: s.specEmitted.Load(),
 		PrefixQueryTokens: s.prefixQuery.Load(), PrefixHitTokens: s.prefixHit.Load(),
