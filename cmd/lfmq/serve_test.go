@@ -389,17 +389,8 @@ func TestServeChangedCheckpoint(t *testing.T) {
 // says so, rather than being swallowed while a person waits out the drain.
 func TestServeSecondSignal(t *testing.T) {
 	port := freePort(t)
-	proc := exec.Command(lfmqBinary(t), "serve", "--model", tinyModel, "--port", fmt.Sprint(port), "--shutdown-timeout", "5m", "--threads", "1")
-	var logs syncBuffer
-	proc.Stderr = &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	t.Cleanup(func() { proc.Process.Kill() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, exited)
+	proc := startServeProcess(t, port, lfmqBinary(t), "serve", "--model", tinyModel, "--port", fmt.Sprint(port), "--shutdown-timeout", "5m", "--threads", "1")
+	base, logs, exited := proc.base, proc.logs, proc.exited
 
 	// A request that runs for the whole model context keeps the drain busy.
 	go http.Post(base+"/v1/completions", "application/json",
