@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -12,13 +11,8 @@ import (
 // fixture's tokenizer and template, every layer with a dense FFN.
 const denseModel = "../../testdata/tiny-lfm2/model"
 
-var denseShared = &sharedSession{model: denseModel}
-
 // denseSession opens the dense fixture once per test binary.
-func denseSession(t testing.TB) *generate.Session {
-	t.Helper()
-	return denseShared.get(t)
-}
+var denseSession = (&sharedSession{model: denseModel}).get
 
 // densePrompts reads the dense fixture's reference prompts: the MoE
 // fixture's input ids with the dense model's own greedy continuations.

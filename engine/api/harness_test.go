@@ -45,13 +45,8 @@ func (s *sharedSession) get(t testing.TB) *generate.Session {
 	return s.sess
 }
 
-var tinyShared = &sharedSession{model: tinyModel}
-
 // tinySession loads the fixture model once for the whole test binary.
-func tinySession(t testing.TB) *generate.Session {
-	t.Helper()
-	return tinyShared.get(t)
-}
+var tinySession = (&sharedSession{model: tinyModel}).get
 
 // testServer is a running API server on the fixture model.
 type testServer struct {

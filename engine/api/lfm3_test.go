@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lfmq/lfmq/engine/generate"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -13,14 +12,9 @@ import (
 // gated attention.
 const lfm3Model = "../../testdata/tiny-lfm3/model"
 
-var lfm3Shared = &sharedSession{model: lfm3Model}
-
 // lfm3Session opens the LFM3 fixture once per test binary, with the float32
 // KV cache its reference was computed in (load.Options' default).
-func lfm3Session(t testing.TB) *generate.Session {
-	t.Helper()
-	return lfm3Shared.get(t)
-}
+var lfm3Session = (&sharedSession{model: lfm3Model}).get
 
 // lfm3Prompt is one prompt of the LFM3 fixture's reference: the MoE
 // fixture's input ids with the LFM3 model's own float32 greedy ids.
