@@ -72,7 +72,6 @@ func TestDeviceGenerate(t *testing.T) {
 // and a bfp8 KV cache.
 func TestDeviceGenerateLFM3(t *testing.T) {
 	needOpenCL(t)
-	const lfm3Model = "../../testdata/tiny-lfm3/model"
 	chat := `[{"role":"user","content":"I keep my photos in a folder called pictures, sorted by year, and some of the older folders have files with spaces and odd characters in their names. Write a shell command that lists every file in the folder for 2019, largest first, and explain each flag you use."}]`
 	for _, kv := range []string{"f32", "bfp8"} {
 		var outs []string

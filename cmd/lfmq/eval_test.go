@@ -217,26 +217,8 @@ func TestEvalGateOnFixture(t *testing.T) {
 // (one forked state per item) and over lfmq serve's /v1/completions with
 // echo and logprobs give the same scores, bit for bit.
 func TestEvalChoiceInProcessEqualsServed(t *testing.T) {
-	dir := t.TempDir()
 	base, _ := startServe(t, "--model", tinyModel)
-	local, served := filepath.Join(dir, "local.json"), filepath.Join(dir, "served.json")
-	for _, args := range [][]string{
-		{"--model", tinyModel, "--out", local},
-		{"--url", base, "--tokenizer", tinyModel, "--out", served},
-	} {
-		ios, stdout, stderr := testStreams()
-		if code := run(context.Background(), append([]string{"eval", "--task", "choice", "--dataset", choiceItems}, args...), ios); code != 0 {
-			t.Fatalf("exit %d: %s%s", code, stdout, stderr)
-		}
-	}
-	a, err := task.Read(local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := task.Read(served)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := evalChoiceLocalAndServed(t, tinyModel, base)
 	if a.Settings.Scoring != "in-process" || b.Settings.Scoring != "completions-echo" || b.Receipts.TokenizerSHA256 == "" {
 		t.Errorf("settings %+v / %+v", a.Settings, b.Settings)
 	}
@@ -254,6 +236,33 @@ func TestEvalChoiceInProcessEqualsServed(t *testing.T) {
 			t.Errorf("item %s: %+v vs %+v", x.ID, x, y)
 		}
 	}
+}
+
+// evalChoiceLocalAndServed runs eval's choice task on the checkpoint
+// model in process and through the server at base (model's tokenizer),
+// and returns the two files.
+func evalChoiceLocalAndServed(t *testing.T, model, base string) (local, served *task.File) {
+	t.Helper()
+	dir := t.TempDir()
+	lp, sp := filepath.Join(dir, "local.json"), filepath.Join(dir, "served.json")
+	for _, args := range [][]string{
+		{"--model", model, "--out", lp},
+		{"--url", base, "--tokenizer", model, "--out", sp},
+	} {
+		ios, stdout, stderr := testStreams()
+		if code := run(context.Background(), append([]string{"eval", "--task", "choice", "--dataset", choiceItems}, args...), ios); code != 0 {
+			t.Fatalf("eval: exit %d: %s%s", code, stdout, stderr)
+		}
+	}
+	local, err := task.Read(lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err = task.Read(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return local, served
 }
 
 func metric(t *testing.T, base, name string) int {

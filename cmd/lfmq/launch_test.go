@@ -152,6 +152,44 @@ func waitHealthy(t *testing.T, base string, exited <-chan error) {
 	t.Fatal("the server did not become healthy")
 }
 
+// serveProcess is a serving process of the built binary or a release's
+// runtime, started by startServeProcess.
+type serveProcess struct {
+	*exec.Cmd
+	base   string      // http://127.0.0.1:port
+	logs   *syncBuffer // its stderr, safe to read while it writes
+	exited chan error  // receives Wait's error once
+}
+
+// startServeProcess runs bin with args, which serve on port, and waits
+// until the server is healthy; the test's end kills it if it still runs.
+func startServeProcess(t *testing.T, port int, bin string, args ...string) *serveProcess {
+	t.Helper()
+	p := &serveProcess{Cmd: exec.Command(bin, args...), base: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	p.Stderr = p.logs
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.Wait() }()
+	t.Cleanup(func() { p.Process.Kill() })
+	waitHealthy(t, p.base, p.exited)
+	return p
+}
+
+// stop sends SIGTERM and waits up to a minute for the exit, killing the
+// process after that; it returns Wait's error, and whether it exited
+// within the minute.
+func (p *serveProcess) stop() (exited bool, err error) {
+	p.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		return true, err
+	case <-time.After(60 * time.Second):
+		p.Process.Kill()
+		return false, nil
+	}
+}
+
 func chatOnce(t *testing.T, base string) string {
 	t.Helper()
 	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
@@ -209,28 +247,16 @@ func TestLaunchRuns(t *testing.T) {
 // it as SIGTERM does and returns its log.
 func launchServes(t *testing.T, port int, args ...string) string {
 	t.Helper()
-	proc := exec.Command(lfmqBinary(t), args...)
-	var logs strings.Builder
-	proc.Stderr = &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, exited)
-	chatOnce(t, base)
-	proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		proc.Process.Kill()
+	p := startServeProcess(t, port, lfmqBinary(t), args...)
+	chatOnce(t, p.base)
+	exited, err := p.stop()
+	if !exited {
 		t.Fatal("no exit after SIGTERM")
 	}
-	return logs.String()
+	if err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.logs.String())
+	}
+	return p.logs.String()
 }
 
 // TestLaunchRefuses: a tampered byte exits 3, a foreign cache and an
@@ -292,17 +318,10 @@ func TestLaunchDownloaded(t *testing.T) {
 	// It really runs.
 	port := freePort(t)
 	args := append(slices.Clone(planned.Args), "--port", fmt.Sprint(port))
-	proc := exec.Command(planned.Binary, args...)
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d", port), exited)
-	chatOnce(t, fmt.Sprintf("http://127.0.0.1:%d", port))
-	proc.Process.Signal(syscall.SIGTERM)
-	if err := <-exited; err != nil {
-		t.Errorf("exit: %v", err)
+	p := startServeProcess(t, port, planned.Binary, args...)
+	chatOnce(t, p.base)
+	if exited, err := p.stop(); !exited || err != nil {
+		t.Errorf("exit: %v (within a minute of SIGTERM: %v)", err, exited)
 	}
 }
 
@@ -467,25 +486,9 @@ func TestLaunchDrafter(t *testing.T) {
 	})
 
 	port := freePort(t)
-	proc := exec.Command(bin, "launch", "--release-dir", rel, "--port", fmt.Sprint(port), "--draft-depth", "2")
-	// The process writes its log while the test reads it.
-	var logs syncBuffer
-	proc.Stderr = &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	defer func() {
-		proc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(60 * time.Second):
-			proc.Process.Kill()
-		}
-	}()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, exited)
+	p := startServeProcess(t, port, bin, "launch", "--release-dir", rel, "--port", fmt.Sprint(port), "--draft-depth", "2")
+	defer p.stop()
+	base, logs := p.base, p.logs
 	chatOnce(t, base)
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {

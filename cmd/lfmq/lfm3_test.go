@@ -1,59 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/tokenizer"
 	"github.com/lfmq/lfmq/evidence"
-	"github.com/lfmq/lfmq/evidence/task"
 	"github.com/lfmq/lfmq/format/lfmq1"
-	"github.com/lfmq/lfmq/release/bundle/bundletest"
 )
 
 // lfm3Model is the LFM3 fixture (model_type "lfm3", docs/lfm3.md): the MoE
 // fixture's tokenizer, template and prompts, with sliding-window and gated
 // attention.
 const lfm3Model = "../../testdata/tiny-lfm3/model"
-
-// lfm3Reference returns the LFM3 fixture's float32 reference greedy ids of
-// the named prompt, whose input ids are the MoE fixture's.
-func lfm3Reference(t *testing.T, name string) []int {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(lfm3Model, "..", "reference", "prompts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Prompts []struct {
-			Name      string `json:"name"`
-			InputIDs  []int  `json:"input_ids"`
-			GreedyIDs []int  `json:"greedy_ids"`
-		} `json:"prompts"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ref.Prompts {
-		if p.Name == name {
-			if !slices.Equal(p.InputIDs, fixturePrompt(t, name).InputIDs) {
-				t.Fatalf("%s: the fixtures' input ids differ", name)
-			}
-			return p.GreedyIDs
-		}
-	}
-	t.Fatalf("no prompt %q", name)
-	return nil
-}
 
 // quantizeLFM3GPTQ writes a GPTQ checkpoint of the LFM3 fixture through the
 // command line on 16 windows of the MoE fixture's calibration set (the
@@ -62,17 +25,7 @@ func lfm3Reference(t *testing.T, name string) []int {
 // the per-head output gates kept.
 func quantizeLFM3GPTQ(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "gptq")
-	args := []string{"quantize", "--model", lfm3Model, "--out", out, "--calib", filepath.Join(tinyModel, "..", "calibration", "calibration.jsonl"),
-		"--calib-seqs", "16", "--calib-len", "256"}
-	ios, _, stderr := testStreams()
-	if code := run(context.Background(), args, ios); code != 0 {
-		t.Fatalf("quantize: exit %d: %s", code, stderr)
-	}
-	m, _, err := lfmq1.ReadManifest(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, m, _ := quantizeGPTQ(t, lfm3Model)
 	q := m.Quantization
 	if m.Architecture != "lfm3" || q.FFN == nil || q.FFN.Method != "gptq" || q.FFN.Tensors != 30 || q.Dense.Tensors != 28 || q.Head.Tensors != 1 {
 		t.Fatalf("manifest: architecture %q, ffn %+v, dense %+v, head %+v", m.Architecture, q.FFN, q.Dense, q.Head)
@@ -101,25 +54,11 @@ func TestGenerateLFM3(t *testing.T) {
 		name, dir string
 		want      []int
 	}{
-		{"bf16", lfm3Model, lfm3Reference(t, "plain_code")},
+		{"bf16", lfm3Model, referenceGreedy(t, lfm3Model, "plain_code")},
 		{"rtn", rtn, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := tc.want
-			if want == nil {
-				want = engineGreedy(t, tc.dir, ref.InputIDs, 32)
-			}
-			text, err := tok.Decode(want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ios, stdout, stderr := testStreams()
-			if code := run(context.Background(), []string{"generate", "--model", tc.dir, "--prompt", ref.RenderedText, "--max-tokens", "32", "--kv-cache-dtype", "f32"}, ios); code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			if got := strings.TrimSuffix(stdout.String(), "\n"); got != text {
-				t.Errorf("generate\n got %q\nwant %q", got, text)
-			}
+			checkGenerate(t, tok, tc.dir, ref.RenderedText, ref.InputIDs, tc.want)
 		})
 	}
 }
@@ -148,36 +87,10 @@ func TestScoreLFM3(t *testing.T) {
 
 	base, stop := startServe(t, "--model", gptq, "--api-key", "k")
 	res = scoreResultsOf(t, lfm3Model, []string{"--candidate", "served=" + base, "--candidate", "gptq=" + gptq, "--api-key", "k"}, []string{"chat"}, "2")
-	{
-		s, g := res["served/chat"], res["gptq/chat"]
-		s.Candidate, g.Candidate = "", ""
-		sj, _ := json.Marshal(s)
-		gj, _ := json.Marshal(g)
-		if string(sj) != string(gj) || g.Tokens == 0 {
-			t.Errorf("served\n%s\nin process\n%s", sj, gj)
-		}
-	}
+	checkSameResult(t, "", res["served/chat"], res["gptq/chat"])
 
-	dir := t.TempDir()
-	local, served := filepath.Join(dir, "local.json"), filepath.Join(dir, "served.json")
 	t.Setenv("LFMQ_API_KEY", "k")
-	for _, args := range [][]string{
-		{"--model", gptq, "--out", local},
-		{"--url", base, "--tokenizer", gptq, "--out", served},
-	} {
-		ios, stdout, stderr := testStreams()
-		if code := run(context.Background(), append([]string{"eval", "--task", "choice", "--dataset", choiceItems}, args...), ios); code != 0 {
-			t.Fatalf("eval: exit %d: %s%s", code, stdout, stderr)
-		}
-	}
-	a, err := task.Read(local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := task.Read(served)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := evalChoiceLocalAndServed(t, gptq, base)
 	for i, x := range a.Runs[0].Items {
 		y := b.Runs[0].Items[i]
 		if len(x.Scores) < 2 || !slices.Equal(x.Scores, y.Scores) || x.Answer != y.Answer || x.Correct != y.Correct {
@@ -189,29 +102,6 @@ func TestScoreLFM3(t *testing.T) {
 	}
 }
 
-// scoreResultsOf is scoreResults with the reference model given.
-func scoreResultsOf(t *testing.T, reference string, extra, corpora []string, records string) map[string]evidence.Result {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "ev.json")
-	args := append([]string{"score", "--reference", reference, "--ctx", "128", "--max-records", records, "--out", out}, extra...)
-	for _, c := range corpora {
-		args = append(args, "--corpus", c+"="+filepath.Join(tinyCorpora, c+".jsonl"))
-	}
-	ios, _, stderr := testStreams()
-	if code := run(context.Background(), args, ios); code != 0 {
-		t.Fatalf("score: exit %d: %s", code, stderr)
-	}
-	f, err := evidence.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := map[string]evidence.Result{}
-	for _, r := range f.Results {
-		res[r.Candidate+"/"+r.Corpus] = r
-	}
-	return res
-}
-
 // TestReleaseLFM3: a release of the LFM3 fixture's RTN checkpoint builds
 // reproducibly (two quantizations and two builds give the same bytes),
 // verifies, and fails verification with one byte of a layer file flipped;
@@ -219,39 +109,7 @@ func scoreResultsOf(t *testing.T, reference string, extra, corpora []string, rec
 // the test hub, downloads by hub id and launches from the download: the
 // release's runtime serves it.
 func TestReleaseLFM3(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("exec replaces the process on unix only")
-	}
-	tmp := t.TempDir()
-	lic := filepath.Join(tmp, "LICENSE")
-	os.WriteFile(lic, []byte(bundletest.License), 0o644)
-	src := bundletest.Source(t)
-	var releases [2]string
-	for i := range releases {
-		ckpt, _ := quantizeRTN(t, lfm3Model)
-		releases[i] = filepath.Join(tmp, fmt.Sprint("release", i))
-		ios, stdout, stderr := testStreams()
-		args := []string{"release", "build", "--checkpoint", ckpt, "--out", releases[i], "--license", lic,
-			"--base-model", "test/tiny-lfm3", "--hub-repo", "test/tiny-lfm3-lfmq1", "--platforms", "linux/amd64", "--source", src}
-		if code := run(context.Background(), args, ios); code != 0 {
-			t.Fatalf("release build exit %d: %s", code, stderr)
-		}
-		if !strings.Contains(stdout.String(), "release id       tiny-lfm3-lfmq1-v1") {
-			t.Errorf("release build output:\n%s", stdout)
-		}
-	}
-	a, _ := os.ReadFile(filepath.Join(releases[0], "SHA256SUMS"))
-	b, _ := os.ReadFile(filepath.Join(releases[1], "SHA256SUMS"))
-	if len(a) == 0 || !bytes.Equal(a, b) {
-		t.Errorf("two builds differ:\n%s\n%s", a, b)
-	}
-	ios, _, stderr := testStreams()
-	if code := run(context.Background(), []string{"verify", "--release-dir", releases[0]}, ios); code != exitOK {
-		t.Fatalf("verify exit %d: %s", code, stderr)
-	}
+	releases := buildReleasePair(t, lfm3Model, "tiny-lfm3")
 	card, _ := os.ReadFile(filepath.Join(releases[0], "README.md"))
 	for _, want := range []string{"tags:\n- lfm3\n- quantized\n", "the FFN weights in BFP4", "| ffn | rtn | bfp4_b | 30 |", "| dense | rtn | bfp8_b | 28 |",
 		"| attention output gates (one row per head) | `bf16` | 4 |", "| attention q/k/v/out projections | `bfp8_b` | 16 |"} {
@@ -278,25 +136,8 @@ func TestReleaseLFM3(t *testing.T) {
 		t.Errorf("verify of a flipped byte: exit %d, want %d:\n%s", code, exitMismatch, stdout)
 	}
 
-	// Publish a release whose runtime is this build, download it by hub
-	// id, and launch the download: the built binary execs the release's
-	// runtime, which serves the lfm3 checkpoint.
-	rel := servingReleaseOf(t, filepath.Join(releases[0], "checkpoint"))
-	h := newTestHub(t)
-	t.Setenv("HF_TOKEN", publishToken)
-	t.Setenv("SSH_AUTH_SOCK", "")
-	cache := t.TempDir()
-	for _, args := range [][]string{
-		{"publish", "--release-dir", rel, "--repo", publishRepo, "--endpoint", h.url, "--create"},
-		{"download", h.url + "/" + publishRepo, "--revision", "v1", "--cache-root", cache},
-	} {
-		ios, _, stderr := testStreams()
-		if code := run(context.Background(), args, ios); code != 0 {
-			t.Fatalf("%s: exit %d: %s", args[0], code, stderr)
-		}
-	}
-	port := freePort(t)
-	launchServes(t, port, "launch", "--cache-root", cache, "--repo", publishRepo, "--revision", "v1", "--port", fmt.Sprint(port))
+	// The release's runtime serves the lfm3 checkpoint.
+	publishAndLaunch(t, filepath.Join(releases[0], "checkpoint"))
 }
 
 // TestHubIDLFM3: the LFM3 fixture given by its hub id is fetched into the

@@ -9,15 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
-
-// tinyLFM3Model is the LFM3 fixture (testdata/tiny-lfm3).
-const tinyLFM3Model = "../../testdata/tiny-lfm3/model"
 
 // TestServeLFM3262144 serves one 262,144-token request (262,128 prompt
 // tokens and 16 generated ones, LFM3-1.7B's whole context) on the tiny
@@ -29,7 +25,7 @@ const tinyLFM3Model = "../../testdata/tiny-lfm3/model"
 // prefill of that length takes tens of minutes, hence -tags long.
 func TestServeLFM3262144(t *testing.T) {
 	const ctx, prompt, gen = 262144, 262128, 16
-	dir := longContextModelOf(t, tinyLFM3Model, ctx)
+	dir := longContextModelOf(t, lfm3Model, ctx)
 	ids := make([]int, prompt)
 	for i := range ids {
 		ids[i] = 20 + (i*7919)%8000
@@ -39,18 +35,10 @@ func TestServeLFM3262144(t *testing.T) {
 	serveOnce := func(run int) string {
 		t.Helper()
 		port := freePort(t)
-		proc := exec.Command(lfmqBinary(t), "serve", "--model", dir, "--port", fmt.Sprint(port),
+		proc := startServeProcess(t, port, lfmqBinary(t), "serve", "--model", dir, "--port", fmt.Sprint(port),
 			"--max-model-len", fmt.Sprint(ctx), "--max-num-seqs", "1")
-		var logs syncBuffer
-		proc.Stderr = &logs
-		if err := proc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- proc.Wait() }()
 		defer proc.Process.Kill()
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		waitHealthy(t, base, exited)
+		base, logs := proc.base, proc.logs
 		t0 := time.Now()
 		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(string(body)))
 		if err != nil {

@@ -225,13 +225,7 @@ func TestServedScoreEqualsInProcess(t *testing.T) {
 		byName[r.Candidate][r.Corpus] = r
 	}
 	for _, corpus := range []string{"chat", "code", evidence.AllCorpora} {
-		s, d := byName["served"][corpus], byName["dir"][corpus]
-		s.Candidate, d.Candidate = "", ""
-		sj, _ := json.Marshal(s)
-		dj, _ := json.Marshal(d)
-		if string(sj) != string(dj) || s.Tokens == 0 {
-			t.Errorf("%s: served\n%s\nin process\n%s", corpus, sj, dj)
-		}
+		checkSameResult(t, corpus+": ", byName["served"][corpus], byName["dir"][corpus])
 	}
 	var served, local evidence.Checkpoint
 	for _, c := range f.Receipts.Candidates {
@@ -277,30 +271,15 @@ func TestServedScoreKVCacheDType(t *testing.T) {
 	if err != nil || len(list.Data) != 1 || list.Data[0].Lfmq.KVCacheDType != "bfp8" {
 		t.Fatalf("/v1/models: %+v, %v; want lfmq.kv_cache_dtype bfp8", list, err)
 	}
-	out := filepath.Join(t.TempDir(), "ev.json")
-	args := []string{"score", "--reference", tinyModel, "--candidate", "served=" + base, "--candidate", "dir=" + tinyModel,
-		"--corpus", "chat=" + filepath.Join(tinyCorpora, "chat.jsonl"), "--max-records", "2", "--ctx", "128", "--kv-cache-dtype", "bfp8", "--out", out}
-	ios, _, stderr := testStreams()
-	if code := run(context.Background(), args, ios); code != 0 {
-		t.Fatalf("score: exit %d: %s", code, stderr)
-	}
-	f, err := evidence.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := scoreFile(t, "score", "--reference", tinyModel, "--candidate", "served="+base, "--candidate", "dir="+tinyModel,
+		"--corpus", "chat="+filepath.Join(tinyCorpora, "chat.jsonl"), "--max-records", "2", "--ctx", "128", "--kv-cache-dtype", "bfp8")
 	rows := map[string]evidence.Result{}
 	for _, r := range f.Results {
 		if r.Corpus == "chat" {
 			rows[r.Candidate] = r
 		}
 	}
-	s, d := rows["served"], rows["dir"]
-	s.Candidate, d.Candidate = "", ""
-	sj, _ := json.Marshal(s)
-	dj, _ := json.Marshal(d)
-	if string(sj) != string(dj) || s.Tokens == 0 {
-		t.Errorf("served\n%s\nin process\n%s", sj, dj)
-	}
+	checkSameResult(t, "", rows["served"], rows["dir"])
 	for _, c := range f.Receipts.Candidates {
 		if c.KVCacheDType != "bfp8" {
 			t.Errorf("candidate %s: kv_cache_dtype %q, want bfp8", c.Name, c.KVCacheDType)
@@ -410,17 +389,8 @@ func TestServeChangedCheckpoint(t *testing.T) {
 // says so, rather than being swallowed while a person waits out the drain.
 func TestServeSecondSignal(t *testing.T) {
 	port := freePort(t)
-	proc := exec.Command(lfmqBinary(t), "serve", "--model", tinyModel, "--port", fmt.Sprint(port), "--shutdown-timeout", "5m", "--threads", "1")
-	var logs syncBuffer
-	proc.Stderr = &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
-	t.Cleanup(func() { proc.Process.Kill() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, exited)
+	proc := startServeProcess(t, port, lfmqBinary(t), "serve", "--model", tinyModel, "--port", fmt.Sprint(port), "--shutdown-timeout", "5m", "--threads", "1")
+	base, logs, exited := proc.base, proc.logs, proc.exited
 
 	// A request that runs for the whole model context keeps the drain busy.
 	go http.Post(base+"/v1/completions", "application/json",

@@ -66,6 +66,35 @@ func decodeAnswer(t testing.TB, body []byte) chatAnswer {
 	return a
 }
 
+// postGreedy asks the server at base for p's greedy continuation, as
+// many tokens as p's greedy ids: a chat prompt through
+// /v1/chat/completions with its messages and tools, whose prompt ids must
+// be p's input ids (what names where p is from in the message), the others
+// through /v1/completions with p's input ids. It returns the answer and
+// its body.
+func postGreedy(t *testing.T, base string, p fixturePrompt, what string) (chatAnswer, []byte) {
+	t.Helper()
+	var status int
+	var body []byte
+	if p.Kind == "chat" {
+		req := map[string]any{"messages": p.Messages, "temperature": 0, "max_tokens": len(p.GreedyIDs), "return_token_ids": true}
+		if len(p.Tools) > 0 && string(p.Tools) != "null" {
+			req["tools"] = p.Tools
+		}
+		status, body = post(t, base+"/v1/chat/completions", req)
+	} else {
+		status, body = post(t, base+"/v1/completions", map[string]any{"prompt": p.InputIDs, "temperature": 0, "max_tokens": len(p.GreedyIDs), "return_token_ids": true})
+	}
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	a := decodeAnswer(t, body)
+	if p.Kind == "chat" && !slices.Equal(a.PromptTokenIDs, p.InputIDs) {
+		t.Errorf("prompt ids %v, want the %s's %v", a.PromptTokenIDs, what, p.InputIDs)
+	}
+	return a, body
+}
+
 // TestGreedyEqualsGenerate: greedy output over HTTP equals lfmq generate's
 // engine path (engine/generate) token for token on every fixture prompt,
 // and both equal the fixture's independent greedy ids up to the first stop.
@@ -81,24 +110,7 @@ func TestGreedyEqualsGenerate(t *testing.T) {
 			if !slices.Equal(res.Tokens, p.GreedyIDs[:len(res.Tokens)]) {
 				t.Fatalf("generate %v differs from the fixture %v", res.Tokens, p.GreedyIDs)
 			}
-			var status int
-			var body []byte
-			if p.Kind == "chat" {
-				req := map[string]any{"messages": p.Messages, "temperature": 0, "max_tokens": len(p.GreedyIDs), "return_token_ids": true}
-				if len(p.Tools) > 0 && string(p.Tools) != "null" {
-					req["tools"] = p.Tools
-				}
-				status, body = post(t, ts.URL+"/v1/chat/completions", req)
-			} else {
-				status, body = post(t, ts.URL+"/v1/completions", map[string]any{"prompt": p.InputIDs, "temperature": 0, "max_tokens": len(p.GreedyIDs), "return_token_ids": true})
-			}
-			if status != http.StatusOK {
-				t.Fatalf("%d %s", status, body)
-			}
-			a := decodeAnswer(t, body)
-			if p.Kind == "chat" && !slices.Equal(a.PromptTokenIDs, p.InputIDs) {
-				t.Errorf("prompt ids %v, want the fixture's %v", a.PromptTokenIDs, p.InputIDs)
-			}
+			a, _ := postGreedy(t, ts.URL, p, "fixture")
 			if got := a.Choices[0].TokenIDs; !slices.Equal(got, res.Tokens) {
 				t.Errorf("HTTP %v\ngenerate %v", got, res.Tokens)
 			}

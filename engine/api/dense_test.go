@@ -1,14 +1,9 @@
 package api
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
-	"sync"
 	"testing"
 
-	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sched"
 )
 
@@ -16,37 +11,18 @@ import (
 // fixture's tokenizer and template, every layer with a dense FFN.
 const denseModel = "../../testdata/tiny-lfm2/model"
 
-var (
-	denseOnce sync.Once
-	denseSess *generate.Session
-	denseErr  error
-)
-
-func denseSession(t testing.TB) *generate.Session {
-	t.Helper()
-	denseOnce.Do(func() { denseSess, denseErr = generate.Open(denseModel, load.Options{}) })
-	if denseErr != nil {
-		t.Fatal(denseErr)
-	}
-	return denseSess
-}
+// denseSession opens the dense fixture once per test binary.
+var denseSession = (&sharedSession{model: denseModel}).get
 
 // densePrompts reads the dense fixture's reference prompts: the MoE
 // fixture's input ids with the dense model's own greedy continuations.
 func densePrompts(t testing.TB) []fixturePrompt {
 	t.Helper()
-	data, err := os.ReadFile("../../testdata/tiny-lfm2/reference/prompts.json")
-	if err != nil {
-		t.Fatal(err)
+	prompts := readPrompts[fixturePrompt](t, "../../testdata/tiny-lfm2/reference/prompts.json")
+	if len(prompts) != 6 || prompts[5].Name != "chat_long_300" {
+		t.Fatalf("the dense reference has %d prompts", len(prompts))
 	}
-	var ref struct{ Prompts []fixturePrompt }
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	if len(ref.Prompts) != 6 || ref.Prompts[5].Name != "chat_long_300" {
-		t.Fatalf("the dense reference has %d prompts", len(ref.Prompts))
-	}
-	return ref.Prompts
+	return prompts
 }
 
 // TestOpenAISDKDense runs the SDK checks of TestOpenAISDK on the dense

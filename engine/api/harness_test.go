@@ -25,22 +25,28 @@ import (
 
 const tinyModel = "../../testdata/tiny-lfm2-moe/model"
 
-var (
-	tinyOnce sync.Once
-	tinySess *generate.Session
-	tinyErr  error
-)
-
-// tinySession loads the fixture model once for the whole test binary;
-// every test server shares it (Forward is safe on distinct sequences).
-func tinySession(t testing.TB) *generate.Session {
-	t.Helper()
-	tinyOnce.Do(func() { tinySess, tinyErr = generate.Open(tinyModel, load.Options{}) })
-	if tinyErr != nil {
-		t.Fatal(tinyErr)
-	}
-	return tinySess
+// sharedSession is a fixture model opened once for the whole test binary
+// (load.Options' default: the float32 KV cache the references were
+// computed in); every test server on it shares it (Forward is safe on
+// distinct sequences).
+type sharedSession struct {
+	model string
+	once  sync.Once
+	sess  *generate.Session
+	err   error
 }
+
+func (s *sharedSession) get(t testing.TB) *generate.Session {
+	t.Helper()
+	s.once.Do(func() { s.sess, s.err = generate.Open(s.model, load.Options{}) })
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.sess
+}
+
+// tinySession loads the fixture model once for the whole test binary.
+var tinySession = (&sharedSession{model: tinyModel}).get
 
 // testServer is a running API server on the fixture model.
 type testServer struct {
@@ -132,11 +138,17 @@ type fixturePrompt struct {
 
 func fixturePrompts(t testing.TB) []fixturePrompt {
 	t.Helper()
-	data, err := os.ReadFile("../../testdata/tiny-lfm2-moe/reference/prompts.json")
+	return readPrompts[fixturePrompt](t, "../../testdata/tiny-lfm2-moe/reference/prompts.json")
+}
+
+// readPrompts reads the prompts of the reference prompts.json at path.
+func readPrompts[P any](t testing.TB, path string) []P {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct{ Prompts []fixturePrompt }
+	var f struct{ Prompts []P }
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}

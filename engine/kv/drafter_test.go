@@ -76,18 +76,27 @@ func checkRows(t *testing.T, what string, pages []*Page, sh Shape, seed, from, t
 		if !sh.HasKV(l) {
 			continue
 		}
-		kvd := sh.Dim(l)
 		for pos := from; pos < to; pos++ {
-			pg, at := pages[pos/PageTokens], pos%PageTokens
-			for _, value := range []bool{false, true} {
-				r := pg.K(l)
-				if value {
-					r = pg.V(l)
-				}
-				if got, want := r.AppendRaw(nil, sh.DType, kvd, at, 1), encoded(sh.DType, rowOf(sh, seed, l, pos, value)); !bytes.Equal(got, want) {
-					t.Fatalf("%s: slot %d position %d (value %v): not what seed %d wrote", what, l, pos, value, seed)
-				}
-			}
+			checkRow(t, what, pages[pos/PageTokens], sh, seed, l, pos)
+		}
+	}
+}
+
+// checkRow reports it when slot l's keys or values at position pos, in its
+// page pg, are not seed's, or when pg was given back.
+func checkRow(t *testing.T, what string, pg *Page, sh Shape, seed, l, pos int) {
+	t.Helper()
+	if pg == nil {
+		t.Fatalf("%s: slot %d position %d: its page was given back", what, l, pos)
+	}
+	at := pos % PageTokens
+	for _, value := range []bool{false, true} {
+		r := pg.K(l)
+		if value {
+			r = pg.V(l)
+		}
+		if got, want := r.AppendRaw(nil, sh.DType, sh.Dim(l), at, 1), encoded(sh.DType, rowOf(sh, seed, l, pos, value)); !bytes.Equal(got, want) {
+			t.Fatalf("%s: slot %d position %d (value %v): not what seed %d wrote", what, l, pos, value, seed)
 		}
 	}
 }

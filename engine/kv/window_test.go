@@ -50,21 +50,9 @@ func checkTable(t *testing.T, what string, tb *Table, sh Shape, seed, from, to, 
 		if sh.Sliding(l) {
 			lo = max(from, winFrom)
 		}
-		pages, kvd := tb.PagesOf(l), sh.Dim(l)
+		pages := tb.PagesOf(l)
 		for pos := lo; pos < to; pos++ {
-			pg, at := pages[pos/PageTokens], pos%PageTokens
-			if pg == nil {
-				t.Fatalf("%s: slot %d position %d: its page was given back", what, l, pos)
-			}
-			for _, value := range []bool{false, true} {
-				r := pg.K(l)
-				if value {
-					r = pg.V(l)
-				}
-				if got, want := r.AppendRaw(nil, sh.DType, kvd, at, 1), encoded(sh.DType, rowOf(sh, seed, l, pos, value)); !bytes.Equal(got, want) {
-					t.Fatalf("%s: slot %d position %d (value %v): not what seed %d wrote", what, l, pos, value, seed)
-				}
-			}
+			checkRow(t, what, pages[pos/PageTokens], sh, seed, l, pos)
 		}
 	}
 }

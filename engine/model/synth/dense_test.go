@@ -31,25 +31,11 @@ func TestDenseShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := configJSON(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := config.Parse("config.json", raw)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := parsedConfig(t, s)
 			if !cfg.Dense() || cfg.IntermediateSize != tc.width || len(cfg.Unknown) != 0 || len(cfg.Defaulted) != 0 {
 				t.Errorf("dense %v, width %d (want %d), unknown %v, defaulted %v", cfg.Dense(), cfg.IntermediateSize, tc.width, cfg.Unknown, cfg.Defaulted)
 			}
-			var params int64
-			for _, shape := range cfg.ExpectedTensors() {
-				n := int64(1)
-				for _, d := range shape {
-					n *= d
-				}
-				params += n
-			}
+			params := paramCount(cfg)
 			t.Logf("%s: %d parameters, %.2f GB in BF16", tc.name, params, float64(2*params)/1e9)
 			if got := fmt.Sprintf("%.2fB", float64(params)/1e9); got != tc.params {
 				t.Errorf("%s parameters, the model card says %s", got, tc.params)
@@ -65,19 +51,68 @@ func TestDenseShapes(t *testing.T) {
 // checkpoint passes the loader's checks as a dense LFM2 and gives finite
 // logits.
 func TestTinyDense(t *testing.T) {
+	m := loadTiny(t, TinyDenseShape())
+	if !m.Config.Dense() || m.Config.IntermediateSize != 256 {
+		t.Fatalf("loaded as %q with FFN width %d", m.Config.ModelType, m.Config.IntermediateSize)
+	}
+	checkFiniteLogits(t, m, []int{1, 2, 3, 4, 5})
+	// A shape whose block_ff_dim does not give its width is refused.
+	bad := TinyDenseShape()
+	bad.FFBase = 1000
+	if _, err := Write(t.Context(), t.TempDir(), Options{Shape: bad}); err == nil || !strings.Contains(err.Error(), "block_ff_dim 1000") {
+		t.Errorf("inconsistent width: %v", err)
+	}
+}
+
+// parsedConfig is the config.json that shape s writes, as engine/config
+// reads it.
+func parsedConfig(t *testing.T, s Shape) *config.Config {
+	t.Helper()
+	raw, err := configJSON(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("config.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// paramCount is the number of parameters in the tensors cfg expects.
+func paramCount(cfg *config.Config) int64 {
+	var params int64
+	for _, shape := range cfg.ExpectedTensors() {
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		params += n
+	}
+	return params
+}
+
+// loadTiny writes shape s (seed 1) and loads it with the engine, one
+// thread; the model is closed when the test ends.
+func loadTiny(t *testing.T, s Shape) *model.Model {
+	t.Helper()
 	dir := t.TempDir()
-	if _, err := Write(t.Context(), dir, Options{Shape: TinyDenseShape(), Seed: 1}); err != nil {
+	if _, err := Write(t.Context(), dir, Options{Shape: s, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := load.Load(dir, load.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	if !m.Config.Dense() || m.Config.IntermediateSize != 256 {
-		t.Fatalf("loaded as %q with FFN width %d", m.Config.ModelType, m.Config.IntermediateSize)
-	}
-	out, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{{1, 2, 3, 4, 5}}, model.ForwardOptions{})
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// checkFiniteLogits runs ids through m in one new sequence and fails at the
+// first logit that is NaN or infinite.
+func checkFiniteLogits(t *testing.T, m *model.Model, ids []int) {
+	t.Helper()
+	out, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids}, model.ForwardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +120,5 @@ func TestTinyDense(t *testing.T) {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			t.Fatalf("logit %d is %v", i, v)
 		}
-	}
-	// A shape whose block_ff_dim does not give its width is refused.
-	bad := TinyDenseShape()
-	bad.FFBase = 1000
-	if _, err := Write(t.Context(), t.TempDir(), Options{Shape: bad}); err == nil || !strings.Contains(err.Error(), "block_ff_dim 1000") {
-		t.Errorf("inconsistent width: %v", err)
 	}
 }

@@ -1,14 +1,10 @@
 package synth
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/config"
-	"github.com/lfmq/lfmq/engine/model"
-	"github.com/lfmq/lfmq/engine/model/load"
 )
 
 // TestLFM3Shape: LFM3-1.7B's shape writes a config.json that engine/config
@@ -16,14 +12,7 @@ import (
 // sliding attention layers, window 256, conv kernel 7, no key unknown or
 // left to a default, and tensors that count the 1.7B of its name.
 func TestLFM3Shape(t *testing.T) {
-	raw, err := configJSON(LFM3Shape())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse("config.json", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parsedConfig(t, LFM3Shape())
 	if len(cfg.Unknown) != 0 || len(cfg.Defaulted) != 0 {
 		t.Errorf("unknown %v, defaulted %v", cfg.Unknown, cfg.Defaulted)
 	}
@@ -42,14 +31,7 @@ func TestLFM3Shape(t *testing.T) {
 		t.Errorf("%d conv, %d full, %d sliding layers, window %d, conv kernel %d, %d positions; want 13, 6, 5, 256, 7, 262144",
 			conv, full, sliding, cfg.SlidingWindow, cfg.ConvLCache, cfg.MaxPositionEmbeddings)
 	}
-	var params int64
-	for _, shape := range cfg.ExpectedTensors() {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		params += n
-	}
+	params := paramCount(cfg)
 	t.Logf("LFM3-1.7B: %d parameters, %.2f GB in BF16", params, float64(2*params)/1e9)
 	if got := fmt.Sprintf("%.1fB", float64(params)/1e9); got != "1.7B" {
 		t.Errorf("%s parameters, the model's name says 1.7B", got)
@@ -60,15 +42,7 @@ func TestLFM3Shape(t *testing.T) {
 // its sliding window: the checkpoint passes the loader's checks as an lfm3
 // and gives finite logits.
 func TestTinyLFM3(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := Write(t.Context(), dir, Options{Shape: TinyLFM3Shape(), Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := load.Load(dir, load.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loadTiny(t, TinyLFM3Shape())
 	if m.Config.ModelType != "lfm3" || m.Config.SlidingWindow != 16 {
 		t.Fatalf("loaded as %q with window %d", m.Config.ModelType, m.Config.SlidingWindow)
 	}
@@ -76,13 +50,5 @@ func TestTinyLFM3(t *testing.T) {
 	for i := range ids {
 		ids[i] = 1 + i*13%500
 	}
-	out, err := m.Forward(context.Background(), []*model.Sequence{m.NewSequence()}, [][]int{ids}, model.ForwardOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range out[0] {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			t.Fatalf("logit %d is %v", i, v)
-		}
-	}
+	checkFiniteLogits(t, m, ids)
 }

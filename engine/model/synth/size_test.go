@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/lfmq/lfmq/engine/config"
 )
 
 // TestRealShapeSize: RealShape's checkpoint is the "about 2.6 GB" that
@@ -13,14 +11,7 @@ import (
 // counted from the tensors the loader expects (BF16, expert biases F32)
 // without writing them.
 func TestRealShapeSize(t *testing.T) {
-	raw, err := configJSON(RealShape())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse("config.json", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parsedConfig(t, RealShape())
 	var bytes int64
 	for name, shape := range cfg.ExpectedTensors() {
 		n := int64(2)
