@@ -1,7 +1,9 @@
 package model_test
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -79,17 +81,17 @@ func tokenCost(c *config.Config, dt kv.DType, pos int, quantized bool) stepCost 
 	return sc
 }
 
-// roofSeconds is the roofline time of a step that reads weightBytes of
-// weights and costs sc, at read bandwidth bw (bytes/s) and product rates
-// rates (multiply-adds/s per format).
-func roofSeconds(weightBytes float64, sc stepCost, bw float64, rates [numFormats]float64) float64 {
-	var compute float64
+// roofSeconds returns the two bounds of the roofline of a step that reads
+// weightBytes of weights and costs sc: its bytes at read bandwidth bw
+// (bytes/s), and its multiply-adds at the product rates rates
+// (multiply-adds/s per format). The roofline is the larger.
+func roofSeconds(weightBytes float64, sc stepCost, bw float64, rates [numFormats]float64) (memory, compute float64) {
 	for f, n := range sc.macs {
 		if n > 0 {
 			compute += n / rates[f]
 		}
 	}
-	return max((weightBytes+sc.kvBytes)/bw, compute)
+	return (weightBytes + sc.kvBytes) / bw, compute
 }
 
 var tileRateMemo sync.Map // threads → [numFormats]float64
@@ -138,6 +140,8 @@ func tileRates(threads int) [numFormats]float64 {
 		rates[f] = float64(n) * out * in / el
 	}
 	tileRateMemo.Store(threads, rates)
+	fmt.Fprintf(os.Stderr, "product kernels in cache, %d threads: f32 %.1f, bf16 %.1f, bfp8 %.1f, bfp4 %.1f GMAC/s\n",
+		threads, rates[fmtF32]/1e9, rates[fmtBF16]/1e9, rates[fmtBFP8]/1e9, rates[fmtBFP4]/1e9)
 	return rates
 }
 
