@@ -15,6 +15,7 @@ import (
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/generate"
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/internal/bom"
@@ -295,7 +296,15 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		fmt.Fprintf(opts.IO.ErrOut, "model %s (%s), loaded in %s\n", opts.Model, s.Model.Format, loadTime.Round(time.Millisecond))
 		fmt.Fprintf(opts.IO.ErrOut, "prefill %d tokens in %s: %.1f tokens/s\n", res.PromptTokens, res.PrefillTime.Round(time.Microsecond), res.PrefillTokensPerSecond())
 		fmt.Fprintf(opts.IO.ErrOut, "decode  %d tokens in %s: %.1f tokens/s (ended by %s)\n", len(res.Tokens), res.DecodeTime.Round(time.Microsecond), res.DecodeTokensPerSecond(), end)
-		fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
+		// A sliding layer's positions before its window are given back
+		// (docs/kv-cache.md, "Sliding layers"): per token, only the
+		// full layers count; the sliding ones keep a constant few pages.
+		if sh := s.Model.KVPool().Shape(); sh.HasWindow() {
+			fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token in the full attention layers; the sliding layers (window %d) keep at most %d bytes when decoding\n",
+				s.Model.KVCacheDType(), sh.FullBytesPerToken(), sh.Window, sh.WindowPages(1)*kv.PageTokens*sh.WindowBytesPerToken())
+		} else {
+			fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
+		}
 		if d := res.Draft; d != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "drafter %s: %d passes; %d verify steps kept %d of %d drafts (%.1f%%), %.2f tokens per step\n",
 				opts.Drafter, d.Passes, d.Steps, d.Accepted, d.Tokens, 100*float64(d.Accepted)/max(float64(d.Tokens), 1), float64(d.Emitted)/max(float64(d.Steps), 1))

@@ -63,6 +63,22 @@ func TestGenerateLFM3(t *testing.T) {
 	}
 }
 
+// TestGenerateStatsLFM3: generate --stats counts an LFM3's KV memory as
+// it is kept, by hand for the fixture's f32 cache: its two full attention
+// layers' keys and values, 2·2·(2 heads·32)·4 = 1,024 bytes per token; its
+// two sliding layers, as many bytes a position in window pages of 64, at
+// most the pages of 32−1+64+1 = 96 positions plus one (3, 196,608 bytes)
+// while decoding, however long the sequence.
+func TestGenerateStatsLFM3(t *testing.T) {
+	ios, _, stderr := testStreams()
+	if code := run(context.Background(), []string{"generate", "--model", lfm3Model, "--prompt", "package main", "--max-tokens", "2", "--stats", "--kv-cache-dtype", "f32"}, ios); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "KV cache f32: 1024 bytes per token in the full attention layers; the sliding layers (window 32) keep at most 196608 bytes when decoding"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stats lack %q:\n%s", want, stderr)
+	}
+}
+
 // TestScoreLFM3: lfmq score of the LFM3 fixture's RTN and GPTQ checkpoints
 // against its BF16 model: GPTQ's KL is below RTN's on each corpus and at
 // most 0.7× RTN's over all of them (issue 44's bar). Then the GPTQ
