@@ -485,9 +485,11 @@ func BenchmarkDecode(b *testing.B) {
 							n := 0
 							var cpu time.Duration
 							// The steps' KV bytes and multiply-adds
-							// (tokenCost), summed over the steps.
+							// (weightCost, attentionCost), summed over
+							// the steps.
 							var kvBytes float64
 							var macs [numFormats]float64
+							weights := weightCost(m)
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
 									b.StopTimer()
@@ -505,10 +507,10 @@ func BenchmarkDecode(b *testing.B) {
 								for i := range toks {
 									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
 								}
-								sc := tokenCost(m.Config, m.KVCacheDType(), seqs[0].Len(), format == "lfmq1")
+								sc := attentionCost(m.Config, m.KVCacheDType(), seqs[0].Len())
 								kvBytes += sc.kvBytes
 								for f := range macs {
-									macs[f] += sc.macs[f]
+									macs[f] += sc.macs[f] + weights.macs[f]
 								}
 								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {

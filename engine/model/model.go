@@ -325,10 +325,30 @@ func (m *Model) MaxContext() int { return m.maxContext }
 // reaches, the figure to hold against the memory's bandwidth.
 func (m *Model) DecodeWeightBytes() int64 {
 	var n int64
+	m.decodeMatrices(func(w *kernels.Matrix) { n += int64(w.WeightBytes()) })
+	return n
+}
+
+// DecodeMACs returns the multiply-adds of the products of one decode step
+// of one token (the matrices DecodeWeightBytes counts), by the weights'
+// stored format: what a step asks of the product kernels, beside the
+// bytes it asks of memory. Attention's dot products, which depend on the
+// context, are not included.
+func (m *Model) DecodeMACs() map[kernels.Format]int64 {
+	macs := map[kernels.Format]int64{}
+	m.decodeMatrices(func(w *kernels.Matrix) { macs[w.Format] += int64(w.Out) * int64(w.In) })
+	return macs
+}
+
+// decodeMatrices calls visit with every linear weight one decode step of
+// one token multiplies: the head, each layer's mixer, dense FFN and router
+// weights, and in each MoE layer num_experts_per_tok experts' w1, w3 and
+// w2 (the largest, which for real checkpoints are all the same size).
+func (m *Model) decodeMatrices(visit func(*kernels.Matrix)) {
 	add := func(ms ...*kernels.Matrix) {
 		for _, w := range ms {
 			if w != nil {
-				n += int64(w.WeightBytes())
+				visit(w)
 			}
 		}
 	}
@@ -336,16 +356,16 @@ func (m *Model) DecodeWeightBytes() int64 {
 	k := m.Config.NumExpertsPerTok
 	for _, ly := range m.layers {
 		add(ly.InProj, ly.OutProj, ly.Q, ly.K, ly.V, ly.O, ly.AttnGate, ly.W1, ly.W2, ly.W3, ly.Gate)
-		sizes := make([]int64, 0, len(ly.Experts))
-		for _, e := range ly.Experts {
-			sizes = append(sizes, int64(e.W1.WeightBytes()+e.W3.WeightBytes()+e.W2.WeightBytes()))
+		size := func(e *Expert) int { return e.W1.WeightBytes() + e.W3.WeightBytes() + e.W2.WeightBytes() }
+		order := make([]*Expert, len(ly.Experts))
+		for i := range order {
+			order[i] = &ly.Experts[i]
 		}
-		sort.Slice(sizes, func(i, j int) bool { return sizes[i] > sizes[j] })
-		for _, s := range sizes[:min(k, len(sizes))] {
-			n += s
+		sort.SliceStable(order, func(i, j int) bool { return size(order[i]) > size(order[j]) })
+		for _, e := range order[:min(k, len(order))] {
+			add(e.W1, e.W3, e.W2)
 		}
 	}
-	return n
 }
 
 // ReplaceLinear substitutes the weight of the linear layer called name (its

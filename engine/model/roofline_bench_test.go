@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
+	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/format/bfp"
 	"github.com/lfmq/lfmq/format/dtype"
 )
@@ -23,7 +25,7 @@ import (
 // already in the caches (tileRates). BenchmarkDecode reports roof_frac, the
 // roofline's time over the measured time: 1 is the bound itself.
 
-// Weight formats by index in tokenCost's and tileRates' arrays.
+// Weight formats by index in stepCost's and tileRates' arrays.
 const (
 	fmtF32 = iota
 	fmtBF16
@@ -33,51 +35,45 @@ const (
 )
 
 // stepCost is what one sequence's decode step at one position reads and
-// multiplies: KV bytes, and multiply-adds by the weight format they use
-// (attention's dot products counted in the KV cache's format).
+// multiplies: KV bytes, and multiply-adds by the format they use (the
+// weights' by theirs, Model.DecodeMACs; attention's dot products by the KV
+// cache's).
 type stepCost struct {
 	kvBytes float64
 	macs    [numFormats]float64
 }
 
-// tokenCost returns the cost of decoding the token at position pos (its
-// attention reads positions [0, pos], a sliding layer's only the last
-// window of them) of a model of config c with a KV cache of format dt, quantized when it is an lfmq-1 checkpoint:
-// the FFN and experts in BFP4, the other projections and the head in
-// BFP8, an LFM3's output gate in BF16 (quant/plan); every weight in BF16
-// otherwise.
-func tokenCost(c *config.Config, dt kv.DType, pos int, quantized bool) stepCost {
-	mlp, rest := fmtBF16, fmtBF16
-	if quantized {
-		mlp, rest = fmtBFP4, fmtBFP8
-	}
+// formatIndex maps a weight format to its index in stepCost.macs.
+var formatIndex = map[kernels.Format]int{kernels.F32: fmtF32, kernels.BF16: fmtBF16, kernels.BFP8: fmtBFP8, kernels.BFP4: fmtBFP4}
+
+// weightCost returns m's decode step's weight multiply-adds by format.
+func weightCost(m *model.Model) stepCost {
 	var sc stepCost
-	H := float64(c.HiddenSize)
-	qd, kvd := float64(c.NumHeads*c.HeadDim), float64(c.NumKVHeads*c.HeadDim)
+	for f, n := range m.DecodeMACs() {
+		sc.macs[formatIndex[f]] += float64(n)
+	}
+	return sc
+}
+
+// attentionCost returns the attention part of decoding the token at
+// position pos with a model of config c and a KV cache of format dt: its
+// attention reads positions [0, pos] of each attention layer, a sliding
+// layer only the last window of them, keys and values, and multiplies
+// each query head's q·k and p·v over them.
+func attentionCost(c *config.Config, dt kv.DType, pos int) stepCost {
+	var sc stepCost
 	kvFmt := map[kv.DType]int{kv.F32: fmtF32, kv.BF16: fmtBF16, kv.BFP8: fmtBFP8}[dt]
 	for l, k := range c.LayerKinds {
 		if k == config.Conv {
-			sc.macs[rest] += 4 * H * H // in_proj (B, C, x) and out_proj
-		} else {
-			sc.macs[rest] += 2*qd*H + 2*kvd*H // q and o, k and v
-			if c.ModelType == "lfm3" {
-				sc.macs[fmtBF16] += float64(c.NumHeads) * H // the output gate
-			}
-			keys := pos + 1
-			if w := c.LayerWindow(l); w > 0 {
-				keys = min(keys, w)
-			}
-			sc.macs[kvFmt] += 2 * float64(keys) * qd // q·k and p·v per head
-			sc.kvBytes += 2 * float64(keys*dt.RowBytes(c.NumKVHeads*c.HeadDim))
+			continue
 		}
-		if l < c.NumDenseLayers {
-			sc.macs[mlp] += 3 * H * float64(c.IntermediateSize)
-		} else {
-			sc.macs[rest] += H * float64(c.NumExperts) // the router
-			sc.macs[mlp] += 3 * H * float64(c.NumExpertsPerTok*c.MoEIntermediateSize)
+		keys := pos + 1
+		if w := c.LayerWindow(l); w > 0 {
+			keys = min(keys, w)
 		}
+		sc.macs[kvFmt] += 2 * float64(keys*c.NumHeads*c.HeadDim)
+		sc.kvBytes += 2 * float64(keys*dt.RowBytes(c.NumKVHeads*c.HeadDim))
 	}
-	sc.macs[rest] += float64(c.VocabSize) * H // the head
 	return sc
 }
 
@@ -174,10 +170,11 @@ func rateMatrix(f int, w []float32, out, in int) *kernels.Matrix {
 	return m
 }
 
-// TestTokenCost holds tokenCost to multiply-adds and bytes counted by hand
-// for a 4-layer model of LFM3-1.7B's layer shapes (conv, full attention,
-// sliding attention, conv) at position 1,000 with a bf16 KV cache.
-func TestTokenCost(t *testing.T) {
+// TestAttentionCost holds attentionCost to bytes and multiply-adds
+// counted by hand for a model of LFM3-1.7B's attention shapes (a full and
+// a sliding attention layer of 16 query and 4 KV heads of 128, window 256)
+// at position 1,000 with a bf16 KV cache.
+func TestAttentionCost(t *testing.T) {
 	cfg, err := config.Parse("config.json", []byte(`{"model_type": "lfm3", "vocab_size": 128000, "hidden_size": 2048,
 		"intermediate_size": 7680, "num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "sliding_attention", "conv"],
 		"num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "conv_L_cache": 7, "sliding_window": 256,
@@ -187,22 +184,26 @@ func TestTokenCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tokenCost(cfg, kv.BF16, 1000, true)
-	want := stepCost{
-		// Full layer: 1,001 keys and values of 4 heads of 128 in bf16;
-		// sliding layer: its 256.
-		kvBytes: 2*1001*1024 + 2*256*1024,
-		macs: [numFormats]float64{
-			// q·k and p·v over 16 heads of 128: 1,001 and 256 keys.
-			fmtBF16: 2*1001*2048 + 2*256*2048 + 2*16*2048,
-			// Two convs' in_proj (3·H·H) and out_proj, two attention
-			// layers' q, k, v, o, the tied head.
-			fmtBFP8: 2*4*2048*2048 + 2*(2*2048*2048+2*512*2048) + 128000*2048,
-			// Four SwiGLU MLPs of width 7,680.
-			fmtBFP4: 4 * 3 * 2048 * 7680,
-		},
-	}
+	got := attentionCost(cfg, kv.BF16, 1000)
+	// Full layer: 1,001 keys and values of 4 heads of 128 in bf16 (1,024
+	// bytes a row); sliding layer: its 256. q·k and p·v over 16 heads of
+	// 128.
+	want := stepCost{kvBytes: 2*1001*1024 + 2*256*1024}
+	want.macs[fmtBF16] = 2*1001*2048 + 2*256*2048
 	if got != want {
-		t.Errorf("tokenCost = %+v\nwant       %+v", got, want)
+		t.Errorf("attentionCost = %+v\nwant            %+v", got, want)
+	}
+}
+
+// TestDecodeMACs: a decode step of the BF16 LFM3 fixture multiplies each
+// of its 3,125,888 parameters (its README) once, but for those no product
+// reads: the 6 conv kernels (128·7 each), the norms (4 of 128 per layer,
+// q and k norms of 32 in 4 layers, the final norm of 128) — 3,115,008
+// multiply-adds, all of BF16 weights.
+func TestDecodeMACs(t *testing.T) {
+	const params, kernels7, norms = 3125888, 6 * 128 * 7, 10*4*128 + 4*2*32 + 128
+	got := lfm3(t).DecodeMACs()
+	if want := map[kernels.Format]int64{kernels.BF16: params - kernels7 - norms}; !maps.Equal(got, want) {
+		t.Errorf("DecodeMACs = %v, want %v", got, want)
 	}
 }
