@@ -15,7 +15,6 @@ import (
 	"github.com/lfmq/lfmq/engine/choice"
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/generate"
-	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/internal/bom"
@@ -299,9 +298,10 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 		// A sliding layer's positions before its window are given back
 		// (docs/kv-cache.md, "Sliding layers"): per token, only the
 		// full layers count; the sliding ones keep a constant few pages.
-		if sh := s.Model.KVPool().Shape(); sh.HasWindow() {
+		if pool := s.Model.KVPool(); pool.Shape().HasWindow() {
+			sh := pool.Shape()
 			fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token in the full attention layers; the sliding layers (window %d) keep at most %d bytes when decoding\n",
-				s.Model.KVCacheDType(), sh.FullBytesPerToken(), sh.Window, sh.WindowPages(1)*kv.PageTokens*sh.WindowBytesPerToken())
+				s.Model.KVCacheDType(), sh.FullBytesPerToken(), sh.Window, sh.WindowPages(1)*pool.WindowPageBytes())
 		} else {
 			fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
 		}
