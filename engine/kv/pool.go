@@ -161,7 +161,7 @@ type Pool struct {
 	limit int // the most pages; 0: no bound
 
 	mu      sync.Mutex
-	free    [2]pageCount // full pages, window pages
+	kinds   [2]pageCount // full pages, window pages
 	reclaim func() bool
 }
 
@@ -234,7 +234,7 @@ type PoolStats struct {
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f, w := &p.free[0], &p.free[1]
+	f, w := &p.kinds[0], &p.kinds[1]
 	st := PoolStats{Pages: p.limit, Used: f.used, Shared: f.shared, Free: len(f.list), PageBytes: p.PageBytes(),
 		WindowUsed: w.used, WindowShared: w.shared, WindowPageBytes: p.WindowPageBytes()}
 	if p.limit > 0 {
@@ -256,9 +256,9 @@ func (p *Pool) WindowPageBytes() int { return PageTokens * p.shape.WindowBytesPe
 // takes a window page only beside a full page of the same positions, so
 // the window pages within it never refuse where the full pages did not.
 func (p *Pool) take(win bool) (*Page, error) {
-	c := &p.free[0]
+	c := &p.kinds[0]
 	if win {
-		c = &p.free[1]
+		c = &p.kinds[1]
 	}
 	for {
 		p.mu.Lock()
@@ -301,9 +301,9 @@ func (p *Pool) makePage(win bool) *Page {
 // count returns the counts of pg's kind; called with p.mu held.
 func (p *Pool) count(pg *Page) *pageCount {
 	if pg.win {
-		return &p.free[1]
+		return &p.kinds[1]
 	}
-	return &p.free[0]
+	return &p.kinds[0]
 }
 
 // ref adds a holder to pg.

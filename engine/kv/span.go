@@ -130,9 +130,11 @@ func (sp *Span) Free() {
 // sequence or another span), so that freeing the span would not give it
 // back to the pool.
 func (sp *Span) Shared() bool {
-	for _, pg := range append(sp.pages[:len(sp.pages):len(sp.pages)], sp.win...) {
-		if sp.pool.isShared(pg) {
-			return true
+	for _, pages := range [][]*Page{sp.pages, sp.win} {
+		for _, pg := range pages {
+			if sp.pool.isShared(pg) {
+				return true
+			}
 		}
 	}
 	return false
