@@ -165,3 +165,98 @@ func TestAccumRows4BF16(t *testing.T) {
 		}
 	})
 }
+
+// TestAttnScores4BF16Rows: the scores laid out a row per key have the bits
+// of AttnScores4's reference on the widened keys, on every path, for head
+// widths the SIMD kernel takes and others, key counts that leave 0–3 keys
+// over, and special patterns among the keys; nothing between the rows'
+// four scores, or past the last row, is written.
+func TestAttnScores4BF16Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(105, 106))
+	tileImpls(t, func(t *testing.T, impl string) {
+		for _, d := range []int{16, 64, 128, 40} {
+			for _, cnt := range []int{1, 3, 4, 7, 64, 66} {
+				for _, specials := range []bool{false, true} {
+					keyStride := d*8 + 16
+					keys := randKVBF16(rng, (cnt-1)*keyStride+d, specials)
+					q := randVec(rng, 4*d)
+					scale := float32(1 / math.Sqrt(float64(d)))
+					const scStride, refStride = 36, 70 // a decode row's 32 query heads, padded
+					sc := make([]float32, (cnt+1)*scStride)
+					var next, vals []uint16
+					if specials {
+						next, vals = randKVBF16(rng, len(keys), false), make([]uint16, len(keys))
+					}
+					AttnScores4BF16Rows(sc[2:], scStride, keys, keyStride, cnt, q, scale, next, vals)
+					want := make([]float32, 4*refStride)
+					withGo(func() { AttnScores4(want, refStride, widenAll(keys), keyStride, cnt, q, scale, nil, nil) })
+					for i, got := range sc {
+						j, c := (i-2)/scStride, (i-2)%scStride
+						if i < 2 || j >= cnt || c >= 4 {
+							if got != 0 {
+								t.Fatalf("%s d=%d cnt=%d: wrote sc[%d] outside the rows' scores", impl, d, cnt, i)
+							}
+							continue
+						}
+						if w := want[c*refStride+j]; !same(got, w) {
+							t.Fatalf("%s d=%d cnt=%d specials=%v: score of key %d, head %d = %g, want %g", impl, d, cnt, specials, j, c, got, w)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestAccumRows4BF16Rows: with the weights a row per value row, each
+// accumulator is rescaled by its alpha and then one fused chain per element
+// over the widened value rows, in order, on every path, with special
+// patterns among the values and the weights.
+func TestAccumRows4BF16Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(107, 108))
+	tileImpls(t, func(t *testing.T, impl string) {
+		for _, d := range []int{64, 128, 32, 40} {
+			for _, cnt := range []int{0, 1, 5, 64} {
+				for _, specials := range []bool{false, true} {
+					vStride := d*2 + 8
+					const pRow = 36
+					v := randKVBF16(rng, max(cnt, 1)*vStride, specials)
+					wide := widenAll(v)
+					p := randVec(rng, max(cnt, 1)*pRow)
+					if specials && cnt > 1 {
+						p[1], p[pRow+2] = float32(math.Inf(-1)), float32(math.NaN())
+					}
+					alpha := [4]float32{1, 0.25, rng.Float32(), 0}
+					if cnt%2 == 1 {
+						alpha = [4]float32{0.5, 1, 1, rng.Float32()}
+					}
+					init := randVec(rng, 4*d+2)
+					want := append([]float32(nil), init...)
+					for g := range 4 {
+						for i := range d {
+							x := want[1+g*d+i]
+							if alpha[g] != 1 {
+								x *= alpha[g]
+							}
+							for j := range cnt {
+								x = fma32(p[j*pRow+g], wide[j*vStride+i], x)
+							}
+							want[1+g*d+i] = x
+						}
+					}
+					acc := append([]float32(nil), init...)
+					var next []uint16 // rows to prefetch, which change nothing
+					if specials {
+						next = randKVBF16(rng, len(v), false)
+					}
+					AccumRows4BF16Rows(acc[1:1+4*d], &alpha, p, pRow, v, vStride, cnt, next)
+					for i := range acc {
+						if !same(acc[i], want[i]) {
+							t.Fatalf("%s d=%d cnt=%d specials=%v: acc[%d] = %g, want %g", impl, d, cnt, specials, i-1, acc[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}

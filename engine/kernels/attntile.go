@@ -87,7 +87,9 @@ func ColMax(m, x []float32, stride, rows int) {
 			colMaxZ(m[:c], x, stride, rows)
 		}
 	}
-	colMaxGo(m[c:], x[c:], stride, rows)
+	if c < n {
+		colMaxGo(m[c:], x[c:], stride, rows)
+	}
 }
 
 // colMaxGo is ColMax's reference.
@@ -139,7 +141,9 @@ func ColSum(t, x []float32, stride, rows int) {
 			colSumZ(t[:c], x, stride, rows)
 		}
 	}
-	colSumGo(t[c:], x[c:], stride, rows)
+	if c < n {
+		colSumGo(t[c:], x[c:], stride, rows)
+	}
 }
 
 // colSumGo is ColSum's reference.

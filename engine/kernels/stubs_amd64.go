@@ -252,6 +252,19 @@ func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt 
 //go:noescape
 func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int)
 
+// attnScores4BF16RowsZ is AttnScores4BF16Rows' SIMD part: attnScores4BF16Z
+// with each key's four scores stored as a row at sc[j·scStride:] instead
+// of permuted into the heads' rows (attn4_amd64.s).
+//
+//go:noescape
+func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, pfa, pfb []uint16)
+
+// accRows4BF16RowsZ is accRows4BF16Z with head g's weight of row j at
+// p[g·pStride+j·pRow]; it prefetches the rows of pf (attn4_amd64.s).
+//
+//go:noescape
+func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, pf []uint16)
+
 // attnScores4Z is attnScores4Go with 512-bit registers for cnt a positive
 // multiple of 4 and len(q)/4 a multiple of 16; perm is &scores16Perm; it
 // prefetches the keys' rows of pfa and pfb (attn4_amd64.s).

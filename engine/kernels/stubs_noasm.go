@@ -158,6 +158,32 @@ func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt 
 	attnScores4BF16Go(sc, scStride, keys, keyStride, cnt, q, scale)
 }
 
+func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _, _ []uint16) {
+	d := len(q) / 4
+	var d4 [4]float32
+	for j := range cnt {
+		dotBF16b4Go(&d4, keys[j*keyStride:][:d], q, d)
+		for g, v := range d4 {
+			sc[j*scStride+g] = v * scale
+		}
+	}
+}
+
+func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, _ []uint16) {
+	for g, a := range alpha {
+		Scale(a, acc[g*accStride:][:64])
+	}
+	row := make([]float32, 64)
+	for j := range cnt {
+		for i, b := range v[j*vStride:][:64] {
+			row[i] = bf16(b)
+		}
+		for g := range 4 {
+			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j*pRow], row)
+		}
+	}
+}
+
 func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int) {
 	for g, a := range alpha {
 		Scale(a, acc[g*accStride:][:64])

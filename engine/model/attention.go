@@ -179,39 +179,34 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 	}
 }
 
-// reduceBlockBF16 is reduceBlock for a bfloat16 cache read in place: the
-// cnt keys and values of one block are bfloat16 rows ks and vs elements
-// apart, which the kernels widen in registers as they read them, with the
-// same bits as reduceBlock on the widened rows; G is a multiple of 4. next
-// (nil for none) is the keys the caller reads after these, rows ks apart:
-// the score kernel fetches them from memory, and this block's values,
-// while it runs.
-func reduceBlockBF16(s attnState, q []float32, keys []uint16, ks int, vals []uint16, vs, cnt int, scale float32, sc []float32, next []uint16) {
-	G := len(s.m)
-	d := len(q) / G
-	pfVals := vals
-	if vs != ks {
-		pfVals = nil
-	}
-	for g := 0; g < G; g += 4 {
-		kernels.AttnScores4BF16(sc[g*attnBlock:], attnBlock, keys, ks, cnt, q[g*d:][:4*d], scale, next, pfVals)
-		next, pfVals = nil, nil // fetched by the first four heads' scores
-	}
-	alpha := softmaxBlock(s, sc, cnt)
-	for g := 0; g < G; g += 4 {
-		kernels.AccumRows4BF16(s.acc[g*d:][:4*d], (*[4]float32)(alpha[g:]), sc[g*attnBlock:], attnBlock, vals, vs, cnt)
-	}
-}
-
 // splitBF16 runs one decode row's split over positions [lo, hi) of a
-// bfloat16 cache read in place (kv covers every head's slice of each row):
-// each of the Hkv heads' states, stateN = G·(d+2) floats apart in part,
-// takes each block's reduceBlockBF16 step for its G query heads of q [Hkv·G·d],
-// the next head's keys (the next block's first head's after the last)
-// handed on for the kernel to prefetch. lo may fall inside a block (a
-// sliding window's start): the first block is then read from lo.
-func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float32, sc []float32) {
-	stateN, kvd := G*(d+2), Hkv*d
+// bfloat16 cache read in place (kv covers every head's slice of each row),
+// for the Hkv·G query heads of q [Hkv·G·d], into the Hkv heads' states,
+// stateN = G·(d+2) floats apart in part, which the caller has reset; G is
+// a multiple of 4. lo may fall inside a block (a sliding window's start):
+// the first block is then read from lo.
+//
+// Block by block it takes the online softmax step reduceBlock does for
+// each query head, with the bits of its operations, but all the row's
+// query heads at once, as the prompt tiles do (tileScratch.block): the
+// kernels widen each key and value in a register as they read it (exact),
+// and write a block's scores a row per key with every query head side by
+// side, so that the maximum, the exponentials and their sums run down the
+// columns of all of them in a few vector passes, not a scalar chain of
+// additions and a call of each kernel per head. A head's slice is a
+// strided part of every row, which the hardware prefetchers follow poorly,
+// so the kernels fetch one head's work ahead: each KV head's scores the
+// next head's keys, each head's weighted sums the next head's values (the
+// next block's first head's after the last). Spread so, the block's reads
+// overlap all of its arithmetic, not the scores' alone.
+func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
+	stateN, kvd, cols := G*(d+2), Hkv*d, Hkv*G
+	m, l := ss.m[:cols], ss.l[:cols]
+	for c := range m {
+		m[c], l[c] = negInf, 0
+	}
+	mx, al, sum := ss.mx[:cols], ss.al[:roundUp64(cols)], ss.sum[:cols]
+	clear(al) // the padding's Exp(+0) = 1 is computed and never read
 	for b0, be := lo, 0; b0 < hi; b0 = be {
 		be = blockEnd(b0, hi)
 		cnt := be - b0
@@ -220,14 +215,86 @@ func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float3
 		if be < hi {
 			nextBlock, _ = kv.rowsBF16(be)
 		}
+		sc := ss.sc[:cnt*cols]
+		nextVals := []uint16(nil)
+		if be < hi {
+			_, nextVals = kv.rowsBF16(be)
+		}
 		for h := range Hkv {
 			next := nextBlock
 			if h+1 < Hkv {
 				next = keys[(h+1)*d:]
 			}
-			s := newAttnStateRaw(part[h*stateN:], G, d)
-			reduceBlockBF16(s, q[h*G*d:][:G*d], keys[h*d:], kvd, vals[h*d:], kvd, cnt, scale, sc, next)
+			// The kernel fetches 128 bytes of each row of its two
+			// streams: the next head's keys, and their second half
+			// where a head is wider than 64 values.
+			next2 := []uint16(nil)
+			if next != nil && d > 64 {
+				next2 = next[64:]
+			}
+			for g := 0; g < G; g += 4 {
+				kernels.AttnScores4BF16Rows(sc[h*G+g:], cols, keys[h*d:], kvd, cnt, q[(h*G+g)*d:][:4*d], scale, next, next2)
+				next, next2 = nil, nil // fetched by the first four heads' scores
+			}
 		}
+		// M' = max(M, the block's maximum) and α = Exp(M − M'): where the
+		// maximum did not move (and is finite) M − M' is +0 and α exactly
+		// 1, reduceBlock's skip; e_j = Exp(s_j − M'), the difference
+		// rounded first; L = fl(L·α) + Σ e_j in j order from +0.
+		kernels.ColMax(mx, sc, cols, cnt)
+		for c, M0 := range m {
+			M := max(M0, mx[c])
+			al[c], m[c], mx[c] = M0-M, M, M
+		}
+		kernels.ExpShift(al, al, 0)
+		kernels.SubCols(sc, cols, cnt, mx)
+		kernels.ExpShift(sc, sc, 0)
+		kernels.ColSum(sum, sc, cols, cnt)
+		for c := range l {
+			l[c] = float32(l[c]*al[c]) + sum[c]
+		}
+		for h := range Hkv {
+			acc := part[h*stateN+2*G:][:G*d]
+			for g := 0; g < G; g += 4 {
+				var pf []uint16 // the next head's values, one head's work ahead
+				switch {
+				case g > 0:
+				case h+1 < Hkv:
+					pf = vals[(h+1)*d:]
+				default:
+					pf = nextVals
+				}
+				kernels.AccumRows4BF16Rows(acc[g*d:][:4*d], (*[4]float32)(al[h*G+g:]), sc[h*G+g:], cols, vals[h*d:], kvd, cnt, pf)
+			}
+		}
+	}
+	for h := range Hkv {
+		copy(part[h*stateN:][:G], m[h*G:][:G])
+		copy(part[h*stateN+G:][:G], l[h*G:][:G])
+	}
+}
+
+// splitScratch is one worker's buffers for splitBF16, for up to its
+// number of query heads: a block's scores a row per key, and per query
+// head the split's running M and L, the block's maximum (then M'), α
+// (padded to ExpShift's SIMD step) and Σ e_j.
+type splitScratch struct {
+	sc, m, l, mx, al, sum []float32
+}
+
+// splitScratches recycles splitScratch between attend calls (8 KiB of
+// scores for LFM2-8B-A1B's 32 query heads).
+var splitScratches sync.Pool
+
+// getSplitScratch returns a splitScratch for cols query heads.
+func getSplitScratch(cols int) *splitScratch {
+	if ss, ok := splitScratches.Get().(*splitScratch); ok && len(ss.m) >= cols {
+		return ss
+	}
+	return &splitScratch{
+		sc: make([]float32, attnBlock*cols),
+		m:  make([]float32, cols), l: make([]float32, cols), mx: make([]float32, cols),
+		al: make([]float32, roundUp64(cols)), sum: make([]float32, cols),
 	}
 }
 
@@ -395,6 +462,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 		var run, sp []float32
 		var ts *tileScratch
 		var rs *rowScratch
+		var ss *splitScratch
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
@@ -410,12 +478,12 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 					// kernels widen each key and value in a register
 					// (exact, so the bits are the same), which spares
 					// writing the block out as float32 and reading it
-					// back. Each head's slice is a strided part of
-					// every row, which the hardware prefetchers follow
-					// poorly, so each head's scores fetch its values
-					// and the next head's keys (the next block's first
-					// head's after the last), one head's work ahead.
-					splitBF16(rowsKV, lo, hi, Hkv, G, d, q[tk.r0*qd:][:qd], partBuf[tk.part:], scale, sc)
+					// back.
+					if ss == nil {
+						ss = getSplitScratch(Hq)
+						defer splitScratches.Put(ss)
+					}
+					splitBF16(rowsKV, lo, hi, Hkv, G, d, q[tk.r0*qd:][:qd], partBuf[tk.part:], scale, ss)
 					continue
 				}
 				// Otherwise a compact format's key and value rows are

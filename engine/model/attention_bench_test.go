@@ -49,30 +49,39 @@ func BenchmarkAttendPrompt(b *testing.B) {
 }
 
 // BenchmarkAttendDecode is the attention alone of one decode row after a
-// context of 16,384 positions, LFM2-8B-A1B's attention shapes, 2 threads,
-// each KV format: what deep decode adds to a step per attention layer,
-// with the key and value bytes it reads per second beside it (kv_GB/s), to
-// set against BenchmarkMemRead's rate on the same machine. The cache
-// (32 MiB of bf16) is larger than a core's L2, so each step reads it from
+// context of 16,384 positions, 2 threads, each KV format, with LFM2's
+// attention heads (32 query and 8 KV heads of 64) and LFM3-1.7B's (16 and
+// 4 of 128): what deep decode adds to a step per attention layer, with the
+// key and value bytes it reads per second beside it (kv_GB/s), to set
+// against BenchmarkMemRead's rate on the same machine. The cache (32 MiB
+// of bf16 in both) is larger than a core's L2, so each step reads it from
 // L3 or memory.
 func BenchmarkAttendDecode(b *testing.B) {
-	const G, Hkv, d, depth, threads = 4, 8, 64, 16384, 2
-	for _, dt := range kv.DTypes {
-		n := depth + 1
-		m, s, c := attnBenchModel(b, G, Hkv, d, n, threads, dt)
-		qd := Hkv * G * d
-		out := make([]float32, qd)
-		segs := []Segment{{s: s, Toks: make([]int, 1), Start: depth}}
-		b.Run(fmt.Sprintf("depth=%d/kv=%s", depth, dt), func(b *testing.B) {
-			ws := &workspace{}
-			for b.Loop() {
-				m.attend(ws, 0, segs, c.q[depth*qd:], out)
-			}
-			bytes := float64(dt.RowBytes(Hkv*d)) * 2 * float64(n)
-			b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "kv_GB/s")
-		})
-		m.pool.Close()
+	const depth, threads = 16384, 2
+	for _, sh := range []struct{ G, Hkv, d int }{{4, 8, 64}, {4, 4, 128}} {
+		for _, dt := range kv.DTypes {
+			attendDecodeBench(b, sh.G, sh.Hkv, sh.d, depth, threads, dt)
+		}
 	}
+}
+
+// attendDecodeBench runs BenchmarkAttendDecode for G·Hkv query heads over
+// Hkv KV heads of d after depth positions in format dt.
+func attendDecodeBench(b *testing.B, G, Hkv, d, depth, threads int, dt kv.DType) {
+	n := depth + 1
+	m, s, c := attnBenchModel(b, G, Hkv, d, n, threads, dt)
+	defer m.pool.Close()
+	qd := Hkv * G * d
+	out := make([]float32, qd)
+	segs := []Segment{{s: s, Toks: make([]int, 1), Start: depth}}
+	b.Run(fmt.Sprintf("heads=%dx%dx%d/depth=%d/kv=%s", Hkv*G, Hkv, d, depth, dt), func(b *testing.B) {
+		ws := &workspace{}
+		for b.Loop() {
+			m.attend(ws, 0, segs, c.q[depth*qd:], out)
+		}
+		bytes := float64(dt.RowBytes(Hkv*d)) * 2 * float64(n)
+		b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "kv_GB/s")
+	})
 }
 
 // attnBenchModel returns a one-attention-layer model of G·Hkv query heads

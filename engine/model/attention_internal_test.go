@@ -212,15 +212,17 @@ func TestAttendTilesMatchRows(t *testing.T) {
 }
 
 // TestAttendBF16InPlace: decode rows over a bfloat16 cache give the same
-// bits when their split tasks read the cache in place (reduceBlockBF16) as
-// when they widen each block first and run reduceBlock, for groups of 4
-// and 8 query heads, head widths 64 and 128, rows one and three at a time
-// across split boundaries, with the last block cut anywhere.
+// bits when their split tasks read the cache in place (splitBF16, all the
+// row's query heads at once) as when they widen each block first and run
+// reduceBlock head by head, for groups of 4 and 8 query heads, head widths
+// 64 and 128, 8 to 32 query heads in all (the column kernels' SIMD part,
+// its Go tail, and both), rows one and three at a time across split
+// boundaries, with the last block cut anywhere.
 func TestAttendBF16InPlace(t *testing.T) {
 	saved := attnBF16InPlace
 	defer func() { attnBF16InPlace = saved }()
 	rng := rand.New(rand.NewPCG(89, 90))
-	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2100}, {8, 1, 128, 1090}, {4, 3, 64, 1030}} {
+	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2100}, {8, 1, 128, 1090}, {4, 3, 64, 1030}, {4, 8, 64, 2100}, {8, 4, 64, 1100}, {4, 5, 128, 1070}} {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
 		from := tc.n - 21
 		attnBF16InPlace = func(int) bool { return false }

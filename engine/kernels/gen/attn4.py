@@ -30,26 +30,37 @@ def load(bf16, mem, z):
     return [f"\tVMOVUPS   {mem}, {z}"]
 
 
-def scores(bf16):
+def scores(bf16, rowmajor=False):
     name = "attnScores4BF16Z" if bf16 else "attnScores4Z"
+    if rowmajor:
+        name = "attnScores4BF16RowsZ"
     elem = "uint16" if bf16 else "float32"
     esize = 2 if bf16 else 4
     pf = f", pfa, pfb []{elem}"
     lines = 2 if bf16 else 4  # a 64-value head's slice of a row
+    perm = "" if rowmajor else ", perm *[16]int32"
     w(f'''
-// func {name}(sc []float32, scStride int, keys []{elem}, keyStride, cnt int, q []float32, scale float32, perm *[16]int32{pf})
+// func {name}(sc []float32, scStride int, keys []{elem}, keyStride, cnt int, q []float32, scale float32{perm}{pf})
 //
 // Four keys at a time (cnt a multiple of 4, d = len(q)/4 a multiple of
 // 16): Z(4g+k) runs the 16 lanes of dotF32Go for key k and query head g
 // (lane i%16 takes fma(k[i], q_g[i], ·) in increasing i), each 16-value
 // chunk of a key loaded once and each chunk of a head loaded once for the
-// four keys. SUM16X16 then sums every accumulator's lanes in reduce16's
-// order, VPERMPS (perm is &scores16Perm) puts head g's four scores in lanes
+// four keys. SUM16X16 then sums every accumulator's lanes in reduce16's''')
+    if rowmajor:
+        w('''// order, which leaves key k's four scores in lanes 4k…4k+3, heads in
+// order: they are multiplied by scale and stored as a row at
+// sc[j·scStride+g], the layout of a block's scores for every query head
+// at once.''')
+    else:
+        w('''// order, VPERMPS (perm is &scores16Perm) puts head g's four scores in lanes
 // 4g…4g+3, and they are multiplied by scale and stored at sc[g·scStride+j].''')
     w(f'''// Before each four keys' sums it prefetches the first {64 * lines} bytes of the
 // same four rows of pfa and pfb (rows keyStride apart, like the keys): memory
 // the caller reads next, fetched while these sums run.''')
-    w(f'''TEXT ·{name}(SB), NOSPLIT, $8-160
+    args = 152 if rowmajor else 160
+    pfa = 104 if rowmajor else 112
+    w(f'''TEXT ·{name}(SB), NOSPLIT, $8-{args}
 	MOVQ         sc_base+0(FP), DI
 	MOVQ         scStride+24(FP), R12
 	SHLQ         $2, R12           // scores stride in bytes
@@ -66,12 +77,13 @@ def scores(bf16):
 	SHLQ         $2, R11           // one head's query in bytes
 	LEAQ         (R11)(R11*2), R10 // three heads'
 	SHRQ         $4, DX            // chunks of 16 values
-	VBROADCASTSS scale+96(FP), Z17
-	MOVQ         perm+104(FP), AX
+	VBROADCASTSS scale+96(FP), Z17''')
+    if not rowmajor:
+        w('''	MOVQ         perm+104(FP), AX
 	VMOVDQU32    (AX), Z16''')
-    w('''	MOVQ         pfa_base+112(FP), R15
+    w(f'''	MOVQ         pfa_base+{pfa}(FP), R15
 	SUBQ         SI, R15           // pfa's distance from the keys
-	MOVQ         pfb_base+136(FP), AX
+	MOVQ         pfb_base+{pfa + 24}(FP), AX
 	SUBQ         SI, AX
 	MOVQ         AX, pfb-8(SP)     // pfb's''')
     w("\ngroup:")
@@ -111,9 +123,10 @@ chunk:''')
 	ADDQ      $64, BX
 	DECQ      AX
 	JNE       chunk
-	SUM16X16
-	VPERMPS       Z0, Z16, Z0
-	VMULPS        Z17, Z0, Z0
+	SUM16X16''')
+    if not rowmajor:
+        w("\tVPERMPS       Z0, Z16, Z0")
+    w(f'''	VMULPS        Z17, Z0, Z0
 	LEAQ          (DI)(R12*2), AX
 	VMOVUPS       X0, (DI)
 	VEXTRACTF32X4 $1, Z0, X1
@@ -122,7 +135,7 @@ chunk:''')
 	VMOVUPS       X1, (AX)
 	VEXTRACTF32X4 $3, Z0, X1
 	VMOVUPS       X1, (AX)(R12*1)
-	ADDQ          $16, DI
+	{"LEAQ          (DI)(R12*4), DI" if rowmajor else "ADDQ          $16, DI"}
 	LEAQ          (SI)(R13*4), SI
 	DECQ          CX
 	JNE           group
@@ -130,20 +143,28 @@ chunk:''')
 	RET''')
 
 
-def accrows(bf16):
+def accrows(bf16, rowmajor=False):
     name = "accRows4BF16Z" if bf16 else "accRows4Z"
+    if rowmajor:
+        name = "accRows4BF16RowsZ"
     elem = "uint16" if bf16 else "float32"
     esize = 2 if bf16 else 4
     how = "widened once" if bf16 else "loaded once"
+    pRow = ", pRow int, pf []uint16" if rowmajor else ""
+    weight = "p[g·pStride+j·pRow]" if rowmajor else "p[g·pStride+j]"
     w(f'''
-// func {name}(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []{elem}, vStride, cnt int)
+// func {name}(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []{elem}, vStride, cnt int{pRow})
 //
 // 64 columns of four accumulators accStride floats apart, in Z(4g)…Z(4g+3)
 // for head g, each multiplied by its alpha (by 1 exactly where the
 // reference skips it); for j = 0 … cnt−1 (cnt ≥ 1) the value row's 64
 // values are {how} (Z16–Z19) and fused into each accumulator with its
-// weight p[g·pStride+j] broadcast: acc = fma(p, v, acc) in j order.
-TEXT ·{name}(SB), NOSPLIT, $0-112
+// weight {weight} broadcast: acc = fma(p, v, acc) in j order.''')
+    if rowmajor:
+        w('''// With each row it prefetches the first 128 bytes of row j of pf (rows
+// vStride apart, like the values): memory the caller reads next, fetched
+// while these sums run.''')
+    w(f'''TEXT ·{name}(SB), NOSPLIT, $0-{144 if rowmajor else 112}
 	MOVQ acc_base+0(FP), DI
 	MOVQ accStride+24(FP), BX
 	SHLQ $2, BX                // accumulator stride in bytes
@@ -157,6 +178,11 @@ TEXT ·{name}(SB), NOSPLIT, $0-112
 	MOVQ vStride+96(FP), R9
 	SHLQ ${esize.bit_length() - 1}, R9                // value row stride in bytes
 	MOVQ cnt+104(FP), CX''')
+    if rowmajor:
+        w('''	MOVQ pRow+112(FP), R12
+	SHLQ $2, R12               // weights row stride in bytes
+	MOVQ pf_base+120(FP), R13
+	SUBQ SI, R13               // pf's distance from the values''')
     accaddr = ["(DI)", "(DI)(BX*1)", "(DI)(BX*2)", "(DI)(R11*1)"]
 
     def off(o, a):
@@ -171,6 +197,9 @@ TEXT ·{name}(SB), NOSPLIT, $0-112
         for c in range(4):
             w(f"\tVMULPS Z{20 + g}, Z{4 * g + c}, Z{4 * g + c}")
     w("\narow:")
+    if rowmajor:
+        w("\tPREFETCHT0 (SI)(R13*1)")
+        w("\tPREFETCHT0 64(SI)(R13*1)")
     if bf16:
         for c in range(4):
             w(f"\tVPMOVZXWD {off(32 * c, '(SI)')}, Z{16 + c}")
@@ -186,7 +215,7 @@ TEXT ·{name}(SB), NOSPLIT, $0-112
     for g in range(4):
         for c in range(4):
             w(f"\tVFMADD231PS Z{16 + c}, Z{20 + g}, Z{4 * g + c}")
-    w('''	ADDQ $4, DX
+    w(f'''	ADDQ {"R12" if rowmajor else "$4"}, DX
 	ADDQ R9, SI
 	DECQ CX
 	JNE  arow''')
@@ -200,4 +229,6 @@ scores(False)
 accrows(False)
 scores(True)
 accrows(True)
+scores(True, rowmajor=True)
+accrows(True, rowmajor=True)
 sys.stdout.write("\n".join(L) + "\n")
