@@ -100,3 +100,49 @@ yloop:
 ydone:
 	VZEROUPPER
 	RET
+
+// func mulAddPeakZ(n int)
+//
+// n × 8 pairs of VMULPD and VADDPD on 512-bit registers, eight independent
+// chains of float64 x·y then acc + that, the unfused form of a product-sum
+// that keeps a multiply's rounding (quant/gptq's kernels): 128·n flops.
+// Where the adds share the multiplies' ports, it runs at half the rate of
+// as many float64 FMAs.
+TEXT ·mulAddPeakZ(SB), NOSPLIT, $0-8
+	MOVQ   n+0(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ  CX, CX
+	JEQ    mdone
+
+mloop:
+	VMULPD Z16, Z17, Z8
+	VMULPD Z16, Z17, Z9
+	VMULPD Z16, Z17, Z10
+	VMULPD Z16, Z17, Z11
+	VMULPD Z16, Z17, Z12
+	VMULPD Z16, Z17, Z13
+	VMULPD Z16, Z17, Z14
+	VMULPD Z16, Z17, Z15
+	VADDPD Z8, Z0, Z0
+	VADDPD Z9, Z1, Z1
+	VADDPD Z10, Z2, Z2
+	VADDPD Z11, Z3, Z3
+	VADDPD Z12, Z4, Z4
+	VADDPD Z13, Z5, Z5
+	VADDPD Z14, Z6, Z6
+	VADDPD Z15, Z7, Z7
+	DECQ   CX
+	JNE    mloop
+
+mdone:
+	VZEROUPPER
+	RET

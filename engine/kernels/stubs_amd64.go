@@ -152,6 +152,14 @@ func fmaPeakZ(n int)
 //go:noescape
 func fmaPeakY(n int)
 
+// mulAddPeakZ runs n iterations of 8 independent pairs of 512-bit VMULPD
+// and VADDPD (128·n flops): the core's peak for float64 products and sums
+// kept apart, as quant/gptq's kernels keep them (peak_amd64.s). Only
+// BenchmarkFMAPeak calls it.
+//
+//go:noescape
+func mulAddPeakZ(n int)
+
 // decodeTile4Z and decodeTile8Z are decodeTileGo(BFP4, ...) and
 // decodeTileGo(BFP8, ...) with 512-bit registers; they prefetch the tile
 // ahead bytes on from t (tile512_amd64.s).
