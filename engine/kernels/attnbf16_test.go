@@ -166,11 +166,12 @@ func TestAccumRows4BF16(t *testing.T) {
 	})
 }
 
-// TestAttnScores4BF16Rows: the scores laid out a row per key have the bits
-// of AttnScores4's reference on the widened keys, on every path, for head
-// widths the SIMD kernel takes and others, key counts that leave 0–3 keys
-// over, and special patterns among the keys; nothing between the rows'
-// four scores, or past the last row, is written.
+// TestAttnScores4BF16Rows: the scores laid out a row per key
+// (AttnScores4BF16Rows, and AttnScores4Rows on the widened keys) have the
+// bits of AttnScores4's reference on the widened keys, on every path, for
+// head widths the SIMD kernel takes and others, key counts that leave 0–3
+// keys over, and special patterns among the keys; nothing between the
+// rows' four scores, or past the last row, is written.
 func TestAttnScores4BF16Rows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(105, 106))
 	tileImpls(t, func(t *testing.T, impl string) {
@@ -188,9 +189,19 @@ func TestAttnScores4BF16Rows(t *testing.T) {
 						next, vals = randKVBF16(rng, len(keys), false), make([]uint16, len(keys))
 					}
 					AttnScores4BF16Rows(sc[2:], scStride, keys, keyStride, cnt, q, scale, next, vals)
+					wide := widenAll(keys)
 					want := make([]float32, 4*refStride)
-					withGo(func() { AttnScores4(want, refStride, widenAll(keys), keyStride, cnt, q, scale, nil, nil) })
+					withGo(func() { AttnScores4(want, refStride, wide, keyStride, cnt, q, scale, nil, nil) })
+					f32 := make([]float32, len(sc))
+					var nextF, valsF []float32
+					if specials {
+						nextF, valsF = widenAll(next), make([]float32, len(keys))
+					}
+					AttnScores4Rows(f32[2:], scStride, wide, keyStride, cnt, q, scale, nextF, valsF)
 					for i, got := range sc {
+						if !same(f32[i], got) {
+							t.Fatalf("%s d=%d cnt=%d specials=%v: AttnScores4Rows sc[%d] = %g, AttnScores4BF16Rows %g", impl, d, cnt, specials, i, f32[i], got)
+						}
 						j, c := (i-2)/scStride, (i-2)%scStride
 						if i < 2 || j >= cnt || c >= 4 {
 							if got != 0 {
@@ -208,7 +219,8 @@ func TestAttnScores4BF16Rows(t *testing.T) {
 	})
 }
 
-// TestAccumRows4BF16Rows: with the weights a row per value row, each
+// TestAccumRows4BF16Rows: with the weights a row per value row
+// (AccumRows4BF16Rows, and AccumRows4Rows on the widened rows), each
 // accumulator is rescaled by its alpha and then one fused chain per element
 // over the widened value rows, in order, on every path, with special
 // patterns among the values and the weights.
@@ -244,15 +256,25 @@ func TestAccumRows4BF16Rows(t *testing.T) {
 							want[1+g*d+i] = x
 						}
 					}
-					acc := append([]float32(nil), init...)
 					var next []uint16 // rows to prefetch, which change nothing
 					if specials {
 						next = randKVBF16(rng, len(v), false)
 					}
-					AccumRows4BF16Rows(acc[1:1+4*d], &alpha, p, pRow, v, vStride, cnt, next)
-					for i := range acc {
-						if !same(acc[i], want[i]) {
-							t.Fatalf("%s d=%d cnt=%d specials=%v: acc[%d] = %g, want %g", impl, d, cnt, specials, i-1, acc[i], want[i])
+					for _, kernel := range []string{"AccumRows4BF16Rows", "AccumRows4Rows"} {
+						acc := append([]float32(nil), init...)
+						if kernel == "AccumRows4Rows" {
+							var nextF []float32
+							if next != nil {
+								nextF = widenAll(next)
+							}
+							AccumRows4Rows(acc[1:1+4*d], &alpha, p, pRow, wide, vStride, cnt, nextF)
+						} else {
+							AccumRows4BF16Rows(acc[1:1+4*d], &alpha, p, pRow, v, vStride, cnt, next)
+						}
+						for i := range acc {
+							if !same(acc[i], want[i]) {
+								t.Fatalf("%s %s d=%d cnt=%d specials=%v: acc[%d] = %g, want %g", impl, kernel, d, cnt, specials, i-1, acc[i], want[i])
+							}
 						}
 					}
 				}

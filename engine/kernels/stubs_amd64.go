@@ -273,6 +273,15 @@ func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, 
 //go:noescape
 func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, pf []uint16)
 
+// attnScores4RowsZ and accRows4RowsZ are attnScores4BF16RowsZ and
+// accRows4BF16RowsZ for float32 rows (attn4_amd64.s).
+//
+//go:noescape
+func attnScores4RowsZ(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, pfa, pfb []float32)
+
+//go:noescape
+func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int, pRow int, pf []float32)
+
 // attnScores4Z is attnScores4Go with 512-bit registers for cnt a positive
 // multiple of 4 and len(q)/4 a multiple of 16; perm is &scores16Perm; it
 // prefetches the keys' rows of pfa and pfb (attn4_amd64.s).

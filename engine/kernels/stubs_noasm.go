@@ -184,6 +184,28 @@ func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []floa
 	}
 }
 
+func attnScores4RowsZ(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _, _ []float32) {
+	d := len(q) / 4
+	var d4 [4]float32
+	for j := range cnt {
+		dotF32b4Go(&d4, keys[j*keyStride:][:d], q, d)
+		for g, v := range d4 {
+			sc[j*scStride+g] = v * scale
+		}
+	}
+}
+
+func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int, pRow int, _ []float32) {
+	for g, a := range alpha {
+		Scale(a, acc[g*accStride:][:64])
+	}
+	for j := range cnt {
+		for g := range 4 {
+			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j*pRow], v[j*vStride:][:64])
+		}
+	}
+}
+
 func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int) {
 	for g, a := range alpha {
 		Scale(a, acc[g*accStride:][:64])

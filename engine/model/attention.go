@@ -179,92 +179,89 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 	}
 }
 
-// splitBF16 runs one decode row's split over positions [lo, hi) of a
-// bfloat16 cache read in place (kv covers every head's slice of each row),
-// for the Hkv·G query heads of q [Hkv·G·d], into the Hkv heads' states,
-// stateN = G·(d+2) floats apart in part, which the caller has reset; G is
-// a multiple of 4. lo may fall inside a block (a sliding window's start):
-// the first block is then read from lo.
+// rowKernels are the score and weighted-sum kernels splitRows runs on key
+// and value rows of T: bfloat16 read in place, whose kernels widen each
+// value in a register (exact), or float32.
+type rowKernels[T uint16 | float32] struct {
+	scores func(sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, next, vals []T)
+	accum  func(acc []float32, alpha *[4]float32, p []float32, pRow int, v []T, vStride, cnt int, next []T)
+}
+
+var (
+	bf16RowKernels = rowKernels[uint16]{kernels.AttnScores4BF16Rows, kernels.AccumRows4BF16Rows}
+	f32RowKernels  = rowKernels[float32]{kernels.AttnScores4Rows, kernels.AccumRows4Rows}
+)
+
+// splitRows runs one decode row's split over positions [lo, hi), for the
+// Hkv·G query heads of q [Hkv·G·d], into the Hkv heads' states, stateN =
+// G·(d+2) floats apart in part, which the caller has reset; G is a
+// multiple of 4. rows(b0, cnt) returns the key and value rows of every
+// head of the cnt positions from b0 (within one block), stride floats or
+// bfloat16s apart: read in place from the cache (inPlace), or decoded from
+// a compact format into a buffer the next call reuses. lo may fall inside
+// a block (a sliding window's start): the first block is then read from
+// lo.
 //
 // Block by block it takes the online softmax step reduceBlock does for
 // each query head, with the bits of its operations, but all the row's
 // query heads at once, as the prompt tiles do (tileScratch.block): the
-// kernels widen each key and value in a register as they read it (exact),
-// and write a block's scores a row per key with every query head side by
-// side, so that the maximum, the exponentials and their sums run down the
-// columns of all of them in a few vector passes, not a scalar chain of
-// additions and a call of each kernel per head. A head's slice is a
-// strided part of every row, which the hardware prefetchers follow poorly,
-// so the kernels fetch one head's work ahead: each KV head's scores the
-// next head's keys, each head's weighted sums the next head's values (the
-// next block's first head's after the last). Spread so, the block's reads
-// overlap all of its arithmetic, not the scores' alone.
-func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
-	stateN, kvd, cols := G*(d+2), Hkv*d, Hkv*G
+// kernels write a block's scores a row per key with every query head side
+// by side, so that the maximum, the exponentials and their sums run down
+// the columns of all of them in a few vector passes, not a scalar chain of
+// additions and a call of each kernel per head. Rows read in place are
+// fetched one head's work ahead, since a head's slice is a strided part of
+// every row, which the hardware prefetchers follow poorly: each KV head's
+// scores fetch the next head's keys, each head's weighted sums the next
+// head's values (the next block's first head's after the last). Spread so,
+// the block's reads overlap all of its arithmetic, not the scores' alone.
+func splitRows[T uint16 | float32](k rowKernels[T], rows func(b0, cnt int) (keys, vals []T, stride int), inPlace bool, lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
+	stateN, cols := G*(d+2), Hkv*G
 	m, l := ss.m[:cols], ss.l[:cols]
 	for c := range m {
 		m[c], l[c] = negInf, 0
 	}
-	mx, al, sum := ss.mx[:cols], ss.al[:roundUp64(cols)], ss.sum[:cols]
-	clear(al) // the padding's Exp(+0) = 1 is computed and never read
+	clear(ss.al[:roundUp64(cols)]) // the padding's Exp(+0) = 1 is computed and never read
 	for b0, be := lo, 0; b0 < hi; b0 = be {
 		be = blockEnd(b0, hi)
 		cnt := be - b0
-		keys, vals := kv.rowsBF16(b0)
-		var nextBlock []uint16
-		if be < hi {
-			nextBlock, _ = kv.rowsBF16(be)
+		keys, vals, ks := rows(b0, cnt)
+		var nextKeys, nextVals []T
+		if inPlace && be < hi {
+			nextKeys, nextVals, _ = rows(be, min(attnBlock, hi-be))
 		}
 		sc := ss.sc[:cnt*cols]
-		nextVals := []uint16(nil)
-		if be < hi {
-			_, nextVals = kv.rowsBF16(be)
-		}
 		for h := range Hkv {
-			next := nextBlock
+			next := nextKeys
 			if h+1 < Hkv {
 				next = keys[(h+1)*d:]
 			}
-			// The kernel fetches 128 bytes of each row of its two
-			// streams: the next head's keys, and their second half
-			// where a head is wider than 64 values.
-			next2 := []uint16(nil)
-			if next != nil && d > 64 {
+			// The kernels fetch the first 64 values of each row of
+			// their two streams: the next head's keys, and their
+			// second 64 where a head is wider.
+			var next2 []T
+			if !inPlace {
+				next = nil
+			} else if next != nil && d > 64 {
 				next2 = next[64:]
 			}
 			for g := 0; g < G; g += 4 {
-				kernels.AttnScores4BF16Rows(sc[h*G+g:], cols, keys[h*d:], kvd, cnt, q[(h*G+g)*d:][:4*d], scale, next, next2)
+				k.scores(sc[h*G+g:], cols, keys[h*d:], ks, cnt, q[(h*G+g)*d:][:4*d], scale, next, next2)
 				next, next2 = nil, nil // fetched by the first four heads' scores
 			}
 		}
-		// M' = max(M, the block's maximum) and α = Exp(M − M'): where the
-		// maximum did not move (and is finite) M − M' is +0 and α exactly
-		// 1, reduceBlock's skip; e_j = Exp(s_j − M'), the difference
-		// rounded first; L = fl(L·α) + Σ e_j in j order from +0.
-		kernels.ColMax(mx, sc, cols, cnt)
-		for c, M0 := range m {
-			M := max(M0, mx[c])
-			al[c], m[c], mx[c] = M0-M, M, M
-		}
-		kernels.ExpShift(al, al, 0)
-		kernels.SubCols(sc, cols, cnt, mx)
-		kernels.ExpShift(sc, sc, 0)
-		kernels.ColSum(sum, sc, cols, cnt)
-		for c := range l {
-			l[c] = float32(l[c]*al[c]) + sum[c]
-		}
+		ss.softmax(sc, cols, cnt)
 		for h := range Hkv {
 			acc := part[h*stateN+2*G:][:G*d]
 			for g := 0; g < G; g += 4 {
-				var pf []uint16 // the next head's values, one head's work ahead
+				var next []T // the next head's values, one head's work ahead
 				switch {
-				case g > 0:
+				case !inPlace || g > 0:
 				case h+1 < Hkv:
-					pf = vals[(h+1)*d:]
+					next = vals[(h+1)*d:]
 				default:
-					pf = nextVals
+					next = nextVals
 				}
-				kernels.AccumRows4BF16Rows(acc[g*d:][:4*d], (*[4]float32)(al[h*G+g:]), sc[h*G+g:], cols, vals[h*d:], kvd, cnt, pf)
+				k.accum(acc[g*d:][:4*d], (*[4]float32)(ss.al[h*G+g:]), sc[h*G+g:], cols, vals[h*d:], ks, cnt, next)
 			}
 		}
 	}
@@ -274,7 +271,29 @@ func splitBF16(kv attnKV, lo, hi, Hkv, G, d int, q, part []float32, scale float3
 	}
 }
 
-// splitScratch is one worker's buffers for splitBF16, for up to its
+// softmax is the middle of splitRows' online softmax step for the cnt rows
+// of cols scores in sc: M' = max(M, the block's maximum) and α = Exp(M −
+// M') per column (where the maximum did not move, and is finite, M − M' is
+// +0 and α exactly 1, reduceBlock's skip), e_j = Exp(s_j − M') in place,
+// the difference rounded first, and L = fl(L·α) + Σ e_j in j order from +0.
+// α is left in ss.al.
+func (ss *splitScratch) softmax(sc []float32, cols, cnt int) {
+	m, l, mx, al, sum := ss.m[:cols], ss.l[:cols], ss.mx[:cols], ss.al[:roundUp64(cols)], ss.sum[:cols]
+	kernels.ColMax(mx, sc, cols, cnt)
+	for c, M0 := range m {
+		M := max(M0, mx[c])
+		al[c], m[c], mx[c] = M0-M, M, M
+	}
+	kernels.ExpShift(al, al, 0)
+	kernels.SubCols(sc, cols, cnt, mx)
+	kernels.ExpShift(sc, sc, 0)
+	kernels.ColSum(sum, sc, cols, cnt)
+	for c := range l {
+		l[c] = float32(l[c]*al[c]) + sum[c]
+	}
+}
+
+// splitScratch is one worker's buffers for splitRows, for up to its
 // number of query heads: a block's scores a row per key, and per query
 // head the split's running M and L, the block's maximum (then M'), α
 // (padded to ExpShift's SIMD step) and Σ e_j.
@@ -409,7 +428,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 	qd, kvd := Hq*d, Hkv*d
 	stateN := G * (d + 2)
 	tiles := attnTiles && d%16 == 0
-	bf16InPlace := m.kvDType == kv.BF16 && G%4 == 0 && attnBF16InPlace(d)
+	splitRowsFast := G%4 == 0 && attnSplitRows(d)
+	bf16InPlace := m.kvDType == kv.BF16 && attnBF16InPlace(d)
 	tasks := ws.attnTasks[:0]
 	var merges []attnMerge
 	parts := 0
@@ -473,27 +493,48 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 					newAttnState(partBuf[tk.part+h*stateN:], G, d)
 				}
 				rowsKV := attnKV{dt: m.kvDType, pages: sg.s.state.(*cpuState).table.PagesOf(l), l: l, kvd: kvd, d: kvd} // every head's slice
-				if bf16InPlace {
-					// A bfloat16 cache is read where it lies: the
-					// kernels widen each key and value in a register
-					// (exact, so the bits are the same), which spares
-					// writing the block out as float32 and reading it
-					// back.
+				qr, pr := q[tk.r0*qd:][:qd], partBuf[tk.part:]
+				if splitRowsFast {
 					if ss == nil {
 						ss = getSplitScratch(Hq)
 						defer splitScratches.Put(ss)
 					}
-					splitBF16(rowsKV, lo, hi, Hkv, G, d, q[tk.r0*qd:][:qd], partBuf[tk.part:], scale, ss)
+					switch {
+					case bf16InPlace:
+						// A bfloat16 cache is read where it lies: the
+						// kernels widen each key and value in a
+						// register (exact, so the bits are the same),
+						// which spares writing the block out as
+						// float32 and reading it back.
+						splitRows(bf16RowKernels, func(b0, _ int) ([]uint16, []uint16, int) {
+							k, v := rowsKV.rowsBF16(b0)
+							return k, v, kvd
+						}, true, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+					case m.kvDType == kv.F32:
+						splitRows(f32RowKernels, func(b0, cnt int) ([]float32, []float32, int) {
+							k, _, v, _ := rowsKV.block(b0, cnt, nil, nil)
+							return k, v, kvd
+						}, true, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+					default:
+						// A compact format's key and value rows are
+						// decoded whole, block by block, every head's
+						// slice at once: one sweep of contiguous
+						// memory, which the hardware prefetches.
+						if rs == nil {
+							rs = getRowScratch(kvd)
+							defer rowScratches.Put(rs)
+						}
+						splitRows(f32RowKernels, func(b0, cnt int) ([]float32, []float32, int) {
+							k, _, v, _ := rowsKV.block(b0, cnt, rs.k, rs.v)
+							return k, v, kvd
+						}, false, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+					}
 					continue
 				}
-				// Otherwise a compact format's key and value rows are
-				// decoded whole, block by block, every head's slice at
-				// once: one sweep of contiguous memory, which the
-				// hardware prefetches, rather than one head's slice of
-				// every row at a time. The values are the same, so each
-				// head runs the split's reduceBlock steps as a tile row
-				// does. A float32 cache is read in place, each head's
-				// scores prefetching as reduceBlockBF16's do.
+				// Without the SIMD kernels (or for groups not of four
+				// query heads) each head runs the split's reduceBlock
+				// steps: a compact format's rows decoded whole, block
+				// by block, a float32 cache read in place.
 				if rs == nil && m.kvDType != kv.F32 {
 					rs = getRowScratch(kvd)
 					defer rowScratches.Put(rs)
@@ -515,8 +556,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 						if rs == nil && h+1 < Hkv {
 							next = keys[(h+1)*d:]
 						}
-						s := newAttnStateRaw(partBuf[tk.part+h*stateN:], G, d)
-						reduceBlock(s, q[tk.r0*qd+h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc, next)
+						s := newAttnStateRaw(pr[h*stateN:], G, d)
+						reduceBlock(s, qr[h*G*d:][:G*d], keys[h*d:], ks, vals[h*d:], vs, cnt, scale, sc, next)
 					}
 				}
 				continue
@@ -621,11 +662,16 @@ func newAttnStateRaw(buf []float32, G, d int) attnState {
 	return attnState{m: buf[:G], l: buf[G : 2*G], acc: buf[2*G : 2*G+G*d]}
 }
 
-// attnBF16InPlace reports whether a decode row's split task reads a
-// bfloat16 cache in place (reduceBlockBF16) for heads of d values: where
-// its kernels run on SIMD; elsewhere widening each block once and running
-// the float32 kernels is faster. Both give the same bits; tests set it to
-// run either.
+// attnSplitRows reports whether a decode row's split tasks run splitRows,
+// every query head of the row at once, for heads of d values: where its
+// kernels run on SIMD; elsewhere each head runs reduceBlock, whose kernels
+// are faster there. Both give the same bits; tests set it to run either.
+var attnSplitRows = kernels.BF16AttnFast
+
+// attnBF16InPlace reports whether splitRows reads a bfloat16 cache in
+// place for heads of d values (its kernels widening each value in a
+// register) rather than widening each block's rows first. Both give the
+// same bits; tests set it to run either.
 var attnBF16InPlace = kernels.BF16AttnFast
 
 // rowScratch holds one block of whole key and value rows decoded from a

@@ -211,27 +211,36 @@ func TestAttendTilesMatchRows(t *testing.T) {
 	}
 }
 
-// TestAttendBF16InPlace: decode rows over a bfloat16 cache give the same
-// bits when their split tasks read the cache in place (splitBF16, all the
-// row's query heads at once) as when they widen each block first and run
-// reduceBlock head by head, for groups of 4 and 8 query heads, head widths
-// 64 and 128, 8 to 32 query heads in all (the column kernels' SIMD part,
-// its Go tail, and both), rows one and three at a time across split
-// boundaries, with the last block cut anywhere.
-func TestAttendBF16InPlace(t *testing.T) {
-	saved := attnBF16InPlace
-	defer func() { attnBF16InPlace = saved }()
+// TestAttendSplitRows: decode rows give the same bits when their split
+// tasks run splitRows (all the row's query heads at once) as when each
+// head runs reduceBlock, in every KV format and, for a bfloat16 cache,
+// read in place or widened block by block first; for groups of 4 and 8
+// query heads, head widths 64 and 128, 8 to 32 query heads in all (the
+// column kernels' SIMD part, its Go tail, and both), rows one and three at
+// a time across split boundaries, with the last block cut anywhere.
+func TestAttendSplitRows(t *testing.T) {
+	savedRows, savedBF16 := attnSplitRows, attnBF16InPlace
+	defer func() { attnSplitRows, attnBF16InPlace = savedRows, savedBF16 }()
+	on := func(int) bool { return true }
+	off := func(int) bool { return false }
 	rng := rand.New(rand.NewPCG(89, 90))
 	for _, tc := range []struct{ G, Hkv, d, n int }{{4, 2, 64, 2100}, {8, 1, 128, 1090}, {4, 3, 64, 1030}, {4, 8, 64, 2100}, {8, 4, 64, 1100}, {4, 5, 128, 1070}} {
 		c := newAttnCase(rng, tc.G, tc.Hkv, tc.d, tc.n)
 		from := tc.n - 21
-		attnBF16InPlace = func(int) bool { return false }
-		want := c.runAs(kv.BF16, from, 1, 2)
-		attnBF16InPlace = func(int) bool { return true }
-		for _, chunk := range []int{1, 3} {
-			got := c.runAs(kv.BF16, from, chunk, 3)
-			if i := firstDiff(got, want); i >= 0 {
-				t.Fatalf("G=%d d=%d n=%d chunk %d: value %d is %g read in place, %g widened", tc.G, tc.d, tc.n, chunk, i, got[i], want[i])
+		for _, dt := range kv.DTypes {
+			attnSplitRows, attnBF16InPlace = off, off
+			want := c.runAs(dt, from, 1, 2)
+			for _, inPlace := range []bool{true, false} {
+				attnSplitRows, attnBF16InPlace = on, off
+				if inPlace {
+					attnBF16InPlace = on
+				}
+				for _, chunk := range []int{1, 3} {
+					got := c.runAs(dt, from, chunk, 3)
+					if i := firstDiff(got, want); i >= 0 {
+						t.Fatalf("G=%d d=%d n=%d %s (bf16 in place %v) chunk %d: value %d is %g by splitRows, %g by reduceBlock", tc.G, tc.d, tc.n, dt, inPlace, chunk, i, got[i], want[i])
+					}
+				}
 			}
 		}
 	}
@@ -283,11 +292,12 @@ func TestAttendWindowMatchesReference(t *testing.T) {
 // TestAttendWindowInvariance: with a sliding window, the same bits for every
 // row at any chunking (decode rows by splits, prompt chunks by row tiles
 // and by the tile kernels) and thread count, and, in every KV format, the
-// bits of float32 attention over the rounded cache, whether a bfloat16
-// cache is read in place or widened.
+// bits of float32 attention over the rounded cache, whether a decode row's
+// splits run all its query heads at once (splitRows, a bfloat16 cache read
+// in place) or head by head (reduceBlock, on widened rows).
 func TestAttendWindowInvariance(t *testing.T) {
-	savedTiles, savedBF16 := attnTiles, attnBF16InPlace
-	defer func() { attnTiles, attnBF16InPlace = savedTiles, savedBF16 }()
+	savedTiles, savedRows, savedBF16 := attnTiles, attnSplitRows, attnBF16InPlace
+	defer func() { attnTiles, attnSplitRows, attnBF16InPlace = savedTiles, savedRows, savedBF16 }()
 	rng := rand.New(rand.NewPCG(97, 98))
 	round := map[kv.DType]func(x []float32) []float32{
 		kv.F32:  func(x []float32) []float32 { return x },
@@ -313,6 +323,7 @@ func TestAttendWindowInvariance(t *testing.T) {
 				tiles, inPlace bool
 			}{{1, 1, false, false}, {1, 3, false, true}, {3, 2, false, true}, {7, 2, true, false}, {17, 4, true, true}, {90, 3, true, true}, {45, 2, false, false}} {
 				attnTiles = v.tiles
+				attnSplitRows = func(int) bool { return v.inPlace }
 				attnBF16InPlace = func(int) bool { return v.inPlace }
 				got := c.runAs(dt, from, v.chunk, v.threads)
 				if i := firstDiff(got, ref); i >= 0 {

@@ -33,7 +33,7 @@ def load(bf16, mem, z):
 def scores(bf16, rowmajor=False):
     name = "attnScores4BF16Z" if bf16 else "attnScores4Z"
     if rowmajor:
-        name = "attnScores4BF16RowsZ"
+        name = "attnScores4BF16RowsZ" if bf16 else "attnScores4RowsZ"
     elem = "uint16" if bf16 else "float32"
     esize = 2 if bf16 else 4
     pf = f", pfa, pfb []{elem}"
@@ -146,11 +146,11 @@ chunk:''')
 def accrows(bf16, rowmajor=False):
     name = "accRows4BF16Z" if bf16 else "accRows4Z"
     if rowmajor:
-        name = "accRows4BF16RowsZ"
+        name = "accRows4BF16RowsZ" if bf16 else "accRows4RowsZ"
     elem = "uint16" if bf16 else "float32"
     esize = 2 if bf16 else 4
     how = "widened once" if bf16 else "loaded once"
-    pRow = ", pRow int, pf []uint16" if rowmajor else ""
+    pRow = f", pRow int, pf []{elem}" if rowmajor else ""
     weight = "p[g·pStride+j·pRow]" if rowmajor else "p[g·pStride+j]"
     w(f'''
 // func {name}(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []{elem}, vStride, cnt int{pRow})
@@ -161,7 +161,7 @@ def accrows(bf16, rowmajor=False):
 // values are {how} (Z16–Z19) and fused into each accumulator with its
 // weight {weight} broadcast: acc = fma(p, v, acc) in j order.''')
     if rowmajor:
-        w('''// With each row it prefetches the first 128 bytes of row j of pf (rows
+        w(f'''// With each row it prefetches the first {64 * esize} bytes of row j of pf (rows
 // vStride apart, like the values): memory the caller reads next, fetched
 // while these sums run.''')
     w(f'''TEXT ·{name}(SB), NOSPLIT, $0-{144 if rowmajor else 112}
@@ -198,8 +198,8 @@ def accrows(bf16, rowmajor=False):
             w(f"\tVMULPS Z{20 + g}, Z{4 * g + c}, Z{4 * g + c}")
     w("\narow:")
     if rowmajor:
-        w("\tPREFETCHT0 (SI)(R13*1)")
-        w("\tPREFETCHT0 64(SI)(R13*1)")
+        for ln in range(esize // 2 * 2):
+            w(f"\tPREFETCHT0 {64 * ln if ln else ''}(SI)(R13*1)")
     if bf16:
         for c in range(4):
             w(f"\tVPMOVZXWD {off(32 * c, '(SI)')}, Z{16 + c}")
@@ -231,4 +231,6 @@ scores(True)
 accrows(True)
 scores(True, rowmajor=True)
 accrows(True, rowmajor=True)
+scores(False, rowmajor=True)
+accrows(False, rowmajor=True)
 sys.stdout.write("\n".join(L) + "\n")
