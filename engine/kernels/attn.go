@@ -65,33 +65,7 @@ func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int,
 // prefetches, as AttnScores4BF16Rows is for bfloat16 keys (a decode row's
 // split over float32 rows, in place or decoded from a compact format).
 func AttnScores4Rows(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, next, vals []float32) {
-	if cnt <= 0 {
-		return
-	}
-	d := len(q) / 4
-	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || scStride < 4 || len(sc) < (cnt-1)*scStride+4 ||
-		(next != nil && len(next) < (cnt-1)*keyStride+1) || (vals != nil && len(vals) < (cnt-1)*keyStride+1) {
-		panic(fmt.Sprintf("kernels: AttnScores4Rows: %d keys of %d (stride %d) from %d, %d query floats, score rows stride %d of %d, %d and %d to prefetch", cnt, d, keyStride, len(keys), len(q), scStride, len(sc), len(next), len(vals)))
-	}
-	if next == nil {
-		next = keys
-	}
-	if vals == nil {
-		vals = keys
-	}
-	j := 0
-	if useSIMD && useAVX512 && d%16 == 0 && d > 0 {
-		if n := cnt &^ 3; n > 0 {
-			attnScores4RowsZ(sc, scStride, keys, keyStride, n, q, scale, next, vals)
-			j = n
-		}
-	}
-	// The rest (all of it without AVX-512) a key at a time on AttnScores4.
-	var t [4]float32
-	for ; j < cnt; j++ {
-		AttnScores4(t[:], 1, keys[j*keyStride:], keyStride, 1, q, scale, nil, nil)
-		copy(sc[j*scStride:][:4], t[:])
-	}
+	attnScores4Of("AttnScores4Rows", attnScores4RowsZ, dotF32b4, sc, 1, scStride, keys, keyStride, cnt, q, scale, next, vals)
 }
 
 // AccumRows4Rows is AccumRows4 with the weights laid out a row per value
@@ -100,31 +74,7 @@ func AttnScores4Rows(sc []float32, scStride int, keys []float32, keyStride, cnt 
 // vStride apart that the caller reads next: the SIMD kernel prefetches the
 // first 256 bytes of each of its cnt rows while it sums.
 func AccumRows4Rows(acc []float32, alpha *[4]float32, p []float32, pRow int, v []float32, vStride, cnt int, next []float32) {
-	d := len(acc) / 4
-	if len(acc) != 4*d || (cnt > 0 && (d > vStride || len(v) < (cnt-1)*vStride+d || pRow < 4 || len(p) < (cnt-1)*pRow+4 ||
-		(next != nil && len(next) < (cnt-1)*vStride+1))) {
-		panic(fmt.Sprintf("kernels: AccumRows4Rows: 4 accumulators of %d floats, %d rows of %d values (stride %d, %d floats), weight rows stride %d of %d, %d to prefetch", len(acc), cnt, d, vStride, len(v), pRow, len(p), len(next)))
-	}
-	if cnt > 0 && useSIMD && useAVX512 && d%64 == 0 && d > 0 {
-		if next == nil {
-			next = v
-		}
-		for c := 0; c < d; c += 64 {
-			accRows4RowsZ(acc[c:], d, alpha, p, 1, v[c:], vStride, cnt, pRow, next[min(c, len(next)-1):])
-		}
-		return
-	}
-	for g, a := range alpha {
-		if a != 1 {
-			Scale(a, acc[g*d:][:d])
-		}
-	}
-	for j := range cnt {
-		row := v[j*vStride:][:d]
-		for g := range 4 {
-			fmaAxpy(acc[g*d:][:d], p[j*pRow+g], row)
-		}
-	}
+	accumRows4Rows("AccumRows4Rows", accRows4RowsZ, acc, alpha, p, pRow, v, vStride, cnt, next)
 }
 
 // attnScores4Go is AttnScores4's reference.

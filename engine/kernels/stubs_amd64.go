@@ -246,28 +246,17 @@ func colSumZ(t, x []float32, stride, rows int)
 //go:noescape
 func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int)
 
-// attnScores4BF16Z is attnScores4BF16Go with 512-bit registers for cnt a
-// positive multiple of 4 and len(q)/4 a multiple of 16; perm is
-// &scores16Perm; it prefetches the keys' rows of pfa and pfb
-// (attn4_amd64.s).
-//
-//go:noescape
-func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, perm *[16]int32, pfa, pfb []uint16)
-
-// accRows4BF16Z is AccumRows4BF16 for 64 columns of each accumulator
-// (accStride floats apart) and cnt ≥ 1 (attn4_amd64.s).
-//
-//go:noescape
-func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int)
-
-// attnScores4BF16RowsZ is AttnScores4BF16Rows' SIMD part: attnScores4BF16Z
-// with each key's four scores stored as a row at sc[j·scStride:] instead
-// of permuted into the heads' rows (attn4_amd64.s).
+// attnScores4BF16RowsZ is AttnScores4BF16Rows' SIMD part for cnt a
+// positive multiple of 4 and len(q)/4 a multiple of 16: attnScores4Z on
+// bfloat16 keys, each key's four scores stored as a row at sc[j·scStride:];
+// it prefetches the keys' rows of pfa and pfb (attn4_amd64.s).
 //
 //go:noescape
 func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, pfa, pfb []uint16)
 
-// accRows4BF16RowsZ is accRows4BF16Z with head g's weight of row j at
+// accRows4BF16RowsZ is AccumRows4BF16Rows' SIMD part for 64 columns of
+// each accumulator (accStride floats apart) and cnt ≥ 1: accRows4Z on
+// bfloat16 value rows, with head g's weight of row j at
 // p[g·pStride+j·pRow]; it prefetches the rows of pf (attn4_amd64.s).
 //
 //go:noescape

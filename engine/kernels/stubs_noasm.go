@@ -154,73 +154,6 @@ func accRows4x64Z(acc []float32, alpha *[4]float32, p []float32, pStride int, v 
 	accRowsNGo(acc, 4, p, pStride, v, vStride, cnt)
 }
 
-func attnScores4BF16Z(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []uint16) {
-	attnScores4BF16Go(sc, scStride, keys, keyStride, cnt, q, scale)
-}
-
-func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _, _ []uint16) {
-	d := len(q) / 4
-	var d4 [4]float32
-	for j := range cnt {
-		dotBF16b4Go(&d4, keys[j*keyStride:][:d], q, d)
-		for g, v := range d4 {
-			sc[j*scStride+g] = v * scale
-		}
-	}
-}
-
-func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, _ []uint16) {
-	for g, a := range alpha {
-		Scale(a, acc[g*accStride:][:64])
-	}
-	row := make([]float32, 64)
-	for j := range cnt {
-		for i, b := range v[j*vStride:][:64] {
-			row[i] = bf16(b)
-		}
-		for g := range 4 {
-			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j*pRow], row)
-		}
-	}
-}
-
-func attnScores4RowsZ(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _, _ []float32) {
-	d := len(q) / 4
-	var d4 [4]float32
-	for j := range cnt {
-		dotF32b4Go(&d4, keys[j*keyStride:][:d], q, d)
-		for g, v := range d4 {
-			sc[j*scStride+g] = v * scale
-		}
-	}
-}
-
-func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int, pRow int, _ []float32) {
-	for g, a := range alpha {
-		Scale(a, acc[g*accStride:][:64])
-	}
-	for j := range cnt {
-		for g := range 4 {
-			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j*pRow], v[j*vStride:][:64])
-		}
-	}
-}
-
-func accRows4BF16Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int) {
-	for g, a := range alpha {
-		Scale(a, acc[g*accStride:][:64])
-	}
-	row := make([]float32, 64)
-	for j := range cnt {
-		for i, b := range v[j*vStride:][:64] {
-			row[i] = bf16(b)
-		}
-		for g := range 4 {
-			fmaAxpy(acc[g*accStride:][:64], p[g*pStride+j], row)
-		}
-	}
-}
-
 func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _ *[16]int32, _, _ []float32) {
 	attnScores4Go(sc, scStride, keys, keyStride, cnt, q, scale)
 }
@@ -230,4 +163,20 @@ func accRows4Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pSt
 		Scale(a, acc[g*accStride:][:64])
 		accRowsGo(acc[g*accStride:][:64], p[g*pStride:][:cnt], v, vStride)
 	}
+}
+
+func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _, _ []uint16) {
+	attnScores4Of("attnScores4BF16RowsZ", nil, dotBF16b4Go, sc, 1, scStride, keys, keyStride, cnt, q, scale, nil, nil)
+}
+
+func attnScores4RowsZ(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _, _ []float32) {
+	attnScores4Of("attnScores4RowsZ", nil, dotF32b4Go, sc, 1, scStride, keys, keyStride, cnt, q, scale, nil, nil)
+}
+
+func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, _ []uint16) {
+	accRows4Ref(acc, accStride, 64, alpha, p, pStride, pRow, v, vStride, cnt)
+}
+
+func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int, pRow int, _ []float32) {
+	accRows4Ref(acc, accStride, 64, alpha, p, pStride, pRow, v, vStride, cnt)
 }

@@ -227,8 +227,6 @@ def accrows(bf16, rowmajor=False):
 
 scores(False)
 accrows(False)
-scores(True)
-accrows(True)
 scores(True, rowmajor=True)
 accrows(True, rowmajor=True)
 scores(False, rowmajor=True)
