@@ -65,7 +65,7 @@ func AttnScores4(sc []float32, scStride int, keys []float32, keyStride, cnt int,
 // prefetches, as AttnScores4BF16Rows is for bfloat16 keys (a decode row's
 // split over float32 rows, in place or decoded from a compact format).
 func AttnScores4Rows(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, next, vals []float32) {
-	attnScores4Of("AttnScores4Rows", attnScores4RowsZ, dotF32b4, sc, 1, scStride, keys, keyStride, cnt, q, scale, next, vals)
+	attnScores4Rows("AttnScores4Rows", attnScores4RowsZ, dotF32b4, sc, scStride, keys, keyStride, cnt, q, scale, next, vals)
 }
 
 // AccumRows4Rows is AccumRows4 with the weights laid out a row per value

@@ -27,25 +27,24 @@ func BF16AttnFast(d int) bool { return useSIMD && useAVX512 && d > 0 && d%64 == 
 // columns of all its query heads at once (ColMax, SubCols, ExpShift,
 // ColSum), as the prompt tiles' does.
 func AttnScores4BF16Rows(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, next, vals []uint16) {
-	attnScores4Of("AttnScores4BF16Rows", attnScores4BF16RowsZ, dotBF16b4, sc, 1, scStride, keys, keyStride, cnt, q, scale, next, vals)
+	attnScores4Rows("AttnScores4BF16Rows", attnScores4BF16RowsZ, dotBF16b4, sc, scStride, keys, keyStride, cnt, q, scale, next, vals)
 }
 
-// attnScores4Of is AttnScores4BF16Rows and AttnScores4Rows for key rows of
-// T, the scores at sc[g·hStride+j·jStride]
-// (hStride or jStride 1): z, the SIMD kernel for that layout, takes the
-// keys four at a time where it runs (its stride argument the other one),
-// and dot4 (dotF32b4, dotBF16b4: Dot's bits) the rest one at a time.
-func attnScores4Of[T uint16 | float32](name string, z func(sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, pfa, pfb []T),
+// attnScores4Rows is AttnScores4BF16Rows and AttnScores4Rows for key rows
+// of T: z, the SIMD kernel, takes the keys four at a time where it runs,
+// and dot4 (dotF32b4, dotBF16b4: Dot's bits) the rest one at a time, into
+// the key's row of scores itself (a local array would escape through the
+// function value and be allocated at every call).
+func attnScores4Rows[T uint16 | float32](name string, z func(sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, pfa, pfb []T),
 	dot4 func(dst *[4]float32, w []T, x []float32, xStride int),
-	sc []float32, hStride, jStride int, keys []T, keyStride, cnt int, q []float32, scale float32, next, vals []T) {
+	sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, next, vals []T) {
 	if cnt <= 0 {
 		return
 	}
 	d := len(q) / 4
-	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || len(sc) < 3*hStride+(cnt-1)*jStride+1 ||
-		(jStride == 1 && hStride < cnt) || (hStride == 1 && jStride < 4) ||
+	if len(q) != 4*d || d > keyStride || len(keys) < (cnt-1)*keyStride+d || scStride < 4 || len(sc) < (cnt-1)*scStride+4 ||
 		(next != nil && len(next) < (cnt-1)*keyStride+1) || (vals != nil && len(vals) < (cnt-1)*keyStride+1) {
-		panic(fmt.Sprintf("kernels: %s: %d keys of %d (stride %d) from %d, %d query floats, scores stride %d by head and %d by key of %d, %d and %d to prefetch", name, cnt, d, keyStride, len(keys), len(q), hStride, jStride, len(sc), len(next), len(vals)))
+		panic(fmt.Sprintf("kernels: %s: %d keys of %d (stride %d) from %d, %d query floats, score rows stride %d of %d, %d and %d to prefetch", name, cnt, d, keyStride, len(keys), len(q), scStride, len(sc), len(next), len(vals)))
 	}
 	if next == nil {
 		next = keys
@@ -56,17 +55,17 @@ func attnScores4Of[T uint16 | float32](name string, z func(sc []float32, scStrid
 	j := 0
 	if useSIMD && useAVX512 && d%16 == 0 && d > 0 {
 		if n := cnt &^ 3; n > 0 {
-			z(sc, max(hStride, jStride), keys, keyStride, n, q, scale, next, vals)
+			z(sc, scStride, keys, keyStride, n, q, scale, next, vals)
 			j = n
 		}
 	}
 	// The rest (all of it without AVX-512) one key at a time, on the
 	// four-input dot product: Dot's bits (on the widened key).
-	var d4 [4]float32
 	for ; j < cnt; j++ {
-		dot4(&d4, keys[j*keyStride:][:d], q, d)
-		for g, v := range d4 {
-			sc[g*hStride+j*jStride] = v * scale
+		row := (*[4]float32)(sc[j*scStride:])
+		dot4(row, keys[j*keyStride:][:d], q, d)
+		for g, v := range row {
+			row[g] = v * scale
 		}
 	}
 }

@@ -179,26 +179,54 @@ func reduceBlock(s attnState, q, keys []float32, ks int, vals []float32, vs, cnt
 	}
 }
 
-// rowKernels are the score and weighted-sum kernels splitRows runs on key
-// and value rows of T: bfloat16 read in place, whose kernels widen each
-// value in a register (exact), or float32.
+// rowKernels are what splitRows runs on key and value rows of T: rows
+// gives a block's rows of every head from a splitSource, scores and accum
+// are the score and weighted-sum kernels. T is uint16 for a bfloat16 cache
+// read in place, whose kernels widen each value in a register (exact), or
+// float32.
 type rowKernels[T uint16 | float32] struct {
+	rows   func(s *splitSource, b0, cnt int) (keys, vals []T, stride int)
 	scores func(sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, next, vals []T)
 	accum  func(acc []float32, alpha *[4]float32, p []float32, pRow int, v []T, vStride, cnt int, next []T)
 }
 
 var (
-	bf16RowKernels = rowKernels[uint16]{kernels.AttnScores4BF16Rows, kernels.AccumRows4BF16Rows}
-	f32RowKernels  = rowKernels[float32]{kernels.AttnScores4Rows, kernels.AccumRows4Rows}
+	bf16RowKernels = rowKernels[uint16]{bf16PageRows, kernels.AttnScores4BF16Rows, kernels.AccumRows4BF16Rows}
+	f32RowKernels  = rowKernels[float32]{f32BlockRows, kernels.AttnScores4Rows, kernels.AccumRows4Rows}
 )
+
+// splitSource is where splitRows reads a block's key and value rows of
+// every head: a cache's pages (kv covers every head's slice of each row),
+// read in place (k and v nil), or a compact format's rows decoded into k
+// and v, which the next block's call overwrites.
+type splitSource struct {
+	kv   attnKV
+	k, v []float32
+}
+
+// bf16PageRows returns a bfloat16 cache's key and value rows where they
+// lie, from b0 on in b0's block.
+func bf16PageRows(s *splitSource, b0, _ int) ([]uint16, []uint16, int) {
+	k, v := s.kv.rowsBF16(b0)
+	return k, v, s.kv.kvd
+}
+
+// f32BlockRows returns the key and value rows of the cnt positions from b0
+// (within one block) as float32: in place, or decoded into s.k and s.v.
+func f32BlockRows(s *splitSource, b0, cnt int) ([]float32, []float32, int) {
+	k, ks, v, vs := s.kv.block(b0, cnt, s.k, s.v)
+	if ks != vs {
+		panic("model: splitRows: key and value rows of different strides")
+	}
+	return k, v, ks
+}
 
 // splitRows runs one decode row's split over positions [lo, hi), for the
 // Hkv·G query heads of q [Hkv·G·d], into the Hkv heads' states, stateN =
 // G·(d+2) floats apart in part, which the caller has reset; G is a
-// multiple of 4. rows(b0, cnt) returns the key and value rows of every
-// head of the cnt positions from b0 (within one block), stride floats or
-// bfloat16s apart: read in place from the cache (inPlace), or decoded from
-// a compact format into a buffer the next call reuses. lo may fall inside
+// multiple of 4. ss.src gives each block's key and value rows of every
+// head: read in place from the cache, or decoded from a compact format
+// into a buffer the next block's reuses (ss.src.k set). lo may fall inside
 // a block (a sliding window's start): the first block is then read from
 // lo.
 //
@@ -214,8 +242,10 @@ var (
 // scores fetch the next head's keys, each head's weighted sums the next
 // head's values (the next block's first head's after the last). Spread so,
 // the block's reads overlap all of its arithmetic, not the scores' alone.
-func splitRows[T uint16 | float32](k rowKernels[T], rows func(b0, cnt int) (keys, vals []T, stride int), inPlace bool, lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
+func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
 	stateN, cols := G*(d+2), Hkv*G
+	src := &ss.src
+	inPlace := src.k == nil
 	m, l := ss.m[:cols], ss.l[:cols]
 	for c := range m {
 		m[c], l[c] = negInf, 0
@@ -224,10 +254,10 @@ func splitRows[T uint16 | float32](k rowKernels[T], rows func(b0, cnt int) (keys
 	for b0, be := lo, 0; b0 < hi; b0 = be {
 		be = blockEnd(b0, hi)
 		cnt := be - b0
-		keys, vals, ks := rows(b0, cnt)
+		keys, vals, ks := k.rows(src, b0, cnt)
 		var nextKeys, nextVals []T
 		if inPlace && be < hi {
-			nextKeys, nextVals, _ = rows(be, min(attnBlock, hi-be))
+			nextKeys, nextVals, _ = k.rows(src, be, min(attnBlock, hi-be))
 		}
 		sc := ss.sc[:cnt*cols]
 		for h := range Hkv {
@@ -294,10 +324,12 @@ func (ss *splitScratch) softmax(sc []float32, cols, cnt int) {
 }
 
 // splitScratch is one worker's buffers for splitRows, for up to its
-// number of query heads: a block's scores a row per key, and per query
-// head the split's running M and L, the block's maximum (then M'), α
-// (padded to ExpShift's SIMD step) and Σ e_j.
+// number of query heads: where the split's rows come from, a block's
+// scores a row per key, and per query head the split's running M and L,
+// the block's maximum (then M'), α (padded to ExpShift's SIMD step) and
+// Σ e_j.
 type splitScratch struct {
+	src                   splitSource
 	sc, m, l, mx, al, sum []float32
 }
 
@@ -496,8 +528,7 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				qr, pr := q[tk.r0*qd:][:qd], partBuf[tk.part:]
 				if splitRowsFast {
 					if ss == nil {
-						ss = getSplitScratch(Hq)
-						defer splitScratches.Put(ss)
+						ss = getSplitScratch(Hq) // back to the pool after the tasks
 					}
 					switch {
 					case bf16InPlace:
@@ -506,15 +537,11 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 						// register (exact, so the bits are the same),
 						// which spares writing the block out as
 						// float32 and reading it back.
-						splitRows(bf16RowKernels, func(b0, _ int) ([]uint16, []uint16, int) {
-							k, v := rowsKV.rowsBF16(b0)
-							return k, v, kvd
-						}, true, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+						ss.src = splitSource{kv: rowsKV}
+						splitRows(bf16RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					case m.kvDType == kv.F32:
-						splitRows(f32RowKernels, func(b0, cnt int) ([]float32, []float32, int) {
-							k, _, v, _ := rowsKV.block(b0, cnt, nil, nil)
-							return k, v, kvd
-						}, true, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+						ss.src = splitSource{kv: rowsKV}
+						splitRows(f32RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					default:
 						// A compact format's key and value rows are
 						// decoded whole, block by block, every head's
@@ -524,10 +551,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 							rs = getRowScratch(kvd)
 							defer rowScratches.Put(rs)
 						}
-						splitRows(f32RowKernels, func(b0, cnt int) ([]float32, []float32, int) {
-							k, _, v, _ := rowsKV.block(b0, cnt, rs.k, rs.v)
-							return k, v, kvd
-						}, false, lo, hi, Hkv, G, d, qr, pr, scale, ss)
+						ss.src = splitSource{kv: rowsKV, k: rs.k, v: rs.v}
+						splitRows(f32RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					}
 					continue
 				}
@@ -630,6 +655,9 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				r := tk.r0 + i
 				st.finish(o[r*qd+tk.kvh*G*d:][:G*d])
 			}
+		}
+		if ss != nil {
+			splitScratches.Put(ss)
 		}
 	})
 	// Merge the short segments' splits, in order, per (row, KV head).
