@@ -32,9 +32,7 @@ func AttnScores4BF16Rows(sc []float32, scStride int, keys []uint16, keyStride, c
 
 // attnScores4Rows is AttnScores4BF16Rows and AttnScores4Rows for key rows
 // of T: z, the SIMD kernel, takes the keys four at a time where it runs,
-// and dot4 (dotF32b4, dotBF16b4: Dot's bits) the rest one at a time, into
-// the key's row of scores itself (a local array would escape through the
-// function value and be allocated at every call).
+// and scoreRows the rest.
 func attnScores4Rows[T uint16 | float32](name string, z func(sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, pfa, pfb []T),
 	dot4 func(dst *[4]float32, w []T, x []float32, xStride int),
 	sc []float32, scStride int, keys []T, keyStride, cnt int, q []float32, scale float32, next, vals []T) {
@@ -59,9 +57,18 @@ func attnScores4Rows[T uint16 | float32](name string, z func(sc []float32, scStr
 			j = n
 		}
 	}
-	// The rest (all of it without AVX-512) one key at a time, on the
-	// four-input dot product: Dot's bits (on the widened key).
-	for ; j < cnt; j++ {
+	scoreRows(dot4, sc, scStride, keys, keyStride, j, cnt, q, scale)
+}
+
+// scoreRows sets the score rows of keys j0 … cnt−1 one key at a time with
+// dot4 (dotF32b4, dotBF16b4 or their Go references: Dot's bits, on the
+// widened key): the rows kernels' reference, and what the SIMD kernel
+// leaves over. Each key's four dots go straight into its row of scores (a
+// local array would escape through the function value and be allocated at
+// every call).
+func scoreRows[T uint16 | float32](dot4 func(dst *[4]float32, w []T, x []float32, xStride int), sc []float32, scStride int, keys []T, keyStride, j0, cnt int, q []float32, scale float32) {
+	d := len(q) / 4
+	for j := j0; j < cnt; j++ {
 		row := (*[4]float32)(sc[j*scStride:])
 		dot4(row, keys[j*keyStride:][:d], q, d)
 		for g, v := range row {
@@ -114,18 +121,23 @@ func accRows4Ref[T uint16 | float32](acc []float32, accStride, d int, alpha *[4]
 			Scale(a, acc[g*accStride:][:d])
 		}
 	}
-	row := make([]float32, d)
-	for j := range cnt {
-		switch r := any(v[j*vStride:][:d]).(type) {
-		case []uint16:
-			for i, b := range r {
-				row[i] = bf16(b)
-			}
-		case []float32:
-			copy(row, r)
-		}
+	add := func(j int, row []float32) {
 		for g := range 4 {
 			fmaAxpy(acc[g*accStride:][:d], p[g*pStride+j*pRow], row)
+		}
+	}
+	switch v := any(v).(type) {
+	case []uint16:
+		row := make([]float32, d)
+		for j := range cnt {
+			for i, b := range v[j*vStride:][:d] {
+				row[i] = bf16(b)
+			}
+			add(j, row)
+		}
+	case []float32:
+		for j := range cnt {
+			add(j, v[j*vStride:][:d])
 		}
 	}
 }

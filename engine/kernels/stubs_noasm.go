@@ -166,11 +166,11 @@ func accRows4Z(acc []float32, accStride int, alpha *[4]float32, p []float32, pSt
 }
 
 func attnScores4BF16RowsZ(sc []float32, scStride int, keys []uint16, keyStride, cnt int, q []float32, scale float32, _, _ []uint16) {
-	attnScores4Rows("attnScores4BF16RowsZ", nil, dotBF16b4Go, sc, scStride, keys, keyStride, cnt, q, scale, nil, nil)
+	scoreRows(dotBF16b4Go, sc, scStride, keys, keyStride, 0, cnt, q, scale)
 }
 
 func attnScores4RowsZ(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, _, _ []float32) {
-	attnScores4Rows("attnScores4RowsZ", nil, dotF32b4Go, sc, scStride, keys, keyStride, cnt, q, scale, nil, nil)
+	scoreRows(dotF32b4Go, sc, scStride, keys, keyStride, 0, cnt, q, scale)
 }
 
 func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []uint16, vStride, cnt int, pRow int, _ []uint16) {

@@ -509,12 +509,26 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 		return attnKV{dt: sg.s.shape.DType, pages: sg.s.state.(*cpuState).table.PagesOf(l), l: l, kvd: kvd, off: h * d, d: d}
 	}
 	m.pool.Run(len(tasks), func(lo, hi int) {
-		sc := make([]float32, G*(attnBlock+1))
+		// Scratch is taken when a task first needs it and given back
+		// after the tasks (a defer inside the loop would be allocated
+		// at every task that reaches it).
+		var sc []float32     // reduceBlock's scores and factors
 		var kb, vb []float32 // one head's block decoded from a compact format
 		var run, sp []float32
 		var ts *tileScratch
 		var rs *rowScratch
 		var ss *splitScratch
+		defer func() {
+			if ts != nil {
+				tileScratches.Put(ts)
+			}
+			if rs != nil {
+				rowScratches.Put(rs)
+			}
+			if ss != nil {
+				splitScratches.Put(ss)
+			}
+		}()
 		for _, tk := range tasks[lo:hi] {
 			sg := &segs[tk.seg]
 			if tk.split >= 0 {
@@ -528,8 +542,9 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				qr, pr := q[tk.r0*qd:][:qd], partBuf[tk.part:]
 				if splitRowsFast {
 					if ss == nil {
-						ss = getSplitScratch(Hq) // back to the pool after the tasks
+						ss = getSplitScratch(Hq)
 					}
+					ss.src = splitSource{kv: rowsKV}
 					switch {
 					case bf16InPlace:
 						// A bfloat16 cache is read where it lies: the
@@ -537,10 +552,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 						// register (exact, so the bits are the same),
 						// which spares writing the block out as
 						// float32 and reading it back.
-						ss.src = splitSource{kv: rowsKV}
 						splitRows(bf16RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					case m.kvDType == kv.F32:
-						ss.src = splitSource{kv: rowsKV}
 						splitRows(f32RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					default:
 						// A compact format's key and value rows are
@@ -549,9 +562,8 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 						// memory, which the hardware prefetches.
 						if rs == nil {
 							rs = getRowScratch(kvd)
-							defer rowScratches.Put(rs)
 						}
-						ss.src = splitSource{kv: rowsKV, k: rs.k, v: rs.v}
+						ss.src.k, ss.src.v = rs.k, rs.v
 						splitRows(f32RowKernels, lo, hi, Hkv, G, d, qr, pr, scale, ss)
 					}
 					continue
@@ -562,7 +574,9 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				// by block, a float32 cache read in place.
 				if rs == nil && m.kvDType != kv.F32 {
 					rs = getRowScratch(kvd)
-					defer rowScratches.Put(rs)
+				}
+				if sc == nil {
+					sc = make([]float32, G*(attnBlock+1))
 				}
 				for b0, be := lo, 0; b0 < hi; b0 = be {
 					be = blockEnd(b0, hi)
@@ -600,12 +614,14 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				// reduceBlock, which scores only its own G queries.
 				if ts == nil {
 					ts = getTileScratch(G, d)
-					defer tileScratches.Put(ts)
 				}
 				ts.run(hkv, q[tk.r0*qd+tk.kvh*G*d:], qd, tk.r1-tk.r0, pos0, W, scale, kb, vb, o[tk.r0*qd+tk.kvh*G*d:])
 				continue
 			}
 			rows := tk.r1 - tk.r0
+			if sc == nil {
+				sc = make([]float32, G*(attnBlock+1))
+			}
 			if len(run) < rows*stateN {
 				run = make([]float32, rows*stateN)
 			}
@@ -655,9 +671,6 @@ func (m *Model) attend(ws *workspace, l int, segs []Segment, q, o []float32) {
 				r := tk.r0 + i
 				st.finish(o[r*qd+tk.kvh*G*d:][:G*d])
 			}
-		}
-		if ss != nil {
-			splitScratches.Put(ss)
 		}
 	})
 	// Merge the short segments' splits, in order, per (row, KV head).

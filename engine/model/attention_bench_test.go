@@ -3,6 +3,9 @@ package model
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/config"
@@ -55,12 +58,27 @@ func BenchmarkAttendPrompt(b *testing.B) {
 // key and value bytes it reads per second beside it (kv_GB/s), to set
 // against BenchmarkMemRead's rate on the same machine. The cache (32 MiB
 // of bf16 in both) is larger than a core's L2, so each step reads it from
-// L3 or memory.
+// L3 or memory. LFMQ_BENCH_ATTN_DEPTHS sets other depths (a comma list),
+// such as 2048, whose cache fits in two cores' L2s: where the attention's
+// rate no longer depends on the memory.
 func BenchmarkAttendDecode(b *testing.B) {
-	const depth, threads = 16384, 2
-	for _, sh := range []struct{ G, Hkv, d int }{{4, 8, 64}, {4, 4, 128}} {
-		for _, dt := range kv.DTypes {
-			attendDecodeBench(b, sh.G, sh.Hkv, sh.d, depth, threads, dt)
+	const threads = 2
+	depths := []int{16384}
+	if v := os.Getenv("LFMQ_BENCH_ATTN_DEPTHS"); v != "" {
+		depths = depths[:0]
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("LFMQ_BENCH_ATTN_DEPTHS=%q: want a comma list of positive depths", v)
+			}
+			depths = append(depths, n)
+		}
+	}
+	for _, depth := range depths {
+		for _, sh := range []struct{ G, Hkv, d int }{{4, 8, 64}, {4, 4, 128}} {
+			for _, dt := range kv.DTypes {
+				attendDecodeBench(b, sh.G, sh.Hkv, sh.d, depth, threads, dt)
+			}
 		}
 	}
 }

@@ -46,6 +46,10 @@ type stepCost struct {
 // formatIndex maps a weight format to its index in stepCost.macs.
 var formatIndex = map[kernels.Format]int{kernels.F32: fmtF32, kernels.BF16: fmtBF16, kernels.BFP8: fmtBFP8, kernels.BFP4: fmtBFP4}
 
+// kvFormatIndex maps a KV cache format to the index its dot products are
+// counted at in stepCost.macs.
+var kvFormatIndex = map[kv.DType]int{kv.F32: fmtF32, kv.BF16: fmtBF16, kv.BFP8: fmtBFP8}
+
 // weightCost returns m's decode step's weight multiply-adds by format.
 func weightCost(m *model.Model) stepCost {
 	var sc stepCost
@@ -62,7 +66,7 @@ func weightCost(m *model.Model) stepCost {
 // each query head's q·k and p·v over them.
 func attentionCost(c *config.Config, dt kv.DType, pos int) stepCost {
 	var sc stepCost
-	kvFmt := map[kv.DType]int{kv.F32: fmtF32, kv.BF16: fmtBF16, kv.BFP8: fmtBFP8}[dt]
+	kvFmt := kvFormatIndex[dt]
 	for l, k := range c.LayerKinds {
 		if k == config.Conv {
 			continue
