@@ -201,8 +201,9 @@ func TestAttentionCost(t *testing.T) {
 
 // TestDecodeMACs: a decode step of the BF16 LFM3 fixture multiplies each
 // of its 3,125,888 parameters (its README) once, but for those no product
-// reads: the 6 conv kernels (128·7 each), the norms (4 of 128 per layer,
-// q and k norms of 32 in 4 layers, the final norm of 128) — 3,115,008
+// reads: the 6 conv kernels (128·7 each), the norms (4 of 128 in each of
+// its 10 layers, q and k norms of 32 in its 4 attention layers, the final
+// norm of 128) — 3,115,008
 // multiply-adds, all of BF16 weights.
 func TestDecodeMACs(t *testing.T) {
 	const params, kernels7, norms = 3125888, 6 * 128 * 7, 10*4*128 + 4*2*32 + 128
