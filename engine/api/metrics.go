@@ -95,6 +95,7 @@ func newMetrics(st stats) *metrics {
 		counter("drafter_draft_tokens_total", "Drafter tokens verified.", func(s sched.Stats) int64 { return s.DraftTokens }),
 		counter("drafter_accepted_tokens_total", "Drafter tokens kept by verification; over drafter_draft_tokens_total, the acceptance.", func(s sched.Stats) int64 { return s.DraftAccepted }),
 		counter("drafter_emitted_tokens_total", "Tokens emitted by the drafter's verify steps; over drafter_verify_steps_total, the tokens per step.", func(s sched.Stats) int64 { return s.DraftEmitted }),
+		counter("drafter_hopeless_steps_total", "Steps at a batch width where, by the verify cost table, not even drafts that all survive would pay for the drafter's pass; their rows' drafter context is given up, and a sequence that gave it up drafts no more.", func(s sched.Stats) int64 { return s.DraftHopelessSteps }),
 		gauge("drafter_guard_paused_widths", "Batch widths (decoding sequences per step) at which the guard holds drafting off because it did not pay.", func(s sched.Stats) float64 {
 			n := 0
 			for _, g := range s.DraftGuard {

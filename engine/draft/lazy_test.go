@@ -1,9 +1,13 @@
 package draft_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/draft"
+	"github.com/lfmq/lfmq/engine/kernels"
 	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 )
@@ -98,5 +102,99 @@ func TestLazyContext(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDropDraft: a sequence that gives up its drafter context
+// (model.ForwardOptions.DropDraft) keeps the target's own state whole: its
+// greedy tokens are those of a sequence that keeps the context. It holds
+// the context until 64 rows are pending, then none (DraftWhole false) and
+// keeps no taps; Propose refuses it, and so does it refuse its clone and a
+// sequence extended with a span of its positions from the first given up,
+// a span that is not encoded either; a span before them is whole. Rewound
+// to before the rows given up, and fed the same tokens as a sequence that
+// never gave any up, it drafts that sequence's block bit for bit.
+func TestDropDraft(t *testing.T) {
+	m, d := loadPair(t, kv.F32)
+	prompt := readSpec(t).Prompts[5].InputIDs
+	keep, drop := m.NewSequence(), m.NewSequence()
+	next := [2]int{feed(t, m, keep, prompt), feed(t, m, drop, prompt)}
+	P := drop.Len()
+	m.FlushDraft([]*model.Sequence{drop})
+	convP, ok := drop.ConvAt(P)
+	if !ok {
+		t.Fatal("no conv state at the prompt's end")
+	}
+	ctx := context.Background()
+	for step := range 80 {
+		next[0] = feed(t, m, keep, []int{next[0]})
+		out, err := m.Forward(ctx, []*model.Sequence{drop}, [][]int{{next[1]}}, model.ForwardOptions{DropDraft: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[1] = kernels.Argmax(out[0])
+		if next[1] != next[0] {
+			t.Fatalf("step %d: greedy token %d, the sequence keeping its context %d", step, next[1], next[0])
+		}
+		if whole, want := drop.DraftWhole(), step < 63; whole != want {
+			t.Fatalf("step %d (%d rows since the flush): DraftWhole %v, want %v", step, step+1, whole, want)
+		}
+		if p := drop.DraftPending(); p > 64 || (step >= 63 && p != 0) {
+			t.Fatalf("step %d: %d rows pending", step, p)
+		}
+	}
+	var ie *draft.InputError
+	if _, err := d.Propose([]*model.Sequence{drop}, []int{next[1]}, false); !errors.As(err, &ie) {
+		t.Fatalf("Propose of a sequence that gave up its context: %v, want a *draft.InputError", err)
+	}
+	if c := drop.Clone(); c.DraftWhole() {
+		t.Error("the clone of a sequence that gave up its context holds it whole")
+	}
+	conv, _ := drop.ConvAt(drop.Len())
+	gone, err := drop.CopySpan(P, drop.Len(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ge *kv.DraftGoneError
+	if _, err := gone.MarshalBinary(); !gone.DraftGone() || !errors.As(err, &ge) {
+		t.Errorf("span of the given-up rows: DraftGone %v, MarshalBinary %v", gone.DraftGone(), err)
+	}
+	whole, err := keep.CopySpan(0, P, convP.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := m.NewSequence()
+	if err := ext.Extend(whole); err != nil || !ext.DraftWhole() {
+		t.Fatalf("extended with the span before the given-up rows: %v, DraftWhole %v", err, ext.DraftWhole())
+	}
+	if err := ext.Extend(gone); err != nil || ext.DraftWhole() {
+		t.Fatalf("extended with the span of the given-up rows: %v, DraftWhole %v", err, ext.DraftWhole())
+	}
+	for _, s := range []*model.Sequence{keep, drop} {
+		if err := s.Rewind(P, convP.Clone()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !drop.DraftWhole() {
+		t.Fatal("rewound to before the rows given up, the context is not whole")
+	}
+	tok := prompt[len(prompt)-1]
+	for range 10 {
+		a, b := feed(t, m, keep, []int{tok}), feed(t, m, drop, []int{tok})
+		if a != b {
+			t.Fatalf("after the rewind: greedy %d and %d", a, b)
+		}
+		tok = a
+	}
+	want, err := d.Propose([]*model.Sequence{keep}, []int{tok}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Propose([]*model.Sequence{drop}, []int{tok}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := sameBlock(got, want); diff != "" {
+		t.Errorf("after the rewind the block's %s differ from the sequence that kept its context", diff)
 	}
 }

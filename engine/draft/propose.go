@@ -58,6 +58,8 @@ func (d *Drafter) Propose(seqs []*model.Sequence, pending []int, keep bool) (*Bl
 			return nil, &InputError{fmt.Sprintf("sequence %d was not made by the drafter's target (it keeps no drafter context)", s)}
 		case sq.Len() == 0:
 			return nil, &InputError{fmt.Sprintf("sequence %d is empty: a block drafts from the context of the tokens processed", s)}
+		case !sq.DraftWhole():
+			return nil, &InputError{fmt.Sprintf("sequence %d gave up part of its drafter context (model.ForwardOptions.DropDraft): it cannot draft", s)}
 		case pending[s] < 0 || pending[s] >= c.VocabSize:
 			return nil, &InputError{fmt.Sprintf("pending token %d of sequence %d is outside the vocabulary", pending[s], s)}
 		}

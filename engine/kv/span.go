@@ -81,6 +81,10 @@ type Span struct {
 	win        []*Page // a CPU span's window pages, as pages; nil when no layer slides
 	k, v       []Rows  // a device's span: per layer [end−start] rows in the KV format; empty for conv layers
 	conv       *ConvState
+	// draftGone: the drafter's context of some of the span's positions
+	// was given up (docs/drafting.md §3); its drafter rows are not to
+	// be read, and a sequence extended with it drafts no more.
+	draftGone bool
 }
 
 // NewRowSpan returns the span of positions [start, end) of shape sh whose
@@ -96,6 +100,17 @@ func (sp *Span) Start() int { return sp.start }
 
 // End is one past the span's last position.
 func (sp *Span) End() int { return sp.end }
+
+// DraftGone reports whether the drafter's context of some of the span's
+// positions was given up (MarkDraftGone): a sequence extended with it
+// holds no whole drafter context and drafts no more.
+func (sp *Span) DraftGone() bool { return sp.draftGone }
+
+// MarkDraftGone records that the drafter's context of some of the span's
+// positions was given up. Such a span is not encoded (MarshalBinary
+// refuses it with a *DraftGoneError): a file keeps only spans whose rows
+// are all there.
+func (sp *Span) MarkDraftGone() { sp.draftGone = true }
 
 // Shape returns the shape of the sequences the span belongs to.
 func (sp *Span) Shape() Shape { return sp.shape }
@@ -199,6 +214,9 @@ const (
 // model of the same shape and KV format reads it back (DecodeSpan), so
 // a prefix cache can outlive the process.
 func (sp *Span) MarshalBinary() ([]byte, error) {
+	if sp.draftGone {
+		return nil, &DraftGoneError{Start: sp.start, End: sp.end}
+	}
 	var b []byte
 	head := []int{sp.shape.Layers, sp.shape.Hidden, sp.shape.ConvK, sp.shape.KVDim, sp.start, sp.end}
 	if sp.shape.DraftLayers > 0 {
@@ -240,6 +258,15 @@ func (sp *Span) MarshalBinary() ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// DraftGoneError is a span whose drafter context was given up
+// (Span.MarkDraftGone), which MarshalBinary does not encode.
+type DraftGoneError struct{ Start, End int }
+
+// Error implements error.
+func (e *DraftGoneError) Error() string {
+	return fmt.Sprintf("kv: the span [%d, %d) lacks part of its drafter context: it is not written", e.Start, e.End)
 }
 
 // DecodeError is a marshalled span that cannot be read: Msg says why.

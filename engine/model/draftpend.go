@@ -21,6 +21,10 @@ type draftPend struct {
 	from int
 	rows int
 	taps []float32
+	// gone: the context of the positions from goneFrom on was given up
+	// (ForwardOptions.DropDraft), and no more taps are kept.
+	gone     bool
+	goneFrom int
 }
 
 // QueueDraft keeps the drafter's taps of the segment's rows, [len(Toks),
@@ -28,6 +32,9 @@ type draftPend struct {
 // a runner calls it once a step's layers have run, before Advance.
 func (sg *Segment) QueueDraft(taps []float32) {
 	s := sg.s
+	if s.pend.gone {
+		return
+	}
 	m := s.pend.m
 	W := len(m.drafter.Taps()) * m.Config.HiddenSize
 	n := len(sg.Toks)
@@ -59,11 +66,36 @@ func (s *Sequence) DraftPending() int { return s.pend.rows }
 // drafter's pass calls it on the sequences it reads before reading any.
 func (m *Model) FlushDraft(seqs []*Sequence) { flushDraft(seqs) }
 
-// flushFull flushes the sequences of segs holding draftPendMax rows or more.
-func flushFull(segs []Segment) {
+// DraftWhole reports whether the sequence holds the attached drafter's
+// context of every position, so that the drafter may read it: false with
+// no drafter attached, and once a Forward with DropDraft gave up rows of
+// it (until a Rewind to before them), or when the sequence was cloned or
+// extended from one that had.
+func (s *Sequence) DraftWhole() bool { return s.pend.m != nil && !s.pend.gone }
+
+// giveUpDraft drops the sequence's pending taps: the drafter's context of
+// their positions is never computed, and the sequence keeps no more taps.
+func (s *Sequence) giveUpDraft() {
+	p := &s.pend
+	if !p.gone {
+		p.gone, p.goneFrom = true, p.from
+		if p.rows == 0 {
+			p.goneFrom = s.n
+		}
+	}
+	p.rows, p.taps = 0, nil
+}
+
+// flushFull flushes the sequences of segs holding draftPendMax rows or
+// more; with drop it gives their rows up instead (ForwardOptions.DropDraft).
+func flushFull(segs []Segment, drop bool) {
 	var full []*Sequence
 	for i := range segs {
 		if s := segs[i].s; s.pend.rows >= draftPendMax {
+			if drop {
+				s.giveUpDraft()
+				continue
+			}
 			full = append(full, s)
 		}
 	}
@@ -157,9 +189,14 @@ func (m *Model) flushDraft(seqs []*Sequence) {
 	}
 }
 
-// cutDraft drops the pending rows at positions n and after (Rewind).
+// cutDraft drops the pending rows at positions n and after (Rewind). A
+// rewind to before the first position whose context was given up makes
+// the context whole again.
 func (s *Sequence) cutDraft(n int) {
 	p := &s.pend
+	if p.gone && n <= p.goneFrom {
+		p.gone = false
+	}
 	if p.rows == 0 {
 		return
 	}

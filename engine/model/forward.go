@@ -44,6 +44,13 @@ type ForwardOptions struct {
 	// and a scoring prefill that needs every row. It requires a forward to
 	// the last layer (Layers 0).
 	SeqLogits []LogitsMode
+	// DropDraft: a sequence whose drafter context has draftPendMax rows
+	// pending gives them up instead of computing them (docs/drafting.md
+	// §3), and keeps no more; it then drafts no more (DraftWhole), until a
+	// Rewind to before them. A scheduler sets it in steps where no draft
+	// could pay for its pass, so that a drafter that cannot pay costs
+	// nothing there. Without a drafter it does nothing.
+	DropDraft bool
 	// ChunkSize bounds the token rows (summed over the batch) processed per
 	// step, and so the working memory; 0 means DefaultChunkSize. Results do
 	// not depend on it.
@@ -205,7 +212,7 @@ func (m *Model) Forward(ctx context.Context, seqs []*Sequence, tokens [][]int, o
 			return nil, err
 		}
 		if m.drafter != nil {
-			flushFull(segs)
+			flushFull(segs, opts.DropDraft)
 		}
 	}
 	return out, nil

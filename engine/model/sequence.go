@@ -99,7 +99,7 @@ func (s *Sequence) Clone() *Sequence {
 	if err != nil {
 		panic(err)
 	}
-	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, state: st, pend: draftPend{m: s.pend.m}}
+	c := &Sequence{shape: s.shape, n: s.n, maxContext: s.maxContext, limit: s.limit, partial: s.partial, start: s.start, state: st, pend: draftPend{m: s.pend.m, gone: s.pend.gone, goneFrom: s.pend.goneFrom}}
 	st.Attach(c)
 	return c
 }
@@ -204,7 +204,11 @@ func (s *Sequence) CopySpan(start, end int, conv *kv.ConvState) (*kv.Span, error
 		return nil, &InputError{What: "CopySpan", Msg: "a partial sequence (Layers or StartLayer) has no whole state"}
 	}
 	flushDraft([]*Sequence{s})
-	return s.state.Span(start, end, conv.Clone())
+	sp, err := s.state.Span(start, end, conv.Clone())
+	if err == nil && s.pend.gone && s.pend.goneFrom < end {
+		sp.MarkDraftGone()
+	}
+	return sp, err
 }
 
 // Extend appends a span to a sequence whose length is the span's start
@@ -226,6 +230,9 @@ func (s *Sequence) Extend(sp *kv.Span) error {
 	if err := s.state.Extend(s.n, sp); err != nil {
 		return err
 	}
+	if sp.DraftGone() && !s.pend.gone {
+		s.pend.gone, s.pend.goneFrom = true, sp.Start()
+	}
 	s.n = sp.End()
 	return nil
 }
@@ -239,7 +246,7 @@ func (s *Sequence) Free() {
 	if !s.state.Free() {
 		return
 	}
-	s.pend.rows = 0
+	s.pend.rows, s.pend.gone = 0, false
 	s.n = 0
 	s.snaps = s.snaps[:0]
 }

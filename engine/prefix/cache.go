@@ -85,6 +85,13 @@ func (c *Cache) Blocks() int { return len(c.blocks) }
 // Has reports whether a block is cached (without touching its recency).
 func (c *Cache) Has(k Key) bool { _, ok := c.blocks[k]; return ok }
 
+// HasWhole reports whether a block is cached with its drafter context
+// whole (kv.Span.DraftGone false), without touching its recency.
+func (c *Cache) HasWhole(k Key) bool {
+	el, ok := c.blocks[k]
+	return ok && !el.Value.(*entry).span.DraftGone()
+}
+
 // Lookup returns the spans of the longest run of keys, from the first,
 // that are all cached, and marks them used.
 func (c *Cache) Lookup(keys []Key) []*kv.Span {
@@ -102,12 +109,18 @@ func (c *Cache) Lookup(keys []Key) []*kv.Span {
 
 // Insert caches a block (a span of BlockSize tokens) unless it is there,
 // and takes the span over: the cache frees it when it evicts it, or at
-// once when the block was already cached.
+// once when the block was already cached. A cached block whose drafter
+// context was given up (kv.Span.DraftGone) is replaced by one whose
+// context is whole, so that sequences resumed from it draft again.
 func (c *Cache) Insert(k Key, span *kv.Span) {
 	if el, ok := c.blocks[k]; ok {
-		c.lru.MoveToFront(el)
-		span.Free()
-		return
+		e := el.Value.(*entry)
+		if !e.span.DraftGone() || span.DraftGone() {
+			c.lru.MoveToFront(el)
+			span.Free()
+			return
+		}
+		c.evict(el)
 	}
 	c.blocks[k] = c.lru.PushFront(&entry{key: k, span: span})
 	c.tokens += span.End() - span.Start()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lfmq/lfmq/engine/kv"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
 )
@@ -131,5 +132,58 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if n, err := New().Load(filepath.Join(t.TempDir(), "none"), h, m, 1<<20); err != nil || n != 0 {
 		t.Errorf("missing file: %d, %v", n, err)
+	}
+}
+
+// TestDraftGoneBlocks: a block whose drafter context was given up
+// (kv.Span.DraftGone) is cached, so that a sequence resumes it without
+// computing it again, but not as whole (HasWhole); a whole span of the
+// same block replaces it, while a given-up span never replaces a whole
+// one. Save leaves given-up blocks out, and the file loads back with the
+// others.
+func TestDraftGoneBlocks(t *testing.T) {
+	m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ids := make([]int, 3*BlockSize)
+	for i := range ids {
+		ids[i] = 700 + i
+	}
+	s := m.NewSequence()
+	m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{Logits: model.NoLogits, ConvSnapshots: [][]int{{64, 128, 192}}})
+	keys := Keys("m", "", ids, 3)
+	span := func(b int, gone bool) *kv.Span {
+		conv, _ := s.ConvAt((b + 1) * BlockSize)
+		sp, err := s.CopySpan(b*BlockSize, (b+1)*BlockSize, conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone {
+			sp.MarkDraftGone()
+		}
+		return sp
+	}
+	c := New()
+	c.Insert(keys[0], span(0, false))
+	c.Insert(keys[1], span(1, true))
+	c.Insert(keys[2], span(2, true))
+	if !c.Has(keys[1]) || c.HasWhole(keys[1]) || !c.HasWhole(keys[0]) {
+		t.Fatalf("Has %v HasWhole %v of a given-up block; HasWhole %v of a whole one", c.Has(keys[1]), c.HasWhole(keys[1]), c.HasWhole(keys[0]))
+	}
+	c.Insert(keys[1], span(1, false))
+	c.Insert(keys[0], span(0, true))
+	if !c.HasWhole(keys[1]) || !c.HasWhole(keys[0]) || c.Blocks() != 3 || c.Tokens() != 3*BlockSize {
+		t.Fatalf("after replacing: whole %v %v, %d blocks of %d tokens", c.HasWhole(keys[0]), c.HasWhole(keys[1]), c.Blocks(), c.Tokens())
+	}
+	path := filepath.Join(t.TempDir(), FileName)
+	h := Header{Identity: "m", Runtime: "r1"}
+	if err := c.Save(path, h); err != nil {
+		t.Fatal(err)
+	}
+	d := New()
+	if n, err := d.Load(path, h, m, 1<<20); err != nil || n != 2 || !d.HasWhole(keys[0]) || !d.HasWhole(keys[1]) || d.Has(keys[2]) {
+		t.Fatalf("loaded %d blocks, %v; want the two whole ones", n, err)
 	}
 }

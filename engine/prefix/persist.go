@@ -51,7 +51,15 @@ const maxSpanBytes = 1 << 30
 // rename), least recently used block first, so that Load restores the
 // order.
 func (c *Cache) Save(path string, h Header) error {
-	h.Blocks = len(c.blocks)
+	// A block whose drafter context was given up is not kept
+	// (kv.Span.DraftGone): a server that reads it back could not draft
+	// from it, and the next to compute the block stores it whole.
+	h.Blocks = 0
+	for _, el := range c.blocks {
+		if !el.Value.(*entry).span.DraftGone() {
+			h.Blocks++
+		}
+	}
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -65,6 +73,9 @@ func (c *Cache) Save(path string, h Header) error {
 	w.WriteByte('\n')
 	for el := c.lru.Back(); el != nil; el = el.Prev() {
 		e := el.Value.(*entry)
+		if e.span.DraftGone() {
+			continue
+		}
 		data, err := e.span.MarshalBinary()
 		if err != nil {
 			f.Close()

@@ -19,16 +19,20 @@ type drafting struct {
 	dTable                                        *spec.Table
 	dGuard                                        *spec.Guard
 	dPasses, dSteps, dTokens, dAccepted, dEmitted atomic.Int64
+	// dDropSteps counts steps run where no pass could pay
+	// (draftHopeless), whose rows' drafter context was given up.
+	dDropSteps atomic.Int64
 
 	calMu sync.Mutex
 	// Per block row: the confidence head's predicted survival summed
 	// over the rows verified, the rows verified (reached: every draft
 	// before them survived) and the rows that survived.
 	calPred, calReached, calKept [draft.MaxBlockSize]float64
-	// skipped counts passes the pre-pass decision left out; every
-	// probeEvery-th runs anyway, so that the acceptance it decides by
-	// stays measured.
-	skipped int
+	// skipped counts passes the pre-pass decision left out since the
+	// last probe; the probeGap-th runs anyway, so that the acceptance it
+	// decides by stays measured. probeGap starts at probeEvery and
+	// doubles at each probe, up to probeMaxGap, until a pass pays.
+	skipped, probeGap int
 
 	// hooks are set by the speed benchmark at real shapes only
 	// (drafting_bench_test.go, docs/drafting-speed.md); nil in use.
@@ -45,9 +49,13 @@ type draftHooks struct {
 	depths  func(depths []int)
 }
 
-// probeEvery is how often a pass that the pre-pass decision would skip
-// runs anyway.
-const probeEvery = 64
+// probeEvery is how many passes the pre-pass decision skips before the
+// first probe, which runs one anyway; probeMaxGap bounds the doubling
+// wait between later probes.
+const (
+	probeEvery  = 64
+	probeMaxGap = 4096
+)
 
 // payMargin is how much faster than plain decoding a pass must be expected
 // to make its step before it runs: the cost table's cells are medians of a
@@ -220,10 +228,12 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // n·(1 + r_0 + r_0·r_1 + …) tokens for the step's time at n·k more rows
 // plus the pass's (the cost table's DraftCost), against a plain step; a
 // depth pays where it is expected to be payMargin times as fast. A pass
-// that no depth pays for is skipped, but for one in probeEvery where
-// drafts that all survived would pay (where even they would not, as with
-// many sequences on few cores, no measurement of survival can change the
-// answer and there is no probe).
+// that no depth pays for is skipped, but for a probe where drafts that
+// all survived would pay (where even they would not, as with many
+// sequences on few cores, no measurement of survival can change the
+// answer and there is no probe): the first after probeEvery skipped
+// passes, each next after twice as many as the last, up to probeMaxGap,
+// until a pass pays again.
 //
 // one reports a pass that explores (before the first row was verified
 // eight times, its survival the prior's) or probes: it drafts for one
@@ -250,31 +260,79 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 		}
 	}
 	s.calMu.Unlock()
-	plainRate := float64(decodes) / s.dTable.Cost(decodes, decodes+other)
-	// pays reports whether a step expecting tokens from n·k more rows
-	// and the pass beats plain decoding by payMargin.
-	pays := func(tokens float64, k int) bool {
-		return tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
-	}
-	// best: whether drafts that all survive would pay at some depth. A
-	// probe measures the rows' survival again; where not even they
-	// would pay for the pass, no survival can, and the probe would be a
-	// pass thrown away.
-	gain, q, best := 0.0, 1.0, false
+	pays := s.payRule(n, decodes, other)
+	gain, q := 0.0, 1.0
 	for k := 1; k <= B; k++ {
 		q *= r[k-1]
 		gain += q
 		if pays(float64(decodes)+float64(n)*gain, k) {
+			s.calMu.Lock()
+			s.skipped, s.probeGap = 0, probeEvery
+			s.calMu.Unlock()
 			return true, explore && n > 1
 		}
-		best = best || pays(float64(decodes+n*k), k)
 	}
-	if !best {
+	// A probe measures the rows' survival again; where not even drafts
+	// that all survive would pay for the pass, no survival can, and the
+	// probe would be a pass thrown away.
+	if !s.allSurvivingPay(pays, n, decodes) {
 		return false, false
 	}
 	s.calMu.Lock()
+	defer s.calMu.Unlock()
+	if s.probeGap == 0 {
+		s.probeGap = probeEvery
+	}
 	s.skipped++
-	probe := s.skipped%probeEvery == 0
-	s.calMu.Unlock()
-	return probe, probe && n > 1
+	if s.skipped < s.probeGap {
+		return false, false
+	}
+	// Each probe that finds no depth paying doubles the wait for the
+	// next (a pass that pays resets it), as the guard's pauses do: over
+	// a long run a drafter that cannot pay costs ever less.
+	s.skipped, s.probeGap = 0, min(2*s.probeGap, probeMaxGap)
+	return true, n > 1
+}
+
+// payRule returns whether a step of decodes decoding sequences, other
+// rows of other drafts among them, n of which verify k drafts each after
+// the drafter's pass over the n, expecting tokens, is payMargin times as
+// fast as a plain step, by the cost table.
+func (s *Scheduler) payRule(n, decodes, other int) func(tokens float64, k int) bool {
+	pass := s.dTable.DraftCost(n)
+	plainRate := float64(decodes) / s.dTable.Cost(decodes, decodes+other)
+	return func(tokens float64, k int) bool {
+		return tokens/(s.dTable.Cost(decodes, decodes+other+n*k)+pass) > payMargin*plainRate
+	}
+}
+
+// allSurvivingPay reports whether n of decodes sequences drafting k rows
+// that all survive would pay (pays) at some depth k of the block.
+func (s *Scheduler) allSurvivingPay(pays func(tokens float64, k int) bool, n, decodes int) bool {
+	for k := 1; k <= s.cfg.Drafter.Config.BlockSize; k++ {
+		if pays(float64(decodes+n*k), k) {
+			return true
+		}
+	}
+	return false
+}
+
+// draftHopeless reports whether, at a width of decodes decoding
+// sequences, no pass can pay by the cost table: not even drafts that all
+// survive, whether one sequence drafts or all of them. Its steps give up
+// the drafter's context of the rows they make (model.ForwardOptions.
+// DropDraft, docs/drafting.md §3), so that a drafter that cannot pay on
+// this machine at this width costs nothing there. Unmeasured, or with a
+// fixed depth (Config.DraftDepth), nothing is hopeless.
+func (s *Scheduler) draftHopeless(decodes int) bool {
+	if s.cfg.Drafter == nil || s.cfg.DraftDepth > 0 || decodes < 1 ||
+		s.dTable.Cost(decodes, decodes) <= 0 || s.dTable.DraftCost(1) <= 0 {
+		return false
+	}
+	for _, n := range []int{1, decodes} {
+		if s.allSurvivingPay(s.payRule(n, decodes, 0), n, decodes) {
+			return false
+		}
+	}
+	return true
 }

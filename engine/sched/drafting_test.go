@@ -150,7 +150,9 @@ func TestDrafterExact(t *testing.T) {
 // second: skipped; with a 0.1 s pass, depth 1 expects 1.8 in 1.6 s: run.
 // A drafter whose rows were kept 9 times in 10 (a rate of 10/12 with the
 // prior) is run at a 0.5 s pass (depth 2: 2.53 tokens in 2.5 s); one whose
-// rows were never kept is skipped but for one pass in probeEvery.
+// rows were never kept is skipped but for probes: the first after
+// probeEvery skipped passes, then after twice as many each time, until a
+// pass pays, which starts the count again.
 func TestPassMayPay(t *testing.T) {
 	newSched := func(pass float64, kept, reached float64) *Scheduler {
 		s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 4}}}}
@@ -183,15 +185,34 @@ func TestPassMayPay(t *testing.T) {
 		})
 	}
 	s := newSched(0.1, 0, 100)
-	runs := 0
-	for range 4 * probeEvery {
-		if run, _ := s.passMayPay(1, 1, nil); run {
-			runs++
+	probes := func(s *Scheduler, calls int) []int {
+		var at []int
+		for i := range calls {
+			if run, _ := s.passMayPay(1, 1, nil); run {
+				at = append(at, i+1)
+			}
 		}
+		return at
 	}
-	if runs != 4 {
-		t.Errorf("%d of %d skipped passes probed, want 4", runs, 4*probeEvery)
+	g := probeEvery
+	want := []int{g, 3 * g, 7 * g, 15 * g}
+	if got := probes(s, 16*g); !slices.Equal(got, want) {
+		t.Errorf("probes at skipped passes %v, want %v", got, want)
 	}
+	// A pass that pays (the rows kept after all) starts the count again.
+	for i := range 4 {
+		s.calKept[i], s.calReached[i] = 1000, 1000
+	}
+	if run, _ := s.passMayPay(1, 1, nil); !run {
+		t.Fatal("a drafter whose rows all survive is skipped")
+	}
+	for i := range 4 {
+		s.calKept[i], s.calReached[i] = 0, 1000
+	}
+	if got := probes(s, 2*g); !slices.Equal(got, []int{g}) {
+		t.Errorf("after a pass that paid: probes at %v, want [%d]", got, g)
+	}
+	runs := 0
 	// Over four sequences, a pass that explores (survival not yet
 	// measured) or probes drafts for one of them; one that pays by
 	// measured survival drafts for all.
@@ -234,5 +255,97 @@ func TestPassMayPay(t *testing.T) {
 	}
 	if runs != 0 {
 		t.Errorf("%d of %d passes probed where none can pay, want 0", runs, 4*probeEvery)
+	}
+}
+
+// TestDraftHopeless: a width is hopeless where not even drafts that all
+// survive pay for a pass, by the cost table, whether one sequence drafts
+// or all do; worked by hand on the table of TestPassMayPay (a plain step
+// of one sequence 1 s, each verified row 0.5 s more; block 4). With a
+// 0.5 s pass, four surviving drafts give 5 tokens in 3.5 s, 1.43 a second
+// against the plain 1 × payMargin: not hopeless. With a 10 s pass the best
+// is 5 tokens in 13 s: hopeless. Unmeasured, or at a fixed depth, nothing
+// is.
+func TestDraftHopeless(t *testing.T) {
+	newSched := func(pass float64) *Scheduler {
+		s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 4}}}}
+		s.dTable = spec.NewTable()
+		for rows := 1; rows <= 5; rows++ {
+			s.dTable.Observe(1, rows, 1+0.5*float64(rows-1))
+		}
+		if pass > 0 {
+			s.dTable.ObserveDraft(1, pass)
+		}
+		return s
+	}
+	if newSched(0.5).draftHopeless(1) {
+		t.Error("a 0.5 s pass: hopeless")
+	}
+	if !newSched(10).draftHopeless(1) {
+		t.Error("a 10 s pass: not hopeless")
+	}
+	if newSched(0).draftHopeless(1) {
+		t.Error("no pass measured: hopeless")
+	}
+	s := newSched(10)
+	s.cfg.DraftDepth = 3
+	if s.draftHopeless(1) {
+		t.Error("a fixed depth: hopeless")
+	}
+}
+
+// TestDrafterHopelessExact: where no pass can pay (a cost table whose
+// pass takes 100 s), the scheduler runs no pass, every step gives up the
+// drafter's context of its rows, and the replies are the plain ones,
+// greedy and seeded, alone and 16 at once; with the prefix cache on, the
+// blocks cached without their drafter context are resumed by the same
+// requests again, with the same replies.
+func TestDrafterHopelessExact(t *testing.T) {
+	plainM := loadTiny(t)
+	m, d := loadDrafted(t)
+	ps := fixturePrompts(t)
+	table := spec.NewTable()
+	for _, n := range []int{1, 16} {
+		for rows := n; rows <= 10*n; rows += n {
+			table.Observe(n, rows, 0.001*float64(rows))
+		}
+		table.ObserveDraft(n, 100)
+	}
+	plain := start(t, plainM, Config{Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}})
+	hopeless := start(t, m, Config{Drafter: d, DraftCosts: table, Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Identity: "tiny+dspark"}})
+	reqs := func() []*Request {
+		var rs []*Request
+		for i := range 16 {
+			p := greedy()
+			if i%2 == 1 {
+				p = sample.Neutral()
+				p.Temperature, p.TopK, p.Seed = 0.8, 40, uint64(7+i)
+			}
+			// Past a prompt block and 64 pending rows: some rows are
+			// given up, some blocks cached without their context.
+			prompt := slices.Concat(ps[i%len(ps)].InputIDs, ps[(i+1)%len(ps)].InputIDs)
+			rs = append(rs, &Request{ID: fmt.Sprint(i), Prompt: prompt, MaxTokens: 70 + i, Params: p})
+		}
+		return rs
+	}
+	want, _ := runAll(t, plain, reqs())
+	for round := range 2 {
+		got, _ := runAll(t, hopeless, reqs())
+		for i := range got {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("round %d, request %d: %v\nplain %v", round, i, got[i], want[i])
+			}
+		}
+		for i, r := range reqs()[:3] {
+			got, _ := runAll(t, hopeless, []*Request{r})
+			if !slices.Equal(got[0], want[i]) {
+				t.Errorf("round %d, request %d alone: %v\nplain %v", round, i, got[0], want[i])
+			}
+		}
+	}
+	st := hopeless.Stats()
+	if st.DraftPasses != 0 || st.DraftHopelessSteps != st.Steps || st.PrefixHitTokens == 0 {
+		t.Errorf("passes %d, hopeless steps %d of %d, prefix hits %d tokens: want no pass, every step hopeless, the cache resumed",
+			st.DraftPasses, st.DraftHopelessSteps, st.Steps, st.PrefixHitTokens)
 	}
 }

@@ -276,6 +276,10 @@ type Stats struct {
 	// (docs/drafting.md §6); DraftGuard the guard's state per width.
 	DraftPasses, DraftSteps, DraftTokens, DraftAccepted, DraftEmitted int64
 	DraftGuard                                                        []spec.State
+	// DraftHopelessSteps counts the steps at widths where no pass could
+	// pay by the cost table, whose rows' drafter context was given up
+	// (docs/drafting.md §3).
+	DraftHopelessSteps int64
 }
 
 // Scheduler runs requests over one model. Create it with New, start Run in
@@ -459,6 +463,7 @@ func (s *Scheduler) Stats() Stats {
 		PrefixCachedBytes: int(s.cachedBytes.Load()),
 		DraftPasses:       s.dPasses.Load(), DraftSteps: s.dSteps.Load(), DraftTokens: s.dTokens.Load(),
 		DraftAccepted: s.dAccepted.Load(), DraftEmitted: s.dEmitted.Load(), DraftGuard: s.guardStates(),
+		DraftHopelessSteps: s.dDropSteps.Load(),
 	}
 }
 
@@ -878,7 +883,7 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 					st.policy.Plain()
 				}
 			}
-			if w.draft == nil && s.cfg.Drafter != nil && st.req.MaxTokens-len(st.output) > 1 {
+			if w.draft == nil && s.cfg.Drafter != nil && st.req.MaxTokens-len(st.output) > 1 && st.seq.DraftWhole() {
 				cands = append(cands, w)
 			}
 			ws = append(ws, w)
@@ -946,7 +951,17 @@ func (s *Scheduler) step(ctx context.Context, active []*state) {
 	// The step is not cancelled by ctx: it is short, and every sequence
 	// in it must stay consistent with what its request was told.
 	t0 := time.Now()
-	out, err := s.m.Forward(context.WithoutCancel(ctx), seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: rows, ConvSnapshots: snaps})
+	// Where no pass could pay at this width, the step's sequences give up
+	// the drafter's context of their rows rather than compute it.
+	width := decodes
+	if pre != nil {
+		width++
+	}
+	drop := s.draftHopeless(width)
+	if drop {
+		s.dDropSteps.Add(1)
+	}
+	out, err := s.m.Forward(context.WithoutCancel(ctx), seqs, toks, model.ForwardOptions{SeqLogits: modes, ChunkSize: rows, ConvSnapshots: snaps, DropDraft: drop})
 	elapsed := time.Since(t0)
 	s.steps.Add(1)
 	if err != nil {
@@ -1156,7 +1171,9 @@ func (s *Scheduler) register(st *state, upTo int) {
 	for b := len(st.keys); (b+1)*B <= upTo; b++ {
 		key := s.blockKey(st, b)
 		st.keys = append(st.keys, key)
-		if s.cache.Has(key) {
+		// A block cached without its drafter context is cached again
+		// by a sequence that has it (prefix.Cache.Insert replaces it).
+		if s.cache.HasWhole(key) || (s.cache.Has(key) && !st.seq.DraftWhole()) {
 			continue
 		}
 		conv, ok := st.seq.ConvAt((b + 1) * B)
