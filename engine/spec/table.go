@@ -83,29 +83,72 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 //
 // A cell that holds a full window of timings (costWindow), which only the
 // steps a server observes fill (the start-up measurement takes 3), is read
-// as its median instead: the plain step, timed at every step, is the cost
-// every drafting decision is set against, and a line bent by a few noisy
-// verify cells misses it (by 40 % on the dense shape on 2 threads, enough
-// to make drafting look like it pays where it does not).
+// as its median instead, and so is the plain step's (one row a sequence)
+// once timed at all: the plain step is the cost every drafting decision
+// is set against, and a line bent by a few noisy verify cells misses it
+// (by 40 % on the dense shape on 2 threads, enough to make drafting look
+// like it pays where it does not; by 40 % too on the 24B-A2B shapes at
+// 16 sequences, where the cost of a row grows less from 4 rows a
+// sequence on, which made drafts that all survive look paying there).
 func (t *Table) Cost(n, rows int) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.steps[[2]int{n, rows}]; len(s) == costWindow {
+	if s := t.steps[[2]int{n, rows}]; len(s) == costWindow || (rows == n && len(s) > 0) {
 		return median(s)
 	}
 	w := t.nearestWidth(n)
 	if w == 0 {
 		return 0
 	}
-	var xs, ys []float64
+	xs, ys := t.points(w)
+	x := float64(rows) / float64(n)
+	if !slices.ContainsFunc(xs, func(v float64) bool { return v != xs[0] }) {
+		// One rows count of this width is measured (a server's plain
+		// steps at a width the start-up did not time): its level is
+		// its own, and a row's cost the nearest line's, per row. The
+		// guess's tenth a row would make verify rows look nearly free
+		// at such a width, and drafting pay where it cannot.
+		if lw := t.nearestLineWidth(n); lw != 0 {
+			lx, ly := t.points(lw)
+			_, b := fit(lx, ly)
+			mx, my := mean(xs), mean(ys)
+			return max(my+b*float64(w)/float64(lw)*(x-mx), 1e-9) * float64(n) / float64(w)
+		}
+	}
+	return line(xs, ys, x) * float64(n) / float64(w)
+}
+
+// points are width w's cells as rows per sequence and median seconds.
+// Called with t.mu held.
+func (t *Table) points(w int) (xs, ys []float64) {
 	for k, s := range t.steps {
 		if k[0] == w {
 			xs = append(xs, float64(k[1])/float64(w))
 			ys = append(ys, median(s))
 		}
 	}
-	x := float64(rows) / float64(n)
-	return line(xs, ys, x) * float64(n) / float64(w)
+	return xs, ys
+}
+
+// nearestLineWidth is the width nearest n whose cells span two rows
+// counts or more, so that they make a line; 0 when none does. Called
+// with t.mu held.
+func (t *Table) nearestLineWidth(n int) int {
+	rows := map[int]int{} // width → a rows count, or -1 for several
+	for k := range t.steps {
+		if r, ok := rows[k[0]]; !ok {
+			rows[k[0]] = k[1]
+		} else if r != k[1] {
+			rows[k[0]] = -1
+		}
+	}
+	return nearest(func(yield func(int) bool) {
+		for w, r := range rows {
+			if r == -1 && !yield(w) {
+				return
+			}
+		}
+	}, n)
 }
 
 // DraftCost returns the expected seconds of the drafter's pass over n
@@ -157,23 +200,35 @@ func nearest(widths iter.Seq[int], n int) int {
 // (or all at one x), the unmeasured guess's shape (a tenth more per row
 // per sequence) through their mean.
 func line(xs, ys []float64, x float64) float64 {
-	var mx, my float64
-	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
+	mx, my := mean(xs), mean(ys)
+	sxx, b := fit(xs, ys)
+	if sxx == 0 {
+		return my * (1 + 0.1*(x-1)) / (1 + 0.1*(mx-1))
 	}
-	n := float64(len(xs))
-	mx, my = mx/n, my/n
-	var sxx, sxy float64
+	return max(my+b*(x-mx), 1e-9)
+}
+
+// fit returns the spread of xs about their mean (0: one x) and the
+// least-squares slope of ys over xs, no less than 0.
+func fit(xs, ys []float64) (sxx, b float64) {
+	mx, my := mean(xs), mean(ys)
+	var sxy float64
 	for i := range xs {
 		sxx += (xs[i] - mx) * (xs[i] - mx)
 		sxy += (xs[i] - mx) * (ys[i] - my)
 	}
 	if sxx == 0 {
-		return my * (1 + 0.1*(x-1)) / (1 + 0.1*(mx-1))
+		return 0, 0
 	}
-	b := max(sxy/sxx, 0)
-	return max(my+b*(x-mx), 1e-9)
+	return sxx, max(sxy/sxx, 0)
+}
+
+func mean(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
 }
 
 // Cell is one measured cell of a Table, as a cost file keeps it.

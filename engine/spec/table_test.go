@@ -97,7 +97,10 @@ func TestChooseOptimal(t *testing.T) {
 
 // TestTableCost: a width's cells, each the median of its times, read as
 // the least-squares line over rows per sequence, scaled to another width;
-// a width with one cell takes the guess's shape through it; cells off
+// a width with one rows count measured takes the slope per row of the
+// nearest width whose cells make a line, through its own cell (the
+// guess's shape, a tenth more per row, only where no width has a line);
+// cells off
 // their line (a shared machine's noise) do not move the answer alone.
 func TestTableCost(t *testing.T) {
 	tb := NewTable()
@@ -117,12 +120,13 @@ func TestTableCost(t *testing.T) {
 		n, rows int
 		want    float64
 	}{
-		{1, 1, 2},             // the median, on the line through (1, 2) and (5, 6)
-		{1, 3, 4},             // halfway between 1 row (2) and 5 rows (6)
-		{1, 7, 8},             // the last segment extended
-		{2, 2, 4 * 2.0 / 4},   // widths 1 and 4 are both 2× from 2: the wider's cell, scaled by 2/4
-		{4, 8, 4 * (1 + 0.1)}, // width 4 has one cell: the guess's shape (a tenth more per row) through it
-		{16, 32, 2},           // the line, not the noisy cell's 3
+		{1, 1, 2},            // the median, on the line through (1, 2) and (5, 6)
+		{1, 3, 4},            // halfway between 1 row (2) and 5 rows (6)
+		{1, 7, 8},            // the last segment extended
+		{2, 2, 4 * 2.0 / 4},  // widths 1 and 4 are both 2× from 2: the wider's cell, scaled by 2/4
+		{4, 8, 4 + 4*0.5/16}, // width 4 has one cell: through it, width 16's 0.5 s per row per sequence, 0.5/16 s a row, for 4 more rows (width 16 is nearer than 1 by ties to the wider)
+		{16, 32, 2},          // the line, not the noisy cell's 3
+		{16, 16, 1},          // the plain step: its own cell's median, not the line's 1.5
 	} {
 		if got := tb.Cost(c.n, c.rows); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("Cost(%d, %d) = %v, want %v", c.n, c.rows, got, c.want)
@@ -138,6 +142,13 @@ func TestTableCost(t *testing.T) {
 	full.Observe(1, 3, 4.5)
 	if got := full.Cost(1, 1); got != 1 {
 		t.Errorf("Cost(1, 1) = %v over a full window of 1 s steps, want 1", got)
+	}
+	// With no width's cells making a line, a lone cell takes the
+	// guess's shape.
+	lone := NewTable()
+	lone.Observe(4, 4, 4)
+	if got, want := lone.Cost(4, 8), 4*(1+0.1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("Cost(4, 8) = %v with one cell and no line, want the guess's %v", got, want)
 	}
 	if got := tb.DraftCost(8); math.Abs(got-1.6) > 1e-12 {
 		t.Errorf("DraftCost(8) = %v, want 1.6 (width 4's, scaled)", got)
