@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,10 @@ type draftHooks struct {
 const (
 	probeEvery  = 64
 	probeMaxGap = 4096
+	// probeBudget is the most of the plain steps' time that probes may
+	// take: a probe waits for as many skipped passes as its cost over a
+	// plain step divided by this share of one.
+	probeBudget = 0.02
 )
 
 // payMargin is how much faster than plain decoding a pass must be expected
@@ -233,7 +238,9 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // sequences on few cores, no measurement of survival can change the
 // answer and there is no probe): the first after probeEvery skipped
 // passes, each next after twice as many as the last, up to probeMaxGap,
-// until a pass pays again.
+// until a pass pays again; and never sooner than keeps the probes'
+// extra cost (a pass, and a verify of the whole block beyond a plain
+// step) within probeBudget of the plain steps' time.
 //
 // one reports a pass that explores (before the first row was verified
 // eight times, its survival the prior's) or probes: it drafts for one
@@ -278,13 +285,20 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 	if !s.allSurvivingPay(pays, n, decodes) {
 		return false, false
 	}
+	// A probe's pass and its verify of a whole block cost probeCost more
+	// than a plain step; waiting at least budgetGap skipped passes keeps
+	// probes within probeBudget of the plain steps' time, however
+	// costly a pass is beside a step of this target.
+	plain := s.dTable.Cost(decodes, decodes+other)
+	probeCost := s.dTable.DraftCost(1) + s.dTable.Cost(decodes, decodes+other+B) - plain
+	budgetGap := int(math.Ceil(probeCost / (probeBudget * plain)))
 	s.calMu.Lock()
 	defer s.calMu.Unlock()
 	if s.probeGap == 0 {
 		s.probeGap = probeEvery
 	}
 	s.skipped++
-	if s.skipped < s.probeGap {
+	if s.skipped < max(s.probeGap, budgetGap) {
 		return false, false
 	}
 	// Each probe that finds no depth paying doubles the wait for the

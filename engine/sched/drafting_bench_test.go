@@ -632,6 +632,7 @@ func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table
 		b.ReportMetric(float64(st.DraftTokens)/float64(st.DraftSteps), "depth/verify")
 	}
 	b.ReportMetric(float64(st.DraftPasses), "passes")
+	b.ReportMetric(float64(st.DraftHopelessSteps), "hopeless_steps")
 	b.ReportMetric(float64(st.Steps), "steps")
 	o.mu.Lock()
 	hist := o.depths

@@ -152,7 +152,10 @@ func TestDrafterExact(t *testing.T) {
 // prior) is run at a 0.5 s pass (depth 2: 2.53 tokens in 2.5 s); one whose
 // rows were never kept is skipped but for probes: the first after
 // probeEvery skipped passes, then after twice as many each time, until a
-// pass pays, which starts the count again.
+// pass pays, which starts the count again; but never sooner than keeps
+// them within probeBudget (2 %) of the plain steps' time: a probe here
+// costs the 0.1 s pass and a 3 s verify of the whole block, 2.1 s more
+// than a plain step, so the first waits for 105 skipped passes.
 func TestPassMayPay(t *testing.T) {
 	newSched := func(pass float64, kept, reached float64) *Scheduler {
 		s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 4}}}}
@@ -195,7 +198,7 @@ func TestPassMayPay(t *testing.T) {
 		return at
 	}
 	g := probeEvery
-	want := []int{g, 3 * g, 7 * g, 15 * g}
+	want := []int{105, 105 + 2*g, 105 + 6*g, 105 + 14*g}
 	if got := probes(s, 16*g); !slices.Equal(got, want) {
 		t.Errorf("probes at skipped passes %v, want %v", got, want)
 	}
@@ -209,8 +212,8 @@ func TestPassMayPay(t *testing.T) {
 	for i := range 4 {
 		s.calKept[i], s.calReached[i] = 0, 1000
 	}
-	if got := probes(s, 2*g); !slices.Equal(got, []int{g}) {
-		t.Errorf("after a pass that paid: probes at %v, want [%d]", got, g)
+	if got := probes(s, 2*g); !slices.Equal(got, []int{105}) {
+		t.Errorf("after a pass that paid: probes at %v, want [105]", got)
 	}
 	runs := 0
 	// Over four sequences, a pass that explores (survival not yet
