@@ -1,9 +1,6 @@
 package spec
 
 import (
-	"iter"
-	"maps"
-	"math"
 	"slices"
 	"sync"
 )
@@ -17,14 +14,37 @@ import (
 // another. It is safe for concurrent use.
 type Table struct {
 	mu    sync.Mutex
-	steps map[[2]int][]float64 // (n, rows) → recent seconds
-	draft map[int][]float64    // n → recent seconds of the drafter's pass
+	steps map[[2]int]*cell // (n, rows) → recent seconds
+	draft map[int]*cell    // n → recent seconds of the drafter's pass
+	// rows is, per width, the one rows count measured, or -1 where
+	// several are (a line); fits caches each width's line, dropped when
+	// the width is observed. A scheduler reads the table dozens of times
+	// a step: these keep a read from sorting every cell's times again.
+	rows map[int]int
+	fits map[int]*widthFit
 }
 
-// NewTable returns an empty table (the zero value is one too).
-func NewTable() *Table {
-	return &Table{steps: map[[2]int][]float64{}, draft: map[int][]float64{}}
+// cell is a cell's recent times and their median.
+type cell struct {
+	times []float64
+	med   float64
 }
+
+func (c *cell) push(sec float64) {
+	c.times = append(c.times, sec)
+	if len(c.times) > costWindow {
+		c.times = c.times[len(c.times)-costWindow:]
+	}
+	c.med = median(c.times)
+}
+
+// widthFit is a width's cells as a least-squares line over rows per
+// sequence: their means, the spread of x (0: one rows count) and the
+// slope, no less than 0.
+type widthFit struct{ mx, my, sxx, b float64 }
+
+// NewTable returns an empty table (the zero value is one too).
+func NewTable() *Table { return &Table{} }
 
 func push(s []float64, sec float64) []float64 {
 	s = append(s, sec)
@@ -40,11 +60,22 @@ func (t *Table) Observe(n, rows int, sec float64) {
 		return
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.steps == nil {
-		t.steps = map[[2]int][]float64{}
+		t.steps, t.rows, t.fits = map[[2]int]*cell{}, map[int]int{}, map[int]*widthFit{}
 	}
-	t.steps[[2]int{n, rows}] = push(t.steps[[2]int{n, rows}], sec)
-	t.mu.Unlock()
+	c := t.steps[[2]int{n, rows}]
+	if c == nil {
+		c = &cell{}
+		t.steps[[2]int{n, rows}] = c
+	}
+	c.push(sec)
+	if r, ok := t.rows[n]; !ok {
+		t.rows[n] = rows
+	} else if r != rows {
+		t.rows[n] = -1
+	}
+	delete(t.fits, n)
 }
 
 // cell is the median of the cell of n sequences and rows rows, and
@@ -52,11 +83,11 @@ func (t *Table) Observe(n, rows int, sec float64) {
 func (t *Table) cell(n, rows int) (float64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ok := t.steps[[2]int{n, rows}]
+	c, ok := t.steps[[2]int{n, rows}]
 	if !ok {
 		return 0, false
 	}
-	return median(s), true
+	return c.med, true
 }
 
 // ObserveDraft records a drafter pass over n sequences that took sec.
@@ -65,11 +96,16 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 		return
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.draft == nil {
-		t.draft = map[int][]float64{}
+		t.draft = map[int]*cell{}
 	}
-	t.draft[n] = push(t.draft[n], sec)
-	t.mu.Unlock()
+	c := t.draft[n]
+	if c == nil {
+		c = &cell{}
+		t.draft[n] = c
+	}
+	c.push(sec)
 }
 
 // Cost returns the expected seconds of a step of n sequences and rows
@@ -93,134 +129,54 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 func (t *Table) Cost(n, rows int) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.steps[[2]int{n, rows}]; len(s) == costWindow || (rows == n && len(s) > 0) {
-		return median(s)
+	if c := t.steps[[2]int{n, rows}]; c != nil && (len(c.times) == costWindow || rows == n) {
+		return c.med
 	}
-	w := t.nearestWidth(n)
+	w := nearest(t.rows, n, nil)
 	if w == 0 {
 		return 0
 	}
-	xs, ys := t.points(w)
+	f := t.fit(w)
 	x := float64(rows) / float64(n)
-	if !slices.ContainsFunc(xs, func(v float64) bool { return v != xs[0] }) {
+	if f.sxx == 0 {
 		// One rows count of this width is measured (a server's plain
 		// steps at a width the start-up did not time): its level is
 		// its own, and a row's cost the nearest line's, per row. The
 		// guess's tenth a row would make verify rows look nearly free
 		// at such a width, and drafting pay where it cannot.
 		if lw := t.nearestLineWidth(n); lw != 0 {
-			lx, ly := t.points(lw)
-			_, b := fit(lx, ly)
-			mx, my := mean(xs), mean(ys)
-			return max(my+b*float64(w)/float64(lw)*(x-mx), 1e-9) * float64(n) / float64(w)
+			b := t.fit(lw).b * float64(w) / float64(lw)
+			return max(f.my+b*(x-f.mx), 1e-9) * float64(n) / float64(w)
 		}
+		return f.my * (1 + 0.1*(x-1)) / (1 + 0.1*(f.mx-1)) * float64(n) / float64(w)
 	}
-	return line(xs, ys, x) * float64(n) / float64(w)
+	return max(f.my+f.b*(x-f.mx), 1e-9) * float64(n) / float64(w)
 }
 
-// points are width w's cells as rows per sequence and median seconds.
-// Called with t.mu held.
-func (t *Table) points(w int) (xs, ys []float64) {
-	for k, s := range t.steps {
+// fit returns width w's line (a measured width), computing it when the
+// width was observed since. Called with t.mu held.
+func (t *Table) fit(w int) *widthFit {
+	if f := t.fits[w]; f != nil {
+		return f
+	}
+	var xs, ys []float64
+	for k, c := range t.steps {
 		if k[0] == w {
 			xs = append(xs, float64(k[1])/float64(w))
-			ys = append(ys, median(s))
+			ys = append(ys, c.med)
 		}
 	}
-	return xs, ys
-}
-
-// nearestLineWidth is the width nearest n whose cells span two rows
-// counts or more, so that they make a line; 0 when none does. Called
-// with t.mu held.
-func (t *Table) nearestLineWidth(n int) int {
-	rows := map[int]int{} // width → a rows count, or -1 for several
-	for k := range t.steps {
-		if r, ok := rows[k[0]]; !ok {
-			rows[k[0]] = k[1]
-		} else if r != k[1] {
-			rows[k[0]] = -1
-		}
-	}
-	return nearest(func(yield func(int) bool) {
-		for w, r := range rows {
-			if r == -1 && !yield(w) {
-				return
-			}
-		}
-	}, n)
-}
-
-// DraftCost returns the expected seconds of the drafter's pass over n
-// sequences, scaled from the nearest width measured; 0 when none is.
-func (t *Table) DraftCost(n int) float64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s, ok := t.draft[n]; ok {
-		return median(s)
-	}
-	bw := nearest(maps.Keys(t.draft), n)
-	if bw == 0 {
-		return 0
-	}
-	return median(t.draft[bw]) * float64(n) / float64(bw)
-}
-
-// nearestWidth is the width of a measured step nearest n; 0 when none is
-// measured. Called with t.mu held.
-func (t *Table) nearestWidth(n int) int {
-	return nearest(func(yield func(int) bool) {
-		for k := range t.steps {
-			if !yield(k[0]) {
-				return
-			}
-		}
-	}, n)
-}
-
-// nearest is the width of widths nearest n in ratio, ties to the wider
-// (so that the answer never depends on a map's order); 0 for none.
-func nearest(widths iter.Seq[int], n int) int {
-	bw := 0
-	for w := range widths {
-		if bw == 0 {
-			bw = w
-			continue
-		}
-		dw, db := math.Abs(math.Log(float64(w)/float64(n))), math.Abs(math.Log(float64(bw)/float64(n)))
-		if dw < db || (dw == db && w > bw) {
-			bw = w
-		}
-	}
-	return bw
-}
-
-// line is the least-squares line through (xs, ys) at x, its slope no
-// less than 0 (a step never gets cheaper with more rows); with one point
-// (or all at one x), the unmeasured guess's shape (a tenth more per row
-// per sequence) through their mean.
-func line(xs, ys []float64, x float64) float64 {
-	mx, my := mean(xs), mean(ys)
-	sxx, b := fit(xs, ys)
-	if sxx == 0 {
-		return my * (1 + 0.1*(x-1)) / (1 + 0.1*(mx-1))
-	}
-	return max(my+b*(x-mx), 1e-9)
-}
-
-// fit returns the spread of xs about their mean (0: one x) and the
-// least-squares slope of ys over xs, no less than 0.
-func fit(xs, ys []float64) (sxx, b float64) {
-	mx, my := mean(xs), mean(ys)
+	f := &widthFit{mx: mean(xs), my: mean(ys)}
 	var sxy float64
 	for i := range xs {
-		sxx += (xs[i] - mx) * (xs[i] - mx)
-		sxy += (xs[i] - mx) * (ys[i] - my)
+		f.sxx += (xs[i] - f.mx) * (xs[i] - f.mx)
+		sxy += (xs[i] - f.mx) * (ys[i] - f.my)
 	}
-	if sxx == 0 {
-		return 0, 0
+	if f.sxx > 0 {
+		f.b = max(sxy/f.sxx, 0)
 	}
-	return sxx, max(sxy/sxx, 0)
+	t.fits[w] = f
+	return f
 }
 
 func mean(x []float64) float64 {
@@ -229,6 +185,56 @@ func mean(x []float64) float64 {
 		s += v
 	}
 	return s / float64(len(x))
+}
+
+// nearestLineWidth is the width nearest n whose cells span two rows
+// counts or more, so that they make a line; 0 when none does. Called
+// with t.mu held.
+func (t *Table) nearestLineWidth(n int) int {
+	return nearest(t.rows, n, func(r int) bool { return r == -1 })
+}
+
+// DraftCost returns the expected seconds of the drafter's pass over n
+// sequences, scaled from the nearest width measured; 0 when none is.
+func (t *Table) DraftCost(n int) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.draft[n]; ok {
+		return c.med
+	}
+	bw := nearest(t.draft, n, nil)
+	if bw == 0 {
+		return 0
+	}
+	return t.draft[bw].med * float64(n) / float64(bw)
+}
+
+// nearest is the width among m's keys (those whose value keep accepts;
+// all with keep nil) nearest n in ratio, ties to the wider (so that the
+// answer never depends on a map's order); 0 for none.
+func nearest[V any](m map[int]V, n int, keep func(V) bool) int {
+	// w is nearer n in ratio than bw when max(w, n)/min(w, n) is the
+	// smaller ratio: compared as integer products, exactly and without
+	// logarithms (a scheduler asks this dozens of times a step).
+	if v, ok := m[n]; ok && (keep == nil || keep(v)) {
+		return n // the nearest there is
+	}
+	bw := 0
+	for w, v := range m {
+		if keep != nil && !keep(v) {
+			continue
+		}
+		if bw == 0 {
+			bw = w
+			continue
+		}
+		wh, wl := max(w, n), min(w, n)
+		bh, bl := max(bw, n), min(bw, n)
+		if c := wh * bl; c < bh*wl || (c == bh*wl && w > bw) {
+			bw = w
+		}
+	}
+	return bw
 }
 
 // Cell is one measured cell of a Table, as a cost file keeps it.
@@ -244,11 +250,11 @@ func (t *Table) Cells() []Cell {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var cs []Cell
-	for k, s := range t.steps {
-		cs = append(cs, Cell{Seqs: k[0], Rows: k[1], Seconds: median(s)})
+	for k, c := range t.steps {
+		cs = append(cs, Cell{Seqs: k[0], Rows: k[1], Seconds: c.med})
 	}
-	for n, s := range t.draft {
-		cs = append(cs, Cell{Seqs: n, Rows: 0, Seconds: median(s)})
+	for n, c := range t.draft {
+		cs = append(cs, Cell{Seqs: n, Rows: 0, Seconds: c.med})
 	}
 	slices.SortFunc(cs, func(a, b Cell) int {
 		if a.Seqs != b.Seqs {
