@@ -120,7 +120,11 @@ func TestDropDraft(t *testing.T) {
 	keep, drop := m.NewSequence(), m.NewSequence()
 	next := [2]int{feed(t, m, keep, prompt), feed(t, m, drop, prompt)}
 	P := drop.Len()
+	before := m.DraftContextTime()
 	m.FlushDraft([]*model.Sequence{drop})
+	if drop.DraftPending() != 0 || m.DraftContextTime() <= before {
+		t.Fatalf("after FlushDraft: %d rows pending, context time %v then %v", drop.DraftPending(), before, m.DraftContextTime())
+	}
 	convP, ok := drop.ConvAt(P)
 	if !ok {
 		t.Fatal("no conv state at the prompt's end")
@@ -128,7 +132,11 @@ func TestDropDraft(t *testing.T) {
 	ctx := context.Background()
 	for step := range 80 {
 		next[0] = feed(t, m, keep, []int{next[0]})
+		before := m.DraftContextTime()
 		out, err := m.Forward(ctx, []*model.Sequence{drop}, [][]int{{next[1]}}, model.ForwardOptions{DropDraft: true})
+		if m.DraftContextTime() != before {
+			t.Fatalf("step %d: the context was computed in a step that gives it up", step)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

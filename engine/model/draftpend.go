@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // draftPendMax is the most rows whose drafter context a sequence keeps
@@ -86,6 +87,13 @@ func (s *Sequence) giveUpDraft() {
 	p.rows, p.taps = 0, nil
 }
 
+// DraftContextTime returns the time spent so far computing the attached
+// drafter's context, in every call that computed it (Forward, FlushDraft,
+// Clone, …): a scheduler takes it out of a step's time, so that its cost
+// table holds what a step of the model costs, not the drafter's context
+// it happened to compute.
+func (m *Model) DraftContextTime() time.Duration { return time.Duration(m.draftNanos.Load()) }
+
 // flushFull flushes the sequences of segs holding draftPendMax rows or
 // more; with drop it gives their rows up instead (ForwardOptions.DropDraft).
 func flushFull(segs []Segment, drop bool) {
@@ -151,6 +159,8 @@ func (m *Model) flushDraft(seqs []*Sequence) {
 		parts = append(parts, part{s, R})
 		R += s.pend.rows
 	}
+	t0 := time.Now()
+	defer func() { m.draftNanos.Add(int64(time.Since(t0))) }()
 	d := m.drafter
 	n, dim := d.ContextShape()
 	W := len(d.Taps()) * m.Config.HiddenSize

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lfmq/lfmq/engine/config"
 	"github.com/lfmq/lfmq/engine/device"
@@ -58,7 +59,10 @@ type Model struct {
 
 	kvDType kv.DType // the KV cache's format (Options.KVDType)
 	drafter Drafter  // SetDrafter's; nil without one
-	kvPool  *KVPool  // NewSequence's pages: unbounded, growing on demand
+	// draftNanos is the time spent computing the drafter's context
+	// (DraftContextTime).
+	draftNanos atomic.Int64
+	kvPool     *KVPool // NewSequence's pages: unbounded, growing on demand
 }
 
 // Layer holds one decoder layer's weights. Only the fields of its kind
