@@ -81,22 +81,33 @@ func TestCacheLRU(t *testing.T) {
 	}
 }
 
-// TestSaveLoad: a saved cache loads back with the same blocks and recency
-// under the same header, loads nothing under another identity or runtime,
-// and a corrupt file is an error.
-func TestSaveLoad(t *testing.T) {
+// threeBlocks loads the tiny model (closed when t ends) and runs a
+// sequence over three blocks of ids from first on, with conv snapshots at
+// the block ends; it returns the model, the sequence and the blocks' keys
+// under identity "m".
+func threeBlocks(t *testing.T, first int) (*model.Model, *model.Sequence, []Key) {
+	t.Helper()
 	m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	ids := make([]int, 3*BlockSize)
 	for i := range ids {
-		ids[i] = 500 + i
+		ids[i] = first + i
 	}
 	s := m.NewSequence()
-	m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{Logits: model.NoLogits, ConvSnapshots: [][]int{{64, 128, 192}}})
-	keys := Keys("m", "", ids, 3)
+	if _, err := m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{Logits: model.NoLogits, ConvSnapshots: [][]int{{64, 128, 192}}}); err != nil {
+		t.Fatal(err)
+	}
+	return m, s, Keys("m", "", ids, 3)
+}
+
+// TestSaveLoad: a saved cache loads back with the same blocks and recency
+// under the same header, loads nothing under another identity or runtime,
+// and a corrupt file is an error.
+func TestSaveLoad(t *testing.T) {
+	m, s, keys := threeBlocks(t, 500)
 	c := New()
 	for b := range 3 {
 		conv, _ := s.ConvAt((b + 1) * BlockSize)
@@ -142,18 +153,7 @@ func TestSaveLoad(t *testing.T) {
 // one. Save leaves given-up blocks out, and the file loads back with the
 // others.
 func TestDraftGoneBlocks(t *testing.T) {
-	m, err := load.Load("../../testdata/tiny-lfm2-moe/model", load.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ids := make([]int, 3*BlockSize)
-	for i := range ids {
-		ids[i] = 700 + i
-	}
-	s := m.NewSequence()
-	m.Forward(context.Background(), []*model.Sequence{s}, [][]int{ids}, model.ForwardOptions{Logits: model.NoLogits, ConvSnapshots: [][]int{{64, 128, 192}}})
-	keys := Keys("m", "", ids, 3)
+	m, s, keys := threeBlocks(t, 700)
 	span := func(b int, gone bool) *kv.Span {
 		conv, _ := s.ConvAt((b + 1) * BlockSize)
 		sp, err := s.CopySpan(b*BlockSize, (b+1)*BlockSize, conv)
