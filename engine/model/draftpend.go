@@ -80,18 +80,15 @@ func (s *Sequence) giveUpDraft() {
 	p := &s.pend
 	if !p.gone {
 		p.gone, p.goneFrom = true, p.from
-		if p.rows == 0 {
-			p.goneFrom = s.n
-		}
 	}
 	p.rows, p.taps = 0, nil
 }
 
 // DraftContextTime returns the time spent so far computing the attached
-// drafter's context, in every call that computed it (Forward, FlushDraft,
-// Clone, …): a scheduler takes it out of a step's time, so that its cost
-// table holds what a step of the model costs, not the drafter's context
-// it happened to compute.
+// drafter's context, in every call on the model that computed it
+// (Forward, FlushDraft, Clone, …, whoever made it): a scheduler takes it
+// out of a step's time, so that its cost table holds what a step of the
+// model costs, not the drafter's context it happened to compute.
 func (m *Model) DraftContextTime() time.Duration { return time.Duration(m.draftNanos.Load()) }
 
 // flushFull flushes the sequences of segs holding draftPendMax rows or

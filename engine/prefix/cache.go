@@ -85,11 +85,14 @@ func (c *Cache) Blocks() int { return len(c.blocks) }
 // Has reports whether a block is cached (without touching its recency).
 func (c *Cache) Has(k Key) bool { _, ok := c.blocks[k]; return ok }
 
-// HasWhole reports whether a block is cached with its drafter context
-// whole (kv.Span.DraftGone false), without touching its recency.
-func (c *Cache) HasWhole(k Key) bool {
+// Wants reports whether Insert would keep a span of block k whose
+// drafter context is whole (or, with whole false, given up: see
+// kv.Span.DraftGone), without touching its recency: when the block is not
+// cached, or cached without its drafter context and this one has it. A
+// caller asks before it copies a span.
+func (c *Cache) Wants(k Key, whole bool) bool {
 	el, ok := c.blocks[k]
-	return ok && !el.Value.(*entry).span.DraftGone()
+	return !ok || (whole && el.Value.(*entry).span.DraftGone())
 }
 
 // Lookup returns the spans of the longest run of keys, from the first,
@@ -111,11 +114,10 @@ func (c *Cache) Lookup(keys []Key) []*kv.Span {
 // and takes the span over: the cache frees it when it evicts it, or at
 // once when the block was already cached. A cached block whose drafter
 // context was given up (kv.Span.DraftGone) is replaced by one whose
-// context is whole, so that sequences resumed from it draft again.
+// context is whole (Wants), so that sequences resumed from it draft again.
 func (c *Cache) Insert(k Key, span *kv.Span) {
 	if el, ok := c.blocks[k]; ok {
-		e := el.Value.(*entry)
-		if !e.span.DraftGone() || span.DraftGone() {
+		if !c.Wants(k, !span.DraftGone()) {
 			c.lru.MoveToFront(el)
 			span.Free()
 			return

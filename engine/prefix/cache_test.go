@@ -148,7 +148,7 @@ func TestSaveLoad(t *testing.T) {
 
 // TestDraftGoneBlocks: a block whose drafter context was given up
 // (kv.Span.DraftGone) is cached, so that a sequence resumes it without
-// computing it again, but not as whole (HasWhole); a whole span of the
+// computing it again, but still wanted whole (Wants); a whole span of the
 // same block replaces it, while a given-up span never replaces a whole
 // one. Save leaves given-up blocks out, and the file loads back with the
 // others.
@@ -169,13 +169,18 @@ func TestDraftGoneBlocks(t *testing.T) {
 	c.Insert(keys[0], span(0, false))
 	c.Insert(keys[1], span(1, true))
 	c.Insert(keys[2], span(2, true))
-	if !c.Has(keys[1]) || c.HasWhole(keys[1]) || !c.HasWhole(keys[0]) {
-		t.Fatalf("Has %v HasWhole %v of a given-up block; HasWhole %v of a whole one", c.Has(keys[1]), c.HasWhole(keys[1]), c.HasWhole(keys[0]))
+	switch {
+	case !c.Has(keys[1]) || !c.Wants(keys[1], true) || c.Wants(keys[1], false):
+		t.Fatalf("a given-up block: Has %v, wants a whole span %v, a given-up one %v; want true, true, false",
+			c.Has(keys[1]), c.Wants(keys[1], true), c.Wants(keys[1], false))
+	case c.Wants(keys[0], true) || c.Wants(keys[0], false):
+		t.Fatal("a whole block is wanted again")
 	}
+	whole := func(c *Cache, k Key) bool { return c.Has(k) && !c.Wants(k, true) }
 	c.Insert(keys[1], span(1, false))
 	c.Insert(keys[0], span(0, true))
-	if !c.HasWhole(keys[1]) || !c.HasWhole(keys[0]) || c.Blocks() != 3 || c.Tokens() != 3*BlockSize {
-		t.Fatalf("after replacing: whole %v %v, %d blocks of %d tokens", c.HasWhole(keys[0]), c.HasWhole(keys[1]), c.Blocks(), c.Tokens())
+	if !whole(c, keys[1]) || !whole(c, keys[0]) || c.Blocks() != 3 || c.Tokens() != 3*BlockSize {
+		t.Fatalf("after replacing: whole %v %v, %d blocks of %d tokens", whole(c, keys[0]), whole(c, keys[1]), c.Blocks(), c.Tokens())
 	}
 	path := filepath.Join(t.TempDir(), FileName)
 	h := Header{Identity: "m", Runtime: "r1"}
@@ -183,7 +188,7 @@ func TestDraftGoneBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := New()
-	if n, err := d.Load(path, h, m, 1<<20); err != nil || n != 2 || !d.HasWhole(keys[0]) || !d.HasWhole(keys[1]) || d.Has(keys[2]) {
+	if n, err := d.Load(path, h, m, 1<<20); err != nil || n != 2 || !whole(d, keys[0]) || !whole(d, keys[1]) || d.Has(keys[2]) {
 		t.Fatalf("loaded %d blocks, %v; want the two whole ones", n, err)
 	}
 }

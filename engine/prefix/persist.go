@@ -54,12 +54,13 @@ func (c *Cache) Save(path string, h Header) error {
 	// A block whose drafter context was given up is not kept
 	// (kv.Span.DraftGone): a server that reads it back could not draft
 	// from it, and the next to compute the block stores it whole.
-	h.Blocks = 0
-	for _, el := range c.blocks {
-		if !el.Value.(*entry).span.DraftGone() {
-			h.Blocks++
+	var keep []*entry // least recently used first
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if e := el.Value.(*entry); !e.span.DraftGone() {
+			keep = append(keep, e)
 		}
 	}
+	h.Blocks = len(keep)
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -71,11 +72,7 @@ func (c *Cache) Save(path string, h Header) error {
 	w.WriteString(fileMagic)
 	w.Write(hj)
 	w.WriteByte('\n')
-	for el := c.lru.Back(); el != nil; el = el.Prev() {
-		e := el.Value.(*entry)
-		if e.span.DraftGone() {
-			continue
-		}
+	for _, e := range keep {
 		data, err := e.span.MarshalBinary()
 		if err != nil {
 			f.Close()

@@ -13,7 +13,7 @@ import (
 // start-up cells (widths 1, 4 and 16, 1 to 10 rows a sequence, three
 // timings each) and a full window of plain steps at every width from 1 to
 // 16, with a drafter whose rows never survive (so that every rule runs to
-// its end). A tiny model's step takes about 1.6 ms on 2 cores, so this
+// its end). A tiny model's step takes 0.7 to 1.6 ms on 2 cores, so this
 // must stay far below that (docs/drafting.md §4).
 func BenchmarkDraftDecision(b *testing.B) {
 	s := &Scheduler{cfg: Config{Drafter: &draft.Drafter{Config: &draft.Config{BlockSize: 9}}}}

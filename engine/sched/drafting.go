@@ -30,10 +30,10 @@ type drafting struct {
 	// before them survived) and the rows that survived.
 	calPred, calReached, calKept [draft.MaxBlockSize]float64
 	// skipped counts passes the pre-pass decision left out since the
-	// last probe; the probeGap-th runs anyway, so that the acceptance it
-	// decides by stays measured. probeGap starts at probeEvery and
-	// doubles at each probe, up to probeMaxGap, until a pass pays.
-	skipped, probeGap int
+	// last probe; the probeGap()-th runs anyway, so that the acceptance
+	// it decides by stays measured. probes counts the probes since a
+	// pass last paid: each doubles the gap.
+	skipped, probes int
 
 	// hooks are set by the speed benchmark at real shapes only
 	// (drafting_bench_test.go, docs/drafting-speed.md); nil in use.
@@ -51,11 +51,11 @@ type draftHooks struct {
 }
 
 // probeEvery is how many passes the pre-pass decision skips before the
-// first probe, which runs one anyway; probeMaxGap bounds the doubling
-// wait between later probes.
+// first probe, which runs one anyway; the wait doubles at each later
+// probe, probeDoublings times at most (to 4096).
 const (
-	probeEvery  = 64
-	probeMaxGap = 4096
+	probeEvery     = 64
+	probeDoublings = 6
 	// probeBudget is the most of the plain steps' time that probes may
 	// take: a probe waits for as many skipped passes as its cost over a
 	// plain step divided by this share of one.
@@ -237,7 +237,7 @@ func (s *Scheduler) guardStep(ws []*work, ran bool, sec float64) {
 // all survived would pay (where even they would not, as with many
 // sequences on few cores, no measurement of survival can change the
 // answer and there is no probe): the first after probeEvery skipped
-// passes, each next after twice as many as the last, up to probeMaxGap,
+// passes, each next after twice as many as the last, up to 4096,
 // until a pass pays again; and never sooner than keeps the probes'
 // extra cost (a pass, and a verify of the whole block beyond a plain
 // step) within probeBudget of the plain steps' time.
@@ -274,7 +274,7 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 		gain += q
 		if pays(float64(decodes)+float64(n)*gain, k) {
 			s.calMu.Lock()
-			s.skipped, s.probeGap = 0, probeEvery
+			s.skipped, s.probes = 0, 0
 			s.calMu.Unlock()
 			return true, explore && n > 1
 		}
@@ -294,19 +294,19 @@ func (s *Scheduler) passMayPay(n, decodes int, ws []*work) (run, one bool) {
 	budgetGap := int(math.Ceil(probeCost / (probeBudget * plain)))
 	s.calMu.Lock()
 	defer s.calMu.Unlock()
-	if s.probeGap == 0 {
-		s.probeGap = probeEvery
-	}
 	s.skipped++
-	if s.skipped < max(s.probeGap, budgetGap) {
+	if s.skipped < max(s.probeGap(), budgetGap) {
 		return false, false
 	}
-	// Each probe that finds no depth paying doubles the wait for the
-	// next (a pass that pays resets it), as the guard's pauses do: over
-	// a long run a drafter that cannot pay costs ever less.
-	s.skipped, s.probeGap = 0, min(2*s.probeGap, probeMaxGap)
+	s.skipped, s.probes = 0, min(s.probes+1, probeDoublings)
 	return true, n > 1
 }
+
+// probeGap is how many skipped passes the next probe waits for: each
+// probe since a pass last paid doubles it, as the guard's pauses do, so
+// that over a long run a drafter that cannot pay costs ever less.
+// Called with calMu held.
+func (s *Scheduler) probeGap() int { return probeEvery << s.probes }
 
 // payRule returns whether a step of decodes decoding sequences, other
 // rows of other drafts among them, n of which verify k drafts each after

@@ -3,12 +3,14 @@ package sched
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model"
 	"github.com/lfmq/lfmq/engine/model/load"
+	"github.com/lfmq/lfmq/engine/prefix"
 	"github.com/lfmq/lfmq/engine/sample"
 	"github.com/lfmq/lfmq/engine/spec"
 )
@@ -301,8 +303,8 @@ func TestDraftHopeless(t *testing.T) {
 // pass takes 100 s), the scheduler runs no pass, every step gives up the
 // drafter's context of its rows, and the replies are the plain ones,
 // greedy and seeded, alone and 16 at once; with the prefix cache on, the
-// blocks cached without their drafter context are resumed by the same
-// requests again, with the same replies.
+// blocks cached without their drafter context (which a saved cache leaves
+// out) are resumed by the same requests again, with the same replies.
 func TestDrafterHopelessExact(t *testing.T) {
 	plainM := loadTiny(t)
 	m, d := loadDrafted(t)
@@ -345,6 +347,19 @@ func TestDrafterHopelessExact(t *testing.T) {
 				t.Errorf("round %d, request %d alone: %v\nplain %v", round, i, got[0], want[i])
 			}
 		}
+	}
+	// Some cached blocks lack their drafter context: a saved cache
+	// leaves them out.
+	hopeless.cacheMu.Lock()
+	cached := hopeless.cache.Blocks()
+	path, h := filepath.Join(t.TempDir(), prefix.FileName), prefix.Header{Identity: "tiny+dspark", Runtime: "test"}
+	err := hopeless.cache.Save(path, h)
+	hopeless.cacheMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved, err := prefix.New().Load(path, h, m, 1<<30); err != nil || saved >= cached {
+		t.Errorf("%d of %d cached blocks saved (%v): want the blocks without their drafter context left out", saved, cached, err)
 	}
 	st := hopeless.Stats()
 	if st.DraftPasses != 0 || st.DraftHopelessSteps != st.Steps || st.PrefixHitTokens == 0 {

@@ -1177,8 +1177,8 @@ func (s *Scheduler) register(st *state, upTo int) {
 		key := s.blockKey(st, b)
 		st.keys = append(st.keys, key)
 		// A block cached without its drafter context is cached again
-		// by a sequence that has it (prefix.Cache.Insert replaces it).
-		if s.cache.HasWhole(key) || (s.cache.Has(key) && !st.seq.DraftWhole()) {
+		// by a sequence that has it (prefix.Cache.Wants).
+		if !s.cache.Wants(key, st.seq.DraftWhole()) {
 			continue
 		}
 		conv, ok := st.seq.ConvAt((b + 1) * B)

@@ -31,10 +31,7 @@ type cell struct {
 }
 
 func (c *cell) push(sec float64) {
-	c.times = append(c.times, sec)
-	if len(c.times) > costWindow {
-		c.times = c.times[len(c.times)-costWindow:]
-	}
+	c.times = push(c.times, sec)
 	c.med = median(c.times)
 }
 
@@ -123,9 +120,10 @@ func (t *Table) ObserveDraft(n int, sec float64) {
 // once timed at all: the plain step is the cost every drafting decision
 // is set against, and a line bent by a few noisy verify cells misses it
 // (by 40 % on the dense shape on 2 threads, enough to make drafting look
-// like it pays where it does not; by 40 % too on the 24B-A2B shapes at
-// 16 sequences, where the cost of a row grows less from 4 rows a
-// sequence on, which made drafts that all survive look paying there).
+// like it pays where it does not; by 11 to 31 % either way on the 24B-A2B
+// shapes at 16 sequences, where the cost of a row grows less from 4 rows
+// a sequence on, which flipped whether drafts that all survive look
+// paying there).
 func (t *Table) Cost(n, rows int) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -213,12 +211,12 @@ func (t *Table) DraftCost(n int) float64 {
 // all with keep nil) nearest n in ratio, ties to the wider (so that the
 // answer never depends on a map's order); 0 for none.
 func nearest[V any](m map[int]V, n int, keep func(V) bool) int {
-	// w is nearer n in ratio than bw when max(w, n)/min(w, n) is the
-	// smaller ratio: compared as integer products, exactly and without
-	// logarithms (a scheduler asks this dozens of times a step).
 	if v, ok := m[n]; ok && (keep == nil || keep(v)) {
 		return n // the nearest there is
 	}
+	// w is nearer n in ratio than bw when max(w, n)/min(w, n) is the
+	// smaller ratio: compared as integer products, exactly and without
+	// logarithms (a scheduler asks this dozens of times a step).
 	bw := 0
 	for w, v := range m {
 		if keep != nil && !keep(v) {
