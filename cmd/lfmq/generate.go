@@ -306,8 +306,8 @@ func generateText(cmd *cobra.Command, opts *generateOptions, s *generate.Session
 			fmt.Fprintf(opts.IO.ErrOut, "KV cache %s: %d bytes per token\n", s.Model.KVCacheDType(), s.Model.KVBytesPerToken())
 		}
 		if d := res.Draft; d != nil {
-			fmt.Fprintf(opts.IO.ErrOut, "drafter %s: %d passes; %d verify steps kept %d of %d drafts (%.1f%%), %.2f tokens per step\n",
-				opts.Drafter, d.Passes, d.Steps, d.Accepted, d.Tokens, 100*float64(d.Accepted)/max(float64(d.Tokens), 1), float64(d.Emitted)/max(float64(d.Steps), 1))
+			fmt.Fprintf(opts.IO.ErrOut, "drafter %s: %d passes in %s, its context in %s; %d verify steps kept %d of %d drafts (%.1f%%), %.2f tokens per step\n",
+				opts.Drafter, d.Passes, secs(d.PassSeconds), secs(d.ContextSeconds), d.Steps, d.Accepted, d.Tokens, 100*float64(d.Accepted)/max(float64(d.Tokens), 1), float64(d.Emitted)/max(float64(d.Steps), 1))
 		}
 		fmt.Fprintln(opts.IO.ErrOut, opts.deviceLine)
 	}
@@ -455,4 +455,9 @@ func jsonKindOf(v any) string {
 		return "an object"
 	}
 	return "an array"
+}
+
+// secs writes seconds as a duration rounded to the microsecond.
+func secs(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond)
 }

@@ -500,6 +500,10 @@ func TestLaunchDrafter(t *testing.T) {
 	if m == nil || m[1] == "0" {
 		t.Errorf("no drafter passes in /metrics (%v):\n%s", m, logs.String())
 	}
+	// And their time: a count of seconds above zero.
+	if m := regexp.MustCompile(`(?m)^lfmq_drafter_pass_seconds_total ([0-9.e+-]+)$`).FindStringSubmatch(string(body)); m == nil || m[1] == "0" {
+		t.Errorf("no drafter pass time in /metrics (%v)", m)
+	}
 	if !strings.Contains(logs.String(), "serving with the release's drafter "+drafter) {
 		t.Errorf("launch log:\n%s", logs.String())
 	}

@@ -16,6 +16,9 @@ type DraftStats struct {
 	// its drafts, Tokens the drafts verified, Accepted those kept, Emitted
 	// the tokens those steps emitted.
 	Passes, Steps, Tokens, Accepted, Emitted int64
+	// PassSeconds is the time the passes took, ContextSeconds the time
+	// spent computing the drafter's context.
+	PassSeconds, ContextSeconds float64
 }
 
 // runDrafted generates through the server's scheduler (engine/sched),
@@ -59,7 +62,8 @@ func (s *Session) runDrafted(ctx context.Context, prompt []int, opts Options, p 
 	res.DecodeTime = time.Since(sink.first)
 	res.ContextFilled = !res.Stopped && len(res.Tokens) < opts.MaxTokens
 	st := sc.Stats()
-	res.Draft = &DraftStats{Passes: st.DraftPasses, Steps: st.DraftSteps, Tokens: st.DraftTokens, Accepted: st.DraftAccepted, Emitted: st.DraftEmitted}
+	res.Draft = &DraftStats{Passes: st.DraftPasses, Steps: st.DraftSteps, Tokens: st.DraftTokens, Accepted: st.DraftAccepted, Emitted: st.DraftEmitted,
+		PassSeconds: st.DraftPassSeconds, ContextSeconds: st.DraftContextSeconds}
 	return res, nil
 }
 

@@ -23,6 +23,8 @@ type drafting struct {
 	// dDropSteps counts steps run where no pass could pay
 	// (draftHopeless), whose rows' drafter context was given up.
 	dDropSteps atomic.Int64
+	// dPassNanos is the time the drafter's passes took.
+	dPassNanos atomic.Int64
 
 	calMu sync.Mutex
 	// Per block row: the confidence head's predicted survival summed
@@ -129,7 +131,9 @@ func (s *Scheduler) draftFor(cands []*work, decodes int, ws []*work) (sec float6
 	}
 	t0 := time.Now()
 	blk, err := s.cfg.Drafter.Propose(seqs, pending, false)
-	sec = time.Since(t0).Seconds()
+	el := time.Since(t0)
+	s.dPassNanos.Add(int64(el))
+	sec = el.Seconds()
 	if err != nil {
 		s.log.Debug("drafting failed", "err", err)
 		return sec, true

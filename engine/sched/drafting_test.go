@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model"
@@ -61,6 +62,7 @@ func runAll(t *testing.T, s *Scheduler, reqs []*Request) ([][]int, []FinishReaso
 // without it, greedy and seeded sampled, alone and in a batch of 16, with
 // prompt lookup on or off beside it; drafts were verified and some kept.
 func TestDrafterExact(t *testing.T) {
+	began := time.Now()
 	plainM := loadTiny(t)
 	m, d := loadDrafted(t)
 	ps := fixturePrompts(t)
@@ -130,6 +132,11 @@ func TestDrafterExact(t *testing.T) {
 	if st := fixed.Stats(); st.DraftSteps == 0 || st.DraftAccepted == 0 || st.DraftEmitted <= st.DraftSteps {
 		t.Errorf("depth 5: the drafter did not run: %+v", st)
 	} else {
+		// What the drafter cost is counted: its passes took time, no
+		// more than the test has run, and its context too.
+		if el := time.Since(began).Seconds(); st.DraftPassSeconds <= 0 || st.DraftPassSeconds > el || st.DraftContextSeconds <= 0 || st.DraftContextSeconds > el {
+			t.Errorf("depth 5: %d passes took %.6f s and the context %.6f s, in a test of %.3f s", st.DraftPasses, st.DraftPassSeconds, st.DraftContextSeconds, el)
+		}
 		t.Logf("depth 5: verify steps %d, drafts %d, kept %d, emitted %d (%.2f tokens/verify step)",
 			st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, float64(st.DraftEmitted)/float64(st.DraftSteps))
 	}
@@ -362,7 +369,7 @@ func TestDrafterHopelessExact(t *testing.T) {
 		t.Errorf("%d of %d cached blocks saved (%v): want the blocks without their drafter context left out", saved, cached, err)
 	}
 	st := hopeless.Stats()
-	if st.DraftPasses != 0 || st.DraftHopelessSteps != st.Steps || st.PrefixHitTokens == 0 {
+	if st.DraftPasses != 0 || st.DraftPassSeconds != 0 || st.DraftHopelessSteps != st.Steps || st.PrefixHitTokens == 0 {
 		t.Errorf("passes %d, hopeless steps %d of %d, prefix hits %d tokens: want no pass, every step hopeless, the cache resumed",
 			st.DraftPasses, st.DraftHopelessSteps, st.Steps, st.PrefixHitTokens)
 	}

@@ -280,6 +280,11 @@ type Stats struct {
 	// pay by the cost table, whose rows' drafter context was given up
 	// (docs/drafting.md §3).
 	DraftHopelessSteps int64
+	// DraftPassSeconds is the time the drafter's passes took, and
+	// DraftContextSeconds the time the model spent computing the
+	// drafter's context (model.Model.DraftContextTime): what the drafter
+	// itself cost, beside the verify rows its drafts added to steps.
+	DraftPassSeconds, DraftContextSeconds float64
 }
 
 // Scheduler runs requests over one model. Create it with New, start Run in
@@ -451,7 +456,7 @@ func (s *Scheduler) Stats() Stats {
 	ps := s.pool.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{
+	st := Stats{
 		Running: len(s.active), Waiting: len(s.queue),
 		KVPoolTokens: s.cfg.KVPoolTokens, KVReservedTokens: s.reserved, KVUsedTokens: int(s.used.Load()),
 		KVPages: ps.Pages, KVPagesUsed: ps.Used, KVPagesFree: ps.Free, KVPagesShared: ps.Shared, KVPageBytes: ps.PageBytes,
@@ -465,6 +470,11 @@ func (s *Scheduler) Stats() Stats {
 		DraftAccepted: s.dAccepted.Load(), DraftEmitted: s.dEmitted.Load(), DraftGuard: s.guardStates(),
 		DraftHopelessSteps: s.dDropSteps.Load(),
 	}
+	if s.cfg.Drafter != nil {
+		st.DraftPassSeconds = time.Duration(s.dPassNanos.Load()).Seconds()
+		st.DraftContextSeconds = s.m.DraftContextTime().Seconds()
+	}
+	return st
 }
 
 // Submit queues r. It returns at once: the results reach r.Sink. A request
