@@ -61,6 +61,9 @@ const (
 	// draftLayersEnv sets the MoE targets' layer count (default 4, the
 	// layers of synth.RealShape; more layers repeat its pattern).
 	draftLayersEnv = "LFMQ_BENCH_DRAFT_MOE_LAYERS"
+	// draftControlEnv, set to anything, makes the drafted side of each
+	// cell a second plain scheduler: the control (runDraftBench).
+	draftControlEnv = "LFMQ_BENCH_DRAFT_CONTROL"
 	// draftTokensEnv sets the tokens each request generates (default 96).
 	draftTokensEnv = "LFMQ_BENCH_DRAFT_TOKENS"
 	// synthDirEnv keeps the synthetic checkpoints between runs, as the
@@ -590,29 +593,66 @@ func (o *oracle) chosen(depths []int) {
 }
 
 // runDraftBench decodes width greedy requests of tokens tokens plain and
-// with the drafter scheduled, b.N times, and reports both rates.
+// with the drafter scheduled, b.N rounds, and reports both rates.
+//
+// The two runs of a round alternate their order: an even round draws
+// fresh prompts and runs plain first (its replies are what the oracle
+// drafts from), an odd round takes the same prompts again and runs the
+// drafter first, so that neither side is always the one that runs while
+// the machine warms or drifts. With draftControlEnv set, the "drafted" side
+// is a second plain scheduler on the plain side's model: the ratio's
+// spread on this machine with nothing to tell the two sides apart.
 func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table *spec.Table, width, tokens int) {
 	cfg := Config{Speculation: SpecConfig{Off: true}, PrefixCache: PrefixConfig{Off: true}, MaxModelLen: 32 + tokens}
 	plain := start(b, plainM, cfg)
 	dcfg := cfg
-	dcfg.Drafter, dcfg.DraftCosts = d, table
+	control := os.Getenv(draftControlEnv) != ""
+	if control {
+		m = plainM
+	} else {
+		dcfg.Drafter, dcfg.DraftCosts = d, table
+	}
 	drafted := start(b, m, dcfg)
 	o := &oracle{vocab: m.Config.VocabSize, logit: float32(math.Log(acceptRate / (1 - acceptRate)))}
 	drafted.hooks = &draftHooks{propose: o.propose, depths: o.chosen}
 	var rPlain, rDrafted, cPlain, cDrafted float64
+	var draftedWall time.Duration // the drafted side's runs, whole
+	st0 := drafted.Stats()
+	draftedRun := func(prompts [][]int) ([][]int, float64, float64) {
+		t0 := time.Now()
+		defer func() { draftedWall += time.Since(t0) }()
+		return decodeRun(b, drafted, prompts, tokens)
+	}
+	var prompts, want [][]int
+	var rounds []string
 	for i := range b.N {
-		prompts := randomPrompts(m.Config.VocabSize, width, 32, uint64(100*width+i))
-		want, rp, cp := decodeRun(b, plain, prompts, tokens)
-		o.cont, o.round = map[string][]int{}, uint64(i)
-		for j, w := range want {
-			o.cont[strconv.Itoa(j)] = w
+		o.round = uint64(i)
+		var got [][]int
+		var rp, cp, rd, cd float64
+		if i%2 == 0 {
+			prompts = randomPrompts(m.Config.VocabSize, width, 32, uint64(100*width+i))
+			want, rp, cp = decodeRun(b, plain, prompts, tokens)
+			o.cont = map[string][]int{}
+			for j, w := range want {
+				o.cont[strconv.Itoa(j)] = w
+			}
+			got, rd, cd = draftedRun(prompts)
+		} else {
+			got, rd, cd = draftedRun(prompts)
+			var again [][]int
+			again, rp, cp = decodeRun(b, plain, prompts, tokens)
+			for j := range again {
+				if !slices.Equal(again[j], want[j]) {
+					b.Errorf("request %d: plain decoding gave %v, and %v the round before", j, again[j], want[j])
+				}
+			}
 		}
-		got, rd, cd := decodeRun(b, drafted, prompts, tokens)
 		for j := range got {
 			if !slices.Equal(got[j], want[j]) {
 				b.Errorf("request %d: with the drafter %v\nplain %v", j, got[j], want[j])
 			}
 		}
+		rounds = append(rounds, fmt.Sprintf("%.3f", rd/rp))
 		rPlain += rp
 		rDrafted += rd
 		cPlain += cp
@@ -651,8 +691,17 @@ func runDraftBench(b *testing.B, plainM, m *model.Model, d *draft.Drafter, table
 			gs = append(gs, fmt.Sprintf("width %d: off %d times, drafting now %v", g.Width, g.Offs, g.Drafting))
 		}
 	}
-	fmt.Printf("%s: depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard of %d widths: %s; load average %s\n",
-		b.Name(), strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, len(st.DraftGuard), strings.Join(gs, "; "), loadAverage())
+	// What the drafter's own work took of the drafted side's runs: an
+	// account of its cost that this machine's drift does not blur.
+	passSec, ctxSec := st.DraftPassSeconds-st0.DraftPassSeconds, st.DraftContextSeconds-st0.DraftContextSeconds
+	side := "drafted"
+	if control {
+		side = "control (a second plain scheduler)"
+	}
+	fmt.Printf("%s: the drafter's passes took %.3f s and its context %.3f s, %.2f %% of the drafted runs' %.1f s\n",
+		b.Name(), passSec, ctxSec, 100*(passSec+ctxSec)/draftedWall.Seconds(), draftedWall.Seconds())
+	fmt.Printf("%s: %s ÷ plain per round (even rounds plain first) %s; depths chosen (depth:candidates) %s; verify steps %d, drafts %d, kept %d, emitted %d; guard of %d widths: %s; load average %s\n",
+		b.Name(), side, strings.Join(rounds, " "), strings.Join(hs, " "), st.DraftSteps, st.DraftTokens, st.DraftAccepted, st.DraftEmitted, len(st.DraftGuard), strings.Join(gs, "; "), loadAverage())
 }
 
 // TestDraftOracle: the benchmark's stand-in for a trained drafter keeps
