@@ -147,6 +147,9 @@ func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "vllm:spec_decode_num_drafts_total{model_name=\"fake\"} %d\n", f.tokens/4)
 	fmt.Fprintf(w, "vllm:spec_decode_num_draft_tokens_total{model_name=\"fake\"} %d\n", 4*(f.tokens/4))
 	fmt.Fprintf(w, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"fake\"} %d\n", 2*(f.tokens/4))
+	// lfmq's count of what its drafter's work took: 1.5 ms a token.
+	fmt.Fprintf(w, "lfmq_drafter_pass_seconds_total %g\n", 0.001*float64(f.tokens))
+	fmt.Fprintf(w, "lfmq_drafter_context_seconds_total %g\n", 0.0005*float64(f.tokens))
 	fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"fake\"} 3\n")
 	fmt.Fprintf(w, "process_cpu_seconds_total 12.5\n")
 }

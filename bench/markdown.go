@@ -63,6 +63,10 @@ func Markdown(r *Result) string {
 			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: the server's drafter kept %d of %d drafts (acceptance %.1f %%), %.2f tokens per verify step",
 				c.Concurrency, c.PromptTokens, *c.ServerCounts.DraftAccepted, *c.ServerCounts.DraftTokens, 100*acc, tps))
 		}
+		if sc := c.ServerCounts; sc != nil && sc.DraftSeconds != nil {
+			notes = append(notes, fmt.Sprintf("- %d streams, prompt %d: the drafter's passes and its context took %.3f s of the server's time",
+				c.Concurrency, c.PromptTokens, *sc.DraftSeconds))
+		}
 		standIn := 0
 		for _, t := range c.Turns {
 			standIn += t.StandIn

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,6 +148,22 @@ func serverView(d map[string]float64) *ServerCounts {
 		v := int64(math.Round(total))
 		return &v
 	}
+	// seconds adds up counters of seconds, kept to the microsecond.
+	seconds := func(names ...string) *float64 {
+		var total float64
+		found := false
+		for k, v := range d {
+			if n, _, _ := strings.Cut(k, "{"); slices.Contains(names, n) {
+				total += v
+				found = true
+			}
+		}
+		if !found {
+			return nil
+		}
+		total = math.Round(total*1e6) / 1e6
+		return &total
+	}
 	first := func(vals ...*int64) *int64 {
 		for _, v := range vals {
 			if v != nil {
@@ -167,5 +184,6 @@ func serverView(d map[string]float64) *ServerCounts {
 		DraftSteps:        first(sum("lfmq_drafter_verify_steps_total", nil), sum("vllm:spec_decode_num_drafts_total", nil)),
 		DraftTokens:       first(sum("lfmq_drafter_draft_tokens_total", nil), sum("vllm:spec_decode_num_draft_tokens_total", nil)),
 		DraftAccepted:     first(sum("lfmq_drafter_accepted_tokens_total", nil), sum("vllm:spec_decode_num_accepted_tokens_total", nil)),
+		DraftSeconds:      seconds("lfmq_drafter_pass_seconds_total", "lfmq_drafter_context_seconds_total"),
 	}
 }

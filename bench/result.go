@@ -200,6 +200,10 @@ type ServerCounts struct {
 	DraftSteps    *int64 `json:"draft_steps,omitempty"`
 	DraftTokens   *int64 `json:"draft_tokens,omitempty"`
 	DraftAccepted *int64 `json:"draft_accepted_tokens,omitempty"`
+	// DraftSeconds is the time the drafter's own work took on the server:
+	// its passes and its context (lfmq: lfmq_drafter_pass_seconds_total
+	// and lfmq_drafter_context_seconds_total; other servers do not say).
+	DraftSeconds *float64 `json:"draft_seconds,omitempty"`
 }
 
 // DraftAcceptance is the share of the drafts verified that were kept, and

@@ -584,8 +584,15 @@ func TestMultiTurn(t *testing.T) {
 			if acc, tps, ok := c.ServerCounts.DraftAcceptance(); !ok || math.Abs(acc-0.5) > 0.02 || math.Abs(tps-3) > 0.1 {
 				t.Errorf("drafter acceptance %v, %v tokens per step (%v); the fake keeps 2 of 4, 3 tokens per step", acc, tps, ok)
 			}
+			if sc := c.ServerCounts; sc.DraftSeconds == nil || math.Abs(*sc.DraftSeconds-0.0015*float64(*sc.GenerationTokens)) > 1e-6 {
+				got := "none"
+				if sc.DraftSeconds != nil {
+					got = fmt.Sprint(*sc.DraftSeconds)
+				}
+				t.Errorf("drafter seconds %s for %d tokens; the fake takes 1.5 ms a token", got, *sc.GenerationTokens)
+			}
 			md := Markdown(res)
-			if !strings.Contains(md, fmt.Sprintf("| 2 | 16 | 3 | %d | 42 | ", lengths[42])) || !strings.Contains(md, "prefix cache found") || !strings.Contains(md, "drafter kept") {
+			if !strings.Contains(md, fmt.Sprintf("| 2 | 16 | 3 | %d | 42 | ", lengths[42])) || !strings.Contains(md, "prefix cache found") || !strings.Contains(md, "drafter kept") || !strings.Contains(md, "drafter's passes and its context took") {
 				t.Errorf("table:\n%s", md)
 			}
 		})
