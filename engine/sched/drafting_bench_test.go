@@ -164,6 +164,15 @@ func BenchmarkDraftedDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
+			// As sched.MeasureDraftCosts does, wait for the loads'
+			// background scans of the weights: beside the timed cells
+			// they took a core (4.3 s of CPU in one run at 24B-A2B's
+			// shape), and the table read steps slow.
+			for _, mm := range []*model.Model{plain, m} {
+				if err := mm.Verified(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
 			table, idle, head, idleHead := measureDraftCosts(b, m, d)
 			// Printed, not logged: a benchmark's log is cut to 10 lines
 			// without -v.

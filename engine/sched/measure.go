@@ -29,7 +29,17 @@ const measureReps = 3
 // and block_size+1 rows per sequence (spec.Table interpolates the rest),
 // and d's pass over that many sequences. The sequences are scratch: their
 // tokens are arbitrary ids, which time like any others.
+//
+// It first waits for the check of m's checkpoint that loading left running
+// (model.Model.Verified: an lfmq-1 checkpoint's hash, a BF16 one's scan
+// for non-finite weights), and fails with what that check found: the
+// check takes a core that the timed steps would use, and a cell timed
+// beside it reads slow, a plain step most of all, which makes drafting
+// look paying where it is not.
 func MeasureDraftCosts(ctx context.Context, m *model.Model, d *draft.Drafter, maxSeqs int) (*spec.Table, error) {
+	if err := m.Verified(ctx); err != nil {
+		return nil, fmt.Errorf("measuring the drafter's costs: %w", err)
+	}
 	t := spec.NewTable()
 	B := d.Config.BlockSize
 	depths := []int{1, 2, 3, 5, B + 1}
