@@ -169,12 +169,18 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 			put(y, b*out+o, v, add)
 		}
 	}
-	if batch < 4 {
-		for b := range batch {
-			vec(oLo, oHi, b)
-		}
+	if batch == 1 {
+		vec(oLo, oHi, 0)
 		return
 	}
+	if batch < 4 && m.Format == BF16 && useSIMD && useAVX512 {
+		m.mulRowsPadded(y, x, batch, oLo, oHi, add)
+		return
+	}
+	// Two or three rows without the four-by-four kernel, and the rows
+	// past the last four, run one row at a time over a block of rowBlock
+	// outputs, so that the block's weights come from memory once and from
+	// the cache for the other rows.
 	for o0 := oLo; o0 < oHi; o0 += rowBlock {
 		o1 := min(o0+rowBlock, oHi)
 		b := 0
@@ -205,6 +211,44 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 		}
 		for ; b < batch; b++ {
 			vec(o0, o1, b)
+		}
+	}
+}
+
+// padRows holds the inputs of a product of two or three rows padded to
+// four with zeros (mulRowsPadded), one buffer per goroutine at a time.
+var padRows = sync.Pool{New: func() any { return new([]float32) }}
+
+// mulRowsPadded is mulRows for two or three BF16 rows with AVX-512: the
+// rows, padded to four, run on the four-by-four kernel, which reads each
+// weight once for all of them; the padding's products are dropped. Swept
+// once per row instead, two and three rows read every weight two and
+// three times, and took longer than four (on the dense 1.2B shape a step
+// of two rows cost 1.8 times one of one, four rows 1.5 times;
+// docs/drafting-speed.md). Every output keeps its own dotBF16 bits.
+func (m *Matrix) mulRowsPadded(y, x []float32, batch, oLo, oHi int, add bool) {
+	in, out := m.In, m.Out
+	bp := padRows.Get().(*[]float32)
+	defer padRows.Put(bp)
+	if cap(*bp) < 4*in {
+		*bp = make([]float32, 4*in)
+	}
+	xs := (*bp)[:4*in]
+	copy(xs, x[:batch*in])
+	clear(xs[batch*in:])
+	var d16 [16]float32
+	o := oLo
+	for ; o+4 <= oHi; o += 4 {
+		dotBF16r4b4(&d16, m.BF16[o*in:], in, xs, in, in)
+		for i, v := range d16 {
+			if b := i % 4; b < batch {
+				put(y, b*out+o+i/4, v, add)
+			}
+		}
+	}
+	for ; o < oHi; o++ {
+		for b := range batch {
+			put(y, b*out+o, dotBF16(m.BF16[o*in:][:in], x[b*in:][:in]), add)
 		}
 	}
 }
