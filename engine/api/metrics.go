@@ -59,15 +59,6 @@ func newMetrics(st stats) *metrics {
 			return f(s)
 		})
 	}
-	counter := func(name, help string, f func(s sched.Stats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, func() float64 {
-			s, ok := st()
-			if !ok {
-				return 0
-			}
-			return float64(f(s))
-		})
-	}
 	seconds := func(name, help string, f func(s sched.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, func() float64 {
 			s, ok := st()
@@ -76,6 +67,9 @@ func newMetrics(st stats) *metrics {
 			}
 			return f(s)
 		})
+	}
+	counter := func(name, help string, f func(s sched.Stats) int64) prometheus.Collector {
+		return seconds(name, help, func(s sched.Stats) float64 { return float64(f(s)) })
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),

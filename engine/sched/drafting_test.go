@@ -21,7 +21,13 @@ const tinyDrafter = "../../testdata/tiny-lfm2-moe-dspark/model"
 // loadDrafted loads the tiny target with the fixture's DSpark drafter.
 func loadDrafted(t testing.TB) (*model.Model, *draft.Drafter) {
 	t.Helper()
-	m, err := load.Load(tinyModel, load.Options{})
+	return loadDraftedAt(t, tinyModel)
+}
+
+// loadDraftedAt is loadDrafted with the target read from dir.
+func loadDraftedAt(t testing.TB, dir string) (*model.Model, *draft.Drafter) {
+	t.Helper()
+	m, err := load.Load(dir, load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lfmq/lfmq/engine/draft"
 	"github.com/lfmq/lfmq/engine/model/load"
 	"github.com/lfmq/lfmq/engine/model/load/loadtest"
 )
@@ -17,17 +16,7 @@ import (
 // measurement waits for it, so this holds the outcome, not the wait.)
 func TestMeasureDraftCostsDamaged(t *testing.T) {
 	const tensor = "model.layers.3.feed_forward.experts.5.w2.weight"
-	dir := loadtest.Damaged(t, tinyModel, tensor, 1234, 0x7fc1)
-	m, err := load.Load(dir, load.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	d, err := draft.Load(tinyDrafter, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	m, d := loadDraftedAt(t, loadtest.Damaged(t, tinyModel, tensor, 1234, 0x7fc1))
 	table, err := MeasureDraftCosts(context.Background(), m, d, 4)
 	var nf *load.NonFiniteError
 	if table != nil || !errors.As(err, &nf) || nf.Tensor != tensor || nf.Index != 1234 {
