@@ -126,9 +126,10 @@ func serverView(d map[string]float64) *ServerCounts {
 	if len(d) == 0 {
 		return nil
 	}
-	sum := func(name string, keep func(labels string) bool) *int64 {
-		var total float64
-		found := false
+	// total adds up, in the keys' order, the series of the named metrics
+	// whose labels keep accepts (nil: all); ok is false when there is
+	// none.
+	total := func(keep func(labels string) bool, names ...string) (sum float64, ok bool) {
 		keys := make([]string, 0, len(d))
 		for k := range d {
 			keys = append(keys, k)
@@ -136,33 +137,30 @@ func serverView(d map[string]float64) *ServerCounts {
 		sort.Strings(keys)
 		for _, k := range keys {
 			n, labels, _ := strings.Cut(k, "{")
-			if n != name || (keep != nil && !keep(labels)) {
+			if !slices.Contains(names, n) || (keep != nil && !keep(labels)) {
 				continue
 			}
-			total += d[k]
-			found = true
+			sum += d[k]
+			ok = true
 		}
-		if !found {
+		return sum, ok
+	}
+	sum := func(name string, keep func(labels string) bool) *int64 {
+		t, ok := total(keep, name)
+		if !ok {
 			return nil
 		}
-		v := int64(math.Round(total))
+		v := int64(math.Round(t))
 		return &v
 	}
 	// seconds adds up counters of seconds, kept to the microsecond.
 	seconds := func(names ...string) *float64 {
-		var total float64
-		found := false
-		for k, v := range d {
-			if n, _, _ := strings.Cut(k, "{"); slices.Contains(names, n) {
-				total += v
-				found = true
-			}
-		}
-		if !found {
+		t, ok := total(nil, names...)
+		if !ok {
 			return nil
 		}
-		total = math.Round(total*1e6) / 1e6
-		return &total
+		t = math.Round(t*1e6) / 1e6
+		return &t
 	}
 	first := func(vals ...*int64) *int64 {
 		for _, v := range vals {

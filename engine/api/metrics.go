@@ -59,7 +59,7 @@ func newMetrics(st stats) *metrics {
 			return f(s)
 		})
 	}
-	seconds := func(name, help string, f func(s sched.Stats) float64) prometheus.Collector {
+	floatCounter := func(name, help string, f func(s sched.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, func() float64 {
 			s, ok := st()
 			if !ok {
@@ -69,7 +69,7 @@ func newMetrics(st stats) *metrics {
 		})
 	}
 	counter := func(name, help string, f func(s sched.Stats) int64) prometheus.Collector {
-		return seconds(name, help, func(s sched.Stats) float64 { return float64(f(s)) })
+		return floatCounter(name, help, func(s sched.Stats) float64 { return float64(f(s)) })
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -99,8 +99,8 @@ func newMetrics(st stats) *metrics {
 		counter("drafter_accepted_tokens_total", "Drafter tokens kept by verification; over drafter_draft_tokens_total, the acceptance.", func(s sched.Stats) int64 { return s.DraftAccepted }),
 		counter("drafter_emitted_tokens_total", "Tokens emitted by the drafter's verify steps; over drafter_verify_steps_total, the tokens per step.", func(s sched.Stats) int64 { return s.DraftEmitted }),
 		counter("drafter_hopeless_steps_total", "Steps at a batch width where, by the verify cost table, not even drafts that all survive would pay for the drafter's pass; their rows' drafter context is given up, and a sequence that gave it up drafts no more.", func(s sched.Stats) int64 { return s.DraftHopelessSteps }),
-		seconds("drafter_pass_seconds_total", "Time the drafter's passes took.", func(s sched.Stats) float64 { return s.DraftPassSeconds }),
-		seconds("drafter_context_seconds_total", "Time spent computing the drafter's context of the target's rows (its keys and values of every row a pass may read). With drafter_pass_seconds_total, what the drafter itself cost, beside the verify rows its drafts added to steps.", func(s sched.Stats) float64 { return s.DraftContextSeconds }),
+		floatCounter("drafter_pass_seconds_total", "Time the drafter's passes took.", func(s sched.Stats) float64 { return s.DraftPassSeconds }),
+		floatCounter("drafter_context_seconds_total", "Time spent computing the drafter's context of the target's rows (its keys and values of every row a pass may read). With drafter_pass_seconds_total, what the drafter itself cost, beside the verify rows its drafts added to steps.", func(s sched.Stats) float64 { return s.DraftContextSeconds }),
 		gauge("drafter_guard_paused_widths", "Batch widths (decoding sequences per step) at which the guard holds drafting off because it did not pay.", func(s sched.Stats) float64 {
 			n := 0
 			for _, g := range s.DraftGuard {

@@ -173,19 +173,32 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 		vec(oLo, oHi, 0)
 		return
 	}
+	// The groups of four rows read xs: x itself, or, for two or three
+	// BF16 rows with AVX-512, the rows padded to four with zeros, so that
+	// the four-by-four kernel reads each weight once for all of them and
+	// the padding's products are dropped. Swept once per row instead, two
+	// and three rows read every weight two and three times from memory
+	// and took longer than four (docs/drafting-speed.md).
+	xs, rows := x, batch
 	if batch < 4 && m.Format == BF16 && useSIMD && useAVX512 {
-		m.mulRowsPadded(y, x, batch, oLo, oHi, add)
-		return
+		bp := padRows.Get().(*[]float32)
+		defer padRows.Put(bp)
+		if cap(*bp) < 4*in {
+			*bp = make([]float32, 4*in)
+		}
+		xs, rows = (*bp)[:4*in], 4
+		copy(xs, x[:batch*in])
+		clear(xs[batch*in:])
 	}
-	// Two or three rows without the four-by-four kernel, and the rows
-	// past the last four, run one row at a time over a block of rowBlock
+	// The rows past the last group of four (two or three rows without
+	// the padding) run one row at a time over a block of rowBlock
 	// outputs, so that the block's weights come from memory once and from
 	// the cache for the other rows.
 	for o0 := oLo; o0 < oHi; o0 += rowBlock {
 		o1 := min(o0+rowBlock, oHi)
 		b := 0
-		for ; b+4 <= batch; b += 4 {
-			xb := x[b*in:]
+		for ; b+4 <= rows; b += 4 {
+			xb := xs[b*in:]
 			o := o0
 			if m.Format == BF16 && useAVX512 {
 				// Four rows at a time: the same sixteen dots, each
@@ -194,7 +207,9 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 				for ; o+4 <= o1; o += 4 {
 					dotBF16r4b4(&d16, m.BF16[o*in:], in, xb, in, in)
 					for i, v := range d16 {
-						put(y, (b+i%4)*out+o+i/4, v, add)
+						if r := b + i%4; r < batch {
+							put(y, r*out+o+i/4, v, add)
+						}
 					}
 				}
 			}
@@ -205,7 +220,9 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 					dotF32b4(&d, m.F32[o*in:][:in], xb, in)
 				}
 				for r := range 4 {
-					put(y, (b+r)*out+o, d[r], add)
+					if b+r < batch {
+						put(y, (b+r)*out+o, d[r], add)
+					}
 				}
 			}
 		}
@@ -216,42 +233,8 @@ func (m *Matrix) mulRows(y, x []float32, batch, oLo, oHi int, add bool) {
 }
 
 // padRows holds the inputs of a product of two or three rows padded to
-// four with zeros (mulRowsPadded), one buffer per goroutine at a time.
+// four with zeros (mulRows), one buffer per goroutine at a time.
 var padRows = sync.Pool{New: func() any { return new([]float32) }}
-
-// mulRowsPadded is mulRows for two or three BF16 rows with AVX-512: the
-// rows, padded to four, run on the four-by-four kernel, which reads each
-// weight once for all of them; the padding's products are dropped. Swept
-// once per row instead, two and three rows read every weight two and
-// three times, and took longer than four (on the dense 1.2B shape a step
-// of two rows cost 1.8 times one of one, four rows 1.5 times;
-// docs/drafting-speed.md). Every output keeps its own dotBF16 bits.
-func (m *Matrix) mulRowsPadded(y, x []float32, batch, oLo, oHi int, add bool) {
-	in, out := m.In, m.Out
-	bp := padRows.Get().(*[]float32)
-	defer padRows.Put(bp)
-	if cap(*bp) < 4*in {
-		*bp = make([]float32, 4*in)
-	}
-	xs := (*bp)[:4*in]
-	copy(xs, x[:batch*in])
-	clear(xs[batch*in:])
-	var d16 [16]float32
-	o := oLo
-	for ; o+4 <= oHi; o += 4 {
-		dotBF16r4b4(&d16, m.BF16[o*in:], in, xs, in, in)
-		for i, v := range d16 {
-			if b := i % 4; b < batch {
-				put(y, b*out+o+i/4, v, add)
-			}
-		}
-	}
-	for ; o < oHi; o++ {
-		for b := range batch {
-			put(y, b*out+o, dotBF16(m.BF16[o*in:][:in], x[b*in:][:in]), add)
-		}
-	}
-}
 
 // bfpScratch is one goroutine's working memory for the batched BFP product:
 // a decoded tile and the batch's accumulators for a block of tile columns.
