@@ -553,6 +553,29 @@ func TestBFPRowRoutes(t *testing.T) {
 						t.Errorf("%s E=%d x[%d] exponent %d mode %d: element %d is %v (%#08x), want %v (%#08x)",
 							f, E, r, ex, mode, i, acc[i], math.Float32bits(acc[i]), accGo[i], math.Float32bits(accGo[i]))
 					}
+					// The same row as the second tile row of a product
+					// whose first has zero inputs, for which every
+					// exponent takes the fast route: the product must run
+					// each tile row on its own route, never the second on
+					// the first's (a shortcut tried and dropped, which
+					// this failed 56 times).
+					m, err := NewBFP(f, n*TileSize, 2*TileSize, append(randTiles(rng, f, n*TileSize, TileSize), tl...))
+					if err != nil {
+						t.Fatal(err)
+					}
+					x2 := append(make([]float32, TileSize), x...)
+					y, yGo := make([]float32, n*TileSize), make([]float32, n*TileSize)
+					m.MatVec(y, x2)
+					withGo(func() { m.MatVec(yGo, x2) })
+					for i := range y {
+						if math.IsNaN(float64(y[i])) && math.IsNaN(float64(yGo[i])) {
+							y[i], yGo[i] = 0, 0
+						}
+					}
+					if i := sameBits(y, yGo); i >= 0 {
+						t.Errorf("%s E=%d x[%d] exponent %d mode %d, second tile row of a product: y[%d] is %v (%#08x), want %v (%#08x)",
+							f, E, r, ex, mode, i, y[i], math.Float32bits(y[i]), yGo[i], math.Float32bits(yGo[i]))
+					}
 				}
 			}
 		}

@@ -465,6 +465,14 @@ func BenchmarkDecode(b *testing.B) {
 							probe := newReadProbe(threads)
 							defer probe.free()
 							interleave := which != "tiny"
+							// The product kernels' in-cache rates, the
+							// roofline's other bound, sampled as the
+							// probe is (synthetic models only).
+							var rp *rateProbe
+							if interleave {
+								rp = newRateProbe(threads)
+								rp.pass(rateSample)
+							}
 							resetPeakRSS()
 							m := loadBench(b, dir, threads)
 							defer m.Close()
@@ -488,12 +496,13 @@ func BenchmarkDecode(b *testing.B) {
 							// (weightCost, attentionCost), summed over
 							// the steps.
 							var kvBytes float64
-							var macs [numFormats]float64
+							var macs, attnMACs [numFormats]float64
 							weights := weightCost(m)
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
 									b.StopTimer()
 									probe.pass()
+									rp.pass(rateSample)
 									b.StartTimer()
 								}
 								if seqs[0].Len() == depth+prompt+span {
@@ -511,6 +520,7 @@ func BenchmarkDecode(b *testing.B) {
 								kvBytes += sc.kvBytes
 								for f := range macs {
 									macs[f] += sc.macs[f] + weights.macs[f]
+									attnMACs[f] += sc.macs[f]
 								}
 								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
@@ -541,16 +551,23 @@ func BenchmarkDecode(b *testing.B) {
 								// The roofline of the steps run (batch
 								// 1): their weight and KV bytes at the
 								// probe's rate, or their multiply-adds
-								// at the product kernels' (tileRates).
+								// at the product kernels' (rateProbe).
 								steps := float64(n / batch)
 								b.ReportMetric(kvBytes/steps/1e6, "kvMB/token")
-								memory, compute := roofSeconds(steps*float64(m.DecodeWeightBytes()), stepCost{kvBytes: kvBytes, macs: macs}, bw, tileRates(threads))
+								rates := rp.rates()
+								b.Log(rp)
+								memory, compute := roofSeconds(steps*float64(m.DecodeWeightBytes()), stepCost{kvBytes: kvBytes, macs: macs}, bw, rates)
 								el := b.Elapsed().Seconds()
 								b.ReportMetric(max(memory, compute)/el, "roof_frac")
 								b.ReportMetric(memory/el, "memroof_frac")
 								b.ReportMetric(compute/el, "macroof_frac")
+								// The products' own rooflines summed,
+								// over the time taken: how near the
+								// step comes to running each product at
+								// its own bound (productSeconds).
+								b.ReportMetric(productSeconds(steps, weights, stepCost{kvBytes: kvBytes, macs: attnMACs}, bw, rates)/el, "prodroof_frac")
 							}
-							reportPeakRSS(b, probe.size())
+							reportPeakRSS(b, probe.size()+rp.size())
 						})
 					}
 				}
@@ -738,6 +755,10 @@ func BenchmarkMemRead(b *testing.B) {
 // last-level cache of current server CPUs per core complex (32 MiB), so
 // that every pass runs from memory.
 const probeBytes = 256 << 20
+
+// rateSample is how long one rate probe pass runs each format's products:
+// four formats take about as long as a read probe pass or two.
+const rateSample = 10 * time.Millisecond
 
 // probeEvery is how many decode steps run between two probe passes: a
 // pass takes about as long as a few steps of the synthetic model, so the

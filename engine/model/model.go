@@ -344,6 +344,15 @@ func (m *Model) DecodeMACs() map[kernels.Format]int64 {
 	return macs
 }
 
+// DecodeWeightBytesByFormat is DecodeWeightBytes by the weights' stored
+// format: with DecodeMACs, each format's products' own bytes and
+// multiply-adds, which bound their time apart from the other formats'.
+func (m *Model) DecodeWeightBytesByFormat() map[kernels.Format]int64 {
+	bytes := map[kernels.Format]int64{}
+	m.decodeMatrices(func(w *kernels.Matrix) { bytes[w.Format] += int64(w.WeightBytes()) })
+	return bytes
+}
+
 // decodeMatrices calls visit with every linear weight one decode step of
 // one token multiplies: the head, each layer's mixer, dense FFN and router
 // weights, and in each MoE layer num_experts_per_tok experts' w1, w3 and

@@ -3,8 +3,8 @@ package model_test
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -22,10 +22,15 @@ import (
 // must read (every weight it multiplies, once, and every key and value its
 // attention layers read) over the read bandwidth measured beside it, and
 // its multiply-adds over the rate the product kernels reach on weights
-// already in the caches (tileRates). BenchmarkDecode reports roof_frac, the
-// roofline's time over the measured time: 1 is the bound itself.
+// already in the caches (rateProbe, sampled between the steps as the
+// read probe is). BenchmarkDecode reports roof_frac, the
+// roofline's time over the measured time: 1 is the bound itself. Beside it,
+// prodroof_frac holds the step to a tighter bound, the products' own
+// rooflines summed (productSeconds): the roofline assumes one product's
+// spare bandwidth serves another's multiply-adds, which products run one
+// after another cannot do.
 
-// Weight formats by index in stepCost's and tileRates' arrays.
+// Weight formats by index in stepCost's and rateProbe's arrays.
 const (
 	fmtF32 = iota
 	fmtBF16
@@ -41,6 +46,7 @@ const (
 type stepCost struct {
 	kvBytes float64
 	macs    [numFormats]float64
+	bytes   [numFormats]float64 // weight bytes by format (weightCost)
 }
 
 // formatIndex maps a weight format to its index in stepCost.macs.
@@ -50,11 +56,15 @@ var formatIndex = map[kernels.Format]int{kernels.F32: fmtF32, kernels.BF16: fmtB
 // counted at in stepCost.macs.
 var kvFormatIndex = map[kv.DType]int{kv.F32: fmtF32, kv.BF16: fmtBF16, kv.BFP8: fmtBFP8}
 
-// weightCost returns m's decode step's weight multiply-adds by format.
+// weightCost returns m's decode step's weight multiply-adds and bytes by
+// format.
 func weightCost(m *model.Model) stepCost {
 	var sc stepCost
 	for f, n := range m.DecodeMACs() {
 		sc.macs[formatIndex[f]] += float64(n)
+	}
+	for f, n := range m.DecodeWeightBytesByFormat() {
+		sc.bytes[formatIndex[f]] += float64(n)
 	}
 	return sc
 }
@@ -94,55 +104,122 @@ func roofSeconds(weightBytes float64, sc stepCost, bw float64, rates [numFormats
 	return (weightBytes + sc.kvBytes) / bw, compute
 }
 
-var tileRateMemo sync.Map // threads → [numFormats]float64
-
-// tileRates returns the multiply-adds per second the product kernels reach
-// on threads threads, per weight format: each thread multiplies one vector
-// by its own 256×2048 matrix (at most 2 MiB, in its core's caches) over
-// and over for 0.2 s. Measured once per thread count and process.
-func tileRates(threads int) [numFormats]float64 {
-	if r, ok := tileRateMemo.Load(threads); ok {
-		return r.([numFormats]float64)
-	}
-	const out, in = 256, 2048
-	var rates [numFormats]float64
+// productSeconds returns the sum of the products' own rooflines over steps
+// decode steps whose weights cost weights a step and whose attention cost
+// attn in all: each weight format's products at the larger of their bytes
+// at read bandwidth bw and their multiply-adds at that format's rate, and
+// attention at the larger of its KV bytes and its dot products'. (The
+// products of one format read the same bytes per multiply-add, so one
+// format's sum of larger bounds is the larger of its sums.) A step runs
+// its products one after another, so none can lend another its spare
+// bandwidth or arithmetic: no step that does so is faster than this sum,
+// which is at least the roofline's larger bound and, where compute-bound
+// products alternate with memory-bound ones, above it.
+func productSeconds(steps float64, weights, attn stepCost, bw float64, rates [numFormats]float64) float64 {
+	var s, dots float64
 	for f := range numFormats {
-		mats := make([]*kernels.Matrix, threads)
-		for t := range mats {
+		if weights.macs[f] > 0 {
+			s += steps * max(weights.bytes[f]/bw, weights.macs[f]/rates[f])
+		}
+		if attn.macs[f] > 0 {
+			dots += attn.macs[f] / rates[f]
+		}
+	}
+	return s + max(attn.kvBytes/bw, dots)
+}
+
+// rateProbe measures the multiply-adds per second the product kernels
+// reach on threads threads, per weight format, on weights in the caches:
+// each thread multiplies one vector by its own 256×2048 matrix of each
+// format (at most 2 MiB, in its core's caches) over and over. Its passes
+// interleave with the decode steps like the read probe's, so that the
+// roofline's two bounds follow the same drift: measured once at the start
+// of a run, on the shared VM of docs/lfm3.md the rates moved by a third
+// between runs minutes apart.
+type rateProbe struct {
+	threads int
+	mats    [numFormats][]*kernels.Matrix
+	macs    [numFormats]float64       // multiply-adds done so far
+	time    [numFormats]time.Duration // their wall time
+}
+
+// rateOut and rateIn are the shape of a rate probe's matrices.
+const rateOut, rateIn = 256, 2048
+
+// newRateProbe makes each thread's matrices, seeded per thread with
+// synth's weight distribution.
+func newRateProbe(threads int) *rateProbe {
+	p := &rateProbe{threads: threads}
+	for f := range numFormats {
+		for t := range threads {
 			rng := rand.New(rand.NewPCG(9, uint64(t)))
-			w := make([]float32, out*in)
+			w := make([]float32, rateOut*rateIn)
 			for i := range w {
 				w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/in), as synth's
 			}
-			mats[t] = rateMatrix(f, w, out, in)
+			p.mats[f] = append(p.mats[f], rateMatrix(f, w, rateOut, rateIn))
 		}
+	}
+	return p
+}
+
+// pass runs each format's products for about d on every thread and adds
+// them to the totals.
+func (p *rateProbe) pass(d time.Duration) {
+	for f := range numFormats {
 		var wg sync.WaitGroup
-		counts := make([]int, threads)
+		counts := make([]int, p.threads)
 		t0 := time.Now()
-		for t := range threads {
+		for t := range p.threads {
 			wg.Go(func() {
-				x, y := make([]float32, in), make([]float32, out)
+				x, y := make([]float32, rateIn), make([]float32, rateOut)
 				for i := range x {
 					x[i] = float32(i%7) - 3
 				}
-				for time.Since(t0) < 200*time.Millisecond {
-					mats[t].MatVec(y, x)
+				for time.Since(t0) < d {
+					p.mats[f][t].MatVec(y, x)
 					counts[t]++
 				}
 			})
 		}
 		wg.Wait()
-		el := time.Since(t0).Seconds()
-		var n int
+		p.time[f] += time.Since(t0)
 		for _, c := range counts {
-			n += c
+			p.macs[f] += float64(c) * rateOut * rateIn
 		}
-		rates[f] = float64(n) * out * in / el
 	}
-	tileRateMemo.Store(threads, rates)
-	fmt.Fprintf(os.Stderr, "product kernels in cache, %d threads: f32 %.1f, bf16 %.1f, bfp8 %.1f, bfp4 %.1f GMAC/s\n",
-		threads, rates[fmtF32]/1e9, rates[fmtBF16]/1e9, rates[fmtBFP8]/1e9, rates[fmtBFP4]/1e9)
-	return rates
+}
+
+// rates returns the multiply-adds per second of each format over all
+// passes.
+func (p *rateProbe) rates() [numFormats]float64 {
+	var r [numFormats]float64
+	for f := range r {
+		r[f] = p.macs[f] / p.time[f].Seconds()
+	}
+	return r
+}
+
+// size returns the bytes of the probe's matrices (0 for a nil probe), for
+// peakRSS_MB to leave out.
+func (p *rateProbe) size() int64 {
+	if p == nil {
+		return 0
+	}
+	var n int64
+	for _, ms := range p.mats {
+		for _, m := range ms {
+			n += int64(m.WeightBytes())
+		}
+	}
+	return n
+}
+
+// String gives the rates in GMAC/s, for the benchmark's log.
+func (p *rateProbe) String() string {
+	r := p.rates()
+	return fmt.Sprintf("product kernels in cache, %d threads: f32 %.1f, bf16 %.1f, bfp8 %.1f, bfp4 %.1f GMAC/s",
+		p.threads, r[fmtF32]/1e9, r[fmtBF16]/1e9, r[fmtBFP8]/1e9, r[fmtBFP4]/1e9)
 }
 
 // rateMatrix returns w [out, in] as a matrix of format f.
@@ -204,11 +281,70 @@ func TestAttentionCost(t *testing.T) {
 // reads: the 6 conv kernels (128·7 each), the norms (4 of 128 in each of
 // its 10 layers, q and k norms of 32 in its 4 attention layers, the final
 // norm of 128) — 3,115,008
-// multiply-adds, all of BF16 weights.
+// multiply-adds, all of BF16 weights, two bytes each.
 func TestDecodeMACs(t *testing.T) {
 	const params, kernels7, norms = 3125888, 6 * 128 * 7, 10*4*128 + 4*2*32 + 128
-	got := lfm3(t).DecodeMACs()
+	m := lfm3(t)
+	got := m.DecodeMACs()
 	if want := map[kernels.Format]int64{kernels.BF16: params - kernels7 - norms}; !maps.Equal(got, want) {
 		t.Errorf("DecodeMACs = %v, want %v", got, want)
+	}
+	bytes := m.DecodeWeightBytesByFormat()
+	if want := map[kernels.Format]int64{kernels.BF16: 2 * (params - kernels7 - norms)}; !maps.Equal(bytes, want) {
+		t.Errorf("DecodeWeightBytesByFormat = %v, want %v", bytes, want)
+	}
+	if n := m.DecodeWeightBytes(); n != bytes[kernels.BF16] {
+		t.Errorf("DecodeWeightBytes = %d, by format %d", n, bytes[kernels.BF16])
+	}
+}
+
+// TestProductSeconds holds productSeconds to sums worked by hand: a
+// compute-bound format beside a memory-bound one sums each one's larger
+// bound, which passes the roofline's larger bound by the sum of the
+// smaller ones' slack.
+func TestProductSeconds(t *testing.T) {
+	var rates [numFormats]float64
+	rates[fmtBF16], rates[fmtBFP8], rates[fmtBFP4] = 40, 25, 30
+	const bw = 20.0
+	for _, c := range []struct {
+		name           string
+		steps          float64
+		weights, attn  stepCost
+		want, wantRoof float64
+	}{
+		{
+			// BFP4: 60 multiply-adds at 30 (2 s) over 30 bytes at 20
+			// (1.5 s); BFP8: 25 multiply-adds at 25 (1 s) over 50 bytes
+			// (2.5 s): 4.5 s a step, against a roofline of max(4, 3) = 4.
+			name:    "weights",
+			steps:   1,
+			weights: stepCost{macs: [numFormats]float64{fmtBFP4: 60, fmtBFP8: 25}, bytes: [numFormats]float64{fmtBFP4: 30, fmtBFP8: 50}},
+			want:    4.5, wantRoof: 4,
+		},
+		{
+			// Two steps of the above (9 s), and attention's 80 dot
+			// products at BF16's 40 (2 s) over 60 KV bytes (3 s): 12 s,
+			// against max((160+60)/20, 6+2) = 11.
+			name:    "steps and attention",
+			steps:   2,
+			weights: stepCost{macs: [numFormats]float64{fmtBFP4: 60, fmtBFP8: 25}, bytes: [numFormats]float64{fmtBFP4: 30, fmtBFP8: 50}},
+			attn:    stepCost{kvBytes: 60, macs: [numFormats]float64{fmtBF16: 80}},
+			want:    12, wantRoof: 11,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := productSeconds(c.steps, c.weights, c.attn, bw, rates)
+			var all stepCost
+			all.kvBytes = c.attn.kvBytes
+			var wb float64
+			for f := range numFormats {
+				all.macs[f] = c.steps*c.weights.macs[f] + c.attn.macs[f]
+				wb += c.steps * c.weights.bytes[f]
+			}
+			memory, compute := roofSeconds(wb, all, bw, rates)
+			if math.Abs(got-c.want) > 1e-12 || math.Abs(max(memory, compute)-c.wantRoof) > 1e-12 {
+				t.Errorf("productSeconds = %g, roofline %g; want %g and %g", got, max(memory, compute), c.want, c.wantRoof)
+			}
+		})
 	}
 }
