@@ -49,7 +49,26 @@ func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
 		m.mulUnits(y, x, batch, 0, units, add)
 		return
 	}
-	p.Run(units, func(lo, hi int) { m.mulUnits(y, x, batch, lo, hi, add) })
+	p.runGrain(units, m.grain(batch), func(lo, hi int) { m.mulUnits(y, x, batch, lo, hi, add) })
+}
+
+// rowGrainTiles is the fewest BFP tile columns a range of a one-row
+// product should hold (Pool.runGrain): each range runs the row kernels
+// once per tile row (bfpRow), and each call has a fixed cost (working out
+// the inputs' route, entering the kernel, its prefetch streams starting
+// afresh). Cut in eight, the 2,048 outputs of LFM3-1.7B's attention and
+// MLP down products left calls of two quads; in ranges of 32 tiles or
+// more, its decode step ran each product nearer its own roofline in six
+// alternating pairs out of six, by 7 % on the median (docs/lfm3.md).
+const rowGrainTiles = 32
+
+// grain is the fewest units a range of m's product of batch rows should
+// hold (Pool.runGrain).
+func (m *Matrix) grain(batch int) int {
+	if batch == 1 && (m.Format == BFP8 || m.Format == BFP4) {
+		return rowGrainTiles / bfpUnitTiles
+	}
+	return 1
 }
 
 // checkProduct panics unless x and y can hold a product of batch rows.
@@ -124,7 +143,11 @@ func (p *Pool) MatMulAll(jobs []MulJob) {
 		run(0, start[len(jobs)])
 		return
 	}
-	p.Run(start[len(jobs)], run)
+	grain := 1
+	for _, j := range jobs {
+		grain = max(grain, j.M.grain(j.Batch))
+	}
+	p.runGrain(start[len(jobs)], grain, run)
 }
 
 func put(y []float32, i int, v float32, add bool) {

@@ -157,7 +157,12 @@ const chunksPerThread = 4
 // per goroutine), and returns when every call has returned. The ranges
 // depend only on n and Threads(). A panic in fn is re-raised on the
 // caller's goroutine after the other ranges finish.
-func (p *Pool) Run(n int, fn func(lo, hi int)) {
+func (p *Pool) Run(n int, fn func(lo, hi int)) { p.runGrain(n, 1, fn) }
+
+// runGrain is Run with ranges of at least grain units where that leaves
+// a whole number of ranges a goroutine; the ranges depend only on n, grain
+// and Threads().
+func (p *Pool) runGrain(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
@@ -166,7 +171,14 @@ func (p *Pool) Run(n int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
+	// At most chunksPerThread ranges a goroutine, each of at least grain
+	// units where that leaves a whole number of ranges a goroutine (a
+	// last odd range would keep one goroutine working while the others
+	// wait), and at least one range a goroutine while n has the units.
 	chunks := min(threads*chunksPerThread, n)
+	if g := n / grain / threads * threads; grain > 1 {
+		chunks = min(chunks, max(g, min(threads, n)))
+	}
 	j := &job{fn: fn, n: n, chunks: chunks}
 	j.wg.Add(chunks)
 	p.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 )
 
@@ -365,6 +366,44 @@ func TestPool(t *testing.T) {
 	var nilPool *Pool
 	if nilPool.Threads() != 1 {
 		t.Error("nil pool threads")
+	}
+}
+
+// TestPoolGrain: runGrain cuts [0, n) into the ranges its rule gives
+// (at most four a goroutine; of at least grain units, a whole number a
+// goroutine; never fewer than one a goroutine while n has the units), each
+// index covered once.
+func TestPoolGrain(t *testing.T) {
+	for _, c := range []struct{ threads, n, grain, want int }{
+		{2, 100, 1, 8},  // Run's: four a goroutine
+		{2, 3, 1, 3},    // one a unit
+		{2, 16, 8, 2},   // a 2,048-output BFP product in 32-tile ranges
+		{2, 60, 8, 6},   // 7,680 outputs: 7 ranges of 8 units, cut to 6
+		{2, 4, 8, 2},    // 512 outputs: fewer units than a grain
+		{2, 1000, 8, 8}, // the head: four a goroutine
+		{2, 1, 8, 1},
+		{5, 100, 1, 20},
+		{5, 30, 8, 5},
+		{5, 100, 8, 10},
+	} {
+		p := NewPool(c.threads)
+		seen := make([]int32, c.n)
+		var ranges atomic.Int32
+		p.runGrain(c.n, c.grain, func(lo, hi int) {
+			ranges.Add(1)
+			for i := lo; i < hi; i++ {
+				atomic.AddInt32(&seen[i], 1)
+			}
+		})
+		p.Close()
+		if got := int(ranges.Load()); got != c.want {
+			t.Errorf("threads %d n %d grain %d: %d ranges, want %d", c.threads, c.n, c.grain, got, c.want)
+		}
+		for i, s := range seen {
+			if s != 1 {
+				t.Errorf("threads %d n %d grain %d: index %d covered %d times", c.threads, c.n, c.grain, i, s)
+			}
+		}
 	}
 }
 
