@@ -190,6 +190,20 @@ func withGo(fn func()) {
 	fn()
 }
 
+// sameBitsNaN is sameBits with any NaN matching any other: NaN payloads
+// are unspecified (fma.go).
+func sameBitsNaN(a, b []float32) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) && !(a[i] != a[i] && b[i] != b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
 // sameBits reports the first index where a and b differ bitwise, or -1.
 func sameBits(a, b []float32) int {
 	if len(a) != len(b) {

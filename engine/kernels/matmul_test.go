@@ -379,10 +379,8 @@ func TestExtremeExponents(t *testing.T) {
 			y, yGo := make([]float32, 2*64), make([]float32, 2*64)
 			m.MatMul(y, x, 2)
 			withGo(func() { m.MatMul(yGo, x, 2) })
-			for i := range y {
-				if math.Float32bits(y[i]) != math.Float32bits(yGo[i]) && !(math.IsNaN(float64(y[i])) && math.IsNaN(float64(yGo[i]))) {
-					t.Fatalf("%s E=%d: y[%d] = %g, Go %g", f, e, i, y[i], yGo[i])
-				}
+			if i := sameBitsNaN(y, yGo); i >= 0 {
+				t.Fatalf("%s E=%d: y[%d] = %g, Go %g", f, e, i, y[i], yGo[i])
 			}
 		}
 	}
@@ -543,13 +541,7 @@ func TestBFPRowRoutes(t *testing.T) {
 					accGo := append([]float32(nil), acc...)
 					bfpRow(f, acc, tl, n, x, n*tb)
 					bfpRowGo(f, accGo, tl, n, x)
-					// NaN payloads are unspecified (fma.go): any NaN matches.
-					for i := range acc {
-						if math.IsNaN(float64(acc[i])) && math.IsNaN(float64(accGo[i])) {
-							acc[i], accGo[i] = 0, 0
-						}
-					}
-					if i := sameBits(acc, accGo); i >= 0 {
+					if i := sameBitsNaN(acc, accGo); i >= 0 {
 						t.Errorf("%s E=%d x[%d] exponent %d mode %d: element %d is %v (%#08x), want %v (%#08x)",
 							f, E, r, ex, mode, i, acc[i], math.Float32bits(acc[i]), accGo[i], math.Float32bits(accGo[i]))
 					}
@@ -567,12 +559,7 @@ func TestBFPRowRoutes(t *testing.T) {
 					y, yGo := make([]float32, n*TileSize), make([]float32, n*TileSize)
 					m.MatVec(y, x2)
 					withGo(func() { m.MatVec(yGo, x2) })
-					for i := range y {
-						if math.IsNaN(float64(y[i])) && math.IsNaN(float64(yGo[i])) {
-							y[i], yGo[i] = 0, 0
-						}
-					}
-					if i := sameBits(y, yGo); i >= 0 {
+					if i := sameBitsNaN(y, yGo); i >= 0 {
 						t.Errorf("%s E=%d x[%d] exponent %d mode %d, second tile row of a product: y[%d] is %v (%#08x), want %v (%#08x)",
 							f, E, r, ex, mode, i, y[i], math.Float32bits(y[i]), yGo[i], math.Float32bits(yGo[i]))
 					}
