@@ -34,9 +34,17 @@ type Pool struct {
 // VM the worker started its share of a decode product 115–140 µs after the
 // product began, on average, where a 2-thread product takes 50–500 µs
 // (BenchmarkPoolDispatch shows the same on synthetic regions). Polling
-// for 100 µs brought that to 15–50 µs. The cost is at most spinWait of
-// processor time per worker after each product when no other follows.
-const spinWait = 100 * time.Microsecond
+// for 100 µs brought that to 15–50 µs, but the serial work between two
+// products is longer than that in places (a convolution layer's is about
+// 150 µs at LFM3-1.7B's width): in LFM3-1.7B's decode the worker still
+// found 43 % of a step's 108 products parked, starting 152 µs late on
+// average, and the caller then waited for it. Polling for 1 ms found 36
+// of 6,479 parked and started the worker 4–8 µs after the product began,
+// and the step ran 9 % nearer the sum of its products' own bounds
+// (prodroof_frac, median of six alternating pairs; docs/lfm3.md). The
+// cost is at most spinWait of processor time per worker after each
+// product when no other follows: after the last product of a step.
+const spinWait = 1000 * time.Microsecond
 
 // NewPool returns a Pool of threads goroutines in all, counting the caller of
 // each product: it starts threads−1 workers. threads < 1 means
