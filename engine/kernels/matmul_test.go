@@ -466,12 +466,16 @@ func TestProductsDoNotAllocate(t *testing.T) {
 // NaN payloads).
 func TestBFPRowRoutes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
+	pool := NewPool(2)
+	defer pool.Close()
+
 	for _, f := range []Format{BFP8, BFP4} {
 		bias, minE := 133, 7 // the step is 2^(E−bias); normal for E ≥ minE
 		if f == BFP4 {
 			bias, minE = 129, 3
 		}
 		tb := f.TileBytes()
+		wide := parallelMinBytes/(2*tb) + 8 // tiles: a product the Pool splits
 		for _, E := range []int{0, 1, minE - 1, minE, minE + 1, 60, 127, 200, 254, 255} {
 			const n = 9 // two quads of tiles and one more (the AVX-512 kernel runs quads)
 			tiles := make([]byte, n*tb)
@@ -549,19 +553,41 @@ func TestBFPRowRoutes(t *testing.T) {
 					// whose first has zero inputs, for which every
 					// exponent takes the fast route: the product must run
 					// each tile row on its own route, never the second on
-					// the first's (a shortcut tried and dropped, which
-					// this failed 56 times).
-					m, err := NewBFP(f, n*TileSize, 2*TileSize, append(randTiles(rng, f, n*TileSize, TileSize), tl...))
-					if err != nil {
-						t.Fatal(err)
-					}
+					// the first's.
+					// Run on its own (n tiles), and split over a Pool (the
+					// row repeated to wide tiles, past parallelMinBytes),
+					// alone and beside a second job with the same inputs, as
+					// attention's projections run. (Working the routes out
+					// once before a product splits was tried and dropped:
+					// it delayed the worker's start. Taking the first tile
+					// row's route for the second failed this 108 times.)
 					x2 := append(make([]float32, TileSize), x...)
-					y, yGo := make([]float32, n*TileSize), make([]float32, n*TileSize)
-					m.MatVec(y, x2)
-					withGo(func() { m.MatVec(yGo, x2) })
-					if i := sameBitsNaN(y, yGo); i >= 0 {
-						t.Errorf("%s E=%d x[%d] exponent %d mode %d, second tile row of a product: y[%d] is %v (%#08x), want %v (%#08x)",
-							f, E, r, ex, mode, i, y[i], math.Float32bits(y[i]), yGo[i], math.Float32bits(yGo[i]))
+					for _, cols := range []int{n, wide} {
+						row1 := make([]byte, 0, cols*tb)
+						for len(row1) < cols*tb {
+							row1 = append(row1, tl[:min(len(tl), cols*tb-len(row1))]...)
+						}
+						m, err := NewBFP(f, cols*TileSize, 2*TileSize, append(randTiles(rng, f, cols*TileSize, TileSize), row1...))
+						if err != nil {
+							t.Fatal(err)
+						}
+						y, y2, yGo := make([]float32, cols*TileSize), make([]float32, cols*TileSize), make([]float32, cols*TileSize)
+						if cols == n {
+							m.MatVec(y, x2)
+						} else {
+							pool.MatVec(m, y, x2)
+							pool.MatMulAll([]MulJob{{M: m, Y: y2, X: x2, Batch: 1}, {M: m, Y: y, X: x2, Batch: 1}})
+						}
+						withGo(func() { m.MatVec(yGo, x2) })
+						for _, got := range [][]float32{y, y2} {
+							if cols == n && &got[0] == &y2[0] {
+								continue
+							}
+							if i := sameBitsNaN(got, yGo); i >= 0 {
+								t.Errorf("%s E=%d x[%d] exponent %d mode %d, second tile row of a product of %d tiles: y[%d] is %v (%#08x), want %v (%#08x)",
+									f, E, r, ex, mode, cols, i, got[i], math.Float32bits(got[i]), yGo[i], math.Float32bits(yGo[i]))
+							}
+						}
 					}
 				}
 			}
