@@ -235,6 +235,29 @@ func BenchmarkMatVecCold(b *testing.B) {
 	}
 }
 
+// BenchmarkCausalConv is one decode step of a convolution layer of
+// LFM3-1.7B's width (one token, 2,048 channels, K = 7) on the calling
+// goroutine ("serial", kernels.CausalConv) and split over a Pool of 2
+// (Pool.CausalConv, the forward pass's): compare the two in one run.
+func BenchmarkCausalConv(b *testing.B) {
+	const T, H, K = 1, 2048, 7
+	rng := rand.New(rand.NewPCG(37, 38))
+	u, w, bias := randVec(rng, T*H), randVec(rng, H*K), randVec(rng, H)
+	state, v := randVec(rng, H*(K-1)), make([]float32, T*H)
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			CausalConv(v, u, state, w, bias, T, H, K)
+		}
+	})
+	b.Run("pool2", func(b *testing.B) {
+		p := NewPool(2)
+		defer p.Close()
+		for b.Loop() {
+			p.CausalConv(v, u, state, w, bias, T, H, K)
+		}
+	})
+}
+
 // BenchmarkSwiGLU runs the feed-forward activation over an expert's rows
 // of a 128-token prefill (16 rows of 1792), on the AVX-512 kernel where
 // the CPU has it ("simd") and on the Go loop ("go").

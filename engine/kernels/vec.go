@@ -237,13 +237,44 @@ func sum16(x []float32) float32 {
 // time included, with identical results. Each output is a chain of fused
 // multiply-adds over j = 0..K−1 starting from +0, then the bias added.
 func CausalConv(v, u, state, w, bias []float32, T, H, K int) {
+	checkConv(v, u, state, w, bias, T, H, K)
+	causalConv(v, u, state, w, bias, T, H, K, 0, H)
+}
+
+// convChannels is how many channels make one unit of Pool.CausalConv's
+// parallel work, and convParallelMin the fewest multiply-adds it splits:
+// below that, handing out work costs more than it saves.
+const convChannels, convParallelMin = 64, 8192
+
+// CausalConv is kernels.CausalConv with the channels split over the Pool's
+// goroutines: each channel's outputs and state are its own, so the bits
+// are CausalConv's. A decode step of a convolution layer of LFM3-1.7B
+// (2,048 channels, K = 7) otherwise runs on one goroutine while the others
+// wait for the next product.
+func (p *Pool) CausalConv(v, u, state, w, bias []float32, T, H, K int) {
+	checkConv(v, u, state, w, bias, T, H, K)
+	if p.Threads() == 1 || T*H*K < convParallelMin {
+		causalConv(v, u, state, w, bias, T, H, K, 0, H)
+		return
+	}
+	p.Run((H+convChannels-1)/convChannels, func(lo, hi int) {
+		causalConv(v, u, state, w, bias, T, H, K, lo*convChannels, min(hi*convChannels, H))
+	})
+}
+
+// checkConv panics unless the lengths fit CausalConv's shapes.
+func checkConv(v, u, state, w, bias []float32, T, H, K int) {
 	if T < 0 || H < 0 || K < 1 || len(v) != T*H || len(u) != T*H || len(w) != H*K ||
 		len(state) != H*(K-1) || (bias != nil && len(bias) != H) {
 		panic(fmt.Sprintf("kernels: CausalConv: lengths v %d, u %d, state %d, w %d, bias %d do not fit T=%d H=%d K=%d",
 			len(v), len(u), len(state), len(w), len(bias), T, H, K))
 	}
+}
+
+// causalConv is CausalConv for channels [c0, c1).
+func causalConv(v, u, state, w, bias []float32, T, H, K, c0, c1 int) {
 	h := K - 1
-	for c := range H {
+	for c := c0; c < c1; c++ {
 		st := state[c*h : (c+1)*h]
 		wc := w[c*K : (c+1)*K]
 		for t := range T {

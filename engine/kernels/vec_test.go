@@ -369,6 +369,27 @@ func TestPool(t *testing.T) {
 	}
 }
 
+// TestPoolCausalConv: the convolution split over a Pool's goroutines by
+// channels gives CausalConv's bits and state, at widths around the
+// 64-channel unit and for one token and several.
+func TestPoolCausalConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	for _, threads := range []int{2, 3} {
+		p := NewPool(threads)
+		for _, c := range []struct{ T, H, K int }{{1, 2048, 7}, {1, 1000, 3}, {5, 190, 7}, {3, 4100, 4}, {1, 64, 7}} {
+			u, w, bias := randVec(rng, c.T*c.H), randVec(rng, c.H*c.K), randVec(rng, c.H)
+			state := randVec(rng, c.H*(c.K-1))
+			want, got := make([]float32, c.T*c.H), make([]float32, c.T*c.H)
+			stWant, stGot := append([]float32(nil), state...), append([]float32(nil), state...)
+			CausalConv(want, u, stWant, w, bias, c.T, c.H, c.K)
+			p.CausalConv(got, u, stGot, w, bias, c.T, c.H, c.K)
+			checkSame(t, fmt.Sprintf("threads %d T=%d H=%d K=%d outputs", threads, c.T, c.H, c.K), got, want)
+			checkSame(t, fmt.Sprintf("threads %d T=%d H=%d K=%d state", threads, c.T, c.H, c.K), stGot, stWant)
+		}
+		p.Close()
+	}
+}
+
 // TestPoolGrain: runGrain cuts [0, n) into the ranges its rule gives
 // (at most four a goroutine; of at least grain units, a whole number a
 // goroutine; never fewer than one a goroutine while n has the units), each

@@ -616,7 +616,7 @@ func (m *Model) convBlock(l int, ly *Layer, ws *workspace, segs []Segment, rows 
 			before = append(ws.convBefore[:0], st...)
 			ws.convBefore = before
 		}
-		kernels.CausalConv(v, u, st, ly.ConvW, ly.ConvBias, n, H, K)
+		m.pool.CausalConv(v, u, st, ly.ConvW, ly.ConvBias, n, H, K)
 		if before != nil {
 			sg.s.fillSnaps(l, sg.Start, n, before, u, H, K-1)
 		}
