@@ -282,57 +282,65 @@ func BenchmarkSwiGLU(b *testing.B) {
 }
 
 // BenchmarkPoolDispatch measures how late the workers join a parallel
-// region, as a forward pass runs them: a serial step of about 20 µs, then
-// a region of 4·threads ranges of about 40 µs of arithmetic each, again and
-// again. "park" is a Pool whose idle workers park at once on the channel,
-// so the scheduler wakes them for every region; "spin" one whose workers
-// poll for spinWait first. ns/op is one serial step and one region; the
-// region alone would take threads times less than on one thread if every
-// worker started at once. join_us is how long into a region all its
-// goroutines first run at once: how late the last worker joins. Compare
-// the two in the same run.
+// region, as a forward pass runs them: a serial step of about 20 µs
+// ("gap20us", norms and residual adds) or 150 µs ("gap150us", a
+// convolution layer of LFM3-1.7B's width on one goroutine), then a region
+// of 4·threads ranges of about 40 µs of arithmetic each, again and again.
+// "park" is a Pool whose idle workers park at once on the channel, so the
+// scheduler wakes them for every region; "spin100us" one whose workers
+// poll for 100 µs first (spinWait until 2026-12-07), which the longer gap
+// outlasts; "spin" one that polls for spinWait. ns/op is one serial step
+// and one region; the region alone would take threads times less than on
+// one thread if every worker started at once. join_us is how long into a
+// region all its goroutines first run at once: how late the last worker
+// joins. Compare them in the same run.
 func BenchmarkPoolDispatch(b *testing.B) {
 	counts := []int{2}
 	if n := runtime.GOMAXPROCS(0); n > 2 {
 		counts = append(counts, n)
 	}
 	for _, threads := range counts {
-		for _, mode := range []struct {
+		for _, gap := range []struct {
 			name string
-			spin time.Duration
-		}{{"park", 0}, {"spin", spinWait}} {
-			b.Run(fmt.Sprintf("threads%d/%s", threads, mode.name), func(b *testing.B) {
-				p := newPoolSpin(threads, mode.spin)
-				defer p.Close()
-				sums := make([]float32, 4*threads)
-				var serial float32
-				// join is how long after a region starts all its goroutines
-				// first run ranges at once (the region's length if never).
-				var join time.Duration
-				var active atomic.Int64
-				var joined atomic.Bool
-				for b.Loop() {
-					serial = busyWork(serial, 8000)
-					joined.Store(false)
-					start := time.Now()
-					var at time.Duration
-					p.Run(len(sums), func(lo, hi int) {
-						if active.Add(1) == int64(threads) && !joined.Swap(true) {
+			work int // busyWork's n: about 2.5n ns
+		}{{"gap20us", 8000}, {"gap150us", 60000}} {
+			for _, mode := range []struct {
+				name string
+				spin time.Duration
+			}{{"park", 0}, {"spin100us", 100 * time.Microsecond}, {"spin", spinWait}} {
+				b.Run(fmt.Sprintf("threads%d/%s/%s", threads, gap.name, mode.name), func(b *testing.B) {
+					p := newPoolSpin(threads, mode.spin)
+					defer p.Close()
+					sums := make([]float32, 4*threads)
+					var serial float32
+					// join is how long after a region starts all its goroutines
+					// first run ranges at once (the region's length if never).
+					var join time.Duration
+					var active atomic.Int64
+					var joined atomic.Bool
+					for b.Loop() {
+						serial = busyWork(serial, gap.work)
+						joined.Store(false)
+						start := time.Now()
+						var at time.Duration
+						p.Run(len(sums), func(lo, hi int) {
+							if active.Add(1) == int64(threads) && !joined.Swap(true) {
+								at = time.Since(start)
+							}
+							for i := lo; i < hi; i++ {
+								sums[i] = busyWork(sums[i], 16000)
+							}
+							active.Add(-1)
+						})
+						if !joined.Load() {
 							at = time.Since(start)
 						}
-						for i := lo; i < hi; i++ {
-							sums[i] = busyWork(sums[i], 16000)
-						}
-						active.Add(-1)
-					})
-					if !joined.Load() {
-						at = time.Since(start)
+						join += at
 					}
-					join += at
-				}
-				b.ReportMetric(float64(join.Microseconds())/float64(b.N), "join_us")
-				sink.Store(math.Float32bits(serial + sums[0]))
-			})
+					b.ReportMetric(float64(join.Microseconds())/float64(b.N), "join_us")
+					sink.Store(math.Float32bits(serial + sums[0]))
+				})
+			}
 		}
 	}
 }

@@ -553,14 +553,10 @@ func TestBFPRowRoutes(t *testing.T) {
 					// whose first has zero inputs, for which every
 					// exponent takes the fast route: the product must run
 					// each tile row on its own route, never the second on
-					// the first's.
-					// Run on its own (n tiles), and split over a Pool (the
-					// row repeated to wide tiles, past parallelMinBytes),
-					// alone and beside a second job with the same inputs, as
-					// attention's projections run. (Working the routes out
-					// once before a product splits was tried and dropped:
-					// it delayed the worker's start. Taking the first tile
-					// row's route for the second failed this 108 times.)
+					// the first's. On its own (n tiles) and split over a
+					// Pool (the row repeated to wide tiles, past
+					// parallelMinBytes), alone and beside a second job
+					// with the same inputs, as attention's projections run.
 					x2 := append(make([]float32, TileSize), x...)
 					for _, cols := range []int{n, wide} {
 						row1 := make([]byte, 0, cols*tb)
@@ -571,18 +567,19 @@ func TestBFPRowRoutes(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						y, y2, yGo := make([]float32, cols*TileSize), make([]float32, cols*TileSize), make([]float32, cols*TileSize)
+						yGo := make([]float32, cols*TileSize)
+						withGo(func() { m.MatVec(yGo, x2) })
+						y := make([]float32, cols*TileSize)
+						outs := [][]float32{y}
 						if cols == n {
 							m.MatVec(y, x2)
 						} else {
 							pool.MatVec(m, y, x2)
-							pool.MatMulAll([]MulJob{{M: m, Y: y2, X: x2, Batch: 1}, {M: m, Y: y, X: x2, Batch: 1}})
+							y2, y3 := make([]float32, cols*TileSize), make([]float32, cols*TileSize)
+							pool.MatMulAll([]MulJob{{M: m, Y: y2, X: x2, Batch: 1}, {M: m, Y: y3, X: x2, Batch: 1}})
+							outs = append(outs, y2, y3)
 						}
-						withGo(func() { m.MatVec(yGo, x2) })
-						for _, got := range [][]float32{y, y2} {
-							if cols == n && &got[0] == &y2[0] {
-								continue
-							}
+						for _, got := range outs {
 							if i := sameBitsNaN(got, yGo); i >= 0 {
 								t.Errorf("%s E=%d x[%d] exponent %d mode %d, second tile row of a product of %d tiles: y[%d] is %v (%#08x), want %v (%#08x)",
 									f, E, r, ex, mode, cols, i, got[i], math.Float32bits(got[i]), yGo[i], math.Float32bits(yGo[i]))

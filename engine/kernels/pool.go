@@ -38,10 +38,12 @@ type Pool struct {
 // products is longer than that in places (a convolution layer's is about
 // 150 µs at LFM3-1.7B's width): in LFM3-1.7B's decode the worker still
 // found 43 % of a step's 108 products parked, starting 152 µs late on
-// average, and the caller then waited for it. Polling for 1 ms found 36
-// of 6,479 parked and started the worker 4–8 µs after the product began,
-// and the step ran 9 % nearer the sum of its products' own bounds
-// (prodroof_frac, median of six alternating pairs; docs/lfm3.md). The
+// average, and the caller then waited for it (counters added to the Pool
+// for that measurement; BenchmarkPoolDispatch's gap150us case shows the
+// same on synthetic regions). Polling for 1 ms found 36 of 6,479 parked
+// and started the worker 4–8 µs after the product began, and the step ran
+// 9 % nearer the sum of its products' own bounds (prodroof_frac, median
+// of six alternating pairs; docs/lfm3.md). The
 // cost is at most spinWait of processor time per worker after each
 // product when no other follows: after the last product of a step.
 const spinWait = 1000 * time.Microsecond
@@ -184,8 +186,9 @@ func (p *Pool) runGrain(n, grain int, fn func(lo, hi int)) {
 	// last odd range would keep one goroutine working while the others
 	// wait), and at least one range a goroutine while n has the units.
 	chunks := min(threads*chunksPerThread, n)
-	if g := n / grain / threads * threads; grain > 1 {
-		chunks = min(chunks, max(g, min(threads, n)))
+	if grain > 1 {
+		whole := n / grain / threads * threads // ranges of ≥ grain units, a whole number a goroutine
+		chunks = min(chunks, max(whole, min(threads, n)))
 	}
 	j := &job{fn: fn, n: n, chunks: chunks}
 	j.wg.Add(chunks)

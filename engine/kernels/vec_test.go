@@ -370,13 +370,17 @@ func TestPool(t *testing.T) {
 }
 
 // TestPoolCausalConv: the convolution split over a Pool's goroutines by
-// channels gives CausalConv's bits and state, at widths around the
-// 64-channel unit and for one token and several.
+// channels gives CausalConv's bits and state, for widths that are and are
+// not whole 64-channel units and for one token and several; every case is
+// past convParallelMin, so it is split.
 func TestPoolCausalConv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 36))
 	for _, threads := range []int{2, 3} {
 		p := NewPool(threads)
-		for _, c := range []struct{ T, H, K int }{{1, 2048, 7}, {1, 1000, 3}, {5, 190, 7}, {3, 4100, 4}, {1, 64, 7}} {
+		for _, c := range []struct{ T, H, K int }{{1, 2048, 7}, {1, 1000, 9}, {5, 190, 10}, {3, 4100, 4}, {2, 700, 7}} {
+			if c.T*c.H*c.K < convParallelMin {
+				t.Fatalf("T=%d H=%d K=%d: below convParallelMin, not split", c.T, c.H, c.K)
+			}
 			u, w, bias := randVec(rng, c.T*c.H), randVec(rng, c.H*c.K), randVec(rng, c.H)
 			state := randVec(rng, c.H*(c.K-1))
 			want, got := make([]float32, c.T*c.H), make([]float32, c.T*c.H)
