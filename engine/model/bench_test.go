@@ -492,11 +492,10 @@ func BenchmarkDecode(b *testing.B) {
 							b.ReportAllocs()
 							n := 0
 							var cpu time.Duration
-							// The steps' KV bytes and multiply-adds
-							// (weightCost, attentionCost), summed over
-							// the steps.
-							var kvBytes float64
-							var macs, attnMACs [numFormats]float64
+							// The steps' attention cost (attentionCost),
+							// summed over the steps; their weights cost
+							// weightCost(m) each.
+							var attn stepCost
 							weights := weightCost(m)
 							for b.Loop() {
 								if interleave && n%probeEvery == 0 {
@@ -517,10 +516,9 @@ func BenchmarkDecode(b *testing.B) {
 									toks[i] = []int{rng.IntN(m.Config.VocabSize)}
 								}
 								sc := attentionCost(m.Config, m.KVCacheDType(), seqs[0].Len())
-								kvBytes += sc.kvBytes
-								for f := range macs {
-									macs[f] += sc.macs[f] + weights.macs[f]
-									attnMACs[f] += sc.macs[f]
+								attn.kvBytes += sc.kvBytes
+								for f := range sc.macs {
+									attn.macs[f] += sc.macs[f]
 								}
 								c0 := cputime.Process()
 								if _, err := m.Forward(context.Background(), seqs, toks, model.ForwardOptions{}); err != nil {
@@ -553,10 +551,10 @@ func BenchmarkDecode(b *testing.B) {
 								// probe's rate, or their multiply-adds
 								// at the product kernels' (rateProbe).
 								steps := float64(n / batch)
-								b.ReportMetric(kvBytes/steps/1e6, "kvMB/token")
+								b.ReportMetric(attn.kvBytes/steps/1e6, "kvMB/token")
 								rates := rp.rates()
 								b.Log(rp)
-								memory, compute := roofSeconds(steps*float64(m.DecodeWeightBytes()), stepCost{kvBytes: kvBytes, macs: macs}, bw, rates)
+								memory, compute := roofSeconds(steps, weights, attn, bw, rates)
 								el := b.Elapsed().Seconds()
 								b.ReportMetric(max(memory, compute)/el, "roof_frac")
 								b.ReportMetric(memory/el, "memroof_frac")
@@ -565,7 +563,7 @@ func BenchmarkDecode(b *testing.B) {
 								// over the time taken: how near the
 								// step comes to running each product at
 								// its own bound (productSeconds).
-								b.ReportMetric(productSeconds(steps, weights, stepCost{kvBytes: kvBytes, macs: attnMACs}, bw, rates)/el, "prodroof_frac")
+								b.ReportMetric(productSeconds(steps, weights, attn, bw, rates)/el, "prodroof_frac")
 							}
 							reportPeakRSS(b, probe.size()+rp.size())
 						})

@@ -329,7 +329,9 @@ func (m *Model) MaxContext() int { return m.maxContext }
 // reaches, the figure to hold against the memory's bandwidth.
 func (m *Model) DecodeWeightBytes() int64 {
 	var n int64
-	m.decodeMatrices(func(w *kernels.Matrix) { n += int64(w.WeightBytes()) })
+	for _, b := range m.DecodeWeightBytesByFormat() {
+		n += b
+	}
 	return n
 }
 

@@ -91,17 +91,20 @@ func attentionCost(c *config.Config, dt kv.DType, pos int) stepCost {
 	return sc
 }
 
-// roofSeconds returns the two bounds of the roofline of a step that reads
-// weightBytes of weights and costs sc: its bytes at read bandwidth bw
-// (bytes/s), and its multiply-adds at the product rates rates
-// (multiply-adds/s per format). The roofline is the larger.
-func roofSeconds(weightBytes float64, sc stepCost, bw float64, rates [numFormats]float64) (memory, compute float64) {
-	for f, n := range sc.macs {
-		if n > 0 {
+// roofSeconds returns the two bounds of the roofline of steps decode steps
+// whose weights cost weights a step and whose attention cost attn in all:
+// their weight and KV bytes at read bandwidth bw (bytes/s), and their
+// multiply-adds at the product rates rates (multiply-adds/s per format).
+// The roofline is the larger.
+func roofSeconds(steps float64, weights, attn stepCost, bw float64, rates [numFormats]float64) (memory, compute float64) {
+	bytes := attn.kvBytes
+	for f := range numFormats {
+		bytes += steps * weights.bytes[f]
+		if n := steps*weights.macs[f] + attn.macs[f]; n > 0 {
 			compute += n / rates[f]
 		}
 	}
-	return (weightBytes + sc.kvBytes) / bw, compute
+	return bytes / bw, compute
 }
 
 // productSeconds returns the sum of the products' own rooflines over steps
@@ -289,16 +292,13 @@ func TestDecodeMACs(t *testing.T) {
 	if want := map[kernels.Format]int64{kernels.BF16: params - kernels7 - norms}; !maps.Equal(got, want) {
 		t.Errorf("DecodeMACs = %v, want %v", got, want)
 	}
-	bytes := m.DecodeWeightBytesByFormat()
-	if want := map[kernels.Format]int64{kernels.BF16: 2 * (params - kernels7 - norms)}; !maps.Equal(bytes, want) {
+	if bytes, want := m.DecodeWeightBytesByFormat(), map[kernels.Format]int64{kernels.BF16: 2 * (params - kernels7 - norms)}; !maps.Equal(bytes, want) {
 		t.Errorf("DecodeWeightBytesByFormat = %v, want %v", bytes, want)
-	}
-	if n := m.DecodeWeightBytes(); n != bytes[kernels.BF16] {
-		t.Errorf("DecodeWeightBytes = %d, by format %d", n, bytes[kernels.BF16])
 	}
 }
 
-// TestProductSeconds holds productSeconds to sums worked by hand: a
+// TestProductSeconds holds productSeconds and roofSeconds to sums worked
+// by hand: a
 // compute-bound format beside a memory-bound one sums each one's larger
 // bound, which passes the roofline's larger bound by the sum of the
 // smaller ones' slack.
@@ -334,14 +334,7 @@ func TestProductSeconds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := productSeconds(c.steps, c.weights, c.attn, bw, rates)
-			var all stepCost
-			all.kvBytes = c.attn.kvBytes
-			var wb float64
-			for f := range numFormats {
-				all.macs[f] = c.steps*c.weights.macs[f] + c.attn.macs[f]
-				wb += c.steps * c.weights.bytes[f]
-			}
-			memory, compute := roofSeconds(wb, all, bw, rates)
+			memory, compute := roofSeconds(c.steps, c.weights, c.attn, bw, rates)
 			if math.Abs(got-c.want) > 1e-12 || math.Abs(max(memory, compute)-c.wantRoof) > 1e-12 {
 				t.Errorf("productSeconds = %g, roofline %g; want %g and %g", got, max(memory, compute), c.want, c.wantRoof)
 			}
