@@ -237,11 +237,12 @@ func f32BlockRows(s *splitSource, b0, cnt int) ([]float32, []float32, int) {
 // by side, so that the maximum, the exponentials and their sums run down
 // the columns of all of them in a few vector passes, not a scalar chain of
 // additions and a call of each kernel per head. Rows read in place are
-// fetched one head's work ahead, since a head's slice is a strided part of
-// every row, which the hardware prefetchers follow poorly: each KV head's
-// scores fetch the next head's keys, each head's weighted sums the next
-// head's values (the next block's first head's after the last). Spread so,
-// the block's reads overlap all of its arithmetic, not the scores' alone.
+// fetched attnPrefetchHeads heads' work ahead, since a head's slice is a
+// strided part of every row, which the hardware prefetchers follow
+// poorly: each KV head's scores fetch the keys of the head that many on,
+// each head's weighted sums its values (the next block's heads past the
+// last). Spread so, the block's reads overlap all of its arithmetic, not
+// the scores' alone.
 func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, part []float32, scale float32, ss *splitScratch) {
 	stateN, cols := G*(d+2), Hkv*G
 	src := &ss.src
@@ -261,13 +262,10 @@ func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, pa
 		}
 		sc := ss.sc[:cnt*cols]
 		for h := range Hkv {
-			next := nextKeys
-			if h+1 < Hkv {
-				next = keys[(h+1)*d:]
-			}
+			next := aheadRows(keys, nextKeys, h+attnPrefetchHeads, Hkv, d)
 			// The kernels fetch the first 64 values of each row of
-			// their two streams: the next head's keys, and their
-			// second 64 where a head is wider.
+			// their two streams: the keys ahead, and their second 64
+			// where a head is wider.
 			var next2 []T
 			if !inPlace {
 				next = nil
@@ -283,13 +281,9 @@ func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, pa
 		for h := range Hkv {
 			acc := part[h*stateN+2*G:][:G*d]
 			for g := 0; g < G; g += 4 {
-				var next []T // the next head's values, one head's work ahead
-				switch {
-				case !inPlace || g > 0:
-				case h+1 < Hkv:
-					next = vals[(h+1)*d:]
-				default:
-					next = nextVals
+				var next []T // values attnPrefetchHeads heads' work ahead
+				if inPlace && g == 0 {
+					next = aheadRows(vals, nextVals, h+attnPrefetchHeads, Hkv, d)
 				}
 				k.accum(acc[g*d:][:4*d], (*[4]float32)(ss.al[h*G+g:]), sc[h*G+g:], cols, vals[h*d:], ks, cnt, next)
 			}
@@ -299,6 +293,28 @@ func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, pa
 		copy(part[h*stateN:][:G], m[h*G:][:G])
 		copy(part[h*stateN+G:][:G], l[h*G:][:G])
 	}
+}
+
+// attnPrefetchHeads is how many KV heads ahead of the one it reads
+// splitRows prefetches a cache's rows. One head of 64 or 128 values is 1.3
+// µs of work at most a block; at 131,072 positions, LFM3-1.7B's heads of
+// 128 ran about 10 % faster with the rows fetched two heads ahead than one
+// (BenchmarkAttendDecode, three alternating runs; LFM2's heads of 64 the
+// same either way; docs/bench-long-context.md).
+const attnPrefetchHeads = 2
+
+// aheadRows returns head t's slice of a block's rows: of rows (the block
+// read now) for t < Hkv, of next (the next block's, nil after the last)
+// for the heads past the last, or nil past both. The slice runs to the
+// rows' end, the length the kernels' prefetch of cnt rows needs.
+func aheadRows[T uint16 | float32](rows, next []T, t, Hkv, d int) []T {
+	switch {
+	case t < Hkv:
+		return rows[t*d:]
+	case next != nil && t < 2*Hkv:
+		return next[(t-Hkv)*d:]
+	}
+	return nil
 }
 
 // softmax is the middle of splitRows' online softmax step for the cnt rows
