@@ -133,72 +133,87 @@ func productSeconds(steps float64, weights, attn stepCost, bw float64, rates [nu
 
 // rateProbe measures the multiply-adds per second the product kernels
 // reach on threads threads, per weight format, on weights in the caches:
-// each thread multiplies one vector by its own 256×2048 matrix of each
-// format (at most 2 MiB, in its core's caches) over and over. Its passes
-// interleave with the decode steps like the read probe's, so that the
-// roofline's two bounds follow the same drift: measured once at the start
-// of a run, on the shared VM of docs/lfm3.md the rates moved by a third
-// between runs minutes apart.
+// each thread multiplies one vector by its own matrix of each format and
+// each of rateShapes (at most 2 MiB, in its core's caches) over and over,
+// and a format's rate is the faster shape's. Its passes interleave with
+// the decode steps like the read probe's, so that the roofline's two
+// bounds follow the same drift: measured once at the start of a run, on
+// the shared VM of docs/lfm3.md the rates moved by a third between runs
+// minutes apart.
 type rateProbe struct {
 	threads int
-	mats    [numFormats][]*kernels.Matrix
-	macs    [numFormats]float64       // multiply-adds done so far
-	time    [numFormats]time.Duration // their wall time
+	mats    [numFormats][len(rateShapes)][]*kernels.Matrix
+	macs    [numFormats][len(rateShapes)]float64       // multiply-adds done so far
+	time    [numFormats][len(rateShapes)]time.Duration // their wall time
 }
 
-// rateOut and rateIn are the shape of a rate probe's matrices.
-const rateOut, rateIn = 256, 2048
+// rateShapes are the [out, in] shapes of a rate probe's matrices. Each
+// format has its fast shape: a dense row's dot product runs longer over
+// 2,048 inputs, and the BFP row kernels run longer over 2,048 outputs
+// (64 tile columns a call, as a decode product's ranges of 32 or more
+// do, where 256 outputs give calls of 8). Measured on 256×2048 alone, the
+// BFP rates were a fifth below what the kernels reach in a decode step,
+// and the compute bound that much too loose (docs/lfm3.md).
+var rateShapes = [...][2]int{{256, 2048}, {2048, 256}}
 
 // newRateProbe makes each thread's matrices, seeded per thread with
 // synth's weight distribution.
 func newRateProbe(threads int) *rateProbe {
 	p := &rateProbe{threads: threads}
 	for f := range numFormats {
-		for t := range threads {
-			rng := rand.New(rand.NewPCG(9, uint64(t)))
-			w := make([]float32, rateOut*rateIn)
-			for i := range w {
-				w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/in), as synth's
+		for s, sh := range rateShapes {
+			for t := range threads {
+				rng := rand.New(rand.NewPCG(9, uint64(t)))
+				w := make([]float32, sh[0]*sh[1])
+				for i := range w {
+					w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/2048), as synth's
+				}
+				p.mats[f][s] = append(p.mats[f][s], rateMatrix(f, w, sh[0], sh[1]))
 			}
-			p.mats[f] = append(p.mats[f], rateMatrix(f, w, rateOut, rateIn))
 		}
 	}
 	return p
 }
 
-// pass runs each format's products for about d on every thread and adds
-// them to the totals.
+// pass runs each format's products on each shape for about d on every
+// thread and adds them to the totals.
 func (p *rateProbe) pass(d time.Duration) {
 	for f := range numFormats {
-		var wg sync.WaitGroup
-		counts := make([]int, p.threads)
-		t0 := time.Now()
-		for t := range p.threads {
-			wg.Go(func() {
-				x, y := make([]float32, rateIn), make([]float32, rateOut)
-				for i := range x {
-					x[i] = float32(i%7) - 3
-				}
-				for time.Since(t0) < d {
-					p.mats[f][t].MatVec(y, x)
-					counts[t]++
-				}
-			})
-		}
-		wg.Wait()
-		p.time[f] += time.Since(t0)
-		for _, c := range counts {
-			p.macs[f] += float64(c) * rateOut * rateIn
+		for s, sh := range rateShapes {
+			var wg sync.WaitGroup
+			counts := make([]int, p.threads)
+			t0 := time.Now()
+			for t := range p.threads {
+				wg.Go(func() {
+					x, y := make([]float32, sh[1]), make([]float32, sh[0])
+					for i := range x {
+						x[i] = float32(i%7) - 3
+					}
+					for time.Since(t0) < d {
+						p.mats[f][s][t].MatVec(y, x)
+						counts[t]++
+					}
+				})
+			}
+			wg.Wait()
+			p.time[f][s] += time.Since(t0)
+			for _, c := range counts {
+				p.macs[f][s] += float64(c) * float64(sh[0]*sh[1])
+			}
 		}
 	}
 }
 
 // rates returns the multiply-adds per second of each format over all
-// passes.
+// passes, on its faster shape.
 func (p *rateProbe) rates() [numFormats]float64 {
 	var r [numFormats]float64
 	for f := range r {
-		r[f] = p.macs[f] / p.time[f].Seconds()
+		for s := range rateShapes {
+			if t := p.time[f][s].Seconds(); t > 0 {
+				r[f] = max(r[f], p.macs[f][s]/t)
+			}
+		}
 	}
 	return r
 }
@@ -210,9 +225,11 @@ func (p *rateProbe) size() int64 {
 		return 0
 	}
 	var n int64
-	for _, ms := range p.mats {
-		for _, m := range ms {
-			n += int64(m.WeightBytes())
+	for _, shapes := range p.mats {
+		for _, ms := range shapes {
+			for _, m := range ms {
+				n += int64(m.WeightBytes())
+			}
 		}
 	}
 	return n
@@ -339,5 +356,22 @@ func TestProductSeconds(t *testing.T) {
 				t.Errorf("productSeconds = %g, roofline %g; want %g and %g", got, max(memory, compute), c.want, c.wantRoof)
 			}
 		})
+	}
+}
+
+// TestRateProbeRates: a format's rate is its faster shape's, each shape's
+// multiply-adds over its own time, and a shape not yet run (no time)
+// counts for nothing.
+func TestRateProbeRates(t *testing.T) {
+	var p rateProbe
+	p.macs[fmtBFP4] = [len(rateShapes)]float64{4e9, 9e9}
+	p.time[fmtBFP4] = [len(rateShapes)]time.Duration{time.Second, 3 * time.Second}
+	p.macs[fmtBF16] = [len(rateShapes)]float64{6e9, 2e9}
+	p.time[fmtBF16] = [len(rateShapes)]time.Duration{2 * time.Second, 2 * time.Second}
+	p.macs[fmtBFP8] = [len(rateShapes)]float64{0, 5e9}
+	p.time[fmtBFP8] = [len(rateShapes)]time.Duration{0, time.Second}
+	want := [numFormats]float64{fmtF32: 0, fmtBF16: 3e9, fmtBFP8: 5e9, fmtBFP4: 4e9}
+	if got := p.rates(); got != want {
+		t.Fatalf("rates() = %v, want %v", got, want)
 	}
 }
