@@ -19,9 +19,9 @@
 // that the reads and the arithmetic took turns instead of overlapping. Into
 // L2, the requests in flight are the L2's, and the kernels' loads find the
 // lines there (BenchmarkAttendDecode on an AMD EPYC, 2 threads: a bfloat16
-// cache read at 13–15 GB/s with PREFETCHT0, 21–29 GB/s with PREFETCHT1;
-// docs/bench-long-context.md). The BFP row kernels' far stream is fetched
-// into L2 for the same reason.
+// cache read at 13–16 GB/s with PREFETCHT0, 21–33 GB/s with PREFETCHT1;
+// docs/lfm3.md). The BFP row kernels' far stream is fetched into L2 for
+// the same reason.
 
 // func attnScores4Z(sc []float32, scStride int, keys []float32, keyStride, cnt int, q []float32, scale float32, perm *[16]int32, pfa, pfb []float32)
 //

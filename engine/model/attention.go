@@ -297,10 +297,13 @@ func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, pa
 
 // attnPrefetchHeads is how many KV heads ahead of the one it reads
 // splitRows prefetches a cache's rows. One head of 64 or 128 values is 1.3
-// µs of work at most a block; at 131,072 positions, LFM3-1.7B's heads of
-// 128 ran about 10 % faster with the rows fetched two heads ahead than one
-// (BenchmarkAttendDecode, three alternating runs; LFM2's heads of 64 the
-// same either way; docs/bench-long-context.md).
+// µs of work at most a block. At 131,072 positions LFM3-1.7B's decode step
+// ran about 10 % faster with the rows fetched two heads ahead than one
+// (three alternating pairs, and BenchmarkAttendDecode's heads of 128 the
+// same way). At 16,384 the decode pairs split; BenchmarkAttendDecode,
+// whose one layer's 32 MiB cache partly stays in the L3 from one
+// iteration to the next, measured two heads ahead 5–15 % slower in one
+// set of runs and even in another (docs/lfm3.md).
 const attnPrefetchHeads = 2
 
 // aheadRows returns head t's slice of a block's rows: of rows (the block
