@@ -43,9 +43,9 @@ type Pool struct {
 // same on synthetic regions). Polling for 1 ms found 36 of 6,479 parked
 // and started the worker 4–8 µs after the product began, and the step ran
 // 9 % nearer the sum of its products' own bounds (prodroof_frac, median
-// of six alternating pairs; docs/lfm3.md). The
-// cost is at most spinWait of processor time per worker after each
-// product when no other follows: after the last product of a step.
+// of six alternating pairs; docs/lfm3.md). The cost is at most spinWait
+// of processor time per worker after each product when no other follows:
+// after the last product of a step.
 const spinWait = 1000 * time.Microsecond
 
 // NewPool returns a Pool of threads goroutines in all, counting the caller of

@@ -262,15 +262,15 @@ func splitRows[T uint16 | float32](k rowKernels[T], lo, hi, Hkv, G, d int, q, pa
 		}
 		sc := ss.sc[:cnt*cols]
 		for h := range Hkv {
-			next := aheadRows(keys, nextKeys, h+attnPrefetchHeads, Hkv, d)
 			// The kernels fetch the first 64 values of each row of
 			// their two streams: the keys ahead, and their second 64
 			// where a head is wider.
-			var next2 []T
-			if !inPlace {
-				next = nil
-			} else if next != nil && d > 64 {
-				next2 = next[64:]
+			var next, next2 []T
+			if inPlace {
+				next = aheadRows(keys, nextKeys, h+attnPrefetchHeads, Hkv, d)
+				if next != nil && d > 64 {
+					next2 = next[64:]
+				}
 			}
 			for g := 0; g < G; g += 4 {
 				k.scores(sc[h*G+g:], cols, keys[h*d:], ks, cnt, q[(h*G+g)*d:][:4*d], scale, next, next2)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,9 +143,23 @@ func productSeconds(steps float64, weights, attn stepCost, bw float64, rates [nu
 // minutes apart.
 type rateProbe struct {
 	threads int
-	mats    [numFormats][len(rateShapes)][]*kernels.Matrix
-	macs    [numFormats][len(rateShapes)]float64       // multiply-adds done so far
-	time    [numFormats][len(rateShapes)]time.Duration // their wall time
+	cells   [numFormats][len(rateShapes)]rateCell
+}
+
+// rateCell is one format's products on one of rateShapes: a matrix per
+// thread, and the multiply-adds done so far over their wall time.
+type rateCell struct {
+	mats []*kernels.Matrix
+	macs float64
+	time time.Duration
+}
+
+// rate returns the cell's multiply-adds per second, 0 before it has run.
+func (c *rateCell) rate() float64 {
+	if c.time <= 0 {
+		return 0
+	}
+	return c.macs / c.time.Seconds()
 }
 
 // rateShapes are the [out, in] shapes of a rate probe's matrices. Each
@@ -157,18 +172,19 @@ type rateProbe struct {
 var rateShapes = [...][2]int{{256, 2048}, {2048, 256}}
 
 // newRateProbe makes each thread's matrices, seeded per thread with
-// synth's weight distribution.
+// synth's weight distribution: the same weights in every format.
 func newRateProbe(threads int) *rateProbe {
 	p := &rateProbe{threads: threads}
-	for f := range numFormats {
-		for s, sh := range rateShapes {
-			for t := range threads {
-				rng := rand.New(rand.NewPCG(9, uint64(t)))
-				w := make([]float32, sh[0]*sh[1])
-				for i := range w {
-					w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/2048), as synth's
-				}
-				p.mats[f][s] = append(p.mats[f][s], rateMatrix(f, w, sh[0], sh[1]))
+	for s, sh := range rateShapes {
+		for t := range threads {
+			rng := rand.New(rand.NewPCG(9, uint64(t)))
+			w := make([]float32, sh[0]*sh[1])
+			for i := range w {
+				w[i] = float32(rng.NormFloat64() / 45) // N(0, 1/2048), as synth's
+			}
+			for f := range numFormats {
+				c := &p.cells[f][s]
+				c.mats = append(c.mats, rateMatrix(f, w, sh[0], sh[1]))
 			}
 		}
 	}
@@ -180,6 +196,7 @@ func newRateProbe(threads int) *rateProbe {
 func (p *rateProbe) pass(d time.Duration) {
 	for f := range numFormats {
 		for s, sh := range rateShapes {
+			c := &p.cells[f][s]
 			var wg sync.WaitGroup
 			counts := make([]int, p.threads)
 			t0 := time.Now()
@@ -190,15 +207,15 @@ func (p *rateProbe) pass(d time.Duration) {
 						x[i] = float32(i%7) - 3
 					}
 					for time.Since(t0) < d {
-						p.mats[f][s][t].MatVec(y, x)
+						c.mats[t].MatVec(y, x)
 						counts[t]++
 					}
 				})
 			}
 			wg.Wait()
-			p.time[f][s] += time.Since(t0)
-			for _, c := range counts {
-				p.macs[f][s] += float64(c) * float64(sh[0]*sh[1])
+			c.time += time.Since(t0)
+			for _, n := range counts {
+				c.macs += float64(n) * float64(sh[0]*sh[1])
 			}
 		}
 	}
@@ -210,9 +227,7 @@ func (p *rateProbe) rates() [numFormats]float64 {
 	var r [numFormats]float64
 	for f := range r {
 		for s := range rateShapes {
-			if t := p.time[f][s].Seconds(); t > 0 {
-				r[f] = max(r[f], p.macs[f][s]/t)
-			}
+			r[f] = max(r[f], p.cells[f][s].rate())
 		}
 	}
 	return r
@@ -225,9 +240,9 @@ func (p *rateProbe) size() int64 {
 		return 0
 	}
 	var n int64
-	for _, shapes := range p.mats {
-		for _, ms := range shapes {
-			for _, m := range ms {
+	for f := range numFormats {
+		for s := range rateShapes {
+			for _, m := range p.cells[f][s].mats {
 				n += int64(m.WeightBytes())
 			}
 		}
@@ -235,11 +250,21 @@ func (p *rateProbe) size() int64 {
 	return n
 }
 
-// String gives the rates in GMAC/s, for the benchmark's log.
+// String gives each format's rate in GMAC/s on each of rateShapes, for
+// the benchmark's log; the roofline takes the faster (rates).
 func (p *rateProbe) String() string {
-	r := p.rates()
-	return fmt.Sprintf("product kernels in cache, %d threads: f32 %.1f, bf16 %.1f, bfp8 %.1f, bfp4 %.1f GMAC/s",
-		p.threads, r[fmtF32]/1e9, r[fmtBF16]/1e9, r[fmtBFP8]/1e9, r[fmtBFP4]/1e9)
+	var b strings.Builder
+	fmt.Fprintf(&b, "product kernels in cache, %d threads, GMAC/s on", p.threads)
+	for _, sh := range rateShapes {
+		fmt.Fprintf(&b, " %dx%d", sh[0], sh[1])
+	}
+	for f, name := range [numFormats]string{fmtF32: "f32", fmtBF16: "bf16", fmtBFP8: "bfp8", fmtBFP4: "bfp4"} {
+		fmt.Fprintf(&b, "; %s", name)
+		for s := range rateShapes {
+			fmt.Fprintf(&b, " %.1f", p.cells[f][s].rate()/1e9)
+		}
+	}
+	return b.String()
 }
 
 // rateMatrix returns w [out, in] as a matrix of format f.
@@ -315,10 +340,9 @@ func TestDecodeMACs(t *testing.T) {
 }
 
 // TestProductSeconds holds productSeconds and roofSeconds to sums worked
-// by hand: a
-// compute-bound format beside a memory-bound one sums each one's larger
-// bound, which passes the roofline's larger bound by the sum of the
-// smaller ones' slack.
+// by hand: a compute-bound format beside a memory-bound one sums each
+// one's larger bound, which passes the roofline's larger bound by the sum
+// of the smaller ones' slack.
 func TestProductSeconds(t *testing.T) {
 	var rates [numFormats]float64
 	rates[fmtBF16], rates[fmtBFP8], rates[fmtBFP4] = 40, 25, 30
@@ -364,12 +388,14 @@ func TestProductSeconds(t *testing.T) {
 // counts for nothing.
 func TestRateProbeRates(t *testing.T) {
 	var p rateProbe
-	p.macs[fmtBFP4] = [len(rateShapes)]float64{4e9, 9e9}
-	p.time[fmtBFP4] = [len(rateShapes)]time.Duration{time.Second, 3 * time.Second}
-	p.macs[fmtBF16] = [len(rateShapes)]float64{6e9, 2e9}
-	p.time[fmtBF16] = [len(rateShapes)]time.Duration{2 * time.Second, 2 * time.Second}
-	p.macs[fmtBFP8] = [len(rateShapes)]float64{0, 5e9}
-	p.time[fmtBFP8] = [len(rateShapes)]time.Duration{0, time.Second}
+	set := func(f int, macs [len(rateShapes)]float64, secs [len(rateShapes)]time.Duration) {
+		for s := range rateShapes {
+			p.cells[f][s].macs, p.cells[f][s].time = macs[s], secs[s]
+		}
+	}
+	set(fmtBFP4, [len(rateShapes)]float64{4e9, 9e9}, [len(rateShapes)]time.Duration{time.Second, 3 * time.Second})
+	set(fmtBF16, [len(rateShapes)]float64{6e9, 2e9}, [len(rateShapes)]time.Duration{2 * time.Second, 2 * time.Second})
+	set(fmtBFP8, [len(rateShapes)]float64{0, 5e9}, [len(rateShapes)]time.Duration{0, time.Second})
 	want := [numFormats]float64{fmtF32: 0, fmtBF16: 3e9, fmtBFP8: 5e9, fmtBFP4: 4e9}
 	if got := p.rates(); got != want {
 		t.Fatalf("rates() = %v, want %v", got, want)
