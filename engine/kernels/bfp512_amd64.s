@@ -678,3 +678,53 @@ out8:
 	MOVQ     R12, ret+96(FP)
 	VZEROUPPER
 	RET
+
+// func tileBitsZ(x *float32, n int, bits *[2]uint32)
+//
+// For each of n runs of 32 float32 at x: bits[2i] is the largest magnitude
+// (the bits without the sign) and bits[2i+1] the least magnitude minus one
+// as an unsigned integer, so that zeros (magnitude 0, minus one the
+// largest) are never the least (fastRange's emax and emin, from tileBits).
+TEXT ·tileBitsZ(SB), NOSPLIT, $0-24
+	MOVQ          x+0(FP), SI
+	MOVQ          n+8(FP), CX
+	MOVQ          bits+16(FP), DI
+	MOVL          $0x7fffffff, AX
+	VPBROADCASTD  AX, Z31
+	VPTERNLOGD    $0xff, Z30, Z30, Z30 // every lane −1
+	TESTQ         CX, CX
+	JLE           bitsdone
+
+bitsloop:
+	VPANDD        (SI), Z31, Z0
+	VPANDD        64(SI), Z31, Z1
+	VPMAXUD       Z0, Z1, Z2
+	VPADDD        Z30, Z0, Z0
+	VPADDD        Z30, Z1, Z1
+	VPMINUD       Z0, Z1, Z3
+	VEXTRACTI64X4 $1, Z2, Y4
+	VPMAXUD       Y4, Y2, Y2
+	VEXTRACTI64X4 $1, Z3, Y5
+	VPMINUD       Y5, Y3, Y3
+	VEXTRACTI128  $1, Y2, X4
+	VPMAXUD       X4, X2, X2
+	VEXTRACTI128  $1, Y3, X5
+	VPMINUD       X5, X3, X3
+	VPSHUFD       $0x4e, X2, X4
+	VPMAXUD       X4, X2, X2
+	VPSHUFD       $0x4e, X3, X5
+	VPMINUD       X5, X3, X3
+	VPSHUFD       $0xb1, X2, X4
+	VPMAXUD       X4, X2, X2
+	VPSHUFD       $0xb1, X3, X5
+	VPMINUD       X5, X3, X3
+	VMOVD         X2, (DI)
+	VMOVD         X3, 4(DI)
+	ADDQ          $128, SI
+	ADDQ          $8, DI
+	DECQ          CX
+	JNZ           bitsloop
+
+bitsdone:
+	VZEROUPPER
+	RET

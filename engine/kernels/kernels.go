@@ -104,7 +104,8 @@ func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
 	case !useSIMD:
 		bfpRowGo(f, acc, t, n, x)
 	case useAVX512 && n >= 4 && len(x) == TileSize:
-		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next)
+		var xs [512]float32
+		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next, routeOf(f, (*[TileSize]float32)(x)), &xs)
 	default:
 		bfpRowAVX2(f, acc, t, n, x, next)
 	}
@@ -122,19 +123,21 @@ func bfpRowAVX2(f Format, acc []float32, t []byte, n int, x []float32, next int)
 // bfpRowWide is bfpRow for 32 rows with the AVX-512 kernels, which take the
 // fast route four tiles at a time; the quads they decline (one tile's
 // exponents rule the route out) and the last n%4 tiles run on the AVX2
-// kernels. All of them give the bits of bfpRowGo.
-func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, next int) {
+// kernels. All of them give the bits of bfpRowGo. r is routeOf(f, x),
+// which a product works out once for all its calls that share x (a
+// decode step makes some 40,000 calls); xs is the kernels' scratch, which
+// the caller keeps across calls so that it is not cleared for each.
+func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, next int, r rowRoute, xs *[512]float32) {
 	tb := f.TileBytes()
-	lo, width, ok := fastRange(f, x)
-	if !ok {
+	if !r.ok {
 		bfpRowAVX2(f, acc, t, n, x[:], next)
 		return
 	}
-	var xs [512]float32
+	lo, width := int(r.lo), int(r.width)
 	for n > 0 {
 		var done int
 		if f == BFP8 {
-			done = bfpRow8Quads(acc, t, n, x, lo, width, next, &xs)
+			done = bfpRow8Quads(acc, t, n, x, lo, width, next, xs)
 		} else {
 			done = bfpRow4Quads(acc, t, n, x, lo, width, next, (*[256]float32)(xs[:256]))
 		}
@@ -153,6 +156,18 @@ func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, 
 	}
 }
 
+// rowRoute is fastRange's answer for one tile row of a product's inputs.
+type rowRoute struct {
+	lo, width int16
+	ok        bool
+}
+
+// routeOf is fastRange as a rowRoute.
+func routeOf(f Format, x *[TileSize]float32) rowRoute {
+	most, leastM1 := tileBits(x)
+	return routeOfBits(f, [2]uint32{most, leastM1})
+}
+
 // fastRange returns the shared exponents E for which the fast route of the
 // BFP row kernels is exact with these 32 inputs (bfp_amd64.s): E in [lo,
 // lo+width], where lo is the larger of the least E with a normal step
@@ -162,21 +177,37 @@ func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, 
 // ok is false when no E qualifies. It is the check bfpRow8AVX and
 // bfpRow4AVX make.
 func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
+	r := routeOf(f, x)
+	return int(r.lo), int(r.width), r.ok
+}
+
+// tileBits returns the largest of the inputs' magnitudes (their bits
+// without the sign) and the least minus one as an unsigned integer, under
+// which a zero is the largest value and never the least. A float32's
+// exponent field is its magnitude's top bits, so they give emax and emin
+// (routeOfBits) without a branch an input; tileBitsZ is the same on 512-bit
+// registers.
+func tileBits(x *[TileSize]float32) (most, leastM1 uint32) {
+	most, leastM1 = 0, ^uint32(0)
+	for _, v := range x {
+		m := math.Float32bits(v) &^ (1 << 31)
+		most, leastM1 = max(most, m), min(leastM1, m-1)
+	}
+	return most, leastM1
+}
+
+// routeOfBits is fastRange from tileBits' answer.
+func routeOfBits(f Format, b [2]uint32) rowRoute {
 	bias, minE := 129, 3
 	if f == BFP8 {
 		bias, minE = 133, 7
 	}
-	emin, emax := 256, 0 // 256: no non-zero input yet
-	for _, v := range x {
-		b := math.Float32bits(v)
-		e := int(b >> 23 & 0xff)
-		emax = max(emax, e)
-		if b<<1 != 0 {
-			emin = min(emin, e)
-		}
+	emax, emin := int(b[0]>>23), 256 // 256: no non-zero input
+	if b[1] != ^uint32(0) {
+		emin = int((b[1] + 1) >> 23)
 	}
 	lo, hi := max(minE, bias+1-emin), min(254, bias+254-emax)
-	return lo, hi - lo, lo <= hi
+	return rowRoute{int16(lo), int16(hi - lo), lo <= hi}
 }
 
 // decodeTile decodes one BFP tile to exact float32 weights, row-major.

@@ -45,11 +45,63 @@ func (p *Pool) mul(m *Matrix, y, x []float32, batch int, add bool) {
 		p = nil
 	}
 	units := m.units()
+	rb := m.routes(x, batch, nil)
+	if rb != nil {
+		defer routePool.Put(rb)
+	}
+	rt := rb.get()
 	if p.Threads() == 1 {
-		m.mulUnits(y, x, batch, 0, units, add)
+		m.mulUnits(y, x, batch, 0, units, add, rt)
 		return
 	}
-	p.runGrain(units, m.grain(batch), func(lo, hi int) { m.mulUnits(y, x, batch, lo, hi, add) })
+	p.runGrain(units, m.grain(batch), func(lo, hi int) { m.mulUnits(y, x, batch, lo, hi, add, rt) })
+}
+
+// routeBuf holds the rowRoutes of one or more products' inputs, and
+// tileBitsZ's answers on the way to them.
+type routeBuf struct {
+	r    []rowRoute
+	bits [][2]uint32
+}
+
+func (b *routeBuf) get() []rowRoute {
+	if b == nil {
+		return nil
+	}
+	return b.r
+}
+
+// routePool keeps routeBufs between products, so that a decode step's
+// products allocate nothing for them.
+var routePool = sync.Pool{New: func() any { return new(routeBuf) }}
+
+// routes works out, for a one-row BFP product on the AVX-512 kernels, the
+// fast route of each full tile row of x (fastRange) once for every range
+// and block of tile columns that reads it, appending them to b's (b nil:
+// a buffer from routePool); it returns b unchanged for any other product,
+// whose calls work out their own.
+func (m *Matrix) routes(x []float32, batch int, b *routeBuf) *routeBuf {
+	if batch != 1 || (m.Format != BFP8 && m.Format != BFP4) || !useSIMD || !useAVX512 {
+		return b
+	}
+	if b == nil {
+		b = routePool.Get().(*routeBuf)
+		b.r = b.r[:0]
+	}
+	n := m.In / TileSize
+	if n == 0 {
+		return b
+	}
+	if cap(b.bits) < n {
+		b.bits = make([][2]uint32, n)
+	}
+	bits := b.bits[:n]
+	_ = x[:n*TileSize]
+	tileBitsZ(&x[0], n, &bits[0])
+	for _, tb := range bits {
+		b.r = append(b.r, routeOfBits(m.Format, tb))
+	}
+	return b
 }
 
 // rowGrainTiles is the fewest BFP tile columns a range of a one-row
@@ -98,13 +150,14 @@ func (m *Matrix) units() int {
 	panic(fmt.Sprintf("kernels: product with a matrix of unknown format %d (not validated)", m.Format))
 }
 
-// mulUnits computes the outputs of units [lo, hi).
-func (m *Matrix) mulUnits(y, x []float32, batch, lo, hi int, add bool) {
+// mulUnits computes the outputs of units [lo, hi); rt is routes' for x, or
+// nil.
+func (m *Matrix) mulUnits(y, x []float32, batch, lo, hi int, add bool, rt []rowRoute) {
 	switch m.Format {
 	case F32, BF16:
 		m.mulRows(y, x, batch, 4*lo, min(4*hi, m.Out), add)
 	default:
-		m.mulCols(y, x, batch, bfpUnitTiles*lo, min(bfpUnitTiles*hi, m.nTiles()), add)
+		m.mulCols(y, x, batch, bfpUnitTiles*lo, min(bfpUnitTiles*hi, m.nTiles()), add, rt)
 	}
 }
 
@@ -122,20 +175,33 @@ type MulJob struct {
 // write where another reads. Each output is bit-identical to MatMul's.
 func (p *Pool) MatMulAll(jobs []MulJob) {
 	start := make([]int, len(jobs)+1)
+	// Job i's routes are rb.r[route[i]:route[i+1]].
+	route := make([]int, len(jobs)+1)
+	var rb *routeBuf
 	var work int64
 	for i, j := range jobs {
 		j.M.checkProduct(j.Y, j.X, j.Batch)
 		n := 0
 		if j.Batch > 0 && j.M.Out > 0 {
 			n = j.M.units()
+			rb = j.M.routes(j.X, j.Batch, rb)
 		}
 		start[i+1] = start[i] + n
+		route[i+1] = len(rb.get())
 		work += int64(j.M.WeightBytes()) * int64(j.Batch)
 	}
+	if rb != nil {
+		defer routePool.Put(rb)
+	}
+	rt := rb.get()
 	run := func(lo, hi int) {
 		for i, j := range jobs {
 			if a, b := max(lo, start[i]), min(hi, start[i+1]); a < b {
-				j.M.mulUnits(j.Y, j.X, j.Batch, a-start[i], b-start[i], false)
+				var r []rowRoute
+				if route[i] < route[i+1] {
+					r = rt[route[i]:route[i+1]]
+				}
+				j.M.mulUnits(j.Y, j.X, j.Batch, a-start[i], b-start[i], false, r)
 			}
 		}
 	}
@@ -287,7 +353,9 @@ const bfpRowBlock = 64
 // scratch and apply it to every batch row, six rows at a time with the
 // tile rows held in registers. Both reduce output n over k = 0, 1, …, In−1 with fma(x[k], w, acc),
 // so they agree bit for bit.
-func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
+//
+// rt, when not nil, is routes' answer for x, one for each full tile row.
+func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool, rt []rowRoute) {
 	f, in, out := m.Format, m.In, m.Out
 	tb, nt := f.TileBytes(), m.nTiles()
 	store := func(b, n0 int, col []float32) {
@@ -305,12 +373,19 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool) {
 		// the block's tiles of that row, which lie contiguously in memory.
 		// Only the block's accumulators (8 KiB) are live, in L1.
 		var acc [bfpRowBlock * TileSize]float32
+		var xs [512]float32
 		for b0 := ntLo; b0 < ntHi; b0 += bfpRowBlock {
 			nb := min(bfpRowBlock, ntHi-b0)
 			a := acc[:nb*TileSize]
 			clear(a)
 			for k0 := 0; k0 < in; k0 += TileSize {
-				bfpRow(f, a, m.BFP[(k0/TileSize*nt+b0)*tb:], nb, x[k0:min(k0+TileSize, in)], nt*tb)
+				t := m.BFP[(k0/TileSize*nt+b0)*tb:]
+				if k := k0 / TileSize; k < len(rt) && nb >= 4 {
+					_ = t[:nb*tb]
+					bfpRowWide(f, a, t, nb, (*[TileSize]float32)(x[k0:]), nt*tb, rt[k], &xs)
+					continue
+				}
+				bfpRow(f, a, t, nb, x[k0:min(k0+TileSize, in)], nt*tb)
 			}
 			for j := range nb {
 				store(0, (b0+j)*TileSize, a[j*TileSize:])

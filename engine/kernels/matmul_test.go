@@ -555,8 +555,10 @@ func TestBFPRowRoutes(t *testing.T) {
 					// each tile row on its own route, never the second on
 					// the first's. On its own (n tiles) and split over a
 					// Pool (the row repeated to wide tiles, past
-					// parallelMinBytes), alone and beside a second job
-					// with the same inputs, as attention's projections run.
+					// parallelMinBytes), alone, beside a second job with
+					// the same inputs, as attention's projections run, and
+					// after a job with zero inputs, whose routes come
+					// first in MatMulAll's buffer.
 					x2 := append(make([]float32, TileSize), x...)
 					for _, cols := range []int{n, wide} {
 						row1 := make([]byte, 0, cols*tb)
@@ -575,9 +577,10 @@ func TestBFPRowRoutes(t *testing.T) {
 							m.MatVec(y, x2)
 						} else {
 							pool.MatVec(m, y, x2)
-							y2, y3 := make([]float32, cols*TileSize), make([]float32, cols*TileSize)
+							y2, y3, y4 := make([]float32, cols*TileSize), make([]float32, cols*TileSize), make([]float32, cols*TileSize)
 							pool.MatMulAll([]MulJob{{M: m, Y: y2, X: x2, Batch: 1}, {M: m, Y: y3, X: x2, Batch: 1}})
-							outs = append(outs, y2, y3)
+							pool.MatMulAll([]MulJob{{M: m, Y: make([]float32, cols*TileSize), X: make([]float32, 2*TileSize), Batch: 1}, {M: m, Y: y4, X: x2, Batch: 1}})
+							outs = append(outs, y2, y3, y4)
 						}
 						for _, got := range outs {
 							if i := sameBitsNaN(got, yGo); i >= 0 {
@@ -587,6 +590,85 @@ func TestBFPRowRoutes(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestFastRange holds fastRange, and routes' AVX-512 tileBitsZ, to the
+// rule as bfp_amd64.s states it, worked out with a branch an input, on
+// tiles of zeros of either sign, subnormals, infinities, NaNs and inputs
+// of every exponent field, one product's tile rows at a time.
+func TestFastRange(t *testing.T) {
+	ref := func(f Format, x []float32) rowRoute {
+		bias, minE := 129, 3
+		if f == BFP8 {
+			bias, minE = 133, 7
+		}
+		emin, emax := 256, 0
+		for _, v := range x {
+			b := math.Float32bits(v)
+			e := int(b >> 23 & 0xff)
+			emax = max(emax, e)
+			if b&0x7fffffff != 0 {
+				emin = min(emin, e)
+			}
+		}
+		lo, hi := max(minE, bias+1-emin), min(254, bias+254-emax)
+		return rowRoute{int16(lo), int16(hi - lo), lo <= hi}
+	}
+	rng := rand.New(rand.NewPCG(51, 52))
+	const tiles = 37
+	for range 400 {
+		x := make([]float32, tiles*TileSize+5)
+		for i := range x {
+			switch rng.IntN(8) {
+			case 0:
+				x[i] = 0
+			case 1:
+				x[i] = float32(math.Copysign(0, -1))
+			case 2:
+				x[i] = math.Float32frombits(rng.Uint32()) // NaNs and infinities too
+			case 3:
+				x[i] = math.Float32frombits(rng.Uint32() & 0x807fffff) // subnormal or zero
+			default:
+				e := uint32(100 + rng.IntN(60))
+				if rng.IntN(4) == 0 {
+					e = uint32(rng.IntN(256))
+				}
+				x[i] = math.Float32frombits(rng.Uint32()&0x807fffff | e<<23)
+			}
+		}
+		for k := range tiles {
+			switch rng.IntN(6) {
+			case 0: // no non-zero input
+				for i := range TileSize {
+					x[k*TileSize+i] = float32(math.Copysign(0, float64(rng.IntN(2)*2-1)))
+				}
+			case 1: // one non-zero input, at either end of the magnitudes
+				clear(x[k*TileSize:][:TileSize])
+				x[k*TileSize+rng.IntN(TileSize)] = math.Float32frombits([]uint32{1, 0x00800000, 0x7f7fffff, 0x7f800000, 0xffc00000}[rng.IntN(5)])
+			}
+		}
+		for _, f := range []Format{BFP8, BFP4} {
+			m := &Matrix{Format: f, In: len(x), Out: 32}
+			b := m.routes(x, 1, nil)
+			if useSIMD && useAVX512 && len(b.get()) != tiles {
+				t.Fatalf("%s: %d routes for %d full tile rows", f, len(b.get()), tiles)
+			}
+			for k := range tiles {
+				xt := x[k*TileSize:][:TileSize]
+				want := ref(f, xt)
+				lo, width, ok := fastRange(f, (*[TileSize]float32)(xt))
+				if got := (rowRoute{int16(lo), int16(width), ok}); got != want {
+					t.Fatalf("%s fastRange of %v: %+v, want %+v", f, xt, got, want)
+				}
+				if b != nil && b.r[k] != want {
+					t.Fatalf("%s routes' tile row %d, %v: %+v, want %+v", f, k, xt, b.r[k], want)
+				}
+			}
+			if b != nil {
+				routePool.Put(b)
 			}
 		}
 	}

@@ -110,6 +110,13 @@ func readXorAVX(p *byte, n int) uint64
 //go:noescape
 func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[256]float32) int
 
+// tileBitsZ writes, for each of n runs of 32 float32 from x, tileBits'
+// largest magnitude and least magnitude minus one to bits[2i] and
+// bits[2i+1] (bfp512_amd64.s).
+//
+//go:noescape
+func tileBitsZ(x *float32, n int, bits *[2]uint32)
+
 // bfpRow8Quads is bfpRow4Quads for BFP8 tiles; xs also holds the quad's
 // signed codes.
 //

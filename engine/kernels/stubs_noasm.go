@@ -180,3 +180,10 @@ func accRows4BF16RowsZ(acc []float32, accStride int, alpha *[4]float32, p []floa
 func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32, pStride int, v []float32, vStride, cnt int, pRow int, _ []float32) {
 	accRows4Ref(acc, accStride, 64, alpha, p, pStride, pRow, v, vStride, cnt)
 }
+
+func tileBitsZ(x *float32, n int, bits *[2]uint32) {
+	xs, bs := unsafe.Slice(x, n*TileSize), unsafe.Slice(bits, n)
+	for i := range bs {
+		bs[i][0], bs[i][1] = tileBits((*[TileSize]float32)(xs[i*TileSize:]))
+	}
+}
