@@ -429,7 +429,7 @@ func evalSetup(ctx context.Context, opts *evalOptions, f *task.File, items []tas
 		}
 		c.add(func() { closeDevice(dev) })
 		// serve's KV cache default, so that the likelihoods are a server's.
-		sess, err := generate.Open(opts.Model, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType)})
+		sess, err := generate.Open(opts.Model, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(defaultKVCacheDType), Resident: true})
 		if err != nil {
 			return nil, err
 		}

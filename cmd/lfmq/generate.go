@@ -221,7 +221,7 @@ func generateRun(cmd *cobra.Command, opts *generateOptions) error {
 	}
 	defer closeDevice(dev)
 	opts.deviceLine = line
-	s, err := generate.Open(opts.dir, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(opts.KVCacheDType)})
+	s, err := generate.Open(opts.dir, load.Options{Threads: opts.Threads, Device: dev, KVCacheDType: kvCacheDType(opts.KVCacheDType), Resident: true})
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	// An lfmq-1 checkpoint's structure is checked now and its files hashed
 	// while the server warms up and serves: a mismatch shuts it down.
-	sess, err := generate.Open(cfg.ModelDir, load.Options{Threads: cfg.Threads, Device: cfg.Device, KVCacheDType: cfg.KVCacheDType})
+	sess, err := generate.Open(cfg.ModelDir, load.Options{Threads: cfg.Threads, Device: cfg.Device, KVCacheDType: cfg.KVCacheDType, Resident: true})
 	if err != nil {
 		return fail(err)
 	}

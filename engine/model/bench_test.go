@@ -77,6 +77,11 @@ const (
 	// kvEnv sets the KV cache format of every benchmark model (f32, bf16
 	// or bfp8; default f32); a benchmark's name then ends in /kv=FORMAT.
 	kvEnv = "LFMQ_BENCH_KV_DTYPE"
+	// mappedEnv, set to 1, loads the benchmark models with their files
+	// mapped (4 KiB pages of the page cache) instead of resident on huge
+	// pages as lfmq serve loads them (load.Options.Resident): for a
+	// comparison of the two in one run.
+	mappedEnv = "LFMQ_BENCH_MAPPED"
 	// promptsEnv sets the prompt lengths of BenchmarkPrefillPrompt, a
 	// comma- or space-separated list (unset: it does not run).
 	promptsEnv = "LFMQ_BENCH_PROMPTS"
@@ -399,6 +404,8 @@ var (
 	benchThreads = threadCounts()
 	benchDepths  = contextDepths()
 	benchKV      = kvDType()
+	// benchResident is load.Options.Resident of the benchmark models.
+	benchResident = os.Getenv(mappedEnv) != "1"
 )
 
 // kvDType returns the KV cache format of kvEnv, or f32.
@@ -427,7 +434,7 @@ func kvName() string {
 // otherwise take a core's worth of time from the first second or so of the
 // measurement, a share that depends on the benchmark's length.
 func loadBench(b *testing.B, dir string, threads int) *model.Model {
-	m, err := load.Load(dir, load.Options{Threads: threads, KVCacheDType: benchKV})
+	m, err := load.Load(dir, load.Options{Threads: threads, KVCacheDType: benchKV, Resident: benchResident})
 	if err != nil {
 		b.Fatal(err)
 	}

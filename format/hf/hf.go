@@ -55,14 +55,25 @@ type Checkpoint struct {
 }
 
 // Open opens the safetensors weights of dir.
-func Open(dir string) (*Checkpoint, error) {
+func Open(dir string) (*Checkpoint, error) { return open(dir, false) }
+
+// OpenResident is Open with the shards read into the process's memory on
+// transparent huge pages where that pays (safetensors.OpenResident): for
+// an engine that streams the weights at every decode step.
+func OpenResident(dir string) (*Checkpoint, error) { return open(dir, true) }
+
+func open(dir string, resident bool) (*Checkpoint, error) {
 	shards, err := shardList(dir)
 	if err != nil {
 		return nil, err
 	}
 	c := &Checkpoint{dir: dir, byName: map[string]*safetensors.File{}}
 	for _, shard := range shards.files {
-		f, err := safetensors.Open(filepath.Join(dir, shard))
+		openFile := safetensors.Open
+		if resident {
+			openFile = safetensors.OpenResident
+		}
+		f, err := openFile(filepath.Join(dir, shard))
 		if err != nil {
 			c.Close()
 			return nil, err

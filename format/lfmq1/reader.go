@@ -215,7 +215,14 @@ func safeFileName(s string) bool {
 // Open opens the checkpoint in dir and checks it against its manifest to the
 // level asked. Every disagreement is reported: the error joins one
 // *MismatchError per finding, sorted, so errors.As finds the first.
-func Open(dir string, check Check) (*Checkpoint, error) {
+func Open(dir string, check Check) (*Checkpoint, error) { return open(dir, check, false) }
+
+// OpenResident is Open with the files read into the process's memory on
+// transparent huge pages where that pays (safetensors.OpenResident): for
+// an engine that streams the weights at every decode step.
+func OpenResident(dir string, check Check) (*Checkpoint, error) { return open(dir, check, true) }
+
+func open(dir string, check Check, resident bool) (*Checkpoint, error) {
 	m, msum, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -284,7 +291,11 @@ func Open(dir string, check Check) (*Checkpoint, error) {
 		if filepath.Ext(fe.Path) != ".safetensors" || damaged[fe.Path] {
 			continue
 		}
-		f, err := safetensors.Open(filepath.Join(dir, fe.Path))
+		openFile := safetensors.Open
+		if resident {
+			openFile = safetensors.OpenResident
+		}
+		f, err := openFile(filepath.Join(dir, fe.Path))
 		if err != nil {
 			// The file has the listed size but not a readable header:
 			// it differs from what the manifest describes.

@@ -2,9 +2,10 @@
 // Hugging Face safetensors checkpoint (single or sharded, BF16) or an
 // lfmq-1 checkpoint with BFP8/BFP4 weights.
 //
-// Load maps the weights without expanding them: BF16 matrices are used in
-// place over the mapped bytes and BFP matrices are handed to engine/kernels
-// as packed tiles; only small tensors (norms, the conv kernel, the expert
+// Load maps the weights without expanding them (or, with Options.Resident,
+// reads the files into the process's memory on huge pages): BF16 matrices
+// are used in place over the file's bytes and BFP matrices are handed to
+// engine/kernels as packed tiles; only small tensors (norms, the conv kernel, the expert
 // bias) are converted to float32. Every tensor is checked against the
 // config's expected shapes, and every misfit is reported at once
 // (*FindingsError of *TensorError). An lfmq-1 checkpoint's files may be
