@@ -110,6 +110,13 @@ func readXorAVX(p *byte, n int) uint64
 //go:noescape
 func bfpRow4Quads(acc []float32, t []byte, n int, x *[TileSize]float32, lo, width, next int, xs *[256]float32) int
 
+// causalConv1Z is causalConv for one token, n channels (a positive
+// multiple of 16) from the pointers' first, and k ≥ 2 taps; bias may be nil
+// (conv_amd64.s).
+//
+//go:noescape
+func causalConv1Z(v, u, st, w, bias *float32, n, k int)
+
 // tileBitsZ writes, for each of n runs of 32 float32 from x, tileBits'
 // largest magnitude and least magnitude minus one to bits[2i] and
 // bits[2i+1] (bfp512_amd64.s).

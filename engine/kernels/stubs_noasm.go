@@ -187,3 +187,11 @@ func tileBitsZ(x *float32, n int, bits *[2]uint32) {
 		bs[i][0], bs[i][1] = tileBits((*[TileSize]float32)(xs[i*TileSize:]))
 	}
 }
+
+func causalConv1Z(v, u, st, w, bias *float32, n, k int) {
+	var b []float32
+	if bias != nil {
+		b = unsafe.Slice(bias, n)
+	}
+	causalConvGo(unsafe.Slice(v, n), unsafe.Slice(u, n), unsafe.Slice(st, n*(k-1)), unsafe.Slice(w, n*k), b, 1, n, k, 0, n)
+}

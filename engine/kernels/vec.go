@@ -271,8 +271,28 @@ func checkConv(v, u, state, w, bias []float32, T, H, K int) {
 	}
 }
 
-// causalConv is CausalConv for channels [c0, c1).
+// causalConv is CausalConv for channels [c0, c1). A decode step (one
+// token) runs 16 channels at a time on the AVX-512 kernel, whose fused
+// multiply-adds round as fma32 does (NaN payloads aside), and the rest on
+// causalConvGo.
 func causalConv(v, u, state, w, bias []float32, T, H, K, c0, c1 int) {
+	if n := (c1 - c0) &^ 15; T == 1 && K >= 2 && n > 0 && useSIMD && useAVX512 {
+		var b *float32
+		if bias != nil {
+			b = &bias[c0]
+		}
+		_, _, _, _ = v[c0+n-1], u[c0+n-1], state[(c0+n)*(K-1)-1], w[(c0+n)*K-1]
+		if bias != nil {
+			_ = bias[c0+n-1]
+		}
+		causalConv1Z(&v[c0], &u[c0], &state[c0*(K-1)], &w[c0*K], b, n, K)
+		c0 += n
+	}
+	causalConvGo(v, u, state, w, bias, T, H, K, c0, c1)
+}
+
+// causalConvGo is causalConv in Go.
+func causalConvGo(v, u, state, w, bias []float32, T, H, K, c0, c1 int) {
 	h := K - 1
 	for c := c0; c < c1; c++ {
 		st := state[c*h : (c+1)*h]

@@ -309,6 +309,34 @@ func TestCausalConv(t *testing.T) {
 	}
 }
 
+// TestCausalConvDecodeKernel: a decode step (one token) on the AVX-512
+// kernel, 16 channels at a time, gives the Go kernel's outputs and state
+// bit for bit, with and without a bias, for widths that are and are not
+// whole groups of 16 and a channel range that starts past 0 (a Pool's).
+func TestCausalConvDecodeKernel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 38))
+	for _, k := range []int{2, 3, 7} {
+		for _, H := range []int{16, 53, 2048} {
+			for _, withBias := range []bool{false, true} {
+				u, w, state := randVec(rng, H), randVec(rng, H*k), randVec(rng, H*(k-1))
+				var bias []float32
+				if withBias {
+					bias = randVec(rng, H)
+				}
+				for _, c0 := range []int{0, 3} {
+					want, got := make([]float32, H), make([]float32, H)
+					stWant, stGot := append([]float32(nil), state...), append([]float32(nil), state...)
+					withGo(func() { causalConv(want, u, stWant, w, bias, 1, H, k, c0, H) })
+					causalConv(got, u, stGot, w, bias, 1, H, k, c0, H)
+					name := fmt.Sprintf("K=%d H=%d bias %v from channel %d", k, H, withBias, c0)
+					checkSame(t, name+" outputs", got, want)
+					checkSame(t, name+" state", stGot, stWant)
+				}
+			}
+		}
+	}
+}
+
 func TestPool(t *testing.T) {
 	for _, threads := range []int{1, 2, 5} {
 		p := NewPool(threads)
