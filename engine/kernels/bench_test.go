@@ -356,3 +356,15 @@ func busyWork(v float32, n int) float32 {
 
 // sink keeps benchmark results alive.
 var sink atomic.Uint32
+
+// BenchmarkMatrixRow is a decode step's embedding lookup: Row of a random
+// row of a BFP8 matrix of 65,536 rows of 2,048, 142 MB, so that the row
+// comes from memory.
+func BenchmarkMatrixRow(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := benchMatrix(b, rng, BFP8, 65536, 2048)
+	dst := make([]float32, 2048)
+	for b.Loop() {
+		m.Row(rng.IntN(65536), dst)
+	}
+}

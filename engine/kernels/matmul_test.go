@@ -781,3 +781,33 @@ func TestBFPWideKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixRow: Row(o) is At(o, i) for every input i, in every format,
+// on shapes whose inputs and outputs are not whole tiles; a row outside
+// the matrix panics.
+func TestMatrixRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	for _, f := range []Format{F32, BF16, BFP8, BFP4} {
+		const out, in = 70, 80
+		m := randMatrix(t, rng, f, out, in)
+		row := make([]float32, in)
+		for o := range out {
+			m.Row(o, row)
+			for i, v := range row {
+				if w := m.At(o, i); math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("%s row %d: [%d] is %v, At gives %v", f, o, i, v, w)
+				}
+			}
+		}
+		if f == BFP8 || f == BFP4 {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: Row(%d) of %d rows did not panic", f, out, out)
+					}
+				}()
+				m.Row(out, row)
+			}()
+		}
+	}
+}
