@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -808,6 +810,74 @@ func TestMatrixRow(t *testing.T) {
 				}()
 				m.Row(out, row)
 			}()
+		}
+	}
+}
+
+// TestMatMulSwiGLU: the feed-forward's two products and activation in one
+// region give, bit for bit, each product run alone and SwiGLU applied to
+// each row, for the fused BFP formats (the same or mixed) and the others,
+// batches of one to five rows, widths that are and are not whole 128-output
+// units, and one to three goroutines.
+func TestMatMulSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(65, 66))
+	for _, fs := range [][2]Format{{BFP4, BFP4}, {BFP8, BFP8}, {BFP8, BFP4}, {BF16, BF16}, {F32, BFP4}} {
+		for _, out := range []int{7680, 1000, 96} {
+			const in = 512
+			w1, w3 := randMatrix(t, rng, fs[0], out, in), randMatrix(t, rng, fs[1], out, in)
+			for _, batch := range []int{1, 2, 5} {
+				x := randVec(rng, batch*in)
+				wantG, wantU := make([]float32, batch*out), make([]float32, batch*out)
+				w1.MatMul(wantG, x, batch)
+				w3.MatMul(wantU, x, batch)
+				for b := range batch {
+					r := wantG[b*out:][:out]
+					SwiGLU(r, r, wantU[b*out:][:out])
+				}
+				for _, threads := range []int{1, 2, 3} {
+					p := NewPool(threads)
+					g, u := make([]float32, batch*out), make([]float32, batch*out)
+					p.MatMulSwiGLU(w1, w3, g, u, x, batch)
+					p.Close()
+					name := fmt.Sprintf("%s/%s out %d batch %d threads %d", fs[0], fs[1], out, batch, threads)
+					checkSame(t, name+" g", g, wantG)
+					checkSame(t, name+" u", u, wantU)
+				}
+			}
+		}
+	}
+}
+
+// TestMarkDone: the units both products have done go to the activation in
+// the longest runs, whatever the other product has done so far.
+func TestMarkDone(t *testing.T) {
+	for _, c := range []struct {
+		before []int32 // the other product's units done
+		a, b   int
+		want   [][2]int
+	}{
+		{[]int32{1, 0, 1, 1, 0, 1}, 0, 6, [][2]int{{0, 1}, {2, 4}, {5, 6}}},
+		{[]int32{0, 0, 0}, 0, 3, nil},
+		{[]int32{1, 1, 1, 1}, 1, 3, [][2]int{{1, 3}}},
+		{[]int32{0, 1, 1, 0, 1, 1}, 1, 6, [][2]int{{1, 3}, {4, 6}}},
+	} {
+		done := make([]atomic.Int32, len(c.before))
+		for i, v := range c.before {
+			done[i].Store(v)
+		}
+		var got [][2]int
+		markDone(done, c.a, c.b, func(r0, r1 int) { got = append(got, [2]int{r0, r1}) })
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%v, units [%d, %d): runs %v, want %v", c.before, c.a, c.b, got, c.want)
+		}
+		for i := range done {
+			want := c.before[i]
+			if i >= c.a && i < c.b {
+				want++
+			}
+			if done[i].Load() != want {
+				t.Errorf("%v, units [%d, %d): unit %d counts %d, want %d", c.before, c.a, c.b, i, done[i].Load(), want)
+			}
 		}
 	}
 }

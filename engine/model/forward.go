@@ -723,11 +723,9 @@ func (m *Model) denseBlock(l int, ly *Layer, ws *workspace, rows Rows, a, out []
 	if part == FFNInput {
 		return
 	}
-	// w1 and w3 read the same input: one parallel region for both.
-	ws.mulJobs = append(ws.mulJobs[:0], kernels.MulJob{M: ly.W1, Y: g, X: a, Batch: R},
-		kernels.MulJob{M: ly.W3, Y: u, X: a, Batch: R})
-	m.pool.MatMulAll(ws.mulJobs)
-	kernels.SwiGLU(g, g, u)
+	// w1 and w3 read the same input: one parallel region for both and
+	// the activation.
+	m.pool.MatMulSwiGLU(ly.W1, ly.W3, g, u, a, R)
 	if obs != nil {
 		obs.Linear(l, config.LayerPrefix(l)+"feed_forward.w2.weight", rows, g)
 	}
