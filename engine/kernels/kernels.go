@@ -95,6 +95,15 @@ func dotBF16r4b4(dst *[16]float32, w []uint16, ws int, x []float32, xs int, n in
 // for tile j. The next call's tiles start next bytes after t; the kernel
 // prefetches them, so next only affects speed (prefetches never fault).
 func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
+	var xs [512]float32
+	bfpRowRouted(f, acc, t, n, x, next, nil, &xs)
+}
+
+// bfpRowRouted is bfpRow with the fast route of x, when r is not nil (a
+// product works it out once for all its calls that share x: routes), and
+// the AVX-512 kernels' scratch xs, which the caller keeps across calls so
+// that it is not cleared for each.
+func bfpRowRouted(f Format, acc []float32, t []byte, n int, x []float32, next int, r *rowRoute, xs *[512]float32) {
 	if len(x) > TileSize {
 		panic("kernels: bfpRow: more than one tile of rows")
 	}
@@ -104,8 +113,11 @@ func bfpRow(f Format, acc []float32, t []byte, n int, x []float32, next int) {
 	case !useSIMD:
 		bfpRowGo(f, acc, t, n, x)
 	case useAVX512 && n >= 4 && len(x) == TileSize:
-		var xs [512]float32
-		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next, routeOf(f, (*[TileSize]float32)(x)), &xs)
+		if r == nil {
+			rt := routeOf(f, (*[TileSize]float32)(x))
+			r = &rt
+		}
+		bfpRowWide(f, acc, t, n, (*[TileSize]float32)(x), next, *r, xs)
 	default:
 		bfpRowAVX2(f, acc, t, n, x, next)
 	}
@@ -123,10 +135,8 @@ func bfpRowAVX2(f Format, acc []float32, t []byte, n int, x []float32, next int)
 // bfpRowWide is bfpRow for 32 rows with the AVX-512 kernels, which take the
 // fast route four tiles at a time; the quads they decline (one tile's
 // exponents rule the route out) and the last n%4 tiles run on the AVX2
-// kernels. All of them give the bits of bfpRowGo. r is routeOf(f, x),
-// which a product works out once for all its calls that share x (a
-// decode step makes some 40,000 calls); xs is the kernels' scratch, which
-// the caller keeps across calls so that it is not cleared for each.
+// kernels. All of them give the bits of bfpRowGo. r is routeOf(f, x); xs
+// is the kernels' scratch (bfpRowRouted).
 func bfpRowWide(f Format, acc []float32, t []byte, n int, x *[TileSize]float32, next int, r rowRoute, xs *[512]float32) {
 	tb := f.TileBytes()
 	if !r.ok {
@@ -163,10 +173,7 @@ type rowRoute struct {
 }
 
 // routeOf is fastRange as a rowRoute.
-func routeOf(f Format, x *[TileSize]float32) rowRoute {
-	most, leastM1 := tileBits(x)
-	return routeOfBits(f, [2]uint32{most, leastM1})
-}
+func routeOf(f Format, x *[TileSize]float32) rowRoute { return routeOfBits(f, tileBits(x)) }
 
 // fastRange returns the shared exponents E for which the fast route of the
 // BFP row kernels is exact with these 32 inputs (bfp_amd64.s): E in [lo,
@@ -187,13 +194,13 @@ func fastRange(f Format, x *[TileSize]float32) (lo, width int, ok bool) {
 // exponent field is its magnitude's top bits, so they give emax and emin
 // (routeOfBits) without a branch an input; tileBitsZ is the same on 512-bit
 // registers.
-func tileBits(x *[TileSize]float32) (most, leastM1 uint32) {
-	most, leastM1 = 0, ^uint32(0)
+func tileBits(x *[TileSize]float32) [2]uint32 {
+	most, leastM1 := uint32(0), ^uint32(0)
 	for _, v := range x {
 		m := math.Float32bits(v) &^ (1 << 31)
 		most, leastM1 = max(most, m), min(leastM1, m-1)
 	}
-	return most, leastM1
+	return [2]uint32{most, leastM1}
 }
 
 // routeOfBits is fastRange from tileBits' answer.

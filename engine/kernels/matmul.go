@@ -82,7 +82,7 @@ var routePool = sync.Pool{New: func() any { return new(routeBuf) }}
 // a buffer from routePool); it returns b unchanged for any other product,
 // whose calls work out their own.
 func (m *Matrix) routes(x []float32, batch int, b *routeBuf) *routeBuf {
-	if batch != 1 || (m.Format != BFP8 && m.Format != BFP4) || !useSIMD || !useAVX512 {
+	if batch != 1 || !m.Format.tiled() || !useSIMD || !useAVX512 {
 		return b
 	}
 	if b == nil {
@@ -118,7 +118,7 @@ const rowGrainTiles = 32
 // grain is the fewest units a range of m's product of batch rows should
 // hold (Pool.runGrain).
 func (m *Matrix) grain(batch int) int {
-	if batch == 1 && (m.Format == BFP8 || m.Format == BFP4) {
+	if batch == 1 && m.Format.tiled() {
 		return rowGrainTiles / bfpUnitTiles
 	}
 	return 1
@@ -238,37 +238,35 @@ func (p *Pool) MatMulSwiGLU(w1, w3 *Matrix, g, u, x []float32, batch int) {
 	if batch == 0 || out == 0 {
 		return
 	}
-	bfp := func(f Format) bool { return f == BFP8 || f == BFP4 }
-	if !bfp(w1.Format) || !bfp(w3.Format) {
-		p.MatMulAll([]MulJob{{M: w1, Y: g, X: x, Batch: batch}, {M: w3, Y: u, X: x, Batch: batch}})
-		for b := range batch {
-			SwiGLU(g[b*out:][:out], g[b*out:][:out], u[b*out:][:out])
-		}
-		return
-	}
-	n := w1.units()
-	rb := w1.routes(x, batch, nil)
-	if w3.Format != w1.Format {
-		rb = w3.routes(x, batch, rb)
-	}
-	if rb != nil {
-		defer routePool.Put(rb)
-	}
-	rt := rb.get()
-	rt1, rt3 := rt, rt
-	if len(rt) > w1.In/TileSize {
-		rt1, rt3 = rt[:w1.In/TileSize], rt[w1.In/TileSize:]
-	}
-	// done[i] counts the products that have unit i's outputs.
-	done := make([]atomic.Int32, n)
-	const unitOut = bfpUnitTiles * TileSize
-	apply := func(r0, r1 int) {
-		o0, o1 := r0*unitOut, min(r1*unitOut, out)
+	// SwiGLU on outputs [o0, o1) of every row.
+	activate := func(o0, o1 int) {
 		for row := 0; row < batch*out; row += out {
 			SwiGLU(g[row+o0:row+o1], g[row+o0:row+o1], u[row+o0:row+o1])
 		}
 	}
-	mark := func(a, b int) { markDone(done, a, b, apply) }
+	if !w1.Format.tiled() || !w3.Format.tiled() {
+		p.MatMulAll([]MulJob{{M: w1, Y: g, X: x, Batch: batch}, {M: w3, Y: u, X: x, Batch: batch}})
+		activate(0, out)
+		return
+	}
+	n := w1.units()
+	// One set of routes serves both products where their formats agree.
+	rb := w1.routes(x, batch, nil)
+	rt1 := rb.get()
+	rt3 := rt1
+	if w3.Format != w1.Format {
+		rb = w3.routes(x, batch, rb)
+		rt3 = rb.get()[len(rt1):]
+	}
+	if rb != nil {
+		defer routePool.Put(rb)
+	}
+	// done[i] counts the products that have unit i's outputs.
+	done := make([]atomic.Int32, n)
+	const unitOut = bfpUnitTiles * TileSize
+	mark := func(a, b int) {
+		markDone(done, a, b, func(r0, r1 int) { activate(r0*unitOut, min(r1*unitOut, out)) })
+	}
 	// Units [0, n) are W1's, [n, 2n) W3's.
 	run := func(lo, hi int) {
 		if a, b := lo, min(hi, n); a < b {
@@ -473,13 +471,11 @@ func (m *Matrix) mulCols(y, x []float32, batch, ntLo, ntHi int, add bool, rt []r
 			a := acc[:nb*TileSize]
 			clear(a)
 			for k0 := 0; k0 < in; k0 += TileSize {
-				t := m.BFP[(k0/TileSize*nt+b0)*tb:]
-				if k := k0 / TileSize; k < len(rt) && nb >= 4 {
-					_ = t[:nb*tb]
-					bfpRowWide(f, a, t, nb, (*[TileSize]float32)(x[k0:]), nt*tb, rt[k], &xs)
-					continue
+				var r *rowRoute
+				if k := k0 / TileSize; k < len(rt) {
+					r = &rt[k]
 				}
-				bfpRow(f, a, t, nb, x[k0:min(k0+TileSize, in)], nt*tb)
+				bfpRowRouted(f, a, m.BFP[(k0/TileSize*nt+b0)*tb:], nb, x[k0:min(k0+TileSize, in)], nt*tb, r, &xs)
 			}
 			for j := range nb {
 				store(0, (b0+j)*TileSize, a[j*TileSize:])

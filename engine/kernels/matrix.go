@@ -45,6 +45,9 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
+// tiled reports whether f is a BFP format, stored in 32×32 tiles.
+func (f Format) tiled() bool { return f.TileBytes() > 0 }
+
 // TileBytes returns the bytes of one 32×32 tile for BFP8 (1088) and BFP4
 // (576), and 0 for the formats that are not tiled.
 func (f Format) TileBytes() int {
@@ -125,7 +128,7 @@ func NewBF16(out, in int, w []uint16) (*Matrix, error) {
 // [out, in] over the packed tiles, which it does not copy.
 func NewBFP(f Format, out, in int, tiles []byte) (*Matrix, error) {
 	m := &Matrix{Format: f, Out: out, In: in, BFP: tiles}
-	if f != BFP8 && f != BFP4 {
+	if !f.tiled() {
 		return nil, &MatrixError{Format: f, Out: out, In: in, Field: "format", Reason: "NewBFP needs BFP8 or BFP4"}
 	}
 	if err := m.Validate(); err != nil {
@@ -210,14 +213,23 @@ func (m *Matrix) At(o, i int) float32 {
 	case BF16:
 		return math.Float32frombits(uint32(m.BF16[o*m.In+i]) << 16)
 	case BFP8, BFP4:
-		tb := m.Format.TileBytes()
-		tile := m.BFP[((i/TileSize)*m.nTiles()+o/TileSize)*tb:][:tb]
-		r, c := i%TileSize, o%TileSize
-		g := (r/16*2+c/16)*16 + r%16
-		return decodeBFP(m.Format, tile, g, c%16)
+		c := o % TileSize
+		return decodeBFP(m.Format, m.tile(i/TileSize, o/TileSize), tileGroup(i%TileSize, c), c%16)
 	}
 	panic("kernels: At on a matrix of unknown format")
 }
+
+// tile returns the BFP tile at tile row kt (inputs 32kt…) and tile column
+// nt (outputs 32nt…).
+func (m *Matrix) tile(kt, nt int) []byte {
+	tb := m.Format.TileBytes()
+	return m.BFP[(kt*m.nTiles()+nt)*tb:][:tb]
+}
+
+// tileGroup returns the exponent group of a tile that holds row r, column
+// c (docs/bfp.md): 16 groups of 16 columns for rows 0–15, left then right
+// of column 16, then the same for rows 16–31.
+func tileGroup(r, c int) int { return (r/16*2+c/16)*16 + r%16 }
 
 // decodeBFP returns lane j of group g of one tile, decoded exactly. It is
 // the spec-literal decoder (docs/bfp.md, "Decoding") the reference kernels
@@ -293,18 +305,18 @@ func (m *Matrix) Row(o int, dst []float32) {
 		if o < 0 || o >= m.Out {
 			panic(fmt.Sprintf("kernels: Row(%d) outside matrix [%d, %d]", o, m.Out, m.In))
 		}
-		tb, nt, c := m.Format.TileBytes(), m.nTiles(), o%TileSize
+		tb, c := m.Format.TileBytes(), o%TileSize
 		// The lines the row reads, loaded first in a tight loop: the
 		// loads are independent, so many misses are in flight at once,
 		// where the decoding loop's longer body keeps few in flight.
 		// Per tile: the exponents, and the two runs of 16 groups that
-		// hold column c (rows 0-15 and 16-31), 256 bytes each in BFP8,
-		// 128 in BFP4.
-		run := 16 * (tb - 64) / 1024 * 16
+		// hold column c (rows 0-15 and 16-31; tileGroup), of 16 codes
+		// each, 256 bytes in BFP8 and 128 in BFP4.
+		run := 16 * (tb - 64) / 64
 		lo := 64 + c/16*run
 		var touch byte
-		for k0 := 0; k0 < m.In; k0 += TileSize {
-			tile := m.BFP[(k0/TileSize*nt+o/TileSize)*tb:][:tb]
+		for kt := range m.kTiles() {
+			tile := m.tile(kt, o/TileSize)
 			touch ^= tile[0]
 			for _, r0 := range [2]int{lo, lo + 2*run} {
 				for off := r0; off < r0+run; off += 64 {
@@ -314,10 +326,10 @@ func (m *Matrix) Row(o int, dst []float32) {
 			}
 		}
 		runtime.KeepAlive(touch)
-		for k0 := 0; k0 < m.In; k0 += TileSize {
-			tile := m.BFP[(k0/TileSize*nt+o/TileSize)*tb:][:tb]
-			for r := range min(TileSize, m.In-k0) {
-				dst[k0+r] = decodeBFP(m.Format, tile, (r/16*2+c/16)*16+r%16, c%16)
+		for kt := range m.kTiles() {
+			tile := m.tile(kt, o/TileSize)
+			for r := range min(TileSize, m.In-kt*TileSize) {
+				dst[kt*TileSize+r] = decodeBFP(m.Format, tile, tileGroup(r, c), c%16)
 			}
 		}
 	}

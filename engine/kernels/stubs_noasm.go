@@ -184,7 +184,7 @@ func accRows4RowsZ(acc []float32, accStride int, alpha *[4]float32, p []float32,
 func tileBitsZ(x *float32, n int, bits *[2]uint32) {
 	xs, bs := unsafe.Slice(x, n*TileSize), unsafe.Slice(bits, n)
 	for i := range bs {
-		bs[i][0], bs[i][1] = tileBits((*[TileSize]float32)(xs[i*TileSize:]))
+		bs[i] = tileBits((*[TileSize]float32)(xs[i*TileSize:]))
 	}
 }
 
