@@ -55,24 +55,21 @@ type Checkpoint struct {
 }
 
 // Open opens the safetensors weights of dir.
-func Open(dir string) (*Checkpoint, error) { return open(dir, false) }
+func Open(dir string) (*Checkpoint, error) { return open(dir, safetensors.Open) }
 
 // OpenResident is Open with the shards read into the process's memory on
 // transparent huge pages where that pays (safetensors.OpenResident): for
 // an engine that streams the weights at every decode step.
-func OpenResident(dir string) (*Checkpoint, error) { return open(dir, true) }
+func OpenResident(dir string) (*Checkpoint, error) { return open(dir, safetensors.OpenResident) }
 
-func open(dir string, resident bool) (*Checkpoint, error) {
+// open is Open with openFile opening each shard.
+func open(dir string, openFile func(string) (*safetensors.File, error)) (*Checkpoint, error) {
 	shards, err := shardList(dir)
 	if err != nil {
 		return nil, err
 	}
 	c := &Checkpoint{dir: dir, byName: map[string]*safetensors.File{}}
 	for _, shard := range shards.files {
-		openFile := safetensors.Open
-		if resident {
-			openFile = safetensors.OpenResident
-		}
 		f, err := openFile(filepath.Join(dir, shard))
 		if err != nil {
 			c.Close()

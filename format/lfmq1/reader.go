@@ -215,14 +215,17 @@ func safeFileName(s string) bool {
 // Open opens the checkpoint in dir and checks it against its manifest to the
 // level asked. Every disagreement is reported: the error joins one
 // *MismatchError per finding, sorted, so errors.As finds the first.
-func Open(dir string, check Check) (*Checkpoint, error) { return open(dir, check, false) }
+func Open(dir string, check Check) (*Checkpoint, error) { return open(dir, check, safetensors.Open) }
 
 // OpenResident is Open with the files read into the process's memory on
 // transparent huge pages where that pays (safetensors.OpenResident): for
 // an engine that streams the weights at every decode step.
-func OpenResident(dir string, check Check) (*Checkpoint, error) { return open(dir, check, true) }
+func OpenResident(dir string, check Check) (*Checkpoint, error) {
+	return open(dir, check, safetensors.OpenResident)
+}
 
-func open(dir string, check Check, resident bool) (*Checkpoint, error) {
+// open is Open with openFile opening each safetensors file.
+func open(dir string, check Check, openFile func(string) (*safetensors.File, error)) (*Checkpoint, error) {
 	m, msum, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -290,10 +293,6 @@ func open(dir string, check Check, resident bool) (*Checkpoint, error) {
 	for _, fe := range m.Files {
 		if filepath.Ext(fe.Path) != ".safetensors" || damaged[fe.Path] {
 			continue
-		}
-		openFile := safetensors.Open
-		if resident {
-			openFile = safetensors.OpenResident
 		}
 		f, err := openFile(filepath.Join(dir, fe.Path))
 		if err != nil {

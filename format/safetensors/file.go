@@ -82,16 +82,13 @@ func open(path string, resident bool) (*File, error) {
 		return nil, fmt.Errorf("safetensors: %s: %d bytes do not fit in this process's address space", path, size)
 	}
 	var buf, region []byte
-	mapped := false
 	if resident {
-		var ok bool
-		if buf, region, ok, err = loadResident(f, int(size)); err != nil {
+		if buf, region, err = loadResident(f, int(size)); err != nil {
 			return nil, fmt.Errorf("safetensors: %s: %w", path, err)
-		} else if !ok {
-			resident = false
 		}
 	}
-	if !resident {
+	mapped := false
+	if buf == nil {
 		buf, mapped, err = load(f, int(size))
 		if err != nil {
 			return nil, fmt.Errorf("safetensors: %w", err)

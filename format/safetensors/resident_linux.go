@@ -3,11 +3,11 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,21 +17,28 @@ import (
 // arm64 (4 KiB base pages).
 const hugePage = 2 << 20
 
-// loadResident reads the first size bytes of f into anonymous memory
-// aligned to and advised for transparent huge pages, and makes it
-// read-only; region is the whole mapping, for unmap. ok is false, with
-// nothing allocated, where that would not pay or is not safe: a file under
-// one huge page, huge pages turned off (/sys/kernel/mm/transparent_hugepage/enabled
-// "never"), or less than twice size of available memory (the bytes, unlike
-// a file mapping's, cannot be given back to the page cache under
-// pressure). A failed read is returned.
-func loadResident(f *os.File, size int) (buf, region []byte, ok bool, err error) {
+// loadResident reads f's first size bytes into the process's memory
+// (copyResident) where that pays and is safe, and otherwise returns a nil
+// buf for the caller to map the file: a file under one huge page, huge
+// pages turned off (/sys/kernel/mm/transparent_hugepage/enabled "never"),
+// or available memory under twice size (the bytes, unlike a file
+// mapping's, cannot be given back to the page cache under pressure).
+func loadResident(f *os.File, size int) (buf, region []byte, err error) {
 	if size < hugePage || !hugePagesOn() || !memoryFor(size) {
-		return nil, nil, false, nil
+		return nil, nil, nil
 	}
-	region, merr := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if merr != nil {
-		return nil, nil, false, nil
+	return copyResident(f, size)
+}
+
+// copyResident reads the first size bytes of f into anonymous memory
+// aligned to and advised for transparent huge pages, and makes it
+// read-only; region is the whole mapping, for unmap. A nil buf with a nil
+// error is a mapping the kernel refused, for the caller to map the file
+// instead; a failed read is returned.
+func copyResident(f *os.File, size int) (buf, region []byte, err error) {
+	region, err = unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, nil
 	}
 	off := int((hugePage - uintptr(unsafe.Pointer(unsafe.SliceData(region)))%hugePage) % hugePage)
 	buf = region[off : off+size]
@@ -39,15 +46,15 @@ func loadResident(f *os.File, size int) (buf, region []byte, ok bool, err error)
 	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, int64(size)), buf); err != nil {
 		_ = unix.Munmap(region)
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	// Read-only, as a mapping of the file is: a stray write faults
 	// instead of changing a weight.
 	if err := unix.Mprotect(region, unix.PROT_READ); err != nil {
 		_ = unix.Munmap(region)
-		return nil, nil, false, nil
+		return nil, nil, nil
 	}
-	return buf, region, true, nil
+	return buf, region, nil
 }
 
 // hugePagesOn reports whether the kernel gives transparent huge pages to
@@ -60,19 +67,15 @@ func hugePagesOn() bool {
 // memoryFor reports whether /proc/meminfo's MemAvailable is at least twice
 // size bytes.
 func memoryFor(size int) bool {
-	f, err := os.Open("/proc/meminfo")
+	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		v, found := bytes.CutPrefix(s.Bytes(), []byte("MemAvailable:"))
-		if !found {
-			continue
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "MemAvailable:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return err == nil && kb/2 >= int64(size)>>10
 		}
-		kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))), 10, 64)
-		return err == nil && kb/2 >= int64(size)>>10
 	}
 	return false
 }
