@@ -445,6 +445,33 @@ func loadBench(b *testing.B, dir string, threads int) *model.Model {
 	return m
 }
 
+// BenchmarkLoad measures load.Load and Close of each benchmark model, its
+// files mapped ("mapped") and read into the process's memory on huge pages
+// as lfmq serve loads them ("resident", load.Options.Resident): what the
+// resident load adds to startup. The files are in the page cache after
+// the first iteration; an lfmq-1 checkpoint's background hash is stopped
+// by Close.
+func BenchmarkLoad(b *testing.B) {
+	for _, which := range benchModels {
+		for _, format := range benchFormats {
+			for _, mode := range []string{"mapped", "resident"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", which, format, mode), func(b *testing.B) {
+					dir := benchModel(b, which, format)
+					for b.Loop() {
+						m, err := load.Load(dir, load.Options{Threads: 1, Resident: mode == "resident"})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := m.Close(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkDecode measures one-token decode steps of a batch of one
 // sequence (and, on the tiny model, of eight) after a 32-token prompt. The
 // tokens fed are seeded random ids, so routing varies from step to step as
